@@ -1,0 +1,3 @@
+export * from './catalog.ts';
+export * from './cost.ts';
+export * from './spec.ts';
