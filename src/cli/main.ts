@@ -1,0 +1,45 @@
+/**
+ * `kvroute <command>`: dispatches to one module per command. Usage errors and known failures
+ * print one line and exit 2; nothing prints a stack trace at the user.
+ */
+import { UsageError } from './args.ts';
+
+type CommandModule = { run(argv: string[]): Promise<number> };
+
+const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandModule> }> = {
+  plan: { summary: 'capacity plan from the cost model', load: () => import('./plan.ts') },
+};
+
+function usage(): string {
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`);
+  return `usage: kvroute <command> [flags]\n\ncommands:\n${lines.join('\n')}\n\nkvroute <command> --help for its flags`;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(`${usage()}\n`);
+    return name ? 0 : 2;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    process.stderr.write(
+      `kvroute: unknown command '${name}'; commands: ${Object.keys(COMMANDS).join(', ')}\n`,
+    );
+    return 2;
+  }
+  try {
+    return await (await command.load()).run(rest);
+  } catch (err) {
+    if (err instanceof UsageError || isKnownError(err)) {
+      process.stderr.write(`kvroute ${name}: ${(err as Error).message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+}
+
+/** Errors from the cores that carry a stable `code` are user-facing: print them, no trace. */
+function isKnownError(err: unknown): boolean {
+  return err instanceof Error && typeof (err as { code?: unknown }).code === 'string';
+}

@@ -1,0 +1,95 @@
+/**
+ * The engine core's contract: what its drivers (the engine server on the wall clock, the fleet
+ * simulator on a virtual clock) put in and get out. The core itself has no clock and no I/O.
+ */
+import type { KvEvent } from '../kv/events.ts';
+import type { ReplicaSpec } from '../model/cost.ts';
+
+export type KvPolicyName = 'reserve' | 'paged';
+
+export interface EngineConfig {
+  spec: ReplicaSpec;
+  /** Tokens one step may compute (prefill and decode alike). */
+  budgetTokens: number;
+  /** Running sequences at most. */
+  maxSeqs: number;
+  kvPolicy: KvPolicyName;
+  /** Tokens per KV block (16, as vLLM). */
+  blockSize: number;
+  /** KV blocks in the pool; default: the cost model's KV pool tokens / blockSize. */
+  kvBlocks?: number;
+  /** Automatic prefix caching (default true). */
+  prefixCaching?: boolean;
+  /** Scheduler options from the seed's probes (see scheduler config). */
+  rotateDecodes?: boolean;
+  alignChunksToBlocks?: boolean;
+  longPrefillThreshold?: number;
+  maxPartialPrefills?: number;
+  /** Paged mode: fraction of blocks kept free when admitting (vLLM's watermark, default 0.01). */
+  watermark?: number;
+}
+
+export interface EngineRequest {
+  id: string;
+  promptTokens: readonly number[];
+  /** Tokens to generate, >= 1; the first comes out of the last prefill chunk. */
+  maxNewTokens: number;
+  cacheSalt?: string;
+  loraName?: string;
+  /** Lower runs first (vLLM's convention); default 0. */
+  priority?: number;
+  /** The driver's clock at arrival; used only for ordering and ageing, never read as time. */
+  arrivalMs: number;
+}
+
+export interface TokenEmitted {
+  id: string;
+  /** 0-based index of this output token. */
+  index: number;
+}
+
+export interface RequestFinished {
+  id: string;
+  promptTokens: number;
+  /** Prompt tokens served from the prefix cache at (last) admission. */
+  cachedTokens: number;
+  outputTokens: number;
+  reason: 'length' | 'abort';
+}
+
+export interface StepResult {
+  /** The scheduler's plan for this step (plain data). */
+  plan: unknown;
+  /** Modeled duration of the step; the driver advances its clock by this. */
+  durationMs: number;
+  prefillTokens: number;
+  decodeTokens: number;
+  emitted: TokenEmitted[];
+  finished: RequestFinished[];
+  /** Ids preempted this step (paged mode); they are back in the queue. */
+  preempted: string[];
+  events: KvEvent[];
+}
+
+export interface EngineCounters {
+  running: number;
+  waiting: number;
+  /** Fraction of KV blocks in use, 0..1. */
+  kvUsage: number;
+  kvBlocksTotal: number;
+  kvBlocksFree: number;
+  prefixCacheQueriesTokens: number;
+  prefixCacheHitsTokens: number;
+  preemptions: number;
+  promptTokens: number;
+  generationTokens: number;
+}
+
+export class EngineError extends Error {
+  constructor(
+    readonly code: 'ERR_NEVER_FITS' | 'ERR_INVALID_REQUEST' | 'ERR_DUPLICATE_ID' | 'ERR_CONFIG',
+    message: string,
+  ) {
+    super(message);
+  }
+}
