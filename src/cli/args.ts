@@ -18,7 +18,7 @@ export interface ParsedFlags {
 export function parseFlags(argv: string[], spec: FlagSpec, allowPositionals = false): ParsedFlags {
   try {
     const { values, positionals } = parseArgs({
-      args: argv,
+      args: joinNegativeValues(argv, spec),
       options: spec,
       strict: true,
       allowPositionals,
@@ -28,6 +28,24 @@ export function parseFlags(argv: string[], spec: FlagSpec, allowPositionals = fa
     const message = (err as Error).message.split('\n')[0] ?? 'bad arguments';
     throw new UsageError(message.replace(/\. To specify a positional argument.*$/, ''));
   }
+}
+
+/**
+ * `--rate -1` would read as two flags to parseArgs; join a numeric-looking value to its flag so
+ * the value check can name the flag and the bad value.
+ */
+function joinNegativeValues(argv: string[], spec: FlagSpec): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const next = argv[i + 1];
+    const name = arg.startsWith('--') ? arg.slice(2) : undefined;
+    if (name && spec[name]?.type === 'string' && next !== undefined && /^-[\d.]/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else out.push(arg);
+  }
+  return out;
 }
 
 /** Typed accessors over parsed flags; each throws UsageError naming the flag. */

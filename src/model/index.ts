@@ -1,3 +1,4 @@
 export * from './catalog.ts';
 export * from './cost.ts';
 export * from './spec.ts';
+export * from './plan.ts';

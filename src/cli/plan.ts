@@ -1,0 +1,213 @@
+/**
+ * `kvroute plan`: the router seed's capacity derivation (or, with --preset seed-scheduler, the
+ * scheduler seed's budget table) from the catalog and cost model, every input a flag.
+ */
+import { DTYPES, GPUS, MODELS } from '../model/catalog.ts';
+import { replicaSpecProblem, type ReplicaSpec } from '../model/cost.ts';
+import {
+  type LoadInput,
+  planRouter,
+  planScheduler,
+  type RouterPlan,
+  routerPlanJson,
+  SEED_LOAD,
+  SEED_SCHEDULER,
+  type SchedulerPlan,
+  schedulerPlanJson,
+} from '../model/plan.ts';
+import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
+import { Flags, parseFlags, UsageError } from './args.ts';
+
+const PRESETS = ['seed-router', 'seed-scheduler'] as const;
+
+const FLAGS = {
+  preset: { type: 'string' },
+  model: { type: 'string' },
+  gpu: { type: 'string' },
+  tp: { type: 'string' },
+  'weights-dtype': { type: 'string' },
+  'kv-dtype': { type: 'string' },
+  rate: { type: 'string' },
+  'prompt-tokens': { type: 'string' },
+  'shared-tokens': { type: 'string' },
+  prefixes: { type: 'string' },
+  'output-tokens': { type: 'string' },
+  mfu: { type: 'string' },
+  mbu: { type: 'string' },
+  utilization: { type: 'string' },
+  batch: { type: 'string' },
+  'hit-rate': { type: 'string' },
+  'hot-share': { type: 'string' },
+  budgets: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+const HELP = `usage: kvroute plan [flags]
+
+The router seed's capacity plan: prefill a hit saves, KV pool fit, fleet size with and without
+affinity, the hot-customer load and the spill threshold. Defaults are the seed's.
+
+  --preset seed-router|seed-scheduler   seed-scheduler prints the budget table instead
+  --model NAME        ${Object.keys(MODELS).join(', ')} (default ${SEED_REPLICA.model})
+  --gpu NAME          ${Object.keys(GPUS).join(', ')} (default ${SEED_REPLICA.gpu})
+  --tp N              GPUs per replica (default 2; seed-scheduler 4)
+  --weights-dtype D   ${DTYPES.join(' | ')} (default fp8)      --kv-dtype D  (default bf16)
+  --rate R            requests/s (40)          --prompt-tokens N   (8000; seed-scheduler 32768)
+  --shared-tokens N   shared prefix (6000)     --prefixes N        distinct prefixes (200)
+  --output-tokens N   (300)                    --batch N           decode batch (64)
+  --mfu F             prefill MFU (0.5; seed-scheduler 1)   --mbu F  decode MBU (0.75; 1)
+  --utilization F     target utilization (0.65)
+  --hit-rate F        warm fraction under affinity (0.9)    --hot-share F  hottest customer (0.1)
+  --budgets LIST      seed-scheduler budgets (512,2048,8192)
+  --json              machine-readable output
+`;
+
+export async function run(argv: string[]): Promise<number> {
+  const flags = new Flags(parseFlags(argv, FLAGS));
+  if (flags.bool('help')) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  const preset = flags.oneOf('preset', PRESETS) ?? 'seed-router';
+  const scheduler = preset === 'seed-scheduler';
+  const spec = readSpec(flags, scheduler);
+  if (scheduler) {
+    const plan = planScheduler(spec, {
+      budgets: readBudgets(flags) ?? SEED_SCHEDULER.budgets,
+      promptTokens: flags.positive('prompt-tokens', true) ?? SEED_SCHEDULER.promptTokens,
+      decodes: flags.number('batch', { min: 0, integer: true }) ?? SEED_SCHEDULER.decodes,
+    });
+    write(flags.bool('json') ? json(schedulerPlanJson(plan)) : schedulerText(spec, plan));
+    return 0;
+  }
+  const load = readLoad(flags);
+  const plan = planRouter(spec, load);
+  write(flags.bool('json') ? json(routerPlanJson(plan)) : routerText(spec, load, plan));
+  return 0;
+}
+
+const write = (text: string): void => {
+  process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+};
+const json = (value: unknown): string => JSON.stringify(value, null, 2);
+
+function readSpec(flags: Flags, scheduler: boolean): ReplicaSpec {
+  const spec = makeReplicaSpec({
+    model: flags.string('model'),
+    gpu: flags.string('gpu') ?? (scheduler ? 'h100-sxm' : undefined),
+    tp: flags.positive('tp', true) ?? (scheduler ? 4 : undefined),
+    weightsDtype: flags.oneOf('weights-dtype', DTYPES),
+    kvDtype: flags.oneOf('kv-dtype', DTYPES),
+    mfu: flags.fraction('mfu') ?? (scheduler ? 1 : undefined),
+    mbu: flags.fraction('mbu') ?? (scheduler ? 1 : undefined),
+  });
+  const problem = replicaSpecProblem(spec);
+  if (problem) throw new UsageError(problem);
+  return spec;
+}
+
+function readLoad(flags: Flags): LoadInput {
+  const load: LoadInput = {
+    rate: flags.positive('rate') ?? SEED_LOAD.rate,
+    promptTokens: flags.positive('prompt-tokens', true) ?? SEED_LOAD.promptTokens,
+    sharedTokens:
+      flags.number('shared-tokens', { min: 0, integer: true }) ?? SEED_LOAD.sharedTokens,
+    prefixes: flags.positive('prefixes', true) ?? SEED_LOAD.prefixes,
+    outputTokens: flags.positive('output-tokens', true) ?? SEED_LOAD.outputTokens,
+    utilization: flags.fraction('utilization') ?? SEED_LOAD.utilization,
+    batch: flags.positive('batch', true) ?? SEED_LOAD.batch,
+    hitRate: flags.number('hit-rate', { min: 0, max: 1 }) ?? SEED_LOAD.hitRate,
+    hotShare: flags.fraction('hot-share') ?? SEED_LOAD.hotShare,
+  };
+  if (load.sharedTokens > load.promptTokens) {
+    throw new UsageError(
+      `--shared-tokens (${load.sharedTokens}) must not exceed --prompt-tokens (${load.promptTokens})`,
+    );
+  }
+  return load;
+}
+
+function readBudgets(flags: Flags): number[] | undefined {
+  const raw = flags.string('budgets');
+  if (raw === undefined) return undefined;
+  const budgets = raw.split(',').map((s) => Number(s.trim()));
+  if (budgets.length === 0 || budgets.some((b) => !Number.isInteger(b) || b < 1)) {
+    throw new UsageError(`--budgets must be a comma list of positive integers, got '${raw}'`);
+  }
+  return budgets;
+}
+
+const fmt = (x: number, digits = 0): string =>
+  x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+function describe(spec: ReplicaSpec): string {
+  return `${spec.model.displayName}, ${spec.weightsDtype.toUpperCase()} weights, ${spec.kvDtype.toUpperCase()} KV, TP=${spec.tp} ${spec.gpu.displayName}, ${fmt(spec.mfu * 100)}% MFU prefill, ${fmt(spec.mbu * 100)}% MBU decode`;
+}
+
+function routerText(spec: ReplicaSpec, load: LoadInput, p: RouterPlan): string {
+  const flops = spec.weightsDtype === 'fp8' ? spec.gpu.fp8Flops : spec.gpu.bf16Flops;
+  const gb = (bytes: number) => `${fmt(bytes / 1e9, 1)} GB`;
+  const unique = load.promptTokens - load.sharedTokens;
+  const L: string[] = [
+    describe(spec),
+    `Load: ${fmt(load.rate)} req/s, ${fmt(load.promptTokens)}-token prompts, ${fmt(load.sharedTokens)} shared (${fmt(load.prefixes)} prefixes), ${fmt(load.outputTokens)} output tokens, ${fmt(load.utilization * 100)}% utilization target`,
+    '',
+    'Prefill',
+    `  prefill per token = 2 x ${fmt(spec.model.activeParams / 1e9, 2)}e9 / (${spec.tp} x ${fmt((flops ?? spec.gpu.bf16Flops) / 1e12)}e12 x ${spec.mfu}) = ${fmt(p.prefillUsPerToken, 1)} us`,
+    `  saved by a hit    = ${fmt(load.sharedTokens)} x ${fmt(p.prefillUsPerToken, 1)} us = ${fmt(p.hitSavesMs)} ms of replica time`,
+    `  TTFT compute      = ${fmt(load.promptTokens)} x ${fmt(p.prefillUsPerToken, 1)} us = ${fmt(p.ttftColdMs)} ms cold, ${fmt(unique)} x ${fmt(p.prefillUsPerToken, 1)} us = ${fmt(p.ttftWarmMs)} ms warm`,
+    '',
+    'KV fit',
+    `  KV pool/replica   = (${spec.tp} x (${gb(spec.gpu.hbmBytes)} x ${spec.memoryUtilization} - ${gb(spec.activationReserveBytes)}) - ${gb(p.weightBytesPerGpu * spec.tp)}) / ${fmt(spec.model.layers * spec.model.kvHeads * spec.model.headDim * 2 * (spec.kvDtype === 'fp8' ? 1 : 2))} B = ${fmt(p.kvPoolTokens)} tokens`,
+    `  unshared KV       = ${fmt(load.batch)} x (${fmt(unique)} + ${fmt(load.outputTokens / 2)}) = ${fmt(p.unsharedTokens)} tokens`,
+    `  room for prefixes = (${fmt(p.kvPoolTokens)} - ${fmt(p.unsharedTokens)}) / ${fmt(load.sharedTokens)} = ${fmt(p.prefixesPerReplica)} prefixes per replica`,
+    `  all prefixes      = ${fmt(load.prefixes)} x ${fmt(load.sharedTokens)} = ${fmt(p.prefixSetTokens)} tokens, ${fmt(p.prefixSetPools, 1)}x one pool`,
+    '',
+    `Decode at batch ${fmt(load.batch)} and ${fmt(p.decodeContextTokens)} tokens of context`,
+    `  step              = (${gb(p.weightBytesPerGpu)} + ${fmt(load.batch)} x ${fmt(p.decodeContextTokens)} x KV B / ${spec.tp}) / (${fmt(spec.gpu.hbmBytesPerS / 1e12, 2)}e12 x ${spec.mbu}) = ${fmt(p.decodeStepMs, 1)} ms`,
+    `  replica tok/s     = ${fmt(load.batch)} / ${fmt(p.decodeStepMs, 1)} ms = ${fmt(Math.floor(p.replicaDecodeTokensPerS))}`,
+    `  decode demand     = ${fmt(load.rate * load.outputTokens)} / ${fmt(Math.floor(p.replicaDecodeTokensPerS))} = ${fmt(p.decodeReplicaSeconds, 2)} replica-seconds per second`,
+    '',
+    'Fleet',
+    `  no affinity       : prefill ${fmt(p.noAffinity.prefillReplicaSeconds, 2)} + ${fmt(p.decodeReplicaSeconds, 2)} = ${fmt(p.noAffinity.prefillReplicaSeconds + p.decodeReplicaSeconds, 2)} / ${load.utilization} -> ${p.noAffinity.replicas} replicas, ${p.noAffinity.gpus} GPUs`,
+    `  affinity, ${fmt(p.affinity.hitRate * 100)}% warm : prefill ${fmt(p.affinity.prefillReplicaSeconds, 2)} + ${fmt(p.decodeReplicaSeconds, 2)} = ${fmt(p.affinity.prefillReplicaSeconds + p.decodeReplicaSeconds, 2)} / ${load.utilization} -> ${p.affinity.replicas} replicas, ${p.affinity.gpus} GPUs`,
+    '',
+    'Hot customer',
+    `  per warm request  = ${fmt(unique)} x ${fmt(p.prefillUsPerToken, 1)} us + ${fmt(load.outputTokens)} / ${fmt(Math.floor(p.replicaDecodeTokensPerS))} = ${fmt(p.hotCustomer.replicaSecondsPerRequest, 2)} replica-seconds`,
+    `  one replica at ${fmt(load.utilization * 100)}% serves ${fmt(p.hotCustomer.requestsPerReplica, 2)} req/s; a customer at ${fmt(load.hotShare * 100)}% (${fmt(p.hotCustomer.requestsPerS, 1)} req/s) needs ${fmt(p.hotCustomer.replicasNeeded, 1)} replicas`,
+    '',
+    'Spill threshold',
+    `  the owner keeps a request while its extra queue is under ${fmt(p.spill.tokens)} tokens (${fmt(p.spill.ms)} ms of prefill); past that the request spills and warms a second owner`,
+    '',
+    `Verdict: ${verdictText(p)}`,
+  ];
+  return L.join('\n');
+}
+
+function verdictText(p: RouterPlan): string {
+  const share = `${fmt(p.sharedFraction * 100)}%`;
+  if (p.verdict === 'affinity') {
+    return `affinity is worth having: ${share} of each prompt is shared (at least a fifth) and the prefix set is ${fmt(p.prefixSetPools, 1)}x one pool, so random routing churns the cache; it needs ${p.affinity.replicas} replicas instead of ${p.noAffinity.replicas}.`;
+  }
+  const why = p.prefixSetFitsEveryPool
+    ? 'the whole prefix set fits in every replica’s pool, so a hit happens everywhere anyway'
+    : `only ${share} of each prompt is shared (under about a fifth), so a hit saves little`;
+  return `affinity is not worth its imbalance: ${why}; route by least queued tokens.`;
+}
+
+function schedulerText(spec: ReplicaSpec, p: SchedulerPlan): string {
+  const L = [
+    describe(spec),
+    `Prompt of ${fmt(SEED_SCHEDULER.promptTokens)} tokens with decodes running; steps at the spec's FLOP rate`,
+    '',
+    '  budget   step ms   steps to first token',
+    ...p.budgets.map(
+      (b) =>
+        `  ${fmt(b.budget).padStart(6)}   ${fmt(b.stepMs, 1).padStart(7)}   ${b.stepsToFirstToken === null ? 'never (decodes take the whole budget)' : fmt(b.stepsToFirstToken)}`,
+    ),
+    '',
+    `  decode-only step floor (weights only) = ${fmt(p.decodeFloorMs, 1)} ms`,
+  ];
+  return L.join('\n');
+}

@@ -1,0 +1,21 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const BIN = fileURLToPath(new URL('../../bin/kvroute.js', import.meta.url));
+
+export interface CliResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `kvroute ARGS` as a user would, in a child process, bounded in time. */
+export function runCli(args: string[], timeoutMs = 60_000): CliResult {
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: timeoutMs,
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
