@@ -67,7 +67,7 @@ export function computeBlockKeys(
       hi = Math.imul(hi ^ t, 0x85ebca6b);
       hi = (hi << 13) | (hi >>> 19);
       lo = Math.imul(lo ^ t, 0xcc9e2d51);
-      lo = ((lo << 17) | (lo >>> 15)) + hi;
+      lo = (((lo << 17) | (lo >>> 15)) + hi) | 0;
     }
     hi = fmix32(hi ^ blockSize);
     lo = fmix32(lo ^ hi);
@@ -99,7 +99,7 @@ export function extendBlockKey(
     hi = Math.imul(hi ^ t, 0x85ebca6b);
     hi = (hi << 13) | (hi >>> 19);
     lo = Math.imul(lo ^ t, 0xcc9e2d51);
-    lo = ((lo << 17) | (lo >>> 15)) + hi;
+    lo = (((lo << 17) | (lo >>> 15)) + hi) | 0;
   }
   hi = fmix32(hi ^ blockSize);
   lo = fmix32(lo ^ hi);

@@ -1,0 +1,206 @@
+/**
+ * Router micro-benchmark. `npm run bench:router [-- --json]`.
+ * - pickUs: one `cost` decision for an 8,000-token prompt (6,000 tokens from one of 200 shared
+ *   prefixes + 2,000 unique; 500 blocks of 16) over 64 replicas with 1,000,000 blocks indexed,
+ *   block keys computed inside the measurement (computeBlockKeys + Router.route).
+ * - eventsPerS: block events (stored, then removed) applied per second through Router.applyEvents.
+ * Each figure is the median of RUNS runs.
+ */
+import { computeBlockKeys } from '../src/kv/blockKey.ts';
+import type { KvEvent } from '../src/kv/events.ts';
+import { Router } from '../src/router/index.ts';
+import { Rng } from '../src/util/rng.ts';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const REPLICAS = 64;
+const BLOCK_SIZE = 16;
+const PREFIXES = 200;
+const PREFIX_TOKENS = 6_000;
+const UNIQUE_TOKENS = 2_000;
+const OWNERS_PER_PREFIX = 2;
+const INDEXED_BLOCKS = 1_000_000;
+const BLOCKS_PER_EVENT = 32;
+const EVENTS_PER_BATCH = 8;
+const WARMUP_PICKS = 2_000;
+const PICKS = 20_000;
+const ARRIVAL_GAP_MS = 25;
+const REPORT_EVERY_MS = 100;
+const VOCAB = 128_000;
+
+const names = Array.from({ length: REPLICAS }, (_, i) => `replica-${i}`);
+
+function randomTokens(rng: Rng, count: number): number[] {
+  return Array.from({ length: count }, () => rng.int(VOCAB));
+}
+
+/** A chain's keys as BlockStored events of BLOCKS_PER_EVENT blocks, tokens included. */
+function storedEvents(tokens: number[], keys: number[]): KvEvent[] {
+  const events: KvEvent[] = [];
+  for (let b = 0; b < keys.length; b += BLOCKS_PER_EVENT) {
+    const blockKeys = keys.slice(b, b + BLOCKS_PER_EVENT);
+    events.push({
+      type: 'BlockStored',
+      blockKeys,
+      parentKey: b === 0 ? null : keys[b - 1]!,
+      tokenIds: tokens.slice(b * BLOCK_SIZE, (b + blockKeys.length) * BLOCK_SIZE),
+      blockSize: BLOCK_SIZE,
+      loraName: null,
+      cacheSalt: null,
+    });
+  }
+  return events;
+}
+
+interface Fleet {
+  prefixes: number[][];
+  /** Events per replica that index INDEXED_BLOCKS blocks in all. */
+  stored: KvEvent[][];
+  blocks: number;
+}
+
+function makeFleet(rng: Rng): Fleet {
+  const stored: KvEvent[][] = names.map(() => []);
+  const prefixes: number[][] = [];
+  let blocks = 0;
+  for (let p = 0; p < PREFIXES; p++) {
+    const tokens = randomTokens(rng, PREFIX_TOKENS);
+    prefixes.push(tokens);
+    const keys = computeBlockKeys(tokens, BLOCK_SIZE);
+    for (let o = 0; o < OWNERS_PER_PREFIX; o++) {
+      stored[(p * 7 + o * 13) % REPLICAS]!.push(...storedEvents(tokens, keys));
+      blocks += keys.length;
+    }
+  }
+  // Fill with unique conversations, each on one replica.
+  for (let c = 0; blocks < INDEXED_BLOCKS; c++) {
+    const tokens = randomTokens(rng, Math.min(8_000, (INDEXED_BLOCKS - blocks) * BLOCK_SIZE));
+    const keys = computeBlockKeys(tokens, BLOCK_SIZE);
+    stored[c % REPLICAS]!.push(...storedEvents(tokens, keys));
+    blocks += keys.length;
+  }
+  return { prefixes, stored, blocks };
+}
+
+function applyAll(router: Router, perReplica: KvEvent[][], nowMs: number): number {
+  let blocks = 0;
+  perReplica.forEach((events, r) => {
+    for (let i = 0; i < events.length; i += EVENTS_PER_BATCH) {
+      blocks += router.applyEvents(names[r]!, events.slice(i, i + EVENTS_PER_BATCH), nowMs);
+    }
+  });
+  return blocks;
+}
+
+function percentile(sorted: Float64Array, q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+interface RunResult {
+  p50Us: number;
+  p99Us: number;
+  /** The computeBlockKeys part of a pick, for the readable table. */
+  keysP50Us: number;
+  eventsPerS: number;
+}
+
+function run(fleet: Fleet, seed: number): RunResult {
+  const router = new Router({
+    replicas: names,
+    policy: 'cost',
+    indexMode: 'events',
+    expectedKeys: INDEXED_BLOCKS,
+    seed,
+  });
+  // Ingestion: all stores, then remove a quarter of them, timed together.
+  const removals: KvEvent[][] = fleet.stored.map((events) =>
+    events
+      .filter((_, i) => i % 4 === 3)
+      .map((e) => ({
+        type: 'BlockRemoved',
+        blockKeys: e.type === 'BlockStored' ? e.blockKeys : [],
+      })),
+  );
+  const t0 = performance.now();
+  let changed = applyAll(router, fleet.stored, 0);
+  changed += applyAll(router, removals, 0);
+  const ingestS = (performance.now() - t0) / 1000;
+  // Put the removed quarter back so 1M blocks are indexed for the picks.
+  applyAll(
+    router,
+    fleet.stored.map((events) => events.filter((_, i) => i % 4 === 3)),
+    0,
+  );
+
+  const rng = new Rng(seed);
+  const samples = new Float64Array(PICKS);
+  const keySamples = new Float64Array(PICKS);
+  let nowMs = 0;
+  let nextReportMs = 0;
+  for (let i = 0; i < WARMUP_PICKS + PICKS; i++) {
+    nowMs += ARRIVAL_GAP_MS;
+    if (nowMs >= nextReportMs) {
+      for (const name of names)
+        router.onReport(name, { kvUsage: 0.5, running: 8, waiting: 0 }, nowMs);
+      nextReportMs = nowMs + REPORT_EVERY_MS;
+    }
+    const tokens = fleet.prefixes[rng.int(PREFIXES)]!.concat(randomTokens(rng, UNIQUE_TOKENS));
+    const id = `r${i}`;
+    const start = performance.now();
+    const blockKeys = computeBlockKeys(tokens, BLOCK_SIZE);
+    const keyed = performance.now();
+    router.route({ id, blockKeys, promptTokens: tokens.length, blockSize: BLOCK_SIZE }, nowMs);
+    const end = performance.now();
+    if (i >= WARMUP_PICKS) {
+      samples[i - WARMUP_PICKS] = (end - start) * 1000;
+      keySamples[i - WARMUP_PICKS] = (keyed - start) * 1000;
+    }
+    router.onFirstToken(id, nowMs);
+    router.onFinished(id, nowMs);
+  }
+  samples.sort();
+  keySamples.sort();
+  return {
+    p50Us: percentile(samples, 0.5),
+    p99Us: percentile(samples, 0.99),
+    keysP50Us: percentile(keySamples, 0.5),
+    eventsPerS: changed / ingestS,
+  };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+const json = process.argv.includes('--json');
+const fleet = makeFleet(new Rng(1));
+const runs: RunResult[] = [];
+for (let r = 0; r < RUNS; r++) runs.push(run(fleet, 100 + r));
+const result = {
+  pickUs: {
+    p50: Number(median(runs.map((r) => r.p50Us)).toFixed(2)),
+    p99: Number(median(runs.map((r) => r.p99Us)).toFixed(2)),
+  },
+  eventsPerS: Math.round(median(runs.map((r) => r.eventsPerS))),
+};
+if (json) {
+  console.log(JSON.stringify(result));
+} else {
+  console.log(
+    `router benchmark: ${REPLICAS} replicas, ${fleet.blocks.toLocaleString()} blocks indexed, ` +
+      `${PREFIX_TOKENS + UNIQUE_TOKENS}-token prompts, median of ${RUNS} runs`,
+  );
+  console.table(
+    runs.map((r, i) => ({
+      run: i + 1,
+      'pick p50 (us)': r.p50Us.toFixed(2),
+      'pick p99 (us)': r.p99Us.toFixed(2),
+      'of which keys p50 (us)': r.keysP50Us.toFixed(2),
+      'events/s': Math.round(r.eventsPerS).toLocaleString(),
+    })),
+  );
+  console.log(
+    `median: pick p50 ${result.pickUs.p50} us (target <= 30), p99 ${result.pickUs.p99} us ` +
+      `(target <= 150), events ${result.eventsPerS.toLocaleString()}/s (target >= 1,000,000)`,
+  );
+}

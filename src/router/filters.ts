@@ -1,0 +1,46 @@
+/**
+ * Guards that run before any policy: a replica is eligible only when it is healthy, its last
+ * report is fresh, and its KV usage is at or under the threshold (admitting above ~95 % forces
+ * preemption). A replica that has not reported yet is judged on the router's ledger alone.
+ * When guards leave nothing, the router fails open to the least loaded healthy replica.
+ */
+import type { Rng } from '../util/rng.ts';
+import { argMin } from './policies/pickBest.ts';
+
+export const DEFAULT_KV_THRESHOLD = 0.95;
+export const DEFAULT_STALE_MS = 500;
+
+export type Verdict = 'eligible' | 'down' | 'stale' | 'kv-full';
+
+export interface FilterThresholds {
+  /** Maximum KV usage (0..1) still admitted. */
+  kvThreshold: number;
+  /** Maximum age of the last report, in ms. */
+  staleMs: number;
+}
+
+export interface FilterInput {
+  healthy: boolean;
+  kvUsage: number | undefined;
+  reportedAtMs: number | undefined;
+}
+
+export function judge(replica: FilterInput, nowMs: number, limits: FilterThresholds): Verdict {
+  if (!replica.healthy) return 'down';
+  if (replica.reportedAtMs === undefined) return 'eligible';
+  if (nowMs - replica.reportedAtMs > limits.staleMs) return 'stale';
+  if ((replica.kvUsage ?? 0) > limits.kvThreshold) return 'kv-full';
+  return 'eligible';
+}
+
+/**
+ * Fail-open choice among healthy replicas: fewest queued prompt tokens (ledger), then fewest
+ * in-flight requests, then a seeded draw. Returns an index into the arrays.
+ */
+export function leastLoaded(
+  queuedPromptTokens: readonly number[],
+  inFlight: readonly number[],
+  rng: Rng,
+): number {
+  return argMin(queuedPromptTokens, rng, inFlight);
+}

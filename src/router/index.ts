@@ -1,0 +1,35 @@
+/** Public surface of the router core. */
+export { ApproxIndex, DEFAULT_APPROX_CAPACITY_BLOCKS } from './approxIndex.ts';
+export { BlockIndex } from './blockIndex.ts';
+export { RouterError, type RouterErrorCode } from './errors.ts';
+export { EventIndex } from './eventIndex.ts';
+export { DEFAULT_KV_THRESHOLD, DEFAULT_STALE_MS, judge, type Verdict } from './filters.ts';
+export {
+  type EngineHash,
+  type ForeignBlockRemoved,
+  type ForeignBlockStored,
+  ForeignKeyMap,
+  type ForeignKvEvent,
+} from './foreignKeys.ts';
+export { Ledger, type ReplicaLoad } from './ledger.ts';
+export { DEFAULT_OVERLAY_TTL_MS, RouteOverlay } from './overlay.ts';
+export type { QueueSource } from './policies/cost.ts';
+export type { Pick, PickInput, Policy, ReplicaView, Routed, RouteRequest } from './policy.ts';
+export { type IndexMode, makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
+export { matchPrefix, replicaMask } from './prefixMatch.ts';
+export {
+  DEFAULT_POLICY,
+  isPolicyName,
+  makePolicy,
+  POLICY_NAMES,
+  type PolicyName,
+  type PolicyOptions,
+} from './registry.ts';
+export {
+  DEFAULT_SEED,
+  type ReplicaReport,
+  type RouteDecision,
+  Router,
+  type RouterOptions,
+} from './router.ts';
+export type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';

@@ -1,0 +1,86 @@
+/**
+ * The policy contract. A policy reads a snapshot of the eligible replicas and returns a choice;
+ * it changes nothing. The Router applies the choice to its ledger and index, then calls the
+ * optional hooks, which is where a policy updates state of its own (a round-robin cursor, an
+ * approximate tree). An absent hook is a no-op.
+ */
+import type { BlockKey } from '../kv/blockKey.ts';
+import type { Rng } from '../util/rng.ts';
+
+export interface RouteRequest {
+  /** Unique while in flight; the key for onFirstToken / onFinished. */
+  id: string;
+  /** Keys of the prompt's full blocks, chained from the first (computeBlockKeys). */
+  blockKeys: readonly BlockKey[];
+  promptTokens: number;
+  /** Tokens per block the keys were computed with. */
+  blockSize: number;
+  tenant?: string;
+  customer?: string;
+}
+
+/** One eligible replica as a policy sees it: plain numbers, copied for this decision. */
+export interface ReplicaView {
+  /** Stable index of the replica in the router (bit position in the prefix index). */
+  readonly id: number;
+  readonly name: string;
+  /** Longest prefix of this request cached here, in blocks (index plus overlay). */
+  readonly cachedBlocks: number;
+  /** cachedBlocks x blockSize, at most promptTokens. */
+  readonly cachedTokens: number;
+  /** Ledger: uncached prompt tokens assigned here whose first token has not come back. */
+  readonly queuedPromptTokens: number;
+  readonly prefillRequests: number;
+  readonly decodeRequests: number;
+  /** prefillRequests + decodeRequests. */
+  readonly inFlight: number;
+  readonly activePrefillBlocks: number;
+  readonly activeDecodeBlocks: number;
+  /** Last report: KV usage 0..1 (0 before any report). */
+  readonly kvUsage: number;
+  /** Last report: running and waiting requests (0 before any report). */
+  readonly running: number;
+  readonly waiting: number;
+  /** Last report's queued prompt tokens, when the engine sends them. */
+  readonly reportedQueuedPromptTokens: number | undefined;
+  readonly reportedAtMs: number | undefined;
+  /** Blocks the prefix index holds for this replica (its tree size). */
+  readonly indexedBlocks: number;
+}
+
+export interface PickInput {
+  readonly request: RouteRequest;
+  readonly nowMs: number;
+  /** Eligible replicas, in id order, never empty. */
+  readonly candidates: readonly ReplicaView[];
+  /** Names of all replicas by id (removed ones: null), for rings that must not move. */
+  readonly fleet: readonly (string | null)[];
+  /** Bumped whenever `fleet` changes. */
+  readonly fleetVersion: number;
+  /** The router's seeded stream: the only source of randomness. */
+  readonly rng: Rng;
+}
+
+export interface Pick {
+  /** Id of the chosen replica; must be one of the candidates. */
+  readonly replicaId: number;
+  /** Per-candidate scores (aligned with `candidates`), for metrics and debugging. */
+  readonly scores?: readonly number[];
+}
+
+export interface Routed {
+  readonly request: RouteRequest;
+  readonly replicaId: number;
+  readonly cachedTokens: number;
+  readonly nowMs: number;
+}
+
+export interface Policy {
+  /** Registry name; also the metric label. */
+  readonly name: string;
+  pick(input: PickInput): Pick;
+  onRouted?(routed: Routed): void;
+  onFirstToken?(requestId: string, replicaId: number, nowMs: number): void;
+  onFinished?(requestId: string, replicaId: number, nowMs: number): void;
+  onReplicaRemoved?(replicaId: number): void;
+}

@@ -1,0 +1,47 @@
+/**
+ * The router's view of what each replica has cached, behind one interface with two feeds:
+ * - 'events': exact, fed by the engines' KV events (stored / removed / cleared);
+ * - 'approx': what the router itself sent where, forgotten per replica in LRU order beyond a
+ *   capacity in blocks, as the engine would have evicted it. Accepts some false hits.
+ * Both answer prefix queries through the same BlockIndex, walked by `matchPrefix`.
+ */
+import type { BlockKey } from '../kv/blockKey.ts';
+import type { KvEvent } from '../kv/events.ts';
+import { ApproxIndex } from './approxIndex.ts';
+import type { BlockIndex } from './blockIndex.ts';
+import { EventIndex } from './eventIndex.ts';
+
+export type IndexMode = 'events' | 'approx';
+
+export interface PrefixIndex {
+  readonly mode: IndexMode;
+  /** Key -> replicas, for the prefix walk. */
+  readonly blocks: BlockIndex;
+  /** Makes room for replica ids below `count`. */
+  ensureReplicas(count: number): void;
+  /** Applies an engine's KV events (kvroute keys); returns blocks added plus removed. */
+  applyEvents(replica: number, events: readonly KvEvent[]): number;
+  /** Records that `keys` were sent to `replica`. */
+  recordRoute(replica: number, keys: readonly BlockKey[]): void;
+  /** Forgets everything on `replica` (it restarted cold or left). */
+  clearReplica(replica: number): void;
+  /** Blocks indexed on `replica` (its tree size). */
+  blockCount(replica: number): number;
+}
+
+export interface PrefixIndexOptions {
+  /** Approx mode: blocks remembered per replica before LRU forgetting. */
+  capacityBlocks?: number;
+  /** Pre-size the table for this many distinct keys. */
+  expectedKeys?: number;
+}
+
+export function makePrefixIndex(
+  mode: IndexMode,
+  replicaCount: number,
+  options: PrefixIndexOptions = {},
+): PrefixIndex {
+  return mode === 'events'
+    ? new EventIndex(replicaCount, options.expectedKeys)
+    : new ApproxIndex(replicaCount, options.capacityBlocks, options.expectedKeys);
+}

@@ -1,0 +1,450 @@
+/**
+ * The router facade that the fleet simulator and the live gateway both drive. Synchronous and
+ * clock-free: every call that depends on time takes `nowMs`. One route:
+ *   1. guards (filters.ts) split replicas into eligible / filtered / down;
+ *   2. one walk over the request's block keys gives every healthy replica's cached prefix
+ *      (prefix index plus predict-on-route overlay);
+ *   3. the policy picks among eligible replicas (fail open to the least loaded healthy one when
+ *      none is eligible; no healthy replica at all is ERR_NO_HEALTHY_REPLICA);
+ *   4. the router applies the choice: ledger, approximate record, overlay, policy hooks, counters.
+ */
+import type { KvEvent } from '../kv/events.ts';
+import { Rng } from '../util/rng.ts';
+import { RouterError } from './errors.ts';
+import {
+  DEFAULT_KV_THRESHOLD,
+  DEFAULT_STALE_MS,
+  type FilterThresholds,
+  judge,
+  leastLoaded,
+  type Verdict,
+} from './filters.ts';
+import { ForeignKeyMap, type ForeignKvEvent } from './foreignKeys.ts';
+import { Ledger } from './ledger.ts';
+import { DEFAULT_OVERLAY_TTL_MS, RouteOverlay } from './overlay.ts';
+import type { Pick, PickInput, Policy, ReplicaView, RouteRequest } from './policy.ts';
+import { type IndexMode, makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
+import { matchPrefix, replicaMask } from './prefixMatch.ts';
+import { DEFAULT_POLICY, makePolicy, type PolicyOptions } from './registry.ts';
+import type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';
+
+export const DEFAULT_SEED = 0x6b76;
+
+export interface RouterOptions {
+  /** Replica names; a replica's id is its position (later additions append). */
+  replicas: readonly string[];
+  /** Registry name or a ready policy; default 'cost'. */
+  policy?: string | Policy;
+  policyOptions?: PolicyOptions;
+  /** 'events' (exact, fed by KV events; default) or 'approx' (what the router sent where). */
+  indexMode?: IndexMode;
+  kvThreshold?: number;
+  staleMs?: number;
+  /** Predict-on-route lifetime; 0 disables the overlay. Events mode only. */
+  overlayTtlMs?: number;
+  /** Approx mode: blocks remembered per replica. */
+  approxCapacityBlocks?: number;
+  /** Pre-size the prefix index for this many distinct block keys. */
+  expectedKeys?: number;
+  seed?: number;
+  /** Put per-replica policy scores into every decision (costs an object per route). */
+  explain?: boolean;
+}
+
+/** A replica's last engine report (Prometheus gauges or an in-process engine). */
+export interface ReplicaReport {
+  kvUsage: number;
+  running: number;
+  waiting: number;
+  queuedPromptTokens?: number;
+}
+
+export interface RouteDecision {
+  requestId: string;
+  replica: string;
+  replicaId: number;
+  policy: string;
+  /** Prompt tokens cached on the chosen replica (its longest cached prefix). */
+  cachedTokens: number;
+  /** promptTokens - cachedTokens: what the ledger now counts as queued there. */
+  uncachedTokens: number;
+  /** Most prompt tokens cached on any replica that was considered. */
+  bestCachedTokens: number;
+  /** The chosen replica caches less of the prompt than the best-cached one. */
+  spilled: boolean;
+  /** No replica passed the guards; the least loaded healthy one was taken. */
+  failedOpen: boolean;
+  /** Policy scores by replica name, when `explain` is on and the policy gives them. */
+  scores?: Record<string, number>;
+}
+
+interface ReplicaState {
+  readonly id: number;
+  readonly name: string;
+  healthy: boolean;
+  removed: boolean;
+  report: ReplicaReport | undefined;
+  reportedAtMs: number | undefined;
+  lastEventAtMs: number | undefined;
+  foreign: ForeignKeyMap | undefined;
+}
+
+export class Router {
+  readonly policy: Policy;
+  readonly indexMode: IndexMode;
+  readonly thresholds: Readonly<FilterThresholds>;
+  readonly explain: boolean;
+  #replicas: ReplicaState[] = [];
+  #byName = new Map<string, number>();
+  #fleet: readonly (string | null)[] = [];
+  #fleetVersion = 0;
+  #index: PrefixIndex;
+  #overlay: RouteOverlay | null;
+  #ledger = new Ledger();
+  #rng: Rng;
+  #matched = new Int32Array(0);
+  #counters: Omit<RouterCounters, 'policy'> = {
+    decisions: 0,
+    cachedTokens: 0,
+    uncachedTokens: 0,
+    spills: 0,
+    failOpens: 0,
+    noHealthyReplica: 0,
+    eventBatches: 0,
+    blocksChanged: 0,
+  };
+
+  constructor(options: RouterOptions) {
+    const policy = options.policy ?? DEFAULT_POLICY;
+    this.policy = typeof policy === 'string' ? makePolicy(policy, options.policyOptions) : policy;
+    this.indexMode = options.indexMode ?? 'events';
+    this.thresholds = {
+      kvThreshold: options.kvThreshold ?? DEFAULT_KV_THRESHOLD,
+      staleMs: options.staleMs ?? DEFAULT_STALE_MS,
+    };
+    this.explain = options.explain ?? false;
+    this.#rng = Rng.derive(options.seed ?? DEFAULT_SEED, 'router');
+    this.#index = makePrefixIndex(this.indexMode, options.replicas.length, {
+      capacityBlocks: options.approxCapacityBlocks,
+      expectedKeys: options.expectedKeys,
+    });
+    const ttlMs = options.overlayTtlMs ?? DEFAULT_OVERLAY_TTL_MS;
+    this.#overlay =
+      this.indexMode === 'events' && ttlMs > 0
+        ? new RouteOverlay(options.replicas.length, ttlMs)
+        : null;
+    for (const name of options.replicas) this.addReplica(name);
+  }
+
+  get policyName(): string {
+    return this.policy.name;
+  }
+
+  /** Names of the replicas currently in the fleet. */
+  get replicaNames(): string[] {
+    return this.#replicas.filter((r) => !r.removed).map((r) => r.name);
+  }
+
+  /** Adds a replica (healthy, cold); returns its id. */
+  addReplica(name: string): number {
+    if (this.#byName.has(name)) {
+      throw new RouterError('ERR_DUPLICATE_REPLICA', `replica '${name}' is already in the fleet`);
+    }
+    const id = this.#replicas.length;
+    this.#replicas.push({
+      id,
+      name,
+      healthy: true,
+      removed: false,
+      report: undefined,
+      reportedAtMs: undefined,
+      lastEventAtMs: undefined,
+      foreign: undefined,
+    });
+    this.#byName.set(name, id);
+    this.#index.ensureReplicas(id + 1);
+    this.#overlay?.ensureReplicas(id + 1);
+    this.#ledger.ensureReplicas(id + 1);
+    this.#matched = new Int32Array(id + 1);
+    this.#fleetChanged();
+    return id;
+  }
+
+  /** Removes a replica: its index entries go; its in-flight requests can still finish. */
+  removeReplica(name: string): void {
+    const state = this.#state(name);
+    state.removed = true;
+    state.healthy = false;
+    this.#byName.delete(name);
+    this.#forget(state);
+    this.#fleetChanged();
+  }
+
+  /**
+   * Picks a replica for `request` and records the assignment. Throws RouterError
+   * ERR_NO_HEALTHY_REPLICA only when no replica is healthy. An id already in flight (a retry)
+   * has its earlier assignment released first.
+   */
+  route(request: RouteRequest, nowMs: number): RouteDecision {
+    this.#overlay?.expire(nowMs);
+    const healthy: ReplicaState[] = [];
+    const eligible: ReplicaState[] = [];
+    for (const state of this.#replicas) {
+      const verdict = this.#verdict(state, nowMs);
+      if (verdict === 'down') continue;
+      healthy.push(state);
+      if (verdict === 'eligible') eligible.push(state);
+    }
+    if (healthy.length === 0) {
+      this.#counters.noHealthyReplica++;
+      throw new RouterError('ERR_NO_HEALTHY_REPLICA', 'no healthy replica to route to');
+    }
+    const matched = this.#matched;
+    const alive = replicaMask(
+      healthy.map((s) => s.id),
+      this.#index.blocks.bits.words,
+    );
+    matchPrefix(this.#index.blocks, this.#overlay, request.blockKeys, alive, nowMs, matched);
+    const cached = (id: number): number =>
+      Math.min(request.promptTokens, matched[id]! * request.blockSize);
+
+    const failedOpen = eligible.length === 0;
+    const considered = failedOpen ? healthy : eligible;
+    let pick: Pick;
+    if (failedOpen) {
+      const loads = considered.map((s) => this.#ledger.load(s.id));
+      const at = leastLoaded(
+        loads.map((l) => l.queuedPromptTokens),
+        loads.map((l) => l.prefillRequests + l.decodeRequests),
+        this.#rng,
+      );
+      pick = { replicaId: considered[at]!.id };
+    } else {
+      const candidates = eligible.map((s) => this.#view(s, request, matched[s.id]!));
+      pick = this.policy.pick(this.#pickInput(request, nowMs, candidates));
+      if (!eligible.some((s) => s.id === pick.replicaId)) {
+        throw new RouterError(
+          'ERR_INVALID_OPTION',
+          `policy '${this.policy.name}' picked replica ${pick.replicaId}, which is not eligible`,
+        );
+      }
+    }
+
+    const chosen = this.#replicas[pick.replicaId]!;
+    const cachedTokens = cached(chosen.id);
+    let bestCachedTokens = 0;
+    for (const s of considered) bestCachedTokens = Math.max(bestCachedTokens, cached(s.id));
+    const uncachedTokens = request.promptTokens - cachedTokens;
+    this.#apply(request, chosen.id, matched[chosen.id]!, cachedTokens, nowMs);
+
+    const spilled = cachedTokens < bestCachedTokens;
+    const c = this.#counters;
+    c.decisions++;
+    c.cachedTokens += cachedTokens;
+    c.uncachedTokens += uncachedTokens;
+    if (spilled) c.spills++;
+    if (failedOpen) c.failOpens++;
+
+    const decision: RouteDecision = {
+      requestId: request.id,
+      replica: chosen.name,
+      replicaId: chosen.id,
+      policy: this.policy.name,
+      cachedTokens,
+      uncachedTokens,
+      bestCachedTokens,
+      spilled,
+      failedOpen,
+    };
+    if (this.explain && pick.scores) {
+      const scores: Record<string, number> = {};
+      considered.forEach((s, i) => {
+        const score = pick.scores?.[i];
+        if (score !== undefined) scores[s.name] = score;
+      });
+      decision.scores = scores;
+    }
+    return decision;
+  }
+
+  /** The request's first token came back: its prefill left the queue. False if unknown. */
+  onFirstToken(requestId: string, nowMs: number): boolean {
+    const entry = this.#ledger.firstToken(requestId);
+    if (!entry) return false;
+    this.policy.onFirstToken?.(requestId, entry.replica, nowMs);
+    return true;
+  }
+
+  /** Finished, aborted or failed: the ledger frees what it still held. False if unknown. */
+  onFinished(requestId: string, nowMs: number): boolean {
+    const entry = this.#ledger.finish(requestId);
+    if (!entry) return false;
+    this.policy.onFinished?.(requestId, entry.replica, nowMs);
+    return true;
+  }
+
+  /** An engine report: KV usage and queue gauges for the guards and report-based policies. */
+  onReport(replica: string, report: ReplicaReport, nowMs: number): void {
+    const state = this.#state(replica);
+    state.report = { ...report };
+    state.reportedAtMs = nowMs;
+  }
+
+  /** KV events from an engine that speaks kvroute block keys; returns blocks changed. */
+  applyEvents(replica: string, events: readonly KvEvent[], nowMs: number): number {
+    const state = this.#state(replica);
+    state.lastEventAtMs = nowMs;
+    const changed = this.#index.applyEvents(state.id, events);
+    if (this.#overlay && events.some((e) => e.type === 'AllBlocksCleared')) {
+      this.#overlay.clearReplica(state.id);
+    }
+    this.#counters.eventBatches++;
+    this.#counters.blocksChanged += changed;
+    return changed;
+  }
+
+  /**
+   * KV events from an engine with its own block hashes (vLLM, SGLang), as decoded off the wire:
+   * keyed on their token ids with kvroute's hash; removals go through the engine hash map.
+   */
+  applyForeignEvents(replica: string, events: readonly ForeignKvEvent[], nowMs: number): number {
+    const state = this.#state(replica);
+    state.foreign ??= new ForeignKeyMap();
+    return this.applyEvents(replica, state.foreign.translate(events), nowMs);
+  }
+
+  /** Health check failed: no new requests; the ledger keeps its in-flight requests. */
+  markDown(replica: string): void {
+    this.#state(replica).healthy = false;
+  }
+
+  /** Health check passed. A replica coming back from down is cold: its cache is forgotten. */
+  markUp(replica: string): void {
+    const state = this.#state(replica);
+    if (state.healthy) return;
+    state.healthy = true;
+    this.#forget(state);
+  }
+
+  /** JSON-able state for `/router/replicas`; with nowMs, each replica's guard verdict too. */
+  snapshot(nowMs?: number): RouterSnapshot {
+    const replicas: ReplicaSnapshot[] = [];
+    for (const s of this.#replicas) {
+      if (s.removed) continue;
+      const load = this.#ledger.load(s.id);
+      replicas.push({
+        name: s.name,
+        id: s.id,
+        healthy: s.healthy,
+        verdict: nowMs === undefined ? null : this.#verdict(s, nowMs),
+        ...load,
+        inFlight: load.prefillRequests + load.decodeRequests,
+        kvUsage: s.report?.kvUsage ?? null,
+        running: s.report?.running ?? null,
+        waiting: s.report?.waiting ?? null,
+        reportedQueuedPromptTokens: s.report?.queuedPromptTokens ?? null,
+        reportedAtMs: s.reportedAtMs ?? null,
+        reportAgeMs:
+          nowMs === undefined || s.reportedAtMs === undefined ? null : nowMs - s.reportedAtMs,
+        lastEventAtMs: s.lastEventAtMs ?? null,
+        indexedBlocks: this.#index.blockCount(s.id),
+      });
+    }
+    return {
+      policy: this.policy.name,
+      indexMode: this.indexMode,
+      indexedKeys: this.#index.blocks.size,
+      overlayPredictions: this.#overlay?.pending ?? 0,
+      inFlightRequests: this.#ledger.size,
+      replicas,
+      counters: this.counters(),
+    };
+  }
+
+  /** Monotonic counters for metrics, labelled by `policy`. */
+  counters(): RouterCounters {
+    return { policy: this.policy.name, ...this.#counters };
+  }
+
+  #apply(
+    request: RouteRequest,
+    replicaId: number,
+    matchedBlocks: number,
+    cachedTokens: number,
+    nowMs: number,
+  ): void {
+    const uncachedTokens = request.promptTokens - cachedTokens;
+    this.#ledger.assign(request.id, {
+      replica: replicaId,
+      promptTokens: request.promptTokens,
+      uncachedTokens,
+      promptBlocks: Math.ceil(request.promptTokens / request.blockSize),
+      uncachedBlocks: Math.ceil(uncachedTokens / request.blockSize),
+    });
+    this.#index.recordRoute(replicaId, request.blockKeys);
+    this.#overlay?.add(replicaId, request.blockKeys, matchedBlocks, nowMs);
+    this.policy.onRouted?.({ request, replicaId, cachedTokens, nowMs });
+  }
+
+  #view(state: ReplicaState, request: RouteRequest, matchedBlocks: number): ReplicaView {
+    const load = this.#ledger.load(state.id);
+    return {
+      id: state.id,
+      name: state.name,
+      cachedBlocks: matchedBlocks,
+      cachedTokens: Math.min(request.promptTokens, matchedBlocks * request.blockSize),
+      queuedPromptTokens: load.queuedPromptTokens,
+      prefillRequests: load.prefillRequests,
+      decodeRequests: load.decodeRequests,
+      inFlight: load.prefillRequests + load.decodeRequests,
+      activePrefillBlocks: load.activePrefillBlocks,
+      activeDecodeBlocks: load.activeDecodeBlocks,
+      kvUsage: state.report?.kvUsage ?? 0,
+      running: state.report?.running ?? 0,
+      waiting: state.report?.waiting ?? 0,
+      reportedQueuedPromptTokens: state.report?.queuedPromptTokens,
+      reportedAtMs: state.reportedAtMs,
+      indexedBlocks: this.#index.blockCount(state.id),
+    };
+  }
+
+  #pickInput(request: RouteRequest, nowMs: number, candidates: ReplicaView[]): PickInput {
+    return {
+      request,
+      nowMs,
+      candidates,
+      fleet: this.#fleet,
+      fleetVersion: this.#fleetVersion,
+      rng: this.#rng,
+    };
+  }
+
+  #verdict(state: ReplicaState, nowMs: number): Verdict {
+    if (state.removed) return 'down';
+    return judge(
+      { healthy: state.healthy, kvUsage: state.report?.kvUsage, reportedAtMs: state.reportedAtMs },
+      nowMs,
+      this.thresholds,
+    );
+  }
+
+  #forget(state: ReplicaState): void {
+    this.#index.clearReplica(state.id);
+    this.#overlay?.clearReplica(state.id);
+    state.foreign?.clear();
+    this.policy.onReplicaRemoved?.(state.id);
+  }
+
+  #fleetChanged(): void {
+    this.#fleet = Object.freeze(this.#replicas.map((r) => (r.removed ? null : r.name)));
+    this.#fleetVersion++;
+  }
+
+  #state(name: string): ReplicaState {
+    const id = this.#byName.get(name);
+    if (id === undefined) {
+      throw new RouterError('ERR_UNKNOWN_REPLICA', `unknown replica '${name}'`);
+    }
+    return this.#replicas[id]!;
+  }
+}

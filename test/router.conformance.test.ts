@@ -1,0 +1,156 @@
+/** One suite, every policy: guarantees any routing policy must keep behind the Router. */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import { computeBlockKeys } from '../src/kv/blockKey.ts';
+import { POLICY_NAMES, type RouteRequest, Router, RouterError } from '../src/router/index.ts';
+
+const BLOCK = 16;
+
+function request(id: string, tokens: number[]): RouteRequest {
+  return {
+    id,
+    blockKeys: computeBlockKeys(tokens, BLOCK),
+    promptTokens: tokens.length,
+    blockSize: BLOCK,
+  };
+}
+
+function tokens(seed: number, count: number): number[] {
+  return Array.from({ length: count }, (_, i) => (seed * 7919 + i * 104_729) % 50_000);
+}
+
+const names = (n: number): string[] => Array.from({ length: n }, (_, i) => `r${i}`);
+
+for (const policy of POLICY_NAMES) {
+  describe(`policy conformance: ${policy}`, () => {
+    test('always picks a healthy, eligible replica when one exists', () => {
+      fc.assert(
+        fc.property(
+          fc.array(
+            fc.record({
+              healthy: fc.boolean(),
+              kvUsage: fc.double({ min: 0, max: 1, noNaN: true }),
+              ageMs: fc.integer({ min: 0, max: 2_000 }),
+              waiting: fc.integer({ min: 0, max: 50 }),
+            }),
+            { minLength: 1, maxLength: 12 },
+          ),
+          fc.array(fc.integer({ min: 0, max: 5 }), { minLength: 1, maxLength: 8 }),
+          (replicas, prefixes) => {
+            const router = new Router({ replicas: names(replicas.length), policy, seed: 7 });
+            const nowMs = 10_000;
+            replicas.forEach((r, i) => {
+              router.onReport(
+                `r${i}`,
+                { kvUsage: r.kvUsage, running: 1, waiting: r.waiting },
+                nowMs - r.ageMs,
+              );
+              if (!r.healthy) router.markDown(`r${i}`);
+            });
+            const eligible = replicas
+              .map((r, i) => ({ ...r, name: `r${i}` }))
+              .filter((r) => r.healthy && r.kvUsage <= 0.95 && r.ageMs <= 500);
+            prefixes.forEach((p, k) => {
+              const req = request(`q${k}`, tokens(p, 64 + 16 * k));
+              if (!replicas.some((r) => r.healthy)) {
+                assert.throws(() => router.route(req, nowMs), { code: 'ERR_NO_HEALTHY_REPLICA' });
+                return;
+              }
+              const d = router.route(req, nowMs);
+              if (eligible.length > 0) {
+                assert.ok(
+                  eligible.some((e) => e.name === d.replica),
+                  `${d.replica} not eligible`,
+                );
+                assert.equal(d.failedOpen, false);
+              } else {
+                assert.equal(d.failedOpen, true);
+                assert.ok(replicas[d.replicaId]!.healthy);
+              }
+            });
+          },
+        ),
+        { numRuns: 60 },
+      );
+    });
+
+    test('deterministic for a seed', () => {
+      const run = (): string[] => {
+        const router = new Router({ replicas: names(8), policy, seed: 42 });
+        const picks: string[] = [];
+        for (let i = 0; i < 60; i++) {
+          const d = router.route(request(`q${i}`, tokens(i % 5, 200 + (i % 7) * 16)), i);
+          picks.push(d.replica);
+          if (i % 3 === 0) router.onFirstToken(`q${i - 1}`, i);
+        }
+        return picks;
+      };
+      assert.deepEqual(run(), run());
+    });
+
+    test('fails open to the least loaded healthy replica when every one is filtered', () => {
+      const router = new Router({ replicas: names(3), policy, seed: 1 });
+      router.route(request('busy', tokens(1, 800)), 0);
+      router.onReport('r0', { kvUsage: 0.99, running: 9, waiting: 9 }, 0);
+      router.onReport('r1', { kvUsage: 0.99, running: 9, waiting: 9 }, 0);
+      router.onReport('r2', { kvUsage: 0.99, running: 9, waiting: 9 }, 0);
+      const busy = router.snapshot().replicas.find((r) => r.queuedPromptTokens > 0)!.name;
+      const d = router.route(request('x', tokens(2, 160)), 10);
+      assert.equal(d.failedOpen, true);
+      assert.notEqual(d.replica, busy);
+      assert.equal(router.counters().failOpens, 1);
+    });
+
+    test('only no healthy replica at all is an error, with a stable code', () => {
+      const router = new Router({ replicas: names(2), policy });
+      router.markDown('r0');
+      router.markDown('r1');
+      const err = (() => {
+        try {
+          router.route(request('x', tokens(1, 64)), 0);
+        } catch (e) {
+          return e;
+        }
+      })();
+      assert.ok(err instanceof RouterError);
+      assert.equal(err.code, 'ERR_NO_HEALTHY_REPLICA');
+      assert.equal(router.counters().noHealthyReplica, 1);
+      router.markUp('r1');
+      assert.equal(router.route(request('y', tokens(1, 64)), 0).replica, 'r1');
+    });
+
+    test('handles one replica and a hundred', () => {
+      const one = new Router({ replicas: ['solo'], policy });
+      for (let i = 0; i < 5; i++)
+        assert.equal(one.route(request(`a${i}`, tokens(i, 100)), i).replica, 'solo');
+      const many = new Router({ replicas: names(100), policy, seed: 3 });
+      const seen = new Set<string>();
+      for (let i = 0; i < 300; i++) {
+        const d = many.route(request(`b${i}`, tokens(i, 64 + (i % 10) * 16)), i);
+        assert.ok(d.replicaId >= 0 && d.replicaId < 100);
+        seen.add(d.replica);
+      }
+      assert.ok(seen.size >= 1);
+      many.markDown('r99');
+      for (let i = 0; i < 50; i++) {
+        assert.notEqual(many.route(request(`c${i}`, tokens(i, 100)), 400 + i).replica, 'r99');
+      }
+    });
+
+    test('never throws on empty caches or prompts shorter than a block', () => {
+      for (const mode of ['events', 'approx'] as const) {
+        const router = new Router({ replicas: names(4), policy, indexMode: mode });
+        const d = router.route({ id: 'e', blockKeys: [], promptTokens: 5, blockSize: BLOCK }, 0);
+        assert.equal(d.cachedTokens, 0);
+        assert.equal(d.uncachedTokens, 5);
+        assert.equal(d.spilled, false);
+        router.route(request('f', tokens(9, 333)), 1);
+        assert.ok(router.onFirstToken('f', 2));
+        assert.ok(router.onFinished('f', 3));
+        assert.ok(router.onFinished('e', 3));
+        assert.equal(router.onFinished('nope', 3), false);
+      }
+    });
+  });
+}
