@@ -1,0 +1,242 @@
+/**
+ * The paged KV block pool with automatic prefix caching (vLLM's block_pool). It owns the ref
+ * counts, the free list and the key -> block map, and records KV events as data that the caller
+ * drains with `takeEvents()`. Schedulers ask it "what is cached" (`findCachedPrefix`) and "give me
+ * room" (`tryAllocate`); they never touch the free list.
+ *
+ * A free block keeps its key until it is reused, so a finished request's prompt can still be hit.
+ * Free cached blocks sit in LRU order; a request's blocks are released last block first, so its
+ * tail is evicted before its head. Blocks that hold no key go to the front: reusing them loses
+ * nothing.
+ */
+import type { BlockKey, KeyScope } from './blockKey.ts';
+import { BlockKeyTable } from './blockKeyTable.ts';
+import type { KvEvent } from './events.ts';
+import { FreeBlockQueue } from './freeBlockQueue.ts';
+
+export interface BlockPoolOptions {
+  numBlocks: number;
+  /** Tokens per block. */
+  blockSize: number;
+  /** Automatic prefix caching: keep keys, answer lookups, record events (default true). */
+  enableCaching?: boolean;
+}
+
+/** The leading cached blocks of a prompt. */
+export interface PrefixMatch {
+  blockIds: number[];
+  /** How many of them are free (ref count 0): taking them uses up free blocks. */
+  freeBlocks: number;
+}
+
+const NO_KEY = -1;
+
+export class BlockPool {
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  readonly cachingEnabled: boolean;
+  readonly #refs: Int32Array;
+  /** Block key per block, NO_KEY when the block holds no cached full block. */
+  readonly #keys: Float64Array;
+  readonly #free: FreeBlockQueue;
+  readonly #blockByKey: BlockKeyTable;
+  #events: KvEvent[] = [];
+
+  constructor(options: BlockPoolOptions) {
+    const { numBlocks, blockSize } = options;
+    if (!Number.isInteger(numBlocks) || numBlocks < 1) {
+      throw new RangeError(`numBlocks must be an integer >= 1, got ${numBlocks}`);
+    }
+    if (!Number.isInteger(blockSize) || blockSize < 1) {
+      throw new RangeError(`blockSize must be an integer >= 1, got ${blockSize}`);
+    }
+    this.numBlocks = numBlocks;
+    this.blockSize = blockSize;
+    this.cachingEnabled = options.enableCaching ?? true;
+    this.#refs = new Int32Array(numBlocks);
+    this.#keys = new Float64Array(numBlocks).fill(NO_KEY);
+    this.#free = new FreeBlockQueue(numBlocks);
+    this.#blockByKey = new BlockKeyTable(numBlocks);
+    for (let b = 0; b < numBlocks; b++) this.#free.pushBack(b);
+  }
+
+  /** Blocks with ref count 0, cached ones included (they are evictable). */
+  get freeBlocks(): number {
+    return this.#free.size;
+  }
+
+  get usedBlocks(): number {
+    return this.numBlocks - this.#free.size;
+  }
+
+  /** Fraction of blocks in use, 0..1. */
+  get usage(): number {
+    return this.usedBlocks / this.numBlocks;
+  }
+
+  get cachedBlocks(): number {
+    return this.#blockByKey.size;
+  }
+
+  refCount(block: number): number {
+    return this.#refs[block]!;
+  }
+
+  keyOf(block: number): BlockKey | null {
+    const key = this.#keys[block]!;
+    return key === NO_KEY ? null : key;
+  }
+
+  isCached(key: BlockKey): boolean {
+    return this.#blockByKey.has(key);
+  }
+
+  /** Keys held now; for tests and inspection. */
+  cachedKeys(): BlockKey[] {
+    return this.#blockByKey.keys();
+  }
+
+  /** Free list from next-to-reuse to last; for tests and inspection. */
+  freeOrder(): number[] {
+    return this.#free.toArray();
+  }
+
+  /**
+   * The longest run of leading `keys` that is cached, at most `maxBlocks` long. No side effects:
+   * `acquire` the blocks to pin them.
+   */
+  findCachedPrefix(keys: readonly BlockKey[], maxBlocks: number): PrefixMatch {
+    const blockIds: number[] = [];
+    let freeBlocks = 0;
+    if (!this.cachingEnabled) return { blockIds, freeBlocks };
+    const limit = Math.min(keys.length, maxBlocks);
+    for (let i = 0; i < limit; i++) {
+      const block = this.#blockByKey.get(keys[i]!);
+      if (block === -1) break;
+      blockIds.push(block);
+      if (this.#refs[block] === 0) freeBlocks++;
+    }
+    return { blockIds, freeBlocks };
+  }
+
+  /** Takes one reference on each block; free ones leave the free list. */
+  acquire(blockIds: readonly number[]): void {
+    for (const block of blockIds) {
+      const refs = this.#refs[block]!;
+      if (refs === 0) this.#free.remove(block);
+      this.#refs[block] = refs + 1;
+    }
+  }
+
+  /**
+   * Takes `count` blocks from the front of the free list, evicting the keys they held (one
+   * BlockRemoved event), and appends them to `out` with ref count 1. Returns false and changes
+   * nothing when fewer than `count` blocks are free.
+   */
+  tryAllocate(count: number, out: number[]): boolean {
+    if (count > this.#free.size) return false;
+    let evicted: BlockKey[] | null = null;
+    for (let i = 0; i < count; i++) {
+      const block = this.#free.popFront();
+      const key = this.#keys[block]!;
+      if (key !== NO_KEY) {
+        this.#keys[block] = NO_KEY;
+        this.#blockByKey.delete(key);
+        (evicted ??= []).push(key);
+      }
+      this.#refs[block] = 1;
+      out.push(block);
+    }
+    if (evicted !== null) this.#events.push({ type: 'BlockRemoved', blockKeys: evicted });
+    return true;
+  }
+
+  /**
+   * Drops one reference on each block, the last block first, so a request's tail is evicted
+   * before its head. Blocks reaching 0 are freed: cached ones at the back (LRU), others at the
+   * front.
+   */
+  release(blockIds: readonly number[]): void {
+    for (let i = blockIds.length - 1; i >= 0; i--) {
+      const block = blockIds[i]!;
+      const refs = this.#refs[block]! - 1;
+      if (refs < 0) throw new Error(`block ${block} released more often than acquired`);
+      this.#refs[block] = refs;
+      if (refs > 0) continue;
+      if (this.#keys[block] === NO_KEY) this.#free.pushFront(block);
+      else this.#free.pushBack(block);
+    }
+  }
+
+  /**
+   * Registers the newly full blocks `[fromBlock, toBlock)` of one request: `keys[b]` names
+   * `blockIds[b]`, whose tokens are `tokenIds[b * blockSize ..]`. Records one BlockStored per
+   * contiguous run. A key another block already holds is skipped (that block stays the cached
+   * copy; this one is reused like any uncached block).
+   */
+  cacheFullBlocks(
+    blockIds: readonly number[],
+    keys: readonly BlockKey[],
+    fromBlock: number,
+    toBlock: number,
+    tokenIds: ArrayLike<number>,
+    scope: KeyScope,
+  ): void {
+    if (!this.cachingEnabled) return;
+    let runStart = -1;
+    for (let b = fromBlock; b < toBlock; b++) {
+      const key = keys[b]!;
+      const block = blockIds[b]!;
+      const stored = this.#keys[block] === NO_KEY && !this.#blockByKey.has(key);
+      if (stored) {
+        this.#keys[block] = key;
+        this.#blockByKey.add(key, block);
+        if (runStart === -1) runStart = b;
+      } else if (runStart !== -1) {
+        this.#recordStored(keys, runStart, b, tokenIds, scope);
+        runStart = -1;
+      }
+    }
+    if (runStart !== -1) this.#recordStored(keys, runStart, toBlock, tokenIds, scope);
+  }
+
+  /** Drops every cached key (AllBlocksCleared); refused (false) while any block is in use. */
+  resetCache(): boolean {
+    if (this.usedBlocks > 0) return false;
+    this.#keys.fill(NO_KEY);
+    this.#blockByKey.clear();
+    if (this.cachingEnabled) this.#events.push({ type: 'AllBlocksCleared' });
+    return true;
+  }
+
+  /** Events recorded since the last call, oldest first. */
+  takeEvents(): KvEvent[] {
+    const events = this.#events;
+    if (events.length === 0) return []; // never hand out the live list
+    this.#events = [];
+    return events;
+  }
+
+  #recordStored(
+    keys: readonly BlockKey[],
+    fromBlock: number,
+    toBlock: number,
+    tokenIds: ArrayLike<number>,
+    scope: KeyScope,
+  ): void {
+    const from = fromBlock * this.blockSize;
+    const to = toBlock * this.blockSize;
+    const tokens = Array.isArray(tokenIds)
+      ? (tokenIds as number[]).slice(from, to)
+      : Array.prototype.slice.call(tokenIds, from, to);
+    this.#events.push({
+      type: 'BlockStored',
+      blockKeys: keys.slice(fromBlock, toBlock),
+      parentKey: fromBlock === 0 ? null : keys[fromBlock - 1]!,
+      tokenIds: tokens,
+      blockSize: this.blockSize,
+      loraName: scope.loraName ?? null,
+      cacheSalt: scope.cacheSalt ?? null,
+    });
+  }
+}

@@ -1,0 +1,71 @@
+/** Scheduler config: defaults and validation (errors carry ERR_CONFIG). */
+import { EngineError } from '../engine/types.ts';
+import type { ChunkRules } from './chunks.ts';
+import type { KvPolicyName, SchedulerConfig } from './types.ts';
+
+export const DEFAULT_WATERMARK = 0.01;
+export const DEFAULT_PRIORITY_AGE_MS = 10_000;
+
+export interface ResolvedSchedulerConfig extends ChunkRules {
+  budgetTokens: number;
+  maxSeqs: number;
+  kvPolicy: KvPolicyName;
+  rotateDecodes: boolean;
+  maxPartialPrefills: number;
+  watermark: number;
+  priorityAgeMs: number;
+}
+
+const KV_POLICIES: readonly string[] = ['reserve', 'paged'];
+
+function fail(message: string): never {
+  throw new EngineError('ERR_CONFIG', message);
+}
+
+function positiveInt(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) fail(`${name} must be an integer >= 1, got ${value}`);
+  return value;
+}
+
+/** Fills defaults and checks every field; `blockSize` is the pool's. */
+export function resolveSchedulerConfig(
+  config: SchedulerConfig,
+  blockSize: number,
+): ResolvedSchedulerConfig {
+  const budgetTokens = positiveInt('budgetTokens', config.budgetTokens);
+  const maxSeqs = positiveInt('maxSeqs', config.maxSeqs);
+  if (!KV_POLICIES.includes(config.kvPolicy)) {
+    fail(`kvPolicy must be one of ${KV_POLICIES.join(', ')}, got ${String(config.kvPolicy)}`);
+  }
+  const longPrefillThreshold = config.longPrefillThreshold
+    ? positiveInt('longPrefillThreshold', config.longPrefillThreshold)
+    : Number.POSITIVE_INFINITY;
+  const maxPartialPrefills =
+    config.maxPartialPrefills === undefined
+      ? Number.POSITIVE_INFINITY
+      : positiveInt('maxPartialPrefills', config.maxPartialPrefills);
+  const watermark = config.watermark ?? DEFAULT_WATERMARK;
+  if (!(watermark >= 0 && watermark < 1)) fail(`watermark must be in [0, 1), got ${watermark}`);
+  const priorityAgeMs = config.priorityAgeMs ?? DEFAULT_PRIORITY_AGE_MS;
+  if (!(Number.isFinite(priorityAgeMs) && priorityAgeMs >= 0)) {
+    fail(`priorityAgeMs must be a finite number >= 0, got ${priorityAgeMs}`);
+  }
+  const align = config.alignChunksToBlocks ?? false;
+  // Aligned chunks shorter than a block round to 0: the budget and cap must hold one block.
+  if (align && Math.min(budgetTokens, longPrefillThreshold) < blockSize) {
+    fail(
+      `alignChunksToBlocks needs budgetTokens and longPrefillThreshold >= blockSize (${blockSize})`,
+    );
+  }
+  return {
+    budgetTokens,
+    maxSeqs,
+    kvPolicy: config.kvPolicy,
+    rotateDecodes: config.rotateDecodes ?? false,
+    longPrefillThreshold,
+    alignTokens: align ? blockSize : 1,
+    maxPartialPrefills,
+    watermark,
+    priorityAgeMs,
+  };
+}

@@ -1,0 +1,333 @@
+/**
+ * Continuous batching with a token budget and chunked prefill (the scheduler seed). Each step
+ * spends the budget in a fixed order:
+ *   1. one token per running decode, oldest first (each is a user waiting on a token);
+ *   2. the rest of partially prefilled prompts, so a prompt started earlier finishes first;
+ *   3. new requests, first come first served, stopping at the first that does not fit.
+ * The last prefill chunk samples the first token. `schedule()` returns a plain plan; `complete()`
+ * applies it once the step ran. KV comes through a KvPolicy (reserve or paged); when a paged pool
+ * runs dry the most recently admitted running request is preempted and recomputed later.
+ */
+import { EngineError } from '../engine/types.ts';
+import type { BlockPool, PrefixMatch } from '../kv/blockPool.ts';
+import { prefillChunkTokens } from './chunks.ts';
+import { type ResolvedSchedulerConfig, resolveSchedulerConfig } from './config.ts';
+import { type KvPolicy, makeKvPolicy } from './kvPolicy.ts';
+import { PlanBuilder } from './planBuilder.ts';
+import { Seq } from './seq.ts';
+import type {
+  SchedRequest,
+  SchedulerConfig,
+  SchedulerCounters,
+  SeqFinished,
+  StepOutcome,
+  StepPlan,
+  TokenOut,
+} from './types.ts';
+import { WaitQueue } from './waitQueue.ts';
+
+const NO_HIT: PrefixMatch = Object.freeze({ blockIds: [], freeBlocks: 0 }) as PrefixMatch;
+
+export class Scheduler {
+  readonly config: Readonly<ResolvedSchedulerConfig>;
+  readonly #pool: BlockPool;
+  readonly #kv: KvPolicy;
+  readonly #waiting = new WaitQueue();
+  /** Admission order within each priority level, best level first: the back is preempted first. */
+  readonly #running: Seq[] = [];
+  readonly #live = new Map<string, Seq>();
+  #addSeq = 0;
+  #admitSeq = 0;
+  #stepIndex = 0;
+  #decodeCursor = 0;
+  /** Running requests still in their prefill. */
+  #prefilling = 0;
+  #pending: { plan: StepPlan; seqs: Seq[] } | null = null;
+  readonly #counters = {
+    prefixQueriesTokens: 0,
+    prefixHitsTokens: 0,
+    preemptions: 0,
+    promptTokens: 0,
+    generationTokens: 0,
+  };
+
+  constructor(config: SchedulerConfig, pool: BlockPool) {
+    this.config = resolveSchedulerConfig(config, pool.blockSize);
+    this.#pool = pool;
+    this.#kv = makeKvPolicy(this.config.kvPolicy, pool, { watermark: this.config.watermark });
+  }
+
+  /** Queues a request; throws EngineError when it is malformed or can never fit. */
+  add(req: SchedRequest): void {
+    if (this.#live.has(req.id)) {
+      throw new EngineError('ERR_DUPLICATE_ID', `request ${req.id} is already queued or running`);
+    }
+    checkRequest(req, this.#pool.blockSize);
+    const reason = this.#kv.neverFitsReason(req.promptTokens, req.maxNewTokens);
+    if (reason !== null) throw new EngineError('ERR_NEVER_FITS', `${req.id}: ${reason}`);
+    const seq = new Seq(req, this.#addSeq++, this.config.priorityAgeMs);
+    this.#live.set(seq.id, seq);
+    this.#waiting.insert(seq);
+  }
+
+  /** Drops a request wherever it is and frees its KV now; null when it is not here. */
+  abort(id: string): SeqFinished | null {
+    const seq = this.#live.get(id);
+    if (seq === undefined) return null;
+    if (seq.status === 'waiting') this.#waiting.remove(seq);
+    else {
+      this.#running.splice(this.#running.indexOf(seq), 1);
+      if (seq.isPrefilling) this.#prefilling--;
+      this.#releaseKv(seq);
+    }
+    seq.status = 'aborted';
+    this.#live.delete(id);
+    return finishedRecord(seq, 'abort');
+  }
+
+  schedule(): StepPlan {
+    if (this.#pending !== null) throw new Error('complete() the last plan before scheduling again');
+    const b = new PlanBuilder(this.#stepIndex++, this.config.budgetTokens);
+    this.#scheduleDecodes(b);
+    if (this.#prefilling > 0) this.#continuePrefills(b);
+    if (b.preempted.length === 0) this.#admitWaiting(b);
+    this.#pending = b.build();
+    return this.#pending.plan;
+  }
+
+  /** Applies the plan the last `schedule()` returned, after the step ran. */
+  complete(plan: StepPlan): StepOutcome {
+    const pending = this.#pending;
+    if (pending === null || pending.plan !== plan) {
+      throw new Error('complete() takes the plan the last schedule() returned');
+    }
+    this.#pending = null;
+    const emitted: TokenOut[] = [];
+    const finished: SeqFinished[] = [];
+    const { entries } = plan;
+    for (let i = 0; i < entries.length; i++) {
+      const seq = pending.seqs[i]!;
+      if (seq.status !== 'running') continue; // aborted after it was planned
+      const wasPrefilling = seq.isPrefilling;
+      seq.computedTokens += entries[i]!.tokens;
+      if (seq.blockKeys !== null && seq.storedBlocks < seq.blockKeys.length) this.#storeBlocks(seq);
+      if (wasPrefilling && !seq.isPrefilling) this.#prefillDone(seq);
+      if (seq.computedTokens < seq.knownTokens) continue;
+      // Every known token has KV: this step sampled the next one.
+      emitted.push({ id: seq.id, index: seq.generatedTokens++ });
+      this.#counters.generationTokens++;
+      if (seq.generatedTokens === seq.maxNewTokens) finished.push(this.#finish(seq));
+    }
+    if (finished.length > 0) this.#dropFinished();
+    return { emitted, finished };
+  }
+
+  hasWork(): boolean {
+    return this.#running.length > 0 || this.#waiting.size > 0;
+  }
+
+  counters(): SchedulerCounters {
+    return { running: this.#running.length, waiting: this.#waiting.size, ...this.#counters };
+  }
+
+  /** Prompt tokens served from the prefix cache at the request's (last) admission. */
+  cachedTokensOf(id: string): number | undefined {
+    return this.#live.get(id)?.cachedTokens;
+  }
+
+  /** Running ids in decode order (a copy; for inspection and tests). */
+  runningIds(): string[] {
+    return this.#running.map((seq) => seq.id);
+  }
+
+  /** Waiting ids in queue order (a copy; for inspection and tests). */
+  waitingIds(): string[] {
+    return this.#waiting.toArray().map((seq) => seq.id);
+  }
+
+  /** 1. One token per ready decode, oldest first, or from a rotating start when asked. */
+  #scheduleDecodes(b: PlanBuilder): void {
+    const running = this.#running;
+    const count = running.length;
+    const rotate = this.config.rotateDecodes;
+    const start = rotate && count > 0 ? this.#decodeCursor % count : 0;
+    let next = start;
+    for (let k = 0; k < count; k++) {
+      const i = start + k < count ? start + k : start + k - count;
+      // Preemption takes requests from the back, so any index still in range is the same request.
+      if (i >= running.length) continue;
+      const seq = running[i]!;
+      if (seq.isPrefilling) continue;
+      if (b.leftTokens === 0) {
+        // Out of budget with decodes left: the next step starts after the last one served.
+        if (rotate) this.#decodeCursor = next;
+        return;
+      }
+      if (!this.#secureKv(seq, 1, b)) continue;
+      b.add(seq, 'decode', 1);
+      next = i + 1;
+    }
+  }
+
+  /** 2. The rest of prompts admitted in earlier steps, in running order. */
+  #continuePrefills(b: PlanBuilder): void {
+    const running = this.#running;
+    for (let i = 0; i < running.length && b.leftTokens > 0; i++) {
+      const seq = running[i]!;
+      if (!seq.isPrefilling) continue;
+      const tokens = prefillChunkTokens(
+        seq.computedTokens,
+        seq.prefillEndTokens,
+        b.leftTokens,
+        this.config,
+      );
+      if (tokens > 0 && this.#secureKv(seq, tokens, b)) b.add(seq, 'prefill', tokens);
+    }
+  }
+
+  /** 3. Admit first come, first served; stop at the first request that does not fit. */
+  #admitWaiting(b: PlanBuilder): void {
+    const { maxSeqs, maxPartialPrefills } = this.config;
+    const blockSize = this.#pool.blockSize;
+    while (
+      b.leftTokens > 0 &&
+      this.#running.length < maxSeqs &&
+      this.#prefilling < maxPartialPrefills
+    ) {
+      const seq = this.#waiting.peek();
+      if (seq === undefined) return;
+      const hit = this.#findPrefix(seq);
+      const cachedTokens = hit.blockIds.length * blockSize;
+      const tokens = prefillChunkTokens(cachedTokens, seq.knownTokens, b.leftTokens, this.config);
+      if (tokens === 0 || !this.#kv.tryAdmit(seq, hit, tokens)) return;
+      this.#waiting.shift();
+      this.#start(seq, cachedTokens);
+      b.add(seq, 'prefill', tokens);
+      b.admitted.push(seq.id);
+    }
+  }
+
+  /** Longest cached prefix, leaving at least one token to compute (it samples the next one). */
+  #findPrefix(seq: Seq): PrefixMatch {
+    if (seq.blockKeys === null || !this.#pool.cachingEnabled) return NO_HIT;
+    const maxBlocks = Math.floor((seq.knownTokens - 1) / this.#pool.blockSize);
+    return this.#pool.findCachedPrefix(seq.blockKeys, maxBlocks);
+  }
+
+  #start(seq: Seq, cachedTokens: number): void {
+    seq.status = 'running';
+    seq.computedTokens = cachedTokens;
+    seq.cachedTokens = cachedTokens;
+    seq.storedBlocks = cachedTokens / this.#pool.blockSize;
+    seq.prefillEndTokens = seq.knownTokens;
+    seq.admitSeq = this.#admitSeq++;
+    this.#prefilling++;
+    this.#counters.prefixQueriesTokens += seq.knownTokens;
+    this.#counters.prefixHitsTokens += cachedTokens;
+    const running = this.#running;
+    let i = running.length;
+    while (i > 0 && running[i - 1]!.priority > seq.priority) i--;
+    if (i === running.length) running.push(seq);
+    else running.splice(i, 0, seq);
+  }
+
+  /**
+   * KV for `tokens` more tokens of `seq`. While the pool is dry, preempt from the back of the
+   * running list (vLLM's order), which may be `seq` itself: then false.
+   */
+  #secureKv(seq: Seq, tokens: number, b: PlanBuilder): boolean {
+    while (!this.#kv.tryGrow(seq, tokens)) {
+      const victim = this.#running[this.#running.length - 1]!;
+      this.#preempt(victim, b);
+      if (victim === seq) return false;
+    }
+    return true;
+  }
+
+  /** Frees the request's KV and queues it again; it will recompute prompt + generated tokens. */
+  #preempt(seq: Seq, b: PlanBuilder): void {
+    this.#running.pop();
+    if (seq.isPrefilling) this.#prefilling--;
+    b.drop(seq);
+    this.#releaseKv(seq);
+    seq.status = 'waiting';
+    seq.computedTokens = 0;
+    seq.preemptions++;
+    this.#waiting.insert(seq);
+    b.preempted.push(seq.id);
+    this.#counters.preemptions++;
+  }
+
+  #prefillDone(seq: Seq): void {
+    this.#prefilling--;
+    if (seq.generatedTokens === 0) this.#counters.promptTokens += seq.promptTokens;
+  }
+
+  /** Offers the prompt blocks that just became full to the prefix cache. */
+  #storeBlocks(seq: Seq): void {
+    const keys = seq.blockKeys!;
+    const full = Math.min(Math.floor(seq.computedTokens / this.#pool.blockSize), keys.length);
+    if (full <= seq.storedBlocks) return;
+    this.#pool.cacheFullBlocks(
+      seq.blockIds,
+      keys,
+      seq.storedBlocks,
+      full,
+      seq.tokenIds!,
+      seq.scope,
+    );
+    seq.storedBlocks = full;
+  }
+
+  #finish(seq: Seq): SeqFinished {
+    seq.status = 'finished';
+    this.#releaseKv(seq);
+    this.#live.delete(seq.id);
+    return finishedRecord(seq, 'length');
+  }
+
+  #releaseKv(seq: Seq): void {
+    this.#pool.release(seq.blockIds);
+    seq.blockIds = [];
+    seq.storedBlocks = 0;
+  }
+
+  /** Removes finished requests from the running list, in place, keeping the order. */
+  #dropFinished(): void {
+    const running = this.#running;
+    let kept = 0;
+    for (let i = 0; i < running.length; i++) {
+      const seq = running[i]!;
+      if (seq.status === 'running') running[kept++] = seq;
+    }
+    running.length = kept;
+  }
+}
+
+function finishedRecord(seq: Seq, reason: SeqFinished['reason']): SeqFinished {
+  return {
+    id: seq.id,
+    promptTokens: seq.promptTokens,
+    cachedTokens: seq.cachedTokens,
+    outputTokens: seq.generatedTokens,
+    reason,
+  };
+}
+
+function checkRequest(req: SchedRequest, blockSize: number): void {
+  const bad = (why: string): never => {
+    throw new EngineError('ERR_INVALID_REQUEST', `${req.id}: ${why}`);
+  };
+  if (!Number.isInteger(req.promptTokens) || req.promptTokens < 1) {
+    bad(`prompt must have at least 1 token, got ${req.promptTokens}`);
+  }
+  if (!Number.isInteger(req.maxNewTokens) || req.maxNewTokens < 1) {
+    bad(`maxNewTokens must be an integer >= 1, got ${req.maxNewTokens}`);
+  }
+  if (req.blockKeys !== undefined) {
+    if (req.tokenIds?.length !== req.promptTokens) bad('blockKeys need the prompt token ids');
+    if (req.blockKeys.length !== Math.floor(req.promptTokens / blockSize)) {
+      bad(`expected ${Math.floor(req.promptTokens / blockSize)} block keys`);
+    }
+  }
+}

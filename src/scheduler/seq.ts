@@ -1,0 +1,64 @@
+/**
+ * One request's state inside the scheduler. Token accounting follows vLLM: `computedTokens` have
+ * KV; the request knows `promptTokens + generatedTokens` tokens; whenever all known tokens have
+ * KV the step samples a new one. A (re)admitted request prefills up to `prefillEndTokens` (the
+ * prompt, or after a preemption the prompt plus what it had generated), then decodes one token
+ * per step.
+ */
+import type { BlockKey, KeyScope } from '../kv/blockKey.ts';
+import type { SchedRequest } from './types.ts';
+
+export type SeqStatus = 'waiting' | 'running' | 'finished' | 'aborted';
+
+export class Seq {
+  readonly id: string;
+  readonly promptTokens: number;
+  readonly maxNewTokens: number;
+  readonly priority: number;
+  readonly arrivalMs: number;
+  /** Queue order: arrival pushed back by priority levels (see priorityAgeMs). */
+  readonly queueKeyMs: number;
+  /** Order of `add` calls, the tie-break. */
+  readonly addSeq: number;
+  readonly tokenIds: ArrayLike<number> | null;
+  readonly blockKeys: readonly BlockKey[] | null;
+  readonly scope: KeyScope;
+
+  status: SeqStatus = 'waiting';
+  computedTokens = 0;
+  prefillEndTokens = 0;
+  generatedTokens = 0;
+  cachedTokens = 0;
+  /** Blocks holding this request's KV, in token order. */
+  blockIds: number[] = [];
+  /** Prompt blocks already offered to the prefix cache. */
+  storedBlocks = 0;
+  /** Order of the (last) admission. */
+  admitSeq = -1;
+  preemptions = 0;
+  /** Where this request sits in the plan being built, valid while plannedStep is current. */
+  plannedStep = -1;
+  planIndex = -1;
+
+  constructor(req: SchedRequest, addSeq: number, priorityAgeMs: number) {
+    this.id = req.id;
+    this.promptTokens = req.promptTokens;
+    this.maxNewTokens = req.maxNewTokens;
+    this.priority = req.priority ?? 0;
+    this.arrivalMs = req.arrivalMs ?? 0;
+    this.queueKeyMs = this.arrivalMs + this.priority * priorityAgeMs;
+    this.addSeq = addSeq;
+    this.tokenIds = req.tokenIds ?? null;
+    this.blockKeys = req.blockKeys ?? null;
+    this.scope = { cacheSalt: req.cacheSalt, loraName: req.loraName };
+  }
+
+  /** Tokens known: the prompt and every token sampled so far. */
+  get knownTokens(): number {
+    return this.promptTokens + this.generatedTokens;
+  }
+
+  get isPrefilling(): boolean {
+    return this.computedTokens < this.prefillEndTokens;
+  }
+}

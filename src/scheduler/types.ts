@@ -1,0 +1,110 @@
+/**
+ * The scheduler's data in and out: its config, the requests it takes, the plan it returns each
+ * step and what applying a plan produced. All plain data.
+ */
+import type { KvPolicyName } from '../engine/types.ts';
+import type { BlockKey } from '../kv/blockKey.ts';
+
+export type { KvPolicyName };
+
+export interface SchedulerConfig {
+  /** Tokens one step may compute, prefill and decode alike (>= 1). */
+  budgetTokens: number;
+  /** Running sequences at most (>= 1). */
+  maxSeqs: number;
+  /** `reserve`: prompt + max new tokens at admission, never preempt (the seed). `paged`: vLLM's. */
+  kvPolicy: KvPolicyName;
+  /**
+   * When decodes alone exceed the budget, start each step's decodes where the last one stopped.
+   * A guard only: decodes ready at a step come from the previous step's entries, at most one per
+   * budget token, so with a fixed budget they never outnumber it.
+   */
+  rotateDecodes?: boolean;
+  /** Round prefill chunks down to the block size, except a prompt's last chunk. */
+  alignChunksToBlocks?: boolean;
+  /** Most prompt tokens one request may prefill in one step (0 or absent: no cap). */
+  longPrefillThreshold?: number;
+  /** Most requests partway through their prefill at once (absent: no cap). */
+  maxPartialPrefills?: number;
+  /** Paged: fraction of blocks that admission keeps free (vLLM's watermark, default 0.01). */
+  watermark?: number;
+  /**
+   * Waiting time worth one priority level: the queue orders by arrivalMs + priority x this, so a
+   * low-priority request overtakes higher ones that arrived this much later (default 10,000).
+   */
+  priorityAgeMs?: number;
+}
+
+/** What the scheduler needs to know about a request. */
+export interface SchedRequest {
+  id: string;
+  promptTokens: number;
+  /** >= 1; the first comes out of the last prefill chunk. */
+  maxNewTokens: number;
+  /** Lower runs first (default 0). */
+  priority?: number;
+  /** Used for ordering and ageing only (default 0). */
+  arrivalMs?: number;
+  /** Prompt token ids and their full blocks' keys: needed for prefix caching and KV events. */
+  tokenIds?: ArrayLike<number>;
+  blockKeys?: readonly BlockKey[];
+  cacheSalt?: string;
+  loraName?: string;
+}
+
+export type PlanEntryKind = 'decode' | 'prefill';
+
+export interface PlanEntry {
+  id: string;
+  kind: PlanEntryKind;
+  /** Tokens computed for this request in this step. */
+  tokens: number;
+  /** Tokens of this request whose KV existed before the step (its attention context). */
+  contextTokens: number;
+}
+
+/** One step's plan: decodes first, then prefill chunks (running ones, then admissions). */
+export interface StepPlan {
+  stepIndex: number;
+  entries: PlanEntry[];
+  prefillTokens: number;
+  decodeTokens: number;
+  /** KV tokens the step's attention reads: every entry's context, summed. */
+  kvTokensRead: number;
+  /** Requests admitted this step, in admission order. */
+  admitted: string[];
+  /** Requests preempted this step (paged): back in the queue, KV freed. */
+  preempted: string[];
+}
+
+export interface TokenOut {
+  id: string;
+  /** 0-based index of this output token. */
+  index: number;
+}
+
+export interface SeqFinished {
+  id: string;
+  promptTokens: number;
+  /** Prompt tokens served from the prefix cache at the (last) admission. */
+  cachedTokens: number;
+  outputTokens: number;
+  reason: 'length' | 'abort';
+}
+
+/** What applying one plan produced. */
+export interface StepOutcome {
+  emitted: TokenOut[];
+  finished: SeqFinished[];
+}
+
+export interface SchedulerCounters {
+  running: number;
+  waiting: number;
+  prefixQueriesTokens: number;
+  prefixHitsTokens: number;
+  preemptions: number;
+  /** Prompt tokens of requests whose prompt finished (once per request). */
+  promptTokens: number;
+  generationTokens: number;
+}

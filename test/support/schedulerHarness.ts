@@ -1,0 +1,292 @@
+/**
+ * Drives a Scheduler over a list of requests with staggered arrivals and checks the scheduler's
+ * invariants after every step and at the end. Used by the randomized scheduler tests.
+ */
+import assert from 'node:assert/strict';
+import { computeBlockKeys } from '../../src/kv/blockKey.ts';
+import { BlockPool } from '../../src/kv/blockPool.ts';
+import type { KvEvent } from '../../src/kv/events.ts';
+import { Scheduler } from '../../src/scheduler/scheduler.ts';
+import type { SchedulerConfig, StepPlan } from '../../src/scheduler/types.ts';
+import type { Rng } from '../../src/util/rng.ts';
+
+export interface SimRequest {
+  id: string;
+  promptTokens: number;
+  maxNewTokens: number;
+  /** Step at which the request is added. */
+  arrivalStep: number;
+  priority: number;
+  tokenIds: number[] | null;
+  cacheSalt?: string;
+}
+
+export interface SimSetup {
+  sched: SchedulerConfig;
+  blockSize: number;
+  numBlocks: number;
+  caching: boolean;
+  requests: SimRequest[];
+}
+
+export interface SimResult {
+  steps: number;
+  preemptions: number;
+  prefixHitsTokens: number;
+  /** Rolling hash of every plan, for determinism checks. */
+  traceHash: number;
+}
+
+type Phase = 'waiting' | 'prefill' | 'decode';
+
+interface Track {
+  req: SimRequest;
+  phase: Phase;
+  emitted: number;
+  decodes: number;
+  prefillCompletions: number;
+  /** Prefill tokens expected and received since the last admission. */
+  expectedPrefill: number;
+  prefillSinceAdmit: number;
+  preempted: boolean;
+}
+
+export function applyEvents(cached: Set<number>, events: readonly KvEvent[]): void {
+  for (const e of events) {
+    if (e.type === 'BlockStored') {
+      assert.equal(e.tokenIds.length, e.blockKeys.length * e.blockSize);
+      for (const k of e.blockKeys) {
+        assert.ok(!cached.has(k), `BlockStored for a key already cached: ${k}`);
+        cached.add(k);
+      }
+    } else if (e.type === 'BlockRemoved') {
+      for (const k of e.blockKeys) assert.ok(cached.delete(k), `BlockRemoved for unknown ${k}`);
+    } else cached.clear();
+  }
+}
+
+function hashString(h: number, text: string): number {
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+export function assertPoolConsistent(pool: BlockPool): void {
+  let used = 0;
+  for (let b = 0; b < pool.numBlocks; b++) {
+    const refs = pool.refCount(b);
+    assert.ok(refs >= 0, `block ${b} has ref count ${refs}`);
+    if (refs > 0) used++;
+  }
+  assert.equal(used, pool.usedBlocks);
+  assert.equal(pool.freeOrder().length, pool.freeBlocks);
+  assert.equal(pool.usedBlocks + pool.freeBlocks, pool.numBlocks);
+}
+
+export function runSim(setup: SimSetup): SimResult {
+  const pool = new BlockPool({
+    numBlocks: setup.numBlocks,
+    blockSize: setup.blockSize,
+    enableCaching: setup.caching,
+  });
+  const sched = new Scheduler(setup.sched, pool);
+  const budget = setup.sched.budgetTokens;
+  const paged = setup.sched.kvPolicy === 'paged';
+  const tracks = new Map<string, Track>();
+  const arrivals = [...setup.requests].sort((a, b) => a.arrivalStep - b.arrivalStep);
+  const firstAdmits: string[] = [];
+  const replayed = new Set<number>();
+  let next = 0;
+  let traceHash = 0x811c9dc5;
+  let steps = 0;
+  let preemptions = 0;
+
+  for (let step = 0; ; step++) {
+    if (!sched.hasWork()) {
+      if (next >= arrivals.length) break;
+      step = Math.max(step, arrivals[next]!.arrivalStep);
+    }
+    while (next < arrivals.length && arrivals[next]!.arrivalStep <= step) {
+      const req = arrivals[next++]!;
+      tracks.set(req.id, {
+        req,
+        phase: 'waiting',
+        emitted: 0,
+        decodes: 0,
+        prefillCompletions: 0,
+        expectedPrefill: 0,
+        prefillSinceAdmit: 0,
+        preempted: false,
+      });
+      sched.add({
+        id: req.id,
+        promptTokens: req.promptTokens,
+        maxNewTokens: req.maxNewTokens,
+        priority: req.priority,
+        arrivalMs: req.arrivalStep * 10,
+        ...(req.tokenIds && {
+          tokenIds: req.tokenIds,
+          blockKeys: computeBlockKeys(req.tokenIds, setup.blockSize, { cacheSalt: req.cacheSalt }),
+          cacheSalt: req.cacheSalt,
+        }),
+      });
+    }
+    const readyDecodes = sched.runningIds().filter((id) => tracks.get(id)!.phase === 'decode');
+    const plan = sched.schedule();
+    checkPlan(plan, budget, readyDecodes, setup.sched);
+    traceHash = hashString(traceHash, JSON.stringify(plan));
+    steps++;
+    if (!paged) assert.equal(plan.preempted.length, 0, 'reserve mode never preempts');
+    if (plan.preempted.length > 0)
+      assert.equal(plan.admitted.length, 0, 'admitted after preempting');
+    for (const id of plan.preempted) {
+      const t = tracks.get(id)!;
+      t.phase = 'waiting';
+      t.preempted = true;
+      preemptions++;
+    }
+    for (const id of plan.admitted) {
+      const t = tracks.get(id)!;
+      if (!t.preempted) firstAdmits.push(id);
+      t.phase = 'prefill';
+      const cached = sched.cachedTokensOf(id)!;
+      assert.equal(cached % setup.blockSize, 0);
+      t.expectedPrefill = t.req.promptTokens + t.emitted - cached;
+      assert.ok(t.expectedPrefill >= 1, 'a hit leaves at least one token to compute');
+      t.prefillSinceAdmit = 0;
+    }
+    if (setup.sched.maxPartialPrefills !== undefined) {
+      let prefilling = 0;
+      for (const t of tracks.values()) if (t.phase === 'prefill') prefilling++;
+      assert.ok(prefilling <= setup.sched.maxPartialPrefills, 'partial prefill cap');
+    }
+    for (const e of plan.entries) {
+      const t = tracks.get(e.id)!;
+      if (e.kind === 'decode') {
+        assert.equal(t.phase, 'decode');
+        t.decodes++;
+      } else {
+        assert.equal(t.phase, 'prefill');
+        t.prefillSinceAdmit += e.tokens;
+      }
+    }
+    const outcome = sched.complete(plan);
+    for (const { id, index } of outcome.emitted) {
+      const t = tracks.get(id)!;
+      assert.equal(index, t.emitted, `${id} emitted token ${index} out of order`);
+      t.emitted++;
+      if (t.phase === 'prefill') {
+        assert.equal(t.prefillSinceAdmit, t.expectedPrefill, `${id} prefill tokens`);
+        t.prefillCompletions++;
+        t.phase = 'decode';
+      }
+    }
+    for (const f of outcome.finished) {
+      const t = tracks.get(f.id)!;
+      assert.equal(f.outputTokens, t.req.maxNewTokens);
+      assert.equal(t.emitted, t.req.maxNewTokens);
+      assert.equal(t.decodes + t.prefillCompletions, t.req.maxNewTokens);
+      if (!t.preempted) {
+        assert.equal(t.prefillCompletions, 1);
+        assert.equal(t.decodes, t.req.maxNewTokens - 1);
+      }
+      tracks.delete(f.id);
+    }
+    const c = sched.counters();
+    assert.ok(c.running <= setup.sched.maxSeqs, 'slot limit');
+    assert.ok(pool.freeBlocks >= 0);
+    assert.equal(pool.usedBlocks + pool.freeBlocks, pool.numBlocks);
+    if (setup.caching) {
+      applyEvents(replayed, pool.takeEvents());
+      assert.equal(replayed.size, pool.cachedBlocks);
+    }
+    if (steps % 64 === 0) assertPoolConsistent(pool);
+    assert.ok(steps < 500_000, 'the simulation does not finish');
+  }
+
+  assert.equal(tracks.size, 0, 'every request finished');
+  assert.equal(sched.counters().waiting, 0);
+  assertPoolConsistent(pool);
+  assert.equal(pool.freeBlocks, pool.numBlocks, 'every block is free');
+  for (let b = 0; b < pool.numBlocks; b++) assert.equal(pool.refCount(b), 0);
+  if (setup.caching) assert.deepEqual(new Set(pool.cachedKeys()), replayed);
+  // First admissions follow arrival order within each priority level.
+  const levels = new Set(setup.requests.map((r) => r.priority));
+  for (const level of levels) {
+    const arrived = arrivals.filter((r) => r.priority === level).map((r) => r.id);
+    const admitted = firstAdmits.filter((id) => arrived.includes(id));
+    assert.deepEqual(admitted, arrived, `admission order, priority ${level}`);
+  }
+  const c = sched.counters();
+  return { steps, preemptions, prefixHitsTokens: c.prefixHitsTokens, traceHash };
+}
+
+function checkPlan(
+  plan: StepPlan,
+  budget: number,
+  readyDecodes: string[],
+  config: SchedulerConfig,
+): void {
+  let total = 0;
+  let decodes = 0;
+  const seen = new Set<string>();
+  for (const e of plan.entries) {
+    assert.ok(e.tokens >= 1, 'no empty entries');
+    assert.ok(!seen.has(e.id), 'one entry per request');
+    seen.add(e.id);
+    total += e.tokens;
+    if (e.kind === 'decode') {
+      assert.equal(e.tokens, 1);
+      decodes++;
+    }
+    if (e.kind === 'prefill' && config.longPrefillThreshold) {
+      assert.ok(e.tokens <= config.longPrefillThreshold, 'long prefill threshold');
+    }
+  }
+  assert.ok(total <= budget, `scheduled ${total} tokens, budget ${budget}`);
+  assert.equal(plan.prefillTokens + plan.decodeTokens, total);
+  assert.equal(plan.decodeTokens, decodes);
+  // Decodes come first in the plan, and are the oldest ready ones up to the budget.
+  const planned = plan.entries.filter((e) => e.kind === 'decode').map((e) => e.id);
+  assert.deepEqual(
+    plan.entries.slice(0, decodes).map((e) => e.id),
+    planned,
+  );
+  if (!config.rotateDecodes) {
+    const preempted = new Set(plan.preempted);
+    const expected = readyDecodes.filter((id) => !preempted.has(id)).slice(0, budget);
+    assert.deepEqual(planned, expected, 'decodes are the oldest ready ones up to the budget');
+  }
+}
+
+/** Random requests: prompts of 1..maxPrompt tokens, some sharing prefixes, staggered arrivals. */
+export function makeRequests(
+  rng: Rng,
+  count: number,
+  options: { maxPrompt: number; maxNew: number; priorities: number; withTokens: boolean },
+): SimRequest[] {
+  const bases = [0, 1, 2].map(() => Array.from({ length: options.maxPrompt }, () => rng.int(50)));
+  const out: SimRequest[] = [];
+  let step = 0;
+  for (let i = 0; i < count; i++) {
+    step += rng.int(4) === 0 ? 0 : rng.int(12);
+    const promptTokens = rng.range(1, options.maxPrompt);
+    let tokenIds: number[] | null = null;
+    if (options.withTokens) {
+      const base = rng.pick(bases);
+      const shared = rng.int(2) === 0 ? rng.int(promptTokens + 1) : 0;
+      tokenIds = Array.from({ length: promptTokens }, (_, j) =>
+        j < shared ? base[j]! : rng.int(50),
+      );
+    }
+    out.push({
+      id: `r${i}`,
+      promptTokens,
+      maxNewTokens: rng.range(1, options.maxNew),
+      arrivalStep: step,
+      priority: rng.int(options.priorities),
+      tokenIds,
+      ...(options.withTokens && rng.int(5) === 0 && { cacheSalt: `s${rng.int(2)}` }),
+    });
+  }
+  return out;
+}
