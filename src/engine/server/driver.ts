@@ -1,0 +1,203 @@
+/**
+ * The wall-clock driver: runs the clockless engine core in real time. Each step's results
+ * (tokens, finishes, KV events) are delivered when the step is due to end, `durationMs / speedup`
+ * after it started, and the next step starts at that same instant. Steps are scheduled against
+ * their due times, never against "now", so timer jitter does not accumulate: a late wake-up runs
+ * the following steps early until the loop is back on schedule, and the lateness (`lagMs`) is
+ * reported for every step. Idle when the core has no work; woken by a new request.
+ *
+ * Timers in Node have 1 ms granularity, too coarse for sub-millisecond steps at high speedups, so
+ * the last stretch of each wait polls with setImmediate (which still lets I/O run in between).
+ */
+import type { EngineCounters, EngineRequest, RequestFinished, StepResult } from '../types.ts';
+
+/** What the driver needs from the engine core (EngineCore implements it). */
+export interface SteppableEngine {
+  add(req: EngineRequest): void;
+  abort(id: string): void;
+  step(): StepResult;
+  hasWork(): boolean;
+  counters(): EngineCounters;
+}
+
+/** Where one request's output goes. */
+export interface RequestSink {
+  onToken(index: number): void;
+  onFinish(finished: RequestFinished): void;
+  /** The engine failed (a bug in the core): the request will never finish. */
+  onFail(err: Error): void;
+}
+
+export class EngineDeadError extends Error {
+  readonly code = 'ERR_ENGINE_DEAD';
+  constructor(cause: Error) {
+    super(`the engine core failed: ${cause.message}`, { cause });
+  }
+}
+
+export interface DriverOptions {
+  /** Modeled time runs this many times faster than the wall clock. */
+  speedup: number;
+  /** Called at each step's due end, before its tokens are delivered. */
+  onStepEnd?: (result: StepResult, lagMs: number) => void;
+  /** Monotonic clock in ms (injected for tests). */
+  nowMs?: () => number;
+}
+
+/** Below this much waiting, poll with setImmediate instead of arming a timer. */
+const POLL_WINDOW_MS = 1.5;
+/** Steps run back to back at most this many times before yielding to I/O. */
+const MAX_STEPS_PER_TURN = 32;
+
+export class WallClockDriver {
+  readonly #core: SteppableEngine;
+  readonly #speedup: number;
+  readonly #onStepEnd: DriverOptions['onStepEnd'];
+  readonly #nowMs: () => number;
+  readonly #sinks = new Map<string, RequestSink>();
+  /** When the pending step ends (or the next step may start), on #nowMs's clock. */
+  #dueMs = 0;
+  #pending: StepResult | null = null;
+  #pendingLagMs = 0;
+  #running = false;
+  #closed = false;
+  #dead: EngineDeadError | null = null;
+  #timer: NodeJS.Timeout | null = null;
+  #immediate: NodeJS.Immediate | null = null;
+  #steps = 0;
+
+  constructor(core: SteppableEngine, options: DriverOptions) {
+    if (!(options.speedup > 0)) throw new RangeError(`speedup must be > 0, got ${options.speedup}`);
+    this.#core = core;
+    this.#speedup = options.speedup;
+    this.#onStepEnd = options.onStepEnd;
+    this.#nowMs = options.nowMs ?? (() => performance.now());
+  }
+
+  get steps(): number {
+    return this.#steps;
+  }
+
+  /** Set once the core has thrown: the server reports 503 from then on. */
+  get dead(): EngineDeadError | null {
+    return this.#dead;
+  }
+
+  counters(): EngineCounters {
+    return this.#core.counters();
+  }
+
+  /** Queues a request; throws the core's EngineError when it can never run. */
+  submit(req: Omit<EngineRequest, 'arrivalMs'>, sink: RequestSink): void {
+    if (this.#dead) throw this.#dead;
+    if (this.#closed) throw new Error('driver is closed');
+    this.#core.add({ ...req, arrivalMs: this.#nowMs() });
+    this.#sinks.set(req.id, sink);
+    this.#wake();
+  }
+
+  /** Aborts a request now: the core frees its KV blocks before this returns. */
+  abort(id: string): void {
+    if (!this.#sinks.delete(id)) return;
+    this.#core.abort(id);
+    // An abort may unblock waiting requests (KV freed): make sure the loop looks again.
+    this.#wake();
+  }
+
+  close(): void {
+    this.#closed = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#immediate) clearImmediate(this.#immediate);
+    this.#timer = null;
+    this.#immediate = null;
+    this.#sinks.clear();
+  }
+
+  #wake(): void {
+    if (this.#running || this.#closed) return;
+    this.#running = true;
+    this.#dueMs = this.#nowMs();
+    this.#arm(0);
+  }
+
+  #arm(waitMs: number): void {
+    if (waitMs > POLL_WINDOW_MS) {
+      this.#timer = setTimeout(this.#turn, waitMs - POLL_WINDOW_MS);
+    } else {
+      this.#immediate = setImmediate(this.#turn);
+    }
+  }
+
+  readonly #turn = (): void => {
+    this.#timer = null;
+    this.#immediate = null;
+    if (this.#closed) return;
+    try {
+      this.#runDueSteps();
+    } catch (err) {
+      // A throwing core has unknown state: stop stepping, fail everyone, stay up to say so.
+      this.#dead = new EngineDeadError(err as Error);
+      this.#closed = true;
+      const sinks = [...this.#sinks.values()];
+      this.#sinks.clear();
+      for (const sink of sinks) sink.onFail(this.#dead);
+    }
+  };
+
+  #runDueSteps(): void {
+    for (let n = 0; n < MAX_STEPS_PER_TURN; n++) {
+      const now = this.#nowMs();
+      if (now < this.#dueMs) {
+        this.#arm(this.#dueMs - now);
+        return;
+      }
+      const lagMs = now - this.#dueMs;
+      if (this.#pending) this.#deliver(this.#pending, this.#pendingLagMs);
+      this.#pending = null;
+      if (!this.#core.hasWork()) {
+        this.#running = false;
+        return;
+      }
+      const result = this.#core.step();
+      this.#steps++;
+      if (result.durationMs <= 0) {
+        // Nothing computed: no progress is possible until a request arrives or leaves.
+        this.#deliver(result, lagMs);
+        this.#running = false;
+        return;
+      }
+      this.#pending = result;
+      this.#pendingLagMs = lagMs;
+      this.#dueMs += result.durationMs / this.#speedup;
+    }
+    this.#arm(Math.max(0, this.#dueMs - this.#nowMs()));
+  }
+
+  #deliver(result: StepResult, lagMs: number): void {
+    this.#onStepEnd?.(result, lagMs);
+    for (const token of result.emitted) {
+      const sink = this.#sinks.get(token.id);
+      if (sink) this.#guard(token.id, sink, () => sink.onToken(token.index));
+    }
+    for (const fin of result.finished) {
+      const sink = this.#sinks.get(fin.id);
+      if (!sink) continue;
+      this.#sinks.delete(fin.id);
+      this.#guard(fin.id, sink, () => sink.onFinish(fin));
+    }
+  }
+
+  /** A sink that throws loses its request, not the engine: the core is still sound. */
+  #guard(id: string, sink: RequestSink, deliver: () => void): void {
+    try {
+      deliver();
+    } catch (err) {
+      if (this.#sinks.delete(id)) this.#core.abort(id);
+      try {
+        sink.onFail(err as Error);
+      } catch {
+        // Nothing more can be told to this request.
+      }
+    }
+  }
+}

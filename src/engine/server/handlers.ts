@@ -1,0 +1,94 @@
+/**
+ * The OpenAI-compatible endpoints vLLM serves, as plain functions of (context, body, response).
+ * They throw ApiError (or the core's EngineError); the server turns those into error bodies.
+ */
+import type { ServerResponse } from 'node:http';
+import { encodeChat } from '../../tokenizer/chatTemplate.ts';
+import { ApiError } from './errors.ts';
+import { type GenerationContext, serveGeneration } from './generate.ts';
+import { sendJson } from './http.ts';
+import {
+  checkContextLength,
+  type GenerationRequest,
+  parseChatBody,
+  parseCompletionBody,
+  parseTokenizeBody,
+} from './validation.ts';
+
+export interface HandlerContext extends GenerationContext {
+  modelName: string;
+  maxModelLen: number;
+  createdS: number;
+}
+
+function checkModel(ctx: HandlerContext, model: string | null): void {
+  if (model !== null && model !== ctx.servedModelName) {
+    throw new ApiError('ERR_MODEL_NOT_FOUND', `The model \`${model}\` does not exist.`, 'model');
+  }
+}
+
+function promptTokensOf(ctx: HandlerContext, gen: GenerationRequest): number[] {
+  if (gen.messages) return encodeChat(ctx.tokenizer, gen.messages);
+  const prompt = gen.prompt!;
+  return 'text' in prompt ? ctx.tokenizer.encode(prompt.text) : prompt.tokenIds;
+}
+
+function generate(ctx: HandlerContext, gen: GenerationRequest, res: ServerResponse): void {
+  checkModel(ctx, gen.model);
+  const promptTokens = promptTokensOf(ctx, gen);
+  checkContextLength(promptTokens.length, gen.maxTokens, ctx.maxModelLen);
+  serveGeneration(ctx, gen, promptTokens, res);
+}
+
+export function completions(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
+  generate(ctx, parseCompletionBody(body, ctx.tokenizer.vocabSize), res);
+}
+
+export function chatCompletions(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
+  generate(ctx, parseChatBody(body), res);
+}
+
+export function models(ctx: HandlerContext, res: ServerResponse): void {
+  sendJson(res, 200, {
+    object: 'list',
+    data: [
+      {
+        id: ctx.servedModelName,
+        object: 'model',
+        created: ctx.createdS,
+        owned_by: 'kvroute',
+        root: ctx.modelName,
+        parent: null,
+        max_model_len: ctx.maxModelLen,
+        permission: [],
+      },
+    ],
+  });
+}
+
+export function tokenize(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
+  const parsed = parseTokenizeBody(body);
+  const model = (body as { model?: unknown }).model;
+  checkModel(ctx, typeof model === 'string' ? model : null);
+  const tokens =
+    parsed.messages !== null
+      ? encodeChat(ctx.tokenizer, parsed.messages, parsed.addGenerationPrompt)
+      : ctx.tokenizer.encode(parsed.prompt);
+  sendJson(res, 200, {
+    count: tokens.length,
+    max_model_len: ctx.maxModelLen,
+    tokens,
+    token_strs: null,
+  });
+}
+
+export function detokenize(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
+  const tokens = (body as { tokens?: unknown } | null)?.tokens;
+  if (
+    !Array.isArray(tokens) ||
+    !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < ctx.tokenizer.vocabSize)
+  ) {
+    throw new ApiError('ERR_BAD_REQUEST', "'tokens' must be a list of token ids", 'tokens');
+  }
+  sendJson(res, 200, { prompt: ctx.tokenizer.decode(tokens) });
+}

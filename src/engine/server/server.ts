@@ -1,0 +1,159 @@
+/**
+ * `startEngineServer`: the simulated vLLM engine as an HTTP server (node:http, keep-alive) with
+ * the engine core on the wall clock, Prometheus metrics and an optional ZMQ KV event publisher.
+ * Several can run in one process (each has its own core, registry and sockets), which is how the
+ * gateway embeds a fleet and how tests start servers on port 0.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { getTokenizer } from '../../tokenizer/tokenizer.ts';
+import { EngineCore } from '../core.ts';
+import type { EngineCounters } from '../types.ts';
+import { WallClockDriver } from './driver.ts';
+import { ApiError, toApiError } from './errors.ts';
+import * as handlers from './handlers.ts';
+import { parseJson, readBody, sendError } from './http.ts';
+import { EngineMetrics } from './metrics.ts';
+import { type EngineServerOptions, resolveEngineOptions } from './options.ts';
+import { KvEventPublisher } from './publisher.ts';
+import { OutputText } from './textGen.ts';
+
+export type { EngineServerOptions } from './options.ts';
+
+export interface EngineServerHandle {
+  /** Base URL, e.g. http://127.0.0.1:8001 (no trailing slash). */
+  url: string;
+  port: number;
+  /** Connectable KV event endpoint, or null when events are off. */
+  eventsEndpoint: string | null;
+  replayEndpoint: string | null;
+  servedModelName: string;
+  /** The core's counters now (what /metrics reports). */
+  counters(): EngineCounters;
+  /** Stops accepting, aborts what is in flight, closes sockets. Idempotent. */
+  close(): Promise<void>;
+}
+
+type Route =
+  | {
+      method: 'GET';
+      handle: (ctx: handlers.HandlerContext, res: ServerResponse) => void | Promise<void>;
+    }
+  | {
+      method: 'POST';
+      handle: (ctx: handlers.HandlerContext, body: unknown, res: ServerResponse) => void;
+    };
+
+export async function startEngineServer(
+  options: EngineServerOptions = {},
+): Promise<EngineServerHandle> {
+  const o = resolveEngineOptions(options);
+  const core = options.makeCore ? options.makeCore(o.engineConfig) : new EngineCore(o.engineConfig);
+  const metrics = new EngineMetrics({ modelName: o.servedModelName, engine: o.engineLabel });
+  const publisher = options.kvEvents
+    ? await KvEventPublisher.open({
+        endpoint: options.kvEvents,
+        replayEndpoint: options.kvReplay ?? null,
+        ...(options.kvEventsTopic !== undefined && { topic: options.kvEventsTopic }),
+        format: options.kvEventsFormat ?? 'map',
+        ...(options.kvReplayBufferBatches !== undefined && {
+          bufferBatches: options.kvReplayBufferBatches,
+        }),
+      })
+    : null;
+  const driver = new WallClockDriver(core, {
+    speedup: o.speedup,
+    onStepEnd: (result, lagMs) => {
+      metrics.observeStepLag(lagMs / 1000);
+      publisher?.publish(result.events);
+    },
+  });
+  let engineIds = 0;
+  const ctx: handlers.HandlerContext = {
+    driver,
+    metrics,
+    tokenizer: getTokenizer(),
+    servedModelName: o.servedModelName,
+    modelName: o.modelName,
+    maxModelLen: o.maxModelLen,
+    createdS: Math.floor(Date.now() / 1000),
+    speedup: o.speedup,
+    seed: o.seed,
+    nextEngineId: () => `req-${++engineIds}`,
+  };
+  // Build the output vocabulary now (the tokenizer's first encodes are slow), not on the
+  // first request, whose time to first token would pay for it.
+  new OutputText(ctx.tokenizer, o.seed, [], null).next();
+  let closing = false;
+
+  const routes: Record<string, Route> = {
+    '/v1/completions': { method: 'POST', handle: handlers.completions },
+    '/v1/chat/completions': { method: 'POST', handle: handlers.chatCompletions },
+    '/tokenize': { method: 'POST', handle: handlers.tokenize },
+    '/detokenize': { method: 'POST', handle: handlers.detokenize },
+    '/v1/models': { method: 'GET', handle: handlers.models },
+    '/health': {
+      method: 'GET',
+      handle: (_ctx, res) => {
+        res.writeHead(closing || driver.dead ? 503 : 200, { 'content-length': 0 });
+        res.end();
+      },
+    },
+    '/metrics': {
+      method: 'GET',
+      handle: async (_ctx, res) => {
+        const text = await metrics.text(core.counters());
+        res.writeHead(200, { 'content-type': metrics.contentType });
+        res.end(text);
+      },
+    },
+  };
+
+  async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0]!;
+    const route = routes[path];
+    if (!route) throw new ApiError('ERR_ROUTE_NOT_FOUND', `no route for ${path}`);
+    if (req.method !== route.method && !(route.method === 'GET' && req.method === 'HEAD')) {
+      res.setHeader('allow', route.method);
+      throw new ApiError('ERR_METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${path}`);
+    }
+    if (route.method === 'GET') return route.handle(ctx, res);
+    if (closing) throw new ApiError('ERR_UNAVAILABLE', 'the engine is shutting down');
+    const body = parseJson(await readBody(req, o.bodyLimitBytes));
+    route.handle(ctx, body, res);
+  }
+
+  const server = createServer({ keepAlive: true }, (req, res) => {
+    serve(req, res).catch((err: unknown) => sendError(res, toApiError(err)));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(o.port, o.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = o.host.includes(':') ? `[${o.host}]` : o.host;
+
+  let closed: Promise<void> | null = null;
+  return {
+    url: `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`,
+    port,
+    eventsEndpoint: publisher?.endpoint ?? null,
+    replayEndpoint: publisher?.replayEndpoint ?? null,
+    servedModelName: o.servedModelName,
+    counters: () => core.counters(),
+    close() {
+      closed ??= (async () => {
+        closing = true;
+        driver.close();
+        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeAllConnections();
+        await stopped;
+        await publisher?.close();
+      })();
+      return closed;
+    },
+  };
+}

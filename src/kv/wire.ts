@@ -1,0 +1,339 @@
+/**
+ * vLLM's KV event wire format: the encoder the engine server publishes with and the tolerant
+ * decoder the gateway's subscriber reads any vLLM-compatible engine with.
+ *
+ * What vLLM sends (vllm/distributed/kv_events.py, msgspec structs, `omit_defaults=True`):
+ * - ZMQ frames: topic (UTF-8, "" by default), sequence (8 bytes big-endian, from 0 at each
+ *   start), payload. Replay: a ROUTER answers `[start_seq]` with `[seq, payload]` per buffered
+ *   batch from start_seq on, then `[0xFF x 8, ""]`.
+ * - Payload: `EventBatch(ts, events, data_parallel_rank)`, `array_like=True`, so
+ *   `[ts: float64, [events...], dp_rank]`.
+ * - Events: a tagged union. Older vLLM (`array_like=True, tag=True`) sends positional arrays with
+ *   the tag first: `["BlockStored", block_hashes, parent_block_hash, token_ids, block_size,
+ *   lora_id, medium, lora_name, extra_keys?]`, `["BlockRemoved", block_hashes, medium]`,
+ *   `["AllBlocksCleared"]`; newer vLLM sends maps with a `"type"` key. Defaulted trailing fields
+ *   (extra_keys, group_idx, ...) may be absent; producers may add fields at any time.
+ * - Hashes: `ExternalBlockHash = bytes | int`; as ints they are unsigned 64-bit (msgpack uint64
+ *   above 2^63). vLLM's own int form is the last 8 bytes of the hash, big-endian, which is also
+ *   how this decoder folds raw-bytes hashes into a bigint.
+ * - extra_keys: one entry per block, `None` or a tuple of (LoRA name, multimodal hashes,
+ *   cache_salt, ...); cache_salt only in the block that starts the prompt. vLLM versions that have
+ *   the field always send the list, one entry per block, and so does this encoder in both forms
+ *   (the array form is byte for byte the last array_like vLLM: tag + 8 fields).
+ */
+import { Unpackr } from 'msgpackr';
+import { type BlockKey, toWireHash } from './blockKey.ts';
+import type { KvEvent } from './events.ts';
+import { MsgpackWriter } from './wireMsgpack.ts';
+
+export type WireFormat = 'map' | 'array';
+export const WIRE_FORMATS: readonly WireFormat[] = ['map', 'array'];
+export const MEDIUM_GPU = 'GPU';
+/** Sequence frame that ends a replay answer: -1 as a signed 64-bit big-endian integer. */
+export const END_SEQ_FRAME: Buffer = Buffer.alloc(8, 0xff);
+
+export class WireError extends Error {
+  readonly code = 'ERR_WIRE_DECODE';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoder
+
+export interface EncodeBatchOptions {
+  /** Wall-clock time of the batch in seconds since the epoch (vLLM's `time.time()`). */
+  tsS: number;
+  dpRank?: number;
+  format?: WireFormat;
+}
+
+/** One msgpack payload `[ts, [events...], dp_rank]` for kvroute events, hashes widened. */
+export function encodeEventBatch(events: readonly KvEvent[], opts: EncodeBatchOptions): Buffer {
+  const w = new MsgpackWriter();
+  const asMap = (opts.format ?? 'map') === 'map';
+  w.array(3).float64(opts.tsS).array(events.length);
+  for (const event of events) {
+    if (event.type === 'BlockStored') writeStored(w, event, asMap);
+    else if (event.type === 'BlockRemoved') {
+      if (asMap) w.map(3).str('type').str('BlockRemoved').str('block_hashes');
+      else w.array(3).str('BlockRemoved');
+      writeHashes(w, event.blockKeys);
+      if (asMap) w.str('medium');
+      w.str(MEDIUM_GPU);
+    } else {
+      if (asMap) w.map(1).str('type').str('AllBlocksCleared');
+      else w.array(1).str('AllBlocksCleared');
+    }
+  }
+  w.int(opts.dpRank ?? 0);
+  return w.take();
+}
+
+function writeHashes(w: MsgpackWriter, keys: readonly BlockKey[]): void {
+  w.array(keys.length);
+  for (const key of keys) w.u64(toWireHash(key));
+}
+
+/** vLLM's per-block extra keys: LoRA name on every block, cache_salt on the chain's first. */
+function extraKeysOf(event: Extract<KvEvent, { type: 'BlockStored' }>): (string[] | null)[] {
+  return event.blockKeys.map((_, b) => {
+    const keys: string[] = [];
+    if (event.loraName) keys.push(event.loraName);
+    if (event.cacheSalt && b === 0 && event.parentKey === null) keys.push(event.cacheSalt);
+    return keys.length > 0 ? keys : null;
+  });
+}
+
+function writeStored(
+  w: MsgpackWriter,
+  event: Extract<KvEvent, { type: 'BlockStored' }>,
+  asMap: boolean,
+): void {
+  if (asMap) w.map(9).str('type');
+  else w.array(9);
+  w.str('BlockStored');
+  if (asMap) w.str('block_hashes');
+  writeHashes(w, event.blockKeys);
+  if (asMap) w.str('parent_block_hash');
+  if (event.parentKey === null) w.nil();
+  else w.u64(toWireHash(event.parentKey));
+  if (asMap) w.str('token_ids');
+  w.array(event.tokenIds.length);
+  for (const t of event.tokenIds) w.int(t);
+  if (asMap) w.str('block_size');
+  w.int(event.blockSize);
+  if (asMap) w.str('lora_id');
+  w.nil();
+  if (asMap) w.str('medium');
+  w.str(MEDIUM_GPU);
+  if (asMap) w.str('lora_name');
+  if (event.loraName) w.str(event.loraName);
+  else w.nil();
+  if (asMap) w.str('extra_keys');
+  w.value(extraKeysOf(event));
+}
+
+/** The 8-byte big-endian sequence frame. */
+export function encodeSeq(seq: bigint | number): Buffer {
+  const out = Buffer.allocUnsafe(8);
+  out.writeBigUInt64BE(BigInt(seq));
+  return out;
+}
+
+export function decodeSeq(frame: Uint8Array): bigint {
+  if (frame.length !== 8) throw new WireError(`sequence frame has ${frame.length} bytes, not 8`);
+  return Buffer.from(frame.buffer, frame.byteOffset, 8).readBigUInt64BE();
+}
+
+/** The kvroute block key behind a wire hash this engine published (inverse of toWireHash). */
+export function wireHashToBlockKey(hash: bigint): BlockKey {
+  return Number(hash >> 11n);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoder
+
+export interface WireBlockStored {
+  type: 'BlockStored';
+  blockHashes: bigint[];
+  parentBlockHash: bigint | null;
+  /** Token ids of all the blocks, concatenated. */
+  tokenIds: number[];
+  blockSize: number;
+  loraId: number | null;
+  medium: string | null;
+  loraName: string | null;
+  /** Per-block extra keys as sent, or null when absent. */
+  extraKeys: (unknown[] | null)[] | null;
+  /** cache_salt recovered from the first block's extra keys when the chain starts here. */
+  cacheSalt: string | null;
+  groupIdx: number | null;
+}
+
+export interface WireBlockRemoved {
+  type: 'BlockRemoved';
+  blockHashes: bigint[];
+  medium: string | null;
+  groupIdx: number | null;
+}
+
+export interface WireAllBlocksCleared {
+  type: 'AllBlocksCleared';
+}
+
+export type WireEvent = WireBlockStored | WireBlockRemoved | WireAllBlocksCleared;
+
+export interface WireEventBatch {
+  /** Producer's timestamp, seconds since the epoch. */
+  tsS: number;
+  events: WireEvent[];
+  dpRank: number | null;
+  /** Events with a tag this decoder does not know (skipped, not fatal). */
+  skippedEvents: number;
+}
+
+const unpackr = new Unpackr({ mapsAsObjects: true, useRecords: false, int64AsType: 'bigint' });
+
+/** Decodes one payload frame; throws WireError (code ERR_WIRE_DECODE) on malformed input. */
+export function decodeEventBatch(payload: Uint8Array): WireEventBatch {
+  let raw: unknown;
+  try {
+    raw = unpackr.unpack(payload);
+  } catch (err) {
+    throw new WireError(`payload is not msgpack: ${(err as Error).message}`);
+  }
+  let ts: unknown;
+  let events: unknown;
+  let dpRank: unknown;
+  if (Array.isArray(raw)) [ts, events, dpRank] = raw;
+  else if (isRecord(raw)) {
+    ts = raw.ts;
+    events = raw.events;
+    dpRank = raw.data_parallel_rank ?? raw.dp_rank;
+  } else throw new WireError('payload is neither an array nor a map');
+  if (!Array.isArray(events)) throw new WireError('batch has no events list');
+  const out: WireEventBatch = {
+    tsS: ts === undefined || ts === null ? 0 : toNumber(ts, 'ts'),
+    events: [],
+    dpRank: dpRank === undefined || dpRank === null ? null : toNumber(dpRank, 'dp_rank'),
+    skippedEvents: 0,
+  };
+  for (const e of events) {
+    const event = decodeEvent(e);
+    if (event) out.events.push(event);
+    else out.skippedEvents++;
+  }
+  return out;
+}
+
+/** Field names of each event in positional order (after the tag). */
+const POSITIONAL: Record<WireEvent['type'], readonly string[]> = {
+  BlockStored: [
+    'block_hashes',
+    'parent_block_hash',
+    'token_ids',
+    'block_size',
+    'lora_id',
+    'medium',
+    'lora_name',
+    'extra_keys',
+    'group_idx',
+  ],
+  BlockRemoved: ['block_hashes', 'medium', 'group_idx'],
+  AllBlocksCleared: [],
+};
+
+function decodeEvent(raw: unknown): WireEvent | null {
+  let tag: unknown;
+  let fields: Record<string, unknown>;
+  if (Array.isArray(raw)) {
+    tag = raw[0];
+    const names = POSITIONAL[tag as WireEvent['type']];
+    if (!names) return null;
+    fields = {};
+    names.forEach((name, i) => {
+      fields[name] = raw[i + 1];
+    });
+  } else if (isRecord(raw)) {
+    tag = raw.type;
+    fields = raw;
+  } else throw new WireError('event is neither an array nor a map');
+  switch (tag) {
+    case 'BlockStored':
+      return decodeStored(fields);
+    case 'BlockRemoved':
+      return {
+        type: 'BlockRemoved',
+        blockHashes: toHashes(fields.block_hashes),
+        medium: optString(fields.medium),
+        groupIdx: optNumber(fields.group_idx, 'group_idx'),
+      };
+    case 'AllBlocksCleared':
+      return { type: 'AllBlocksCleared' };
+    default:
+      return null;
+  }
+}
+
+function decodeStored(f: Record<string, unknown>): WireBlockStored {
+  const blockHashes = toHashes(f.block_hashes);
+  if (!Array.isArray(f.token_ids)) throw new WireError('BlockStored without token_ids');
+  const tokenIds = f.token_ids.map((t) => toNumber(t, 'token_ids'));
+  const parentBlockHash =
+    f.parent_block_hash === undefined || f.parent_block_hash === null
+      ? null
+      : toHash(f.parent_block_hash);
+  const blockSize =
+    f.block_size === undefined || f.block_size === null
+      ? blockHashes.length > 0
+        ? tokenIds.length / blockHashes.length
+        : 0
+      : toNumber(f.block_size, 'block_size');
+  const loraName = optString(f.lora_name);
+  const extraKeys = Array.isArray(f.extra_keys)
+    ? f.extra_keys.map((k) => (Array.isArray(k) ? k : null))
+    : null;
+  return {
+    type: 'BlockStored',
+    blockHashes,
+    parentBlockHash,
+    tokenIds,
+    blockSize,
+    loraId: optNumber(f.lora_id, 'lora_id'),
+    medium: optString(f.medium),
+    loraName,
+    extraKeys,
+    cacheSalt: parentBlockHash === null ? saltOf(extraKeys?.[0] ?? null, loraName) : null,
+    groupIdx: optNumber(f.group_idx, 'group_idx'),
+  };
+}
+
+/**
+ * vLLM's first-block extra keys are (LoRA name?, multimodal hashes..., cache_salt?, prompt-embeds
+ * hashes...). The salt is the last string that is neither the LoRA name nor a 64-hex digest.
+ */
+function saltOf(keys: unknown[] | null, loraName: string | null): string | null {
+  if (!keys) return null;
+  let salt: string | null = null;
+  keys.forEach((k, i) => {
+    if (typeof k !== 'string') return;
+    if (i === 0 && k === loraName) return;
+    if (/^[0-9a-f]{64}$/i.test(k)) return;
+    salt = k;
+  });
+  return salt;
+}
+
+function toHashes(v: unknown): bigint[] {
+  if (!Array.isArray(v)) throw new WireError('block_hashes is not a list');
+  return v.map(toHash);
+}
+
+/** Ints, BigInts (signed producers are read as two's complement) or raw bytes. */
+function toHash(v: unknown): bigint {
+  if (typeof v === 'bigint') return BigInt.asUintN(64, v);
+  if (typeof v === 'number' && Number.isInteger(v)) return BigInt.asUintN(64, BigInt(v));
+  if (v instanceof Uint8Array) {
+    let h = 0n;
+    for (const byte of v.subarray(Math.max(0, v.length - 8))) h = (h << 8n) | BigInt(byte);
+    return h;
+  }
+  throw new WireError(`block hash of type ${typeof v}`);
+}
+
+function toNumber(v: unknown, field: string): number {
+  if (typeof v === 'number') return v;
+  if (typeof v === 'bigint') return Number(v);
+  throw new WireError(`${field} is not a number`);
+}
+
+function optNumber(v: unknown, field: string): number | null {
+  return v === undefined || v === null ? null : toNumber(v, field);
+}
+
+function optString(v: unknown): string | null {
+  return typeof v === 'string' ? v : null;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
+}

@@ -1,0 +1,196 @@
+/**
+ * A minimal MessagePack writer that emits the same bytes as Python's msgspec for the types the KV
+ * event wire format uses: non-negative integers in the smallest unsigned form (uint64 for hashes
+ * at or above 2^63, where generic JS encoders fall back to int64 or float64), floats as float64,
+ * str8 for 32..255-byte strings, nil, arrays and maps. Kept separate so the event encoder reads as
+ * a schema, not as byte fiddling.
+ */
+
+const INITIAL_BYTES = 1024;
+
+export class MsgpackWriter {
+  #buf: Buffer;
+  #pos = 0;
+
+  constructor(initialBytes = INITIAL_BYTES) {
+    this.#buf = Buffer.allocUnsafe(initialBytes);
+  }
+
+  /** The bytes written so far (a copy, so the writer can be reused). */
+  take(): Buffer {
+    const out = Buffer.from(this.#buf.subarray(0, this.#pos));
+    this.#pos = 0;
+    return out;
+  }
+
+  #room(bytes: number): void {
+    if (this.#pos + bytes <= this.#buf.length) return;
+    let size = this.#buf.length * 2;
+    while (size < this.#pos + bytes) size *= 2;
+    const next = Buffer.allocUnsafe(size);
+    this.#buf.copy(next, 0, 0, this.#pos);
+    this.#buf = next;
+  }
+
+  nil(): this {
+    this.#room(1);
+    this.#buf[this.#pos++] = 0xc0;
+    return this;
+  }
+
+  bool(value: boolean): this {
+    this.#room(1);
+    this.#buf[this.#pos++] = value ? 0xc3 : 0xc2;
+    return this;
+  }
+
+  /** A safe integer (negative ones as msgspec does: fixneg, int8..int64). */
+  int(value: number): this {
+    if (!Number.isSafeInteger(value)) throw new RangeError(`not a safe integer: ${value}`);
+    if (value >= 0) return this.#uint(value);
+    this.#room(9);
+    const b = this.#buf;
+    if (value >= -32) b[this.#pos++] = value & 0xff;
+    else if (value >= -0x80) {
+      b[this.#pos++] = 0xd0;
+      b.writeInt8(value, this.#pos);
+      this.#pos += 1;
+    } else if (value >= -0x8000) {
+      b[this.#pos++] = 0xd1;
+      b.writeInt16BE(value, this.#pos);
+      this.#pos += 2;
+    } else if (value >= -0x80000000) {
+      b[this.#pos++] = 0xd2;
+      b.writeInt32BE(value, this.#pos);
+      this.#pos += 4;
+    } else {
+      b[this.#pos++] = 0xd3;
+      b.writeBigInt64BE(BigInt(value), this.#pos);
+      this.#pos += 8;
+    }
+    return this;
+  }
+
+  #uint(value: number): this {
+    this.#room(9);
+    const b = this.#buf;
+    if (value < 0x80) b[this.#pos++] = value;
+    else if (value < 0x100) {
+      b[this.#pos++] = 0xcc;
+      b[this.#pos++] = value;
+    } else if (value < 0x10000) {
+      b[this.#pos++] = 0xcd;
+      b.writeUInt16BE(value, this.#pos);
+      this.#pos += 2;
+    } else if (value < 0x100000000) {
+      b[this.#pos++] = 0xce;
+      b.writeUInt32BE(value, this.#pos);
+      this.#pos += 4;
+    } else {
+      b[this.#pos++] = 0xcf;
+      b.writeBigUInt64BE(BigInt(value), this.#pos);
+      this.#pos += 8;
+    }
+    return this;
+  }
+
+  /** An unsigned 64-bit integer (block hashes), in the smallest unsigned form that holds it. */
+  u64(value: bigint): this {
+    if (value < 0n || value > 0xffffffffffffffffn) throw new RangeError(`not a u64: ${value}`);
+    if (value < 0x100000000n) return this.#uint(Number(value));
+    this.#room(9);
+    this.#buf[this.#pos++] = 0xcf;
+    this.#buf.writeBigUInt64BE(value, this.#pos);
+    this.#pos += 8;
+    return this;
+  }
+
+  float64(value: number): this {
+    this.#room(9);
+    this.#buf[this.#pos++] = 0xcb;
+    this.#buf.writeDoubleBE(value, this.#pos);
+    this.#pos += 8;
+    return this;
+  }
+
+  str(value: string): this {
+    const bytes = Buffer.byteLength(value, 'utf8');
+    this.#room(5 + bytes);
+    const b = this.#buf;
+    if (bytes < 32) b[this.#pos++] = 0xa0 | bytes;
+    else if (bytes < 0x100) {
+      b[this.#pos++] = 0xd9;
+      b[this.#pos++] = bytes;
+    } else if (bytes < 0x10000) {
+      b[this.#pos++] = 0xda;
+      b.writeUInt16BE(bytes, this.#pos);
+      this.#pos += 2;
+    } else {
+      b[this.#pos++] = 0xdb;
+      b.writeUInt32BE(bytes, this.#pos);
+      this.#pos += 4;
+    }
+    this.#pos += b.write(value, this.#pos, 'utf8');
+    return this;
+  }
+
+  bin(value: Uint8Array): this {
+    this.#room(5 + value.length);
+    const b = this.#buf;
+    if (value.length < 0x100) {
+      b[this.#pos++] = 0xc4;
+      b[this.#pos++] = value.length;
+    } else if (value.length < 0x10000) {
+      b[this.#pos++] = 0xc5;
+      b.writeUInt16BE(value.length, this.#pos);
+      this.#pos += 2;
+    } else {
+      b[this.#pos++] = 0xc6;
+      b.writeUInt32BE(value.length, this.#pos);
+      this.#pos += 4;
+    }
+    b.set(value, this.#pos);
+    this.#pos += value.length;
+    return this;
+  }
+
+  array(length: number): this {
+    return this.#header(length, 0x90, 0xdc, 0xdd);
+  }
+
+  map(entries: number): this {
+    return this.#header(entries, 0x80, 0xde, 0xdf);
+  }
+
+  #header(n: number, fix: number, h16: number, h32: number): this {
+    this.#room(5);
+    const b = this.#buf;
+    if (n < 16) b[this.#pos++] = fix | n;
+    else if (n < 0x10000) {
+      b[this.#pos++] = h16;
+      b.writeUInt16BE(n, this.#pos);
+      this.#pos += 2;
+    } else {
+      b[this.#pos++] = h32;
+      b.writeUInt32BE(n, this.#pos);
+      this.#pos += 4;
+    }
+    return this;
+  }
+
+  /** Any plain value: used for free-form fields (extra_keys entries). */
+  value(v: unknown): this {
+    if (v === null || v === undefined) return this.nil();
+    if (typeof v === 'string') return this.str(v);
+    if (typeof v === 'boolean') return this.bool(v);
+    if (typeof v === 'bigint') return v >= 0n ? this.u64(v) : this.int(Number(v));
+    if (typeof v === 'number') return Number.isSafeInteger(v) ? this.int(v) : this.float64(v);
+    if (v instanceof Uint8Array) return this.bin(v);
+    if (Array.isArray(v)) {
+      this.array(v.length);
+      for (const item of v) this.value(item);
+      return this;
+    }
+    throw new TypeError(`cannot encode ${typeof v} in a KV event`);
+  }
+}

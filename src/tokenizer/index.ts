@@ -1,0 +1,2 @@
+export { type ChatTurn, encodeChat, renderChat } from './chatTemplate.ts';
+export { getTokenizer, type Tokenizer } from './tokenizer.ts';

@@ -1,0 +1,296 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Dealer, Subscriber } from 'zeromq';
+import { type BlockKey, computeBlockKeys, extendBlockKey } from '../src/kv/blockKey.ts';
+import {
+  decodeEventBatch,
+  decodeSeq,
+  encodeSeq,
+  type WireEventBatch,
+  wireHashToBlockKey,
+} from '../src/kv/wire.ts';
+import type { EngineServerHandle } from '../src/engine/server/server.ts';
+import { clientFor, startTestEngine, waitFor } from './engineServerHelpers.ts';
+
+const BLOCK = 16;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A SUB socket that records every frame triple it receives. */
+function subscribe(endpoint: string) {
+  const sub = new Subscriber({ linger: 0 });
+  sub.connect(endpoint);
+  sub.subscribe();
+  const received: { topic: string; seq: bigint; payload: Buffer }[] = [];
+  const loop = (async () => {
+    try {
+      for await (const [topic, seq, payload] of sub) {
+        received.push({ topic: topic!.toString('utf8'), seq: decodeSeq(seq!), payload: payload! });
+      }
+    } catch {
+      // closed
+    }
+  })();
+  return {
+    received,
+    async close() {
+      sub.close();
+      await loop;
+    },
+  };
+}
+
+/** Asks the replay socket for everything from `startSeq` on, as a DEALER does. */
+async function replay(endpoint: string, startSeq: bigint) {
+  const dealer = new Dealer({ linger: 0, receiveTimeout: 3_000 });
+  dealer.connect(endpoint);
+  try {
+    await dealer.send([Buffer.alloc(0), encodeSeq(startSeq)]);
+    const out: { seq: bigint; payload: Buffer }[] = [];
+    for (;;) {
+      const [empty, seq, payload] = await dealer.receive();
+      assert.equal(empty?.length, 0, 'replies keep the empty delimiter');
+      if (seq!.equals(Buffer.alloc(8, 0xff))) {
+        assert.equal(payload?.length, 0);
+        return out;
+      }
+      out.push({ seq: decodeSeq(seq!), payload: payload! });
+    }
+  } finally {
+    dealer.close();
+  }
+}
+
+/**
+ * What a router's index does with the events: keep the set of cached keys, and check that its
+ * own chained hash over the token ids (with the salt from extra_keys) gives the same keys.
+ */
+function applyBatches(batches: WireEventBatch[], cached: Set<BlockKey>): { removed: number } {
+  let removed = 0;
+  for (const batch of batches) {
+    for (const e of batch.events) {
+      if (e.type === 'BlockStored') {
+        let parent = e.parentBlockHash === null ? null : wireHashToBlockKey(e.parentBlockHash);
+        const scope = { cacheSalt: e.cacheSalt ?? undefined };
+        e.blockHashes.forEach((hash, b) => {
+          const tokens = e.tokenIds.slice(b * e.blockSize, (b + 1) * e.blockSize);
+          const own = extendBlockKey(parent, tokens, parent === null ? scope : undefined);
+          assert.equal(own, wireHashToBlockKey(hash), 'token ids rebuild the key');
+          cached.add(own);
+          parent = own;
+        });
+      } else if (e.type === 'BlockRemoved') {
+        for (const hash of e.blockHashes) {
+          assert.ok(cached.delete(wireHashToBlockKey(hash)), 'only stored blocks are removed');
+          removed++;
+        }
+      } else cached.clear();
+    }
+  }
+  return { removed };
+}
+
+const tokensOf = (seed: number, n: number, shared: number[] = []) => [
+  ...shared,
+  ...Array.from({ length: n }, (_, i) => 1000 + ((seed * 7919 + i * 104729) % 90_000)),
+];
+
+async function complete(server: EngineServerHandle, prompt: number[], salt?: string) {
+  const params = {
+    model: 'llama-3.3-70b',
+    prompt,
+    max_tokens: 3,
+    ...(salt && { cache_salt: salt }),
+  };
+  const res = await clientFor(server).completions.create(params);
+  return res.usage?.prompt_tokens_details?.cached_tokens ?? -1;
+}
+
+type Sub = ReturnType<typeof subscribe>;
+
+/**
+ * PUB/SUB drops what is published before the subscription reaches the publisher ("slow
+ * joiner"): send small unique prompts until the subscriber hears one. Returns the prompts sent.
+ */
+async function untilLive(server: EngineServerHandle, sub: Sub, seed: number): Promise<number[][]> {
+  const sent: number[][] = [];
+  for (let i = 0; i < 100 && sub.received.length === 0; i++) {
+    const prompt = tokensOf(seed * 1000 + i, 20);
+    sent.push(prompt);
+    await complete(server, prompt);
+    const deadline = performance.now() + 100;
+    while (sub.received.length === 0 && performance.now() < deadline) await sleep(10);
+  }
+  assert.ok(sub.received.length > 0, 'the subscriber went live');
+  return sent;
+}
+
+/** Waits until the subscriber has every batch the publisher has sent (the replay tells). */
+async function syncTo(server: EngineServerHandle, sub: Sub): Promise<bigint> {
+  const last = (await replay(server.replayEndpoint!, 0n)).at(-1)?.seq ?? -1n;
+  await waitFor(() => (sub.received.at(-1)?.seq ?? -1n) >= last, 3_000, `live batch ${last}`);
+  return last;
+}
+
+/** A router-like view: bootstrap from replay, then apply live batches after it, in order. */
+async function bootstrap(server: EngineServerHandle, sub: Sub) {
+  const cached = new Set<BlockKey>();
+  const replayed = await replay(server.replayEndpoint!, 0n);
+  let applied = replayed.at(-1)?.seq ?? -1n;
+  applyBatches(
+    replayed.map((r) => decodeEventBatch(r.payload)),
+    cached,
+  );
+  let removed = 0;
+  return {
+    cached,
+    get removed() {
+      return removed;
+    },
+    async catchUp() {
+      await syncTo(server, sub);
+      const fresh = sub.received.filter((r) => r.seq > applied);
+      removed += applyBatches(
+        fresh.map((r) => decodeEventBatch(r.payload)),
+        cached,
+      ).removed;
+      applied = sub.received.at(-1)!.seq;
+    },
+  };
+}
+
+test('map-form events rebuild exactly the pool cached set; replay answers a DEALER', async () => {
+  const server = await startTestEngine({
+    kvEvents: 'tcp://127.0.0.1:*',
+    kvReplay: 'tcp://127.0.0.1:*',
+  });
+  const sub = subscribe(server.eventsEndpoint!);
+  try {
+    const warmups = await untilLive(server, sub, 1);
+    const system = tokensOf(1, 300);
+    const prompts: { tokens: number[]; salt?: string }[] = [
+      { tokens: tokensOf(2, 50, system) },
+      { tokens: tokensOf(3, 77, system) },
+      { tokens: tokensOf(4, 40, system), salt: 'tenant-a' },
+      { tokens: tokensOf(5, 33) },
+    ];
+    for (const p of prompts) await complete(server, p.tokens, p.salt);
+    await Promise.all(prompts.map((p) => complete(server, p.tokens, p.salt)));
+    await syncTo(server, sub);
+
+    const expected = new Set<BlockKey>();
+    for (const p of [...prompts, ...warmups.map((tokens) => ({ tokens, salt: undefined }))]) {
+      for (const k of computeBlockKeys(p.tokens, BLOCK, { cacheSalt: p.salt })) expected.add(k);
+    }
+    const replayed = await replay(server.replayEndpoint!, 0n);
+    assert.deepEqual(
+      replayed.map((r) => r.seq),
+      replayed.map((_, i) => BigInt(i)),
+      'sequence numbers count from 0 without gaps',
+    );
+    const firstLive = sub.received[0]!.seq;
+    assert.equal(sub.received.length, replayed.length - Number(firstLive), 'no live gaps');
+    for (const live of sub.received) {
+      assert.equal(live.topic, '');
+      assert.ok(live.payload.equals(replayed[Number(live.seq)]!.payload), 'replay = live');
+    }
+    const cached = new Set<BlockKey>();
+    applyBatches(
+      replayed.map((r) => decodeEventBatch(r.payload)),
+      cached,
+    );
+    assert.deepEqual([...cached].sort(), [...expected].sort());
+
+    const tail = await replay(server.replayEndpoint!, 2n);
+    assert.deepEqual(
+      tail.map((r) => r.seq),
+      replayed.slice(2).map((r) => r.seq),
+    );
+  } finally {
+    await sub.close();
+    await server.close();
+  }
+});
+
+test('array-form events under eviction predict the engine cache hit to the token', async () => {
+  const server = await startTestEngine({
+    kvEvents: 'tcp://127.0.0.1:*',
+    kvReplay: 'tcp://127.0.0.1:*',
+    kvEventsFormat: 'array',
+    kvBlocks: 64,
+  });
+  const sub = subscribe(server.eventsEndpoint!);
+  try {
+    await untilLive(server, sub, 2);
+    const view = await bootstrap(server, sub);
+    const prompts = Array.from({ length: 6 }, (_, i) => tokensOf(10 + i, 400));
+    for (const p of prompts) await complete(server, p);
+    await view.catchUp();
+    assert.ok(view.removed > 0, 'a 64-block pool evicted cached blocks');
+    assert.ok(view.cached.size <= 64);
+    // Positional arrays on the wire: the tag comes first, no "type" key anywhere.
+    assert.ok(sub.received.every((r) => !r.payload.includes(Buffer.from('block_hashes'))));
+
+    // The subscriber's view predicts what the engine will serve from cache, to the token.
+    for (const probe of [prompts.at(-1)!, prompts.at(-2)!, prompts[0]!]) {
+      const keys = computeBlockKeys(probe, BLOCK, {}, Math.floor((probe.length - 1) / BLOCK));
+      let hit = 0;
+      while (hit < keys.length && view.cached.has(keys[hit]!)) hit++;
+      assert.equal(await complete(server, probe), hit * BLOCK);
+      await view.catchUp();
+    }
+  } finally {
+    await sub.close();
+    await server.close();
+  }
+});
+
+test('the replay ring is bounded; a restarted engine counts from 0 again', async () => {
+  const options = {
+    kvEvents: 'tcp://127.0.0.1:*',
+    kvReplay: 'tcp://127.0.0.1:*',
+    kvReplayBufferBatches: 3,
+  };
+  let server = await startTestEngine(options);
+  const port = server.eventsEndpoint!.split(':').at(-1)!;
+  const sub = subscribe(server.eventsEndpoint!);
+  try {
+    for (let i = 0; i < 20; i++) await complete(server, tokensOf(50 + i, 20));
+    let kept: { seq: bigint }[] = [];
+    await waitFor(
+      async () => {
+        kept = await replay(server.replayEndpoint!, 0n);
+        return kept.at(-1)?.seq === 19n;
+      },
+      3_000,
+      'twenty batches',
+    );
+    assert.deepEqual(
+      kept.map((r) => r.seq),
+      [17n, 18n, 19n],
+    );
+    await untilLive(server, sub, 3);
+    const lastBefore = await syncTo(server, sub);
+
+    await server.close();
+    server = await startTestEngine({ ...options, kvEvents: `tcp://*:${port}` });
+    const seen = sub.received.length;
+    const after = await replay(server.replayEndpoint!, 0n);
+    assert.equal(after.length, 0, 'a new engine has nothing to replay');
+    let sends = 0;
+    for (let i = 0; i < 100 && sub.received.length === seen; i++) {
+      sends++;
+      await complete(server, tokensOf(900 + i, 20));
+      await sleep(50);
+    }
+    const first = sub.received[seen];
+    assert.ok(first, 'the SUB reconnected on its own');
+    assert.ok(first.seq < lastBefore, `seq ${first.seq} restarted below ${lastBefore}`);
+    // One batch per small request: the new engine's last seq is its count of batches, less 1.
+    const fresh = await replay(server.replayEndpoint!, 0n);
+    assert.equal(fresh.at(-1)?.seq, BigInt(sends - 1));
+    assert.ok(fresh.find((r) => r.seq === first.seq)?.payload.equals(first.payload));
+  } finally {
+    await sub.close();
+    await server.close();
+  }
+});
