@@ -1,0 +1,351 @@
+/**
+ * Gateway benchmark, end to end on loopback. `npm run bench:gateway [-- --json]`.
+ * - addedMs: latency the gateway adds to short streaming completions (prompt of a few tokens,
+ *   4 output tokens) at a fixed 500 req/s, open loop: p50/p99 through the gateway minus p50/p99
+ *   straight to the same simulated engine (`kvroute engine --speedup 1000`, so engine time is
+ *   near zero), 5 s each in alternating 1 s rounds after 1 s of warm-up each.
+ *   addedMsInstantBackend: the same against an instant backend, whose own latency has no tail,
+ *   so the gateway's overhead shows without the engine's step jitter.
+ * - throughputRps: completed requests/s through the gateway, closed loop (64 concurrent
+ *   connections), against two instant backends (a trivial HTTP server answering a short SSE
+ *   stream, /metrics included), and nginxThroughputRps: the same load through nginx doing
+ *   round-robin proxy_pass (keep-alive upstreams, buffering off) to the same two backends.
+ * Every server is a child process of its own (the load generator runs here); all are stopped
+ * at the end. Without nginx on PATH the nginx half is skipped with a message.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+
+const JSON_OUT = process.argv.includes('--json');
+const BIN = fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
+const RATE_PER_S = 500;
+const PHASE_S = Number(process.env.BENCH_PHASE_S ?? 5);
+const WARMUP_S = 1;
+const CONCURRENCY = 64;
+const BODY = JSON.stringify({
+  model: 'llama-3.3-70b',
+  prompt: 'Hello there',
+  max_tokens: 4,
+  stream: true,
+});
+
+const children: ChildProcess[] = [];
+const log = (line: string) => {
+  if (!JSON_OUT) process.stdout.write(`${line}\n`);
+};
+
+/** Starts a child and resolves with the first stdout line matching `ready`. */
+function startChild(cmd: string, args: string[], ready: RegExp): Promise<RegExpExecArray> {
+  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    const timer = setTimeout(
+      () => reject(new Error(`${cmd} not ready in 30 s: ${out}${err}`)),
+      30_000,
+    );
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = ready.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m);
+      }
+    });
+    child.stderr!.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${cmd} exited with ${code}: ${err}`));
+    });
+  });
+}
+
+const kvroute = (args: string[], ready: RegExp) =>
+  startChild(process.execPath, [BIN, ...args], ready);
+
+/** A backend that answers every POST at once with a short SSE stream. */
+const INSTANT_BACKEND = `
+import { createServer } from 'node:http';
+const events = [' Hi', ' there', '!'].map((t, i) => 'data: ' + JSON.stringify({ id: 'cmpl-1', object: 'text_completion', created: 1, model: 'instant', choices: [{ index: 0, text: t, logprobs: null, finish_reason: i === 2 ? 'length' : null }] }) + '\\n\\n').join('') + 'data: [DONE]\\n\\n';
+const metrics = 'vllm:kv_cache_usage_perc 0\\nvllm:num_requests_running 0\\nvllm:num_requests_waiting 0\\n';
+const server = createServer((req, res) => {
+  if (req.method === 'GET') { res.end(req.url === '/metrics' ? metrics : ''); return; }
+  req.resume();
+  req.on('end', () => { res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }); res.end(events); });
+});
+server.keepAliveTimeout = 65000;
+server.listen(0, '127.0.0.1', () => console.log('ready http://127.0.0.1:' + server.address().port));
+`;
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** One streaming request, body read to the end; resolves with its latency in ms. */
+async function oneRequest(pool: Pool): Promise<number> {
+  const t0 = performance.now();
+  const { statusCode, body } = await pool.request({
+    path: '/v1/completions',
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: BODY,
+  });
+  await body.dump({ limit: Number.POSITIVE_INFINITY });
+  if (statusCode !== 200) throw new Error(`status ${statusCode}`);
+  return performance.now() - t0;
+}
+
+/** Open loop at a fixed rate: requests start on schedule whether or not earlier ones ended. */
+async function openLoop(url: string, ratePerS: number, seconds: number): Promise<number[]> {
+  const pool = new Pool(url, { connections: 256, pipelining: 1 });
+  const latencies: number[] = [];
+  const inFlight: Promise<void>[] = [];
+  let errors = 0;
+  const total = Math.round(ratePerS * seconds);
+  const start = performance.now();
+  let sent = 0;
+  while (sent < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * ratePerS) + 1);
+    for (; sent < due; sent++) {
+      inFlight.push(
+        oneRequest(pool).then(
+          (ms) => void latencies.push(ms),
+          () => void errors++,
+        ),
+      );
+    }
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  await Promise.all(inFlight);
+  await pool.close();
+  if (errors > 0) throw new Error(`${errors} requests failed against ${url}`);
+  return latencies;
+}
+
+/** Closed loop: `concurrency` workers, each sending its next request when the last ended. */
+async function closedLoop(url: string, concurrency: number, seconds: number): Promise<number> {
+  const pool = new Pool(url, { connections: concurrency, pipelining: 1 });
+  let done = 0;
+  let errors = 0;
+  const until = performance.now() + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < until) {
+        try {
+          await oneRequest(pool);
+          done++;
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  await pool.close();
+  if (errors > done / 100)
+    throw new Error(`${errors} of ${done + errors} requests failed against ${url}`);
+  return done / seconds;
+}
+
+/**
+ * Direct and gateway phases in alternating 1 s rounds after a warm-up of each, so drift in the
+ * machine's load hits both sides alike; returns [direct, gateway] percentiles.
+ */
+async function interleaved(
+  directUrl: string,
+  gatewayUrl: string,
+): Promise<[Percentiles, Percentiles]> {
+  await openLoop(directUrl, RATE_PER_S, WARMUP_S);
+  await openLoop(gatewayUrl, RATE_PER_S, WARMUP_S);
+  const direct: number[] = [];
+  const via: number[] = [];
+  for (let round = 0; round < PHASE_S; round++) {
+    direct.push(...(await openLoop(directUrl, RATE_PER_S, 1)));
+    via.push(...(await openLoop(gatewayUrl, RATE_PER_S, 1)));
+  }
+  return [stats(direct), stats(via)];
+}
+
+interface Percentiles {
+  p50: number;
+  p99: number;
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+}
+
+function stats(latencies: number[]): Percentiles {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  return { p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99) };
+}
+
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
+
+function nginxPath(): string | null {
+  for (const candidate of ['nginx', '/usr/sbin/nginx']) {
+    try {
+      execFileSync(candidate, ['-v'], { stdio: 'ignore' });
+      return candidate;
+    } catch {}
+  }
+  return null;
+}
+
+async function startNginx(
+  nginx: string,
+  backends: string[],
+): Promise<{ url: string; dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-nginx-'));
+  const port = await freePort();
+  const servers = backends.map((b) => `server ${new URL(b).host};`).join(' ');
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    `worker_processes auto;
+daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;
+  upstream backends { ${servers} keepalive 128; }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://backends;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+`,
+  );
+  const child = spawn(
+    nginx,
+    ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')],
+    {
+      stdio: 'ignore',
+    },
+  );
+  children.push(child);
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      await oneRequest(new Pool(url));
+      return { url, dir };
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`nginx did not start: ${(err as Error).message}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  // 1. Added latency against the simulated engine, at a fixed rate.
+  const engine = await kvroute(
+    [
+      'engine',
+      '--port',
+      '0',
+      '--speedup',
+      '1000',
+      '--kv-events',
+      'tcp://127.0.0.1:*',
+      '--kv-replay',
+      'tcp://127.0.0.1:*',
+    ],
+    /ready url=(\S+) model=\S+ events=(\S+) replay=(\S+)/,
+  );
+  const [, engineUrl, events, replay] = engine;
+  const gateway = await kvroute(
+    ['serve', '--port', '0', '--backend', `${engineUrl},events=${events},replay=${replay}`],
+    /listening on (\S+)/,
+  );
+  const gatewayUrl = gateway[1]!;
+  log(`engine ${engineUrl}, gateway ${gatewayUrl}: ${RATE_PER_S} req/s, ${PHASE_S} s each`);
+  const [direct, via] = await interleaved(engineUrl!, gatewayUrl);
+  log(`  direct   p50 ${direct.p50.toFixed(3)} ms  p99 ${direct.p99.toFixed(3)} ms`);
+  log(`  gateway  p50 ${via.p50.toFixed(3)} ms  p99 ${via.p99.toFixed(3)} ms`);
+
+  // 2. Throughput against instant backends, gateway vs nginx.
+  const backends: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const m = await startChild(
+      process.execPath,
+      ['--input-type=module', '-e', INSTANT_BACKEND],
+      /ready (\S+)/,
+    );
+    backends.push(m[1]!);
+  }
+  const gw2 = await kvroute(
+    ['serve', '--port', '0', '--index', 'approx', ...backends.flatMap((b) => ['--backend', b])],
+    /listening on (\S+)/,
+  );
+  const [instantDirect, instantVia] = await interleaved(backends[0]!, gw2[1]!);
+  log(
+    `instant backend, direct  p50 ${instantDirect.p50.toFixed(3)} ms  p99 ${instantDirect.p99.toFixed(3)} ms`,
+  );
+  log(
+    `instant backend, gateway p50 ${instantVia.p50.toFixed(3)} ms  p99 ${instantVia.p99.toFixed(3)} ms`,
+  );
+  await closedLoop(gw2[1]!, CONCURRENCY, WARMUP_S);
+  const throughputRps = await closedLoop(gw2[1]!, CONCURRENCY, PHASE_S);
+  log(
+    `gateway throughput (${CONCURRENCY} connections, 2 instant backends): ${throughputRps.toFixed(0)} req/s`,
+  );
+
+  let nginxThroughputRps: number | null = null;
+  let nginxNote: string | null = null;
+  const nginx = nginxPath();
+  if (nginx === null) {
+    nginxNote = 'skipped: nginx is not installed (apt-get install -y nginx)';
+    process.stderr.write(`bench:gateway: nginx half ${nginxNote}\n`);
+  } else {
+    const { url, dir } = await startNginx(nginx, backends);
+    try {
+      await closedLoop(url, CONCURRENCY, WARMUP_S);
+      nginxThroughputRps = await closedLoop(url, CONCURRENCY, PHASE_S);
+      log(`nginx throughput (same load, same backends): ${nginxThroughputRps.toFixed(0)} req/s`);
+    } finally {
+      children.at(-1)?.kill('SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  const result = {
+    addedMs: { p50: round3(via.p50 - direct.p50), p99: round3(via.p99 - direct.p99) },
+    throughputRps: Math.round(throughputRps),
+    nginxThroughputRps: nginxThroughputRps === null ? null : Math.round(nginxThroughputRps),
+    ratioVsNginx: nginxThroughputRps === null ? null : round3(throughputRps / nginxThroughputRps),
+    addedMsInstantBackend: {
+      p50: round3(instantVia.p50 - instantDirect.p50),
+      p99: round3(instantVia.p99 - instantDirect.p99),
+    },
+    directMs: { p50: round3(direct.p50), p99: round3(direct.p99) },
+    gatewayMs: { p50: round3(via.p50), p99: round3(via.p99) },
+    ...(nginxNote !== null && { nginx: nginxNote }),
+  };
+  if (JSON_OUT) process.stdout.write(`${JSON.stringify(result)}\n`);
+  else log(JSON.stringify(result, null, 2));
+}
+
+try {
+  await main();
+} finally {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+}

@@ -1,0 +1,314 @@
+/**
+ * `kvroute serve` configuration: a YAML file (keys spelled as the flags) merged under the
+ * command-line flags. Everything is validated here, so the rest of the gateway reads a plain,
+ * complete `GatewayConfig` and never re-checks a value.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { GatewayError } from './errors.ts';
+
+export const INDEX_MODES = ['events', 'approx'] as const;
+export type IndexMode = (typeof INDEX_MODES)[number];
+
+export const DEFAULT_PORT = 8080;
+export const DEFAULT_HOST = '127.0.0.1';
+export const DEFAULT_POLICY = 'cost';
+export const DEFAULT_STALE_MS = 500;
+export const DEFAULT_KV_THRESHOLD = 0.95;
+export const DEFAULT_SCRAPE_MS = 100;
+export const DEFAULT_BLOCK_SIZE = 16;
+/** OpenAI bodies with long prompts run to a few MB; anything past this is refused with 413. */
+export const DEFAULT_BODY_LIMIT_BYTES = 8 * 1024 * 1024;
+/** Attempts after the first when a backend refuses or resets before any byte reached the client. */
+export const DEFAULT_MAX_RETRIES = 2;
+/** Replicas the embedded fleet starts when no backend is given. */
+export const DEFAULT_EMBEDDED_REPLICAS = 4;
+
+export interface BackendConfig {
+  /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8001. */
+  url: string;
+  /** ZMQ PUB endpoint of its KV events, e.g. tcp://127.0.0.1:5557; null: none subscribed. */
+  events: string | null;
+  /** ZMQ ROUTER endpoint that replays buffered batches, e.g. tcp://127.0.0.1:5558. */
+  replay: string | null;
+  /** Model name it serves, used for /v1/models when the backend cannot be asked. */
+  model: string | null;
+  /** Sent upstream as `Authorization: Bearer` in place of the client's key. */
+  apiKey: string | null;
+}
+
+export interface ClientKey {
+  key: string;
+  tenant: string;
+}
+
+export interface GatewayConfig {
+  host: string;
+  port: number;
+  /** Empty: start the embedded fleet. */
+  backends: BackendConfig[];
+  policy: string;
+  index: IndexMode;
+  /** 'builtin' or a path to a Hugging Face tokenizer.json. */
+  tokenizer: string;
+  /** Path to a chat template file, or null for the builtin (the engine's) template. */
+  chatTemplate: string | null;
+  staleMs: number;
+  kvThreshold: number;
+  scrapeMs: number;
+  blockSize: number;
+  bodyLimitBytes: number;
+  maxRetries: number;
+  /** Client keys; empty means no authentication. */
+  apiKeys: ClientKey[];
+  /** Tenant name -> cache salt; a tenant not listed salts with its own name. */
+  tenantSalts: Record<string, string>;
+  /** Seed of the router's randomness (random policy, tie breaks). */
+  seed: number;
+  /** Replicas in the embedded fleet. */
+  embeddedReplicas: number;
+}
+
+export function defaultConfig(): GatewayConfig {
+  return {
+    host: DEFAULT_HOST,
+    port: DEFAULT_PORT,
+    backends: [],
+    policy: DEFAULT_POLICY,
+    index: 'events',
+    tokenizer: 'builtin',
+    chatTemplate: null,
+    staleMs: DEFAULT_STALE_MS,
+    kvThreshold: DEFAULT_KV_THRESHOLD,
+    scrapeMs: DEFAULT_SCRAPE_MS,
+    blockSize: DEFAULT_BLOCK_SIZE,
+    bodyLimitBytes: DEFAULT_BODY_LIMIT_BYTES,
+    maxRetries: DEFAULT_MAX_RETRIES,
+    apiKeys: [],
+    tenantSalts: {},
+    seed: 1,
+    embeddedReplicas: DEFAULT_EMBEDDED_REPLICAS,
+  };
+}
+
+/** Flag problems name the flag; file problems name the key path. */
+const configError = (key: string, message: string): GatewayError =>
+  new GatewayError('ERR_CONFIG', `${key.startsWith('--') ? '' : 'config: '}${key} ${message}`, {
+    param: key,
+  });
+
+/** Reads and validates a YAML config file on top of the defaults. */
+export function loadConfigFile(path: string, base: GatewayConfig = defaultConfig()): GatewayConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new GatewayError('ERR_CONFIG', `cannot read config ${path}: ${(err as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    const first = (err as Error).message.split('\n')[0];
+    throw new GatewayError('ERR_CONFIG', `config ${path} is not valid YAML: ${first}`);
+  }
+  return applyConfigDoc(doc ?? {}, base);
+}
+
+const KNOWN_KEYS = new Set([
+  'host',
+  'port',
+  'backends',
+  'policy',
+  'index',
+  'tokenizer',
+  'chat-template',
+  'stale-ms',
+  'kv-threshold',
+  'scrape-ms',
+  'block-size',
+  'body-limit-bytes',
+  'max-retries',
+  'api-keys',
+  'tenants',
+  'seed',
+  'replicas',
+]);
+
+/** Validates a parsed config document (object form of the YAML) onto `base`. */
+export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig {
+  if (!isRecord(doc)) throw configError('(top level)', 'must be a mapping');
+  for (const key of Object.keys(doc)) {
+    if (!KNOWN_KEYS.has(key)) throw configError(key, 'is not a known key');
+  }
+  const out = { ...base };
+  if (doc.host !== undefined) out.host = str(doc.host, 'host');
+  if (doc.port !== undefined) out.port = int(doc.port, 'port', 0, 65535);
+  if (doc.policy !== undefined) out.policy = str(doc.policy, 'policy');
+  if (doc.index !== undefined) out.index = oneOf(doc.index, 'index', INDEX_MODES);
+  if (doc.tokenizer !== undefined) out.tokenizer = str(doc.tokenizer, 'tokenizer');
+  if (doc['chat-template'] !== undefined)
+    out.chatTemplate = str(doc['chat-template'], 'chat-template');
+  if (doc['stale-ms'] !== undefined) out.staleMs = num(doc['stale-ms'], 'stale-ms', 1);
+  if (doc['kv-threshold'] !== undefined) {
+    out.kvThreshold = num(doc['kv-threshold'], 'kv-threshold', Number.MIN_VALUE, 1);
+  }
+  if (doc['scrape-ms'] !== undefined) out.scrapeMs = num(doc['scrape-ms'], 'scrape-ms', 1);
+  if (doc['block-size'] !== undefined) out.blockSize = int(doc['block-size'], 'block-size', 1);
+  if (doc['body-limit-bytes'] !== undefined) {
+    out.bodyLimitBytes = int(doc['body-limit-bytes'], 'body-limit-bytes', 1);
+  }
+  if (doc['max-retries'] !== undefined)
+    out.maxRetries = int(doc['max-retries'], 'max-retries', 0, 10);
+  if (doc.seed !== undefined) out.seed = int(doc.seed, 'seed', 0);
+  if (doc.replicas !== undefined) out.embeddedReplicas = int(doc.replicas, 'replicas', 1, 64);
+  if (doc.backends !== undefined) {
+    if (!Array.isArray(doc.backends)) throw configError('backends', 'must be a list');
+    out.backends = doc.backends.map((b, i) => backendFromDoc(b, `backends[${i}]`));
+  }
+  if (doc['api-keys'] !== undefined) {
+    if (!Array.isArray(doc['api-keys'])) throw configError('api-keys', 'must be a list');
+    out.apiKeys = doc['api-keys'].map((k, i) => clientKeyFromDoc(k, `api-keys[${i}]`));
+  }
+  if (doc.tenants !== undefined) {
+    if (!isRecord(doc.tenants)) throw configError('tenants', 'must be a mapping');
+    const salts: Record<string, string> = {};
+    for (const [tenant, spec] of Object.entries(doc.tenants)) {
+      const key = `tenants.${tenant}`;
+      if (!isRecord(spec)) throw configError(key, 'must be a mapping with cache-salt');
+      salts[tenant] = str(spec['cache-salt'], `${key}.cache-salt`);
+    }
+    out.tenantSalts = salts;
+  }
+  return out;
+}
+
+function backendFromDoc(doc: unknown, key: string): BackendConfig {
+  if (typeof doc === 'string') return { ...emptyBackend(), url: httpUrl(doc, key) };
+  if (!isRecord(doc)) throw configError(key, 'must be a URL or a mapping with url');
+  for (const k of Object.keys(doc)) {
+    if (!['url', 'events', 'replay', 'model', 'api-key'].includes(k)) {
+      throw configError(`${key}.${k}`, 'is not a known key');
+    }
+  }
+  return {
+    url: httpUrl(doc.url, `${key}.url`),
+    events: doc.events == null ? null : zmqUrl(doc.events, `${key}.events`),
+    replay: doc.replay == null ? null : zmqUrl(doc.replay, `${key}.replay`),
+    model: doc.model == null ? null : str(doc.model, `${key}.model`),
+    apiKey: doc['api-key'] == null ? null : str(doc['api-key'], `${key}.api-key`),
+  };
+}
+
+function clientKeyFromDoc(doc: unknown, key: string): ClientKey {
+  if (typeof doc === 'string') return { key: nonEmpty(doc, key), tenant: tenantOfKey(doc) };
+  if (!isRecord(doc)) throw configError(key, 'must be a key or a mapping with key and tenant');
+  const k = nonEmpty(str(doc.key, `${key}.key`), `${key}.key`);
+  return { key: k, tenant: doc.tenant == null ? tenantOfKey(k) : str(doc.tenant, `${key}.tenant`) };
+}
+
+const emptyBackend = (): BackendConfig => ({
+  url: '',
+  events: null,
+  replay: null,
+  model: null,
+  apiKey: null,
+});
+
+/**
+ * `--backend URL[,events=tcp://H:P][,replay=tcp://H:P][,model=NAME][,api-key=KEY]`.
+ * Throws with the flag's name so the CLI can print it.
+ */
+export function parseBackendFlag(value: string, flag = '--backend'): BackendConfig {
+  const [url = '', ...opts] = value.split(',');
+  const out = { ...emptyBackend(), url: httpUrl(url, flag) };
+  for (const opt of opts) {
+    const eq = opt.indexOf('=');
+    const name = eq < 0 ? opt : opt.slice(0, eq);
+    const v = eq < 0 ? '' : opt.slice(eq + 1);
+    if (name === 'events') out.events = zmqUrl(v, `${flag} events`);
+    else if (name === 'replay') out.replay = zmqUrl(v, `${flag} replay`);
+    else if (name === 'model') out.model = nonEmpty(v, `${flag} model`);
+    else if (name === 'api-key') out.apiKey = nonEmpty(v, `${flag} api-key`);
+    else throw configError(flag, `has unknown option '${name}' (events, replay, model, api-key)`);
+  }
+  return out;
+}
+
+/** `--api-key KEY` or `--api-key KEY=TENANT`. */
+export function parseApiKeyFlag(value: string): ClientKey {
+  const eq = value.indexOf('=');
+  const key = nonEmpty(eq < 0 ? value : value.slice(0, eq), '--api-key');
+  const tenant = eq < 0 ? tenantOfKey(key) : nonEmpty(value.slice(eq + 1), '--api-key tenant');
+  return { key, tenant };
+}
+
+/** A key without a named tenant is its own tenant, named by a digest so the key never leaks. */
+export function tenantOfKey(key: string): string {
+  return `key-${createHash('sha256').update(key).digest('hex').slice(0, 12)}`;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function str(v: unknown, key: string): string {
+  if (typeof v !== 'string') throw configError(key, 'must be a string');
+  return v;
+}
+
+function nonEmpty(v: string, key: string): string {
+  if (v.length === 0) throw configError(key, 'must not be empty');
+  return v;
+}
+
+function num(
+  v: unknown,
+  key: string,
+  min = Number.NEGATIVE_INFINITY,
+  max = Number.POSITIVE_INFINITY,
+): number {
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw configError(key, 'must be a number');
+  if (v < min || v > max) throw configError(key, `must be within [${min}, ${max}], got ${v}`);
+  return v;
+}
+
+function int(
+  v: unknown,
+  key: string,
+  min = Number.NEGATIVE_INFINITY,
+  max = Number.POSITIVE_INFINITY,
+): number {
+  const n = num(v, key, min, max);
+  if (!Number.isInteger(n)) throw configError(key, `must be an integer, got ${n}`);
+  return n;
+}
+
+function oneOf<T extends string>(v: unknown, key: string, allowed: readonly T[]): T {
+  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
+    throw configError(key, `must be one of ${allowed.join(', ')}`);
+  }
+  return v as T;
+}
+
+function httpUrl(v: unknown, key: string): string {
+  const s = str(v, key);
+  let url: URL;
+  try {
+    url = new URL(s);
+  } catch {
+    throw configError(key, `is not a URL: '${s}'`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw configError(key, `must be an http(s) URL, got '${s}'`);
+  }
+  return s.replace(/\/+$/, '');
+}
+
+function zmqUrl(v: unknown, key: string): string {
+  const s = str(v, key);
+  if (!/^(tcp|ipc|inproc):\/\/.+/.test(s))
+    throw configError(key, `must be a ZMQ endpoint, got '${s}'`);
+  return s;
+}

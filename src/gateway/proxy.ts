@@ -1,0 +1,183 @@
+/**
+ * One proxied attempt: the request goes to one backend over its pooled keep-alive connections,
+ * and the response comes back to the client byte for byte. The status line and headers are held
+ * until the first body byte, so a backend that refuses or resets before then is a clean failure
+ * the caller can retry elsewhere; after it, an SSE stream is closed with an error event and
+ * `[DONE]`, never left hanging. Backpressure is per request: a slow client pauses only its own
+ * upstream response.
+ */
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { Dispatcher } from 'undici';
+import { errorObject, GatewayError } from './errors.ts';
+import { FirstTokenDetector } from './sse.ts';
+
+export type AttemptOutcome =
+  /** Nothing reached the client: the backend refused, reset or failed before any byte. */
+  | { kind: 'unreachable'; error: Error }
+  /** The backend's whole response (any status) went to the client. */
+  | { kind: 'completed'; status: number }
+  /** The client left; the upstream request was aborted. */
+  | { kind: 'client-gone' }
+  /** The backend failed after bytes went out; the client got an error event or a cut. */
+  | { kind: 'broken'; error: Error };
+
+export interface AttemptHooks {
+  /** The first generated token is on its way to the client (or a whole non-streamed answer). */
+  onFirstToken(): void;
+}
+
+export interface UpstreamRequest {
+  path: string;
+  body: Buffer;
+  headers: Record<string, string>;
+  /** Added to the client's response headers (which replica served it). */
+  replyHeaders?: Record<string, string>;
+}
+
+/** Response headers that describe one hop, not the message (RFC 9110 section 7.6.1). */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'proxy-connection',
+  'proxy-authenticate',
+  'te',
+  'trailer',
+  'upgrade',
+]);
+
+export function copyableHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+  }
+  return out;
+}
+
+class ClientGone extends Error {
+  readonly code = 'ERR_CLIENT_GONE';
+}
+
+export function proxyAttempt(
+  dispatcher: Dispatcher,
+  upstream: UpstreamRequest,
+  res: ServerResponse,
+  hooks: AttemptHooks,
+): Promise<AttemptOutcome> {
+  return new Promise<AttemptOutcome>((resolve) => {
+    let controller: Dispatcher.DispatchController | null = null;
+    let status = 0;
+    let headers: Record<string, string | string[]> = {};
+    let isSse = false;
+    let headWritten = false;
+    let settled = false;
+    let clientGone = false;
+    /** Whether the bytes sent so far end on an event boundary (an error event may follow). */
+    let atEventBoundary = true;
+    const detector = new FirstTokenDetector();
+
+    const settle = (outcome: AttemptOutcome): void => {
+      if (settled) return;
+      settled = true;
+      res.off('close', onClientClose);
+      resolve(outcome);
+    };
+    const onClientClose = (): void => {
+      if (res.writableFinished) return;
+      clientGone = true;
+      controller?.abort(new ClientGone('client closed the connection'));
+      settle({ kind: 'client-gone' });
+    };
+    res.on('close', onClientClose);
+    if (res.destroyed) {
+      onClientClose();
+      return;
+    }
+    const writeHead = (): void => {
+      headWritten = true;
+      res.writeHead(status, headers);
+    };
+    const onDrain = (): void => controller?.resume();
+    // Chunks (and the end) that arrive in one tick leave in one write: a short answer that
+    // arrives whole costs one syscall instead of three; a stream's chunks are not delayed.
+    let corked = false;
+    const uncork = (): void => {
+      corked = false;
+      res.uncork();
+    };
+
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(c) {
+        controller = c;
+        if (clientGone) c.abort(new ClientGone('client closed the connection'));
+      },
+      onResponseStart(_c, statusCode, responseHeaders) {
+        status = statusCode;
+        headers = copyableHeaders(responseHeaders);
+        if (upstream.replyHeaders) Object.assign(headers, upstream.replyHeaders);
+        const type = String(responseHeaders['content-type'] ?? '');
+        isSse = type.startsWith('text/event-stream');
+        // A non-streamed answer comes back whole: its first token is already generated.
+        if (!isSse && statusCode < 400) hooks.onFirstToken();
+      },
+      onResponseData(c, chunk) {
+        if (clientGone) return;
+        if (!headWritten) writeHead();
+        if (!corked) {
+          corked = true;
+          res.cork();
+          process.nextTick(uncork);
+        }
+        if (isSse) {
+          if (!detector.done && detector.feed(chunk)) hooks.onFirstToken();
+          atEventBoundary =
+            chunk.length >= 2 && chunk[chunk.length - 1] === 10 && chunk[chunk.length - 2] === 10;
+        }
+        if (!res.write(chunk)) {
+          c.pause();
+          res.once('drain', onDrain);
+        }
+      },
+      onResponseEnd() {
+        if (clientGone) return;
+        if (!headWritten) writeHead();
+        res.end();
+        settle({ kind: 'completed', status });
+      },
+      onResponseError(_c, error) {
+        if (clientGone || error instanceof ClientGone) {
+          settle({ kind: 'client-gone' });
+          return;
+        }
+        if (!headWritten) {
+          settle({ kind: 'unreachable', error });
+          return;
+        }
+        if (isSse) endWithErrorEvent(res, error, atEventBoundary);
+        else res.destroy(error);
+        settle({ kind: 'broken', error });
+      },
+    };
+
+    try {
+      dispatcher.dispatch(
+        { path: upstream.path, method: 'POST', headers: upstream.headers, body: upstream.body },
+        handler,
+      );
+    } catch (error) {
+      settle({ kind: 'unreachable', error: error as Error });
+    }
+  });
+}
+
+/** Ends a begun SSE stream the way an OpenAI server reports a failure mid-stream. */
+export function endWithErrorEvent(res: ServerResponse, cause: Error, atEventBoundary = true): void {
+  const err = new GatewayError('ERR_UPSTREAM', `upstream failed mid-stream: ${cause.message}`, {
+    cause,
+  });
+  if (!res.writableEnded) {
+    // A blank line first terminates any event the backend left half-written.
+    const lead = atEventBoundary ? '' : '\n\n';
+    res.end(`${lead}data: ${JSON.stringify({ error: errorObject(err) })}\n\ndata: [DONE]\n\n`);
+  }
+}
