@@ -46,6 +46,30 @@ function rootLanes(scope: KeyScope | undefined): [number, number] {
   return [hi, lo];
 }
 
+/** Hash lanes carried from one block to the next (module scratch: no allocation per block). */
+let laneHi = 0;
+let laneLo = 0;
+
+/** Folds tokens[start, end) into the lanes and returns the block's key. */
+function mixBlock(tokens: ArrayLike<number>, start: number, end: number): BlockKey {
+  let hi = laneHi;
+  let lo = laneLo;
+  for (let i = start; i < end; i++) {
+    const t = tokens[i]! | 0;
+    hi = Math.imul(hi ^ t, 0x85ebca6b);
+    hi = (hi << 13) | (hi >>> 19);
+    lo = Math.imul(lo ^ t, 0xcc9e2d51);
+    // `| 0` keeps the sum a 32-bit integer so the loop stays on V8's integer fast path.
+    lo = (((lo << 17) | (lo >>> 15)) + hi) | 0;
+  }
+  hi = fmix32(hi ^ (end - start));
+  lo = fmix32(lo ^ hi);
+  // Chain from exactly what the key holds, so a key alone can be extended (extendBlockKey).
+  laneHi = hi >>> 11;
+  laneLo = lo;
+  return laneHi * TWO_POW_32 + (lo >>> 0);
+}
+
 /**
  * Keys of every full block of `tokens` (a trailing partial block gets none: only full blocks
  * are cached, as in vLLM). `limitBlocks` stops early, e.g. when only a prefix matters.
@@ -58,23 +82,8 @@ export function computeBlockKeys(
 ): BlockKey[] {
   const blocks = Math.min(Math.floor(tokens.length / blockSize), limitBlocks);
   const keys = new Array<BlockKey>(blocks);
-  let [hi, lo] = rootLanes(scope);
-  for (let b = 0; b < blocks; b++) {
-    const start = b * blockSize;
-    const end = start + blockSize;
-    for (let i = start; i < end; i++) {
-      const t = tokens[i]! | 0;
-      hi = Math.imul(hi ^ t, 0x85ebca6b);
-      hi = (hi << 13) | (hi >>> 19);
-      lo = Math.imul(lo ^ t, 0xcc9e2d51);
-      lo = (((lo << 17) | (lo >>> 15)) + hi) | 0;
-    }
-    hi = fmix32(hi ^ blockSize);
-    lo = fmix32(lo ^ hi);
-    keys[b] = (hi >>> 11) * TWO_POW_32 + (lo >>> 0);
-    // Chain from exactly what the key holds, so a key alone can be extended (see extendBlockKey).
-    hi = hi >>> 11;
-  }
+  [laneHi, laneLo] = rootLanes(scope);
+  for (let b = 0; b < blocks; b++) keys[b] = mixBlock(tokens, b * blockSize, (b + 1) * blockSize);
   return keys;
 }
 
@@ -84,26 +93,12 @@ export function extendBlockKey(
   blockTokens: ArrayLike<number>,
   scope?: KeyScope,
 ): BlockKey {
-  let hi: number;
-  let lo: number;
-  if (parent === null) [hi, lo] = rootLanes(scope);
+  if (parent === null) [laneHi, laneLo] = rootLanes(scope);
   else {
-    hi = Math.floor(parent / TWO_POW_32);
-    lo = parent >>> 0;
-    // lo after the first block was stored unsigned; the chain above reads it back the same way.
-    lo |= 0;
+    laneHi = Math.floor(parent / TWO_POW_32);
+    laneLo = parent | 0;
   }
-  const blockSize = blockTokens.length;
-  for (let i = 0; i < blockSize; i++) {
-    const t = blockTokens[i]! | 0;
-    hi = Math.imul(hi ^ t, 0x85ebca6b);
-    hi = (hi << 13) | (hi >>> 19);
-    lo = Math.imul(lo ^ t, 0xcc9e2d51);
-    lo = (((lo << 17) | (lo >>> 15)) + hi) | 0;
-  }
-  hi = fmix32(hi ^ blockSize);
-  lo = fmix32(lo ^ hi);
-  return (hi >>> 11) * TWO_POW_32 + (lo >>> 0);
+  return mixBlock(blockTokens, 0, blockTokens.length);
 }
 
 /**
