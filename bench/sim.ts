@@ -1,0 +1,87 @@
+/**
+ * Fleet simulator benchmark. `npm run bench:sim [-- --json] [-- --duration S] [-- --split]`.
+ * The router seed's workload (40 req/s, 8,000-token prompts, 6,000 shared), 22 replicas, policy
+ * cost, 600 simulated seconds. realTimeFactor = simulated seconds / wall seconds.
+ * --split times the engine cores (add + step), the router (route, events, reports) and the rest
+ * (the simulator: workload, event loop, metrics) separately; the timers cost a little.
+ */
+import { parseArgs } from 'node:util';
+import type { SimEngine, SimRouter } from '../src/sim/fleet.ts';
+import { DEFAULT_ENGINE, simulate } from '../src/sim/run.ts';
+
+const { values } = parseArgs({
+  options: {
+    json: { type: 'boolean' },
+    duration: { type: 'string' },
+    split: { type: 'boolean' },
+    policy: { type: 'string' },
+  },
+});
+const durationS = Number(values.duration ?? 600);
+const split = values.split ?? false;
+const timers = { engineMs: 0, routerMs: 0 };
+
+function timed<A extends unknown[], R>(fn: (...a: A) => R, key: keyof typeof timers) {
+  return (...args: A): R => {
+    const t0 = performance.now();
+    try {
+      return fn(...args);
+    } finally {
+      timers[key] += performance.now() - t0;
+    }
+  };
+}
+
+const instrument = {
+  engine: (e: SimEngine): SimEngine => ({
+    add: timed(e.add.bind(e), 'engineMs'),
+    step: timed(e.step.bind(e), 'engineMs'),
+    hasWork: e.hasWork.bind(e),
+    counters: timed(e.counters.bind(e), 'engineMs'),
+  }),
+  router: (r: SimRouter): SimRouter => ({
+    wantsEvents: r.wantsEvents,
+    route: timed(r.route.bind(r), 'routerMs'),
+    onFirstToken: timed(r.onFirstToken.bind(r), 'routerMs'),
+    onFinished: timed(r.onFinished.bind(r), 'routerMs'),
+    onReport: timed(r.onReport.bind(r), 'routerMs'),
+    applyEvents: timed(r.applyEvents.bind(r), 'routerMs'),
+    markDown: r.markDown.bind(r),
+    markUp: r.markUp.bind(r),
+  }),
+};
+
+const t0 = performance.now();
+const result = simulate({
+  workload: { kind: 'synthetic', name: 'seed' },
+  seed: 1,
+  durationMs: durationS * 1000,
+  warmupMs: Math.min(60, durationS / 10) * 1000,
+  replicas: 22,
+  engine: DEFAULT_ENGINE,
+  router: { policy: values.policy ?? 'cost', index: 'events', queueSource: 'ledger' },
+  view: { staleMs: 0, reportMs: 100, eventDelayMs: 0 },
+  faults: [],
+  slo: { ttftP99Ms: 1500, tpotP99Ms: 100 },
+  ...(split && { instrument }),
+});
+const wallMs = performance.now() - t0;
+const out = {
+  realTimeFactor: Math.round((durationS * 1000) / wallMs),
+  wallMs: Math.round(wallMs),
+  simulatedS: durationS,
+  engineSteps: result.engineSteps,
+  requests: result.arrived,
+  events: result.events,
+  ttftP99Ms: Math.round(result.ttftMs.p99),
+  hitRate: Math.round(result.hitRate * 1000) / 1000,
+  ...(split && {
+    engineMs: Math.round(timers.engineMs),
+    routerMs: Math.round(timers.routerMs),
+    simulatorMs: Math.round(wallMs - timers.engineMs - timers.routerMs),
+  }),
+};
+if (values.json) process.stdout.write(`${JSON.stringify(out)}\n`);
+else {
+  for (const [k, v] of Object.entries(out)) process.stdout.write(`${k.padEnd(16)} ${v}\n`);
+}

@@ -1,0 +1,568 @@
+/**
+ * The fleet on a virtual clock: N engine cores, one router, and the delays between them.
+ * A replica steps as soon as it has work; `step()` runs when the step starts and its results
+ * (tokens, finished requests, KV events) become visible when it ends, `durationMs` later. The
+ * router learns first tokens and completions at once (the gateway sees the streams), engine
+ * reports `staleMs` late and KV events `eventDelayMs` late. A killed replica's requests are
+ * re-routed if they have not streamed a token and counted as errors if they have; nothing is
+ * dropped without a count.
+ */
+import type {
+  EngineCounters,
+  EngineRequest,
+  RequestFinished,
+  StepResult,
+  TokenEmitted,
+} from '../engine/types.ts';
+import type { BlockKey } from '../kv/blockKey.ts';
+import type { KvEvent } from '../kv/events.ts';
+import { EventQueue, PRIORITY, type SimEvent } from './eventQueue.ts';
+import { runLoop, type SimClock } from './loop.ts';
+import { BusyTracker, RequestLog } from './metrics.ts';
+import { OwnerTracker } from './owners.ts';
+import type { FaultSpec, SloTargets, ViewOptions } from './types.ts';
+import type { Arrival, Workload } from './workloads.ts';
+
+/** What the fleet needs of an engine core. */
+export interface SimEngine {
+  add(req: EngineRequest): void;
+  step(): StepResult;
+  hasWork(): boolean;
+  counters(): EngineCounters;
+}
+
+export interface ReplicaReport {
+  kvUsage: number;
+  running: number;
+  waiting: number;
+  /** Prompt tokens assigned to the replica whose first token has not come back. */
+  queuedPromptTokens: number;
+  reportedAtMs: number;
+}
+
+export interface SimRouteRequest {
+  id: string;
+  blockKeys: readonly BlockKey[];
+  promptTokens: number;
+  blockSize: number;
+  customer: number;
+}
+
+/** What the fleet needs of a router (see routerAdapter.ts for the real one). */
+export interface SimRouter {
+  /** The chosen replica and the prompt tokens it does not cache; null when none is healthy. */
+  route(req: SimRouteRequest, nowMs: number): { replicaId: number; uncachedTokens: number } | null;
+  onFirstToken(id: string, nowMs: number): void;
+  onFinished(id: string, nowMs: number): void;
+  onReport(replica: number, report: ReplicaReport, nowMs: number): void;
+  applyEvents(replica: number, events: readonly KvEvent[], nowMs: number): void;
+  markDown(replica: number, nowMs: number): void;
+  markUp(replica: number, nowMs: number): void;
+  /** Whether the router consumes KV events (the approximate index does not). */
+  readonly wantsEvents: boolean;
+  /** The router's own counters (decisions, spills, fail-opens...), for the results. */
+  stats?(): Record<string, number>;
+}
+
+export interface FleetOptions {
+  replicas: number;
+  workload: Workload;
+  router: SimRouter;
+  makeEngine: (replica: number) => SimEngine;
+  view: ViewOptions;
+  faults: FaultSpec[];
+  durationMs: number;
+  /** Requests arriving before this do not count towards latency and hit rate. */
+  warmupMs: number;
+  /** Stop as soon as the SLO cannot be met (search probes); needs `expectedMeasured`. */
+  earlyStop?: { slo: SloTargets; expectedMeasured: number; expectedMeasuredTpot: number };
+  sampleMs: number;
+  loadBucketMs: number;
+  onProgress?: (fraction: number) => void;
+}
+
+interface Req {
+  id: string;
+  arrival: Arrival;
+  /** Kept until the first token, for re-routing after a failure. */
+  tokens: number[] | null;
+  blockKeys: readonly BlockKey[] | null;
+  replica: number;
+  /** Prompt tokens not cached where it was routed (its share of the replica's reported queue). */
+  uncachedTokens: number;
+  firstTokenMs: number;
+  lastTokenMs: number;
+  rerouted: boolean;
+  measured: boolean;
+}
+
+type FleetEvent = SimEvent &
+  (
+    | { kind: 'arrival'; arrival: Arrival }
+    | { kind: 'stepEnd'; replica: number; gen: number }
+    | { kind: 'kvEvents'; replica: number; gen: number; events: KvEvent[] }
+    | { kind: 'report'; reports: [number, number, ReplicaReport][] }
+    | { kind: 'reportTick' }
+    | { kind: 'fault'; fault: FaultSpec }
+    | { kind: 'sample' }
+  );
+
+class Replica {
+  engine: SimEngine | null;
+  /** Bumped when the replica dies, so its in-flight step and events are ignored. */
+  gen = 0;
+  busy = false;
+  stepStartMs = 0;
+  pending: StepResult | null = null;
+  stepEvent: FleetEvent & { kind: 'stepEnd' };
+  /** Requests on this replica, in assignment order. */
+  readonly requests = new Map<string, Req>();
+  queuedPromptTokens = 0;
+
+  constructor(
+    readonly index: number,
+    engine: SimEngine,
+  ) {
+    this.engine = engine;
+    this.stepEvent = this.makeStepEvent();
+  }
+
+  makeStepEvent(): FleetEvent & { kind: 'stepEnd' } {
+    return {
+      kind: 'stepEnd',
+      replica: this.index,
+      gen: this.gen,
+      timeMs: 0,
+      priority: PRIORITY.stepEnd,
+      seq: 0,
+    };
+  }
+}
+
+export interface FleetOutcome {
+  log: RequestLog;
+  busy: BusyTracker;
+  owners: OwnerTracker;
+  arrived: number;
+  completed: number;
+  rerouted: number;
+  errorsByKind: Record<string, number>;
+  endMs: number;
+  engineSteps: number;
+  events: number;
+  stoppedEarly: boolean;
+  /**
+   * Per fault: customers whose prefix only the dead replica held (they lose their cache), how
+   * many it held that another replica also held, and its re-routed and errored requests.
+   */
+  faultLog: {
+    fault: FaultSpec;
+    customers: number[];
+    sharedCustomers: number;
+    rerouted: number;
+    errors: number;
+  }[];
+  routerStats: Record<string, number>;
+}
+
+export class Fleet {
+  readonly #o: FleetOptions;
+  readonly #queue = new EventQueue<FleetEvent>();
+  readonly #clock: SimClock = { nowMs: 0 };
+  readonly #replicas: Replica[];
+  readonly #requests = new Map<string, Req>();
+  readonly #arrivals: Iterator<Arrival>;
+  readonly #log = new RequestLog();
+  readonly #busy: BusyTracker;
+  readonly #owners: OwnerTracker;
+  readonly #errors: Record<string, number> = {};
+  readonly #faultLog: FleetOutcome['faultLog'] = [];
+  #arrivalsDone = false;
+  #nextId = 0;
+  #arrived = 0;
+  #completed = 0;
+  #rerouted = 0;
+  #steps = 0;
+  #ttftViolations = 0;
+  #tpotViolations = 0;
+  #stoppedEarly = false;
+  readonly #freshReports: boolean;
+
+  constructor(opts: FleetOptions) {
+    this.#o = opts;
+    this.#replicas = Array.from(
+      { length: opts.replicas },
+      (_, i) => new Replica(i, opts.makeEngine(i)),
+    );
+    this.#arrivals = opts.workload.arrivals();
+    this.#busy = new BusyTracker(opts.replicas, opts.durationMs * 3, opts.loadBucketMs);
+    this.#owners = new OwnerTracker(opts.workload, opts.replicas);
+    this.#freshReports = opts.view.staleMs === 0;
+  }
+
+  run(): FleetOutcome {
+    const o = this.#o;
+    const first = this.#nextArrival();
+    if (first) this.#queue.push(first);
+    this.#push({ kind: 'reportTick' }, 0, PRIORITY.reportTick);
+    this.#push({ kind: 'sample' }, 0, PRIORITY.sample);
+    for (const fault of o.faults) this.#push({ kind: 'fault', fault }, fault.atMs, PRIORITY.fault);
+    const horizonMs = o.durationMs;
+    const events = runLoop(this.#queue, this.#clock, (e) => this.#handle(e), {
+      check: (nowMs) => {
+        o.onProgress?.(Math.min(1, nowMs / horizonMs));
+        return this.#stoppedEarly;
+      },
+    });
+    // Whatever is still in flight is counted (an early stop leaves requests behind by design).
+    for (let i = 0; i < this.#requests.size; i++) {
+      this.#error(this.#stoppedEarly ? 'stopped' : 'unfinished');
+    }
+    return {
+      log: this.#log,
+      busy: this.#busy,
+      owners: this.#owners,
+      arrived: this.#arrived,
+      completed: this.#completed,
+      rerouted: this.#rerouted,
+      errorsByKind: this.#errors,
+      endMs: this.#clock.nowMs,
+      engineSteps: this.#steps,
+      events,
+      stoppedEarly: this.#stoppedEarly,
+      faultLog: this.#faultLog,
+      routerStats: this.#o.router.stats?.() ?? {},
+    };
+  }
+
+  #push(
+    body: FleetEvent extends infer E
+      ? E extends SimEvent
+        ? Omit<E, keyof SimEvent>
+        : never
+      : never,
+    timeMs: number,
+    priority: number,
+  ): void {
+    this.#queue.push({ ...body, timeMs, priority, seq: 0 } as FleetEvent);
+  }
+
+  /** More simulated time is needed while requests arrive or are in flight. */
+  #live(): boolean {
+    return !this.#arrivalsDone || this.#requests.size > 0;
+  }
+
+  #handle(e: FleetEvent): FleetEvent | undefined {
+    const nowMs = this.#clock.nowMs;
+    switch (e.kind) {
+      case 'stepEnd':
+        this.#onStepEnd(e.replica, e.gen, nowMs);
+        return undefined;
+      case 'arrival':
+        this.#onArrival(e.arrival, nowMs);
+        return this.#nextArrival();
+      case 'kvEvents': {
+        const r = this.#replicas[e.replica]!;
+        if (r.gen === e.gen && r.engine !== null)
+          this.#o.router.applyEvents(e.replica, e.events, nowMs);
+        return undefined;
+      }
+      case 'report':
+        // A report from before a replica died is dropped (gen), even if it came back since.
+        for (const [replica, gen, report] of e.reports) {
+          const r = this.#replicas[replica]!;
+          if (r.engine !== null && r.gen === gen) this.#o.router.onReport(replica, report, nowMs);
+        }
+        return undefined;
+      case 'reportTick':
+        this.#onReportTick(nowMs);
+        return undefined;
+      case 'fault':
+        if (e.fault.kind === 'kill') this.#kill(e.fault, nowMs);
+        else this.#revive(e.fault.replica, nowMs);
+        return undefined;
+      case 'sample':
+        this.#owners.sample();
+        if (this.#live()) this.#push({ kind: 'sample' }, nowMs + this.#o.sampleMs, PRIORITY.sample);
+        return undefined;
+    }
+  }
+
+  #nextArrival(): FleetEvent | undefined {
+    const next = this.#arrivals.next();
+    if (next.done) {
+      this.#arrivalsDone = true;
+      return undefined;
+    }
+    return {
+      kind: 'arrival',
+      arrival: next.value,
+      timeMs: next.value.atMs,
+      priority: PRIORITY.arrival,
+      seq: 0,
+    };
+  }
+
+  #onArrival(arrival: Arrival, nowMs: number): void {
+    const { tokens, blockKeys } = this.#o.workload.materialize(arrival);
+    const req: Req = {
+      id: `r${this.#nextId++}`,
+      arrival,
+      tokens,
+      blockKeys,
+      replica: -1,
+      uncachedTokens: 0,
+      firstTokenMs: Number.NaN,
+      lastTokenMs: Number.NaN,
+      rerouted: false,
+      measured: arrival.atMs >= this.#o.warmupMs,
+    };
+    this.#arrived++;
+    this.#requests.set(req.id, req);
+    this.#dispatch(req, nowMs);
+  }
+
+  /** Routes `req` and hands it to the chosen engine; failures are counted, never dropped. */
+  #dispatch(req: Req, nowMs: number): void {
+    const router = this.#o.router;
+    const decision = router.route(
+      {
+        id: req.id,
+        blockKeys: req.blockKeys!,
+        promptTokens: req.arrival.promptLength,
+        blockSize: this.#o.workload.blockSize,
+        customer: req.arrival.customer,
+      },
+      nowMs,
+    );
+    const replica = decision?.replicaId ?? -1;
+    const r = this.#replicas[replica];
+    if (decision === null || r?.engine == null) {
+      if (decision !== null) router.onFinished(req.id, nowMs);
+      this.#fail(req, 'no-replica', nowMs);
+      return;
+    }
+    try {
+      r.engine.add({
+        id: req.id,
+        promptTokens: req.tokens!,
+        maxNewTokens: req.arrival.outputTokens,
+        arrivalMs: req.arrival.atMs,
+      });
+    } catch (err) {
+      router.onFinished(req.id, nowMs);
+      const code = (err as { code?: unknown }).code;
+      this.#fail(req, typeof code === 'string' ? code : 'engine-error', nowMs);
+      return;
+    }
+    req.replica = replica;
+    r.requests.set(req.id, req);
+    req.uncachedTokens = decision.uncachedTokens;
+    r.queuedPromptTokens += req.uncachedTokens;
+    if (!r.busy) this.#startStep(r, nowMs);
+  }
+
+  #startStep(r: Replica, nowMs: number): void {
+    const engine = r.engine;
+    if (engine === null || !engine.hasWork()) return;
+    const result = engine.step();
+    this.#steps++;
+    const idle =
+      result.durationMs <= 0 &&
+      result.emitted.length === 0 &&
+      result.finished.length === 0 &&
+      result.events.length === 0;
+    // An engine that can schedule nothing waits for the next arrival rather than spin.
+    if (idle) return;
+    r.busy = true;
+    r.pending = result;
+    r.stepStartMs = nowMs;
+    const ev = r.stepEvent;
+    ev.timeMs = nowMs + Math.max(0, result.durationMs);
+    ev.gen = r.gen;
+    this.#queue.push(ev);
+  }
+
+  #onStepEnd(index: number, gen: number, nowMs: number): void {
+    const r = this.#replicas[index]!;
+    if (gen !== r.gen || r.pending === null) return;
+    const result = r.pending;
+    r.pending = null;
+    r.busy = false;
+    this.#busy.add(index, r.stepStartMs, nowMs - r.stepStartMs);
+    this.#onEmitted(r, result.emitted, nowMs);
+    this.#onFinished(r, result.finished, nowMs);
+    if (result.events.length > 0) this.#onKvEvents(r, result.events, nowMs);
+    if (this.#freshReports) this.#o.router.onReport(index, this.#report(r, nowMs), nowMs);
+    this.#startStep(r, nowMs);
+  }
+
+  #onEmitted(r: Replica, emitted: readonly TokenEmitted[], nowMs: number): void {
+    const itl = this.#log.itlMs;
+    for (let i = 0; i < emitted.length; i++) {
+      const t = emitted[i]!;
+      const req = r.requests.get(t.id);
+      if (req === undefined) continue;
+      if (Number.isNaN(req.firstTokenMs)) {
+        req.firstTokenMs = nowMs;
+        req.tokens = null;
+        req.blockKeys = null;
+        r.queuedPromptTokens -= req.uncachedTokens;
+        this.#o.router.onFirstToken(req.id, nowMs);
+        if (
+          req.measured &&
+          nowMs - req.arrival.atMs > (this.#o.earlyStop?.slo.ttftP99Ms ?? Infinity)
+        ) {
+          this.#ttftViolations++;
+          this.#checkEarlyStop();
+        }
+      } else if (req.measured) {
+        itl.add(nowMs - req.lastTokenMs);
+      }
+      req.lastTokenMs = nowMs;
+    }
+  }
+
+  #onFinished(r: Replica, finished: readonly RequestFinished[], nowMs: number): void {
+    for (let i = 0; i < finished.length; i++) {
+      const f = finished[i]!;
+      const req = r.requests.get(f.id);
+      if (req === undefined) continue;
+      r.requests.delete(f.id);
+      this.#requests.delete(f.id);
+      this.#o.router.onFinished(f.id, nowMs);
+      if (f.reason === 'abort' || Number.isNaN(req.firstTokenMs)) {
+        this.#error('aborted');
+        continue;
+      }
+      this.#completed++;
+      if (!req.measured) continue;
+      const ttftMs = req.firstTokenMs - req.arrival.atMs;
+      const tpotMs =
+        f.outputTokens > 1 ? (nowMs - req.firstTokenMs) / (f.outputTokens - 1) : Number.NaN;
+      if (tpotMs > (this.#o.earlyStop?.slo.tpotP99Ms ?? Infinity)) {
+        this.#tpotViolations++;
+        this.#checkEarlyStop();
+      }
+      this.#log.add({
+        arrivalMs: req.arrival.atMs,
+        customer: req.arrival.customer,
+        replica: r.index,
+        ttftMs,
+        e2eMs: nowMs - req.arrival.atMs,
+        tpotMs,
+        promptTokens: f.promptTokens,
+        cachedTokens: f.cachedTokens,
+        rerouted: req.rerouted,
+      });
+    }
+  }
+
+  #onKvEvents(r: Replica, events: KvEvent[], nowMs: number): void {
+    this.#owners.apply(r.index, events);
+    const router = this.#o.router;
+    if (!router.wantsEvents) return;
+    const delayMs = this.#o.view.eventDelayMs;
+    if (delayMs <= 0) router.applyEvents(r.index, events, nowMs);
+    else {
+      this.#push(
+        { kind: 'kvEvents', replica: r.index, gen: r.gen, events },
+        nowMs + delayMs,
+        PRIORITY.kvEvents,
+      );
+    }
+  }
+
+  #report(r: Replica, nowMs: number): ReplicaReport {
+    const c = r.engine!.counters();
+    return {
+      kvUsage: c.kvUsage,
+      running: c.running,
+      waiting: c.waiting,
+      queuedPromptTokens: r.queuedPromptTokens,
+      reportedAtMs: nowMs,
+    };
+  }
+
+  #onReportTick(nowMs: number): void {
+    const reports: [number, number, ReplicaReport][] = [];
+    for (const r of this.#replicas) {
+      if (r.engine !== null) reports.push([r.index, r.gen, this.#report(r, nowMs)]);
+    }
+    const { staleMs, reportMs } = this.#o.view;
+    if (staleMs <= 0) this.#handle({ kind: 'report', reports, timeMs: nowMs, priority: 0, seq: 0 });
+    else this.#push({ kind: 'report', reports }, nowMs + staleMs, PRIORITY.report);
+    if (this.#live()) this.#push({ kind: 'reportTick' }, nowMs + reportMs, PRIORITY.reportTick);
+  }
+
+  #kill(fault: FaultSpec, nowMs: number): void {
+    const r = this.#replicas[fault.replica];
+    if (r === undefined || r.engine === null) return;
+    const owned = this.#owners.ownedBy(r.index);
+    const customers = owned.filter((c) => this.#owners.owners(c) === 1);
+    const sharedCustomers = owned.length - customers.length;
+    r.engine = null;
+    r.gen++;
+    r.stepEvent = r.makeStepEvent();
+    if (r.busy) this.#busy.add(r.index, r.stepStartMs, nowMs - r.stepStartMs);
+    r.busy = false;
+    r.pending = null;
+    r.queuedPromptTokens = 0;
+    this.#owners.clear(r.index);
+    this.#o.router.markDown(r.index, nowMs);
+    const stranded = [...r.requests.values()];
+    r.requests.clear();
+    let rerouted = 0;
+    let errors = 0;
+    for (const req of stranded) {
+      this.#o.router.onFinished(req.id, nowMs);
+      if (Number.isNaN(req.firstTokenMs)) {
+        req.rerouted = true;
+        this.#rerouted++;
+        rerouted++;
+        this.#dispatch(req, nowMs);
+      } else {
+        errors++;
+        this.#fail(req, 'killed-mid-stream', nowMs);
+      }
+    }
+    this.#faultLog.push({ fault, customers, sharedCustomers, rerouted, errors });
+  }
+
+  #revive(index: number, nowMs: number): void {
+    const r = this.#replicas[index];
+    if (r === undefined || r.engine !== null) return;
+    r.engine = this.#o.makeEngine(index);
+    this.#o.router.markUp(index, nowMs);
+    this.#o.router.onReport(index, this.#report(r, nowMs), nowMs);
+    this.#faultLog.push({
+      fault: { kind: 'revive', replica: index, atMs: nowMs },
+      customers: [],
+      sharedCustomers: 0,
+      rerouted: 0,
+      errors: 0,
+    });
+  }
+
+  #fail(req: Req, kind: string, _nowMs: number): void {
+    this.#requests.delete(req.id);
+    this.#error(kind);
+  }
+
+  #error(kind: string): void {
+    this.#errors[kind] = (this.#errors[kind] ?? 0) + 1;
+  }
+
+  #checkEarlyStop(): void {
+    const stop = this.#o.earlyStop;
+    if (!stop) return;
+    // p99 misses the target once more than n - ceil(0.99 n) measured requests exceed it.
+    const allowed = (n: number): number => n - Math.ceil(0.99 * n);
+    if (
+      this.#ttftViolations > allowed(stop.expectedMeasured) ||
+      this.#tpotViolations > allowed(stop.expectedMeasuredTpot)
+    ) {
+      this.#stoppedEarly = true;
+    }
+  }
+}

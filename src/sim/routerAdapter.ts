@@ -1,0 +1,85 @@
+/**
+ * The real router behind the fleet's SimRouter interface. The fleet numbers replicas 0..N-1;
+ * the router names them `r0`..; ids and positions coincide because they are added in order.
+ */
+import type { KvEvent } from '../kv/events.ts';
+import { DEFAULT_STALE_MS } from '../router/filters.ts';
+import { RouterError } from '../router/errors.ts';
+import { Router } from '../router/router.ts';
+import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
+import type { SimConfig } from './run.ts';
+
+export function makeSimRouter(config: SimConfig): SimRouter {
+  const names = Array.from({ length: config.replicas }, (_, i) => `r${i}`);
+  const r = config.router;
+  const router = new Router({
+    replicas: names,
+    policy: r.policy,
+    policyOptions: { queueSource: r.queueSource },
+    indexMode: r.index,
+    ...(r.kvThreshold !== undefined && { kvThreshold: r.kvThreshold }),
+    // Reports arrive every reportMs; only a replica that stopped reporting should look stale.
+    staleMs: r.staleLimitMs ?? Math.max(DEFAULT_STALE_MS, 3 * config.view.reportMs),
+    ...(r.overlayTtlMs !== undefined && { overlayTtlMs: r.overlayTtlMs }),
+    seed: config.seed,
+  });
+  return new RouterBridge(router, names, r.index === 'events');
+}
+
+class RouterBridge implements SimRouter {
+  readonly #router: Router;
+  readonly #names: readonly string[];
+  readonly wantsEvents: boolean;
+
+  constructor(router: Router, names: readonly string[], wantsEvents: boolean) {
+    this.#router = router;
+    this.#names = names;
+    this.wantsEvents = wantsEvents;
+  }
+
+  route(req: SimRouteRequest, nowMs: number): { replicaId: number; uncachedTokens: number } | null {
+    try {
+      return this.#router.route(
+        {
+          id: req.id,
+          blockKeys: req.blockKeys,
+          promptTokens: req.promptTokens,
+          blockSize: req.blockSize,
+        },
+        nowMs,
+      );
+    } catch (err) {
+      if (err instanceof RouterError && err.code === 'ERR_NO_HEALTHY_REPLICA') return null;
+      throw err;
+    }
+  }
+
+  onFirstToken(id: string, nowMs: number): void {
+    this.#router.onFirstToken(id, nowMs);
+  }
+
+  onFinished(id: string, nowMs: number): void {
+    this.#router.onFinished(id, nowMs);
+  }
+
+  onReport(replica: number, report: ReplicaReport, nowMs: number): void {
+    this.#router.onReport(this.#names[replica]!, report, nowMs);
+  }
+
+  applyEvents(replica: number, events: readonly KvEvent[], nowMs: number): void {
+    this.#router.applyEvents(this.#names[replica]!, events, nowMs);
+  }
+
+  markDown(replica: number): void {
+    this.#router.markDown(this.#names[replica]!);
+  }
+
+  stats(): Record<string, number> {
+    const { policy: _policy, ...counters } = this.#router.counters();
+    return counters;
+  }
+
+  markUp(replica: number): void {
+    this.#router.markUp(this.#names[replica]!);
+  }
+}

@@ -1,0 +1,109 @@
+/** Plain-text rendering of simulation results for the terminal. */
+import type { PolicyResult, SearchResult } from './types.ts';
+
+const n0 = (v: number): string =>
+  Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : '–';
+const n1 = (v: number): string => (Number.isFinite(v) ? v.toFixed(1) : '–');
+const pct = (v: number): string => (Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : '–');
+
+function grid(head: string[], rows: string[][]): string {
+  const widths = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!)))
+      .join('  ');
+  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+export function formatResults(results: PolicyResult[]): string {
+  const head = [
+    'policy',
+    'replicas',
+    'TTFT p50',
+    'p90',
+    'p99 ms',
+    'TPOT p50',
+    'p99 ms',
+    'ITL p99',
+    'hit rate',
+    'util',
+    'done',
+    'errors',
+    'SLO',
+  ];
+  const rows = results.map((r) => [
+    r.policy,
+    String(r.replicas),
+    n0(r.ttftMs.p50),
+    n0(r.ttftMs.p90),
+    n0(r.ttftMs.p99),
+    n1(r.tpotMs.p50),
+    n1(r.tpotMs.p99),
+    n1(r.itlMs.p99),
+    pct(r.hitRate),
+    pct(r.utilization.mean),
+    String(r.completed),
+    String(r.errors),
+    r.stoppedEarly ? 'missed*' : r.sloMet ? 'met' : 'missed',
+  ]);
+  const lines = [grid(head, rows)];
+  const watched = results.filter((r) => r.customers.watchedTtftMs !== null);
+  if (watched.length > 0) {
+    const c = watched[0]!.customers.watched;
+    lines.push(
+      '',
+      grid(
+        ['policy', `cust ${c} TTFT p50`, 'p99 ms', 'others p50', 'p99 ms', 'owners max', 'last'],
+        watched.map((r) => [
+          r.policy,
+          n0(r.customers.watchedTtftMs?.p50 ?? Number.NaN),
+          n0(r.customers.watchedTtftMs?.p99 ?? Number.NaN),
+          n0(r.customers.othersTtftMs?.p50 ?? Number.NaN),
+          n0(r.customers.othersTtftMs?.p99 ?? Number.NaN),
+          String(Math.max(0, ...r.owners.watched)),
+          String(r.owners.watched.at(-1) ?? 0),
+        ]),
+      ),
+    );
+  }
+  for (const r of results) {
+    for (const f of r.faults) {
+      if (f.kind === 'revive') {
+        lines.push(`${r.policy}: replica ${f.replica} came back cold at ${n1(f.atMs / 1000)} s`);
+        continue;
+      }
+      lines.push(
+        `${r.policy}: replica ${f.replica} killed at ${n1(f.atMs / 1000)} s: ${f.rerouted} re-routed, ` +
+          `${f.errors} errors mid-stream; the ${f.customers} customers only it held (${f.sharedCustomers} more ` +
+          `were held elsewhere too): TTFT p50 ${n0(f.ttftBeforeP50Ms)} ms ` +
+          `before, ${n0(f.ttftFirstAfterP50Ms)} ms on their first request after, ${n0(f.ttftLaterP50Ms)} ms later`,
+      );
+    }
+    const failOpens = r.router.failOpens ?? 0;
+    if (failOpens > 0) {
+      lines.push(
+        `${r.policy}: ${failOpens} fail-opens (no replica passed the KV / staleness guards; ` +
+          `routed to the least loaded), ${r.router.spills ?? 0} spills`,
+      );
+    }
+    const kinds = Object.entries(r.errorsByKind);
+    if (kinds.length > 0) {
+      lines.push(`${r.policy}: errors ${kinds.map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    }
+  }
+  if (results.some((r) => r.stoppedEarly)) {
+    lines.push('* stopped as soon as the SLO was certainly missed');
+  }
+  return lines.join('\n');
+}
+
+export function formatSearch(search: SearchResult[]): string {
+  return grid(
+    ['policy', 'min replicas', 'probes (replicas: TTFT p99 ms, met?)'],
+    search.map((s) => [
+      s.policy,
+      s.minReplicas === null ? 'not met' : String(s.minReplicas),
+      s.probes.map((p) => `${p.replicas}: ${n0(p.ttftP99Ms)}${p.sloMet ? ' ok' : ' x'}`).join(', '),
+    ]),
+  );
+}

@@ -1,0 +1,139 @@
+/**
+ * Synthetic token ids and their block keys. A token stream is a pure function of a 32-bit
+ * stream seed and a position, so equal seeds give equal tokens (and therefore equal block keys)
+ * without storing anything. Keys of a shared prefix are computed once and extended per request
+ * from the prefix's last full block, through the same `extendBlockKey` the engine relies on.
+ */
+import { type BlockKey, extendBlockKey, type KeyScope } from '../kv/blockKey.ts';
+
+/** A prompt's token ids and the keys of its full blocks. */
+export interface Materialized {
+  tokens: number[];
+  blockKeys: BlockKey[];
+}
+
+/** Token ids are 17-bit (a power of two near Llama 3's 128K vocabulary: a shift, no modulo). */
+export const VOCAB_BITS = 17;
+
+function fmix32(h: number): number {
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/** Mixes two 32-bit values into a seed (for per-customer, per-hash-id streams). */
+export function mixSeed(a: number, b: number): number {
+  return fmix32(Math.imul(a ^ 0x9e3779b9, 0x01000193) ^ fmix32(b + 0x7f4a7c15));
+}
+
+/**
+ * Writes `count` tokens of stream `streamSeed` (from its start) into `out[at..]`. The stream is
+ * an LCG seeded through a mixer: a multiply-add per token, and its top bits are well spread.
+ */
+export function fillTokens(out: number[], at: number, count: number, streamSeed: number): void {
+  let state = fmix32(streamSeed ^ 0x2545f491) | 0;
+  for (let i = 0; i < count; i++) {
+    state = (Math.imul(state, 1664525) + 1013904223) | 0;
+    out[at + i] = state >>> (32 - VOCAB_BITS);
+  }
+}
+
+/**
+ * Extends block keys over `tokens` from block `fromBlock` on, chaining from `parent` (the key of
+ * block `fromBlock - 1`, or null at the start). Reuses one scratch block, so no per-block copy
+ * is allocated.
+ */
+export class KeyExtender {
+  readonly #blockSize: number;
+  readonly #scratch: number[];
+  readonly #scope: KeyScope | undefined;
+
+  constructor(blockSize: number, scope?: KeyScope) {
+    this.#blockSize = blockSize;
+    this.#scratch = new Array<number>(blockSize).fill(0);
+    this.#scope = scope;
+  }
+
+  get blockSize(): number {
+    return this.#blockSize;
+  }
+
+  /** Appends the keys of full blocks `fromBlock..` of `tokens` to `out`; returns `out`. */
+  extend(
+    tokens: ArrayLike<number>,
+    fromBlock: number,
+    parent: BlockKey | null,
+    out: BlockKey[],
+    limitBlocks = Number.POSITIVE_INFINITY,
+  ): BlockKey[] {
+    const bs = this.#blockSize;
+    const blocks = Math.min(Math.floor(tokens.length / bs), limitBlocks);
+    const scratch = this.#scratch;
+    let key = parent;
+    for (let b = fromBlock; b < blocks; b++) {
+      const start = b * bs;
+      for (let i = 0; i < bs; i++) scratch[i] = tokens[start + i]!;
+      key = extendBlockKey(key, scratch, this.#scope);
+      out.push(key);
+    }
+    return out;
+  }
+}
+
+/** A shared prefix: its tokens and the keys of its full blocks, built once. */
+export interface Prefix {
+  tokens: number[];
+  keys: BlockKey[];
+}
+
+/** Prefixes built on first use and kept (a workload has a bounded set of them). */
+export class PrefixBank {
+  readonly #prefixes = new Map<number, Prefix>();
+  readonly #extender: KeyExtender;
+  readonly #seed: number;
+  readonly #lengthOf: (id: number) => number;
+
+  constructor(seed: number, extender: KeyExtender, lengthOf: (id: number) => number) {
+    this.#seed = seed;
+    this.#extender = extender;
+    this.#lengthOf = lengthOf;
+  }
+
+  get(id: number): Prefix {
+    let p = this.#prefixes.get(id);
+    if (p === undefined) {
+      const length = this.#lengthOf(id);
+      const tokens = new Array<number>(length);
+      fillTokens(tokens, 0, length, mixSeed(this.#seed, id));
+      p = { tokens, keys: this.#extender.extend(tokens, 0, null, []) };
+      this.#prefixes.set(id, p);
+    }
+    return p;
+  }
+}
+
+/**
+ * Prompt = prefix tokens then `uniqueTokens` tokens of the request's own stream; keys reuse the
+ * prefix's keys and extend from its last full block. The own tokens go through a reused scratch
+ * array and one `concat`, the cheapest way to build a packed array of this size.
+ */
+export class PromptBuilder {
+  readonly extender: KeyExtender;
+  #scratch: number[] = [];
+
+  constructor(extender: KeyExtender) {
+    this.extender = extender;
+  }
+
+  prefixed(prefix: Prefix, uniqueTokens: number, streamSeed: number): Materialized {
+    if (this.#scratch.length !== uniqueTokens)
+      this.#scratch = new Array<number>(uniqueTokens).fill(0);
+    fillTokens(this.#scratch, 0, uniqueTokens, streamSeed);
+    const tokens = prefix.tokens.concat(this.#scratch);
+    const fullPrefixBlocks = prefix.keys.length;
+    const blockKeys = prefix.keys.slice();
+    const parent = fullPrefixBlocks > 0 ? prefix.keys[fullPrefixBlocks - 1]! : null;
+    this.extender.extend(tokens, fullPrefixBlocks, parent, blockKeys);
+    return { tokens, blockKeys };
+  }
+}

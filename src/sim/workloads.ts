@@ -1,0 +1,365 @@
+/**
+ * Synthetic workloads, each a deterministic function of its seed. Arrivals are generated lazily
+ * as cheap records (time, customer, lengths, a seed for the request's own tokens); token ids
+ * and block keys are materialized only when the request arrives, so memory stays bounded by
+ * what is in flight, and every policy replays exactly the same arrivals.
+ */
+import type { BlockKey } from '../kv/blockKey.ts';
+import { Rng } from '../util/rng.ts';
+import {
+  fillTokens,
+  KeyExtender,
+  type Materialized,
+  mixSeed,
+  PrefixBank,
+  PromptBuilder,
+} from './tokens.ts';
+
+export type { Materialized } from './tokens.ts';
+
+export interface Arrival {
+  /** Arrival time, ms from the start of the run. */
+  atMs: number;
+  /** Customer, prefix group or conversation; -1 when the workload has none. */
+  customer: number;
+  promptLength: number;
+  outputTokens: number;
+  /** Seed of the request's own tokens. */
+  seed: number;
+  /** Mooncake trace: the record's 512-token block hash ids. */
+  hashIds?: readonly number[];
+}
+
+export interface Workload {
+  readonly name: string;
+  readonly blockSize: number;
+  /** Customers (prefix groups) the workload draws from; 0 when unknown. */
+  readonly customers: number;
+  /** The customer whose prefix the report follows (the hot one, else customer 0), or null. */
+  readonly watchedCustomer: number | null;
+  /** A fresh stream of arrivals in time order, ending before the workload's duration. */
+  arrivals(): Iterator<Arrival>;
+  materialize(arrival: Arrival): Materialized;
+  /** Key of the last full block of a customer's shared prefix: holding it = owning the prefix. */
+  prefixWatchKey(customer: number): BlockKey | null;
+}
+
+export interface WorkloadOptions {
+  seed: number;
+  durationMs: number;
+  blockSize: number;
+  /** Requests per second; each workload has its own default. */
+  ratePerS?: number;
+}
+
+export const WORKLOAD_NAMES = ['seed', 'hot', 'low-shared', 'groups', 'multiturn'] as const;
+export type WorkloadName = (typeof WORKLOAD_NAMES)[number];
+
+/** The router seed's load. */
+export const SEED_LOAD = {
+  ratePerS: 40,
+  customers: 200,
+  promptTokens: 8000,
+  sharedTokens: 6000,
+  outputTokens: 300,
+} as const;
+
+interface SharedPrefixParams {
+  name: string;
+  ratePerS: number;
+  customers: number;
+  sharedTokens: number;
+  uniqueTokens: number;
+  outputTokens: number;
+  /** Share of traffic sent by customer 0; the rest is uniform over the others. */
+  hotShare: number;
+}
+
+/** Poisson arrivals, customers drawn from a fixed set, prompt = customer prefix + own tokens. */
+class SharedPrefixWorkload implements Workload {
+  readonly name: string;
+  readonly blockSize: number;
+  readonly customers: number;
+  readonly watchedCustomer = 0;
+  readonly #p: SharedPrefixParams;
+  readonly #opts: WorkloadOptions;
+  readonly #builder: PromptBuilder;
+  readonly #bank: PrefixBank;
+
+  constructor(params: SharedPrefixParams, opts: WorkloadOptions) {
+    this.name = params.name;
+    this.blockSize = opts.blockSize;
+    this.customers = params.customers;
+    this.#p = params;
+    this.#opts = opts;
+    this.#builder = new PromptBuilder(new KeyExtender(opts.blockSize));
+    this.#bank = new PrefixBank(
+      mixSeed(opts.seed, 0x5eed),
+      this.#builder.extender,
+      () => params.sharedTokens,
+    );
+  }
+
+  *arrivals(): Iterator<Arrival> {
+    const p = this.#p;
+    const gaps = Rng.derive(this.#opts.seed, `${p.name}:arrivals`);
+    const picks = Rng.derive(this.#opts.seed, `${p.name}:customers`);
+    const meanGapMs = 1000 / p.ratePerS;
+    let atMs = gaps.exponential(meanGapMs);
+    while (atMs < this.#opts.durationMs) {
+      let customer: number;
+      if (p.hotShare > 0 && picks.next() < p.hotShare) customer = 0;
+      else customer = p.hotShare > 0 ? 1 + picks.int(p.customers - 1) : picks.int(p.customers);
+      yield {
+        atMs,
+        customer,
+        promptLength: p.sharedTokens + p.uniqueTokens,
+        outputTokens: p.outputTokens,
+        seed: picks.nextU32(),
+      };
+      atMs += gaps.exponential(meanGapMs);
+    }
+  }
+
+  materialize(a: Arrival): Materialized {
+    return this.#builder.prefixed(
+      this.#bank.get(a.customer),
+      a.promptLength - this.#p.sharedTokens,
+      a.seed,
+    );
+  }
+
+  prefixWatchKey(customer: number): BlockKey | null {
+    if (customer < 0 || customer >= this.customers) return null;
+    return this.#bank.get(customer).keys.at(-1) ?? null;
+  }
+}
+
+/**
+ * SGLang's generated shared-prefix benchmark: 64 groups x 16 prompts, a 2,048-token system
+ * prompt per group, a 128-token question, 256 output tokens. The 1,024 prompts are sent in a
+ * shuffled order at a Poisson rate; when the set runs out, a new shuffle with new questions.
+ */
+class GroupsWorkload implements Workload {
+  readonly name = 'groups';
+  readonly blockSize: number;
+  readonly customers = 64;
+  readonly watchedCustomer = 0;
+  static readonly PROMPTS_PER_GROUP = 16;
+  static readonly SYSTEM_TOKENS = 2048;
+  static readonly QUESTION_TOKENS = 128;
+  static readonly OUTPUT_TOKENS = 256;
+  readonly #opts: WorkloadOptions;
+  readonly #ratePerS: number;
+  readonly #builder: PromptBuilder;
+  readonly #bank: PrefixBank;
+
+  constructor(opts: WorkloadOptions) {
+    this.blockSize = opts.blockSize;
+    this.#opts = opts;
+    this.#ratePerS = opts.ratePerS ?? 40;
+    this.#builder = new PromptBuilder(new KeyExtender(opts.blockSize));
+    this.#bank = new PrefixBank(
+      mixSeed(opts.seed, 0x6e0),
+      this.#builder.extender,
+      () => GroupsWorkload.SYSTEM_TOKENS,
+    );
+  }
+
+  *arrivals(): Iterator<Arrival> {
+    const gaps = Rng.derive(this.#opts.seed, 'groups:arrivals');
+    const shuffle = Rng.derive(this.#opts.seed, 'groups:order');
+    const slots = this.customers * GroupsWorkload.PROMPTS_PER_GROUP;
+    const order = Array.from({ length: slots }, (_, i) => i);
+    const meanGapMs = 1000 / this.#ratePerS;
+    let atMs = gaps.exponential(meanGapMs);
+    for (let epoch = 0; atMs < this.#opts.durationMs; epoch++) {
+      for (let i = slots - 1; i > 0; i--) {
+        const j = shuffle.int(i + 1);
+        [order[i], order[j]] = [order[j]!, order[i]!];
+      }
+      for (let k = 0; k < slots && atMs < this.#opts.durationMs; k++) {
+        const slot = order[k]!;
+        yield {
+          atMs,
+          customer: Math.floor(slot / GroupsWorkload.PROMPTS_PER_GROUP),
+          promptLength: GroupsWorkload.SYSTEM_TOKENS + GroupsWorkload.QUESTION_TOKENS,
+          outputTokens: GroupsWorkload.OUTPUT_TOKENS,
+          seed: mixSeed(epoch, slot),
+        };
+        atMs += gaps.exponential(meanGapMs);
+      }
+    }
+  }
+
+  materialize(a: Arrival): Materialized {
+    return this.#builder.prefixed(
+      this.#bank.get(a.customer),
+      GroupsWorkload.QUESTION_TOKENS,
+      mixSeed(this.#opts.seed, a.seed),
+    );
+  }
+
+  prefixWatchKey(customer: number): BlockKey | null {
+    if (customer < 0 || customer >= this.customers) return null;
+    return this.#bank.get(customer).keys.at(-1) ?? null;
+  }
+}
+
+/**
+ * Multi-turn chat: conversations start as a Poisson process; turn k's prompt is the whole
+ * conversation so far (first message, then for each earlier turn its answer and the next user
+ * message), so every turn extends the previous one. The conversation's text is one token
+ * stream, so turn k's prompt is that stream's first L_k tokens. Turns are open loop: the next
+ * one comes a think time after the previous arrival, not after its answer (the generator runs
+ * ahead of the simulation). The engine's own output ids differ from the stream's, so a turn
+ * hits the previous turn's prompt blocks, not its answer's.
+ */
+class MultiturnWorkload implements Workload {
+  readonly name = 'multiturn';
+  readonly blockSize: number;
+  readonly customers = 0;
+  readonly watchedCustomer = null;
+  static readonly FIRST_TOKENS = 2000;
+  static readonly USER_TOKENS = 350;
+  static readonly OUTPUT_TOKENS = 250;
+  static readonly MIN_TURNS = 3;
+  static readonly MAX_TURNS = 8;
+  static readonly THINK_MS = 10_000;
+  readonly #opts: WorkloadOptions;
+  readonly #ratePerS: number;
+  readonly #extender: KeyExtender;
+  /** Keys of each live conversation's latest prompt, extended turn by turn. */
+  readonly #keysByConversation = new Map<number, { tokens: number; keys: BlockKey[] }>();
+
+  constructor(opts: WorkloadOptions) {
+    this.blockSize = opts.blockSize;
+    this.#opts = opts;
+    this.#ratePerS = opts.ratePerS ?? 20;
+    this.#extender = new KeyExtender(opts.blockSize);
+  }
+
+  *arrivals(): Iterator<Arrival> {
+    const W = MultiturnWorkload;
+    const meanTurns = (W.MIN_TURNS + W.MAX_TURNS) / 2;
+    const starts = Rng.derive(this.#opts.seed, 'multiturn:starts');
+    const turns = Rng.derive(this.#opts.seed, 'multiturn:turns');
+    const meanStartGapMs = (1000 * meanTurns) / this.#ratePerS;
+    // Pending next turns, kept sorted by time (few live conversations, so a sorted insert).
+    const pending: { atMs: number; conversation: number; turn: number; last: number }[] = [];
+    let nextStartMs = starts.exponential(meanStartGapMs);
+    let conversations = 0;
+    for (;;) {
+      const head = pending[0];
+      const startFirst = head === undefined || nextStartMs <= head.atMs;
+      const atMs = startFirst ? nextStartMs : head.atMs;
+      if (atMs >= this.#opts.durationMs) return;
+      let turn: { atMs: number; conversation: number; turn: number; last: number };
+      if (startFirst) {
+        turn = {
+          atMs,
+          conversation: conversations++,
+          turn: 0,
+          last: turns.range(W.MIN_TURNS, W.MAX_TURNS) - 1,
+        };
+        nextStartMs += starts.exponential(meanStartGapMs);
+      } else {
+        turn = pending.shift()!;
+      }
+      yield {
+        atMs,
+        customer: turn.conversation,
+        promptLength: W.FIRST_TOKENS + turn.turn * (W.OUTPUT_TOKENS + W.USER_TOKENS),
+        outputTokens: W.OUTPUT_TOKENS,
+        seed: mixSeed(this.#opts.seed, turn.conversation),
+      };
+      if (turn.turn < turn.last) {
+        const next = {
+          ...turn,
+          atMs: atMs + turns.exponential(W.THINK_MS),
+          turn: turn.turn + 1,
+        };
+        let i = pending.length;
+        while (i > 0 && pending[i - 1]!.atMs > next.atMs) i--;
+        pending.splice(i, 0, next);
+      }
+    }
+  }
+
+  materialize(a: Arrival): Materialized {
+    const tokens = new Array<number>(a.promptLength);
+    fillTokens(tokens, 0, a.promptLength, a.seed);
+    // Extend the conversation's keys from its previous turn (a cache: keys depend only on
+    // tokens, so a missing entry is just recomputed).
+    const known = this.#keysByConversation.get(a.customer);
+    let blockKeys: BlockKey[];
+    if (known !== undefined && known.tokens <= a.promptLength) {
+      const fromBlock = Math.floor(known.tokens / this.blockSize);
+      blockKeys = known.keys.slice(0, fromBlock);
+      this.#extender.extend(tokens, fromBlock, blockKeys.at(-1) ?? null, blockKeys);
+    } else {
+      blockKeys = this.#extender.extend(tokens, 0, null, []);
+    }
+    this.#keysByConversation.set(a.customer, { tokens: a.promptLength, keys: blockKeys });
+    // Bound the cache: conversations end within minutes; old ones are dropped in id order.
+    if (this.#keysByConversation.size > 4096) {
+      const oldest = this.#keysByConversation.keys().next().value;
+      if (oldest !== undefined) this.#keysByConversation.delete(oldest);
+    }
+    return { tokens, blockKeys };
+  }
+
+  prefixWatchKey(): BlockKey | null {
+    return null;
+  }
+}
+
+export function makeWorkload(name: WorkloadName, opts: WorkloadOptions): Workload {
+  const seedLoad = {
+    ratePerS: opts.ratePerS ?? SEED_LOAD.ratePerS,
+    customers: SEED_LOAD.customers,
+    outputTokens: SEED_LOAD.outputTokens,
+  };
+  switch (name) {
+    case 'seed':
+      return new SharedPrefixWorkload(
+        {
+          name,
+          ...seedLoad,
+          sharedTokens: SEED_LOAD.sharedTokens,
+          uniqueTokens: SEED_LOAD.promptTokens - SEED_LOAD.sharedTokens,
+          hotShare: 0,
+        },
+        opts,
+      );
+    case 'hot':
+      return new SharedPrefixWorkload(
+        {
+          name,
+          ...seedLoad,
+          sharedTokens: SEED_LOAD.sharedTokens,
+          uniqueTokens: SEED_LOAD.promptTokens - SEED_LOAD.sharedTokens,
+          hotShare: 0.1,
+        },
+        opts,
+      );
+    case 'low-shared': {
+      // 15 % of the 8,000-token prompt shared: the seed's reversal condition.
+      const sharedTokens = Math.round(SEED_LOAD.promptTokens * 0.15);
+      return new SharedPrefixWorkload(
+        {
+          name,
+          ...seedLoad,
+          sharedTokens,
+          uniqueTokens: SEED_LOAD.promptTokens - sharedTokens,
+          hotShare: 0,
+        },
+        opts,
+      );
+    }
+    case 'groups':
+      return new GroupsWorkload(opts);
+    case 'multiturn':
+      return new MultiturnWorkload(opts);
+  }
+}

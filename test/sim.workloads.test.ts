@@ -1,0 +1,172 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { computeBlockKeys } from '../src/kv/blockKey.ts';
+import { makeSyntheticTrace, TRACE_BLOCK_TOKENS, TraceWorkload } from '../src/sim/trace.ts';
+import { type Arrival, makeWorkload, WORKLOAD_NAMES, type Workload } from '../src/sim/workloads.ts';
+
+function take(w: Workload, n = Number.POSITIVE_INFINITY): Arrival[] {
+  const out: Arrival[] = [];
+  const it = w.arrivals();
+  for (let a = it.next(); !a.done && out.length < n; a = it.next()) out.push(a.value);
+  return out;
+}
+
+test('every workload is deterministic per seed, time-ordered and keys match its tokens', () => {
+  for (const name of WORKLOAD_NAMES) {
+    const opts = { seed: 7, durationMs: 20_000, blockSize: 16 };
+    const a = makeWorkload(name, opts);
+    const b = makeWorkload(name, opts);
+    const xs = take(a);
+    assert.deepEqual(xs, take(b), name);
+    assert.notDeepEqual(xs, take(makeWorkload(name, { ...opts, seed: 8 })), name);
+    assert.ok(xs.length > 50, `${name}: ${xs.length} arrivals`);
+    for (let i = 1; i < xs.length; i++) assert.ok(xs[i]!.atMs >= xs[i - 1]!.atMs, name);
+    assert.ok(xs.every((x) => x.atMs < 20_000));
+    // Cached prefix keys extended per request equal keys computed from scratch.
+    for (const x of xs.slice(0, 12)) {
+      const m = a.materialize(x);
+      assert.equal(m.tokens.length, x.promptLength);
+      assert.deepEqual(m.blockKeys, computeBlockKeys(m.tokens, 16), name);
+      assert.deepEqual(b.materialize(x), m, `${name}: materializing is deterministic`);
+    }
+  }
+});
+
+test('seed workload: 40 req/s, 200 customers sharing 6,000-token prefixes', () => {
+  const w = makeWorkload('seed', { seed: 1, durationMs: 100_000, blockSize: 16 });
+  const xs = take(w);
+  assert.ok(Math.abs(xs.length / 100 - 40) < 2, `${xs.length / 100} req/s`);
+  assert.ok(xs.every((x) => x.promptLength === 8000 && x.outputTokens === 300));
+  const customers = new Set(xs.map((x) => x.customer));
+  assert.equal(customers.size, 200);
+  const same = xs.filter((x) => x.customer === xs[0]!.customer).slice(0, 2);
+  const [p, q] = same.map((x) => w.materialize(x));
+  assert.deepEqual(p!.tokens.slice(0, 6000), q!.tokens.slice(0, 6000));
+  assert.notDeepEqual(p!.tokens.slice(6000), q!.tokens.slice(6000));
+  assert.deepEqual(p!.blockKeys.slice(0, 375), q!.blockKeys.slice(0, 375));
+  assert.notEqual(p!.blockKeys[375], q!.blockKeys[375]);
+  assert.equal(w.prefixWatchKey(xs[0]!.customer), p!.blockKeys[374]);
+  // --rate scales the arrival rate.
+  const slow = take(
+    makeWorkload('seed', { seed: 1, durationMs: 100_000, blockSize: 16, ratePerS: 4 }),
+  );
+  assert.ok(Math.abs(slow.length / 100 - 4) < 0.7);
+});
+
+test('hot sends 10 % to customer 0; low-shared shares 15 % of the prompt', () => {
+  const hot = take(makeWorkload('hot', { seed: 1, durationMs: 100_000, blockSize: 16 }));
+  const share = hot.filter((x) => x.customer === 0).length / hot.length;
+  assert.ok(Math.abs(share - 0.1) < 0.015, `hot share ${share}`);
+  const low = makeWorkload('low-shared', { seed: 1, durationMs: 5_000, blockSize: 16 });
+  const ys = take(low);
+  const same = ys.filter((x) => x.customer === ys[0]!.customer);
+  if (same.length >= 2) {
+    const [p, q] = same.slice(0, 2).map((x) => low.materialize(x));
+    assert.deepEqual(p!.tokens.slice(0, 1200), q!.tokens.slice(0, 1200));
+    assert.notDeepEqual(p!.tokens.slice(1200, 1216), q!.tokens.slice(1200, 1216));
+  }
+});
+
+test('multiturn: each turn of a conversation extends the previous prompt', () => {
+  const w = makeWorkload('multiturn', { seed: 3, durationMs: 120_000, blockSize: 16 });
+  const xs = take(w);
+  const byConversation = new Map<number, Arrival[]>();
+  for (const x of xs)
+    byConversation.set(x.customer, [...(byConversation.get(x.customer) ?? []), x]);
+  const long = [...byConversation.values()].find((turns) => turns.length >= 3)!;
+  assert.ok(long, 'some conversation has 3 turns');
+  const prompts = long.map((x) => w.materialize(x).tokens);
+  for (let t = 1; t < prompts.length; t++) {
+    assert.ok(prompts[t]!.length > prompts[t - 1]!.length);
+    assert.deepEqual(prompts[t]!.slice(0, prompts[t - 1]!.length), prompts[t - 1]);
+  }
+});
+
+test('groups: 64 groups x 16 prompts per shuffled round', () => {
+  const xs = take(makeWorkload('groups', { seed: 1, durationMs: 60_000, blockSize: 16 }), 1024);
+  const counts = new Map<number, number>();
+  for (const x of xs) counts.set(x.customer, (counts.get(x.customer) ?? 0) + 1);
+  assert.equal(counts.size, 64);
+  assert.ok([...counts.values()].every((c) => c === 16));
+  assert.ok(xs.every((x) => x.promptLength === 2048 + 128 && x.outputTokens === 256));
+});
+
+/** The real trace when ../shared is present, else a generated one of the same format. */
+function traceFile(dir: string): string {
+  const shared = join(import.meta.dirname, '../../shared/data/mooncake/synthetic_trace.jsonl');
+  if (existsSync(shared)) return shared;
+  const path = join(dir, 'trace.jsonl');
+  writeFileSync(
+    path,
+    makeSyntheticTrace({
+      seed: 1,
+      requests: 300,
+      ratePerS: 4,
+      roots: 20,
+      sharedBlocks: 6,
+      maxUniqueBlocks: 10,
+      outputTokens: 150,
+    }),
+  );
+  return path;
+}
+
+test('Mooncake traces: equal hash ids give equal tokens and keys; --rate-scale speeds up', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-sim-'));
+  try {
+    for (const path of [traceFile(dir), join(dir, 'small.jsonl')]) {
+      if (!existsSync(path)) {
+        writeFileSync(
+          path,
+          makeSyntheticTrace({
+            seed: 2,
+            requests: 200,
+            ratePerS: 4,
+            roots: 10,
+            sharedBlocks: 4,
+            maxUniqueBlocks: 6,
+            outputTokens: 100,
+          }),
+        );
+      }
+      const w = new TraceWorkload({ path, seed: 1, blockSize: 16, rateScale: 1 });
+      const xs = take(w, 400);
+      assert.ok(xs.length > 100);
+      const fast = take(new TraceWorkload({ path, seed: 1, blockSize: 16, rateScale: 2 }), 400);
+      assert.equal(fast.at(-1)!.atMs * 2, xs.at(-1)!.atMs);
+      // Find two records sharing their first hash id and check the shared tokens and keys.
+      const byFirst = new Map<number, Arrival>();
+      let checked = 0;
+      for (const x of xs) {
+        const m = w.materialize(x);
+        assert.equal(m.tokens.length, x.promptLength);
+        assert.deepEqual(m.blockKeys, computeBlockKeys(m.tokens, 16));
+        const prev = byFirst.get(x.hashIds![0]!);
+        if (
+          prev &&
+          prev.promptLength >= TRACE_BLOCK_TOKENS &&
+          x.promptLength >= TRACE_BLOCK_TOKENS
+        ) {
+          const pm = w.materialize(prev);
+          assert.deepEqual(pm.tokens.slice(0, 512), m.tokens.slice(0, 512));
+          assert.deepEqual(pm.blockKeys.slice(0, 32), m.blockKeys.slice(0, 32));
+          checked++;
+        }
+        byFirst.set(x.hashIds![0]!, x);
+        if (checked >= 5) break;
+      }
+      assert.ok(checked >= 1, 'some records share a first block');
+    }
+    const bad = join(dir, 'bad.jsonl');
+    writeFileSync(bad, '{"timestamp": 0}\n');
+    assert.throws(
+      () => take(new TraceWorkload({ path: bad, seed: 1, blockSize: 16, rateScale: 1 })),
+      /bad\.jsonl:1: expected/,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
