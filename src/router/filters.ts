@@ -2,7 +2,8 @@
  * Guards that run before any policy: a replica is eligible only when it is healthy, its last
  * report is fresh, and its KV usage is at or under the threshold (admitting above ~95 % forces
  * preemption). A replica that has not reported yet is judged on the router's ledger alone.
- * When guards leave nothing, the router fails open to the least loaded healthy replica.
+ * When guards leave nothing, the router fails open to the least loaded healthy replica, where
+ * load counts the prefill this request would add there (queued + uncached prompt tokens).
  */
 import type { Rng } from '../util/rng.ts';
 import { argMin } from './policies/pickBest.ts';
@@ -34,13 +35,14 @@ export function judge(replica: FilterInput, nowMs: number, limits: FilterThresho
 }
 
 /**
- * Fail-open choice among healthy replicas: fewest queued prompt tokens (ledger), then fewest
- * in-flight requests, then a seeded draw. Returns an index into the arrays.
+ * Fail-open choice among healthy replicas: least prefill work (queued prompt tokens from the
+ * ledger plus this request's uncached tokens there), then fewest in-flight requests, then a
+ * seeded draw. Returns an index into the arrays.
  */
 export function leastLoaded(
-  queuedPromptTokens: readonly number[],
+  prefillTokens: readonly number[],
   inFlight: readonly number[],
   rng: Rng,
 ): number {
-  return argMin(queuedPromptTokens, rng, inFlight);
+  return argMin(prefillTokens, rng, inFlight);
 }

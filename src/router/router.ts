@@ -212,9 +212,13 @@ export class Router {
     const considered = failedOpen ? healthy : eligible;
     let pick: Pick;
     if (failedOpen) {
+      // Least loaded counting the prefill this request would add there, so a fleet that is
+      // all over the KV threshold at saturation still keeps prompts on their warm replicas.
       const loads = considered.map((s) => this.#ledger.load(s.id));
       const at = leastLoaded(
-        loads.map((l) => l.queuedPromptTokens),
+        loads.map(
+          (l, i) => l.queuedPromptTokens + request.promptTokens - cached(considered[i]!.id),
+        ),
         loads.map((l) => l.prefillRequests + l.decodeRequests),
         this.#rng,
       );
