@@ -8,6 +8,13 @@ type CommandModule = { run(argv: string[]): Promise<number> };
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandModule> }> = {
   plan: { summary: 'capacity plan from the cost model', load: () => import('./plan.ts') },
+  sim: {
+    summary: 'fleet simulator: policies side by side, replica search',
+    load: () => import('./sim.ts'),
+  },
+  engine: { summary: 'simulated vLLM-compatible engine server', load: () => import('./engine.ts') },
+  serve: { summary: 'KV-aware OpenAI-compatible gateway', load: () => import('./serve.ts') },
+  bench: { summary: 'open-loop load generator for any endpoint', load: () => import('./bench.ts') },
 };
 
 function usage(): string {

@@ -1,0 +1,219 @@
+/**
+ * Live versus simulated: the same workload, engine options, replica count and policies, once
+ * through `simulate` and once through a live stack (engines + gateway) measured by the bench
+ * client. Live latencies are in workload ms (wall x speedup), so the two read alike.
+ *
+ * Alignment of the simulator with the live stack: the gateway learns engine state only by
+ * scraping /metrics every `scrapeMs` of wall time, so the simulator gets periodic reports
+ * (`reportMs = scrapeMs x speedup`) and no per-step ones (`staleMs` > 0); KV events over ZMQ
+ * on loopback arrive within a millisecond (`eventDelayMs` 0); both routers draw from seed 1
+ * (the gateway's default), so `random` picks the same replicas for the same arrivals.
+ */
+import { DEFAULT_SLO } from '../cli/sim.ts';
+import { type SimConfig, simulate } from '../sim/run.ts';
+import type { EngineOptions, PolicyResult } from '../sim/types.ts';
+import type { BenchWorkloadSpec } from './prompts.ts';
+import type { BenchResult } from './result.ts';
+import { runBench } from './run.ts';
+import { startStack } from './stack.ts';
+import { grid } from './table.ts';
+
+export interface CompareOptions {
+  workload: BenchWorkloadSpec;
+  seed: number;
+  durationS: number;
+  warmupS: number;
+  replicas: number;
+  policies: string[];
+  speedup: number;
+  engine: EngineOptions;
+  mode: 'process' | 'inprocess';
+  /** Gateway scrape interval, wall ms (the gateway's default is 100). */
+  scrapeMs?: number;
+  signal?: AbortSignal;
+  log?: (line: string) => void;
+}
+
+export interface CompareRow {
+  policy: string;
+  sim: PolicyResult;
+  live: BenchResult;
+}
+
+const DEFAULT_SCRAPE_MS = 100;
+
+export function simConfigFor(o: CompareOptions, policy: string): SimConfig {
+  const scrapeMs = o.scrapeMs ?? DEFAULT_SCRAPE_MS;
+  return {
+    workload: o.workload,
+    seed: o.seed,
+    durationMs: o.durationS * 1000,
+    warmupMs: o.warmupS * 1000,
+    replicas: o.replicas,
+    engine: o.engine,
+    router: { policy, index: 'events', queueSource: 'ledger' },
+    view: { staleMs: 1, reportMs: scrapeMs * o.speedup, eventDelayMs: 0 },
+    faults: [],
+    slo: { ...DEFAULT_SLO },
+  };
+}
+
+export async function compareLiveSim(o: CompareOptions): Promise<CompareRow[]> {
+  const log = o.log ?? (() => undefined);
+  const rows: CompareRow[] = [];
+  for (const policy of o.policies) {
+    if (o.signal?.aborted) break;
+    // Simulate first: it is synchronous and must not steal the event loop from live servers.
+    const sim = simulate(simConfigFor(o, policy));
+    log(`${policy}: simulated; starting ${o.replicas} engines + gateway (${o.mode})`);
+    const stack = await startStack({
+      replicas: o.replicas,
+      policy,
+      speedup: o.speedup,
+      engine: o.engine,
+      mode: o.mode,
+      ...(o.scrapeMs !== undefined && { scrapeMs: o.scrapeMs }),
+    });
+    let live: BenchResult;
+    try {
+      live = await runBench({
+        url: stack.url,
+        workload: o.workload,
+        seed: o.seed,
+        durationMs: o.durationS * 1000,
+        warmupMs: o.warmupS * 1000,
+        speedup: o.speedup,
+        concurrency: Number.POSITIVE_INFINITY,
+        model: null,
+        apiKey: null,
+        label: policy,
+        replicas: o.replicas,
+        ...(o.signal && { signal: o.signal }),
+        progress: true,
+      });
+    } finally {
+      await stack.close();
+    }
+    log(`${policy}: live run done in ${live.wallS.toFixed(1)} s wall`);
+    rows.push({ policy, sim, live });
+  }
+  return rows;
+}
+
+/**
+ * The bench client's own lateness is the canary for a CPU-starved machine: when sends leave
+ * late, so do the engines' steps and the gateway's forwarding.
+ */
+const STARVED_SHARE = 0.1;
+function starved(r: CompareRow): boolean {
+  return r.live.sendLagMs.p99 * r.live.speedup > STARVED_SHARE * r.sim.ttftMs.p50;
+}
+
+/** Relative difference of live from simulated (|live - sim| / sim). */
+export function relDiff(sim: number, live: number): number {
+  if (sim === 0) return live === 0 ? 0 : Number.POSITIVE_INFINITY;
+  return Math.abs(live - sim) / Math.abs(sim);
+}
+
+export interface Agreement {
+  ok: boolean;
+  /** Metric by metric, what missed the tolerance. */
+  misses: string[];
+  simRanking: string[];
+  liveRanking: string[];
+}
+
+/** Policies from best to worst by TTFT p99 (the SLO's metric), p50 breaking ties. */
+export function ranking(results: { policy: string; p50: number; p99: number }[]): string[] {
+  return [...results].sort((a, b) => a.p99 - b.p99 || a.p50 - b.p50).map((r) => r.policy);
+}
+
+export function agreement(rows: CompareRow[], tolerance = 0.15): Agreement {
+  const misses: string[] = [];
+  for (const r of rows) {
+    const check = (what: string, sim: number, live: number | null) => {
+      const d = live === null ? Number.POSITIVE_INFINITY : relDiff(sim, live);
+      if (!(d <= tolerance)) {
+        misses.push(`${r.policy} ${what}: sim ${sim.toFixed(3)} live ${live?.toFixed(3)}`);
+      }
+    };
+    check('TTFT p50', r.sim.ttftMs.p50, r.live.ttftMs.p50);
+    check('TTFT p99', r.sim.ttftMs.p99, r.live.ttftMs.p99);
+    check('hit rate', r.sim.hitRate, r.live.hitRate);
+    if (r.live.errors > 0) misses.push(`${r.policy}: ${r.live.errors} live errors`);
+  }
+  const simRanking = ranking(
+    rows.map((r) => ({ policy: r.policy, p50: r.sim.ttftMs.p50, p99: r.sim.ttftMs.p99 })),
+  );
+  const liveRanking = ranking(
+    rows.map((r) => ({ policy: r.policy, p50: r.live.ttftMs.p50, p99: r.live.ttftMs.p99 })),
+  );
+  if (simRanking.join() !== liveRanking.join()) {
+    misses.push(`ranking: sim ${simRanking.join(' < ')}, live ${liveRanking.join(' < ')}`);
+  }
+  return { ok: misses.length === 0, misses, simRanking, liveRanking };
+}
+
+export function formatCompare(rows: CompareRow[], tolerance = 0.15): string {
+  const ms = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : '–');
+  const pct = (v: number | null) =>
+    v !== null && Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : '–';
+  const diff = (sim: number, live: number | null) =>
+    live === null ? '–' : `${Math.round(relDiff(sim, live) * 100)}%`;
+  const table = grid(
+    [
+      'policy',
+      'TTFT p50 sim',
+      'live',
+      'diff',
+      'TTFT p99 sim',
+      'live',
+      'diff',
+      'hit sim',
+      'live',
+      'diff',
+      'TPOT p50 sim',
+      'live',
+      'done sim',
+      'live',
+      'errors',
+    ],
+    rows.map((r) => [
+      r.policy,
+      ms(r.sim.ttftMs.p50),
+      ms(r.live.ttftMs.p50),
+      diff(r.sim.ttftMs.p50, r.live.ttftMs.p50),
+      ms(r.sim.ttftMs.p99),
+      ms(r.live.ttftMs.p99),
+      diff(r.sim.ttftMs.p99, r.live.ttftMs.p99),
+      pct(r.sim.hitRate),
+      pct(r.live.hitRate),
+      diff(r.sim.hitRate, r.live.hitRate),
+      r.sim.tpotMs.p50.toFixed(1),
+      r.live.tpotMs.p50.toFixed(1),
+      String(r.sim.completed),
+      String(r.live.completed),
+      String(r.live.errors),
+    ]),
+  );
+  const a = agreement(rows, tolerance);
+  const lines = [
+    table,
+    '',
+    `ranking by TTFT p99: sim ${a.simRanking.join(' < ')}; live ${a.liveRanking.join(' < ')}`,
+    a.ok
+      ? `agreement: every TTFT p50/p99 and hit rate within ${tolerance * 100}%, same ranking`
+      : `agreement: MISSED (${tolerance * 100}%): ${a.misses.join('; ')}`,
+  ];
+  for (const r of rows) {
+    lines.push(
+      `${r.policy}: live send lag p99 ${r.live.sendLagMs.p99.toFixed(1)} ms wall, ${r.live.wallS.toFixed(0)} s wall`,
+    );
+    if (starved(r)) {
+      lines.push(
+        `  warning: the client itself ran late (send lag p99 x speedup > ${STARVED_SHARE * 100}% of TTFT p50): the machine was short of CPU, and the live latencies include that`,
+      );
+    }
+  }
+  return lines.join('\n');
+}

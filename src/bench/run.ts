@@ -1,0 +1,112 @@
+/**
+ * One bench run: a workload's arrivals with real prompts, sent open loop to an
+ * OpenAI-compatible endpoint, measured from the client, summarized like a simulator result.
+ */
+import { setMaxListeners } from 'node:events';
+import { Agent, request } from 'undici';
+import { Collector } from './collect.ts';
+import { ProgressLine } from './progress.ts';
+import { type BenchWorkloadSpec, makeBenchWorkload, promptStream } from './prompts.ts';
+import { type BenchResult, buildResult } from './result.ts';
+import { sendOpenLoop } from './sender.ts';
+
+export interface BenchOptions {
+  url: string;
+  workload: BenchWorkloadSpec;
+  seed: number;
+  /** Workload ms of arrivals; undefined: the whole trace, or until `requests`. */
+  durationMs: number | undefined;
+  /** Send at most this many requests. */
+  requests?: number;
+  warmupMs: number;
+  speedup: number;
+  concurrency: number;
+  model: string | null;
+  apiKey: string | null;
+  label: string | null;
+  replicas: number | null;
+  /** Stops the run early; what completed is still summarized. */
+  signal?: AbortSignal;
+  progress?: boolean;
+}
+
+export async function runBench(o: BenchOptions): Promise<BenchResult> {
+  const workload = makeBenchWorkload(o.workload, o.seed, o.durationMs);
+  const collector = new Collector(o.speedup, o.warmupMs);
+  const progress = new ProgressLine(collector, o.label ?? 'bench');
+  const dispatcher = new Agent({
+    headersTimeout: 0,
+    bodyTimeout: 0,
+    keepAliveTimeout: 30_000,
+    connect: { timeout: 10_000 },
+  });
+  const abort = new AbortController();
+  // Every in-flight request listens on the one signal.
+  setMaxListeners(Number.POSITIVE_INFINITY, abort.signal);
+  const onAbort = () => abort.abort();
+  o.signal?.addEventListener('abort', onAbort, { once: true });
+  if (o.signal?.aborted) abort.abort();
+  const model = o.model ?? (await discoverModel(o.url, o.apiKey, dispatcher));
+  if (o.progress) progress.start();
+  const wallStart = performance.now();
+  try {
+    const stats = await sendOpenLoop(promptStream(workload, o.requests), {
+      url: o.url,
+      model,
+      apiKey: o.apiKey,
+      dispatcher,
+      speedup: o.speedup,
+      concurrency: o.concurrency,
+      signal: abort.signal,
+      onSent: () => collector.onSent(),
+      onDone: (req, scheduledAt, outcome) => collector.onDone(req, scheduledAt, outcome),
+    });
+    const wallS = (performance.now() - wallStart) / 1000;
+    return buildResult(collector, {
+      policy: o.label,
+      replicas: o.replicas,
+      workload: workload.name,
+      durationS: (o.durationMs ?? Number.NaN) / 1000,
+      warmupS: o.warmupMs / 1000,
+      speedup: o.speedup,
+      wallS,
+      sendLagMs: stats.sendLagMs,
+    });
+  } finally {
+    progress.stop();
+    o.signal?.removeEventListener('abort', onAbort);
+    await dispatcher.close().catch(() => undefined);
+  }
+}
+
+/**
+ * The served model name from /v1/models, so bench works against any endpoint without
+ * --model; null (omit `model`) when the endpoint does not say.
+ */
+async function discoverModel(
+  url: string,
+  apiKey: string | null,
+  dispatcher: Agent,
+): Promise<string | null> {
+  try {
+    const res = await fetchJson(url, apiKey, dispatcher);
+    const id = (res as { data?: { id?: unknown }[] } | null)?.data?.[0]?.id;
+    return typeof id === 'string' ? id : null;
+  } catch {
+    return null;
+  }
+}
+
+async function fetchJson(url: string, apiKey: string | null, dispatcher: Agent): Promise<unknown> {
+  const res = await request(`${url}/v1/models`, {
+    dispatcher,
+    headers: apiKey === null ? {} : { authorization: `Bearer ${apiKey}` },
+    headersTimeout: 5_000,
+    bodyTimeout: 5_000,
+  });
+  if (res.statusCode !== 200) {
+    await res.body.dump();
+    return null;
+  }
+  return res.body.json();
+}

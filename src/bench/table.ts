@@ -1,0 +1,64 @@
+/** Plain-text summary of bench results (the simulator's columns a client can measure). */
+import type { BenchResult } from './result.ts';
+
+const n0 = (v: number): string =>
+  Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : '–';
+const n1 = (v: number): string => (Number.isFinite(v) ? v.toFixed(1) : '–');
+const pct = (v: number | null): string =>
+  v !== null && Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : '–';
+
+export function grid(head: string[], rows: string[][]): string {
+  const widths = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!)))
+      .join('  ');
+  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+export function formatBench(results: BenchResult[]): string {
+  const head = [
+    'policy',
+    'replicas',
+    'TTFT p50',
+    'p90',
+    'p99 ms',
+    'TPOT p50',
+    'p99 ms',
+    'ITL p99',
+    'E2E p50',
+    'hit rate',
+    'done',
+    'errors',
+  ];
+  const rows = results.map((r) => [
+    r.policy ?? '-',
+    r.replicas === null ? '-' : String(r.replicas),
+    n0(r.ttftMs.p50),
+    n0(r.ttftMs.p90),
+    n0(r.ttftMs.p99),
+    n1(r.tpotMs.p50),
+    n1(r.tpotMs.p99),
+    n1(r.itlMs.p99),
+    n0(r.e2eMs.p50),
+    pct(r.hitRate),
+    String(r.completed),
+    String(r.errors),
+  ]);
+  const lines = [grid(head, rows)];
+  for (const r of results) {
+    const who = r.policy ?? 'bench';
+    const kinds = Object.entries(r.errorsByKind);
+    if (kinds.length > 0)
+      lines.push(`${who}: errors ${kinds.map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    if (r.cancelled > 0) lines.push(`${who}: ${r.cancelled} cancelled in flight (interrupted)`);
+    if (r.promptMismatches > 0) {
+      lines.push(`${who}: ${r.promptMismatches} prompts counted differently by the server`);
+    }
+    const scale = r.speedup === 1 ? '' : `; latencies x ${r.speedup} (speedup) to workload ms`;
+    lines.push(
+      `${who}: ${r.arrived} sent in ${n1(r.wallS)} s wall, send lag p99 ${n1(r.sendLagMs.p99)} ms${scale}`,
+    );
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,186 @@
+/**
+ * `kvroute bench`: the load generator. Replays a simulator workload (same arrivals and lengths
+ * for the same seed) with real prompts against any OpenAI-compatible endpoint, streams every
+ * answer, and prints what the client measured with the keys and charts of `kvroute sim`.
+ */
+import { writeFileSync } from 'node:fs';
+import { runBench } from '../bench/run.ts';
+import { type BenchResult, resultsJson, toPolicyResult } from '../bench/result.ts';
+import { formatBench } from '../bench/table.ts';
+import type { BenchWorkloadSpec } from '../bench/prompts.ts';
+import { renderReport } from '../sim/report.ts';
+import { WORKLOAD_NAMES } from '../sim/workloads.ts';
+import { Flags, parseFlags, UsageError } from './args.ts';
+
+const FLAGS = {
+  url: { type: 'string' },
+  workload: { type: 'string' },
+  trace: { type: 'string' },
+  rate: { type: 'string' },
+  'rate-scale': { type: 'string' },
+  duration: { type: 'string' },
+  requests: { type: 'string' },
+  warmup: { type: 'string' },
+  concurrency: { type: 'string' },
+  seed: { type: 'string' },
+  speedup: { type: 'string' },
+  model: { type: 'string' },
+  'api-key': { type: 'string' },
+  label: { type: 'string' },
+  replicas: { type: 'string' },
+  json: { type: 'boolean' },
+  report: { type: 'string' },
+  quiet: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+const DEFAULT_DURATION_S = 60;
+
+const HELP = `usage: kvroute bench --url URL [flags]
+
+Open-loop load generator for any OpenAI-compatible endpoint (kvroute serve, kvroute engine,
+vLLM, SGLang). Sends the simulator's workload arrivals with real prompts to /v1/completions
+(stream, include_usage, ignore_eos, max_tokens = the workload's output length) and measures
+TTFT, TPOT, ITL, end to end, errors and the prefix-cache hit rate from the client.
+
+  --url URL             endpoint base URL (required), e.g. http://127.0.0.1:8080
+workload (as kvroute sim; the same --seed gives the same arrivals and lengths)
+  --workload NAME       ${WORKLOAD_NAMES.join(', ')} (default seed)
+  --trace FILE          Mooncake JSONL trace instead; text per 512-token hash id
+  --rate R              requests/s of a synthetic workload   --rate-scale X  trace speed-up
+  --duration S          workload seconds of arrivals (default ${DEFAULT_DURATION_S}; trace: whole trace)
+  --requests N          stop after N requests
+  --warmup S            arrivals before this are sent but not measured
+                        (default min(60, duration/10), as sim; 0 with --requests alone)
+  --seed N              workload seed (default 1, as sim)
+sending
+  --concurrency C       requests in flight at most (default unbounded: open loop)
+  --speedup X           the engines' --speedup: arrivals are sent X times faster and measured
+                        latencies multiplied by X, so they read in workload ms like sim's
+  --model NAME          "model" sent (default: the first of GET /v1/models, else omitted)
+  --api-key KEY         sent as Authorization: Bearer KEY
+output
+  --label NAME          result's "policy" (default null)   --replicas N  result's "replicas"
+  --json                {"results": [...]} with sim's keys
+  --report FILE.html    the simulator's HTML report for this run
+  --quiet               no progress line
+Errors and dropped connections are counted, not fatal. Ctrl-C prints the summary so far.
+`;
+
+export interface ParsedBench {
+  url: string;
+  workload: BenchWorkloadSpec;
+  seed: number;
+  durationMs: number | undefined;
+  requests: number | undefined;
+  warmupMs: number;
+  speedup: number;
+  concurrency: number;
+  model: string | null;
+  apiKey: string | null;
+  label: string | null;
+  replicas: number | null;
+  json: boolean;
+  reportPath: string | undefined;
+  quiet: boolean;
+}
+
+export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
+  const flags = new Flags(parseFlags(argv, FLAGS));
+  if (flags.bool('help')) return 'help';
+  const url = flags.string('url');
+  if (url === undefined)
+    throw new UsageError('--url is required, e.g. --url http://127.0.0.1:8080');
+  if (!/^https?:\/\/[^/]+/.test(url))
+    throw new UsageError(`--url must be http(s)://HOST:PORT, got '${url}'`);
+  const tracePath = flags.string('trace');
+  if (tracePath !== undefined && flags.has('workload')) {
+    throw new UsageError('--trace and --workload are exclusive; give one');
+  }
+  if (tracePath === undefined && flags.has('rate-scale')) {
+    throw new UsageError('--rate-scale applies to --trace; use --rate for a synthetic workload');
+  }
+  if (tracePath !== undefined && flags.has('rate')) {
+    throw new UsageError('--rate applies to synthetic workloads; use --rate-scale with --trace');
+  }
+  const ratePerS = flags.positive('rate');
+  const workload: BenchWorkloadSpec =
+    tracePath !== undefined
+      ? { kind: 'trace', path: tracePath, rateScale: flags.positive('rate-scale') ?? 1 }
+      : {
+          kind: 'synthetic',
+          name: flags.oneOf('workload', WORKLOAD_NAMES) ?? 'seed',
+          ...(ratePerS !== undefined && { ratePerS }),
+        };
+  const requests = flags.positive('requests', true);
+  const durationS =
+    flags.positive('duration') ??
+    (tracePath !== undefined || requests !== undefined ? undefined : DEFAULT_DURATION_S);
+  const warmupS =
+    flags.number('warmup', { min: 0 }) ??
+    (durationS === undefined ? 0 : Math.min(60, durationS / 10));
+  return {
+    url: url.replace(/\/+$/, ''),
+    workload,
+    seed: flags.number('seed', { min: 0, integer: true }) ?? 1,
+    durationMs: durationS === undefined ? undefined : durationS * 1000,
+    requests,
+    warmupMs: warmupS * 1000,
+    speedup: flags.positive('speedup') ?? 1,
+    concurrency: flags.positive('concurrency', true) ?? Number.POSITIVE_INFINITY,
+    model: flags.string('model') ?? null,
+    apiKey: flags.string('api-key') ?? null,
+    label: flags.string('label') ?? null,
+    replicas: flags.positive('replicas', true) ?? null,
+    json: flags.bool('json'),
+    reportPath: flags.string('report'),
+    quiet: flags.bool('quiet'),
+  };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const parsed = parseBenchFlags(argv);
+  if (parsed === 'help') {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  // Ctrl-C: stop sending, cancel what is in flight, print what was measured.
+  const interrupt = new AbortController();
+  const onSigint = () => interrupt.abort();
+  process.once('SIGINT', onSigint);
+  let result: BenchResult;
+  try {
+    result = await runBench({
+      ...parsed,
+      ...(parsed.requests !== undefined && { requests: parsed.requests }),
+      signal: interrupt.signal,
+      progress: !parsed.quiet && !parsed.json,
+    });
+  } finally {
+    process.off('SIGINT', onSigint);
+  }
+  writeOutputs([result], parsed, `kvroute bench ${argv.join(' ')}`);
+  return interrupt.signal.aborted ? 130 : 0;
+}
+
+export function writeOutputs(
+  results: BenchResult[],
+  o: { json: boolean; reportPath: string | undefined },
+  command: string,
+): void {
+  if (o.reportPath !== undefined) {
+    writeFileSync(
+      o.reportPath,
+      renderReport(results.map(toPolicyResult), [], {
+        title: `kvroute bench: ${results[0]?.workload ?? ''}`,
+        command,
+      }),
+    );
+  }
+  if (o.json) {
+    process.stdout.write(`${resultsJson(results)}\n`);
+    return;
+  }
+  process.stdout.write(`${formatBench(results)}\n`);
+  if (o.reportPath !== undefined) process.stdout.write(`\nreport: ${o.reportPath}\n`);
+}
