@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { type BlockKey, computeBlockKeys } from '../kv/blockKey.ts';
-import type { ChatTurn } from '../tokenizer/index.ts';
+import { parseChatMessages } from '../tokenizer/chatMessages.ts';
 import { GatewayError } from './errors.ts';
 import type { PromptTokenizer } from './tokenize.ts';
 
@@ -94,7 +94,7 @@ export function parseRequest(endpoint: Endpoint, raw: Buffer, ctx: ParseContext)
   const tokens =
     endpoint === 'completions'
       ? promptTokens(body.prompt, ctx.tokenizer)
-      : ctx.tokenizer.encodeChat(parseMessages(body.messages));
+      : ctx.tokenizer.encodeChat(parseChatMessages(body.messages, bad));
 
   // A tenant's salt always applies, so no request can reach another tenant's entries; a request
   // salt then subdivides within the tenant. The engine must see the same salt to key the same.
@@ -143,37 +143,6 @@ function promptTokens(raw: unknown, tokenizer: PromptTokenizer): number[] {
 
 function isTokenIds(v: unknown): v is number[] {
   return Array.isArray(v) && v.length > 0 && v.every((t) => typeof t === 'number');
-}
-
-function parseMessages(raw: unknown): ChatTurn[] {
-  if (raw === undefined || raw === null) throw bad("'messages' is required", 'messages');
-  if (!Array.isArray(raw) || raw.length === 0)
-    throw bad("'messages' must be a non-empty list", 'messages');
-  return raw.map((m, i) => {
-    if (typeof m !== 'object' || m === null)
-      throw bad(`messages[${i}] must be an object`, 'messages');
-    const { role, content } = m as { role?: unknown; content?: unknown };
-    if (typeof role !== 'string' || role.length === 0) {
-      throw bad(`messages[${i}].role must be a non-empty string`, 'messages');
-    }
-    return { role, content: contentText(content, i) };
-  });
-}
-
-/** String content, or text parts joined (what the engine renders); other parts are refused. */
-function contentText(raw: unknown, i: number): string {
-  if (raw === undefined || raw === null) return '';
-  if (typeof raw === 'string') return raw;
-  if (Array.isArray(raw)) {
-    return raw
-      .map((part, j) => {
-        const p = part as { type?: unknown; text?: unknown } | null;
-        if (p && p.type === 'text' && typeof p.text === 'string') return p.text;
-        throw bad(`messages[${i}].content[${j}] must be a text part`, 'messages');
-      })
-      .join('');
-  }
-  throw bad(`messages[${i}].content must be a string or a list of text parts`, 'messages');
 }
 
 function optString(body: Record<string, unknown>, field: string): string | null {

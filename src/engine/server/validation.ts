@@ -5,6 +5,7 @@
  * engine never samples an end-of-sequence token, so every request generates exactly max_tokens.
  */
 import type { ChatTurn } from '../../tokenizer/chatTemplate.ts';
+import { parseChatMessages } from '../../tokenizer/chatMessages.ts';
 import { ApiError } from './errors.ts';
 
 /** OpenAI's documented default for /v1/completions. */
@@ -97,36 +98,6 @@ function parsePrompt(raw: unknown, vocabSize: number): PromptInput {
   throw bad("'prompt' must be a string or a list of token ids", 'prompt');
 }
 
-function parseContent(raw: unknown, i: number): string {
-  if (raw === undefined || raw === null) return '';
-  if (typeof raw === 'string') return raw;
-  if (Array.isArray(raw)) {
-    return raw
-      .map((part, j) => {
-        const p = part as { type?: unknown; text?: unknown } | null;
-        if (p && p.type === 'text' && typeof p.text === 'string') return p.text;
-        throw bad(`messages[${i}].content[${j}] must be a text part`, 'messages');
-      })
-      .join('');
-  }
-  throw bad(`messages[${i}].content must be a string or a list of text parts`, 'messages');
-}
-
-function parseMessages(raw: unknown): ChatTurn[] {
-  if (!Array.isArray(raw) || raw.length === 0) {
-    throw bad("'messages' must be a non-empty list", 'messages');
-  }
-  return raw.map((m, i) => {
-    if (typeof m !== 'object' || m === null)
-      throw bad(`messages[${i}] must be an object`, 'messages');
-    const { role, content } = m as { role?: unknown; content?: unknown };
-    if (typeof role !== 'string' || role.length === 0) {
-      throw bad(`messages[${i}].role must be a non-empty string`, 'messages');
-    }
-    return { role, content: parseContent(content, i) };
-  });
-}
-
 /** Fields both endpoints share. */
 function parseCommon(body: Body, defaultMaxTokens: number, maxTokensField: string) {
   const maxTokens = optInt(body, maxTokensField) ?? defaultMaxTokens;
@@ -170,7 +141,7 @@ export function parseChatBody(raw: unknown): GenerationRequest {
   // max_completion_tokens is the newer name; max_tokens is still accepted (vLLM does both).
   const field = body.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens';
   const common = parseCommon(body, DEFAULT_CHAT_MAX_TOKENS, field);
-  return { kind: 'chat', prompt: null, messages: parseMessages(body.messages), ...common };
+  return { kind: 'chat', prompt: null, messages: parseChatMessages(body.messages, bad), ...common };
 }
 
 /** vLLM's context check: prompt plus max_tokens must fit the model's context window. */
@@ -197,7 +168,7 @@ export function parseTokenizeBody(raw: unknown): TokenizeRequest {
   const body = asObject(raw);
   const addGenerationPrompt = optBool(body, 'add_generation_prompt') ?? true;
   if (body.messages !== undefined) {
-    return { prompt: null, messages: parseMessages(body.messages), addGenerationPrompt };
+    return { prompt: null, messages: parseChatMessages(body.messages, bad), addGenerationPrompt };
   }
   const prompt = optString(body, 'prompt');
   if (prompt === null) throw bad("'prompt' or 'messages' is required", 'prompt');
