@@ -4,7 +4,7 @@
  * answer, and prints what the client measured with the keys and charts of `kvroute sim`.
  */
 import { writeFileSync } from 'node:fs';
-import { runBench } from '../bench/run.ts';
+import { type BenchOptions, runBench } from '../bench/run.ts';
 import { type BenchResult, resultsJson, toPolicyResult } from '../bench/result.ts';
 import { formatBench } from '../bench/table.ts';
 import type { BenchWorkloadSpec } from '../bench/prompts.ts';
@@ -67,19 +67,9 @@ output
 Errors and dropped connections are counted, not fatal. Ctrl-C prints the summary so far.
 `;
 
-export interface ParsedBench {
-  url: string;
-  workload: BenchWorkloadSpec;
-  seed: number;
-  durationMs: number | undefined;
+/** The run's options plus what only the CLI needs (output format, report file). */
+export interface ParsedBench extends Omit<BenchOptions, 'requests' | 'signal' | 'progress'> {
   requests: number | undefined;
-  warmupMs: number;
-  speedup: number;
-  concurrency: number;
-  model: string | null;
-  apiKey: string | null;
-  label: string | null;
-  replicas: number | null;
   json: boolean;
   reportPath: string | undefined;
   quiet: boolean;
