@@ -5,6 +5,7 @@
  */
 import type { GatewayConfig } from '../src/gateway/config.ts';
 import { defaultConfig } from '../src/gateway/config.ts';
+import { backendOf } from '../src/gateway/fleet.ts';
 import { type GatewayHandle, startGateway } from '../src/gateway/gateway.ts';
 import { type EngineServerOptions, startEngineServer } from '../src/engine/server/server.ts';
 import type { EngineServerHandle } from '../src/engine/server/server.ts';
@@ -53,13 +54,7 @@ export function configFor(
   return {
     ...defaultConfig(),
     port: 0,
-    backends: engines.map((e) => ({
-      url: e.url,
-      events: e.eventsEndpoint,
-      replay: e.replayEndpoint,
-      model: e.servedModelName,
-      apiKey: null,
-    })),
+    backends: engines.map(backendOf),
     ...overrides,
   };
 }

@@ -45,15 +45,20 @@ export async function startEmbeddedFleet(options: EmbeddedFleetOptions): Promise
   }
   return {
     engines,
-    backends: engines.map((e) => ({
-      url: e.url,
-      events: e.eventsEndpoint,
-      replay: e.replayEndpoint,
-      model: e.servedModelName,
-      apiKey: null,
-    })),
+    backends: engines.map(backendOf),
     async close() {
       await Promise.allSettled(engines.map((e) => e.close()));
     },
+  };
+}
+
+/** The backend entry that points the gateway at an engine server (events, replay and model). */
+export function backendOf(engine: EngineServerHandle): BackendConfig {
+  return {
+    url: engine.url,
+    events: engine.eventsEndpoint,
+    replay: engine.replayEndpoint,
+    model: engine.servedModelName,
+    apiKey: null,
   };
 }
