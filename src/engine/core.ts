@@ -72,8 +72,8 @@ export class EngineCore {
       priority: req.priority ?? 0,
       arrivalMs: req.arrivalMs,
       ...(this.#pool.cachingEnabled && {
-        tokenIds: tokens,
-        blockKeys: computeBlockKeys(tokens, this.#pool.blockSize, scope),
+        tokenIds: compactTokens(tokens),
+        blockKeys: req.blockKeys ?? computeBlockKeys(tokens, this.#pool.blockSize, scope),
         cacheSalt: req.cacheSalt,
         loraName: req.loraName,
       }),
@@ -151,4 +151,20 @@ export class EngineCore {
   cachedBlockKeys(): BlockKey[] {
     return this.#pool.cachedKeys();
   }
+}
+
+/**
+ * The prompt's token ids as an Int32Array copy when every id is an int32 (the usual case), else
+ * as given. A request holds its ids until it finishes; a typed copy keeps them off the JS heap,
+ * so long-lived prompts do not get copied by every young-generation collection.
+ */
+function compactTokens(tokens: readonly number[]): ArrayLike<number> {
+  const out = new Int32Array(tokens.length);
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    // -0 would come back as 0: keep such a prompt as given.
+    if ((t | 0) !== t || (t === 0 && 1 / t < 0)) return tokens;
+    out[i] = t;
+  }
+  return out;
 }

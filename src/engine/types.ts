@@ -40,6 +40,11 @@ export interface EngineRequest {
   priority?: number;
   /** The driver's clock at arrival; used only for ordering and ageing, never read as time. */
   arrivalMs: number;
+  /**
+   * Must equal computeBlockKeys(promptTokens, blockSize, scope); the simulator passes them to
+   * avoid hashing twice.
+   */
+  blockKeys?: readonly number[];
 }
 
 export interface TokenEmitted {

@@ -2,16 +2,17 @@
  * Block key -> block id, an open-addressing hash table over typed arrays. Keys are 53-bit numbers
  * that a JS Map hashes slowly (they are heap doubles, not small integers); this table probes
  * from a Fibonacci hash of their low 32 bits. Linear probing with backward-shift deletion (no
- * tombstones), kept at most a quarter full so probe runs stay short: it never holds more than
- * the pool's block count.
+ * tombstones), kept at most half full so probe runs stay short: it never holds more than the
+ * pool's block count. A slot's key and block sit side by side in one Float64Array, so a
+ * lookup (cold on a large pool) touches one cache line, not two.
  */
 import type { BlockKey } from './blockKey.ts';
 
 const EMPTY = -1;
 
 export class BlockKeyTable {
-  readonly #keys: Float64Array;
-  readonly #values: Int32Array;
+  /** Slot i holds its key at 2i and its block at 2i + 1; EMPTY keys mark free slots. */
+  readonly #slots: Float64Array;
   /** Each slot's home slot, kept so probing never re-derives it from a double. */
   readonly #homes: Int32Array;
   readonly #mask: number;
@@ -20,9 +21,8 @@ export class BlockKeyTable {
 
   constructor(maxEntries: number) {
     let capacity = 16;
-    while (capacity < maxEntries * 4) capacity *= 2;
-    this.#keys = new Float64Array(capacity).fill(EMPTY);
-    this.#values = new Int32Array(capacity);
+    while (capacity < maxEntries * 2) capacity *= 2;
+    this.#slots = new Float64Array(capacity * 2).fill(EMPTY);
     this.#homes = new Int32Array(capacity);
     this.#mask = capacity - 1;
     this.#shift = 32 - Math.log2(capacity);
@@ -35,7 +35,7 @@ export class BlockKeyTable {
   /** The block holding `key`, or -1. */
   get(key: BlockKey): number {
     const slot = this.#find(key);
-    return slot === -1 ? -1 : this.#values[slot]!;
+    return slot === -1 ? -1 : this.#slots[2 * slot + 1]!;
   }
 
   has(key: BlockKey): boolean {
@@ -44,49 +44,56 @@ export class BlockKeyTable {
 
   /** Adds `key` (which must be absent) -> `block`. */
   add(key: BlockKey, block: number): void {
-    const keys = this.#keys;
+    if (!this.addIfAbsent(key, block)) throw new Error(`key ${key} is already in the table`);
+  }
+
+  /** Adds `key` -> `block` unless `key` is present (then changes nothing); true when added. */
+  addIfAbsent(key: BlockKey, block: number): boolean {
+    const slots = this.#slots;
     const home = this.#home(key);
     let i = home;
-    while (keys[i] !== EMPTY) {
-      if (keys[i] === key) throw new Error(`key ${key} is already in the table`);
+    while (slots[2 * i] !== EMPTY) {
+      if (slots[2 * i] === key) return false;
       i = (i + 1) & this.#mask;
     }
-    keys[i] = key;
-    this.#values[i] = block;
+    slots[2 * i] = key;
+    slots[2 * i + 1] = block;
     this.#homes[i] = home;
     this.#size++;
+    return true;
   }
 
   delete(key: BlockKey): boolean {
     let hole = this.#find(key);
     if (hole === -1) return false;
-    const keys = this.#keys;
+    const slots = this.#slots;
     const homes = this.#homes;
     const mask = this.#mask;
     // Shift later entries of the probe run back into the hole while their home allows it.
-    for (let j = (hole + 1) & mask; keys[j] !== EMPTY; j = (j + 1) & mask) {
+    for (let j = (hole + 1) & mask; slots[2 * j] !== EMPTY; j = (j + 1) & mask) {
       const home = homes[j]!;
       const stays = hole <= j ? hole < home && home <= j : hole < home || home <= j;
       if (stays) continue;
-      keys[hole] = keys[j]!;
-      this.#values[hole] = this.#values[j]!;
+      slots[2 * hole] = slots[2 * j]!;
+      slots[2 * hole + 1] = slots[2 * j + 1]!;
       homes[hole] = home;
       hole = j;
     }
-    keys[hole] = EMPTY;
+    slots[2 * hole] = EMPTY;
     this.#size--;
     return true;
   }
 
   clear(): void {
-    this.#keys.fill(EMPTY);
+    this.#slots.fill(EMPTY);
     this.#size = 0;
   }
 
   /** Every key held, in table order. */
   keys(): BlockKey[] {
     const out: BlockKey[] = [];
-    for (const key of this.#keys) if (key !== EMPTY) out.push(key);
+    const slots = this.#slots;
+    for (let i = 0; i < slots.length; i += 2) if (slots[i] !== EMPTY) out.push(slots[i]!);
     return out;
   }
 
@@ -96,10 +103,10 @@ export class BlockKeyTable {
   }
 
   #find(key: BlockKey): number {
-    const keys = this.#keys;
+    const slots = this.#slots;
     let i = this.#home(key);
     for (;;) {
-      const k = keys[i]!;
+      const k = slots[2 * i]!;
       if (k === key) return i;
       if (k === EMPTY) return -1;
       i = (i + 1) & this.#mask;

@@ -187,10 +187,9 @@ export class BlockPool {
     for (let b = fromBlock; b < toBlock; b++) {
       const key = keys[b]!;
       const block = blockIds[b]!;
-      const stored = this.#keys[block] === NO_KEY && !this.#blockByKey.has(key);
+      const stored = this.#keys[block] === NO_KEY && this.#blockByKey.addIfAbsent(key, block);
       if (stored) {
         this.#keys[block] = key;
-        this.#blockByKey.add(key, block);
         if (runStart === -1) runStart = b;
       } else if (runStart !== -1) {
         this.#recordStored(keys, runStart, b, tokenIds, scope);
@@ -228,7 +227,7 @@ export class BlockPool {
     const to = toBlock * this.blockSize;
     const tokens = Array.isArray(tokenIds)
       ? (tokenIds as number[]).slice(from, to)
-      : Array.prototype.slice.call(tokenIds, from, to);
+      : copyRange(tokenIds, from, to);
     this.#events.push({
       type: 'BlockStored',
       blockKeys: keys.slice(fromBlock, toBlock),
@@ -239,4 +238,11 @@ export class BlockPool {
       cacheSalt: scope.cacheSalt ?? null,
     });
   }
+}
+
+/** `source[from, to)` as a plain array (a typed array's own slice would stay typed). */
+function copyRange(source: ArrayLike<number>, from: number, to: number): number[] {
+  const out = new Array<number>(to - from);
+  for (let i = from; i < to; i++) out[i - from] = source[i]!;
+  return out;
 }

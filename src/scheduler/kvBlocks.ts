@@ -12,7 +12,9 @@ export const blocksFor = (tokens: number, blockSize: number): number =>
  */
 export function takeBlocks(pool: BlockPool, seq: Seq, hit: PrefixMatch, freshBlocks: number): void {
   pool.acquire(hit.blockIds);
-  for (const block of hit.blockIds) seq.blockIds.push(block);
+  // An admitted request holds no blocks yet: one copy beats hundreds of growing pushes.
+  if (seq.blockIds.length === 0) seq.blockIds = hit.blockIds.slice();
+  else for (const block of hit.blockIds) seq.blockIds.push(block);
   if (!pool.tryAllocate(freshBlocks, seq.blockIds)) {
     throw new Error(`pool had fewer than ${freshBlocks} free blocks after the room check`);
   }

@@ -127,7 +127,17 @@ export class Scheduler {
   }
 
   counters(): SchedulerCounters {
-    return { running: this.#running.length, waiting: this.#waiting.size, ...this.#counters };
+    // Named fields rather than a spread: the fleet reads these after every step.
+    const c = this.#counters;
+    return {
+      running: this.#running.length,
+      waiting: this.#waiting.size,
+      prefixQueriesTokens: c.prefixQueriesTokens,
+      prefixHitsTokens: c.prefixHitsTokens,
+      preemptions: c.preemptions,
+      promptTokens: c.promptTokens,
+      generationTokens: c.generationTokens,
+    };
   }
 
   /** Prompt tokens served from the prefix cache at the request's (last) admission. */

@@ -84,7 +84,7 @@ export interface FleetOptions {
 interface Req {
   id: string;
   arrival: Arrival;
-  /** Kept until the first token, for re-routing after a failure. */
+  /** Kept until the first token, for re-routing after a failure (only when one can happen). */
   tokens: number[] | null;
   blockKeys: readonly BlockKey[] | null;
   replica: number;
@@ -187,6 +187,8 @@ export class Fleet {
   #tpotViolations = 0;
   #stoppedEarly = false;
   readonly #freshReports: boolean;
+  /** A kill can strand a request before its first token: only then is its prompt kept. */
+  readonly #keepPrompts: boolean;
 
   constructor(opts: FleetOptions) {
     this.#o = opts;
@@ -198,6 +200,7 @@ export class Fleet {
     this.#busy = new BusyTracker(opts.replicas, opts.durationMs * 3, opts.loadBucketMs);
     this.#owners = new OwnerTracker(opts.workload, opts.replicas);
     this.#freshReports = opts.view.staleMs === 0;
+    this.#keepPrompts = opts.faults.some((f) => f.kind === 'kill');
   }
 
   run(): FleetOutcome {
@@ -348,6 +351,8 @@ export class Fleet {
         promptTokens: req.tokens!,
         maxNewTokens: req.arrival.outputTokens,
         arrivalMs: req.arrival.atMs,
+        // The workload keys prompts with the engine's own chaining: no need to hash them twice.
+        blockKeys: req.blockKeys!,
       });
     } catch (err) {
       router.onFinished(req.id, nowMs);
@@ -356,6 +361,12 @@ export class Fleet {
       return;
     }
     req.replica = replica;
+    if (!this.#keepPrompts) {
+      // Nothing will re-route it: let the prompt go now rather than hold it until the first
+      // token, so it dies young instead of being copied by every garbage collection meanwhile.
+      req.tokens = null;
+      req.blockKeys = null;
+    }
     r.requests.set(req.id, req);
     req.uncachedTokens = decision.uncachedTokens;
     r.queuedPromptTokens += req.uncachedTokens;
