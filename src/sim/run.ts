@@ -46,8 +46,8 @@ export const DEFAULT_ENGINE: EngineOptions = {
   model: 'llama-3.3-70b',
   gpu: 'h200',
   tp: 2,
-  budgetTokens: 8192,
-  maxSeqs: 256,
+  budgetTokens: 2048,
+  maxSeqs: 64,
   kvPolicy: 'paged',
   blockSize: 16,
 };
