@@ -16,7 +16,7 @@ import type { BenchWorkloadSpec } from './prompts.ts';
 import type { BenchResult } from './result.ts';
 import { runBench } from './run.ts';
 import { startStack } from './stack.ts';
-import { grid } from './table.ts';
+import { grid, n0 as ms, pct } from '../util/textTable.ts';
 
 export interface CompareOptions {
   workload: BenchWorkloadSpec;
@@ -155,9 +155,6 @@ export function agreement(rows: CompareRow[], tolerance = 0.15): Agreement {
 }
 
 export function formatCompare(rows: CompareRow[], tolerance = 0.15): string {
-  const ms = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : '–');
-  const pct = (v: number | null) =>
-    v !== null && Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : '–';
   const diff = (sim: number, live: number | null) =>
     live === null ? '–' : `${Math.round(relDiff(sim, live) * 100)}%`;
   const table = grid(

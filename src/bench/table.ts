@@ -1,20 +1,6 @@
 /** Plain-text summary of bench results (the simulator's columns a client can measure). */
 import type { BenchResult } from './result.ts';
-
-const n0 = (v: number): string =>
-  Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : '–';
-const n1 = (v: number): string => (Number.isFinite(v) ? v.toFixed(1) : '–');
-const pct = (v: number | null): string =>
-  v !== null && Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : '–';
-
-export function grid(head: string[], rows: string[][]): string {
-  const widths = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!)))
-      .join('  ');
-  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
-}
+import { grid, n0, n1, pct } from '../util/textTable.ts';
 
 export function formatBench(results: BenchResult[]): string {
   const head = [

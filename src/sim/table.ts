@@ -1,19 +1,6 @@
 /** Plain-text rendering of simulation results for the terminal. */
 import type { PolicyResult, SearchResult } from './types.ts';
-
-const n0 = (v: number): string =>
-  Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : '–';
-const n1 = (v: number): string => (Number.isFinite(v) ? v.toFixed(1) : '–');
-const pct = (v: number): string => (Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : '–');
-
-function grid(head: string[], rows: string[][]): string {
-  const widths = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!)))
-      .join('  ');
-  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
-}
+import { grid, n0, n1, pct } from '../util/textTable.ts';
 
 export function formatResults(results: PolicyResult[]): string {
   const head = [
