@@ -4,8 +4,8 @@
  * time, the client's send lag). `toPolicyResult` fills the simulator-only fields with empty
  * values so the simulator's table and HTML report render bench results unchanged.
  */
-import { DEFAULT_SLO } from '../cli/sim.ts';
-import { type Percentiles, summarize } from '../sim/metrics.ts';
+import { DEFAULT_SLO } from '../sim/run.ts';
+import { cdfPoints, type Percentiles, summarize } from '../sim/metrics.ts';
 import type { PolicyResult } from '../sim/types.ts';
 import type { Collector } from './collect.ts';
 
@@ -49,8 +49,6 @@ export interface ResultMeta {
   sendLagMs: number[];
 }
 
-const CDF_POINTS = 200;
-
 export function buildResult(c: Collector, meta: ResultMeta): BenchResult {
   const s = c.samples;
   const tpot = s.map((v) => v.tpotMs).filter((v) => !Number.isNaN(v));
@@ -84,19 +82,8 @@ export function buildResult(c: Collector, meta: ResultMeta): BenchResult {
     wallS: meta.wallS,
     sendLagMs: summarize(meta.sendLagMs),
     promptMismatches: c.promptMismatches,
-    ttftCdf: cdf(s.map((v) => v.ttftMs)),
+    ttftCdf: cdfPoints(s.map((v) => v.ttftMs)),
   };
-}
-
-function cdf(values: number[]): [number, number][] {
-  const sorted = Float64Array.from(values).sort();
-  const n = sorted.length;
-  if (n === 0) return [];
-  const points: [number, number][] = [];
-  const step = Math.max(1, Math.floor(n / CDF_POINTS));
-  for (let i = 0; i < n; i += step) points.push([sorted[i]!, (i + 1) / n]);
-  points.push([sorted[n - 1]!, 1]);
-  return points;
 }
 
 /** JSON as `kvroute sim --json` writes it: `{"results": [...]}`, CDF left out. */

@@ -9,7 +9,13 @@ import { replicaSpecProblem } from '../model/cost.ts';
 import { makeReplicaSpec } from '../model/spec.ts';
 import { POLICY_NAMES } from '../router/registry.ts';
 import { renderReport } from '../sim/report.ts';
-import { DEFAULT_ENGINE, type SimConfig, simulate, type WorkloadSpec } from '../sim/run.ts';
+import {
+  DEFAULT_ENGINE,
+  DEFAULT_SLO,
+  type SimConfig,
+  simulate,
+  type WorkloadSpec,
+} from '../sim/run.ts';
 import { searchMinReplicas } from '../sim/search.ts';
 import { formatResults, formatSearch } from '../sim/table.ts';
 import type { FaultSpec, PolicyResult, SearchResult } from '../sim/types.ts';
@@ -51,14 +57,6 @@ const FLAGS = {
   quiet: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
-
-/**
- * SLO defaults, sized for the router seed: a cold 8,000-token prefill is 570 ms of compute and
- * a warm one 143 ms, so 1,500 ms at p99 leaves room for one cold prefill plus about a second of
- * queueing; TPOT p99 of 100 ms is three 33.5 ms decode steps, room for prefill chunks sharing
- * steps with decodes but not for a replica drowning in prefill.
- */
-export const DEFAULT_SLO = { ttftP99Ms: 1500, tpotP99Ms: 100 } as const;
 
 /** Replicas per workload when --replicas is not given (the seed's sizing with affinity). */
 const DEFAULT_REPLICAS: Record<WorkloadName | 'trace', number> = {

@@ -221,3 +221,15 @@ export class RequestLog {
     return prompt > 0 ? cached / prompt : 0;
   }
 }
+
+/** Up to `points` (value, cumulative fraction) pairs of the empirical CDF, for charts. */
+export function cdfPoints(values: number[], points = 200): [number, number][] {
+  const sorted = Float64Array.from(values).sort();
+  const n = sorted.length;
+  if (n === 0) return [];
+  const out: [number, number][] = [];
+  const step = Math.max(1, Math.floor(n / points));
+  for (let i = 0; i < n; i += step) out.push([sorted[i]!, (i + 1) / n]);
+  out.push([sorted[n - 1]!, 1]);
+  return out;
+}

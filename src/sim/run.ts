@@ -42,6 +42,14 @@ export interface SimConfig {
   instrument?: { engine?: (e: SimEngine) => SimEngine; router?: (r: SimRouter) => SimRouter };
 }
 
+/**
+ * SLO defaults, sized for the router seed: a cold 8,000-token prefill is 570 ms of compute and
+ * a warm one 143 ms, so 1,500 ms at p99 leaves room for one cold prefill plus about a second of
+ * queueing; TPOT p99 of 100 ms is three 33.5 ms decode steps, room for prefill chunks sharing
+ * steps with decodes but not for a replica drowning in prefill.
+ */
+export const DEFAULT_SLO = { ttftP99Ms: 1500, tpotP99Ms: 100 } as const;
+
 export const DEFAULT_ENGINE: EngineOptions = {
   model: 'llama-3.3-70b',
   gpu: 'h200',

@@ -1,11 +1,10 @@
 /** Turns a fleet run's raw log into the plain-data PolicyResult the CLI, report and search use. */
 import type { FleetOutcome } from './fleet.ts';
-import { percentile, summarize } from './metrics.ts';
+import { cdfPoints, percentile, summarize } from './metrics.ts';
 import type { FaultImpact, PolicyResult, SloTargets } from './types.ts';
 
 /** Window either side of a fault for the before / after comparison. */
 const FAULT_WINDOW_MS = 60_000;
-const CDF_POINTS = 200;
 
 export interface SummaryInput {
   policy: string;
@@ -72,7 +71,7 @@ export function summarizeRun(input: SummaryInput, out: FleetOutcome): PolicyResu
       meanAll: out.owners.meanSeries,
     },
     load: { bucketMs: out.busy.bucketMs, perReplica: out.busy.loadSeries(wallMs) },
-    ttftCdf: cdf(ttft),
+    ttftCdf: cdfPoints(ttft),
     faults: out.faultLog.map((f) => faultImpact(out, f)),
     slo: input.slo,
     sloMet,
@@ -110,17 +109,6 @@ function perCustomer(out: FleetOutcome): PolicyResult['customers']['perCustomerT
     max: worst[1],
     worst: worst[0],
   };
-}
-
-function cdf(values: number[]): [number, number][] {
-  const sorted = Float64Array.from(values).sort();
-  const n = sorted.length;
-  if (n === 0) return [];
-  const points: [number, number][] = [];
-  const step = Math.max(1, Math.floor(n / CDF_POINTS));
-  for (let i = 0; i < n; i += step) points.push([sorted[i]!, (i + 1) / n]);
-  points.push([sorted[n - 1]!, 1]);
-  return points;
 }
 
 /** What the dead replica's customers saw: TTFT before, on their first request after, later. */
