@@ -184,8 +184,8 @@ function summaryTable(results: PolicyResult[]): string {
       fmt(r.ttftMs.p50),
       fmt(r.ttftMs.p99),
       fmt(r.tpotMs.p99, 1),
-      `${(r.hitRate * 100).toFixed(1)} %`,
-      `${(r.utilization.mean * 100).toFixed(0)} %`,
+      percent(r.hitRate, 1),
+      percent(r.utilization.mean, 0),
       String(r.completed),
       String(r.errors),
       r.sloMet ? 'met' : 'missed',
@@ -195,6 +195,10 @@ function summaryTable(results: PolicyResult[]): string {
   );
   return `<table><tr>${head.map((h) => `<th>${h}</th>`).join('')}</tr>${rows.map((r) => `<tr>${r}</tr>`).join('')}</table>`;
 }
+
+/** A 0..1 fraction as a percentage; '–' when not measured. */
+const percent = (v: number, digits: number): string =>
+  Number.isFinite(v) ? `${(v * 100).toFixed(digits)} %` : '–';
 
 export function renderReport(
   results: PolicyResult[],
@@ -234,8 +238,10 @@ export function renderReport(
       }),
     );
   }
-  sections.push('<h2>Per-replica load over time</h2>');
-  for (const r of results) {
+  // A live bench run measures no per-replica load: leave the section out rather than draw blanks.
+  const withLoad = results.filter((r) => r.load.perReplica.some((row) => row.length > 0));
+  if (withLoad.length > 0) sections.push('<h2>Per-replica load over time</h2>');
+  for (const r of withLoad) {
     sections.push(
       heatmap(`${r.policy} (${r.replicas} replicas)`, r.load.perReplica, r.load.bucketMs),
     );
