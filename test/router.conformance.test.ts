@@ -2,23 +2,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { computeBlockKeys } from '../src/kv/blockKey.ts';
-import { POLICY_NAMES, type RouteRequest, Router, RouterError } from '../src/router/index.ts';
+import { POLICY_NAMES, Router, RouterError } from '../src/router/index.ts';
+import { BLOCK, request, tokens as tokenStream } from './support/routing.ts';
 
-const BLOCK = 16;
-
-function request(id: string, tokens: number[]): RouteRequest {
-  return {
-    id,
-    blockKeys: computeBlockKeys(tokens, BLOCK),
-    promptTokens: tokens.length,
-    blockSize: BLOCK,
-  };
-}
-
-function tokens(seed: number, count: number): number[] {
-  return Array.from({ length: count }, (_, i) => (seed * 7919 + i * 104_729) % 50_000);
-}
+const tokens = (seed: number, count: number): number[] => tokenStream(seed, count, 0, 50000);
 
 const names = (n: number): string[] => Array.from({ length: n }, (_, i) => `r${i}`);
 

@@ -1,46 +1,12 @@
 /** The seed's cost rule, the ledger behind it, and the guards in front of it. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { computeBlockKeys } from '../src/kv/blockKey.ts';
-import type { KvEvent } from '../src/kv/events.ts';
-import {
-  makePolicy,
-  type PickInput,
-  type ReplicaView,
-  type RouteRequest,
-  Router,
-} from '../src/router/index.ts';
+import { makePolicy, type PickInput, type ReplicaView, Router } from '../src/router/index.ts';
 import { Rng } from '../src/util/rng.ts';
+import { BLOCK, request, stored, tokens } from './support/routing.ts';
 
-const BLOCK = 16;
 const SHARED = 6_000;
 const UNIQUE = 2_000;
-
-function tokens(seed: number, count: number): number[] {
-  return Array.from({ length: count }, (_, i) => (seed * 7919 + i * 104_729 + 3) % 70_000);
-}
-
-function request(id: string, toks: number[]): RouteRequest {
-  return {
-    id,
-    blockKeys: computeBlockKeys(toks, BLOCK),
-    promptTokens: toks.length,
-    blockSize: BLOCK,
-  };
-}
-
-function stored(toks: number[]): KvEvent {
-  const keys = computeBlockKeys(toks, BLOCK);
-  return {
-    type: 'BlockStored',
-    blockKeys: keys,
-    parentKey: null,
-    tokenIds: toks.slice(0, keys.length * BLOCK),
-    blockSize: BLOCK,
-    loraName: null,
-    cacheSalt: null,
-  };
-}
 
 const shared = tokens(1, SHARED);
 const hot = (i: number): number[] => shared.concat(tokens(100 + i, UNIQUE));

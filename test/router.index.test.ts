@@ -12,38 +12,19 @@ import {
   makePrefixIndex,
   matchPrefix,
   type RouteDecision,
-  type RouteRequest,
   Router,
   replicaMask,
 } from '../src/router/index.ts';
 import { SlotTable } from '../src/router/slotTable.ts';
+import {
+  BLOCK,
+  request,
+  stored as storedTokens,
+  tokens as tokenStream,
+} from './support/routing.ts';
 
-const BLOCK = 16;
-
-function tokens(seed: number, count: number): number[] {
-  return Array.from({ length: count }, (_, i) => (seed * 7919 + i * 104_729 + 11) % 60_000);
-}
-
-function request(id: string, toks: number[]): RouteRequest {
-  return {
-    id,
-    blockKeys: computeBlockKeys(toks, BLOCK),
-    promptTokens: toks.length,
-    blockSize: BLOCK,
-  };
-}
-
-function stored(keys: number[], toks: number[]): KvEvent {
-  return {
-    type: 'BlockStored',
-    blockKeys: keys,
-    parentKey: null,
-    tokenIds: toks.slice(0, keys.length * BLOCK),
-    blockSize: BLOCK,
-    loraName: null,
-    cacheSalt: null,
-  };
-}
+const tokens = (seed: number, count: number): number[] => tokenStream(seed, count, 11, 60000);
+const stored = (keys: number[], toks: number[]): KvEvent => storedTokens(toks, keys);
 
 /** How each mode learns where a prompt's blocks are after a route. */
 const feeds: Record<IndexMode, (router: Router, d: RouteDecision, toks: number[]) => void> = {

@@ -1,7 +1,6 @@
 /** Each peer baseline pinned to its documented rule, on hand-built snapshots. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { computeBlockKeys } from '../src/kv/blockKey.ts';
 import {
   makePolicy,
   type PickInput,
@@ -11,21 +10,9 @@ import {
 } from '../src/router/index.ts';
 import { HashRing, prefixHash } from '../src/router/policies/hashRing.ts';
 import { Rng } from '../src/util/rng.ts';
+import { BLOCK, request, tokens as tokenStream } from './support/routing.ts';
 
-const BLOCK = 16;
-
-function tokens(seed: number, count: number): number[] {
-  return Array.from({ length: count }, (_, i) => (seed * 7919 + i * 104_729 + 5) % 80_000);
-}
-
-function request(id: string, toks: number[]): RouteRequest {
-  return {
-    id,
-    blockKeys: computeBlockKeys(toks, BLOCK),
-    promptTokens: toks.length,
-    blockSize: BLOCK,
-  };
-}
+const tokens = (seed: number, count: number): number[] => tokenStream(seed, count, 5, 80000);
 
 function view(id: number, fields: Partial<ReplicaView> = {}): ReplicaView {
   const v = {
