@@ -3,28 +3,11 @@ import { test } from 'node:test';
 import { UsageError } from '../src/cli/args.ts';
 import { parseSimFlags, run as runSimCli } from '../src/cli/sim.ts';
 import { renderReport } from '../src/sim/report.ts';
-import { DEFAULT_ENGINE, type SimConfig, simulate } from '../src/sim/run.ts';
+import { simulate } from '../src/sim/run.ts';
+import { smallSeedConfig } from './support/sim.ts';
 import type { PolicyResult } from '../src/sim/types.ts';
 
-/**
- * The seed's shape at a fifth of the rate on 5 replicas: the seed's load per replica and its
- * 200 prefixes (2.2 KV pools), long enough for each customer to come back a few times.
- */
-function small(overrides: Partial<SimConfig> = {}, policy = 'cost'): SimConfig {
-  return {
-    workload: { kind: 'synthetic', name: 'seed', ratePerS: 8 },
-    seed: 1,
-    durationMs: 120_000,
-    warmupMs: 40_000,
-    replicas: 5,
-    engine: DEFAULT_ENGINE,
-    router: { policy, index: 'events', queueSource: 'ledger' },
-    view: { staleMs: 0, reportMs: 100, eventDelayMs: 0 },
-    faults: [],
-    slo: { ttftP99Ms: 1500, tpotP99Ms: 100 },
-    ...overrides,
-  };
-}
+const small = smallSeedConfig;
 
 async function captureStdout(fn: () => Promise<number>): Promise<{ code: number; out: string }> {
   const chunks: string[] = [];

@@ -7,24 +7,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { DEFAULT_ENGINE, type SimConfig, simulate } from '../src/sim/run.ts';
+import { simulate } from '../src/sim/run.ts';
+import { smallSeedConfig } from './support/sim.ts';
 import { makeSyntheticTrace } from '../src/sim/trace.ts';
 
-function config(overrides: Partial<SimConfig>, policy = 'cost'): SimConfig {
-  return {
-    workload: { kind: 'synthetic', name: 'seed', ratePerS: 8 },
-    seed: 1,
-    durationMs: 120_000,
-    warmupMs: 40_000,
-    replicas: 5,
-    engine: DEFAULT_ENGINE,
-    router: { policy, index: 'events', queueSource: 'ledger' },
-    view: { staleMs: 0, reportMs: 100, eventDelayMs: 0 },
-    faults: [],
-    slo: { ttftP99Ms: 1500, tpotP99Ms: 100 },
-    ...overrides,
-  };
-}
+const config = smallSeedConfig;
 
 test('a 2 s stale view: the ledger holds TTFT p99, queue terms from reports herd', () => {
   const fresh = simulate(config({}));

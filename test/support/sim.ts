@@ -1,0 +1,21 @@
+import { DEFAULT_ENGINE, DEFAULT_SLO, type SimConfig } from '../../src/sim/run.ts';
+
+/**
+ * The seed's shape at a fifth of the rate on 5 replicas: the seed's load per replica and its
+ * 200 prefixes (2.2 KV pools), long enough for each customer to come back a few times.
+ */
+export function smallSeedConfig(overrides: Partial<SimConfig> = {}, policy = 'cost'): SimConfig {
+  return {
+    workload: { kind: 'synthetic', name: 'seed', ratePerS: 8 },
+    seed: 1,
+    durationMs: 120_000,
+    warmupMs: 40_000,
+    replicas: 5,
+    engine: DEFAULT_ENGINE,
+    router: { policy, index: 'events', queueSource: 'ledger' },
+    view: { staleMs: 0, reportMs: 100, eventDelayMs: 0 },
+    faults: [],
+    slo: { ...DEFAULT_SLO },
+    ...overrides,
+  };
+}
