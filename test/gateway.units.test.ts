@@ -140,6 +140,7 @@ describe('config and flags', () => {
       policy: { type: 'string' },
       backend: { type: 'string', multiple: true },
       'api-key': { type: 'string', multiple: true },
+      seed: { type: 'string' },
     } as const;
     const flags = new Flags(
       parseFlags(
@@ -152,6 +153,8 @@ describe('config and flags', () => {
           'http://127.0.0.1:1,events=tcp://127.0.0.1:2',
           '--api-key',
           'k=t',
+          '--seed',
+          '7',
         ],
         spec,
       ),
@@ -162,6 +165,7 @@ describe('config and flags', () => {
     assert.equal(merged.backends.length, 1);
     assert.equal(merged.backends[0]!.events, 'tcp://127.0.0.1:2');
     assert.deepEqual(merged.apiKeys, [{ key: 'k', tenant: 't' }]);
+    assert.equal(merged.seed, 7);
   });
 
   test('the example config at the repository root loads', () => {

@@ -34,6 +34,7 @@ const FLAGS = {
   'block-size': { type: 'string' },
   replicas: { type: 'string' },
   speedup: { type: 'string' },
+  seed: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -59,6 +60,7 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --block-size N        tokens per KV block, as the engines use (default 16)
   --replicas N          embedded fleet size (default ${DEFAULT_EMBEDDED_REPLICAS})
   --speedup F           embedded engines' modeled time / wall time (default 1)
+  --seed N              router seed: tie-breaks and the random policy (default 1, as sim)
 `;
 
 /** Flags over the config file over the defaults. */
@@ -94,6 +96,7 @@ export function readServeConfig(flags: Flags): GatewayConfig {
   set('kvThreshold', flags.fraction('kv-threshold'));
   set('scrapeMs', flags.positive('scrape-ms'));
   set('blockSize', flags.positive('block-size', true));
+  set('seed', flags.number('seed', { min: 0, integer: true }));
   set('embeddedReplicas', flags.number('replicas', { min: 1, max: 64, integer: true }));
   const backends = flags.strings('backend');
   if (backends.length > 0)
