@@ -15,6 +15,7 @@ import { runBench } from '../src/bench/run.ts';
 import { parseBenchFlags } from '../src/cli/bench.ts';
 import type { EngineServerHandle } from '../src/engine/server/server.ts';
 import { startTestEngine, waitFor } from './engineServerHelpers.ts';
+import { RESULT_JSON_KEYS } from './support/sim.ts';
 
 const base = {
   workload: { kind: 'synthetic', name: 'groups', ratePerS: 20 } as const,
@@ -69,15 +70,7 @@ describe('bench against an engine it did not start', () => {
       assert.equal(out.code, 0, out.stderr);
       const json = JSON.parse(out.stdout) as { results: Record<string, unknown>[] };
       const r = json.results[0]!;
-      for (const key of [
-        'policy',
-        'replicas',
-        'ttftMs',
-        'tpotMs',
-        'hitRate',
-        'completed',
-        'errors',
-      ]) {
+      for (const key of RESULT_JSON_KEYS) {
         assert.ok(key in r, `missing ${key}`);
       }
       assert.deepEqual(Object.keys(r.ttftMs as object).slice(0, 3), ['p50', 'p90', 'p99']);

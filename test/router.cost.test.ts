@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { makePolicy, type PickInput, type ReplicaView, Router } from '../src/router/index.ts';
 import { Rng } from '../src/util/rng.ts';
-import { BLOCK, request, stored, tokens } from './support/routing.ts';
+import { BLOCK, replicaView, request, stored, tokens } from './support/routing.ts';
 
 const SHARED = 6_000;
 const UNIQUE = 2_000;
@@ -14,24 +14,8 @@ const hot = (i: number): number[] => shared.concat(tokens(100 + i, UNIQUE));
 describe('cost = queued prompt tokens + uncached prompt tokens', () => {
   test('the owner keeps the prefix while its extra queue is under 6,000 tokens, not at 6,000', () => {
     const policy = makePolicy('cost');
-    const view = (id: number, queued: number, cachedTokens: number): ReplicaView => ({
-      id,
-      name: `r${id}`,
-      cachedBlocks: cachedTokens / BLOCK,
-      cachedTokens,
-      queuedPromptTokens: queued,
-      prefillRequests: 0,
-      decodeRequests: 0,
-      inFlight: 0,
-      activePrefillBlocks: 0,
-      activeDecodeBlocks: 0,
-      kvUsage: 0,
-      running: 0,
-      waiting: 0,
-      reportedQueuedPromptTokens: undefined,
-      reportedAtMs: undefined,
-      indexedBlocks: 0,
-    });
+    const view = (id: number, queued: number, cachedTokens: number): ReplicaView =>
+      replicaView(id, { queuedPromptTokens: queued, cachedBlocks: cachedTokens / BLOCK });
     const pick = (ownerExtra: number, coldQueue = 1_000): number => {
       const input: PickInput = {
         request: { id: 'q', blockKeys: [], promptTokens: SHARED + UNIQUE, blockSize: BLOCK },

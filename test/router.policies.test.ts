@@ -10,32 +10,9 @@ import {
 } from '../src/router/index.ts';
 import { HashRing, prefixHash } from '../src/router/policies/hashRing.ts';
 import { Rng } from '../src/util/rng.ts';
-import { BLOCK, request, tokens as tokenStream } from './support/routing.ts';
+import { replicaView as view, request, tokens as tokenStream } from './support/routing.ts';
 
 const tokens = (seed: number, count: number): number[] => tokenStream(seed, count, 5, 80000);
-
-function view(id: number, fields: Partial<ReplicaView> = {}): ReplicaView {
-  const v = {
-    id,
-    name: `r${id}`,
-    cachedBlocks: 0,
-    cachedTokens: 0,
-    queuedPromptTokens: 0,
-    prefillRequests: 0,
-    decodeRequests: 0,
-    inFlight: 0,
-    activePrefillBlocks: 0,
-    activeDecodeBlocks: 0,
-    kvUsage: 0,
-    running: 0,
-    waiting: 0,
-    reportedQueuedPromptTokens: undefined,
-    reportedAtMs: undefined,
-    indexedBlocks: 0,
-    ...fields,
-  };
-  return { ...v, cachedTokens: v.cachedBlocks * BLOCK };
-}
 
 function input(candidates: ReplicaView[], req: RouteRequest, seed = 1): PickInput {
   return {

@@ -4,7 +4,7 @@ import { UsageError } from '../src/cli/args.ts';
 import { parseSimFlags, run as runSimCli } from '../src/cli/sim.ts';
 import { renderReport } from '../src/sim/report.ts';
 import { simulate } from '../src/sim/run.ts';
-import { smallSeedConfig } from './support/sim.ts';
+import { RESULT_JSON_KEYS, smallSeedConfig } from './support/sim.ts';
 import type { PolicyResult } from '../src/sim/types.ts';
 
 const small = smallSeedConfig;
@@ -49,15 +49,7 @@ test('same seed, same output, byte for byte', async () => {
     ['cost', 'random'],
   );
   for (const r of parsed.results) {
-    for (const key of [
-      'policy',
-      'replicas',
-      'ttftMs',
-      'tpotMs',
-      'hitRate',
-      'completed',
-      'errors',
-    ]) {
+    for (const key of RESULT_JSON_KEYS) {
       assert.ok(key in r, key);
     }
     assert.deepEqual(Object.keys(r.ttftMs as object).slice(0, 3), ['p50', 'p90', 'p99']);

@@ -1,31 +1,14 @@
 /** Plain-text summary of bench results (the simulator's columns a client can measure). */
 import type { BenchResult } from './result.ts';
+import { LATENCY_HEAD, latencyCells } from '../sim/table.ts';
 import { grid, n0, n1, pct } from '../util/textTable.ts';
 
 export function formatBench(results: BenchResult[]): string {
-  const head = [
-    'policy',
-    'replicas',
-    'TTFT p50',
-    'p90',
-    'p99 ms',
-    'TPOT p50',
-    'p99 ms',
-    'ITL p99',
-    'E2E p50',
-    'hit rate',
-    'done',
-    'errors',
-  ];
+  const head = ['policy', 'replicas', ...LATENCY_HEAD, 'E2E p50', 'hit rate', 'done', 'errors'];
   const rows = results.map((r) => [
     r.policy ?? '-',
     r.replicas === null ? '-' : String(r.replicas),
-    n0(r.ttftMs.p50),
-    n0(r.ttftMs.p90),
-    n0(r.ttftMs.p99),
-    n1(r.tpotMs.p50),
-    n1(r.tpotMs.p99),
-    n1(r.itlMs.p99),
+    ...latencyCells(r),
     n0(r.e2eMs.p50),
     pct(r.hitRate),
     String(r.completed),

@@ -2,31 +2,26 @@
 import type { PolicyResult, SearchResult } from './types.ts';
 import { grid, n0, n1, pct } from '../util/textTable.ts';
 
-export function formatResults(results: PolicyResult[]): string {
-  const head = [
-    'policy',
-    'replicas',
-    'TTFT p50',
-    'p90',
-    'p99 ms',
-    'TPOT p50',
-    'p99 ms',
-    'ITL p99',
-    'hit rate',
-    'util',
-    'done',
-    'errors',
-    'SLO',
-  ];
-  const rows = results.map((r) => [
-    r.policy,
-    String(r.replicas),
+/** The latency columns sim and bench print alike. */
+export const LATENCY_HEAD = ['TTFT p50', 'p90', 'p99 ms', 'TPOT p50', 'p99 ms', 'ITL p99'];
+
+export function latencyCells(r: Pick<PolicyResult, 'ttftMs' | 'tpotMs' | 'itlMs'>): string[] {
+  return [
     n0(r.ttftMs.p50),
     n0(r.ttftMs.p90),
     n0(r.ttftMs.p99),
     n1(r.tpotMs.p50),
     n1(r.tpotMs.p99),
     n1(r.itlMs.p99),
+  ];
+}
+
+export function formatResults(results: PolicyResult[]): string {
+  const head = ['policy', 'replicas', ...LATENCY_HEAD, 'hit rate', 'util', 'done', 'errors', 'SLO'];
+  const rows = results.map((r) => [
+    r.policy,
+    String(r.replicas),
+    ...latencyCells(r),
     pct(r.hitRate),
     pct(r.utilization.mean),
     String(r.completed),

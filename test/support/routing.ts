@@ -1,7 +1,7 @@
 /** Requests and KV events built from deterministic token ids, shared by the router tests. */
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
 import type { KvEvent } from '../../src/kv/events.ts';
-import type { RouteRequest } from '../../src/router/index.ts';
+import type { ReplicaView, RouteRequest } from '../../src/router/index.ts';
 
 export const BLOCK = 16;
 
@@ -30,4 +30,28 @@ export function stored(toks: number[], keys = computeBlockKeys(toks, BLOCK)): Kv
     loraName: null,
     cacheSalt: null,
   };
+}
+
+/** A policy's view of replica `id`: idle, empty cache, unless `fields` say otherwise. */
+export function replicaView(id: number, fields: Partial<ReplicaView> = {}): ReplicaView {
+  const v = {
+    id,
+    name: `r${id}`,
+    cachedBlocks: 0,
+    cachedTokens: 0,
+    queuedPromptTokens: 0,
+    prefillRequests: 0,
+    decodeRequests: 0,
+    inFlight: 0,
+    activePrefillBlocks: 0,
+    activeDecodeBlocks: 0,
+    kvUsage: 0,
+    running: 0,
+    waiting: 0,
+    reportedQueuedPromptTokens: undefined,
+    reportedAtMs: undefined,
+    indexedBlocks: 0,
+    ...fields,
+  };
+  return { ...v, cachedTokens: v.cachedBlocks * BLOCK };
 }

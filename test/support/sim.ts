@@ -19,3 +19,14 @@ export function smallSeedConfig(overrides: Partial<SimConfig> = {}, policy = 'co
     ...overrides,
   };
 }
+
+/** The result keys `kvroute sim --json` and `kvroute bench --json` promise to scripts. */
+export const RESULT_JSON_KEYS = [
+  'policy',
+  'replicas',
+  'ttftMs',
+  'tpotMs',
+  'hitRate',
+  'completed',
+  'errors',
+] as const;
