@@ -58,3 +58,41 @@ test('wire hashes are 64-bit, injective and mostly above 2^53', () => {
   assert.ok(wire.filter((w) => w > 1n << 53n).length > 900);
   assert.equal(new Set(keys).size, keys.length);
 });
+
+test('keys spread: no collisions over random blocks, one-token edits or reorderings', () => {
+  let seed = 7;
+  const next = (n: number): number => {
+    seed = (Math.imul(seed, 1103515245) + 12345) | 0;
+    return (seed >>> 8) % n;
+  };
+  const keys = new Set<number>();
+  for (let n = 0; n < 200_000; n++) {
+    const block = Array.from({ length: 16 }, () => next(128_000));
+    keys.add(extendBlockKey(n % 2 === 0 ? null : n * 7919, block));
+  }
+  assert.equal(keys.size, 200_000);
+
+  // Every block that differs from `base` in one token, or by swapping two tokens, gets its own
+  // key (lanes take every fourth token, so this also covers edits within one lane).
+  const base = Array.from({ length: 16 }, () => next(1_000));
+  const edits = new Map<string, number>();
+  for (let p = 0; p < 16; p++) {
+    for (let v = 0; v < 300; v++) {
+      const block = [...base];
+      block[p] = v;
+      edits.set(block.join(), extendBlockKey(null, block));
+    }
+    for (let q = p + 1; q < 16; q++) {
+      const block = [...base];
+      [block[p], block[q]] = [block[q]!, block[p]!];
+      edits.set(block.join(), extendBlockKey(null, block));
+    }
+  }
+  assert.equal(new Set(edits.values()).size, edits.size);
+});
+
+test('block length is part of the key', () => {
+  const zeros = (n: number): number[] => new Array<number>(n).fill(0);
+  const keys = [1, 2, 3, 4, 5, 15, 16, 17, 32].map((n) => extendBlockKey(null, zeros(n)));
+  assert.equal(new Set(keys).size, keys.length);
+});

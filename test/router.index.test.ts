@@ -70,14 +70,7 @@ for (const mode of ['events', 'approx'] as const) {
       index.clearReplica(1);
       assert.equal(index.blockCount(1), 0);
       const out = new Int32Array(3);
-      matchPrefix(
-        index.blocks,
-        null,
-        keys,
-        replicaMask([0, 1, 2], index.blocks.bits.words),
-        0,
-        out,
-      );
+      matchPrefix(index.blocks, null, keys, replicaMask([0, 1, 2], index.blocks.words), 0, out);
       assert.deepEqual([...out], [0, 0, 0]);
     });
 
@@ -220,7 +213,7 @@ describe('the index table', () => {
           for (const [r, b] of holdings) if (r < replicas) index.add(keys[b]!, r);
           const out = new Int32Array(replicas).fill(-1);
           const ids = Array.from({ length: replicas }, (_, i) => i);
-          matchPrefix(index, null, keys, replicaMask(ids, index.bits.words), 0, out);
+          matchPrefix(index, null, keys, replicaMask(ids, index.words), 0, out);
           for (const r of ids) {
             let expected = 0;
             while (expected < keys.length && index.has(keys[expected]!, r)) expected++;
@@ -239,7 +232,7 @@ describe('the index table', () => {
     index.add(123, 129);
     assert.ok(index.has(123, 1));
     assert.ok(index.has(123, 129));
-    assert.equal(index.bits.words, 6);
+    assert.equal(index.words, 6);
     index.clearReplica(1);
     assert.ok(!index.has(123, 1));
     assert.ok(index.has(123, 129));

@@ -1,6 +1,6 @@
 /**
- * Block keys: a chained 64-bit hash of (parent key, the block's token ids), computed as two
- * 32-bit lanes with Math.imul so no BigInt is touched on the hot path. A key is kept as a JS
+ * Block keys: a chained 64-bit hash of (parent key, the block's token ids), computed in 32-bit
+ * words with Math.imul so no BigInt is touched on the hot path. A key is kept as a JS
  * number holding the top 53 bits of the hash (an exact Map key); `toWireHash` widens it to the
  * unsigned 64-bit integer vLLM publishes. `cache_salt` and a LoRA name seed the first block only,
  * so salted prompts never share a block with unsalted ones.
@@ -8,7 +8,7 @@
 export type BlockKey = number;
 
 const TWO_POW_32 = 4294967296;
-/** Seed lanes of the chain's root (no parent, no salt). */
+/** The words a chain's first block takes as its parent (no salt, no LoRA). */
 const ROOT_HI = 0x5bd1e995;
 const ROOT_LO = 0x27d4eb2f;
 
@@ -31,8 +31,8 @@ export interface KeyScope {
   loraName?: string | undefined;
 }
 
-/** The lanes a chain starts from: root, or root folded with salt and LoRA name. */
-function rootLanes(scope: KeyScope | undefined): [number, number] {
+/** The first block's parent words: the root, or the root folded with salt and LoRA name. */
+function rootParent(scope: KeyScope | undefined): [number, number] {
   let hi = ROOT_HI;
   let lo = ROOT_LO;
   if (scope?.cacheSalt) {
@@ -46,28 +46,74 @@ function rootLanes(scope: KeyScope | undefined): [number, number] {
   return [hi, lo];
 }
 
-/** Hash lanes carried from one block to the next (module scratch: no allocation per block). */
-let laneHi = 0;
-let laneLo = 0;
+/** Token lanes start from constants, not from the parent, so they need not wait for it. */
+const SEED_A = 0x2545f491;
+const SEED_B = 0x61c88647;
+const SEED_C = 0x3c6ef372;
+const SEED_D = 0x7f4a7c15;
+const M_A = 0x85ebca6b | 0;
+const M_B = 0xcc9e2d51 | 0;
+const M_C = 0x1b873593;
+const M_D = 0xe6546b65 | 0;
 
-/** Folds tokens[start, end) into the lanes and returns the block's key. */
-function mixBlock(tokens: ArrayLike<number>, start: number, end: number): BlockKey {
-  let hi = laneHi;
-  let lo = laneLo;
-  for (let i = start; i < end; i++) {
-    const t = tokens[i]! | 0;
-    hi = Math.imul(hi ^ t, 0x85ebca6b);
-    hi = (hi << 13) | (hi >>> 19);
-    lo = Math.imul(lo ^ t, 0xcc9e2d51);
-    // `| 0` keeps the sum a 32-bit integer so the loop stays on V8's integer fast path.
-    lo = (((lo << 17) | (lo >>> 15)) + hi) | 0;
+/** What `foldTokens` leaves: two words of the block's tokens and length (no allocation). */
+const folded = new Int32Array(2);
+
+/**
+ * Folds tokens[start, end) into `folded`, independently of the parent. Token j of the block goes
+ * into lane j % 4: four multiply chains the CPU runs side by side, where a single chain through
+ * every token would wait on each multiply in turn.
+ */
+function foldTokens(tokens: ArrayLike<number>, start: number, end: number): void {
+  let a = SEED_A;
+  let b = SEED_B;
+  let c = SEED_C;
+  let d = SEED_D;
+  let i = start;
+  // Math.imul and the shifts keep every lane a 32-bit integer, on V8's integer fast path.
+  for (; i + 4 <= end; i += 4) {
+    a = Math.imul(a ^ tokens[i]!, M_A);
+    a = (a << 13) | (a >>> 19);
+    b = Math.imul(b ^ tokens[i + 1]!, M_B);
+    b = (b << 13) | (b >>> 19);
+    c = Math.imul(c ^ tokens[i + 2]!, M_C);
+    c = (c << 13) | (c >>> 19);
+    d = Math.imul(d ^ tokens[i + 3]!, M_D);
+    d = (d << 13) | (d >>> 19);
   }
-  hi = fmix32(hi ^ (end - start));
-  lo = fmix32(lo ^ hi);
-  // Chain from exactly what the key holds, so a key alone can be extended (extendBlockKey).
-  laneHi = hi >>> 11;
-  laneLo = lo;
-  return laneHi * TWO_POW_32 + (lo >>> 0);
+  if (i < end) a = Math.imul(a ^ tokens[i]!, M_A);
+  if (i + 1 < end) b = Math.imul(b ^ tokens[i + 1]!, M_B);
+  if (i + 2 < end) c = Math.imul(c ^ tokens[i + 2]!, M_C);
+  // Each pair of lanes through a multiply, so that no two lanes cancel alike.
+  folded[0] = a + Math.imul(c, 0x9e3779b1);
+  folded[1] = (b + Math.imul(d, 0x7feb352d)) ^ (end - start);
+}
+
+/**
+ * Keys of `blocks` consecutive blocks of `blockSize` tokens from tokens[0] into out[0..blocks),
+ * chained from the parent words (hi, lo). Only this short finalizer depends on the parent, so
+ * the CPU folds a block's tokens while it still finalizes the parent; the parent words stay in
+ * locals (through memory or a call, they would lengthen that chain).
+ */
+function chainKeys(
+  tokens: ArrayLike<number>,
+  blockSize: number,
+  blocks: number,
+  hi: number,
+  lo: number,
+  out: BlockKey[],
+): void {
+  for (let b = 0; b < blocks; b++) {
+    foldTokens(tokens, b * blockSize, (b + 1) * blockSize);
+    // (u + v, u + 2v) is a bijection of (u, v); fmix32 then mixes each word.
+    const u = folded[0]! ^ hi;
+    const v = folded[1]! ^ lo;
+    const x = (u + v) | 0;
+    // Keep exactly what the key holds, so a key alone can be extended (extendBlockKey).
+    hi = fmix32(x) >>> 11;
+    lo = fmix32((x + v) ^ 0x2c1b3c6d);
+    out[b] = hi * TWO_POW_32 + (lo >>> 0);
+  }
 }
 
 /**
@@ -82,10 +128,13 @@ export function computeBlockKeys(
 ): BlockKey[] {
   const blocks = Math.min(Math.floor(tokens.length / blockSize), limitBlocks);
   const keys = new Array<BlockKey>(blocks);
-  [laneHi, laneLo] = rootLanes(scope);
-  for (let b = 0; b < blocks; b++) keys[b] = mixBlock(tokens, b * blockSize, (b + 1) * blockSize);
+  const [hi, lo] = rootParent(scope);
+  chainKeys(tokens, blockSize, blocks, hi, lo, keys);
   return keys;
 }
+
+/** extendBlockKey's output (no allocation per call). */
+const oneKey: BlockKey[] = [0];
 
 /** Key of one block given its parent's key (null for the first block) and its token ids. */
 export function extendBlockKey(
@@ -93,12 +142,20 @@ export function extendBlockKey(
   blockTokens: ArrayLike<number>,
   scope?: KeyScope,
 ): BlockKey {
-  if (parent === null) [laneHi, laneLo] = rootLanes(scope);
-  else {
-    laneHi = Math.floor(parent / TWO_POW_32);
-    laneLo = parent | 0;
+  if (parent === null) {
+    const [hi, lo] = rootParent(scope);
+    chainKeys(blockTokens, blockTokens.length, 1, hi, lo, oneKey);
+  } else {
+    chainKeys(
+      blockTokens,
+      blockTokens.length,
+      1,
+      Math.floor(parent / TWO_POW_32),
+      parent | 0,
+      oneKey,
+    );
   }
-  return mixBlock(blockTokens, 0, blockTokens.length);
+  return oneKey[0]!;
 }
 
 /**

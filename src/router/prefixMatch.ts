@@ -3,19 +3,19 @@
  * a bitset of replicas still matching is ANDed with each block's holders (indexed, or predicted
  * by the overlay and unexpired) and the walk stops as soon as it empties. A replica drops out at
  * the first block it lacks, so its match is a true prefix, as the engine's prefix cache reuses.
- * Keys are looked up CHUNK_BLOCKS at a time before their bits are read, so the probes (cache
- * misses on a large index) overlap instead of queueing behind the bit arithmetic.
+ * A chain's blocks sit in consecutive arena entries (BlockIndex), so each block is looked for
+ * right after the previous one first and the key table is probed only where the chain breaks.
+ * The overlay's predictions are gathered as the walk meets their first keys, and read only for
+ * a block that some replica still matching lacks in the index: elsewhere they change nothing.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { BlockIndex } from './blockIndex.ts';
 import type { RouteOverlay } from './overlay.ts';
 
-const CHUNK_BLOCKS = 32;
-
 /**
  * Writes into `outBlocks[r]` the matched prefix length in blocks of every replica r whose bit is
  * set in `alive` (which the walk consumes); other entries are left as they are. `alive` has
- * `index.bits.words` words; the overlay, when given, must be as wide.
+ * `index.words` words.
  */
 export function matchPrefix(
   index: BlockIndex,
@@ -25,44 +25,36 @@ export function matchPrefix(
   nowMs: number,
   outBlocks: Int32Array,
 ): void {
-  const words = index.bits.words;
-  const table = index.bits.table;
-  const i32 = table.i32;
-  const stride = table.strideF64;
-  const useOverlay = overlay !== null && overlay.size > 0;
-  const ovTable = overlay?.bits.table;
-  const slots = new Int32Array(CHUNK_BLOCKS);
-  const ovBits = new Int32Array(CHUNK_BLOCKS);
+  const words = index.words;
+  const { keys: entryKeys, holders, length } = index.arena;
+  const predicted = overlay !== null && overlay.pending > 0 ? overlay.walk() : null;
+  const ovHeld = new Int32Array(words);
   const n = keys.length;
-  for (let start = 0; start < n; start += CHUNK_BLOCKS) {
-    const end = Math.min(n, start + CHUNK_BLOCKS);
-    for (let i = start; i < end; i++) slots[i - start] = table.find(keys[i]!);
-    if (useOverlay && ovTable) {
-      const ovStride = ovTable.strideF64;
-      for (let i = start; i < end; i++) {
-        const slot = ovTable.find(keys[i]!);
-        // i32 offset of the live prediction bitset, or -1.
-        ovBits[i - start] =
-          slot >= 0 && ovTable.f64[slot * ovStride + 1]! > nowMs ? (slot * ovStride + 2) * 2 : -1;
-      }
+  let at = -1;
+  for (let i = 0; i < n; i++) {
+    const key = keys[i]!;
+    at = at >= 0 && at + 1 < length && entryKeys[at + 1] === key ? at + 1 : index.locate(key);
+    predicted?.enter(key, i);
+    const base = at * words;
+    let lacking = 0;
+    for (let w = 0; w < words; w++) lacking |= alive[w]! & ~(at >= 0 ? holders[base + w]! : 0);
+    if (lacking === 0) continue;
+    if (predicted !== null) {
+      ovHeld.fill(0);
+      predicted.orPredicted(key, i, nowMs, ovHeld);
     }
-    for (let i = start; i < end; i++) {
-      const slot = slots[i - start]!;
-      const ov = useOverlay ? ovBits[i - start]! : -1;
-      const base = slot >= 0 ? (slot * stride + 1) * 2 : -1;
-      let any = 0;
-      for (let w = 0; w < words; w++) {
-        const was = alive[w]!;
-        if (was === 0) continue;
-        let held = base >= 0 ? i32[base + w]! : 0;
-        if (ov >= 0) held |= ovTable!.i32[ov + w]!;
-        const keep = was & held;
-        if (keep !== was) dropAll(was & ~keep, w, i, outBlocks);
-        alive[w] = keep;
-        any |= keep;
-      }
-      if (any === 0) return;
+    let any = 0;
+    for (let w = 0; w < words; w++) {
+      const was = alive[w]!;
+      if (was === 0) continue;
+      let held = at >= 0 ? holders[base + w]! : 0;
+      if (predicted !== null) held |= ovHeld[w]!;
+      const keep = was & held;
+      if (keep !== was) dropAll(was & ~keep, w, i, outBlocks);
+      alive[w] = keep;
+      any |= keep;
     }
+    if (any === 0) return;
   }
   for (let w = 0; w < words; w++) dropAll(alive[w]!, w, n, outBlocks);
 }

@@ -129,10 +129,7 @@ export class Router {
       expectedKeys: options.expectedKeys,
     });
     const ttlMs = options.overlayTtlMs ?? DEFAULT_OVERLAY_TTL_MS;
-    this.#overlay =
-      this.indexMode === 'events' && ttlMs > 0
-        ? new RouteOverlay(options.replicas.length, ttlMs)
-        : null;
+    this.#overlay = this.indexMode === 'events' && ttlMs > 0 ? new RouteOverlay(ttlMs) : null;
     for (const name of options.replicas) this.addReplica(name);
   }
 
@@ -163,7 +160,6 @@ export class Router {
     });
     this.#byName.set(name, id);
     this.#index.ensureReplicas(id + 1);
-    this.#overlay?.ensureReplicas(id + 1);
     this.#ledger.ensureReplicas(id + 1);
     this.#matched = new Int32Array(id + 1);
     this.#fleetChanged();
@@ -202,7 +198,7 @@ export class Router {
     const matched = this.#matched;
     const alive = replicaMask(
       healthy.map((s) => s.id),
-      this.#index.blocks.bits.words,
+      this.#index.blocks.words,
     );
     matchPrefix(this.#index.blocks, this.#overlay, request.blockKeys, alive, nowMs, matched);
     const cached = (id: number): number =>

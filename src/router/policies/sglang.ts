@@ -61,7 +61,7 @@ export class SglangPolicy implements Policy {
     const matched = new Int32Array(input.fleet.length);
     const alive = replicaMask(
       candidates.map((c) => c.id),
-      this.#tree.blocks.bits.words,
+      this.#tree.blocks.words,
     );
     matchPrefix(this.#tree.blocks, null, request.blockKeys, alive, input.nowMs, matched);
     const rates = candidates.map((c) => matched[c.id]! / blocks);
