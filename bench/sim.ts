@@ -7,7 +7,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { SimEngine, SimRouter } from '../src/sim/fleet.ts';
-import { DEFAULT_ENGINE, simulate } from '../src/sim/run.ts';
+import { DEFAULT_ENGINE, DEFAULT_SLO, simulate } from '../src/sim/run.ts';
 
 const { values } = parseArgs({
   options: {
@@ -62,7 +62,7 @@ const result = simulate({
   router: { policy: values.policy ?? 'cost', index: 'events', queueSource: 'ledger' },
   view: { staleMs: 0, reportMs: 100, eventDelayMs: 0 },
   faults: [],
-  slo: { ttftP99Ms: 1500, tpotP99Ms: 100 },
+  slo: { ...DEFAULT_SLO },
   ...(split && { instrument }),
 });
 const wallMs = performance.now() - t0;

@@ -154,11 +154,12 @@ export class EngineCore {
 }
 
 /**
- * The prompt's token ids as an Int32Array copy when every id is an int32 (the usual case), else
- * as given. A request holds its ids until it finishes; a typed copy keeps them off the JS heap,
+ * The prompt's token ids as an Int32Array: given one, kept as is; else a copy when every id is
+ * an int32 (the usual case), else the array as given. A request holds its ids until it finishes; a typed copy keeps them off the JS heap,
  * so long-lived prompts do not get copied by every young-generation collection.
  */
-function compactTokens(tokens: readonly number[]): ArrayLike<number> {
+function compactTokens(tokens: readonly number[] | Int32Array): ArrayLike<number> {
+  if (tokens instanceof Int32Array) return tokens;
   const out = new Int32Array(tokens.length);
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i]!;

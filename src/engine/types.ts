@@ -31,7 +31,8 @@ export interface EngineConfig {
 
 export interface EngineRequest {
   id: string;
-  promptTokens: readonly number[];
+  /** An Int32Array is kept as given (no copy): the caller must not change it afterwards. */
+  promptTokens: readonly number[] | Int32Array;
   /** Tokens to generate, >= 1; the first comes out of the last prefill chunk. */
   maxNewTokens: number;
   cacheSalt?: string;

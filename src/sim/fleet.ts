@@ -85,7 +85,7 @@ interface Req {
   id: string;
   arrival: Arrival;
   /** Kept until the first token, for re-routing after a failure (only when one can happen). */
-  tokens: number[] | null;
+  tokens: Int32Array | null;
   blockKeys: readonly BlockKey[] | null;
   replica: number;
   /** Prompt tokens not cached where it was routed (its share of the replica's reported queue). */

@@ -8,7 +8,8 @@ import { type BlockKey, extendBlockKey, type KeyScope } from '../kv/blockKey.ts'
 
 /** A prompt's token ids and the keys of its full blocks. */
 export interface Materialized {
-  tokens: number[];
+  /** Int32Array: the engine keeps it as given, with no copy and off the JS heap. */
+  tokens: Int32Array;
   blockKeys: BlockKey[];
 }
 
@@ -30,7 +31,12 @@ export function mixSeed(a: number, b: number): number {
  * Writes `count` tokens of stream `streamSeed` (from its start) into `out[at..]`. The stream is
  * an LCG seeded through a mixer: a multiply-add per token, and its top bits are well spread.
  */
-export function fillTokens(out: number[], at: number, count: number, streamSeed: number): void {
+export function fillTokens(
+  out: Int32Array | number[],
+  at: number,
+  count: number,
+  streamSeed: number,
+): void {
   let state = fmix32(streamSeed ^ 0x2545f491) | 0;
   for (let i = 0; i < count; i++) {
     state = (Math.imul(state, 1664525) + 1013904223) | 0;
@@ -82,7 +88,7 @@ export class KeyExtender {
 
 /** A shared prefix: its tokens and the keys of its full blocks, built once. */
 export interface Prefix {
-  tokens: number[];
+  tokens: Int32Array;
   keys: BlockKey[];
 }
 
@@ -103,7 +109,7 @@ export class PrefixBank {
     let p = this.#prefixes.get(id);
     if (p === undefined) {
       const length = this.#lengthOf(id);
-      const tokens = new Array<number>(length);
+      const tokens = new Int32Array(length);
       fillTokens(tokens, 0, length, mixSeed(this.#seed, id));
       p = { tokens, keys: this.#extender.extend(tokens, 0, null, []) };
       this.#prefixes.set(id, p);
@@ -114,22 +120,19 @@ export class PrefixBank {
 
 /**
  * Prompt = prefix tokens then `uniqueTokens` tokens of the request's own stream; keys reuse the
- * prefix's keys and extend from its last full block. The own tokens go through a reused scratch
- * array and one `concat`, the cheapest way to build a packed array of this size.
+ * prefix's keys and extend from its last full block.
  */
 export class PromptBuilder {
   readonly extender: KeyExtender;
-  #scratch: number[] = [];
 
   constructor(extender: KeyExtender) {
     this.extender = extender;
   }
 
   prefixed(prefix: Prefix, uniqueTokens: number, streamSeed: number): Materialized {
-    if (this.#scratch.length !== uniqueTokens)
-      this.#scratch = new Array<number>(uniqueTokens).fill(0);
-    fillTokens(this.#scratch, 0, uniqueTokens, streamSeed);
-    const tokens = prefix.tokens.concat(this.#scratch);
+    const tokens = new Int32Array(prefix.tokens.length + uniqueTokens);
+    tokens.set(prefix.tokens);
+    fillTokens(tokens, prefix.tokens.length, uniqueTokens, streamSeed);
     const fullPrefixBlocks = prefix.keys.length;
     const blockKeys = prefix.keys.slice();
     const parent = fullPrefixBlocks > 0 ? prefix.keys[fullPrefixBlocks - 1]! : null;

@@ -136,7 +136,7 @@ export class TraceWorkload implements Workload {
 
   materialize(a: Arrival): Materialized {
     const ids = a.hashIds ?? [];
-    const tokens = new Array<number>(a.promptLength);
+    const tokens = new Int32Array(a.promptLength);
     const blockKeys: BlockKey[] = [];
     const perHash = TRACE_BLOCK_TOKENS / this.blockSize;
     let parent: BlockKey | null = null;

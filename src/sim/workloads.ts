@@ -287,7 +287,7 @@ class MultiturnWorkload implements Workload {
   }
 
   materialize(a: Arrival): Materialized {
-    const tokens = new Array<number>(a.promptLength);
+    const tokens = new Int32Array(a.promptLength);
     fillTokens(tokens, 0, a.promptLength, a.seed);
     // Extend the conversation's keys from its previous turn (a cache: keys depend only on
     // tokens, so a missing entry is just recomputed).
