@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { computeBlockKeys, extendBlockKey, toWireHash } from '../src/kv/blockKey.ts';
+import {
+  computeBlockKeys,
+  extendBlockKey,
+  extendBlockKeys,
+  toWireHash,
+} from '../src/kv/blockKey.ts';
 
 test('chaining one block at a time gives the same keys as the batch function', () => {
   fc.assert(
@@ -21,6 +26,28 @@ test('chaining one block at a time gives the same keys as the batch function', (
           assert.ok(Number.isSafeInteger(key) && key >= 0);
           parent = k;
         });
+      },
+    ),
+    { numRuns: 500 },
+  );
+});
+
+test('extending a known prefix gives the keys of the whole prompt', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.integer({ min: 0, max: 200_000 }), { maxLength: 300 }),
+      fc.integer({ min: 1, max: 16 }),
+      fc.nat(),
+      fc.option(fc.string(), { nil: undefined }),
+      (tokens, blockSize, cut, cacheSalt) => {
+        const whole = computeBlockKeys(Int32Array.from(tokens), blockSize, { cacheSalt });
+        const fromBlock = whole.length === 0 ? 0 : cut % (whole.length + 1);
+        const known = whole.slice(0, fromBlock);
+        const parent = fromBlock === 0 ? null : known[fromBlock - 1]!;
+        assert.deepEqual(
+          extendBlockKeys(tokens, blockSize, fromBlock, parent, known, { cacheSalt }),
+          whole,
+        );
       },
     ),
     { numRuns: 500 },

@@ -90,20 +90,22 @@ function foldTokens(tokens: ArrayLike<number>, start: number, end: number): void
 }
 
 /**
- * Keys of `blocks` consecutive blocks of `blockSize` tokens from tokens[0] into out[0..blocks),
- * chained from the parent words (hi, lo). Only this short finalizer depends on the parent, so
- * the CPU folds a block's tokens while it still finalizes the parent; the parent words stay in
- * locals (through memory or a call, they would lengthen that chain).
+ * Keys of blocks [fromBlock, toBlock) of `tokens` (blocks of `blockSize` tokens) into
+ * out[outAt..], chained from the parent words (hi, lo). Only this short finalizer depends on the
+ * parent, so the CPU folds a block's tokens while it still finalizes the parent; the parent words
+ * stay in locals (through memory or a call, they would lengthen that chain).
  */
 function chainKeys(
   tokens: ArrayLike<number>,
   blockSize: number,
-  blocks: number,
+  fromBlock: number,
+  toBlock: number,
   hi: number,
   lo: number,
   out: BlockKey[],
+  outAt: number,
 ): void {
-  for (let b = 0; b < blocks; b++) {
+  for (let b = fromBlock; b < toBlock; b++) {
     foldTokens(tokens, b * blockSize, (b + 1) * blockSize);
     // (u + v, u + 2v) is a bijection of (u, v); fmix32 then mixes each word.
     const u = folded[0]! ^ hi;
@@ -112,8 +114,13 @@ function chainKeys(
     // Keep exactly what the key holds, so a key alone can be extended (extendBlockKey).
     hi = fmix32(x) >>> 11;
     lo = fmix32((x + v) ^ 0x2c1b3c6d);
-    out[b] = hi * TWO_POW_32 + (lo >>> 0);
+    out[outAt + b - fromBlock] = hi * TWO_POW_32 + (lo >>> 0);
   }
+}
+
+/** The words a key's children chain from: the root's for null (the first block). */
+function parentWords(parent: BlockKey | null, scope: KeyScope | undefined): [number, number] {
+  return parent === null ? rootParent(scope) : [Math.floor(parent / TWO_POW_32), parent | 0];
 }
 
 /**
@@ -129,8 +136,29 @@ export function computeBlockKeys(
   const blocks = Math.min(Math.floor(tokens.length / blockSize), limitBlocks);
   const keys = new Array<BlockKey>(blocks);
   const [hi, lo] = rootParent(scope);
-  chainKeys(tokens, blockSize, blocks, hi, lo, keys);
+  chainKeys(tokens, blockSize, 0, blocks, hi, lo, keys, 0);
   return keys;
+}
+
+/**
+ * Appends to `out` the keys of full blocks `fromBlock..` of `tokens` (at most `limitBlocks` in
+ * all), chained from `parent`, the key of block `fromBlock - 1` (null when fromBlock is 0): a
+ * prompt that extends a known prefix hashes only its new blocks. Returns `out`.
+ */
+export function extendBlockKeys(
+  tokens: ArrayLike<number>,
+  blockSize: number,
+  fromBlock: number,
+  parent: BlockKey | null,
+  out: BlockKey[],
+  scope?: KeyScope,
+  limitBlocks = Number.POSITIVE_INFINITY,
+): BlockKey[] {
+  const toBlock = Math.min(Math.floor(tokens.length / blockSize), limitBlocks);
+  if (toBlock <= fromBlock) return out;
+  const [hi, lo] = parentWords(parent, scope);
+  chainKeys(tokens, blockSize, fromBlock, toBlock, hi, lo, out, out.length);
+  return out;
 }
 
 /** extendBlockKey's output (no allocation per call). */
@@ -142,19 +170,8 @@ export function extendBlockKey(
   blockTokens: ArrayLike<number>,
   scope?: KeyScope,
 ): BlockKey {
-  if (parent === null) {
-    const [hi, lo] = rootParent(scope);
-    chainKeys(blockTokens, blockTokens.length, 1, hi, lo, oneKey);
-  } else {
-    chainKeys(
-      blockTokens,
-      blockTokens.length,
-      1,
-      Math.floor(parent / TWO_POW_32),
-      parent | 0,
-      oneKey,
-    );
-  }
+  const [hi, lo] = parentWords(parent, scope);
+  chainKeys(blockTokens, blockTokens.length, 0, 1, hi, lo, oneKey, 0);
   return oneKey[0]!;
 }
 

@@ -2,9 +2,9 @@
  * Synthetic token ids and their block keys. A token stream is a pure function of a 32-bit
  * stream seed and a position, so equal seeds give equal tokens (and therefore equal block keys)
  * without storing anything. Keys of a shared prefix are computed once and extended per request
- * from the prefix's last full block, through the same `extendBlockKey` the engine relies on.
+ * from the prefix's last full block (`extendBlockKeys`: the engine's own chaining).
  */
-import { type BlockKey, extendBlockKey, type KeyScope } from '../kv/blockKey.ts';
+import { type BlockKey, extendBlockKeys, type KeyScope } from '../kv/blockKey.ts';
 
 /** A prompt's token ids and the keys of its full blocks. */
 export interface Materialized {
@@ -44,19 +44,13 @@ export function fillTokens(
   }
 }
 
-/**
- * Extends block keys over `tokens` from block `fromBlock` on, chaining from `parent` (the key of
- * block `fromBlock - 1`, or null at the start). Reuses one scratch block, so no per-block copy
- * is allocated.
- */
+/** Extends block keys over a prompt from a known prefix's last key (see extendBlockKeys). */
 export class KeyExtender {
   readonly #blockSize: number;
-  readonly #scratch: number[];
   readonly #scope: KeyScope | undefined;
 
   constructor(blockSize: number, scope?: KeyScope) {
     this.#blockSize = blockSize;
-    this.#scratch = new Array<number>(blockSize).fill(0);
     this.#scope = scope;
   }
 
@@ -72,17 +66,15 @@ export class KeyExtender {
     out: BlockKey[],
     limitBlocks = Number.POSITIVE_INFINITY,
   ): BlockKey[] {
-    const bs = this.#blockSize;
-    const blocks = Math.min(Math.floor(tokens.length / bs), limitBlocks);
-    const scratch = this.#scratch;
-    let key = parent;
-    for (let b = fromBlock; b < blocks; b++) {
-      const start = b * bs;
-      for (let i = 0; i < bs; i++) scratch[i] = tokens[start + i]!;
-      key = extendBlockKey(key, scratch, this.#scope);
-      out.push(key);
-    }
-    return out;
+    return extendBlockKeys(
+      tokens,
+      this.#blockSize,
+      fromBlock,
+      parent,
+      out,
+      this.#scope,
+      limitBlocks,
+    );
   }
 }
 
