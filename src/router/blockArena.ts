@@ -2,9 +2,8 @@
  * Block entries (key + replica bitset) in insertion order, in two flat typed arrays. An engine
  * stores a prompt's blocks in one event, so a chain lands in consecutive entries and a prefix
  * walk reads it front to back (one cache line per few blocks, prefetched) instead of probing a
- * hash table once per block. An entry whose bitset empties stays where it is, dead, so a chain
- * stored again revives in place, until its owner compacts the arena (`move`, `free`,
- * `truncate`), keeping the order of the live entries.
+ * hash table once per block. Its owner frees an entry whose bitset empties and compacts the
+ * arena (`move`, `free`, `truncate`), keeping the order of the live entries.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 
@@ -27,7 +26,7 @@ export class BlockArena {
     this.holders = new Int32Array(capacity * words);
   }
 
-  /** Entries in use, live or dead. */
+  /** Entries in use, live or free. */
   get length(): number {
     return this.#length;
   }
@@ -74,21 +73,17 @@ export class BlockArena {
     return true;
   }
 
-  /** Clears `replica` in every entry; returns how many entries that emptied. */
-  clearReplica(replica: number): number {
-    let emptied = 0;
-    for (let at = 0; at < this.#length; at++) {
-      if (this.clearBit(at, replica) && this.isEmpty(at)) emptied++;
-    }
-    return emptied;
-  }
-
   isEmpty(at: number): boolean {
     const holders = this.holders;
     const base = at * this.#words;
     let any = 0;
     for (let w = 0; w < this.#words; w++) any |= holders[base + w]!;
     return any === 0;
+  }
+
+  /** Whether entry `at` was freed (and not reused since). */
+  isFree(at: number): boolean {
+    return this.keys[at] === FREE_KEY;
   }
 
   /** Moves entry `from` to `to` (free) and frees `from`. */

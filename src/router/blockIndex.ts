@@ -3,22 +3,24 @@
  * Entries live in a BlockArena in the order they were stored, so a chain is contiguous and the
  * prefix walk steps from one block to the next without hashing; an open-addressing table maps a
  * key to its entry for the walk's first block and wherever a chain breaks. An entry no replica
- * holds stays (dead, still mapped) so a chain stored again revives where it was.
+ * holds any more is freed and unmapped at once, so the table only ever holds live keys (engines
+ * churn through their unique blocks: keeping dead ones would double the table) and a chain
+ * stored again is appended afresh, contiguous as before.
  *
- * Once dead entries outnumber live ones, compaction slides the live ones down in order, a slice
- * per later add or remove (a few table probes each), rather than in one pass that would stall
- * the caller for a whole index's worth of probes. Entries [0, write) are compacted, [write,
- * read) are free, [read, length) are still to visit; new entries append past them all.
+ * Once free entries outnumber live ones, compaction slides the live ones down in order, a slice
+ * per later add or remove (a table probe per entry moved), rather than in one pass that would
+ * stall the caller for a whole index's worth of probes. Entries [0, write) are compacted,
+ * [write, read) are free, [read, length) are still to visit; new entries append past them all.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import { BlockArena, wordsFor } from './blockArena.ts';
 import { SlotTable } from './slotTable.ts';
 
-/** Dead entries tolerated whatever the live count, so small indexes never compact. */
-const MIN_DEAD_TO_COMPACT = 4096;
-/** One compaction slice: at most this many entries moved or dropped (a table probe each)... */
+/** Free entries tolerated whatever the live count, so small indexes never compact. */
+const MIN_FREE_TO_COMPACT = 4096;
+/** One compaction slice: at most this many entries moved (a table probe each)... */
 const SLICE_PROBES = 4;
-/** ...or this many visited (live entries that stay put cost no probe). */
+/** ...or this many visited (free entries and live ones that stay put cost no probe). */
 const SLICE_VISITS = 256;
 
 export class BlockIndex {
@@ -58,7 +60,7 @@ export class BlockIndex {
     this.arena.widen(wordsFor(count));
   }
 
-  /** Arena index of `key`'s entry (it may be dead), or -1. */
+  /** Arena index of `key`'s entry, or -1 when no replica holds it. */
   locate(key: BlockKey): number {
     const slot = this.#map.find(key);
     return slot < 0 ? -1 : this.#map.f64[slot * 2 + 1]!;
@@ -80,10 +82,9 @@ export class BlockIndex {
     else {
       at = this.arena.append(key);
       map.f64[slot * 2 + 1] = at;
+      this.#live++;
     }
-    const revived = this.arena.isEmpty(at);
     if (!this.arena.setBit(at, replica)) return false;
-    if (revived) this.#live++;
     this.#counts[replica]!++;
     return true;
   }
@@ -91,12 +92,15 @@ export class BlockIndex {
   /** Forgets `key` on `replica`; true when it was held. */
   remove(key: BlockKey, replica: number): boolean {
     if (this.#compacting) this.#compactSlice();
-    const at = this.locate(key);
-    if (at < 0 || !this.arena.clearBit(at, replica)) return false;
+    const map = this.#map;
+    const slot = map.find(key);
+    if (slot < 0) return false;
+    const at = map.f64[slot * 2 + 1]!;
+    if (!this.arena.clearBit(at, replica)) return false;
     this.#counts[replica]!--;
     if (this.arena.isEmpty(at)) {
-      this.#live--;
-      this.#compactIfSparse();
+      map.removeAt(slot);
+      this.#drop(at);
     }
     return true;
   }
@@ -104,24 +108,32 @@ export class BlockIndex {
   /** Forgets every key on `replica` (a full scan: for clears and restarts, not the hot path). */
   clearReplica(replica: number): void {
     if (this.blockCount(replica) > 0) {
-      this.#live -= this.arena.clearReplica(replica);
-      this.#compactIfSparse();
+      const arena = this.arena;
+      for (let at = 0; at < arena.length; at++) {
+        if (arena.clearBit(at, replica) && arena.isEmpty(at)) {
+          this.#map.removeAt(this.#map.find(arena.keys[at]!));
+          this.#drop(at);
+        }
+      }
     }
     this.#counts[replica] = 0;
   }
 
-  /** Compacts now, to completion: no dead entry is left. */
+  /** Compacts now, to completion: no free entry is left. */
   compact(): void {
-    // A running pass leaves behind the entries that died after it went by: then one more.
+    // A running pass leaves behind the entries freed after it went by: then one more.
     for (let pass = 0; pass < 2; pass++) {
       if (this.arena.length > this.#live) this.#startCompaction();
       while (this.#compacting) this.#compactSlice();
     }
   }
 
-  #compactIfSparse(): void {
-    const dead = this.arena.length - this.#live;
-    if (dead > this.#live && dead >= MIN_DEAD_TO_COMPACT) this.#startCompaction();
+  /** Frees unmapped entry `at` and compacts when free entries have piled up. */
+  #drop(at: number): void {
+    this.arena.free(at);
+    this.#live--;
+    const free = this.arena.length - this.#live;
+    if (free > this.#live && free >= MIN_FREE_TO_COMPACT) this.#startCompaction();
   }
 
   #startCompaction(): void {
@@ -142,16 +154,14 @@ export class BlockIndex {
         return;
       }
       const from = this.#read++;
-      const key = arena.keys[from]!;
-      if (arena.isEmpty(from)) {
-        map.removeAt(map.find(key));
-        arena.free(from);
-        probes++;
-      } else if (from !== this.#write) {
+      if (arena.isFree(from)) continue;
+      if (from !== this.#write) {
+        const key = arena.keys[from]!;
         arena.move(from, this.#write);
-        map.f64[map.find(key) * 2 + 1] = this.#write++;
+        map.f64[map.find(key) * 2 + 1] = this.#write;
         probes++;
-      } else this.#write++;
+      }
+      this.#write++;
     }
   }
 }
