@@ -38,6 +38,8 @@ export class BlockPool {
   readonly #refs: Int32Array;
   /** Block key per block, NO_KEY when the block holds no cached full block. */
   readonly #keys: Float64Array;
+  /** The block that held the next block of the chain when this one was cached (-1: none). */
+  readonly #next: Int32Array;
   readonly #free: FreeBlockQueue;
   readonly #blockByKey: BlockKeyTable;
   #events: KvEvent[] = [];
@@ -55,6 +57,7 @@ export class BlockPool {
     this.cachingEnabled = options.enableCaching ?? true;
     this.#refs = new Int32Array(numBlocks);
     this.#keys = new Float64Array(numBlocks).fill(NO_KEY);
+    this.#next = new Int32Array(numBlocks).fill(-1);
     this.#free = new FreeBlockQueue(numBlocks);
     this.#blockByKey = new BlockKeyTable(numBlocks);
     for (let b = 0; b < numBlocks; b++) this.#free.pushBack(b);
@@ -110,8 +113,15 @@ export class BlockPool {
     let freeBlocks = 0;
     if (!this.cachingEnabled) return { blockIds, freeBlocks };
     const limit = Math.min(keys.length, maxBlocks);
+    const blockKeys = this.#keys;
+    const next = this.#next;
+    let block = -1;
     for (let i = 0; i < limit; i++) {
-      const block = this.#blockByKey.get(keys[i]!);
+      const key = keys[i]!;
+      // Try the block that followed the previous one when the chain was cached: a small array
+      // read instead of a probe into the key table.
+      const hint = block >= 0 ? next[block]! : -1;
+      block = hint >= 0 && blockKeys[hint] === key ? hint : this.#blockByKey.get(key);
       if (block === -1) break;
       blockIds.push(block);
       if (this.#refs[block] === 0) freeBlocks++;
@@ -190,6 +200,7 @@ export class BlockPool {
       const stored = this.#keys[block] === NO_KEY && this.#blockByKey.addIfAbsent(key, block);
       if (stored) {
         this.#keys[block] = key;
+        if (b > 0) this.#next[blockIds[b - 1]!] = block;
         if (runStart === -1) runStart = b;
       } else if (runStart !== -1) {
         this.#recordStored(keys, runStart, b, tokenIds, scope);
