@@ -5,7 +5,9 @@
  *   straight to the same simulated engine (`kvroute engine --speedup 1000`, so engine time is
  *   near zero), 5 s each in alternating 1 s rounds after 1 s of warm-up each.
  *   addedMsInstantBackend: the same against an instant backend, whose own latency has no tail,
- *   so the gateway's overhead shows without the engine's step jitter.
+ *   so the gateway's overhead shows without the engine's step jitter; in the same rounds,
+ *   nodePassThroughAddedMs (a bare Node proxy: read, forward, stream back; no routing), the
+ *   floor any Node HTTP proxy sets on this machine, and nginxAddedMs (nginx, when installed).
  * - throughputRps: completed requests/s through the gateway, closed loop (64 concurrent
  *   connections), against two instant backends (a trivial HTTP server answering a short SSE
  *   stream, /metrics included), and nginxThroughputRps: the same load through nginx doing
@@ -82,6 +84,31 @@ const server = createServer((req, res) => {
   req.on('end', () => { res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }); res.end(events); });
 });
 server.keepAliveTimeout = 65000;
+server.listen(0, '127.0.0.1', () => console.log('ready http://127.0.0.1:' + server.address().port));
+`;
+
+/**
+ * The least a Node HTTP proxy does: read the body, forward it over keep-alive connections to
+ * argv[1], stream the answer back. No parsing, tokenizing or routing.
+ */
+const PASS_THROUGH_PROXY = `
+import { Agent, createServer, request } from 'node:http';
+const target = new URL(process.argv[1]);
+const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+const server = createServer({ keepAlive: true }, (req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    const headers = { 'content-type': 'application/json', 'content-length': body.length };
+    const up = request({ host: target.hostname, port: target.port, path: req.url, method: 'POST', agent, headers }, (ur) => {
+      res.writeHead(ur.statusCode, { 'content-type': ur.headers['content-type'] });
+      ur.on('data', (c) => res.write(c));
+      ur.on('end', () => res.end());
+    });
+    up.end(body);
+  });
+});
 server.listen(0, '127.0.0.1', () => console.log('ready http://127.0.0.1:' + server.address().port));
 `;
 
@@ -162,19 +189,16 @@ async function closedLoop(url: string, concurrency: number, seconds: number): Pr
  * Direct and gateway phases in alternating 1 s rounds after a warm-up of each, so drift in the
  * machine's load hits both sides alike; returns [direct, gateway] percentiles.
  */
-async function interleaved(
-  directUrl: string,
-  gatewayUrl: string,
-): Promise<[Percentiles, Percentiles]> {
-  await openLoop(directUrl, RATE_PER_S, WARMUP_S);
-  await openLoop(gatewayUrl, RATE_PER_S, WARMUP_S);
-  const direct: number[] = [];
-  const via: number[] = [];
+/** Latency at RATE_PER_S to each URL in turn, in 1 s rounds, after a warm-up of each. */
+async function interleaved(urls: string[]): Promise<Percentiles[]> {
+  for (const url of urls) await openLoop(url, RATE_PER_S, WARMUP_S);
+  const samples = urls.map((): number[] => []);
   for (let round = 0; round < PHASE_S; round++) {
-    direct.push(...(await openLoop(directUrl, RATE_PER_S, 1)));
-    via.push(...(await openLoop(gatewayUrl, RATE_PER_S, 1)));
+    for (let i = 0; i < urls.length; i++) {
+      samples[i]!.push(...(await openLoop(urls[i]!, RATE_PER_S, 1)));
+    }
   }
-  return [stats(direct), stats(via)];
+  return samples.map(stats);
 }
 
 interface Percentiles {
@@ -206,7 +230,7 @@ function nginxPath(): string | null {
 async function startNginx(
   nginx: string,
   backends: string[],
-): Promise<{ url: string; dir: string }> {
+): Promise<{ url: string; dir: string; child: ChildProcess }> {
   const dir = mkdtempSync(join(tmpdir(), 'kvroute-nginx-'));
   const port = await freePort();
   const servers = backends.map((b) => `server ${new URL(b).host};`).join(' ');
@@ -247,7 +271,7 @@ http {
   for (;;) {
     try {
       await oneRequest(new Pool(url));
-      return { url, dir };
+      return { url, dir, child };
     } catch (err) {
       if (Date.now() > deadline) throw new Error(`nginx did not start: ${(err as Error).message}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -278,7 +302,7 @@ async function main(): Promise<void> {
   );
   const gatewayUrl = gateway[1]!;
   log(`engine ${engineUrl}, gateway ${gatewayUrl}: ${RATE_PER_S} req/s, ${PHASE_S} s each`);
-  const [direct, via] = await interleaved(engineUrl!, gatewayUrl);
+  const [direct, via] = (await interleaved([engineUrl!, gatewayUrl])) as [Percentiles, Percentiles];
   log(`  direct   p50 ${direct.p50.toFixed(3)} ms  p99 ${direct.p99.toFixed(3)} ms`);
   log(`  gateway  p50 ${via.p50.toFixed(3)} ms  p99 ${via.p99.toFixed(3)} ms`);
 
@@ -296,13 +320,43 @@ async function main(): Promise<void> {
     ['serve', '--port', '0', '--index', 'approx', ...backends.flatMap((b) => ['--backend', b])],
     /listening on (\S+)/,
   );
-  const [instantDirect, instantVia] = await interleaved(backends[0]!, gw2[1]!);
+  // The same rounds through the floor of any Node proxy here (pass-through, no routing) and,
+  // when installed, nginx: what the machine and the runtime add, beside what the gateway adds.
+  const nodeProxy = await startChild(
+    process.execPath,
+    ['--input-type=module', '-e', PASS_THROUGH_PROXY, backends[0]!],
+    /ready (\S+)/,
+  );
+  const nginx = nginxPath();
+  const nginxNote =
+    nginx === null ? 'skipped: nginx is not installed (apt-get install -y nginx)' : null;
+  if (nginxNote !== null) process.stderr.write(`bench:gateway: nginx half ${nginxNote}\n`);
+  const nginxServer = nginx === null ? null : await startNginx(nginx, backends);
+  const vias = [gw2[1]!, nodeProxy[1]!, ...(nginxServer ? [nginxServer.url] : [])];
+  const [instantDirect, instantVia, nodeVia, nginxVia] = (await interleaved([
+    backends[0]!,
+    ...vias,
+  ])) as [Percentiles, Percentiles, Percentiles, Percentiles | undefined];
+  // Only the gateway and nginx take part in the throughput half: nothing else left running.
+  children.find((c) => c.spawnargs.includes(PASS_THROUGH_PROXY))?.kill('SIGTERM');
+  const added = (through: Percentiles) => ({
+    p50: round3(through.p50 - instantDirect.p50),
+    p99: round3(through.p99 - instantDirect.p99),
+  });
   log(
     `instant backend, direct  p50 ${instantDirect.p50.toFixed(3)} ms  p99 ${instantDirect.p99.toFixed(3)} ms`,
   );
   log(
     `instant backend, gateway p50 ${instantVia.p50.toFixed(3)} ms  p99 ${instantVia.p99.toFixed(3)} ms`,
   );
+  log(
+    `instant backend, node pass-through p50 ${nodeVia.p50.toFixed(3)} ms  p99 ${nodeVia.p99.toFixed(3)} ms`,
+  );
+  if (nginxVia) {
+    log(
+      `instant backend, nginx   p50 ${nginxVia.p50.toFixed(3)} ms  p99 ${nginxVia.p99.toFixed(3)} ms`,
+    );
+  }
   await closedLoop(gw2[1]!, CONCURRENCY, WARMUP_S);
   const throughputRps = await closedLoop(gw2[1]!, CONCURRENCY, PHASE_S);
   log(
@@ -310,20 +364,14 @@ async function main(): Promise<void> {
   );
 
   let nginxThroughputRps: number | null = null;
-  let nginxNote: string | null = null;
-  const nginx = nginxPath();
-  if (nginx === null) {
-    nginxNote = 'skipped: nginx is not installed (apt-get install -y nginx)';
-    process.stderr.write(`bench:gateway: nginx half ${nginxNote}\n`);
-  } else {
-    const { url, dir } = await startNginx(nginx, backends);
+  if (nginxServer !== null) {
     try {
-      await closedLoop(url, CONCURRENCY, WARMUP_S);
-      nginxThroughputRps = await closedLoop(url, CONCURRENCY, PHASE_S);
+      await closedLoop(nginxServer.url, CONCURRENCY, WARMUP_S);
+      nginxThroughputRps = await closedLoop(nginxServer.url, CONCURRENCY, PHASE_S);
       log(`nginx throughput (same load, same backends): ${nginxThroughputRps.toFixed(0)} req/s`);
     } finally {
-      children.at(-1)?.kill('SIGTERM');
-      rmSync(dir, { recursive: true, force: true });
+      nginxServer.child.kill('SIGTERM');
+      rmSync(nginxServer.dir, { recursive: true, force: true });
     }
   }
 
@@ -332,10 +380,9 @@ async function main(): Promise<void> {
     throughputRps: Math.round(throughputRps),
     nginxThroughputRps: nginxThroughputRps === null ? null : Math.round(nginxThroughputRps),
     ratioVsNginx: nginxThroughputRps === null ? null : round3(throughputRps / nginxThroughputRps),
-    addedMsInstantBackend: {
-      p50: round3(instantVia.p50 - instantDirect.p50),
-      p99: round3(instantVia.p99 - instantDirect.p99),
-    },
+    addedMsInstantBackend: added(instantVia),
+    nodePassThroughAddedMs: added(nodeVia),
+    nginxAddedMs: nginxVia ? added(nginxVia) : null,
     directMs: { p50: round3(direct.p50), p99: round3(direct.p99) },
     gatewayMs: { p50: round3(via.p50), p99: round3(via.p99) },
     ...(nginxNote !== null && { nginx: nginxNote }),
