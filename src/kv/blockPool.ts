@@ -236,9 +236,12 @@ export class BlockPool {
   ): void {
     const from = fromBlock * this.blockSize;
     const to = toBlock * this.blockSize;
-    const tokens = Array.isArray(tokenIds)
-      ? (tokenIds as number[]).slice(from, to)
-      : copyRange(tokenIds, from, to);
+    const tokens =
+      tokenIds instanceof Int32Array
+        ? tokenIds.subarray(from, to)
+        : Array.isArray(tokenIds)
+          ? (tokenIds as number[]).slice(from, to)
+          : copyRange(tokenIds, from, to);
     this.#events.push({
       type: 'BlockStored',
       blockKeys: keys.slice(fromBlock, toBlock),

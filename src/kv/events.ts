@@ -12,8 +12,11 @@ export interface BlockStored {
   blockKeys: BlockKey[];
   /** Key of the block before the first one here, null when the first one starts a prompt. */
   parentKey: BlockKey | null;
-  /** Token ids of all the blocks, concatenated (blockKeys.length x blockSize). */
-  tokenIds: number[];
+  /**
+   * Token ids of all the blocks, concatenated (blockKeys.length x blockSize). The block pool
+   * hands out a view of the prompt when it holds an Int32Array (no copy per event).
+   */
+  tokenIds: readonly number[] | Int32Array;
   blockSize: number;
   loraName: string | null;
   /** Salt folded into the first block of a chain (vLLM carries it in extra_keys). */

@@ -68,6 +68,9 @@ export class LogHistogram {
   readonly #logGrowth = Math.log(LogHistogram.GROWTH);
   #count = 0;
   #sum = 0;
+  /** The last value added and its bucket: every decode of one step adds the same gap. */
+  #lastValue = Number.NaN;
+  #lastBucket = 0;
 
   constructor(maxValue = 1e7) {
     this.#counts = new Float64Array(this.#bucket(maxValue) + 2);
@@ -79,7 +82,11 @@ export class LogHistogram {
   }
 
   add(v: number): void {
-    const b = Math.min(this.#bucket(v), this.#counts.length - 1);
+    if (v !== this.#lastValue) {
+      this.#lastValue = v;
+      this.#lastBucket = Math.min(this.#bucket(v), this.#counts.length - 1);
+    }
+    const b = this.#lastBucket;
     this.#counts[b]!++;
     this.#count++;
     this.#sum += v;
