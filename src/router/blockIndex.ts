@@ -7,10 +7,11 @@
  * churn through their unique blocks: keeping dead ones would double the table) and a chain
  * stored again is appended afresh, contiguous as before.
  *
- * Once free entries outnumber live ones, compaction slides the live ones down in order, a slice
- * per later add or remove (a table probe per entry moved), rather than in one pass that would
- * stall the caller for a whole index's worth of probes. Entries [0, write) are compacted,
- * [write, read) are free, [read, length) are still to visit; new entries append past them all.
+ * Once free entries are twice the live ones, compaction slides the live ones down in order, a
+ * slice per later add or remove (a table probe per entry moved), rather than in one pass that
+ * would stall the caller for a whole index's worth of probes (waiting for twice, not as many,
+ * halves the moves per freed entry). Entries [0, write) are compacted, [write, read) are free,
+ * [read, length) are still to visit; new entries append past them all.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import { BlockArena, wordsFor } from './blockArena.ts';
@@ -133,7 +134,7 @@ export class BlockIndex {
     this.arena.free(at);
     this.#live--;
     const free = this.arena.length - this.#live;
-    if (free > this.#live && free >= MIN_FREE_TO_COMPACT) this.#startCompaction();
+    if (free > 2 * this.#live && free >= MIN_FREE_TO_COMPACT) this.#startCompaction();
   }
 
   #startCompaction(): void {
