@@ -1,14 +1,16 @@
 /**
  * Live versus simulated, small: the router seed's hot-customer workload at a tenth of its rate
- * on 4 replicas, 24 s of workload time at speedup 1, cost against random (the hot customer's
- * repeats give the hit rate enough hits that one routing difference moves it by ~4 %). The live stack (engines +
- * gateway, in this process) measured by the bench client must agree with `simulate` on TTFT
- * p50 and p99 and the hit rate within 15 % per policy, and rank the policies alike.
+ * on 4 replicas, 24 s of workload time at speedup 1, cost against random. The live stack (engines
+ * + gateway, in this process) measured by the bench client must agree with `simulate` on TTFT
+ * p50 and p99 within 15 % per policy, on the hit rate within 15 % or 5 points, and rank the
+ * policies alike. About 100 requests are measured and most customers come once, so hit rates
+ * are low (~16 % for cost) and each request routed differently moves one by ~0.7 points: 15 %
+ * of 16 % is three requests, less than the live stack's timing moves.
  * `npm run demo` runs the full-size version with separate processes.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { agreement, compareLiveSim, formatCompare } from '../src/bench/compare.ts';
+import { agreement, type CompareRow, compareLiveSim, formatCompare } from '../src/bench/compare.ts';
 import { DEFAULT_ENGINE } from '../src/sim/run.ts';
 
 test('bench through a live stack agrees with the simulator', { timeout: 150_000 }, async (t) => {
@@ -25,7 +27,21 @@ test('bench through a live stack agrees with the simulator', { timeout: 150_000 
   });
   const table = formatCompare(rows);
   t.diagnostic(`\n${table}`);
-  const a = agreement(rows, 0.15);
+  const a = agreement(rows, 0.15, 0.05);
   assert.ok(a.ok, table);
   assert.deepEqual(a.liveRanking, ['cost', 'random']);
+});
+
+test('agreement: relative tolerance everywhere, absolute slack only for the hit rate', () => {
+  const row = (simHit: number, liveHit: number, liveP99 = 1000): CompareRow =>
+    ({
+      policy: 'cost',
+      sim: { ttftMs: { p50: 100, p99: 1000 }, hitRate: simHit },
+      live: { ttftMs: { p50: 100, p99: liveP99 }, hitRate: liveHit, errors: 0 },
+    }) as unknown as CompareRow;
+  assert.equal(agreement([row(0.6, 0.66)]).ok, true); // 10 %
+  assert.equal(agreement([row(0.16, 0.2)]).ok, false); // 25 %, no slack
+  assert.equal(agreement([row(0.16, 0.2)], 0.15, 0.05).ok, true); // 4 points
+  assert.equal(agreement([row(0.16, 0.22)], 0.15, 0.05).ok, false); // 6 points
+  assert.equal(agreement([row(0.16, 0.16, 1300)], 0.15, 0.5).ok, false); // slack is not for TTFT
 });
