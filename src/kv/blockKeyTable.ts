@@ -1,10 +1,11 @@
 /**
- * Block key -> block id, an open-addressing hash table over typed arrays. Keys are 53-bit numbers
- * that a JS Map hashes slowly (they are heap doubles, not small integers); this table probes
- * from a Fibonacci hash of their low 32 bits. Linear probing with backward-shift deletion (no
- * tombstones), kept at most half full so probe runs stay short: it never holds more than the
- * pool's block count. A slot's key and block sit side by side in one Float64Array, so a
- * lookup (cold on a large pool) touches one cache line, not two.
+ * Block key -> block id, an open-addressing hash table over one typed array. Keys are 53-bit
+ * numbers that a JS Map hashes slowly (they are heap doubles, not small integers); this table
+ * probes from a Fibonacci hash of their low 32 bits. Linear probing with backward-shift deletion
+ * (no tombstones). It never holds more than the pool's block count, so it is sized once, at most
+ * two-thirds full. A slot's key and block sit side by side, so a lookup touches one cache line;
+ * a home slot is recomputed from the key rather than stored, since a second array would cost a
+ * second cache miss on a large pool.
  */
 import type { BlockKey } from './blockKey.ts';
 
@@ -13,17 +14,16 @@ const EMPTY = -1;
 export class BlockKeyTable {
   /** Slot i holds its key at 2i and its block at 2i + 1; EMPTY keys mark free slots. */
   readonly #slots: Float64Array;
-  /** Each slot's home slot, kept so probing never re-derives it from a double. */
-  readonly #homes: Int32Array;
   readonly #mask: number;
   readonly #shift: number;
   #size = 0;
+  /** What `touch` read, kept only so that its loads are not optimized away. */
+  touched = 0;
 
   constructor(maxEntries: number) {
     let capacity = 16;
-    while (capacity < maxEntries * 2) capacity *= 2;
+    while (capacity * 2 < maxEntries * 3) capacity *= 2;
     this.#slots = new Float64Array(capacity * 2).fill(EMPTY);
-    this.#homes = new Int32Array(capacity);
     this.#mask = capacity - 1;
     this.#shift = 32 - Math.log2(capacity);
   }
@@ -42,6 +42,17 @@ export class BlockKeyTable {
     return this.#find(key) !== -1;
   }
 
+  /**
+   * Loads the home slots of `keys[from, to)` without acting on them: the loads are independent,
+   * so the CPU overlaps their cache misses and the operations that follow hit the cache.
+   */
+  touch(keys: ArrayLike<BlockKey>, from: number, to: number): void {
+    const slots = this.#slots;
+    let sink = 0;
+    for (let i = from; i < to; i++) sink += slots[2 * this.#home(keys[i]!)]!;
+    this.touched = sink;
+  }
+
   /** Adds `key` (which must be absent) -> `block`. */
   add(key: BlockKey, block: number): void {
     if (!this.addIfAbsent(key, block)) throw new Error(`key ${key} is already in the table`);
@@ -50,15 +61,13 @@ export class BlockKeyTable {
   /** Adds `key` -> `block` unless `key` is present (then changes nothing); true when added. */
   addIfAbsent(key: BlockKey, block: number): boolean {
     const slots = this.#slots;
-    const home = this.#home(key);
-    let i = home;
+    let i = this.#home(key);
     while (slots[2 * i] !== EMPTY) {
       if (slots[2 * i] === key) return false;
       i = (i + 1) & this.#mask;
     }
     slots[2 * i] = key;
     slots[2 * i + 1] = block;
-    this.#homes[i] = home;
     this.#size++;
     return true;
   }
@@ -67,16 +76,14 @@ export class BlockKeyTable {
     let hole = this.#find(key);
     if (hole === -1) return false;
     const slots = this.#slots;
-    const homes = this.#homes;
     const mask = this.#mask;
     // Shift later entries of the probe run back into the hole while their home allows it.
     for (let j = (hole + 1) & mask; slots[2 * j] !== EMPTY; j = (j + 1) & mask) {
-      const home = homes[j]!;
+      const home = this.#home(slots[2 * j]!);
       const stays = hole <= j ? hole < home && home <= j : hole < home || home <= j;
       if (stays) continue;
       slots[2 * hole] = slots[2 * j]!;
       slots[2 * hole + 1] = slots[2 * j + 1]!;
-      homes[hole] = home;
       hole = j;
     }
     slots[2 * hole] = EMPTY;

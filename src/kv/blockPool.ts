@@ -145,19 +145,24 @@ export class BlockPool {
    */
   tryAllocate(count: number, out: number[]): boolean {
     if (count > this.#free.size) return false;
+    const start = out.length;
+    for (let i = 0; i < count; i++) out.push(this.#free.popFront());
     let evicted: BlockKey[] | null = null;
-    for (let i = 0; i < count; i++) {
-      const block = this.#free.popFront();
+    for (let i = start; i < out.length; i++) {
+      const block = out[i]!;
       const key = this.#keys[block]!;
       if (key !== NO_KEY) {
         this.#keys[block] = NO_KEY;
-        this.#blockByKey.delete(key);
         (evicted ??= []).push(key);
       }
       this.#refs[block] = 1;
-      out.push(block);
     }
-    if (evicted !== null) this.#events.push({ type: 'BlockRemoved', blockKeys: evicted });
+    if (evicted !== null) {
+      // Warm all the slots first (see BlockKeyTable.touch): deletes one by one wait on memory.
+      this.#blockByKey.touch(evicted, 0, evicted.length);
+      for (let i = 0; i < evicted.length; i++) this.#blockByKey.delete(evicted[i]!);
+      this.#events.push({ type: 'BlockRemoved', blockKeys: evicted });
+    }
     return true;
   }
 
@@ -193,6 +198,7 @@ export class BlockPool {
     scope: KeyScope,
   ): void {
     if (!this.cachingEnabled) return;
+    this.#blockByKey.touch(keys, fromBlock, toBlock);
     let runStart = -1;
     for (let b = fromBlock; b < toBlock; b++) {
       const key = keys[b]!;

@@ -72,6 +72,11 @@ export class BlockIndex {
     return at >= 0 && this.arena.testBit(at, replica);
   }
 
+  /** Warms the table slots of `keys` before a batch of adds or removes (see SlotTable.touch). */
+  prefetch(keys: ArrayLike<BlockKey>): void {
+    this.#map.touch(keys);
+  }
+
   /** Marks `key` held by `replica`; true when it was not already. */
   add(key: BlockKey, replica: number): boolean {
     if (this.#compacting) this.#compactSlice();

@@ -26,9 +26,11 @@ export class EventIndex implements PrefixIndex {
     for (const event of events) {
       switch (event.type) {
         case 'BlockStored':
+          this.blocks.prefetch(event.blockKeys);
           for (const key of event.blockKeys) if (this.blocks.add(key, replica)) changed++;
           break;
         case 'BlockRemoved':
+          this.blocks.prefetch(event.blockKeys);
           for (const key of event.blockKeys) if (this.blocks.remove(key, replica)) changed++;
           break;
         case 'AllBlocksCleared':

@@ -19,6 +19,8 @@ export class SlotTable {
   #mask: number;
   #shift: number;
   #size = 0;
+  /** What `touch` read, kept only so that its loads are not optimized away. */
+  touched = 0;
 
   constructor(strideF64: number, expectedKeys = 0) {
     this.strideF64 = strideF64;
@@ -42,6 +44,19 @@ export class SlotTable {
   /** Home slot: both 32-bit halves of the key folded, then Fibonacci hashing for the top bits. */
   #home(key: number): number {
     return Math.imul((key >>> 0) ^ ((key / TWO_POW_32) | 0), 0x9e3779b1) >>> this.#shift;
+  }
+
+  /**
+   * Loads the home slot of each of `keys` without acting on it. The loads do not depend on each
+   * other, so the CPU overlaps their cache misses; the probes that follow then hit the cache
+   * instead of waiting on memory one key at a time.
+   */
+  touch(keys: ArrayLike<BlockKey>): void {
+    const f64 = this.f64;
+    const stride = this.strideF64;
+    let sink = 0;
+    for (let i = 0; i < keys.length; i++) sink += f64[this.#home(keys[i]!) * stride]!;
+    this.touched = sink;
   }
 
   /** Slot holding `key`, or -1. */

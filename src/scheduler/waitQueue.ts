@@ -24,9 +24,15 @@ export class WaitQueue {
   }
 
   shift(): Seq | undefined {
-    if (this.#head >= this.#items.length) return undefined;
-    const seq = this.#items[this.#head++];
-    if (this.#head >= COMPACT_AFTER && this.#head * 2 >= this.#items.length) {
+    const items = this.#items;
+    if (this.#head >= items.length) return undefined;
+    const seq = items[this.#head];
+    // Let go of the popped request: a slot left pointing at it would keep its prompt alive.
+    items[this.#head++] = undefined as unknown as Seq;
+    if (this.#head === items.length) {
+      items.length = 0;
+      this.#head = 0;
+    } else if (this.#head >= COMPACT_AFTER && this.#head * 2 >= items.length) {
       this.#items = this.#items.slice(this.#head);
       this.#head = 0;
     }
