@@ -3,11 +3,12 @@
  * the router names them `r0`..; ids and positions coincide because they are added in order.
  */
 import type { KvEvent } from '../kv/events.ts';
+import { kvPoolTokens } from '../model/cost.ts';
 import { DEFAULT_STALE_MS } from '../router/filters.ts';
 import { RouterError } from '../router/errors.ts';
 import { Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
-import type { SimConfig } from './run.ts';
+import { makeEngineConfig, type SimConfig } from './run.ts';
 
 export function makeSimRouter(config: SimConfig): SimRouter {
   const names = Array.from({ length: config.replicas }, (_, i) => `r${i}`);
@@ -22,8 +23,15 @@ export function makeSimRouter(config: SimConfig): SimRouter {
     staleMs: r.staleLimitMs ?? Math.max(DEFAULT_STALE_MS, 3 * config.view.reportMs),
     ...(r.overlayTtlMs !== undefined && { overlayTtlMs: r.overlayTtlMs }),
     seed: config.seed,
+    // Every replica's pool full of distinct blocks: the index need not grow mid-run.
+    expectedKeys: config.replicas * kvBlocksPerReplica(config),
   });
   return new RouterBridge(router, names, r.index === 'events');
+}
+
+function kvBlocksPerReplica(config: SimConfig): number {
+  const engine = makeEngineConfig(config.engine);
+  return Math.floor(kvPoolTokens(engine.spec) / engine.blockSize);
 }
 
 class RouterBridge implements SimRouter {
