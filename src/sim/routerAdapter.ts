@@ -10,6 +10,9 @@ import { Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
 import { makeEngineConfig, type SimConfig } from './run.ts';
 
+/** Presizing the index past this (~48 MB of table and arena) is left to growth. */
+const MAX_PRESIZED_KEYS = 1 << 21;
+
 export function makeSimRouter(config: SimConfig): SimRouter {
   const names = Array.from({ length: config.replicas }, (_, i) => `r${i}`);
   const r = config.router;
@@ -23,8 +26,9 @@ export function makeSimRouter(config: SimConfig): SimRouter {
     staleMs: r.staleLimitMs ?? Math.max(DEFAULT_STALE_MS, 3 * config.view.reportMs),
     ...(r.overlayTtlMs !== undefined && { overlayTtlMs: r.overlayTtlMs }),
     seed: config.seed,
-    // Every replica's pool full of distinct blocks: the index need not grow mid-run.
-    expectedKeys: config.replicas * kvBlocksPerReplica(config),
+    // Every replica's pool full of distinct blocks, so the index need not grow mid-run; capped
+    // because large fleets rarely fill that many (a search probes up to 256 replicas).
+    expectedKeys: Math.min(config.replicas * kvBlocksPerReplica(config), MAX_PRESIZED_KEYS),
   });
   return new RouterBridge(router, names, r.index === 'events');
 }
