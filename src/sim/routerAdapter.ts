@@ -10,7 +10,7 @@ import { Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
 import { makeEngineConfig, type SimConfig } from './run.ts';
 
-/** Presizing the index past this (~48 MB of table and arena) is left to growth. */
+/** Presizing the index past this (~96 MB of table and arena) is left to growth. */
 const MAX_PRESIZED_KEYS = 1 << 21;
 
 export function makeSimRouter(config: SimConfig): SimRouter {
