@@ -24,7 +24,7 @@ import {
 } from '../src/gateway/config.ts';
 import { toErrorResponse } from '../src/gateway/errors.ts';
 import { parseEngineMetrics } from '../src/gateway/scraper.ts';
-import { FirstTokenDetector } from '../src/gateway/sse.ts';
+import { FirstTokenDetector } from '../src/gateway/firstToken.ts';
 import { EventSubscriber } from '../src/gateway/subscriber.ts';
 import { loadChatTemplate, renderWithTemplate } from '../src/gateway/tokenize.ts';
 import { computeBlockKeys } from '../src/kv/blockKey.ts';
@@ -240,7 +240,7 @@ describe('Authenticator', () => {
       const r = toErrorResponse(err);
       assert.equal(r.status, 401);
       assert.equal(r.headers['www-authenticate'], 'Bearer');
-      assert.equal(JSON.parse(r.body).error.type, 'authentication_error');
+      assert.equal(JSON.parse(r.body).error.type, 'AuthenticationError');
     }
     assert.equal(toErrorResponse(new Error('boom')).status, 500);
     assert.equal(

@@ -5,12 +5,12 @@
  * talk to the router only through its facade, with the wall clock read here.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeServer, findRoute, listen, sendError, sendJson } from '../openai/http.ts';
 import { Router } from '../router/index.ts';
 import { Authenticator } from './auth.ts';
 import { type Backend, closeBackends, listModels, makeBackends } from './backends.ts';
 import type { GatewayConfig } from './config.ts';
-import { GatewayError, toErrorResponse } from './errors.ts';
+import { toApiError } from './errors.ts';
 import { type EmbeddedFleet, startEmbeddedFleet } from './fleet.ts';
 import { type GenerateContext, handleGenerate } from './generate.ts';
 import { HealthChecker } from './health.ts';
@@ -174,25 +174,25 @@ async function wire(
     };
   };
 
+  const GET = { method: 'GET' } as const;
+  const POST = { method: 'POST' } as const;
+  const routes = {
+    '/v1/completions': POST,
+    '/v1/chat/completions': POST,
+    '/health': GET,
+    '/v1/models': GET,
+    '/metrics': GET,
+    '/router/replicas': GET,
+  };
+
   async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    findRoute(routes, req, res);
     const path = (req.url ?? '/').split('?')[0]!;
-    const method = req.method ?? 'GET';
-    if (path === '/v1/completions' || path === '/v1/chat/completions') {
-      if (method !== 'POST') throw methodNotAllowed(res, 'POST', method, path);
-      return handleGenerate(
-        generate,
-        path === '/v1/completions' ? 'completions' : 'chat',
-        req,
-        res,
-      );
-    }
-    if (method !== 'GET' && method !== 'HEAD') {
-      if (['/health', '/v1/models', '/metrics', '/router/replicas'].includes(path)) {
-        throw methodNotAllowed(res, 'GET', method, path);
-      }
-      throw new GatewayError('ERR_NOT_FOUND', `no route for ${method} ${path}`);
-    }
     switch (path) {
+      case '/v1/completions':
+        return handleGenerate(generate, 'completions', req, res);
+      case '/v1/chat/completions':
+        return handleGenerate(generate, 'chat', req, res);
       case '/health':
         res.writeHead(200, { 'content-length': 0 });
         res.end();
@@ -209,31 +209,21 @@ async function wire(
       case '/router/replicas':
         generate.auth.authenticate(req.headers.authorization, undefined);
         return sendJson(res, 200, replicaJson());
-      default:
-        throw new GatewayError('ERR_NOT_FOUND', `no route for ${method} ${path}`);
     }
   }
 
   const server: Server = createServer({ keepAlive: true }, (req, res) => {
-    serve(req, res).catch((err: unknown) => sendError(res, err));
+    serve(req, res).catch((err: unknown) => sendError(res, toApiError(err)));
   });
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.headersTimeout = HEADERS_TIMEOUT_MS;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  const { port, url } = await listen(server, config.port, config.host);
   scraper.start();
   subscriber?.start();
 
-  const port = (server.address() as AddressInfo).port;
-  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   let closed: Promise<void> | null = null;
   return {
-    url: `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`,
+    url,
     port,
     replicas: backends.map((b) => ({
       name: b.name,
@@ -246,9 +236,7 @@ async function wire(
     metrics,
     close() {
       closed ??= (async () => {
-        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeAllConnections();
-        await stopped;
+        await closeServer(server);
         await Promise.allSettled([scraper.close(), health.close(), subscriber?.close()]);
         await closeBackends(backends);
         await fleet?.close();
@@ -256,35 +244,4 @@ async function wire(
       return closed;
     },
   };
-}
-
-function methodNotAllowed(
-  res: ServerResponse,
-  allow: string,
-  method: string,
-  path: string,
-): GatewayError {
-  res.setHeader('allow', allow);
-  return new GatewayError('ERR_METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`);
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
-  });
-  res.end(text);
-}
-
-function sendError(res: ServerResponse, err: unknown): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
-  const { status, headers, body } = toErrorResponse(err);
-  // The rest of a refused body is not worth reading: close rather than drain it.
-  if (status === 413) headers.connection = 'close';
-  res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
-  res.end(body);
 }
