@@ -10,7 +10,7 @@ export class GatewayError extends Error {
   readonly param: string | null;
 
   constructor(
-    readonly code: 'ERR_CONFIG' | 'ERR_TOKENIZER',
+    readonly code: 'ERR_CONFIG',
     message: string,
     options?: { param?: string },
   ) {

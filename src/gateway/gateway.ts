@@ -17,7 +17,7 @@ import { HealthChecker } from './health.ts';
 import { GatewayMetrics } from './metrics.ts';
 import { MetricsScraper } from './scraper.ts';
 import { EventSubscriber } from './subscriber.ts';
-import { makePromptTokenizer } from './tokenize.ts';
+import { makePromptTokenizer } from '../tokenizer/promptTokenizer.ts';
 
 /** A slow or stalled client may not hold a socket forever while sending its request. */
 const REQUEST_TIMEOUT_MS = 60_000;

@@ -14,7 +14,7 @@ import type { Backend } from './backends.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { proxyAttempt } from './proxy.ts';
 import { parseRequest } from './request.ts';
-import type { PromptTokenizer } from './tokenize.ts';
+import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
 
 /** Names the replica that served a response, as llm-d's gateway names its destination. */
 export const REPLICA_HEADER = 'x-kvroute-replica';

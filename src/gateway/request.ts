@@ -7,7 +7,7 @@
 import { type BlockKey, computeBlockKeys } from '../kv/blockKey.ts';
 import { parseJson } from '../openai/http.ts';
 import { type Endpoint, type PromptInput, readGenerationRequest } from '../openai/request.ts';
-import type { PromptTokenizer } from './tokenize.ts';
+import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
 
 export interface ParsedRequest {
   endpoint: Endpoint;
