@@ -5,7 +5,7 @@
  * tokenizer.json (byte-level BPE) serves real vLLM replicas running that model.
  */
 import { loadBpeTokenizer } from './bpe.ts';
-import { type ChatTurn, renderChat } from './chatTemplate.ts';
+import { type ChatTurn, encodeChat, renderChat } from './chatTemplate.ts';
 import { loadChatTemplate, renderWithTemplate } from './templateFile.ts';
 import { getTokenizer } from './tokenizer.ts';
 
@@ -33,7 +33,10 @@ export function makePromptTokenizer(
       name: builtin.name,
       vocabSize: builtin.vocabSize,
       encodePrompt: (text) => builtin.encode(text),
-      encodeChat: (turns) => builtin.encode(render(turns)),
+      // Without a template file, exactly as the engine encodes chats: piece by piece.
+      encodeChat: template
+        ? (turns) => builtin.encode(render(turns))
+        : (turns) => encodeChat(builtin, turns),
     };
   }
   const bpe = loadBpeTokenizer(tokenizer);
