@@ -25,15 +25,15 @@ const LF = 0x0a;
 const CR = 0x0d;
 const COLON = 0x3a;
 const SPACE = 0x20;
-const DATA = Buffer.from('data');
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+const EMPTY = Buffer.alloc(0);
 /** Default bound on one event's bytes (its lines so far plus the line being read). */
 const MAX_EVENT_BYTES = 1 << 20;
 
 export class SseFramer {
   readonly #maxEventBytes: number;
   /** Bytes of a line whose end has not arrived. */
-  #partial: Buffer = Buffer.alloc(0);
+  #partial: Buffer = EMPTY;
   /** Data lines of the event being read. */
   #data: string[] = [];
   #eventBytes = 0;
@@ -47,18 +47,24 @@ export class SseFramer {
 
   /** Feeds bytes; returns the data of each event they complete, in order. Throws SseError. */
   push(chunk: Uint8Array): string[] {
-    let buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    if (this.#partial.length > 0) buf = Buffer.concat([this.#partial, buf]);
+    let buf = Buffer.isBuffer(chunk)
+      ? chunk
+      : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    // The held bytes hold no line end (they would have ended a line): search only what is new.
+    const held = this.#partial.length;
+    if (held > 0) buf = Buffer.concat([this.#partial, buf]);
     const events: string[] = [];
     let pos = 0;
     if (this.#skipLf && buf.length > 0) {
       this.#skipLf = false;
       if (buf[0] === LF) pos = 1;
     }
-    let cr = buf.indexOf(CR, pos);
+    // The next CR and LF at or after pos, each searched again only once pos has passed it.
+    let cr = buf.indexOf(CR, held);
+    let lf = buf.indexOf(LF, held);
     while (pos < buf.length) {
-      const lf = buf.indexOf(LF, pos);
       if (cr >= 0 && cr < pos) cr = buf.indexOf(CR, pos);
+      if (lf >= 0 && lf < pos) lf = buf.indexOf(LF, pos);
       if (lf < 0 && cr < 0) break;
       let end: number;
       let next: number;
@@ -76,7 +82,7 @@ export class SseFramer {
       if (data !== null) events.push(data);
       pos = next;
     }
-    this.#partial = pos < buf.length ? Buffer.from(buf.subarray(pos)) : Buffer.alloc(0);
+    this.#partial = pos < buf.length ? Buffer.from(buf.subarray(pos)) : EMPTY;
     if (this.#eventBytes + this.#partial.length > this.#maxEventBytes) {
       throw new SseError(`an event grew past ${this.#maxEventBytes} bytes without ending`);
     }
@@ -97,13 +103,17 @@ export class SseFramer {
       return data;
     }
     this.#eventBytes += end - start + 1;
+    // Only `data` fields matter: `data:VALUE`, `data: VALUE`, or a bare `data` (empty value).
     if (
-      end - start < DATA.length ||
-      buf.compare(DATA, 0, DATA.length, start, start + DATA.length) !== 0
+      end - start < 4 ||
+      buf[start] !== 0x64 ||
+      buf[start + 1] !== 0x61 ||
+      buf[start + 2] !== 0x74 ||
+      buf[start + 3] !== 0x61
     ) {
       return null;
     }
-    let from = start + DATA.length;
+    let from = start + 4;
     if (from < end && buf[from] !== COLON) return null; // a field named data-something
     if (from < end) from++;
     if (from < end && buf[from] === SPACE) from++;
