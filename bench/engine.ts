@@ -17,6 +17,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { SseFramer } from '../src/openai/sse.ts';
 
 const { values } = parseArgs({
   options: {
@@ -109,15 +110,12 @@ async function client(pool: Pool, id: number): Promise<void> {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ prompt, max_tokens: OUTPUT_TOKENS, stream: true }),
     });
-    let carry = '';
+    const framer = new SseFramer();
     for await (const chunk of res.body) {
-      const text = carry + (chunk as Buffer).toString('latin1');
-      let at = text.indexOf('data: {');
-      while (at !== -1) {
-        if (counting) streamed++;
-        at = text.indexOf('data: {', at + 7);
+      for (const data of framer.push(chunk as Buffer)) {
+        // Every chunk before [DONE] carries one token (no usage chunk was asked for).
+        if (counting && data !== '[DONE]') streamed++;
       }
-      carry = text.slice(-6);
     }
   }
 }

@@ -5,7 +5,7 @@
  */
 import type { GatewayConfig } from '../src/gateway/config.ts';
 import { defaultConfig } from '../src/gateway/config.ts';
-import { backendOf } from '../src/gateway/fleet.ts';
+import { backendOf } from '../src/embedded/fleet.ts';
 import { type GatewayHandle, startGateway } from '../src/gateway/gateway.ts';
 import { type EngineServerOptions, startEngineServer } from '../src/engine/server/server.ts';
 import type { EngineServerHandle } from '../src/engine/server/server.ts';

@@ -15,7 +15,7 @@ import { Publisher, Router as ZmqRouter } from 'zeromq';
 import { Flags, parseFlags } from '../src/cli/args.ts';
 import { readServeConfig } from '../src/cli/serve.ts';
 import { Authenticator } from '../src/gateway/auth.ts';
-import { makeBpeTokenizer, toJsRegex } from '../src/gateway/bpe.ts';
+import { makeBpeTokenizer, toJsRegex } from '../src/tokenizer/bpe.ts';
 import {
   loadConfigFile,
   parseApiKeyFlag,
@@ -24,9 +24,9 @@ import {
 } from '../src/gateway/config.ts';
 import { toErrorResponse } from '../src/gateway/errors.ts';
 import { parseEngineMetrics } from '../src/gateway/scraper.ts';
-import { FirstTokenDetector } from '../src/gateway/sse.ts';
+import { FirstTokenDetector } from '../src/gateway/firstToken.ts';
 import { EventSubscriber } from '../src/gateway/subscriber.ts';
-import { loadChatTemplate, renderWithTemplate } from '../src/gateway/tokenize.ts';
+import { loadChatTemplate, renderWithTemplate } from '../src/tokenizer/templateFile.ts';
 import { computeBlockKeys } from '../src/kv/blockKey.ts';
 import type { KvEvent } from '../src/kv/events.ts';
 import { END_SEQ_FRAME, encodeEventBatch, encodeSeq, type WireFormat } from '../src/kv/wire.ts';
@@ -240,7 +240,7 @@ describe('Authenticator', () => {
       const r = toErrorResponse(err);
       assert.equal(r.status, 401);
       assert.equal(r.headers['www-authenticate'], 'Bearer');
-      assert.equal(JSON.parse(r.body).error.type, 'authentication_error');
+      assert.equal(JSON.parse(r.body).error.type, 'AuthenticationError');
     }
     assert.equal(toErrorResponse(new Error('boom')).status, 500);
     assert.equal(

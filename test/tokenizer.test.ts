@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { encodeChat, renderChat } from '../src/tokenizer/chatTemplate.ts';
+import { makePromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
 import { getTokenizer } from '../src/tokenizer/tokenizer.ts';
 
 test('cl100k_base: known ids, round trip, one shared instance', () => {
@@ -40,4 +41,15 @@ test('the chat template is Llama 3 style and prefix-stable across turns', () => 
   const b = encodeChat(tok, [...turns, { role: 'assistant', content: 'Hello.' }]);
   assert.deepEqual(b.slice(0, a.length), a, 'token ids of the old turns are unchanged');
   assert.equal(tok.decode(encodeChat(tok, turns)), text, 'the ids spell the rendered text');
+});
+
+test("the gateway's builtin prompt tokenizer gives the engine's chat token ids", () => {
+  // The engine encodes chats piece by piece (encodeChat); routing keys must use the same ids.
+  const turns = [
+    { role: 'system', content: 'You are helpful.' },
+    { role: 'user', content: 'Hello there, how are you?' },
+  ];
+  const gateway = makePromptTokenizer('builtin', null);
+  assert.deepEqual(gateway.encodeChat(turns), encodeChat(getTokenizer(), turns));
+  assert.deepEqual(gateway.encodePrompt('Hello world'), getTokenizer().encode('Hello world'));
 });

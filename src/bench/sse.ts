@@ -5,8 +5,8 @@
  * that ends without `[DONE]`) comes back as an outcome with an error kind, never as a throw:
  * the load generator counts them and carries on.
  */
-import { StringDecoder } from 'node:string_decoder';
 import { type Dispatcher, errors, request } from 'undici';
+import { SseError, SseFramer } from '../openai/sse.ts';
 
 export interface CompletionRequest {
   /** Base URL, e.g. http://127.0.0.1:8080 (no trailing slash). */
@@ -86,23 +86,12 @@ export async function streamCompletion(req: CompletionRequest): Promise<StreamOu
 
 /** Reads `data:` events into `out`; true when the stream ended with `[DONE]`. */
 async function readEvents(body: AsyncIterable<Buffer>, out: StreamOutcome): Promise<boolean> {
-  // A decoder, not toString per chunk: a multi-byte character may straddle two chunks.
-  const decoder = new StringDecoder('utf8');
-  let buffer = '';
+  const framer = new SseFramer();
   for await (const piece of body) {
     const now = performance.now();
-    buffer += decoder.write(piece).replaceAll('\r\n', '\n');
-    let end = buffer.indexOf('\n\n');
-    while (end >= 0) {
-      const event = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      end = buffer.indexOf('\n\n');
-      for (const line of event.split('\n')) {
-        if (!line.startsWith('data:')) continue;
-        const data = line.slice(5).trim();
-        if (data === '[DONE]') return true;
-        onChunk(JSON.parse(data) as Chunk, now, out);
-      }
+    for (const data of framer.push(piece)) {
+      if (data.trim() === '[DONE]') return true;
+      onChunk(JSON.parse(data) as Chunk, now, out);
     }
   }
   return false;
@@ -135,7 +124,7 @@ function finish(out: StreamOutcome, error: string | null, detail?: string): Stre
 function errorKind(err: unknown, signal: AbortSignal | undefined): string {
   if (signal?.aborted) return 'cancelled';
   if (err instanceof StreamError) return 'stream-error';
-  if (err instanceof SyntaxError) return 'bad-stream';
+  if (err instanceof SyntaxError || err instanceof SseError) return 'bad-stream';
   const code = (err as { code?: unknown }).code;
   if (code === 'ECONNREFUSED') return 'refused';
   if (err instanceof errors.SocketError || code === 'ECONNRESET' || code === 'EPIPE') {

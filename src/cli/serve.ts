@@ -14,7 +14,7 @@ import {
   parseApiKeyFlag,
   parseBackendFlag,
 } from '../gateway/config.ts';
-import { startGateway } from '../gateway/gateway.ts';
+import { startGatewayWithFleet } from '../embedded/gateway.ts';
 import { isPolicyName, POLICY_NAMES } from '../router/index.ts';
 import { Flags, parseFlags, UsageError } from './args.ts';
 
@@ -127,7 +127,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const config = readServeConfig(flags);
   const speedup = flags.positive('speedup');
-  const gateway = await startGateway(
+  const gateway = await startGatewayWithFleet(
     config,
     speedup === undefined ? {} : { embeddedSpeedup: speedup },
   );

@@ -7,8 +7,8 @@
  * tenant's salt with a header); without keys, the optional `x-kvroute-tenant` header names it.
  */
 import { timingSafeEqual } from 'node:crypto';
+import { ApiError } from '../openai/errors.ts';
 import type { ClientKey } from './config.ts';
-import { GatewayError } from './errors.ts';
 
 export const TENANT_HEADER = 'x-kvroute-tenant';
 
@@ -41,10 +41,10 @@ export class Authenticator {
     }
     const key = bearerToken(authorization);
     if (key === null) {
-      throw new GatewayError('ERR_UNAUTHORIZED', 'missing API key: send Authorization: Bearer KEY');
+      throw new ApiError('ERR_UNAUTHORIZED', 'missing API key: send Authorization: Bearer KEY');
     }
     const tenant = this.#lookup(key);
-    if (tenant === undefined) throw new GatewayError('ERR_UNAUTHORIZED', 'invalid API key');
+    if (tenant === undefined) throw new ApiError('ERR_UNAUTHORIZED', 'invalid API key');
     return { tenant, tenantSalt: this.saltOf(tenant) };
   }
 

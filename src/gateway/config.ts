@@ -263,24 +263,17 @@ function nonEmpty(v: string, key: string): string {
   return v;
 }
 
-function num(
-  v: unknown,
-  key: string,
-  min = Number.NEGATIVE_INFINITY,
-  max = Number.POSITIVE_INFINITY,
-): number {
+/** Optional inclusive bounds of a number. */
+type Bounds = [min?: number, max?: number];
+
+function num(v: unknown, key: string, ...[min = -Infinity, max = Infinity]: Bounds): number {
   if (typeof v !== 'number' || !Number.isFinite(v)) throw configError(key, 'must be a number');
   if (v < min || v > max) throw configError(key, `must be within [${min}, ${max}], got ${v}`);
   return v;
 }
 
-function int(
-  v: unknown,
-  key: string,
-  min = Number.NEGATIVE_INFINITY,
-  max = Number.POSITIVE_INFINITY,
-): number {
-  const n = num(v, key, min, max);
+function int(v: unknown, key: string, ...bounds: Bounds): number {
+  const n = num(v, key, ...bounds);
   if (!Number.isInteger(n)) throw configError(key, `must be an integer, got ${n}`);
   return n;
 }

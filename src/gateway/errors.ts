@@ -1,93 +1,35 @@
 /**
- * Gateway errors carry a stable string code; only the HTTP edge (`toErrorResponse`) turns a code
- * into a status and OpenAI-style JSON, so the request pipeline never thinks in HTTP terms.
+ * Gateway errors. Setup problems (a bad config key or flag) are GatewayErrors with a stable code
+ * and the offending key; request problems are the shared ApiErrors (`src/openai/errors.ts`), and
+ * only the HTTP edge turns either into an answer.
  */
-export type GatewayErrorCode =
-  | 'ERR_BAD_JSON'
-  | 'ERR_INVALID_REQUEST'
-  | 'ERR_BODY_TOO_LARGE'
-  | 'ERR_UNAUTHORIZED'
-  | 'ERR_NO_HEALTHY_BACKEND'
-  | 'ERR_NOT_FOUND'
-  | 'ERR_METHOD_NOT_ALLOWED'
-  | 'ERR_UPSTREAM'
-  | 'ERR_CLIENT_TIMEOUT'
-  | 'ERR_CONFIG'
-  | 'ERR_TOKENIZER';
+import { ApiError, type ErrorResponse, errorResponse } from '../openai/errors.ts';
 
 export class GatewayError extends Error {
-  readonly code: GatewayErrorCode;
-  /** Which request field was wrong, when one was (OpenAI's `param`). */
+  /** Which config key or flag was wrong. */
   readonly param: string | null;
 
   constructor(
-    code: GatewayErrorCode,
+    readonly code: 'ERR_CONFIG',
     message: string,
-    options?: { cause?: unknown; param?: string },
+    options?: { param?: string },
   ) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    super(message);
     this.name = 'GatewayError';
-    this.code = code;
     this.param = options?.param ?? null;
   }
 }
 
-interface EdgeMapping {
-  status: number;
-  type: string;
-}
-
-const EDGE: Record<GatewayErrorCode, EdgeMapping> = {
-  ERR_BAD_JSON: { status: 400, type: 'invalid_request_error' },
-  ERR_INVALID_REQUEST: { status: 400, type: 'invalid_request_error' },
-  ERR_BODY_TOO_LARGE: { status: 413, type: 'invalid_request_error' },
-  ERR_UNAUTHORIZED: { status: 401, type: 'authentication_error' },
-  ERR_NO_HEALTHY_BACKEND: { status: 503, type: 'service_unavailable' },
-  ERR_NOT_FOUND: { status: 404, type: 'invalid_request_error' },
-  ERR_METHOD_NOT_ALLOWED: { status: 405, type: 'invalid_request_error' },
-  ERR_UPSTREAM: { status: 502, type: 'upstream_error' },
-  ERR_CLIENT_TIMEOUT: { status: 408, type: 'invalid_request_error' },
-  ERR_CONFIG: { status: 500, type: 'server_error' },
-  ERR_TOKENIZER: { status: 500, type: 'server_error' },
-};
-
-/** Seconds a client should wait before retrying when no backend can take the request. */
-export const RETRY_AFTER_S = 1;
-
-export interface ErrorResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** The OpenAI error object `{"error": {message, type, param, code}}` for any thrown value. */
-export function errorObject(err: unknown): {
-  message: string;
-  type: string;
-  param: string | null;
-  code: string;
-} {
-  if (err instanceof GatewayError) {
-    return { message: err.message, type: EDGE[err.code].type, param: err.param, code: err.code };
+/** Any error thrown while serving, as an ApiError; internals are not told to the client. */
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if ((err as { code?: unknown })?.code === 'ERR_NO_HEALTHY_REPLICA') {
+    return new ApiError('ERR_NO_HEALTHY_BACKEND', (err as Error).message, null, { cause: err });
   }
-  const code = (err as { code?: unknown })?.code;
-  if (code === 'ERR_NO_HEALTHY_REPLICA') {
-    return {
-      message: (err as Error).message,
-      type: EDGE.ERR_NO_HEALTHY_BACKEND.type,
-      param: null,
-      code: 'ERR_NO_HEALTHY_BACKEND',
-    };
-  }
-  return { message: 'internal error', type: 'server_error', param: null, code: 'ERR_INTERNAL' };
+  return new ApiError('ERR_INTERNAL', 'internal error', null, { cause: err });
 }
 
 /** Status, headers and body for an error thrown anywhere in the pipeline. */
 export function toErrorResponse(err: unknown): ErrorResponse {
-  const error = errorObject(err);
-  const status = EDGE[error.code as GatewayErrorCode]?.status ?? 500;
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (status === 503) headers['retry-after'] = String(RETRY_AFTER_S);
-  if (status === 401) headers['www-authenticate'] = 'Bearer';
-  return { status, headers, body: JSON.stringify({ error }) };
+  return errorResponse(toApiError(err));
 }

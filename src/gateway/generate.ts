@@ -5,14 +5,16 @@
  * the next best replica, a bounded number of times.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ApiError } from '../openai/errors.ts';
+import { readBody } from '../openai/http.ts';
+import type { Endpoint } from '../openai/request.ts';
 import type { Router } from '../router/index.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
-import { GatewayError } from './errors.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { proxyAttempt } from './proxy.ts';
-import { type Endpoint, parseRequest, readBody } from './request.ts';
-import type { PromptTokenizer } from './tokenize.ts';
+import { parseRequest } from './request.ts';
+import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
 
 /** Names the replica that served a response, as llm-d's gateway names its destination. */
 export const REPLICA_HEADER = 'x-kvroute-replica';
@@ -98,9 +100,10 @@ export async function handleGenerate(
         return;
     }
   }
-  throw new GatewayError(
+  throw new ApiError(
     'ERR_NO_HEALTHY_BACKEND',
     `no backend answered after ${ctx.maxRetries + 1} attempts: ${lastError?.message ?? 'unknown error'}`,
+    null,
     { cause: lastError },
   );
 }

@@ -6,9 +6,16 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RouteDecision } from '../router/index.ts';
 
+export interface ReplicaLoad {
+  name: string;
+  /** Queued prompt tokens in the router's ledger. */
+  queuedPromptTokens: number;
+  inFlight: number;
+  up: boolean;
+}
+
 export interface ReplicaGaugeSource {
-  /** Per replica: name, queued prompt tokens (router ledger), up or down. */
-  replicaLoads(): { name: string; queuedPromptTokens: number; up: boolean; inFlight: number }[];
+  replicaLoads(): ReplicaLoad[];
 }
 
 export class GatewayMetrics {
@@ -29,51 +36,57 @@ export class GatewayMetrics {
 
   constructor(source: ReplicaGaugeSource) {
     const registers = [this.registry];
-    this.decisions = new Counter({
-      name: 'kvroute_gateway_decisions_total',
-      help: 'Routing decisions, by policy and chosen replica',
-      labelNames: ['policy', 'replica'],
-      registers,
-    });
-    this.promptTokens = new Counter({
-      name: 'kvroute_gateway_prompt_tokens_routed_total',
-      help: 'Prompt tokens routed, by whether the chosen replica had them cached',
-      labelNames: ['kind'],
-      registers,
-    });
-    this.spills = new Counter({
-      name: 'kvroute_gateway_spills_total',
-      help: 'Requests sent away from the replica holding their longest prefix',
-      labelNames: ['policy'],
-      registers,
-    });
-    this.failOpen = new Counter({
-      name: 'kvroute_gateway_fail_open_total',
-      help: 'Decisions made with every replica filtered out (the filters were relaxed)',
-      labelNames: ['policy'],
-      registers,
-    });
-    this.retries = new Counter({
-      name: 'kvroute_gateway_retries_total',
-      help: 'Attempts repeated on another replica after a refused or reset connection',
-      registers,
-    });
-    this.requests = new Counter({
-      name: 'kvroute_gateway_requests_total',
-      help: 'Requests answered, by endpoint and status',
-      labelNames: ['endpoint', 'status'],
-      registers,
-    });
-    this.brokenStreams = new Counter({
-      name: 'kvroute_gateway_broken_streams_total',
-      help: 'Responses cut by a backend failure after bytes reached the client',
-      registers,
-    });
-    this.clientAborts = new Counter({
-      name: 'kvroute_gateway_client_aborts_total',
-      help: 'Requests whose client left before the response ended',
-      registers,
-    });
+    const counter = <T extends string = never>(name: string, help: string, labelNames: T[] = []) =>
+      new Counter<T>({ name, help, labelNames, registers });
+    /** A per-replica gauge read from the router at scrape time. */
+    const replicaGauge = (name: string, help: string, value: (r: ReplicaLoad) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['replica'],
+        registers,
+        collect() {
+          for (const r of source.replicaLoads()) this.set({ replica: r.name }, value(r));
+        },
+      });
+
+    this.decisions = counter(
+      'kvroute_gateway_decisions_total',
+      'Routing decisions, by policy and chosen replica',
+      ['policy', 'replica'],
+    );
+    this.promptTokens = counter(
+      'kvroute_gateway_prompt_tokens_routed_total',
+      'Prompt tokens routed, by whether the chosen replica had them cached',
+      ['kind'],
+    );
+    this.spills = counter(
+      'kvroute_gateway_spills_total',
+      'Requests sent away from the replica holding their longest prefix',
+      ['policy'],
+    );
+    this.failOpen = counter(
+      'kvroute_gateway_fail_open_total',
+      'Decisions made with every replica filtered out (the filters were relaxed)',
+      ['policy'],
+    );
+    this.retries = counter(
+      'kvroute_gateway_retries_total',
+      'Attempts repeated on another replica after a refused or reset connection',
+    );
+    this.requests = counter(
+      'kvroute_gateway_requests_total',
+      'Requests answered, by endpoint and status',
+      ['endpoint', 'status'],
+    );
+    this.brokenStreams = counter(
+      'kvroute_gateway_broken_streams_total',
+      'Responses cut by a backend failure after bytes reached the client',
+    );
+    this.clientAborts = counter(
+      'kvroute_gateway_client_aborts_total',
+      'Requests whose client left before the response ended',
+    );
     this.decisionSeconds = new Histogram({
       name: 'kvroute_gateway_decision_seconds',
       help: 'Time to choose a replica (tokenize excluded)',
@@ -82,33 +95,21 @@ export class GatewayMetrics {
     });
     this.#cachedTokens = this.promptTokens.labels('cached');
     this.#uncachedTokens = this.promptTokens.labels('uncached');
-    new Gauge({
-      name: 'kvroute_gateway_replica_queued_prompt_tokens',
-      help: 'Uncached prompt tokens assigned to the replica whose first token has not come back',
-      labelNames: ['replica'],
-      registers,
-      collect() {
-        for (const r of source.replicaLoads()) this.set({ replica: r.name }, r.queuedPromptTokens);
-      },
-    });
-    new Gauge({
-      name: 'kvroute_gateway_replica_in_flight',
-      help: 'Requests in flight on the replica',
-      labelNames: ['replica'],
-      registers,
-      collect() {
-        for (const r of source.replicaLoads()) this.set({ replica: r.name }, r.inFlight);
-      },
-    });
-    new Gauge({
-      name: 'kvroute_gateway_replica_up',
-      help: '1 when the replica is taking traffic, 0 while marked down',
-      labelNames: ['replica'],
-      registers,
-      collect() {
-        for (const r of source.replicaLoads()) this.set({ replica: r.name }, r.up ? 1 : 0);
-      },
-    });
+    replicaGauge(
+      'kvroute_gateway_replica_queued_prompt_tokens',
+      'Uncached prompt tokens assigned to the replica whose first token has not come back',
+      (r) => r.queuedPromptTokens,
+    );
+    replicaGauge(
+      'kvroute_gateway_replica_in_flight',
+      'Requests in flight on the replica',
+      (r) => r.inFlight,
+    );
+    replicaGauge(
+      'kvroute_gateway_replica_up',
+      '1 when the replica is taking traffic, 0 while marked down',
+      (r) => (r.up ? 1 : 0),
+    );
   }
 
   /** One routing decision and how long it took. */

@@ -8,8 +8,9 @@
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { errorObject, GatewayError } from './errors.ts';
-import { FirstTokenDetector } from './sse.ts';
+import { ApiError, errorInfo } from '../openai/errors.ts';
+import { SSE_DONE, sseData } from '../openai/sse.ts';
+import { FirstTokenDetector } from './firstToken.ts';
 
 export type AttemptOutcome =
   /** Nothing reached the client: the backend refused, reset or failed before any byte. */
@@ -172,12 +173,12 @@ export function proxyAttempt(
 
 /** Ends a begun SSE stream the way an OpenAI server reports a failure mid-stream. */
 export function endWithErrorEvent(res: ServerResponse, cause: Error, atEventBoundary = true): void {
-  const err = new GatewayError('ERR_UPSTREAM', `upstream failed mid-stream: ${cause.message}`, {
+  const err = new ApiError('ERR_UPSTREAM', `upstream failed mid-stream: ${cause.message}`, null, {
     cause,
   });
   if (!res.writableEnded) {
     // A blank line first terminates any event the backend left half-written.
     const lead = atEventBoundary ? '' : '\n\n';
-    res.end(`${lead}data: ${JSON.stringify({ error: errorObject(err) })}\n\ndata: [DONE]\n\n`);
+    res.end(`${lead}${sseData({ error: errorInfo(err) })}${SSE_DONE}`);
   }
 }

@@ -6,14 +6,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import { sendError } from '../../openai/http.ts';
+import { SSE_DONE, sseData } from '../../openai/sse.ts';
 import type { Tokenizer } from '../../tokenizer/tokenizer.ts';
 import type { RequestFinished } from '../types.ts';
 import type { RequestSink, WallClockDriver } from './driver.ts';
 import { toApiError } from './errors.ts';
-import { sendError } from './http.ts';
 import type { EngineMetrics } from './metrics.ts';
 import { OutputText } from './textGen.ts';
-import type { GenerationRequest } from './validation.ts';
+import type { Generation } from './validation.ts';
 
 export interface GenerationContext {
   driver: WallClockDriver;
@@ -42,11 +43,11 @@ const SSE_HEADERS = {
 /** Submits the request (throws EngineError synchronously if it can never run) and serves it. */
 export function serveGeneration(
   ctx: GenerationContext,
-  gen: GenerationRequest,
+  gen: Generation,
   promptTokens: number[],
   res: ServerResponse,
 ): void {
-  const chat = gen.kind === 'chat';
+  const chat = gen.endpoint === 'chat';
   const responseId = `${chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replaceAll('-', '')}`;
   const created = Math.floor(Date.now() / 1000);
   const engineId = ctx.nextEngineId();
@@ -59,14 +60,14 @@ export function serveGeneration(
   const pieces: string[] = [];
 
   const chunk = (choices: unknown[], usage?: Usage): string =>
-    `data: ${JSON.stringify({
+    sseData({
       id: responseId,
       object: chat ? 'chat.completion.chunk' : 'text_completion',
       created,
       model: ctx.servedModelName,
       choices,
       ...(usage && { usage }),
-    })}\n\n`;
+    });
 
   // The common chunk (a middle token) by concatenation: the same bytes JSON.stringify gives for
   // chunk(), at a fraction of the cost, since a busy engine writes one per token per stream.
@@ -117,7 +118,7 @@ export function serveGeneration(
         prompt_tokens_details: { cached_tokens: finished.cachedTokens },
       };
       if (gen.stream) {
-        res.end(`${gen.includeUsage ? chunk([], usage) : ''}data: [DONE]\n\n`);
+        res.end(`${gen.includeUsage ? chunk([], usage) : ''}${SSE_DONE}`);
         return;
       }
       const text = pieces.join('');

@@ -3,16 +3,16 @@
  * They throw ApiError (or the core's EngineError); the server turns those into error bodies.
  */
 import type { ServerResponse } from 'node:http';
+import { ApiError, badRequest } from '../../openai/errors.ts';
+import { sendJson } from '../../openai/http.ts';
+import { type Endpoint, readGenerationRequest } from '../../openai/request.ts';
 import { encodeChat } from '../../tokenizer/chatTemplate.ts';
-import { ApiError } from './errors.ts';
 import { type GenerationContext, serveGeneration } from './generate.ts';
-import { sendJson } from './http.ts';
 import {
   checkContextLength,
-  type GenerationRequest,
-  parseChatBody,
-  parseCompletionBody,
+  type Generation,
   parseTokenizeBody,
+  toGeneration,
 } from './validation.ts';
 
 export interface HandlerContext extends GenerationContext {
@@ -27,25 +27,32 @@ function checkModel(ctx: HandlerContext, model: string | null): void {
   }
 }
 
-function promptTokensOf(ctx: HandlerContext, gen: GenerationRequest): number[] {
+function promptTokensOf(ctx: HandlerContext, gen: Generation): number[] {
   if (gen.messages) return encodeChat(ctx.tokenizer, gen.messages);
   const prompt = gen.prompt!;
   return 'text' in prompt ? ctx.tokenizer.encode(prompt.text) : prompt.tokenIds;
 }
 
-function generate(ctx: HandlerContext, gen: GenerationRequest, res: ServerResponse): void {
-  checkModel(ctx, gen.model);
+function generate(
+  ctx: HandlerContext,
+  endpoint: Endpoint,
+  body: unknown,
+  res: ServerResponse,
+): void {
+  const req = readGenerationRequest(endpoint, body, ctx.tokenizer.vocabSize);
+  const gen = toGeneration(req);
+  checkModel(ctx, req.model);
   const promptTokens = promptTokensOf(ctx, gen);
   checkContextLength(promptTokens.length, gen.maxTokens, ctx.maxModelLen);
   serveGeneration(ctx, gen, promptTokens, res);
 }
 
 export function completions(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
-  generate(ctx, parseCompletionBody(body, ctx.tokenizer.vocabSize), res);
+  generate(ctx, 'completions', body, res);
 }
 
 export function chatCompletions(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
-  generate(ctx, parseChatBody(body), res);
+  generate(ctx, 'chat', body, res);
 }
 
 export function models(ctx: HandlerContext, res: ServerResponse): void {
@@ -68,8 +75,7 @@ export function models(ctx: HandlerContext, res: ServerResponse): void {
 
 export function tokenize(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
   const parsed = parseTokenizeBody(body);
-  const model = (body as { model?: unknown }).model;
-  checkModel(ctx, typeof model === 'string' ? model : null);
+  checkModel(ctx, parsed.model);
   const tokens =
     parsed.messages !== null
       ? encodeChat(ctx.tokenizer, parsed.messages, parsed.addGenerationPrompt)
@@ -88,7 +94,7 @@ export function detokenize(ctx: HandlerContext, body: unknown, res: ServerRespon
     !Array.isArray(tokens) ||
     !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < ctx.tokenizer.vocabSize)
   ) {
-    throw new ApiError('ERR_BAD_REQUEST', "'tokens' must be a list of token ids", 'tokens');
+    throw badRequest("'tokens' must be a list of token ids", 'tokens');
   }
   sendJson(res, 200, { prompt: ctx.tokenizer.decode(tokens) });
 }

@@ -1,3 +1,3 @@
-/** The engine server's public surface (the gateway embeds fleets through it). */
+/** The engine server's public surface (embedded fleets and the CLI start servers through it). */
 export { type EngineServerHandle, type EngineServerOptions, startEngineServer } from './server.ts';
 export { ENGINE_DEFAULTS } from './options.ts';

@@ -5,14 +5,21 @@
  * gateway embeds a fleet and how tests start servers on port 0.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { ApiError } from '../../openai/errors.ts';
+import {
+  closeServer,
+  findRoute,
+  listen,
+  parseJson,
+  readBody,
+  sendError,
+} from '../../openai/http.ts';
 import { getTokenizer } from '../../tokenizer/tokenizer.ts';
 import { EngineCore } from '../core.ts';
 import type { EngineCounters } from '../types.ts';
 import { WallClockDriver } from './driver.ts';
-import { ApiError, toApiError } from './errors.ts';
+import { toApiError } from './errors.ts';
 import * as handlers from './handlers.ts';
-import { parseJson, readBody, sendError } from './http.ts';
 import { EngineMetrics } from './metrics.ts';
 import { type EngineServerOptions, resolveEngineOptions } from './options.ts';
 import { KvEventPublisher } from './publisher.ts';
@@ -110,13 +117,7 @@ export async function startEngineServer(
   };
 
   async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0]!;
-    const route = routes[path];
-    if (!route) throw new ApiError('ERR_ROUTE_NOT_FOUND', `no route for ${path}`);
-    if (req.method !== route.method && !(route.method === 'GET' && req.method === 'HEAD')) {
-      res.setHeader('allow', route.method);
-      throw new ApiError('ERR_METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${path}`);
-    }
+    const route = findRoute(routes, req, res);
     if (route.method === 'GET') return route.handle(ctx, res);
     if (closing) throw new ApiError('ERR_UNAVAILABLE', 'the engine is shutting down');
     const body = parseJson(await readBody(req, o.bodyLimitBytes));
@@ -126,19 +127,11 @@ export async function startEngineServer(
   const server = createServer({ keepAlive: true }, (req, res) => {
     serve(req, res).catch((err: unknown) => sendError(res, toApiError(err)));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(o.port, o.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  const host = o.host.includes(':') ? `[${o.host}]` : o.host;
+  const { port, url } = await listen(server, o.port, o.host);
 
   let closed: Promise<void> | null = null;
   return {
-    url: `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`,
+    url,
     port,
     eventsEndpoint: publisher?.endpoint ?? null,
     replayEndpoint: publisher?.replayEndpoint ?? null,
@@ -148,9 +141,7 @@ export async function startEngineServer(
       closed ??= (async () => {
         closing = true;
         driver.close();
-        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeAllConnections();
-        await stopped;
+        await closeServer(server);
         await publisher?.close();
       })();
       return closed;

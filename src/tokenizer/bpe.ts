@@ -7,7 +7,7 @@
  * and metaspace pre-tokenizers are refused with ERR_TOKENIZER rather than tokenized wrongly.
  */
 import { readFileSync } from 'node:fs';
-import { GatewayError } from './errors.ts';
+import { TokenizerError } from './errors.ts';
 
 export interface BpeTokenizer {
   readonly name: string;
@@ -18,7 +18,7 @@ export interface BpeTokenizer {
 type Json = Record<string, unknown>;
 type PreTokenize = (pieces: string[]) => string[];
 
-const fail = (message: string): GatewayError => new GatewayError('ERR_TOKENIZER', message);
+const fail = (message: string): TokenizerError => new TokenizerError('ERR_TOKENIZER', message);
 
 /** Caps the per-word merge cache (typical prompts reuse a few thousand words). */
 const WORD_CACHE_MAX = 100_000;
@@ -255,44 +255,44 @@ export function toJsRegex(pattern: string): string {
   let inClass = false;
   while (i < pattern.length) {
     if (!inClass && pattern.startsWith('(?i:', i)) {
-      let depth = 1;
-      let j = i + 4;
-      let inner = '';
-      let innerClass = false;
-      while (j < pattern.length && depth > 0) {
-        const c = pattern[j]!;
-        if (c === '\\') {
-          const n = escapeLength(pattern, j);
-          inner += pattern.slice(j, j + n);
-          j += n;
-          continue;
-        }
-        if (c === '[') innerClass = true;
-        else if (c === ']') innerClass = false;
-        else if (!innerClass && c === '(') depth++;
-        else if (!innerClass && c === ')' && --depth === 0) break;
-        inner += /[a-zA-Z]/.test(c) && !innerClass ? `[${c.toLowerCase()}${c.toUpperCase()}]` : c;
-        j++;
-      }
-      out += `(?:${inner})`;
-      i = j + 1;
+      const group = ignoreCaseGroup(pattern, i + 4);
+      out += `(?:${group.text})`;
+      i = group.end + 1;
       continue;
     }
-    const c = pattern[i]!;
-    if (c === '\\') {
-      const n = escapeLength(pattern, i);
-      out += pattern.slice(i, i + n);
-      i += n;
-      continue;
-    }
-    if (c === '[') inClass = true;
-    else if (c === ']') inClass = false;
-    out += c;
-    const quantifier = c === '+' || c === '*' || c === '?' || c === '}';
-    if (!inClass && quantifier && pattern[i + 1] === '+') i++;
-    i++;
+    const p = piece(pattern, i, inClass);
+    out += p.text;
+    i += p.text.length;
+    inClass = p.inClass;
+    const quantifier = p.text.length === 1 && '+*?}'.includes(p.text);
+    if (!inClass && quantifier && pattern[i] === '+') i++;
   }
   return out;
+}
+
+/** The body of a `(?i:` group from `start` to its closing parenthesis (`end`), letters as classes. */
+function ignoreCaseGroup(pattern: string, start: number): { text: string; end: number } {
+  let depth = 1;
+  let text = '';
+  let inClass = false;
+  let j = start;
+  while (j < pattern.length) {
+    const p = piece(pattern, j, inClass);
+    if (!inClass && p.text === '(') depth++;
+    else if (!inClass && p.text === ')' && --depth === 0) break;
+    inClass = p.inClass;
+    const letter = p.text.length === 1 && !inClass && /[a-zA-Z]/.test(p.text);
+    text += letter ? `[${p.text.toLowerCase()}${p.text.toUpperCase()}]` : p.text;
+    j += p.text.length;
+  }
+  return { text, end: j };
+}
+
+/** The unit at `i` (an escape whole, or one character) and whether a class is open after it. */
+function piece(pattern: string, i: number, inClass: boolean): { text: string; inClass: boolean } {
+  const c = pattern[i]!;
+  if (c === '\\') return { text: pattern.slice(i, i + escapeLength(pattern, i)), inClass };
+  return { text: c, inClass: c === '[' ? true : c === ']' ? false : inClass };
 }
 
 /** Characters in the escape at `i`: `\p{...}` as one unit, any other escape as two. */

@@ -1,12 +1,17 @@
 /**
- * The embedded fleet `kvroute serve` starts when no backend is given: simulated engines in this
- * process, on free loopback ports, each publishing KV events and serving replay. In-process
- * rather than child processes: one process to start and stop (Ctrl-C ends everything, nothing is
- * orphaned), no ready-line handshakes, instant start. The price is one shared event loop, which
- * is fine for a demo; benchmarks and real deployments point --backend at separate servers.
+ * An embedded fleet: simulated engine servers in this process, on free loopback ports, each
+ * publishing KV events and serving replay, with the backend entries that point a gateway at
+ * them. In-process rather than child processes: one process to start and stop (Ctrl-C ends
+ * everything, nothing is orphaned), no ready-line handshakes, instant start. The price is one
+ * shared event loop, which is fine for a demo or a test; benchmarks and real deployments run
+ * engines as processes of their own.
  */
-import { type EngineServerHandle, startEngineServer } from '../engine/server/server.ts';
-import type { BackendConfig } from './config.ts';
+import {
+  type EngineServerHandle,
+  type EngineServerOptions,
+  startEngineServer,
+} from '../engine/server/index.ts';
+import type { BackendConfig } from '../gateway/config.ts';
 
 export interface EmbeddedFleetOptions {
   replicas: number;
@@ -14,6 +19,8 @@ export interface EmbeddedFleetOptions {
   speedup?: number;
   blockSize?: number;
   host?: string;
+  /** Anything else every engine gets (model, scheduler, KV sizes...); engine i is seeded i. */
+  engine?: Omit<EngineServerOptions, 'host' | 'port' | 'seed' | 'kvEvents' | 'kvReplay'>;
 }
 
 export interface EmbeddedFleet {
@@ -25,10 +32,14 @@ export interface EmbeddedFleet {
 export async function startEmbeddedFleet(options: EmbeddedFleetOptions): Promise<EmbeddedFleet> {
   const host = options.host ?? '127.0.0.1';
   const engines: EngineServerHandle[] = [];
+  const close = async () => {
+    await Promise.allSettled(engines.map((e) => e.close()));
+  };
   try {
     for (let i = 0; i < options.replicas; i++) {
       engines.push(
         await startEngineServer({
+          ...options.engine,
           host,
           port: 0,
           seed: i,
@@ -40,16 +51,10 @@ export async function startEmbeddedFleet(options: EmbeddedFleetOptions): Promise
       );
     }
   } catch (err) {
-    await Promise.allSettled(engines.map((e) => e.close()));
+    await close();
     throw err;
   }
-  return {
-    engines,
-    backends: engines.map(backendOf),
-    async close() {
-      await Promise.allSettled(engines.map((e) => e.close()));
-    },
-  };
+  return { engines, backends: engines.map(backendOf), close };
 }
 
 /** The backend entry that points the gateway at an engine server (events, replay and model). */

@@ -1,0 +1,48 @@
+/**
+ * `kvroute serve` (and `npm start`): the gateway over the configured backends, or, when none is
+ * configured, over an embedded fleet of `config.embeddedReplicas` simulated engines started
+ * first and stopped after the gateway.
+ */
+import type { GatewayConfig } from '../gateway/config.ts';
+import { type GatewayHandle, type ReplicaInfo, startGateway } from '../gateway/gateway.ts';
+import { type EmbeddedFleet, startEmbeddedFleet } from './fleet.ts';
+
+export interface ServeOptions {
+  /** Modeled speedup of the embedded fleet's engines (only when no backend is configured). */
+  embeddedSpeedup?: number;
+}
+
+export interface ServeHandle extends GatewayHandle {
+  replicas: (ReplicaInfo & { embedded: boolean })[];
+}
+
+export async function startGatewayWithFleet(
+  config: GatewayConfig,
+  options: ServeOptions = {},
+): Promise<ServeHandle> {
+  let fleet: EmbeddedFleet | null = null;
+  if (config.backends.length === 0) {
+    fleet = await startEmbeddedFleet({
+      replicas: config.embeddedReplicas,
+      blockSize: config.blockSize,
+      host: '127.0.0.1',
+      ...(options.embeddedSpeedup !== undefined && { speedup: options.embeddedSpeedup }),
+    });
+  }
+  let gateway: GatewayHandle;
+  try {
+    gateway = await startGateway(fleet ? { ...config, backends: fleet.backends } : config);
+  } catch (err) {
+    await fleet?.close();
+    throw err;
+  }
+  let closed: Promise<void> | null = null;
+  return {
+    ...gateway,
+    replicas: gateway.replicas.map((r) => ({ ...r, embedded: fleet !== null })),
+    close() {
+      closed ??= gateway.close().then(() => fleet?.close());
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,122 @@
+/**
+ * node:http plumbing both servers share: a bounded body reader, JSON and error writers, path
+ * routing with 404/405 answers, and listening on / closing a server.
+ */
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ApiError, errorResponse } from './errors.ts';
+
+/**
+ * Reads the whole body; refuses one above `limitBytes` with 413 without buffering the rest, and
+ * a client that closes before the end with 408.
+ */
+export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limitBytes) {
+    req.resume();
+    return Promise.reject(tooLarge(limitBytes));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limitBytes) {
+        req.off('data', onData);
+        req.resume();
+        reject(tooLarge(limitBytes));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
+    const gone = (cause?: Error): void =>
+      reject(
+        new ApiError('ERR_CLIENT_TIMEOUT', 'client closed before the body ended', null, { cause }),
+      );
+    req.once('error', gone);
+    req.once('close', () => {
+      if (!req.complete) gone();
+    });
+  });
+}
+
+const tooLarge = (limitBytes: number): ApiError =>
+  new ApiError('ERR_BODY_TOO_LARGE', `request body is larger than ${limitBytes} bytes`);
+
+export function parseJson(body: Buffer): unknown {
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw new ApiError('ERR_BAD_JSON', `request body is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+/** The one error writer; a response already under way can only be cut. */
+export function sendError(res: ServerResponse, err: ApiError): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const { status, headers, body } = errorResponse(err);
+  // After a 413 the rest of the body is not worth reading: close instead of draining it.
+  if (status === 413) headers.connection = 'close';
+  res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+export interface Route {
+  method: 'GET' | 'POST';
+}
+
+/** The route for the request's path; 404 for an unknown path, 405 (with Allow) for a method. */
+export function findRoute<R extends Route>(
+  routes: Readonly<Record<string, R>>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): R {
+  const path = (req.url ?? '/').split('?')[0]!;
+  const method = req.method ?? 'GET';
+  const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
+  if (!route) throw new ApiError('ERR_ROUTE_NOT_FOUND', `no route for ${method} ${path}`);
+  if (method !== route.method && !(route.method === 'GET' && method === 'HEAD')) {
+    res.setHeader('allow', route.method);
+    throw new ApiError('ERR_METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`);
+  }
+  return route;
+}
+
+/** Listens on host:port (0: a free port); resolves with the port and a connectable base URL. */
+export async function listen(
+  server: Server,
+  port: number,
+  host: string,
+): Promise<{ port: number; url: string }> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+  const name = host.includes(':') ? `[${host}]` : host;
+  return { port: bound, url: `http://${name === '0.0.0.0' ? '127.0.0.1' : name}:${bound}` };
+}
+
+/** Stops accepting and ends every open connection, streams included. */
+export async function closeServer(server: Server): Promise<void> {
+  const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeAllConnections();
+  await stopped;
+}
