@@ -9,9 +9,10 @@
  * on loopback arrive within a millisecond (`eventDelayMs` 0); both routers draw from seed 1
  * (the gateway's default), so `random` picks the same replicas for the same arrivals.
  */
+import type { EngineOptions } from '../engine/options.ts';
 import { DEFAULT_SLO } from '../sim/run.ts';
 import { type SimConfig, simulate } from '../sim/run.ts';
-import type { EngineOptions, PolicyResult } from '../sim/types.ts';
+import type { PolicyResult } from '../sim/types.ts';
 import type { BenchWorkloadSpec } from './prompts.ts';
 import type { BenchResult } from './result.ts';
 import { runBench } from './run.ts';

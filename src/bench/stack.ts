@@ -7,10 +7,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { EngineOptions } from '../engine/options.ts';
 import { type EngineServerHandle, startEngineServer } from '../engine/server/server.ts';
 import { type BackendConfig, defaultConfig } from '../gateway/config.ts';
 import { startGateway } from '../gateway/gateway.ts';
-import type { EngineOptions } from '../sim/types.ts';
 
 export interface StackOptions {
   replicas: number;

@@ -9,13 +9,13 @@
  *   npm run demo -- [--workload seed] [--rate 4] [--replicas 4] [--duration 120]
  *                   [--speedup 1] [--policy cost,random,round-robin] [--inprocess] [--json]
  */
+import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { compareLiveSim, formatCompare } from '../bench/compare.ts';
 import type { BenchWorkloadSpec } from '../bench/prompts.ts';
 import { resultsJson } from '../bench/result.ts';
 import { killAll } from '../bench/stack.ts';
 import { formatBench } from '../bench/table.ts';
 import { POLICY_NAMES } from '../router/registry.ts';
-import { DEFAULT_ENGINE } from '../sim/run.ts';
 import { WORKLOAD_NAMES } from '../sim/workloads.ts';
 import { Flags, parseFlags, UsageError } from './args.ts';
 
@@ -85,11 +85,11 @@ export async function run(argv: string[]): Promise<number> {
       policies,
       speedup: flags.positive('speedup') ?? DEFAULTS.speedup,
       engine: {
-        ...DEFAULT_ENGINE,
-        budgetTokens: flags.positive('budget', true) ?? DEFAULT_ENGINE.budgetTokens,
-        maxSeqs: flags.positive('max-seqs', true) ?? DEFAULT_ENGINE.maxSeqs,
+        ...ENGINE_DEFAULTS,
+        budgetTokens: flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens,
+        maxSeqs: flags.positive('max-seqs', true) ?? ENGINE_DEFAULTS.maxSeqs,
         kvPolicy:
-          flags.oneOf('kv-policy', ['paged', 'reserve'] as const) ?? DEFAULT_ENGINE.kvPolicy,
+          flags.oneOf('kv-policy', ['paged', 'reserve'] as const) ?? ENGINE_DEFAULTS.kvPolicy,
       },
       mode: flags.bool('inprocess') ? 'inprocess' : 'process',
       signal: interrupt.signal,

@@ -3,7 +3,8 @@
  *   kvroute engine ready url=http://127.0.0.1:8001 model=llama-3.3-70b events=tcp://... replay=-
  * that parents and tests parse, then serves until SIGINT or SIGTERM.
  */
-import { ENGINE_DEFAULTS, type EngineServerOptions } from '../engine/server/options.ts';
+import { ENGINE_DEFAULTS } from '../engine/options.ts';
+import { type EngineServerOptions, SERVER_DEFAULTS } from '../engine/server/options.ts';
 import { startEngineServer } from '../engine/server/server.ts';
 import { WIRE_FORMATS } from '../kv/wire.ts';
 import { GPUS, MODELS } from '../model/catalog.ts';
@@ -38,7 +39,7 @@ A simulated vLLM-compatible engine: OpenAI API (/v1/completions, /v1/chat/comple
 /v1/models, /tokenize, /health), Prometheus /metrics with vLLM's names, KV cache events over
 ZMQ in vLLM's wire format. Each engine step sleeps its modeled duration / --speedup.
 
-  --host H              interface (default ${ENGINE_DEFAULTS.host})
+  --host H              interface (default ${SERVER_DEFAULTS.host})
   --port N              port; 0 picks a free one (default 8001)
   --model NAME          ${Object.keys(MODELS).join(', ')} (default ${SEED_REPLICA.model})
   --gpu NAME            ${Object.keys(GPUS).join(', ')} (default ${SEED_REPLICA.gpu})
@@ -48,7 +49,7 @@ ZMQ in vLLM's wire format. Each engine step sleeps its modeled duration / --spee
   --speedup F           modeled time / wall time (default 1)
   --budget N            tokens per step (default ${ENGINE_DEFAULTS.budgetTokens})
   --max-seqs N          running sequences at most (default ${ENGINE_DEFAULTS.maxSeqs})
-  --kv-policy P         reserve | paged (default ${ENGINE_DEFAULTS.kvPolicy})
+  --kv-policy P         paged | reserve (default ${ENGINE_DEFAULTS.kvPolicy})
   --block-size N        tokens per KV block (default ${ENGINE_DEFAULTS.blockSize})
   --kv-blocks N         KV pool size in blocks (default: the cost model's pool)
   --kv-events EP        ZMQ PUB endpoint, e.g. tcp://*:5557 (default: off, as vLLM)
@@ -62,7 +63,7 @@ const DEFAULT_PORT = 8001;
 
 export function readEngineOptions(flags: Flags): EngineServerOptions {
   const opts: EngineServerOptions = {
-    host: flags.string('host') ?? ENGINE_DEFAULTS.host,
+    host: flags.string('host') ?? SERVER_DEFAULTS.host,
     port: flags.number('port', { min: 0, max: 65535, integer: true }) ?? DEFAULT_PORT,
     model: flags.oneOf('model', Object.keys(MODELS)),
     gpu: flags.oneOf('gpu', Object.keys(GPUS)),

@@ -9,13 +9,8 @@ import { replicaSpecProblem } from '../model/cost.ts';
 import { makeReplicaSpec } from '../model/spec.ts';
 import { POLICY_NAMES } from '../router/registry.ts';
 import { renderReport } from '../sim/report.ts';
-import {
-  DEFAULT_ENGINE,
-  DEFAULT_SLO,
-  type SimConfig,
-  simulate,
-  type WorkloadSpec,
-} from '../sim/run.ts';
+import { ENGINE_DEFAULTS } from '../engine/options.ts';
+import { DEFAULT_SLO, type SimConfig, simulate, type WorkloadSpec } from '../sim/run.ts';
 import { searchMinReplicas } from '../sim/search.ts';
 import { formatResults, formatSearch } from '../sim/table.ts';
 import type { FaultSpec, PolicyResult, SearchResult } from '../sim/types.ts';
@@ -89,11 +84,11 @@ workload
 fleet
   --policy LIST         comma-separated, or all: ${POLICY_NAMES.join(', ')} (default cost)
   --replicas N          default: seed/hot 22, low-shared 40, groups/multiturn/trace 8
-  --model NAME          ${Object.keys(MODELS).join(', ')} (default ${DEFAULT_ENGINE.model})
-  --gpu NAME            ${Object.keys(GPUS).join(', ')} (default ${DEFAULT_ENGINE.gpu})
-  --tp N                (default ${DEFAULT_ENGINE.tp})   --budget TOKENS (default ${DEFAULT_ENGINE.budgetTokens})
-  --max-seqs N          (default ${DEFAULT_ENGINE.maxSeqs})   --kv-policy paged|reserve (default ${DEFAULT_ENGINE.kvPolicy})
-  --block-size N        tokens per KV block (default ${DEFAULT_ENGINE.blockSize})
+  --model NAME          ${Object.keys(MODELS).join(', ')} (default ${ENGINE_DEFAULTS.model})
+  --gpu NAME            ${Object.keys(GPUS).join(', ')} (default ${ENGINE_DEFAULTS.gpu})
+  --tp N                (default ${ENGINE_DEFAULTS.tp})   --budget TOKENS (default ${ENGINE_DEFAULTS.budgetTokens})
+  --max-seqs N          (default ${ENGINE_DEFAULTS.maxSeqs})   --kv-policy paged|reserve (default ${ENGINE_DEFAULTS.kvPolicy})
+  --block-size N        tokens per KV block (default ${ENGINE_DEFAULTS.blockSize})
 router view
   --stale-ms MS         engine reports reach the router this late (default 0: also after
                         every step); the cost policy's queue term still comes from the ledger
@@ -179,13 +174,13 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   const durationS = flags.positive('duration') ?? (tracePath !== undefined ? undefined : 600);
   const warmupS = flags.number('warmup', { min: 0 }) ?? Math.min(60, (durationS ?? 600) / 10);
   const engine = {
-    model: flags.oneOf('model', Object.keys(MODELS)) ?? DEFAULT_ENGINE.model,
-    gpu: flags.oneOf('gpu', Object.keys(GPUS)) ?? DEFAULT_ENGINE.gpu,
-    tp: flags.positive('tp', true) ?? DEFAULT_ENGINE.tp,
-    budgetTokens: flags.positive('budget', true) ?? DEFAULT_ENGINE.budgetTokens,
-    maxSeqs: flags.positive('max-seqs', true) ?? DEFAULT_ENGINE.maxSeqs,
-    kvPolicy: flags.oneOf('kv-policy', ['paged', 'reserve'] as const) ?? DEFAULT_ENGINE.kvPolicy,
-    blockSize: flags.positive('block-size', true) ?? DEFAULT_ENGINE.blockSize,
+    model: flags.oneOf('model', Object.keys(MODELS)) ?? ENGINE_DEFAULTS.model,
+    gpu: flags.oneOf('gpu', Object.keys(GPUS)) ?? ENGINE_DEFAULTS.gpu,
+    tp: flags.positive('tp', true) ?? ENGINE_DEFAULTS.tp,
+    budgetTokens: flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens,
+    maxSeqs: flags.positive('max-seqs', true) ?? ENGINE_DEFAULTS.maxSeqs,
+    kvPolicy: flags.oneOf('kv-policy', ['paged', 'reserve'] as const) ?? ENGINE_DEFAULTS.kvPolicy,
+    blockSize: flags.positive('block-size', true) ?? ENGINE_DEFAULTS.blockSize,
   };
   const problem = replicaSpecProblem(
     makeReplicaSpec({ model: engine.model, gpu: engine.gpu, tp: engine.tp }),

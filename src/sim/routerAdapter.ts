@@ -2,13 +2,14 @@
  * The real router behind the fleet's SimRouter interface. The fleet numbers replicas 0..N-1;
  * the router names them `r0`..; ids and positions coincide because they are added in order.
  */
+import { makeEngineConfig } from '../engine/options.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { kvPoolTokens } from '../model/cost.ts';
 import { DEFAULT_STALE_MS } from '../router/filters.ts';
 import { RouterError } from '../router/errors.ts';
 import { Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
-import { makeEngineConfig, type SimConfig } from './run.ts';
+import type { SimConfig } from './run.ts';
 
 /** Presizing the index past this (~96 MB of table and arena) is left to growth. */
 const MAX_PRESIZED_KEYS = 1 << 21;
@@ -35,7 +36,7 @@ export function makeSimRouter(config: SimConfig): SimRouter {
 
 function kvBlocksPerReplica(config: SimConfig): number {
   const engine = makeEngineConfig(config.engine);
-  return Math.floor(kvPoolTokens(engine.spec) / engine.blockSize);
+  return engine.kvBlocks ?? Math.floor(kvPoolTokens(engine.spec) / engine.blockSize);
 }
 
 class RouterBridge implements SimRouter {

@@ -3,20 +3,12 @@
  * clock. `simulate` builds the pieces from plain options, runs the fleet and summarizes it.
  */
 import { EngineCore } from '../engine/core.ts';
-import type { EngineConfig } from '../engine/types.ts';
-import { makeReplicaSpec } from '../model/spec.ts';
+import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import { Fleet, type SimEngine, type SimRouter } from './fleet.ts';
 import { makeSimRouter } from './routerAdapter.ts';
 import { summarizeRun } from './summary.ts';
 import { TraceWorkload } from './trace.ts';
-import type {
-  EngineOptions,
-  FaultSpec,
-  PolicyResult,
-  RouterOptions,
-  SloTargets,
-  ViewOptions,
-} from './types.ts';
+import type { FaultSpec, PolicyResult, RouterOptions, SloTargets, ViewOptions } from './types.ts';
 import { makeWorkload, type Workload, type WorkloadName } from './workloads.ts';
 
 export type WorkloadSpec =
@@ -52,16 +44,6 @@ export interface SimConfig {
  */
 export const DEFAULT_SLO = { ttftP99Ms: 570, tpotP99Ms: 100 } as const;
 
-export const DEFAULT_ENGINE: EngineOptions = {
-  model: 'llama-3.3-70b',
-  gpu: 'h200',
-  tp: 2,
-  budgetTokens: 2048,
-  maxSeqs: 64,
-  kvPolicy: 'paged',
-  blockSize: 16,
-};
-
 export function buildWorkload(config: SimConfig): Workload {
   const w = config.workload;
   const blockSize = config.engine.blockSize;
@@ -80,16 +62,6 @@ export function buildWorkload(config: SimConfig): Workload {
     blockSize,
     ...(w.ratePerS !== undefined && { ratePerS: w.ratePerS }),
   });
-}
-
-export function makeEngineConfig(engine: EngineOptions): EngineConfig {
-  return {
-    spec: makeReplicaSpec({ model: engine.model, gpu: engine.gpu, tp: engine.tp }),
-    budgetTokens: engine.budgetTokens,
-    maxSeqs: engine.maxSeqs,
-    kvPolicy: engine.kvPolicy,
-    blockSize: engine.blockSize,
-  };
 }
 
 /** Arrivals in [0, duration) and of those, the measured ones (after warm-up). */

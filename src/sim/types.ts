@@ -1,5 +1,4 @@
 /** The simulator's inputs and outputs as plain data (what the CLI, report and search share). */
-import type { KvPolicyName } from '../engine/types.ts';
 import type { Percentiles } from './metrics.ts';
 
 export interface SloTargets {
@@ -12,16 +11,6 @@ export interface FaultSpec {
   kind: 'kill' | 'revive';
   replica: number;
   atMs: number;
-}
-
-export interface EngineOptions {
-  model: string;
-  gpu: string;
-  tp: number;
-  budgetTokens: number;
-  maxSeqs: number;
-  kvPolicy: KvPolicyName;
-  blockSize: number;
 }
 
 export interface RouterOptions {
