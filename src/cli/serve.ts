@@ -9,13 +9,12 @@ import {
   DEFAULT_EMBEDDED_REPLICAS,
   defaultConfig,
   type GatewayConfig,
-  INDEX_MODES,
   loadConfigFile,
   parseApiKeyFlag,
   parseBackendFlag,
 } from '../gateway/config.ts';
 import { startGateway } from '../gateway/gateway.ts';
-import { isPolicyName, POLICY_NAMES } from '../router/index.ts';
+import { INDEX_MODES, isPolicyName, POLICY_NAMES } from '../router/index.ts';
 import { Flags, parseFlags, UsageError } from './args.ts';
 
 const FLAGS = {

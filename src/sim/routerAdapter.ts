@@ -5,7 +5,7 @@
 import { makeEngineConfig } from '../engine/options.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { kvPoolTokens } from '../model/cost.ts';
-import { DEFAULT_STALE_MS } from '../router/filters.ts';
+import { DEFAULT_STALE_MS } from '../router/defaults.ts';
 import { RouterError } from '../router/errors.ts';
 import { Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
