@@ -9,7 +9,8 @@
 import { parseArgs } from 'node:util';
 import type { SimEngine, SimRouter } from '../src/sim/fleet.ts';
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
-import { DEFAULT_SLO, simulate } from '../src/sim/run.ts';
+import { DEFAULT_SLO } from '../src/results/slo.ts';
+import { simulate } from '../src/sim/run.ts';
 
 const { values } = parseArgs({
   options: {

@@ -10,7 +10,12 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { agreement, type CompareRow, compareLiveSim, formatCompare } from '../src/bench/compare.ts';
+import {
+  agreement,
+  type CompareRow,
+  compareLiveSim,
+  formatCompare,
+} from '../src/loadgen/compare.ts';
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 
 test('bench through a live stack agrees with the simulator', { timeout: 240_000 }, async (t) => {

@@ -4,12 +4,12 @@
  * answer, and prints what the client measured with the keys and charts of `kvroute sim`.
  */
 import { writeFileSync } from 'node:fs';
-import { type BenchOptions, runBench } from '../bench/run.ts';
-import { type BenchResult, resultsJson, toPolicyResult } from '../bench/result.ts';
-import { formatBench } from '../bench/table.ts';
-import type { BenchWorkloadSpec } from '../bench/prompts.ts';
-import { renderReport } from '../sim/report.ts';
-import { WORKLOAD_NAMES } from '../sim/workloads.ts';
+import { type BenchOptions, runBench } from '../loadgen/run.ts';
+import { renderReport } from '../results/report.ts';
+import { type LiveRun, resultsJson } from '../results/result.ts';
+import { formatLiveResults } from '../results/table.ts';
+import type { WorkloadSpec } from '../workload/spec.ts';
+import { WORKLOAD_NAMES } from '../workload/workloads.ts';
 import { Flags, parseFlags, UsageError } from './args.ts';
 
 const FLAGS = {
@@ -94,7 +94,7 @@ export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
     throw new UsageError('--rate applies to synthetic workloads; use --rate-scale with --trace');
   }
   const ratePerS = flags.positive('rate');
-  const workload: BenchWorkloadSpec =
+  const workload: WorkloadSpec =
     tracePath !== undefined
       ? { kind: 'trace', path: tracePath, rateScale: flags.positive('rate-scale') ?? 1 }
       : {
@@ -138,7 +138,7 @@ export async function run(argv: string[]): Promise<number> {
   const interrupt = new AbortController();
   const onSigint = () => interrupt.abort();
   process.once('SIGINT', onSigint);
-  let result: BenchResult;
+  let result: LiveRun;
   try {
     result = await runBench({
       ...parsed,
@@ -154,14 +154,14 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 export function writeOutputs(
-  results: BenchResult[],
+  results: LiveRun[],
   o: { json: boolean; reportPath: string | undefined },
   command: string,
 ): void {
   if (o.reportPath !== undefined) {
     writeFileSync(
       o.reportPath,
-      renderReport(results.map(toPolicyResult), [], {
+      renderReport(results, [], {
         title: `kvroute bench: ${results[0]?.workload ?? ''}`,
         command,
       }),
@@ -171,6 +171,6 @@ export function writeOutputs(
     process.stdout.write(`${resultsJson(results)}\n`);
     return;
   }
-  process.stdout.write(`${formatBench(results)}\n`);
+  process.stdout.write(`${formatLiveResults(results)}\n`);
   if (o.reportPath !== undefined) process.stdout.write(`\nreport: ${o.reportPath}\n`);
 }

@@ -10,13 +10,13 @@
  *                   [--speedup 1] [--policy cost,random,round-robin] [--inprocess] [--json]
  */
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
-import { compareLiveSim, formatCompare } from '../bench/compare.ts';
-import type { BenchWorkloadSpec } from '../bench/prompts.ts';
-import { resultsJson } from '../bench/result.ts';
-import { killAll } from '../bench/stack.ts';
-import { formatBench } from '../bench/table.ts';
+import { compareLiveSim, formatCompare } from '../loadgen/compare.ts';
+import { killAll } from '../loadgen/stack.ts';
+import { resultsJson } from '../results/result.ts';
+import { formatLiveResults } from '../results/table.ts';
+import type { WorkloadSpec } from '../workload/spec.ts';
 import { POLICY_NAMES } from '../router/registry.ts';
-import { WORKLOAD_NAMES } from '../sim/workloads.ts';
+import { WORKLOAD_NAMES } from '../workload/workloads.ts';
 import { Flags, parseFlags, UsageError } from './args.ts';
 
 const FLAGS = {
@@ -53,7 +53,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const tracePath = flags.string('trace');
   const ratePerS = flags.positive('rate');
-  const workload: BenchWorkloadSpec =
+  const workload: WorkloadSpec =
     tracePath !== undefined
       ? { kind: 'trace', path: tracePath, rateScale: flags.positive('rate-scale') ?? 1 }
       : {
@@ -99,7 +99,7 @@ export async function run(argv: string[]): Promise<number> {
       process.stdout.write(`${resultsJson(rows.map((r) => r.live))}\n`);
     } else {
       process.stdout.write(
-        `live (kvroute bench through kvroute serve):\n${formatBench(rows.map((r) => r.live))}\n\n`,
+        `live (kvroute bench through kvroute serve):\n${formatLiveResults(rows.map((r) => r.live))}\n\n`,
       );
       process.stdout.write(`live versus kvroute sim:\n${formatCompare(rows)}\n`);
     }

@@ -8,13 +8,16 @@ import { GPUS, MODELS } from '../model/catalog.ts';
 import { replicaSpecProblem } from '../model/cost.ts';
 import { makeReplicaSpec } from '../model/spec.ts';
 import { POLICY_NAMES } from '../router/registry.ts';
-import { renderReport } from '../sim/report.ts';
+import { renderReport } from '../results/report.ts';
+import { resultsJson, type SearchResult, type SimulatedRun } from '../results/result.ts';
+import { DEFAULT_SLO } from '../results/slo.ts';
+import { formatResults, formatSearch } from '../results/table.ts';
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
-import { DEFAULT_SLO, type SimConfig, simulate, type WorkloadSpec } from '../sim/run.ts';
+import { type SimConfig, simulate } from '../sim/run.ts';
 import { searchMinReplicas } from '../sim/search.ts';
-import { formatResults, formatSearch } from '../sim/table.ts';
-import type { FaultSpec, PolicyResult, SearchResult } from '../sim/types.ts';
-import { WORKLOAD_NAMES, type WorkloadName } from '../sim/workloads.ts';
+import type { FaultSpec } from '../sim/types.ts';
+import type { WorkloadSpec } from '../workload/spec.ts';
+import { WORKLOAD_NAMES, type WorkloadName } from '../workload/workloads.ts';
 import { Flags, parseFlags, UsageError } from './args.ts';
 
 const FLAGS = {
@@ -269,7 +272,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const progress = new Progress(!parsed.quiet);
   const onProgress = (f: number) => progress.update(f);
-  const results: PolicyResult[] = [];
+  const results: SimulatedRun[] = [];
   for (const policy of parsed.policies) {
     progress.label(`${policy} x ${parsed.base.replicas}`);
     const config = { ...parsed.base, router: { ...parsed.base.router, policy }, onProgress };
@@ -308,19 +311,11 @@ export async function run(argv: string[]): Promise<number> {
     );
   }
   if (parsed.json) {
-    const slim = results.map(({ load: _load, ttftCdf: _cdf, ...rest }) => rest);
-    process.stdout.write(`${JSON.stringify({ results: slim, search }, jsonNumbers)}\n`);
+    process.stdout.write(`${resultsJson(results, search)}\n`);
   } else {
     process.stdout.write(`${formatResults(results)}\n`);
     if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
     if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);
   }
   return 0;
-}
-
-/** Rounds floats for JSON (µs resolution is plenty) and writes non-finite numbers as null. */
-function jsonNumbers(_key: string, value: unknown): unknown {
-  if (typeof value !== 'number') return value;
-  if (!Number.isFinite(value)) return null;
-  return Number.isInteger(value) ? value : Math.round(value * 1000) / 1000;
 }

@@ -1,5 +1,6 @@
 import { ENGINE_DEFAULTS } from '../../src/engine/options.ts';
-import { DEFAULT_SLO, type SimConfig } from '../../src/sim/run.ts';
+import { DEFAULT_SLO } from '../../src/results/slo.ts';
+import type { SimConfig } from '../../src/sim/run.ts';
 
 /**
  * The seed's shape at a fifth of the rate on 5 replicas: the seed's load per replica and its

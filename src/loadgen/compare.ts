@@ -10,17 +10,16 @@
  * (the gateway's default), so `random` picks the same replicas for the same arrivals.
  */
 import type { EngineOptions } from '../engine/options.ts';
-import { DEFAULT_SLO } from '../sim/run.ts';
+import type { LiveRun, SimulatedRun } from '../results/result.ts';
+import { DEFAULT_SLO } from '../results/slo.ts';
 import { type SimConfig, simulate } from '../sim/run.ts';
-import type { PolicyResult } from '../sim/types.ts';
-import type { BenchWorkloadSpec } from './prompts.ts';
-import type { BenchResult } from './result.ts';
+import { grid, n0 as ms, pct } from '../util/textTable.ts';
+import type { WorkloadSpec } from '../workload/spec.ts';
 import { runBench } from './run.ts';
 import { startStack } from './stack.ts';
-import { grid, n0 as ms, pct } from '../util/textTable.ts';
 
 export interface CompareOptions {
-  workload: BenchWorkloadSpec;
+  workload: WorkloadSpec;
   seed: number;
   durationS: number;
   warmupS: number;
@@ -37,8 +36,8 @@ export interface CompareOptions {
 
 export interface CompareRow {
   policy: string;
-  sim: PolicyResult;
-  live: BenchResult;
+  sim: SimulatedRun;
+  live: LiveRun;
 }
 
 const DEFAULT_SCRAPE_MS = 100;
@@ -75,7 +74,7 @@ export async function compareLiveSim(o: CompareOptions): Promise<CompareRow[]> {
       mode: o.mode,
       ...(o.scrapeMs !== undefined && { scrapeMs: o.scrapeMs }),
     });
-    let live: BenchResult;
+    let live: LiveRun;
     try {
       live = await runBench({
         url: stack.url,
