@@ -8,6 +8,7 @@ import { startEngineServer } from '../engine/server/server.ts';
 import { WIRE_FORMATS } from '../kv/wire.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
+import { serveUntilSignal } from './untilSignal.ts';
 
 const FLAGS = flagSpec({
   string:
@@ -66,11 +67,5 @@ export async function run(argv: string[]): Promise<number> {
   process.stdout.write(
     `kvroute engine ready url=${server.url} model=${server.servedModelName} events=${server.eventsEndpoint ?? '-'} replay=${server.replayEndpoint ?? '-'}\n`,
   );
-  await new Promise<void>((resolve) => {
-    const stop = () => resolve();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
-  await server.close();
-  return 0;
+  return serveUntilSignal(() => server.close());
 }

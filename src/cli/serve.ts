@@ -16,6 +16,7 @@ import {
 import { startGateway } from '../gateway/gateway.ts';
 import { INDEX_MODES, isPolicyName, POLICY_NAMES } from '../router/index.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { serveUntilSignal } from './untilSignal.ts';
 
 const FLAGS = flagSpec({
   string:
@@ -137,11 +138,5 @@ export async function run(argv: string[]): Promise<number> {
   out.write(
     `try:\n  curl -s ${gateway.url}/v1/chat/completions -H 'content-type: application/json'${auth} -d '{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'\n  curl -s ${gateway.url}/router/replicas\n`,
   );
-  await new Promise<void>((resolve) => {
-    const stop = () => resolve();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
-  await gateway.close();
-  return 0;
+  return serveUntilSignal(() => gateway.close());
 }

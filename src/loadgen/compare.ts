@@ -42,13 +42,20 @@ export interface CompareRow {
 
 const DEFAULT_SCRAPE_MS = 100;
 
-export function simConfigFor(o: CompareOptions, policy: string): SimConfig {
-  const scrapeMs = o.scrapeMs ?? DEFAULT_SCRAPE_MS;
+/** The arrivals both sides replay: same workload, seed, duration and warm-up. */
+function arrivals(o: CompareOptions) {
   return {
     workload: o.workload,
     seed: o.seed,
     durationMs: o.durationS * 1000,
     warmupMs: o.warmupS * 1000,
+  };
+}
+
+export function simConfigFor(o: CompareOptions, policy: string): SimConfig {
+  const scrapeMs = o.scrapeMs ?? DEFAULT_SCRAPE_MS;
+  return {
+    ...arrivals(o),
     replicas: o.replicas,
     engine: o.engine,
     router: { policy, index: 'events', queueSource: 'ledger' },
@@ -78,10 +85,7 @@ export async function compareLiveSim(o: CompareOptions): Promise<CompareRow[]> {
     try {
       live = await runBench({
         url: stack.url,
-        workload: o.workload,
-        seed: o.seed,
-        durationMs: o.durationS * 1000,
-        warmupMs: o.warmupS * 1000,
+        ...arrivals(o),
         speedup: o.speedup,
         concurrency: Number.POSITIVE_INFINITY,
         model: null,
