@@ -8,7 +8,9 @@
  */
 import { parseArgs } from 'node:util';
 import type { SimEngine, SimRouter } from '../src/sim/fleet.ts';
-import { DEFAULT_ENGINE, DEFAULT_SLO, simulate } from '../src/sim/run.ts';
+import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
+import { DEFAULT_SLO } from '../src/results/slo.ts';
+import { simulate } from '../src/sim/run.ts';
 
 const { values } = parseArgs({
   options: {
@@ -60,7 +62,7 @@ function runOnce(): { wallMs: number; result: ReturnType<typeof simulate> } {
     durationMs: durationS * 1000,
     warmupMs: Math.min(60, durationS / 10) * 1000,
     replicas: 22,
-    engine: DEFAULT_ENGINE,
+    engine: ENGINE_DEFAULTS,
     router: { policy: values.policy ?? 'cost', index: 'events', queueSource: 'ledger' },
     view: { staleMs: 0, reportMs: 100, eventDelayMs: 0 },
     faults: [],

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { runBench } from '../src/bench/run.ts';
+import { runBench } from '../src/loadgen/run.ts';
 import { parseBenchFlags } from '../src/cli/bench.ts';
 import type { EngineServerHandle } from '../src/engine/server/server.ts';
 import { startTestEngine, waitFor } from './engineServerHelpers.ts';

@@ -10,8 +10,13 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { agreement, type CompareRow, compareLiveSim, formatCompare } from '../src/bench/compare.ts';
-import { DEFAULT_ENGINE } from '../src/sim/run.ts';
+import {
+  agreement,
+  type CompareRow,
+  compareLiveSim,
+  formatCompare,
+} from '../src/loadgen/compare.ts';
+import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 
 test('bench through a live stack agrees with the simulator', { timeout: 240_000 }, async (t) => {
   const rows = await compareLiveSim({
@@ -22,7 +27,7 @@ test('bench through a live stack agrees with the simulator', { timeout: 240_000 
     replicas: 4,
     policies: ['cost', 'random'],
     speedup: 1,
-    engine: DEFAULT_ENGINE,
+    engine: ENGINE_DEFAULTS,
     mode: 'inprocess',
   });
   const table = formatCompare(rows);

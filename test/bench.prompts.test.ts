@@ -4,13 +4,17 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { makeBenchWorkload, type PromptRequest, promptStream } from '../src/bench/prompts.ts';
-import { builtinVocab } from '../src/bench/words.ts';
-import { makeSyntheticTrace } from '../src/sim/trace.ts';
-import { makeWorkload } from '../src/sim/workloads.ts';
+import { type PromptRequest, promptStream } from '../src/loadgen/prompts.ts';
+import { builtinVocab } from '../src/loadgen/words.ts';
+import { buildWorkload, type WorkloadSpec } from '../src/workload/spec.ts';
+import { makeSyntheticTrace } from '../src/workload/trace.ts';
+import { makeWorkload } from '../src/workload/workloads.ts';
 import { getTokenizer } from '../src/tokenizer/tokenizer.ts';
 
 const tokenizer = getTokenizer();
+/** The workload as the load generator builds it (block size shapes only the keys). */
+const benchWorkload = (spec: WorkloadSpec, seed: number, durationMs: number | undefined) =>
+  buildWorkload(spec, { seed, blockSize: 16, durationMs });
 const take = (it: Iterable<PromptRequest>, n: number): PromptRequest[] => {
   const out: PromptRequest[] = [];
   for (const r of it) {
@@ -45,7 +49,7 @@ describe('word vocabulary', () => {
 describe('workload prompts', () => {
   test('same arrivals and lengths as the simulator for the same seed', () => {
     const sim = makeWorkload('groups', { seed: 3, durationMs: 5_000, blockSize: 16 });
-    const bench = makeBenchWorkload({ kind: 'synthetic', name: 'groups' }, 3, 5_000);
+    const bench = benchWorkload({ kind: 'synthetic', name: 'groups' }, 3, 5_000);
     const a = [...iterate(sim.arrivals())];
     const b = [...iterate(bench.arrivals())];
     assert.ok(a.length > 50);
@@ -53,7 +57,7 @@ describe('workload prompts', () => {
   });
 
   test('prompt text tokenizes to the workload length; customers share exactly their prefix', () => {
-    const w = makeBenchWorkload({ kind: 'synthetic', name: 'groups', ratePerS: 40 }, 1, 20_000);
+    const w = benchWorkload({ kind: 'synthetic', name: 'groups', ratePerS: 40 }, 1, 20_000);
     const reqs = take(promptStream(w), 60);
     const byCustomer = new Map<number, number[][]>();
     for (const r of reqs) {
@@ -71,7 +75,7 @@ describe('workload prompts', () => {
   });
 
   test('a multi-turn conversation extends its previous prompt', () => {
-    const w = makeBenchWorkload({ kind: 'synthetic', name: 'multiturn', ratePerS: 20 }, 1, 60_000);
+    const w = benchWorkload({ kind: 'synthetic', name: 'multiturn', ratePerS: 20 }, 1, 60_000);
     const reqs = take(promptStream(w), 200);
     const first = reqs.find((r) =>
       reqs.some((s) => s.arrival.customer === r.arrival.customer && s !== r),
@@ -96,7 +100,7 @@ describe('workload prompts', () => {
           outputTokens: 8,
         }),
       );
-      const w = makeBenchWorkload({ kind: 'trace', path, rateScale: 1 }, 1, undefined);
+      const w = benchWorkload({ kind: 'trace', path, rateScale: 1 }, 1, undefined);
       const reqs = take(promptStream(w), 20);
       assert.equal(reqs.length, 20);
       for (const r of reqs) assert.equal(tokenizer.encode(r.text).length, r.arrival.promptLength);

@@ -3,9 +3,10 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { EventQueue, PRIORITY, type SimEvent } from '../src/sim/eventQueue.ts';
 import { runLoop } from '../src/sim/loop.ts';
-import { BusyTracker, LogHistogram, percentile, summarize } from '../src/sim/metrics.ts';
+import { LogHistogram, percentile, summarize } from '../src/results/stats.ts';
+import { BusyTracker } from '../src/sim/metrics.ts';
 import { searchMinReplicas } from '../src/sim/search.ts';
-import type { PolicyResult } from '../src/sim/types.ts';
+import type { SimulatedRun } from '../src/results/result.ts';
 
 type Ev = SimEvent & { name: string };
 const ev = (name: string, timeMs: number, priority: number): Ev => ({
@@ -128,7 +129,7 @@ test('the search finds the fewest replicas that meet the SLO with few probes', (
           sloMet: replicas >= need,
           ttftMs: { p99: 0 },
           tpotMs: { p99: 0 },
-        } as unknown as PolicyResult;
+        } as unknown as SimulatedRun;
       },
     });
     assert.equal(result.minReplicas, need, `need ${need}`);
@@ -144,7 +145,7 @@ test('the search finds the fewest replicas that meet the SLO with few probes', (
         sloMet: false,
         ttftMs: { p99: 0 },
         tpotMs: { p99: 0 },
-      }) as unknown as PolicyResult,
+      }) as unknown as SimulatedRun,
   });
   assert.equal(never.minReplicas, null);
 });

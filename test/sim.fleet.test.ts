@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { UsageError } from '../src/cli/args.ts';
 import { parseSimFlags, run as runSimCli } from '../src/cli/sim.ts';
-import { renderReport } from '../src/sim/report.ts';
+import { renderReport } from '../src/results/report.ts';
 import { simulate } from '../src/sim/run.ts';
 import { RESULT_JSON_KEYS, smallSeedConfig } from './support/sim.ts';
-import type { PolicyResult } from '../src/sim/types.ts';
+import type { RunResult } from '../src/results/result.ts';
 
 const small = smallSeedConfig;
 
@@ -95,7 +95,7 @@ test('a killed replica loses no request: re-routed or counted, then it comes bac
 });
 
 test('the HTML report is self-contained SVG', () => {
-  const results: PolicyResult[] = [
+  const results: RunResult[] = [
     simulate(small({ durationMs: 10_000, warmupMs: 0, replicas: 3 })),
     simulate(small({ durationMs: 10_000, warmupMs: 0, replicas: 3 }, 'least-queued')),
   ];

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { simulate } from '../src/sim/run.ts';
 import { smallSeedConfig } from './support/sim.ts';
-import { makeSyntheticTrace } from '../src/sim/trace.ts';
+import { makeSyntheticTrace } from '../src/workload/trace.ts';
 
 const config = smallSeedConfig;
 

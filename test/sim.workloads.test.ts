@@ -4,8 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { computeBlockKeys } from '../src/kv/blockKey.ts';
-import { makeSyntheticTrace, TRACE_BLOCK_TOKENS, TraceWorkload } from '../src/sim/trace.ts';
-import { type Arrival, makeWorkload, WORKLOAD_NAMES, type Workload } from '../src/sim/workloads.ts';
+import { makeSyntheticTrace, TRACE_BLOCK_TOKENS, TraceWorkload } from '../src/workload/trace.ts';
+import {
+  type Arrival,
+  makeWorkload,
+  WORKLOAD_NAMES,
+  type Workload,
+} from '../src/workload/workloads.ts';
 
 function take(w: Workload, n = Number.POSITIVE_INFINITY): Arrival[] {
   const out: Arrival[] = [];

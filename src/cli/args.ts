@@ -8,7 +8,45 @@ export class UsageError extends Error {
   readonly code = 'ERR_USAGE';
 }
 
-export type FlagSpec = Record<string, { type: 'string' | 'boolean'; multiple?: boolean }>;
+export type FlagSpec = Record<
+  string,
+  { type: 'string' | 'boolean'; multiple?: boolean; short?: string }
+>;
+
+/**
+ * A FlagSpec from space-separated flag names by kind: `string` flags take a value, `multiple`
+ * ones take a value and may repeat, `boolean` ones take none.
+ */
+export function flagSpec(names: {
+  string?: string;
+  multiple?: string;
+  boolean?: string;
+}): FlagSpec {
+  const spec: FlagSpec = {};
+  const add = (list: string | undefined, flag: FlagSpec[string]) => {
+    for (const name of (list ?? '').split(/\s+/).filter(Boolean)) spec[name] = flag;
+  };
+  add(names.string, { type: 'string' });
+  add(names.multiple, { type: 'string', multiple: true });
+  add(names.boolean, { type: 'boolean' });
+  return spec;
+}
+
+/**
+ * Parses a command's flags: its own spec and any shared groups (engine, workload), plus --help
+ * (-h), which every command takes. 'help' when it was given.
+ */
+export function readFlags(argv: string[], ...specs: FlagSpec[]): Flags | 'help' {
+  const spec: FlagSpec = Object.assign({ help: { type: 'boolean', short: 'h' } }, ...specs);
+  const flags = new Flags(parseFlags(argv, spec));
+  return flags.bool('help') ? 'help' : flags;
+}
+
+/** Prints a command's help; its exit status is 0. */
+export function printHelp(text: string): number {
+  process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  return 0;
+}
 
 export interface ParsedFlags {
   values: Record<string, string | boolean | string[] | boolean[] | undefined>;

@@ -4,35 +4,17 @@
  * answer, and prints what the client measured with the keys and charts of `kvroute sim`.
  */
 import { writeFileSync } from 'node:fs';
-import { type BenchOptions, runBench } from '../bench/run.ts';
-import { type BenchResult, resultsJson, toPolicyResult } from '../bench/result.ts';
-import { formatBench } from '../bench/table.ts';
-import type { BenchWorkloadSpec } from '../bench/prompts.ts';
-import { renderReport } from '../sim/report.ts';
-import { WORKLOAD_NAMES } from '../sim/workloads.ts';
-import { Flags, parseFlags, UsageError } from './args.ts';
+import { type BenchOptions, runBench } from '../loadgen/run.ts';
+import { renderReport } from '../results/report.ts';
+import { type LiveRun, resultsJson } from '../results/result.ts';
+import { formatLiveResults } from '../results/table.ts';
+import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
-const FLAGS = {
-  url: { type: 'string' },
-  workload: { type: 'string' },
-  trace: { type: 'string' },
-  rate: { type: 'string' },
-  'rate-scale': { type: 'string' },
-  duration: { type: 'string' },
-  requests: { type: 'string' },
-  warmup: { type: 'string' },
-  concurrency: { type: 'string' },
-  seed: { type: 'string' },
-  speedup: { type: 'string' },
-  model: { type: 'string' },
-  'api-key': { type: 'string' },
-  label: { type: 'string' },
-  replicas: { type: 'string' },
-  json: { type: 'boolean' },
-  report: { type: 'string' },
-  quiet: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
+const FLAGS = flagSpec({
+  string: 'url requests concurrency speedup model api-key label replicas report',
+  boolean: 'json quiet',
+});
 
 const DEFAULT_DURATION_S = 60;
 
@@ -45,14 +27,10 @@ TTFT, TPOT, ITL, end to end, errors and the prefix-cache hit rate from the clien
 
   --url URL             endpoint base URL (required), e.g. http://127.0.0.1:8080
 workload (as kvroute sim; the same --seed gives the same arrivals and lengths)
-  --workload NAME       ${WORKLOAD_NAMES.join(', ')} (default seed)
-  --trace FILE          Mooncake JSONL trace instead; text per 512-token hash id
-  --rate R              requests/s of a synthetic workload   --rate-scale X  trace speed-up
-  --duration S          workload seconds of arrivals (default ${DEFAULT_DURATION_S}; trace: whole trace)
-  --requests N          stop after N requests
-  --warmup S            arrivals before this are sent but not measured
-                        (default min(60, duration/10), as sim; 0 with --requests alone)
-  --seed N              workload seed (default 1, as sim)
+${workloadHelp({
+  duration: `${DEFAULT_DURATION_S}; trace: whole trace`,
+  warmup: 'min(60, duration/10); 0 if none',
+})}  --requests N          stop after N requests
 sending
   --concurrency C       requests in flight at most (default unbounded: open loop)
   --speedup X           the engines' --speedup: arrivals are sent X times faster and measured
@@ -76,43 +54,23 @@ export interface ParsedBench extends Omit<BenchOptions, 'requests' | 'signal' | 
 }
 
 export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
-  const flags = new Flags(parseFlags(argv, FLAGS));
-  if (flags.bool('help')) return 'help';
+  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS);
+  if (flags === 'help') return 'help';
   const url = flags.string('url');
   if (url === undefined)
     throw new UsageError('--url is required, e.g. --url http://127.0.0.1:8080');
   if (!/^https?:\/\/[^/]+/.test(url))
     throw new UsageError(`--url must be http(s)://HOST:PORT, got '${url}'`);
-  const tracePath = flags.string('trace');
-  if (tracePath !== undefined && flags.has('workload')) {
-    throw new UsageError('--trace and --workload are exclusive; give one');
-  }
-  if (tracePath === undefined && flags.has('rate-scale')) {
-    throw new UsageError('--rate-scale applies to --trace; use --rate for a synthetic workload');
-  }
-  if (tracePath !== undefined && flags.has('rate')) {
-    throw new UsageError('--rate applies to synthetic workloads; use --rate-scale with --trace');
-  }
-  const ratePerS = flags.positive('rate');
-  const workload: BenchWorkloadSpec =
-    tracePath !== undefined
-      ? { kind: 'trace', path: tracePath, rateScale: flags.positive('rate-scale') ?? 1 }
-      : {
-          kind: 'synthetic',
-          name: flags.oneOf('workload', WORKLOAD_NAMES) ?? 'seed',
-          ...(ratePerS !== undefined && { ratePerS }),
-        };
+  const w = readWorkloadFlags(flags);
   const requests = flags.positive('requests', true);
   const durationS =
-    flags.positive('duration') ??
-    (tracePath !== undefined || requests !== undefined ? undefined : DEFAULT_DURATION_S);
-  const warmupS =
-    flags.number('warmup', { min: 0 }) ??
-    (durationS === undefined ? 0 : Math.min(60, durationS / 10));
+    w.durationS ??
+    (w.workload.kind === 'trace' || requests !== undefined ? undefined : DEFAULT_DURATION_S);
+  const warmupS = w.warmupS ?? (durationS === undefined ? 0 : Math.min(60, durationS / 10));
   return {
     url: url.replace(/\/+$/, ''),
-    workload,
-    seed: flags.number('seed', { min: 0, integer: true }) ?? 1,
+    workload: w.workload,
+    seed: w.seed,
     durationMs: durationS === undefined ? undefined : durationS * 1000,
     requests,
     warmupMs: warmupS * 1000,
@@ -130,15 +88,12 @@ export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
 
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseBenchFlags(argv);
-  if (parsed === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  if (parsed === 'help') return printHelp(HELP);
   // Ctrl-C: stop sending, cancel what is in flight, print what was measured.
   const interrupt = new AbortController();
   const onSigint = () => interrupt.abort();
   process.once('SIGINT', onSigint);
-  let result: BenchResult;
+  let result: LiveRun;
   try {
     result = await runBench({
       ...parsed,
@@ -154,14 +109,14 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 export function writeOutputs(
-  results: BenchResult[],
+  results: LiveRun[],
   o: { json: boolean; reportPath: string | undefined },
   command: string,
 ): void {
   if (o.reportPath !== undefined) {
     writeFileSync(
       o.reportPath,
-      renderReport(results.map(toPolicyResult), [], {
+      renderReport(results, [], {
         title: `kvroute bench: ${results[0]?.workload ?? ''}`,
         command,
       }),
@@ -171,6 +126,6 @@ export function writeOutputs(
     process.stdout.write(`${resultsJson(results)}\n`);
     return;
   }
-  process.stdout.write(`${formatBench(results)}\n`);
+  process.stdout.write(`${formatLiveResults(results)}\n`);
   if (o.reportPath !== undefined) process.stdout.write(`\nreport: ${o.reportPath}\n`);
 }

@@ -9,65 +9,56 @@
  *   npm run demo -- [--workload seed] [--rate 4] [--replicas 4] [--duration 120]
  *                   [--speedup 1] [--policy cost,random,round-robin] [--inprocess] [--json]
  */
-import { compareLiveSim, formatCompare } from '../bench/compare.ts';
-import type { BenchWorkloadSpec } from '../bench/prompts.ts';
-import { resultsJson } from '../bench/result.ts';
-import { killAll } from '../bench/stack.ts';
-import { formatBench } from '../bench/table.ts';
-import { POLICY_NAMES } from '../router/registry.ts';
-import { DEFAULT_ENGINE } from '../sim/run.ts';
-import { WORKLOAD_NAMES } from '../sim/workloads.ts';
-import { Flags, parseFlags, UsageError } from './args.ts';
+import { compareLiveSim, formatCompare } from '../loadgen/compare.ts';
+import { killAll } from '../loadgen/stack.ts';
+import { resultsJson } from '../results/result.ts';
+import { formatLiveResults } from '../results/table.ts';
+import { flagSpec, printHelp, readFlags } from './args.ts';
+import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
+import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
+import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
-const FLAGS = {
-  workload: { type: 'string' },
-  trace: { type: 'string' },
-  rate: { type: 'string' },
-  'rate-scale': { type: 'string' },
-  replicas: { type: 'string' },
-  duration: { type: 'string' },
-  warmup: { type: 'string' },
-  seed: { type: 'string' },
-  speedup: { type: 'string' },
-  policy: { type: 'string' },
-  budget: { type: 'string' },
-  'max-seqs': { type: 'string' },
-  'kv-policy': { type: 'string' },
-  inprocess: { type: 'boolean' },
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
+const FLAGS = flagSpec({ string: 'replicas speedup policy', boolean: 'inprocess json' });
 
 /**
  * Defaults sized for a small machine: the router seed's workload at an eighth of its rate on
  * 4 replicas (cost policy: warm owners; random and round-robin: the pool churns), 2 minutes
  * of workload time per policy at speedup 1.
  */
-const DEFAULTS = { workload: 'seed', rate: 5, replicas: 4, durationS: 120, speedup: 1 } as const;
+const DEFAULTS = {
+  rate: 5,
+  replicas: 4,
+  durationS: 120,
+  speedup: 1,
+  policies: ['cost', 'random', 'round-robin'],
+} as const;
+
+const HELP = `usage: npm run demo -- [flags]
+
+The live stack (kvroute engine processes behind kvroute serve, driven by kvroute bench's client)
+against kvroute sim on the same workload, engines, replicas and policies, side by side.
+
+workload
+${workloadHelp({
+  duration: `${DEFAULTS.durationS}`,
+  warmup: 'min(60, duration/10)',
+  rate: `${DEFAULTS.rate}`,
+})}fleet
+${POLICY_LIST_HELP} (default ${DEFAULTS.policies.join(',')})
+  --replicas N          (default ${DEFAULTS.replicas})
+  --speedup X           engines' modeled time / wall time (default ${DEFAULTS.speedup})
+  --inprocess           engines and gateway in this process instead of child processes
+${ENGINE_HELP}output
+  --json                the live results as kvroute bench --json writes them
+`;
 
 export async function run(argv: string[]): Promise<number> {
-  const flags = new Flags(parseFlags(argv, FLAGS));
-  if (flags.bool('help')) {
-    process.stdout.write(`${readHeader()}\n`);
-    return 0;
-  }
-  const tracePath = flags.string('trace');
-  const ratePerS = flags.positive('rate');
-  const workload: BenchWorkloadSpec =
-    tracePath !== undefined
-      ? { kind: 'trace', path: tracePath, rateScale: flags.positive('rate-scale') ?? 1 }
-      : {
-          kind: 'synthetic',
-          name: flags.oneOf('workload', WORKLOAD_NAMES) ?? DEFAULTS.workload,
-          ratePerS: ratePerS ?? DEFAULTS.rate,
-        };
-  const durationS = flags.positive('duration') ?? DEFAULTS.durationS;
-  const policies = (flags.string('policy') ?? 'cost,random,round-robin').split(',');
-  for (const p of policies) {
-    if (!(POLICY_NAMES as readonly string[]).includes(p)) {
-      throw new UsageError(`--policy must list ${POLICY_NAMES.join(', ')}; got '${p}'`);
-    }
-  }
+  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS, ENGINE_FLAGS);
+  if (flags === 'help') return printHelp(HELP);
+  const w = readWorkloadFlags(flags, { ratePerS: DEFAULTS.rate });
+  const durationS = w.durationS ?? DEFAULTS.durationS;
+  const policies = readPolicyList(flags, DEFAULTS.policies);
+  const engine = readEngineFlags(flags);
   const interrupt = new AbortController();
   const onSigint = () => {
     process.stderr.write('\ninterrupted: stopping the live stack\n');
@@ -77,20 +68,14 @@ export async function run(argv: string[]): Promise<number> {
   process.on('SIGINT', onSigint);
   try {
     const rows = await compareLiveSim({
-      workload,
-      seed: flags.number('seed', { min: 0, integer: true }) ?? 1,
+      workload: w.workload,
+      seed: w.seed,
       durationS,
-      warmupS: flags.number('warmup', { min: 0 }) ?? Math.min(60, durationS / 10),
+      warmupS: w.warmupS ?? Math.min(60, durationS / 10),
       replicas: flags.positive('replicas', true) ?? DEFAULTS.replicas,
       policies,
       speedup: flags.positive('speedup') ?? DEFAULTS.speedup,
-      engine: {
-        ...DEFAULT_ENGINE,
-        budgetTokens: flags.positive('budget', true) ?? DEFAULT_ENGINE.budgetTokens,
-        maxSeqs: flags.positive('max-seqs', true) ?? DEFAULT_ENGINE.maxSeqs,
-        kvPolicy:
-          flags.oneOf('kv-policy', ['paged', 'reserve'] as const) ?? DEFAULT_ENGINE.kvPolicy,
-      },
+      engine,
       mode: flags.bool('inprocess') ? 'inprocess' : 'process',
       signal: interrupt.signal,
       log: (line) => process.stderr.write(`${line}\n`),
@@ -99,7 +84,7 @@ export async function run(argv: string[]): Promise<number> {
       process.stdout.write(`${resultsJson(rows.map((r) => r.live))}\n`);
     } else {
       process.stdout.write(
-        `live (kvroute bench through kvroute serve):\n${formatBench(rows.map((r) => r.live))}\n\n`,
+        `live (kvroute bench through kvroute serve):\n${formatLiveResults(rows.map((r) => r.live))}\n\n`,
       );
       process.stdout.write(`live versus kvroute sim:\n${formatCompare(rows)}\n`);
     }
@@ -108,10 +93,6 @@ export async function run(argv: string[]): Promise<number> {
     process.off('SIGINT', onSigint);
     await killAll();
   }
-}
-
-function readHeader(): string {
-  return 'usage: npm run demo -- [--workload seed|hot|low-shared|groups|multiturn | --trace FILE]\n  [--rate R] [--replicas N] [--duration S] [--warmup S] [--seed N] [--speedup X]\n  [--policy cost,random,round-robin] [--budget N] [--max-seqs N] [--kv-policy paged|reserve]\n  [--inprocess] [--json]';
 }
 
 // Run directly (`node --import tsx src/cli/demo.ts`), not through `kvroute`.

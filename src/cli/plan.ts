@@ -16,32 +16,16 @@ import {
   schedulerPlanJson,
 } from '../model/plan.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
-import { Flags, parseFlags, UsageError } from './args.ts';
+import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 
 const PRESETS = ['seed-router', 'seed-scheduler'] as const;
 
-const FLAGS = {
-  preset: { type: 'string' },
-  model: { type: 'string' },
-  gpu: { type: 'string' },
-  tp: { type: 'string' },
-  'weights-dtype': { type: 'string' },
-  'kv-dtype': { type: 'string' },
-  rate: { type: 'string' },
-  'prompt-tokens': { type: 'string' },
-  'shared-tokens': { type: 'string' },
-  prefixes: { type: 'string' },
-  'output-tokens': { type: 'string' },
-  mfu: { type: 'string' },
-  mbu: { type: 'string' },
-  utilization: { type: 'string' },
-  batch: { type: 'string' },
-  'hit-rate': { type: 'string' },
-  'hot-share': { type: 'string' },
-  budgets: { type: 'string' },
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
+const FLAGS = flagSpec({
+  string:
+    'preset model gpu tp weights-dtype kv-dtype rate prompt-tokens shared-tokens prefixes ' +
+    'output-tokens mfu mbu utilization batch hit-rate hot-share budgets',
+  boolean: 'json',
+});
 
 const HELP = `usage: kvroute plan [flags]
 
@@ -64,11 +48,8 @@ affinity, the hot-customer load and the spill threshold. Defaults are the seed's
 `;
 
 export async function run(argv: string[]): Promise<number> {
-  const flags = new Flags(parseFlags(argv, FLAGS));
-  if (flags.bool('help')) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const flags = readFlags(argv, FLAGS);
+  if (flags === 'help') return printHelp(HELP);
   const preset = flags.oneOf('preset', PRESETS) ?? 'seed-router';
   const scheduler = preset === 'seed-scheduler';
   const spec = readSpec(flags, scheduler);

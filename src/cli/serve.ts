@@ -9,58 +9,47 @@ import {
   DEFAULT_EMBEDDED_REPLICAS,
   defaultConfig,
   type GatewayConfig,
-  INDEX_MODES,
   loadConfigFile,
   parseApiKeyFlag,
   parseBackendFlag,
 } from '../gateway/config.ts';
 import { startGatewayWithFleet } from '../embedded/gateway.ts';
-import { isPolicyName, POLICY_NAMES } from '../router/index.ts';
-import { Flags, parseFlags, UsageError } from './args.ts';
+import { INDEX_MODES, isPolicyName, POLICY_NAMES } from '../router/index.ts';
+import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { serveUntilSignal } from './untilSignal.ts';
 
-const FLAGS = {
-  port: { type: 'string' },
-  host: { type: 'string' },
-  backend: { type: 'string', multiple: true },
-  config: { type: 'string' },
-  policy: { type: 'string' },
-  index: { type: 'string' },
-  tokenizer: { type: 'string' },
-  'chat-template': { type: 'string' },
-  'stale-ms': { type: 'string' },
-  'kv-threshold': { type: 'string' },
-  'scrape-ms': { type: 'string' },
-  'api-key': { type: 'string', multiple: true },
-  'block-size': { type: 'string' },
-  replicas: { type: 'string' },
-  speedup: { type: 'string' },
-  seed: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
+const FLAGS = flagSpec({
+  string:
+    'port host config policy index tokenizer chat-template stale-ms kv-threshold scrape-ms ' +
+    'block-size replicas speedup seed',
+  multiple: 'backend api-key',
+});
 
+const D = defaultConfig();
 const HELP = `usage: kvroute serve [flags]
 
 A KV-cache-aware OpenAI-compatible gateway: tokenizes each request, asks the router for the
 replica where it adds the least prefill work, and proxies the response back unchanged.
 With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} simulated engines in this process.
 
-  --port N              listen port; 0 picks a free one (default 8080)
-  --host H              interface (default 127.0.0.1)
+  --port N              listen port; 0 picks a free one (default ${D.port})
+  --host H              interface (default ${D.host})
   --backend SPEC        a backend, repeatable: URL[,events=tcp://H:P][,replay=tcp://H:P]
                         [,model=NAME][,api-key=KEY]; replaces the config file's list
   --config FILE         YAML config (see kvroute.example.yaml); flags override it
-  --policy P            ${POLICY_NAMES.join(', ')} (default cost)
+  --policy P            ${POLICY_NAMES.join(', ')} (default ${D.policy})
   --index M             events (KV events over ZMQ) | approx (the router's own record)
+                        (default ${D.index})
   --tokenizer T         builtin (the engine's) | PATH/tokenizer.json (byte-level BPE)
   --chat-template FILE  YAML with turn ({role}, {content}), prefix, generation
-  --stale-ms N          exclude replicas whose last report is older (default 500)
-  --kv-threshold F      exclude replicas above this KV usage (default 0.95)
-  --scrape-ms N         /metrics scrape interval (default 100)
+  --stale-ms N          exclude replicas whose last report is older (default ${D.staleMs})
+  --kv-threshold F      exclude replicas above this KV usage (default ${D.kvThreshold})
+  --scrape-ms N         /metrics scrape interval (default ${D.scrapeMs})
   --api-key KEY[=TENANT] require this client key, repeatable; its tenant salts the cache
-  --block-size N        tokens per KV block, as the engines use (default 16)
+  --block-size N        tokens per KV block, as the engines use (default ${D.blockSize})
   --replicas N          embedded fleet size (default ${DEFAULT_EMBEDDED_REPLICAS})
   --speedup F           embedded engines' modeled time / wall time (default 1)
-  --seed N              router seed: tie-breaks and the random policy (default 1, as sim)
+  --seed N              router seed: tie-breaks and the random policy (default ${D.seed}, as sim)
 `;
 
 /** Flags over the config file over the defaults. */
@@ -120,11 +109,8 @@ function readable(path: string, flag: string): void {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const flags = new Flags(parseFlags(argv, FLAGS));
-  if (flags.bool('help')) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const flags = readFlags(argv, FLAGS);
+  if (flags === 'help') return printHelp(HELP);
   const config = readServeConfig(flags);
   const speedup = flags.positive('speedup');
   const gateway = await startGatewayWithFleet(
@@ -152,11 +138,5 @@ export async function run(argv: string[]): Promise<number> {
   out.write(
     `try:\n  curl -s ${gateway.url}/v1/chat/completions -H 'content-type: application/json'${auth} -d '{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'\n  curl -s ${gateway.url}/router/replicas\n`,
   );
-  await new Promise<void>((resolve) => {
-    const stop = () => resolve();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
-  await gateway.close();
-  return 0;
+  return serveUntilSignal(() => gateway.close());
 }

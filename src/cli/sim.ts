@@ -4,59 +4,32 @@
  * prints a table, JSON, or a self-contained HTML report.
  */
 import { writeFileSync } from 'node:fs';
-import { GPUS, MODELS } from '../model/catalog.ts';
-import { replicaSpecProblem } from '../model/cost.ts';
-import { makeReplicaSpec } from '../model/spec.ts';
-import { POLICY_NAMES } from '../router/registry.ts';
-import { renderReport } from '../sim/report.ts';
 import {
-  DEFAULT_ENGINE,
-  DEFAULT_SLO,
-  type SimConfig,
-  simulate,
-  type WorkloadSpec,
-} from '../sim/run.ts';
+  DEFAULT_KV_THRESHOLD,
+  DEFAULT_OVERLAY_TTL_MS,
+  INDEX_MODES,
+  QUEUE_SOURCES,
+} from '../router/defaults.ts';
+import { renderReport } from '../results/report.ts';
+import { resultsJson, type SearchResult, type SimulatedRun } from '../results/result.ts';
+import { DEFAULT_SLO } from '../results/slo.ts';
+import { formatResults, formatSearch } from '../results/table.ts';
+import { type SimConfig, simulate } from '../sim/run.ts';
 import { searchMinReplicas } from '../sim/search.ts';
-import { formatResults, formatSearch } from '../sim/table.ts';
-import type { FaultSpec, PolicyResult, SearchResult } from '../sim/types.ts';
-import { WORKLOAD_NAMES, type WorkloadName } from '../sim/workloads.ts';
-import { Flags, parseFlags, UsageError } from './args.ts';
+import type { FaultSpec } from '../sim/types.ts';
+import type { WorkloadName } from '../workload/workloads.ts';
+import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
+import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
+import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
-const FLAGS = {
-  workload: { type: 'string' },
-  trace: { type: 'string' },
-  policy: { type: 'string' },
-  replicas: { type: 'string' },
-  duration: { type: 'string' },
-  warmup: { type: 'string' },
-  seed: { type: 'string' },
-  rate: { type: 'string' },
-  'rate-scale': { type: 'string' },
-  model: { type: 'string' },
-  gpu: { type: 'string' },
-  tp: { type: 'string' },
-  budget: { type: 'string' },
-  'max-seqs': { type: 'string' },
-  'kv-policy': { type: 'string' },
-  'block-size': { type: 'string' },
-  'stale-ms': { type: 'string' },
-  'report-ms': { type: 'string' },
-  'event-delay-ms': { type: 'string' },
-  index: { type: 'string' },
-  'queue-source': { type: 'string' },
-  'kv-threshold': { type: 'string' },
-  'overlay-ttl-ms': { type: 'string' },
-  kill: { type: 'string', multiple: true },
-  revive: { type: 'string', multiple: true },
-  'slo-ttft-p99-ms': { type: 'string' },
-  'slo-tpot-p99-ms': { type: 'string' },
-  search: { type: 'boolean' },
-  'max-replicas': { type: 'string' },
-  json: { type: 'boolean' },
-  report: { type: 'string' },
-  quiet: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
+const FLAGS = flagSpec({
+  string:
+    'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
+    'overlay-ttl-ms slo-ttft-p99-ms slo-tpot-p99-ms max-replicas report',
+  multiple: 'kill revive',
+  boolean: 'search json quiet',
+});
 
 /** Replicas per workload when --replicas is not given (the seed's sizing with affinity). */
 const DEFAULT_REPLICAS: Record<WorkloadName | 'trace', number> = {
@@ -68,6 +41,8 @@ const DEFAULT_REPLICAS: Record<WorkloadName | 'trace', number> = {
   trace: 8,
 };
 
+const DEFAULT_DURATION_S = 600;
+
 const HELP = `usage: kvroute sim [flags]
 
 Discrete-event fleet simulator: engine cores timed by the cost model, the router seeing engine
@@ -75,34 +50,22 @@ state through report and KV-event delays, on a virtual clock. Several policies r
 side on the same arrivals.
 
 workload
-  --workload NAME       ${WORKLOAD_NAMES.join(', ')} (default seed)
-                        seed: 40 req/s Poisson, 200 customers x 6,000-token prefix + 2,000
-                        own tokens, 300 out; hot: one customer at 10 %; low-shared: 15 % shared;
-                        groups: 64 x 16 prompts, 2,048 system + 128 question, 256 out;
-                        multiturn: every turn extends the conversation so far
-  --trace FILE          Mooncake JSONL trace instead (timestamp, input_length, output_length,
-                        hash_ids of 512-token blocks)
-  --rate R              requests/s of a synthetic workload   --rate-scale X  trace speed-up
-  --duration S          simulated seconds of arrivals (default 600; trace: whole trace)
-  --warmup S            arrivals before this are not measured (default min(60, duration/10))
-  --seed N              workload and router seed (default 1)
-fleet
-  --policy LIST         comma-separated, or all: ${POLICY_NAMES.join(', ')} (default cost)
+${workloadHelp({
+  duration: `${DEFAULT_DURATION_S}; trace: whole trace`,
+  warmup: 'min(60, duration/10)',
+  seed: 'workload and router seed',
+})}fleet
+${POLICY_LIST_HELP} (default cost)
   --replicas N          default: seed/hot 22, low-shared 40, groups/multiturn/trace 8
-  --model NAME          ${Object.keys(MODELS).join(', ')} (default ${DEFAULT_ENGINE.model})
-  --gpu NAME            ${Object.keys(GPUS).join(', ')} (default ${DEFAULT_ENGINE.gpu})
-  --tp N                (default ${DEFAULT_ENGINE.tp})   --budget TOKENS (default ${DEFAULT_ENGINE.budgetTokens})
-  --max-seqs N          (default ${DEFAULT_ENGINE.maxSeqs})   --kv-policy paged|reserve (default ${DEFAULT_ENGINE.kvPolicy})
-  --block-size N        tokens per KV block (default ${DEFAULT_ENGINE.blockSize})
-router view
+${ENGINE_HELP}router view
   --stale-ms MS         engine reports reach the router this late (default 0: also after
                         every step); the cost policy's queue term still comes from the ledger
   --report-ms MS        every replica reports this often (default 100)
   --event-delay-ms MS   KV events reach the router's index this late (default 0)
-  --index events|approx            prefix index feed (default events)
-  --queue-source ledger|reports    cost policy's queue term (default ledger)
-  --kv-threshold F      exclude replicas above this KV usage (default 0.95)
-  --overlay-ttl-ms MS   predict-on-route lifetime (router default)
+  --index ${INDEX_MODES.join('|')}            prefix index feed (default ${INDEX_MODES[0]})
+  --queue-source ${QUEUE_SOURCES.join('|')}    cost policy's queue term (default ${QUEUE_SOURCES[0]})
+  --kv-threshold F      exclude replicas above this KV usage (default ${DEFAULT_KV_THRESHOLD})
+  --overlay-ttl-ms MS   predict-on-route lifetime (default ${DEFAULT_OVERLAY_TTL_MS})
 faults
   --kill R@S            replica R dies at S seconds (repeatable): requests without a token
                         are re-routed, streaming ones count as errors
@@ -140,57 +103,17 @@ function parseFault(kind: 'kill' | 'revive', raw: string, replicas: number): Fau
   return { kind, replica, atMs: Number(m[2]) * 1000 };
 }
 
-function parsePolicies(raw: string | undefined): string[] {
-  if (raw === undefined) return ['cost'];
-  if (raw.trim() === 'all') return [...POLICY_NAMES];
-  const names = raw.split(',').map((s) => s.trim());
-  for (const name of names) {
-    if (!(POLICY_NAMES as readonly string[]).includes(name)) {
-      throw new UsageError(
-        `--policy must be a list of ${POLICY_NAMES.join(', ')} or all; got '${name}'`,
-      );
-    }
-  }
-  return [...new Set(names)];
-}
-
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
-  const flags = new Flags(parseFlags(argv, FLAGS));
-  if (flags.bool('help')) return 'help';
-  const tracePath = flags.string('trace');
-  if (tracePath !== undefined && flags.has('workload')) {
-    throw new UsageError('--trace and --workload are exclusive; give one');
-  }
-  const workloadName = flags.oneOf('workload', WORKLOAD_NAMES) ?? 'seed';
-  if (tracePath === undefined && flags.has('rate-scale')) {
-    throw new UsageError('--rate-scale applies to --trace; use --rate for a synthetic workload');
-  }
-  if (tracePath !== undefined && flags.has('rate')) {
-    throw new UsageError('--rate applies to synthetic workloads; use --rate-scale with --trace');
-  }
-  const ratePerS = flags.positive('rate');
-  const workload: WorkloadSpec =
-    tracePath !== undefined
-      ? { kind: 'trace', path: tracePath, rateScale: flags.positive('rate-scale') ?? 1 }
-      : { kind: 'synthetic', name: workloadName, ...(ratePerS !== undefined && { ratePerS }) };
+  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS, ENGINE_FLAGS);
+  if (flags === 'help') return 'help';
+  const w = readWorkloadFlags(flags);
+  const isTrace = w.workload.kind === 'trace';
   const replicas =
     flags.positive('replicas', true) ??
-    DEFAULT_REPLICAS[tracePath !== undefined ? 'trace' : workloadName];
-  const durationS = flags.positive('duration') ?? (tracePath !== undefined ? undefined : 600);
-  const warmupS = flags.number('warmup', { min: 0 }) ?? Math.min(60, (durationS ?? 600) / 10);
-  const engine = {
-    model: flags.oneOf('model', Object.keys(MODELS)) ?? DEFAULT_ENGINE.model,
-    gpu: flags.oneOf('gpu', Object.keys(GPUS)) ?? DEFAULT_ENGINE.gpu,
-    tp: flags.positive('tp', true) ?? DEFAULT_ENGINE.tp,
-    budgetTokens: flags.positive('budget', true) ?? DEFAULT_ENGINE.budgetTokens,
-    maxSeqs: flags.positive('max-seqs', true) ?? DEFAULT_ENGINE.maxSeqs,
-    kvPolicy: flags.oneOf('kv-policy', ['paged', 'reserve'] as const) ?? DEFAULT_ENGINE.kvPolicy,
-    blockSize: flags.positive('block-size', true) ?? DEFAULT_ENGINE.blockSize,
-  };
-  const problem = replicaSpecProblem(
-    makeReplicaSpec({ model: engine.model, gpu: engine.gpu, tp: engine.tp }),
-  );
-  if (problem) throw new UsageError(problem);
+    DEFAULT_REPLICAS[w.workload.kind === 'trace' ? 'trace' : w.workload.name];
+  const durationS = w.durationS ?? (isTrace ? undefined : DEFAULT_DURATION_S);
+  const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
+  const engine = readEngineFlags(flags);
   const staleMs = flags.number('stale-ms', { min: 0 }) ?? 0;
   const faults = [
     ...flags.strings('kill').map((k) => parseFault('kill', k, replicas)),
@@ -199,16 +122,16 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   const kvThreshold = flags.fraction('kv-threshold');
   const overlayTtlMs = flags.number('overlay-ttl-ms', { min: 0 });
   const base: SimConfig = {
-    workload,
-    seed: flags.number('seed', { min: 0, integer: true }) ?? 1,
+    workload: w.workload,
+    seed: w.seed,
     durationMs: durationS === undefined ? undefined : durationS * 1000,
     warmupMs: warmupS * 1000,
     replicas,
     engine,
     router: {
       policy: 'cost',
-      index: flags.oneOf('index', ['events', 'approx'] as const) ?? 'events',
-      queueSource: flags.oneOf('queue-source', ['ledger', 'reports'] as const) ?? 'ledger',
+      index: flags.oneOf('index', INDEX_MODES) ?? INDEX_MODES[0],
+      queueSource: flags.oneOf('queue-source', QUEUE_SOURCES) ?? QUEUE_SOURCES[0],
       ...(kvThreshold !== undefined && { kvThreshold }),
       ...(overlayTtlMs !== undefined && { overlayTtlMs }),
     },
@@ -225,7 +148,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   };
   return {
     base,
-    policies: parsePolicies(flags.string('policy')),
+    policies: readPolicyList(flags, ['cost']),
     search: flags.bool('search'),
     maxReplicas: flags.positive('max-replicas', true) ?? 256,
     json: flags.bool('json'),
@@ -268,13 +191,10 @@ class Progress {
 
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseSimFlags(argv);
-  if (parsed === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  if (parsed === 'help') return printHelp(HELP);
   const progress = new Progress(!parsed.quiet);
   const onProgress = (f: number) => progress.update(f);
-  const results: PolicyResult[] = [];
+  const results: SimulatedRun[] = [];
   for (const policy of parsed.policies) {
     progress.label(`${policy} x ${parsed.base.replicas}`);
     const config = { ...parsed.base, router: { ...parsed.base.router, policy }, onProgress };
@@ -313,19 +233,11 @@ export async function run(argv: string[]): Promise<number> {
     );
   }
   if (parsed.json) {
-    const slim = results.map(({ load: _load, ttftCdf: _cdf, ...rest }) => rest);
-    process.stdout.write(`${JSON.stringify({ results: slim, search }, jsonNumbers)}\n`);
+    process.stdout.write(`${resultsJson(results, search)}\n`);
   } else {
     process.stdout.write(`${formatResults(results)}\n`);
     if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
     if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);
   }
   return 0;
-}
-
-/** Rounds floats for JSON (µs resolution is plenty) and writes non-finite numbers as null. */
-function jsonNumbers(_key: string, value: unknown): unknown {
-  if (typeof value !== 'number') return value;
-  if (!Number.isFinite(value)) return null;
-  return Number.isInteger(value) ? value : Math.round(value * 1000) / 1000;
 }

@@ -4,8 +4,11 @@
  */
 import type { KvEvent } from '../kv/events.ts';
 import type { ReplicaSpec } from '../model/cost.ts';
+import type { KvPolicyName } from '../scheduler/types.ts';
 
-export type KvPolicyName = 'reserve' | 'paged';
+// The scheduler owns these; the engine's drivers meet them here, as part of its contract.
+export { EngineError } from '../scheduler/errors.ts';
+export type { KvPolicyName };
 
 export interface EngineConfig {
   spec: ReplicaSpec;
@@ -89,13 +92,4 @@ export interface EngineCounters {
   preemptions: number;
   promptTokens: number;
   generationTokens: number;
-}
-
-export class EngineError extends Error {
-  constructor(
-    readonly code: 'ERR_NEVER_FITS' | 'ERR_INVALID_REQUEST' | 'ERR_DUPLICATE_ID' | 'ERR_CONFIG',
-    message: string,
-  ) {
-    super(message);
-  }
 }

@@ -6,16 +6,17 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
+import {
+  DEFAULT_KV_THRESHOLD,
+  DEFAULT_POLICY,
+  DEFAULT_STALE_MS,
+  INDEX_MODES,
+  type IndexMode,
+} from '../router/defaults.ts';
 import { GatewayError } from './errors.ts';
-
-export const INDEX_MODES = ['events', 'approx'] as const;
-export type IndexMode = (typeof INDEX_MODES)[number];
 
 export const DEFAULT_PORT = 8080;
 export const DEFAULT_HOST = '127.0.0.1';
-export const DEFAULT_POLICY = 'cost';
-export const DEFAULT_STALE_MS = 500;
-export const DEFAULT_KV_THRESHOLD = 0.95;
 export const DEFAULT_SCRAPE_MS = 100;
 export const DEFAULT_BLOCK_SIZE = 16;
 /** OpenAI bodies with long prompts run to a few MB; anything past this is refused with 413. */

@@ -8,7 +8,8 @@
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { BlockIndex } from './blockIndex.ts';
-import type { IndexMode, PrefixIndex } from './prefixIndex.ts';
+import type { IndexMode } from './defaults.ts';
+import type { PrefixIndex } from './prefixIndex.ts';
 
 /** One Llama 3.3 70B TP=2 H200 replica's KV pool: 558,124 tokens / 16 tokens per block. */
 export const DEFAULT_APPROX_CAPACITY_BLOCKS = 34_882;

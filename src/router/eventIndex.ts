@@ -7,7 +7,8 @@
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { BlockIndex } from './blockIndex.ts';
-import type { IndexMode, PrefixIndex } from './prefixIndex.ts';
+import type { IndexMode } from './defaults.ts';
+import type { PrefixIndex } from './prefixIndex.ts';
 
 export class EventIndex implements PrefixIndex {
   readonly mode: IndexMode = 'events';

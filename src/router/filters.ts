@@ -8,9 +8,6 @@
 import type { Rng } from '../util/rng.ts';
 import { argMin } from './policies/pickBest.ts';
 
-export const DEFAULT_KV_THRESHOLD = 0.95;
-export const DEFAULT_STALE_MS = 500;
-
 export type Verdict = 'eligible' | 'down' | 'stale' | 'kv-full';
 
 export interface FilterThresholds {

@@ -3,7 +3,18 @@ export { ApproxIndex, DEFAULT_APPROX_CAPACITY_BLOCKS } from './approxIndex.ts';
 export { BlockIndex } from './blockIndex.ts';
 export { RouterError, type RouterErrorCode } from './errors.ts';
 export { EventIndex } from './eventIndex.ts';
-export { DEFAULT_KV_THRESHOLD, DEFAULT_STALE_MS, judge, type Verdict } from './filters.ts';
+export {
+  DEFAULT_KV_THRESHOLD,
+  DEFAULT_OVERLAY_TTL_MS,
+  DEFAULT_POLICY,
+  DEFAULT_SEED,
+  DEFAULT_STALE_MS,
+  INDEX_MODES,
+  type IndexMode,
+  QUEUE_SOURCES,
+  type QueueSource,
+} from './defaults.ts';
+export { judge, type Verdict } from './filters.ts';
 export {
   type EngineHash,
   type ForeignBlockRemoved,
@@ -12,13 +23,11 @@ export {
   type ForeignKvEvent,
 } from './foreignKeys.ts';
 export { Ledger, type ReplicaLoad } from './ledger.ts';
-export { DEFAULT_OVERLAY_TTL_MS, RouteOverlay } from './overlay.ts';
-export type { QueueSource } from './policies/cost.ts';
+export { RouteOverlay } from './overlay.ts';
 export type { Pick, PickInput, Policy, ReplicaView, Routed, RouteRequest } from './policy.ts';
-export { type IndexMode, makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
+export { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
 export { matchPrefix, replicaMask } from './prefixMatch.ts';
 export {
-  DEFAULT_POLICY,
   isPolicyName,
   makePolicy,
   POLICY_NAMES,
@@ -26,7 +35,6 @@ export {
   type PolicyOptions,
 } from './registry.ts';
 export {
-  DEFAULT_SEED,
   type ReplicaReport,
   type RouteDecision,
   Router,

@@ -14,9 +14,8 @@
  * older ones with the same first key are linked from it.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
+import { DEFAULT_OVERLAY_TTL_MS } from './defaults.ts';
 import { SlotTable } from './slotTable.ts';
-
-export const DEFAULT_OVERLAY_TTL_MS = 2_000;
 
 /** Buckets of the first-key filter (a power of two). */
 const START_BUCKETS = 4096;

@@ -9,9 +9,8 @@ import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { ApproxIndex } from './approxIndex.ts';
 import type { BlockIndex } from './blockIndex.ts';
+import type { IndexMode } from './defaults.ts';
 import { EventIndex } from './eventIndex.ts';
-
-export type IndexMode = 'events' | 'approx';
 
 export interface PrefixIndex {
   readonly mode: IndexMode;

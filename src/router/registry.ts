@@ -37,8 +37,6 @@ export type PolicyName = keyof typeof REGISTRY;
 
 export const POLICY_NAMES = Object.keys(REGISTRY) as PolicyName[];
 
-export const DEFAULT_POLICY: PolicyName = 'cost';
-
 export function isPolicyName(name: string): name is PolicyName {
   return Object.hasOwn(REGISTRY, name);
 }

@@ -10,25 +10,24 @@
  */
 import type { KvEvent } from '../kv/events.ts';
 import { Rng } from '../util/rng.ts';
-import { RouterError } from './errors.ts';
 import {
   DEFAULT_KV_THRESHOLD,
+  DEFAULT_OVERLAY_TTL_MS,
+  DEFAULT_POLICY,
+  DEFAULT_SEED,
   DEFAULT_STALE_MS,
-  type FilterThresholds,
-  judge,
-  leastLoaded,
-  type Verdict,
-} from './filters.ts';
+  type IndexMode,
+} from './defaults.ts';
+import { RouterError } from './errors.ts';
+import { type FilterThresholds, judge, leastLoaded, type Verdict } from './filters.ts';
 import { ForeignKeyMap, type ForeignKvEvent } from './foreignKeys.ts';
 import { Ledger } from './ledger.ts';
-import { DEFAULT_OVERLAY_TTL_MS, RouteOverlay } from './overlay.ts';
+import { RouteOverlay } from './overlay.ts';
 import type { Pick, PickInput, Policy, ReplicaView, RouteRequest } from './policy.ts';
-import { type IndexMode, makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
+import { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
 import { matchPrefix, replicaMask } from './prefixMatch.ts';
-import { DEFAULT_POLICY, makePolicy, type PolicyOptions } from './registry.ts';
+import { makePolicy, type PolicyOptions } from './registry.ts';
 import type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';
-
-export const DEFAULT_SEED = 0x6b76;
 
 export interface RouterOptions {
   /** Replica names; a replica's id is its position (later additions append). */

@@ -1,7 +1,7 @@
 /** JSON shapes the router exposes: `/router/replicas` and metric counters. */
 import type { Verdict } from './filters.ts';
 import type { ReplicaLoad } from './ledger.ts';
-import type { IndexMode } from './prefixIndex.ts';
+import type { IndexMode } from './defaults.ts';
 
 export interface ReplicaSnapshot extends ReplicaLoad {
   name: string;

@@ -1,7 +1,7 @@
 /** Scheduler config: defaults and validation (errors carry ERR_CONFIG). */
-import { EngineError } from '../engine/types.ts';
 import type { ChunkRules } from './chunks.ts';
-import type { KvPolicyName, SchedulerConfig } from './types.ts';
+import { EngineError } from './errors.ts';
+import { KV_POLICY_NAMES, type KvPolicyName, type SchedulerConfig } from './types.ts';
 
 export const DEFAULT_WATERMARK = 0.01;
 export const DEFAULT_PRIORITY_AGE_MS = 10_000;
@@ -15,8 +15,6 @@ export interface ResolvedSchedulerConfig extends ChunkRules {
   watermark: number;
   priorityAgeMs: number;
 }
-
-const KV_POLICIES: readonly string[] = ['reserve', 'paged'];
 
 function fail(message: string): never {
   throw new EngineError('ERR_CONFIG', message);
@@ -34,8 +32,8 @@ export function resolveSchedulerConfig(
 ): ResolvedSchedulerConfig {
   const budgetTokens = positiveInt('budgetTokens', config.budgetTokens);
   const maxSeqs = positiveInt('maxSeqs', config.maxSeqs);
-  if (!KV_POLICIES.includes(config.kvPolicy)) {
-    fail(`kvPolicy must be one of ${KV_POLICIES.join(', ')}, got ${String(config.kvPolicy)}`);
+  if (!(KV_POLICY_NAMES as readonly string[]).includes(config.kvPolicy)) {
+    fail(`kvPolicy must be one of ${KV_POLICY_NAMES.join(', ')}, got ${String(config.kvPolicy)}`);
   }
   const longPrefillThreshold = config.longPrefillThreshold
     ? positiveInt('longPrefillThreshold', config.longPrefillThreshold)

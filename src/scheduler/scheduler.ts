@@ -8,10 +8,10 @@
  * applies it once the step ran. KV comes through a KvPolicy (reserve or paged); when a paged pool
  * runs dry the most recently admitted running request is preempted and recomputed later.
  */
-import { EngineError } from '../engine/types.ts';
 import type { BlockPool, PrefixMatch } from '../kv/blockPool.ts';
 import { prefillChunkTokens } from './chunks.ts';
 import { type ResolvedSchedulerConfig, resolveSchedulerConfig } from './config.ts';
+import { EngineError } from './errors.ts';
 import { type KvPolicy, makeKvPolicy } from './kvPolicy.ts';
 import { PlanBuilder } from './planBuilder.ts';
 import { Seq } from './seq.ts';

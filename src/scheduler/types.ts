@@ -2,10 +2,11 @@
  * The scheduler's data in and out: its config, the requests it takes, the plan it returns each
  * step and what applying a plan produced. All plain data.
  */
-import type { KvPolicyName } from '../engine/types.ts';
 import type { BlockKey } from '../kv/blockKey.ts';
 
-export type { KvPolicyName };
+/** How the scheduler gets KV memory (see kvPolicy.ts); `paged` is vLLM's and the default. */
+export const KV_POLICY_NAMES = ['paged', 'reserve'] as const;
+export type KvPolicyName = (typeof KV_POLICY_NAMES)[number];
 
 export interface SchedulerConfig {
   /** Tokens one step may compute, prefill and decode alike (>= 1). */

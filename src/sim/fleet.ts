@@ -20,8 +20,9 @@ import { EventQueue, PRIORITY, type SimEvent } from './eventQueue.ts';
 import { runLoop, type SimClock } from './loop.ts';
 import { BusyTracker, RequestLog } from './metrics.ts';
 import { OwnerTracker } from './owners.ts';
-import type { FaultSpec, SloTargets, ViewOptions } from './types.ts';
-import type { Arrival, Workload } from './workloads.ts';
+import type { SloTargets } from '../results/slo.ts';
+import type { Arrival, Workload } from '../workload/workloads.ts';
+import type { FaultSpec, ViewOptions } from './types.ts';
 
 /** What the fleet needs of an engine core. */
 export interface SimEngine {

@@ -2,18 +2,28 @@
  * The real router behind the fleet's SimRouter interface. The fleet numbers replicas 0..N-1;
  * the router names them `r0`..; ids and positions coincide because they are added in order.
  */
+import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { kvPoolTokens } from '../model/cost.ts';
-import { DEFAULT_STALE_MS } from '../router/filters.ts';
+import { DEFAULT_STALE_MS } from '../router/defaults.ts';
 import { RouterError } from '../router/errors.ts';
 import { Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
-import { makeEngineConfig, type SimConfig } from './run.ts';
+import type { RouterOptions, ViewOptions } from './types.ts';
 
 /** Presizing the index past this (~96 MB of table and arena) is left to growth. */
 const MAX_PRESIZED_KEYS = 1 << 21;
 
-export function makeSimRouter(config: SimConfig): SimRouter {
+/** What the router needs of a simulation's config (a SimConfig is one). */
+export interface SimRouterConfig {
+  replicas: number;
+  seed: number;
+  engine: EngineOptions;
+  router: RouterOptions;
+  view: ViewOptions;
+}
+
+export function makeSimRouter(config: SimRouterConfig): SimRouter {
   const names = Array.from({ length: config.replicas }, (_, i) => `r${i}`);
   const r = config.router;
   const router = new Router({
@@ -33,9 +43,9 @@ export function makeSimRouter(config: SimConfig): SimRouter {
   return new RouterBridge(router, names, r.index === 'events');
 }
 
-function kvBlocksPerReplica(config: SimConfig): number {
+function kvBlocksPerReplica(config: SimRouterConfig): number {
   const engine = makeEngineConfig(config.engine);
-  return Math.floor(kvPoolTokens(engine.spec) / engine.blockSize);
+  return engine.kvBlocks ?? Math.floor(kvPoolTokens(engine.spec) / engine.blockSize);
 }
 
 class RouterBridge implements SimRouter {

@@ -3,30 +3,23 @@
  * clock. `simulate` builds the pieces from plain options, runs the fleet and summarizes it.
  */
 import { EngineCore } from '../engine/core.ts';
-import type { EngineConfig } from '../engine/types.ts';
-import { makeReplicaSpec } from '../model/spec.ts';
+import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
+import type { SimulatedRun } from '../results/result.ts';
+import type { SloTargets } from '../results/slo.ts';
+import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
+import type { Workload } from '../workload/workloads.ts';
 import { Fleet, type SimEngine, type SimRouter } from './fleet.ts';
 import { makeSimRouter } from './routerAdapter.ts';
 import { summarizeRun } from './summary.ts';
-import { TraceWorkload } from './trace.ts';
-import type {
-  EngineOptions,
-  FaultSpec,
-  PolicyResult,
-  RouterOptions,
-  SloTargets,
-  ViewOptions,
-} from './types.ts';
-import { makeWorkload, type Workload, type WorkloadName } from './workloads.ts';
-
-export type WorkloadSpec =
-  | { kind: 'synthetic'; name: WorkloadName; ratePerS?: number }
-  | { kind: 'trace'; path: string; rateScale: number };
+import type { FaultSpec, RouterOptions, ViewOptions } from './types.ts';
 
 export interface SimConfig {
   workload: WorkloadSpec;
   seed: number;
-  /** Arrivals stop here; in-flight requests then drain. Traces: undefined = whole trace. */
+  /**
+   * Arrivals stop here; in-flight requests then drain. Undefined: the whole trace, or
+   * SYNTHETIC_DURATION_MS of a synthetic workload.
+   */
   durationMs: number | undefined;
   warmupMs: number;
   replicas: number;
@@ -42,55 +35,8 @@ export interface SimConfig {
   instrument?: { engine?: (e: SimEngine) => SimEngine; router?: (r: SimRouter) => SimRouter };
 }
 
-/**
- * SLO defaults, sized for the router seed. TTFT p99 570 ms is one cold 8,000-token prefill on an
- * idle replica (8,000 x 71.3 us), and it is the promise of the seed's rule itself: a warm
- * request (143 ms) stays with its owner only while the extra queue is under the 428 ms its hit
- * saves, so no request should wait longer than starting cold on an idle replica. TPOT p99 of
- * 100 ms is three 33.5 ms decode steps, room for prefill chunks sharing steps with decodes but
- * not for a replica drowning in prefill.
- */
-export const DEFAULT_SLO = { ttftP99Ms: 570, tpotP99Ms: 100 } as const;
-
-export const DEFAULT_ENGINE: EngineOptions = {
-  model: 'llama-3.3-70b',
-  gpu: 'h200',
-  tp: 2,
-  budgetTokens: 2048,
-  maxSeqs: 64,
-  kvPolicy: 'paged',
-  blockSize: 16,
-};
-
-export function buildWorkload(config: SimConfig): Workload {
-  const w = config.workload;
-  const blockSize = config.engine.blockSize;
-  if (w.kind === 'trace') {
-    return new TraceWorkload({
-      path: w.path,
-      seed: config.seed,
-      blockSize,
-      rateScale: w.rateScale,
-      ...(config.durationMs !== undefined && { durationMs: config.durationMs }),
-    });
-  }
-  return makeWorkload(w.name, {
-    seed: config.seed,
-    durationMs: config.durationMs ?? 600_000,
-    blockSize,
-    ...(w.ratePerS !== undefined && { ratePerS: w.ratePerS }),
-  });
-}
-
-export function makeEngineConfig(engine: EngineOptions): EngineConfig {
-  return {
-    spec: makeReplicaSpec({ model: engine.model, gpu: engine.gpu, tp: engine.tp }),
-    budgetTokens: engine.budgetTokens,
-    maxSeqs: engine.maxSeqs,
-    kvPolicy: engine.kvPolicy,
-    blockSize: engine.blockSize,
-  };
-}
+/** A synthetic workload's duration when none is given (the CLI's default, 600 s). */
+const SYNTHETIC_DURATION_MS = 600_000;
 
 /** Arrivals in [0, duration) and of those, the measured ones (after warm-up). */
 export function countArrivals(
@@ -116,8 +62,14 @@ export function countArrivals(
 export function simulate(
   config: SimConfig,
   makeRouter: (c: SimConfig) => SimRouter = makeSimRouter,
-): PolicyResult {
-  const workload = buildWorkload(config);
+): SimulatedRun {
+  const workload = buildWorkload(config.workload, {
+    seed: config.seed,
+    blockSize: config.engine.blockSize,
+    durationMs:
+      config.durationMs ??
+      (config.workload.kind === 'synthetic' ? SYNTHETIC_DURATION_MS : undefined),
+  });
   const engineConfig = makeEngineConfig(config.engine);
   const counts =
     config.earlyStop || config.durationMs === undefined

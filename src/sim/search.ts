@@ -4,7 +4,7 @@
  * not, then bisects the bracket. Assumes more replicas never hurt, which holds for every policy
  * here up to simulation noise. Probes stop early once the SLO is certainly missed.
  */
-import type { PolicyResult, SearchResult } from './types.ts';
+import type { SearchResult, SimulatedRun } from '../results/result.ts';
 
 export interface SearchOptions {
   /** First replica count to try. */
@@ -12,12 +12,12 @@ export interface SearchOptions {
   /** Give up above this many replicas. */
   max: number;
   /** Runs one simulation at `replicas` (the caller fixes policy, workload and seed). */
-  probe: (replicas: number) => PolicyResult;
-  onProbe?: (result: PolicyResult) => void;
+  probe: (replicas: number) => SimulatedRun;
+  onProbe?: (result: SimulatedRun) => void;
 }
 
 export function searchMinReplicas(policy: string, opts: SearchOptions): SearchResult {
-  const probes = new Map<number, PolicyResult>();
+  const probes = new Map<number, SimulatedRun>();
   const met = (n: number): boolean => {
     let r = probes.get(n);
     if (r === undefined) {
@@ -62,7 +62,7 @@ export function searchMinReplicas(policy: string, opts: SearchOptions): SearchRe
 function finish(
   policy: string,
   minReplicas: number | null,
-  probes: Map<number, PolicyResult>,
+  probes: Map<number, SimulatedRun>,
 ): SearchResult {
   return {
     policy,

@@ -1,7 +1,8 @@
-/** Turns a fleet run's raw log into the plain-data PolicyResult the CLI, report and search use. */
+/** Turns a fleet run's raw log into the plain-data result the CLI, report and search use. */
 import type { FleetOutcome } from './fleet.ts';
-import { cdfPoints, percentile, summarize } from './metrics.ts';
-import type { FaultImpact, PolicyResult, SloTargets } from './types.ts';
+import type { FaultImpact, RunResult, SimulatedRun } from '../results/result.ts';
+import { meetsSlo, type SloTargets } from '../results/slo.ts';
+import { cdfPoints, percentile, summarize } from '../results/stats.ts';
 
 /** Window either side of a fault for the before / after comparison. */
 const FAULT_WINDOW_MS = 60_000;
@@ -16,7 +17,7 @@ export interface SummaryInput {
   sampleMs: number;
 }
 
-export function summarizeRun(input: SummaryInput, out: FleetOutcome): PolicyResult {
+export function summarizeRun(input: SummaryInput, out: FleetOutcome): SimulatedRun {
   const log = out.log;
   const all = (): boolean => true;
   const ttft = log.select(log.ttftMs, all);
@@ -31,12 +32,7 @@ export function summarizeRun(input: SummaryInput, out: FleetOutcome): PolicyResu
     const v = log.select(log.ttftMs, (i) => keep(log.customer.get(i)));
     return v.length > 0 ? summarize(v) : null;
   };
-  const sloMet =
-    !out.stoppedEarly &&
-    errors === 0 &&
-    ttftMs.count > 0 &&
-    ttftMs.p99 <= input.slo.ttftP99Ms &&
-    (tpotMs.count === 0 || tpotMs.p99 <= input.slo.tpotP99Ms);
+  const sloMet = !out.stoppedEarly && meetsSlo({ errors, ttftMs, tpotMs }, input.slo);
   return {
     policy: input.policy,
     replicas: input.replicas,
@@ -83,7 +79,9 @@ export function summarizeRun(input: SummaryInput, out: FleetOutcome): PolicyResu
 }
 
 /** TTFT p99 per customer, summarized over customers (the median one and the worst one). */
-function perCustomer(out: FleetOutcome): PolicyResult['customers']['perCustomerTtftP99Ms'] {
+function perCustomer(
+  out: FleetOutcome,
+): NonNullable<RunResult['customers']>['perCustomerTtftP99Ms'] {
   const log = out.log;
   const byCustomer = new Map<number, number[]>();
   for (let i = 0; i < log.length; i++) {

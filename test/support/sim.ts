@@ -1,4 +1,6 @@
-import { DEFAULT_ENGINE, DEFAULT_SLO, type SimConfig } from '../../src/sim/run.ts';
+import { ENGINE_DEFAULTS } from '../../src/engine/options.ts';
+import { DEFAULT_SLO } from '../../src/results/slo.ts';
+import type { SimConfig } from '../../src/sim/run.ts';
 
 /**
  * The seed's shape at a fifth of the rate on 5 replicas: the seed's load per replica and its
@@ -11,7 +13,7 @@ export function smallSeedConfig(overrides: Partial<SimConfig> = {}, policy = 'co
     durationMs: 120_000,
     warmupMs: 40_000,
     replicas: 5,
-    engine: DEFAULT_ENGINE,
+    engine: ENGINE_DEFAULTS,
     router: { policy, index: 'events', queueSource: 'ledger' },
     view: { staleMs: 0, reportMs: 100, eventDelayMs: 0 },
     faults: [],

@@ -1,22 +1,21 @@
 /**
  * Engine server options: what `kvroute engine` flags and `startEngineServer` callers set, with
- * defaults, resolved into the engine core's config plus what the HTTP shell needs.
+ * defaults, resolved into the engine core's config plus what the HTTP shell needs. The engine's
+ * own options and defaults are `../options.ts`'s; this file adds the server's.
  */
 import type { WireFormat } from '../../kv/wire.ts';
 import { replicaSpecProblem, type ReplicaSpec } from '../../model/cost.ts';
 import { makeReplicaSpec } from '../../model/spec.ts';
-import { type EngineConfig, EngineError, type KvPolicyName } from '../types.ts';
+import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
+import { type EngineConfig, EngineError } from '../types.ts';
 import type { SteppableEngine } from './driver.ts';
 
-export interface EngineServerOptions {
+/** Every field optional: what is left out takes ENGINE_DEFAULTS or SERVER_DEFAULTS. */
+export interface EngineServerOptions extends Partial<EngineOptions> {
   /** Interface to listen on (default 127.0.0.1). */
   host?: string;
   /** TCP port; 0 (the default) picks a free one. */
   port?: number;
-  /** Catalog names and TP degree (defaults: the router seed's llama-3.3-70b, h200, TP 2). */
-  model?: string;
-  gpu?: string;
-  tp?: number;
   /** A full replica spec; overrides model/gpu/tp. */
   spec?: ReplicaSpec;
   /** Name clients must use in `model` (default: the catalog model name). */
@@ -25,11 +24,6 @@ export interface EngineServerOptions {
   maxModelLen?: number;
   /** Modeled time runs this many times faster than the wall clock (default 1). */
   speedup?: number;
-  budgetTokens?: number;
-  maxSeqs?: number;
-  kvPolicy?: KvPolicyName;
-  blockSize?: number;
-  kvBlocks?: number;
   /** ZMQ PUB endpoint for KV events, e.g. tcp://*:5557; null/absent: no events (vLLM's default). */
   kvEvents?: string | null;
   /** ZMQ ROUTER endpoint for replay, e.g. tcp://*:5558. */
@@ -48,14 +42,11 @@ export interface EngineServerOptions {
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }
 
-export const ENGINE_DEFAULTS = {
+/** The server's own defaults (the engine's are ENGINE_DEFAULTS). */
+export const SERVER_DEFAULTS = {
   host: '127.0.0.1',
   port: 0,
   speedup: 1,
-  budgetTokens: 2048,
-  maxSeqs: 64,
-  kvPolicy: 'reserve' as KvPolicyName,
-  blockSize: 16,
   kvEventsFormat: 'map' as WireFormat,
   seed: 0,
   engineLabel: '0',
@@ -76,10 +67,16 @@ export interface ResolvedEngineOptions {
 }
 
 export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOptions {
-  const spec = o.spec ?? makeReplicaSpec({ model: o.model, gpu: o.gpu, tp: o.tp });
+  const spec =
+    o.spec ??
+    makeReplicaSpec({
+      model: o.model ?? ENGINE_DEFAULTS.model,
+      gpu: o.gpu ?? ENGINE_DEFAULTS.gpu,
+      tp: o.tp ?? ENGINE_DEFAULTS.tp,
+    });
   const problem = replicaSpecProblem(spec);
   if (problem) throw new EngineError('ERR_CONFIG', problem);
-  const speedup = o.speedup ?? ENGINE_DEFAULTS.speedup;
+  const speedup = o.speedup ?? SERVER_DEFAULTS.speedup;
   if (!(speedup > 0 && Number.isFinite(speedup))) {
     throw new EngineError('ERR_CONFIG', `speedup must be a finite number > 0, got ${speedup}`);
   }
@@ -88,8 +85,8 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
     throw new EngineError('ERR_CONFIG', `maxModelLen must be an integer >= 1, got ${maxModelLen}`);
   }
   return {
-    host: o.host ?? ENGINE_DEFAULTS.host,
-    port: o.port ?? ENGINE_DEFAULTS.port,
+    host: o.host ?? SERVER_DEFAULTS.host,
+    port: o.port ?? SERVER_DEFAULTS.port,
     engineConfig: {
       spec,
       budgetTokens: o.budgetTokens ?? ENGINE_DEFAULTS.budgetTokens,
@@ -102,8 +99,8 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
     servedModelName: o.servedModelName ?? spec.model.name,
     maxModelLen,
     speedup,
-    seed: o.seed ?? ENGINE_DEFAULTS.seed,
-    engineLabel: o.engineLabel ?? ENGINE_DEFAULTS.engineLabel,
-    bodyLimitBytes: o.bodyLimitBytes ?? ENGINE_DEFAULTS.bodyLimitBytes,
+    seed: o.seed ?? SERVER_DEFAULTS.seed,
+    engineLabel: o.engineLabel ?? SERVER_DEFAULTS.engineLabel,
+    bodyLimitBytes: o.bodyLimitBytes ?? SERVER_DEFAULTS.bodyLimitBytes,
   };
 }

@@ -17,10 +17,9 @@
  * A missing cache signal (no index entries) makes uncached(r) = promptTokens everywhere, and
  * the rule degrades to least queued prompt tokens.
  */
+import type { QueueSource } from '../defaults.ts';
 import type { Pick, PickInput, Policy, ReplicaView } from '../policy.ts';
 import { argMin } from './pickBest.ts';
-
-export type QueueSource = 'ledger' | 'reports';
 
 export interface CostOptions {
   queueSource?: QueueSource;

@@ -9,17 +9,17 @@
  * on loopback arrive within a millisecond (`eventDelayMs` 0); both routers draw from seed 1
  * (the gateway's default), so `random` picks the same replicas for the same arrivals.
  */
-import { DEFAULT_SLO } from '../sim/run.ts';
+import type { EngineOptions } from '../engine/options.ts';
+import type { LiveRun, SimulatedRun } from '../results/result.ts';
+import { DEFAULT_SLO } from '../results/slo.ts';
 import { type SimConfig, simulate } from '../sim/run.ts';
-import type { EngineOptions, PolicyResult } from '../sim/types.ts';
-import type { BenchWorkloadSpec } from './prompts.ts';
-import type { BenchResult } from './result.ts';
+import { grid, n0 as ms, pct } from '../util/textTable.ts';
+import type { WorkloadSpec } from '../workload/spec.ts';
 import { runBench } from './run.ts';
 import { startStack } from './stack.ts';
-import { grid, n0 as ms, pct } from '../util/textTable.ts';
 
 export interface CompareOptions {
-  workload: BenchWorkloadSpec;
+  workload: WorkloadSpec;
   seed: number;
   durationS: number;
   warmupS: number;
@@ -36,19 +36,26 @@ export interface CompareOptions {
 
 export interface CompareRow {
   policy: string;
-  sim: PolicyResult;
-  live: BenchResult;
+  sim: SimulatedRun;
+  live: LiveRun;
 }
 
 const DEFAULT_SCRAPE_MS = 100;
 
-export function simConfigFor(o: CompareOptions, policy: string): SimConfig {
-  const scrapeMs = o.scrapeMs ?? DEFAULT_SCRAPE_MS;
+/** The arrivals both sides replay: same workload, seed, duration and warm-up. */
+function arrivals(o: CompareOptions) {
   return {
     workload: o.workload,
     seed: o.seed,
     durationMs: o.durationS * 1000,
     warmupMs: o.warmupS * 1000,
+  };
+}
+
+export function simConfigFor(o: CompareOptions, policy: string): SimConfig {
+  const scrapeMs = o.scrapeMs ?? DEFAULT_SCRAPE_MS;
+  return {
+    ...arrivals(o),
     replicas: o.replicas,
     engine: o.engine,
     router: { policy, index: 'events', queueSource: 'ledger' },
@@ -74,14 +81,11 @@ export async function compareLiveSim(o: CompareOptions): Promise<CompareRow[]> {
       mode: o.mode,
       ...(o.scrapeMs !== undefined && { scrapeMs: o.scrapeMs }),
     });
-    let live: BenchResult;
+    let live: LiveRun;
     try {
       live = await runBench({
         url: stack.url,
-        workload: o.workload,
-        seed: o.seed,
-        durationMs: o.durationS * 1000,
-        warmupMs: o.warmupS * 1000,
+        ...arrivals(o),
         speedup: o.speedup,
         concurrency: Number.POSITIVE_INFINITY,
         model: null,

@@ -6,7 +6,7 @@
  * that arrive before the warm-up are sent but not measured, and the hit rate is cached prompt
  * tokens / prompt tokens as the server reports them in `usage`.
  */
-import { LogHistogram } from '../sim/metrics.ts';
+import { LogHistogram } from '../results/stats.ts';
 import type { PromptRequest } from './prompts.ts';
 import type { StreamOutcome } from './sse.ts';
 

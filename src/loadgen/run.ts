@@ -6,13 +6,15 @@ import { setMaxListeners } from 'node:events';
 import { Agent, request } from 'undici';
 import { Collector } from './collect.ts';
 import { ProgressLine } from './progress.ts';
-import { type BenchWorkloadSpec, makeBenchWorkload, promptStream } from './prompts.ts';
-import { type BenchResult, buildResult } from './result.ts';
+import type { LiveRun } from '../results/result.ts';
+import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
+import { promptStream } from './prompts.ts';
 import { sendOpenLoop } from './sender.ts';
+import { buildResult } from './summary.ts';
 
 export interface BenchOptions {
   url: string;
-  workload: BenchWorkloadSpec;
+  workload: WorkloadSpec;
   seed: number;
   /** Workload ms of arrivals; undefined: the whole trace, or until `requests`. */
   durationMs: number | undefined;
@@ -30,8 +32,15 @@ export interface BenchOptions {
   progress?: boolean;
 }
 
-export async function runBench(o: BenchOptions): Promise<BenchResult> {
-  const workload = makeBenchWorkload(o.workload, o.seed, o.durationMs);
+/** Block size only shapes the workload's block keys, never arrivals or tokens. */
+const KEY_BLOCK_SIZE = 16;
+
+export async function runBench(o: BenchOptions): Promise<LiveRun> {
+  const workload = buildWorkload(o.workload, {
+    seed: o.seed,
+    blockSize: KEY_BLOCK_SIZE,
+    durationMs: o.durationMs,
+  });
   const collector = new Collector(o.speedup, o.warmupMs);
   const progress = new ProgressLine(collector, o.label ?? 'bench');
   const dispatcher = new Agent({
@@ -66,7 +75,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
       policy: o.label,
       replicas: o.replicas,
       workload: workload.name,
-      durationS: (o.durationMs ?? Number.NaN) / 1000,
+      durationS: o.durationMs === undefined ? null : o.durationMs / 1000,
       warmupS: o.warmupMs / 1000,
       speedup: o.speedup,
       wallS,

@@ -1,11 +1,11 @@
-/** Plain-text rendering of simulation results for the terminal. */
-import type { PolicyResult, SearchResult } from './types.ts';
+/** Plain-text rendering of results for the terminal: simulated runs, live runs, searches. */
 import { grid, n0, n1, pct } from '../util/textTable.ts';
+import type { LiveRun, RunResult, SearchResult, SimulatedRun } from './result.ts';
 
 /** The latency columns sim and bench print alike. */
-export const LATENCY_HEAD = ['TTFT p50', 'p90', 'p99 ms', 'TPOT p50', 'p99 ms', 'ITL p99'];
+const LATENCY_HEAD = ['TTFT p50', 'p90', 'p99 ms', 'TPOT p50', 'p99 ms', 'ITL p99'];
 
-export function latencyCells(r: Pick<PolicyResult, 'ttftMs' | 'tpotMs' | 'itlMs'>): string[] {
+function latencyCells(r: Pick<RunResult, 'ttftMs' | 'tpotMs' | 'itlMs'>): string[] {
   return [
     n0(r.ttftMs.p50),
     n0(r.ttftMs.p90),
@@ -16,7 +16,7 @@ export function latencyCells(r: Pick<PolicyResult, 'ttftMs' | 'tpotMs' | 'itlMs'
   ];
 }
 
-export function formatResults(results: PolicyResult[]): string {
+export function formatResults(results: SimulatedRun[]): string {
   const head = ['policy', 'replicas', ...LATENCY_HEAD, 'hit rate', 'util', 'done', 'errors', 'SLO'];
   const rows = results.map((r) => [
     r.policy,
@@ -88,4 +88,34 @@ export function formatSearch(search: SearchResult[]): string {
       s.probes.map((p) => `${p.replicas}: ${n0(p.ttftP99Ms)}${p.sloMet ? ' ok' : ' x'}`).join(', '),
     ]),
   );
+}
+
+/** A live run's table: what a client can measure, then its send lag and wall time. */
+export function formatLiveResults(results: LiveRun[]): string {
+  const head = ['policy', 'replicas', ...LATENCY_HEAD, 'E2E p50', 'hit rate', 'done', 'errors'];
+  const rows = results.map((r) => [
+    r.policy ?? '-',
+    r.replicas === null ? '-' : String(r.replicas),
+    ...latencyCells(r),
+    n0(r.e2eMs.p50),
+    pct(r.hitRate),
+    String(r.completed),
+    String(r.errors),
+  ]);
+  const lines = [grid(head, rows)];
+  for (const r of results) {
+    const who = r.policy ?? 'bench';
+    const kinds = Object.entries(r.errorsByKind);
+    if (kinds.length > 0)
+      lines.push(`${who}: errors ${kinds.map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    if (r.cancelled > 0) lines.push(`${who}: ${r.cancelled} cancelled in flight (interrupted)`);
+    if (r.promptMismatches > 0) {
+      lines.push(`${who}: ${r.promptMismatches} prompts counted differently by the server`);
+    }
+    const scale = r.speedup === 1 ? '' : `; latencies x ${r.speedup} (speedup) to workload ms`;
+    lines.push(
+      `${who}: ${r.arrived} sent in ${n1(r.wallS)} s wall, send lag p99 ${n1(r.sendLagMs.p99)} ms${scale}`,
+    );
+  }
+  return lines.join('\n');
 }

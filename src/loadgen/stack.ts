@@ -7,10 +7,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { EngineOptions } from '../engine/options.ts';
 import { type EngineServerHandle, startEngineServer } from '../engine/server/server.ts';
 import { type BackendConfig, defaultConfig } from '../gateway/config.ts';
 import { startGateway } from '../gateway/gateway.ts';
-import type { EngineOptions } from '../sim/types.ts';
 
 export interface StackOptions {
   replicas: number;
@@ -55,6 +55,7 @@ export function engineArgs(engine: EngineOptions, speedup: number, seed: number)
     engine.kvPolicy,
     '--block-size',
     String(engine.blockSize),
+    ...(engine.kvBlocks === undefined ? [] : ['--kv-blocks', String(engine.kvBlocks)]),
     '--kv-events',
     'tcp://127.0.0.1:*',
     '--kv-replay',
@@ -77,13 +78,7 @@ async function startInProcessStack(o: StackOptions): Promise<LiveStack> {
           port: 0,
           seed: i,
           speedup: o.speedup,
-          model: o.engine.model,
-          gpu: o.engine.gpu,
-          tp: o.engine.tp,
-          budgetTokens: o.engine.budgetTokens,
-          maxSeqs: o.engine.maxSeqs,
-          kvPolicy: o.engine.kvPolicy,
-          blockSize: o.engine.blockSize,
+          ...o.engine,
           kvEvents: 'tcp://127.0.0.1:*',
           kvReplay: 'tcp://127.0.0.1:*',
         }),

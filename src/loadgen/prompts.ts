@@ -5,44 +5,13 @@
  * prefixes give equal text, a request's own tokens give its own words, and a Mooncake trace's
  * hash ids (512-token blocks) give the same text wherever they recur.
  */
-import { TraceWorkload } from '../sim/trace.ts';
-import { type Arrival, makeWorkload, type Workload, type WorkloadName } from '../sim/workloads.ts';
+import type { Arrival, Workload } from '../workload/workloads.ts';
 import { builtinVocab, type WordVocab } from './words.ts';
-
-export type BenchWorkloadSpec =
-  | { kind: 'synthetic'; name: WorkloadName; ratePerS?: number }
-  | { kind: 'trace'; path: string; rateScale: number };
 
 export interface PromptRequest {
   arrival: Arrival;
   /** The prompt text: exactly `arrival.promptLength` tokens for the builtin tokenizer. */
   text: string;
-}
-
-/** Block size only shapes the simulator's block keys, never arrivals or tokens. */
-const KEY_BLOCK_SIZE = 16;
-
-/** The workload exactly as `kvroute sim` builds it for the same flags and seed. */
-export function makeBenchWorkload(
-  spec: BenchWorkloadSpec,
-  seed: number,
-  durationMs: number | undefined,
-): Workload {
-  if (spec.kind === 'trace') {
-    return new TraceWorkload({
-      path: spec.path,
-      seed,
-      blockSize: KEY_BLOCK_SIZE,
-      rateScale: spec.rateScale,
-      ...(durationMs !== undefined && { durationMs }),
-    });
-  }
-  return makeWorkload(spec.name, {
-    seed,
-    durationMs: durationMs ?? Number.POSITIVE_INFINITY,
-    blockSize: KEY_BLOCK_SIZE,
-    ...(spec.ratePerS !== undefined && { ratePerS: spec.ratePerS }),
-  });
 }
 
 /** Arrivals with their prompt text, generated lazily (memory stays bounded). */

@@ -6,14 +6,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
-import {
-  fillTokens,
-  KeyExtender,
-  type Materialized,
-  mixSeed,
-  PrefixBank,
-  PromptBuilder,
-} from './tokens.ts';
+import { CustomerPrefixes, fillTokens, KeyExtender, type Materialized, mixSeed } from './tokens.ts';
 
 export type { Materialized } from './tokens.ts';
 
@@ -83,8 +76,7 @@ class SharedPrefixWorkload implements Workload {
   readonly watchedCustomer = 0;
   readonly #p: SharedPrefixParams;
   readonly #opts: WorkloadOptions;
-  readonly #builder: PromptBuilder;
-  readonly #bank: PrefixBank;
+  readonly #prefixes: CustomerPrefixes;
 
   constructor(params: SharedPrefixParams, opts: WorkloadOptions) {
     this.name = params.name;
@@ -92,12 +84,12 @@ class SharedPrefixWorkload implements Workload {
     this.customers = params.customers;
     this.#p = params;
     this.#opts = opts;
-    this.#builder = new PromptBuilder(new KeyExtender(opts.blockSize));
-    this.#bank = new PrefixBank(
-      mixSeed(opts.seed, 0x5eed),
-      this.#builder.extender,
-      () => params.sharedTokens,
-    );
+    this.#prefixes = new CustomerPrefixes({
+      seed: mixSeed(opts.seed, 0x5eed),
+      blockSize: opts.blockSize,
+      customers: params.customers,
+      prefixTokens: params.sharedTokens,
+    });
   }
 
   *arrivals(): Iterator<Arrival> {
@@ -122,16 +114,11 @@ class SharedPrefixWorkload implements Workload {
   }
 
   materialize(a: Arrival): Materialized {
-    return this.#builder.prefixed(
-      this.#bank.get(a.customer),
-      a.promptLength - this.#p.sharedTokens,
-      a.seed,
-    );
+    return this.#prefixes.prompt(a.customer, a.promptLength - this.#p.sharedTokens, a.seed);
   }
 
   prefixWatchKey(customer: number): BlockKey | null {
-    if (customer < 0 || customer >= this.customers) return null;
-    return this.#bank.get(customer).keys.at(-1) ?? null;
+    return this.#prefixes.watchKey(customer);
   }
 }
 
@@ -151,19 +138,18 @@ class GroupsWorkload implements Workload {
   static readonly OUTPUT_TOKENS = 256;
   readonly #opts: WorkloadOptions;
   readonly #ratePerS: number;
-  readonly #builder: PromptBuilder;
-  readonly #bank: PrefixBank;
+  readonly #systemPrompts: CustomerPrefixes;
 
   constructor(opts: WorkloadOptions) {
     this.blockSize = opts.blockSize;
     this.#opts = opts;
     this.#ratePerS = opts.ratePerS ?? 40;
-    this.#builder = new PromptBuilder(new KeyExtender(opts.blockSize));
-    this.#bank = new PrefixBank(
-      mixSeed(opts.seed, 0x6e0),
-      this.#builder.extender,
-      () => GroupsWorkload.SYSTEM_TOKENS,
-    );
+    this.#systemPrompts = new CustomerPrefixes({
+      seed: mixSeed(opts.seed, 0x6e0),
+      blockSize: opts.blockSize,
+      customers: this.customers,
+      prefixTokens: GroupsWorkload.SYSTEM_TOKENS,
+    });
   }
 
   *arrivals(): Iterator<Arrival> {
@@ -193,16 +179,12 @@ class GroupsWorkload implements Workload {
   }
 
   materialize(a: Arrival): Materialized {
-    return this.#builder.prefixed(
-      this.#bank.get(a.customer),
-      GroupsWorkload.QUESTION_TOKENS,
-      mixSeed(this.#opts.seed, a.seed),
-    );
+    const streamSeed = mixSeed(this.#opts.seed, a.seed);
+    return this.#systemPrompts.prompt(a.customer, GroupsWorkload.QUESTION_TOKENS, streamSeed);
   }
 
   prefixWatchKey(customer: number): BlockKey | null {
-    if (customer < 0 || customer >= this.customers) return null;
-    return this.#bank.get(customer).keys.at(-1) ?? null;
+    return this.#systemPrompts.watchKey(customer);
   }
 }
 

@@ -1,5 +1,5 @@
 /** The one updating progress line on stderr while a bench runs (TTY only). */
-import { percentile } from '../sim/metrics.ts';
+import { percentile } from '../results/stats.ts';
 import type { Collector } from './collect.ts';
 
 export class ProgressLine {

@@ -84,51 +84,53 @@ export interface Prefix {
   keys: BlockKey[];
 }
 
-/** Prefixes built on first use and kept (a workload has a bounded set of them). */
-export class PrefixBank {
+/**
+ * One shared prefix per customer, built on first use and kept (a workload has a bounded set), and
+ * prompts made of a customer's prefix then the request's own tokens. A prompt's keys reuse the
+ * prefix's and extend from its last full block.
+ */
+export class CustomerPrefixes {
   readonly #prefixes = new Map<number, Prefix>();
   readonly #extender: KeyExtender;
   readonly #seed: number;
-  readonly #lengthOf: (id: number) => number;
+  readonly #customers: number;
+  readonly #prefixTokens: number;
 
-  constructor(seed: number, extender: KeyExtender, lengthOf: (id: number) => number) {
-    this.#seed = seed;
-    this.#extender = extender;
-    this.#lengthOf = lengthOf;
+  constructor(o: { seed: number; blockSize: number; customers: number; prefixTokens: number }) {
+    this.#seed = o.seed;
+    this.#extender = new KeyExtender(o.blockSize);
+    this.#customers = o.customers;
+    this.#prefixTokens = o.prefixTokens;
   }
 
-  get(id: number): Prefix {
-    let p = this.#prefixes.get(id);
+  get(customer: number): Prefix {
+    let p = this.#prefixes.get(customer);
     if (p === undefined) {
-      const length = this.#lengthOf(id);
+      const length = this.#prefixTokens;
       const tokens = new Int32Array(length);
-      fillTokens(tokens, 0, length, mixSeed(this.#seed, id));
+      fillTokens(tokens, 0, length, mixSeed(this.#seed, customer));
       p = { tokens, keys: this.#extender.extend(tokens, 0, null, []) };
-      this.#prefixes.set(id, p);
+      this.#prefixes.set(customer, p);
     }
     return p;
   }
-}
 
-/**
- * Prompt = prefix tokens then `uniqueTokens` tokens of the request's own stream; keys reuse the
- * prefix's keys and extend from its last full block.
- */
-export class PromptBuilder {
-  readonly extender: KeyExtender;
-
-  constructor(extender: KeyExtender) {
-    this.extender = extender;
-  }
-
-  prefixed(prefix: Prefix, uniqueTokens: number, streamSeed: number): Materialized {
-    const tokens = new Int32Array(prefix.tokens.length + uniqueTokens);
+  /** The customer's prefix, then `ownTokens` tokens of stream `streamSeed`. */
+  prompt(customer: number, ownTokens: number, streamSeed: number): Materialized {
+    const prefix = this.get(customer);
+    const tokens = new Int32Array(prefix.tokens.length + ownTokens);
     tokens.set(prefix.tokens);
-    fillTokens(tokens, prefix.tokens.length, uniqueTokens, streamSeed);
+    fillTokens(tokens, prefix.tokens.length, ownTokens, streamSeed);
     const fullPrefixBlocks = prefix.keys.length;
     const blockKeys = prefix.keys.slice();
     const parent = fullPrefixBlocks > 0 ? prefix.keys[fullPrefixBlocks - 1]! : null;
-    this.extender.extend(tokens, fullPrefixBlocks, parent, blockKeys);
+    this.#extender.extend(tokens, fullPrefixBlocks, parent, blockKeys);
     return { tokens, blockKeys };
+  }
+
+  /** Key of the last full block of the customer's prefix: holding it = owning the prefix. */
+  watchKey(customer: number): BlockKey | null {
+    if (customer < 0 || customer >= this.#customers) return null;
+    return this.get(customer).keys.at(-1) ?? null;
   }
 }

@@ -3,7 +3,8 @@
  * table, the TTFT CDF per policy, replicas needed per policy, per-replica load over time and
  * the owners of the watched prefix over time.
  */
-import type { PolicyResult, SearchResult } from './types.ts';
+import type { RunResult, SearchResult } from './result.ts';
+import { DEFAULT_SLO, meetsSlo } from './slo.ts';
 
 const COLORS = [
   '#1f77b4',
@@ -164,7 +165,7 @@ export function heatmap(title: string, rows: number[][], bucketMs: number): stri
   return `<h3>${escapeHtml(title)}</h3><svg viewBox="0 0 ${W} ${h}" width="${W}" height="${h}">${cells.join('')}</svg>`;
 }
 
-function summaryTable(results: PolicyResult[]): string {
+function summaryTable(results: RunResult[]): string {
   const head = [
     'policy',
     'replicas',
@@ -179,16 +180,17 @@ function summaryTable(results: PolicyResult[]): string {
   ];
   const rows = results.map((r) =>
     [
-      r.policy,
-      String(r.replicas),
+      label(r),
+      r.replicas === null ? '–' : String(r.replicas),
       fmt(r.ttftMs.p50),
       fmt(r.ttftMs.p99),
       fmt(r.tpotMs.p99, 1),
       percent(r.hitRate, 1),
-      percent(r.utilization.mean, 0),
+      percent(r.utilization?.mean ?? null, 0),
       String(r.completed),
       String(r.errors),
-      r.sloMet ? 'met' : 'missed',
+      // A live run is judged against the default SLO (the simulator's own verdict otherwise).
+      (r.sloMet ?? meetsSlo(r, r.slo ?? DEFAULT_SLO)) ? 'met' : 'missed',
     ]
       .map((c) => `<td>${escapeHtml(c)}</td>`)
       .join(''),
@@ -197,11 +199,14 @@ function summaryTable(results: PolicyResult[]): string {
 }
 
 /** A 0..1 fraction as a percentage; '–' when not measured. */
-const percent = (v: number, digits: number): string =>
-  Number.isFinite(v) ? `${(v * 100).toFixed(digits)} %` : '–';
+const percent = (v: number | null, digits: number): string =>
+  v !== null && Number.isFinite(v) ? `${(v * 100).toFixed(digits)} %` : '–';
+
+/** A live run without --label is 'bench'. */
+const label = (r: RunResult): string => r.policy ?? 'bench';
 
 export function renderReport(
-  results: PolicyResult[],
+  results: RunResult[],
   search: SearchResult[],
   meta: { title: string; command: string },
 ): string {
@@ -211,41 +216,40 @@ export function renderReport(
   sections.push(
     lineChart(
       'TTFT CDF per policy',
-      results.map((r) => ({ name: r.policy, points: r.ttftCdf })),
+      results.map((r) => ({ name: label(r), points: r.ttftCdf })),
       { xLabel: 'TTFT (ms, log scale)', yLabel: 'fraction of requests', logX: true, yMax: 1 },
     ),
   );
   if (search.length > 0) {
     sections.push(
       barChart(
-        `Replicas needed to meet the SLO (TTFT p99 ≤ ${fmt(first?.slo.ttftP99Ms ?? Number.NaN)} ms, TPOT p99 ≤ ${fmt(first?.slo.tpotP99Ms ?? Number.NaN)} ms)`,
+        `Replicas needed to meet the SLO (TTFT p99 ≤ ${fmt(first?.slo?.ttftP99Ms ?? Number.NaN)} ms, TPOT p99 ≤ ${fmt(first?.slo?.tpotP99Ms ?? Number.NaN)} ms)`,
         search.map((s) => ({ name: s.policy, value: s.minReplicas })),
       ),
     );
   }
-  const ownersSeries = results
-    .filter((r) => r.owners.watched.length > 0)
-    .map((r) => ({
-      name: r.policy,
-      points: r.owners.watched.map((v, i): [number, number] => [(i * r.owners.sampleMs) / 1000, v]),
-    }));
-  if (ownersSeries.length > 0 && first?.customers.watched !== null) {
+  // Owners, load and customers come from the simulator; a live run has none of them.
+  const ownersSeries = results.flatMap((r) =>
+    r.owners !== undefined && r.owners.watched.length > 0
+      ? [{ name: label(r), points: ownerPoints(r.owners) }]
+      : [],
+  );
+  const watched = first?.customers?.watched;
+  if (ownersSeries.length > 0 && watched !== null) {
     sections.push(
-      lineChart(`Owners of customer ${first?.customers.watched}'s prefix over time`, ownersSeries, {
+      lineChart(`Owners of customer ${watched}'s prefix over time`, ownersSeries, {
         xLabel: 'simulated time (s)',
         yLabel: 'replicas holding the prefix',
         step: true,
       }),
     );
   }
-  // A live bench run measures no per-replica load: leave the section out rather than draw blanks.
-  const withLoad = results.filter((r) => r.load.perReplica.some((row) => row.length > 0));
-  if (withLoad.length > 0) sections.push('<h2>Per-replica load over time</h2>');
-  for (const r of withLoad) {
-    sections.push(
-      heatmap(`${r.policy} (${r.replicas} replicas)`, r.load.perReplica, r.load.bucketMs),
-    );
-  }
+  const heatmaps = results.flatMap((r) =>
+    r.load?.perReplica.some((row) => row.length > 0)
+      ? [heatmap(`${label(r)} (${r.replicas} replicas)`, r.load.perReplica, r.load.bucketMs)]
+      : [],
+  );
+  if (heatmaps.length > 0) sections.push('<h2>Per-replica load over time</h2>', ...heatmaps);
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(meta.title)}</title>
 <style>
@@ -259,4 +263,8 @@ th{background:#f3f3f3}svg text{font:11px system-ui,sans-serif;fill:#222}
 ${sections.join('\n')}
 </body></html>
 `;
+}
+
+function ownerPoints(owners: NonNullable<RunResult['owners']>): [number, number][] {
+  return owners.watched.map((v, i): [number, number] => [(i * owners.sampleMs) / 1000, v]);
 }

@@ -1,0 +1,74 @@
+/**
+ * The workload's flags, declared once for every command that replays a workload (`kvroute sim`,
+ * `kvroute bench`, `npm run demo`): the same flags and seed give the same arrivals in each.
+ * Durations and warm-ups are returned as given; each command applies its own defaults.
+ */
+import type { WorkloadSpec } from '../workload/spec.ts';
+import { WORKLOAD_NAMES } from '../workload/workloads.ts';
+import { type Flags, flagSpec, UsageError } from './args.ts';
+
+export const WORKLOAD_FLAGS = flagSpec({
+  string: 'workload trace rate rate-scale duration warmup seed',
+});
+
+/** Help lines; `duration`, `warmup` and `rate` give the command's own defaults. */
+export function workloadHelp(o: {
+  duration: string;
+  warmup: string;
+  rate?: string;
+  seed?: string;
+}): string {
+  return `  --workload NAME       ${WORKLOAD_NAMES.join(', ')} (default seed)
+                        seed: 40 req/s Poisson, 200 customers x 6,000-token prefix + 2,000
+                        own tokens, 300 out; hot: one customer at 10 %; low-shared: 15 % shared;
+                        groups: 64 x 16 prompts, 2,048 system + 128 question, 256 out;
+                        multiturn: every turn extends the conversation so far
+  --trace FILE          Mooncake JSONL trace instead (timestamp, input_length, output_length,
+                        hash_ids of 512-token blocks; text per hash id)
+  --rate R              requests/s of a synthetic workload (default ${o.rate ?? "the workload's"})
+  --rate-scale X        speeds a trace up (default 1)
+  --duration S          workload seconds of arrivals (default ${o.duration})
+  --warmup S            seconds of arrivals not measured (default ${o.warmup})
+  --seed N              ${o.seed ?? 'workload seed'} (default 1)
+`;
+}
+
+export interface WorkloadFlags {
+  workload: WorkloadSpec;
+  seed: number;
+  /** --duration, --warmup in seconds; undefined when not given. */
+  durationS: number | undefined;
+  warmupS: number | undefined;
+}
+
+/** `ratePerS`: the command's rate when --rate is absent (default: the workload's own). */
+export function readWorkloadFlags(
+  flags: Flags,
+  defaults: { ratePerS?: number } = {},
+): WorkloadFlags {
+  const tracePath = flags.string('trace');
+  if (tracePath !== undefined && flags.has('workload')) {
+    throw new UsageError('--trace and --workload are exclusive; give one');
+  }
+  if (tracePath === undefined && flags.has('rate-scale')) {
+    throw new UsageError('--rate-scale applies to --trace; use --rate for a synthetic workload');
+  }
+  if (tracePath !== undefined && flags.has('rate')) {
+    throw new UsageError('--rate applies to synthetic workloads; use --rate-scale with --trace');
+  }
+  const ratePerS = flags.positive('rate') ?? defaults.ratePerS;
+  const workload: WorkloadSpec =
+    tracePath !== undefined
+      ? { kind: 'trace', path: tracePath, rateScale: flags.positive('rate-scale') ?? 1 }
+      : {
+          kind: 'synthetic',
+          name: flags.oneOf('workload', WORKLOAD_NAMES) ?? 'seed',
+          ...(ratePerS !== undefined && { ratePerS }),
+        };
+  return {
+    workload,
+    seed: flags.number('seed', { min: 0, integer: true }) ?? 1,
+    durationS: flags.positive('duration'),
+    warmupS: flags.number('warmup', { min: 0 }),
+  };
+}

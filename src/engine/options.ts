@@ -1,0 +1,46 @@
+/**
+ * The engine's options as plain data, with their defaults: what `kvroute engine`, the simulator's
+ * engines and the load generator's live stacks all start from, so one flag means one thing
+ * everywhere. Defaults are the seeds' operating point: the router seed's replica (Llama 3.3 70B,
+ * TP=2 H200), a 2,048-token budget, 64 sequences (the seed's decode batch), vLLM's paged KV.
+ */
+import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
+import type { KvPolicyName } from '../scheduler/types.ts';
+import type { EngineConfig } from './types.ts';
+
+export interface EngineOptions {
+  /** Catalog names and TP degree of one replica. */
+  model: string;
+  gpu: string;
+  tp: number;
+  /** Tokens one step may compute. */
+  budgetTokens: number;
+  maxSeqs: number;
+  kvPolicy: KvPolicyName;
+  /** Tokens per KV block (16, as vLLM). */
+  blockSize: number;
+  /** KV pool size in blocks; absent: the cost model's pool / blockSize. */
+  kvBlocks?: number;
+}
+
+export const ENGINE_DEFAULTS = {
+  model: SEED_REPLICA.model,
+  gpu: SEED_REPLICA.gpu,
+  tp: SEED_REPLICA.tp,
+  budgetTokens: 2048,
+  maxSeqs: 64,
+  kvPolicy: 'paged',
+  blockSize: 16,
+} as const satisfies EngineOptions;
+
+/** The engine core's config for these options (the replica spec from the catalog). */
+export function makeEngineConfig(engine: EngineOptions): EngineConfig {
+  return {
+    spec: makeReplicaSpec({ model: engine.model, gpu: engine.gpu, tp: engine.tp }),
+    budgetTokens: engine.budgetTokens,
+    maxSeqs: engine.maxSeqs,
+    kvPolicy: engine.kvPolicy,
+    blockSize: engine.blockSize,
+    ...(engine.kvBlocks !== undefined && { kvBlocks: engine.kvBlocks }),
+  };
+}

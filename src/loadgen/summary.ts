@@ -1,0 +1,56 @@
+/**
+ * A live run's result from the client's measurements: the keys of `kvroute sim --json` that a
+ * client can measure (policy and replicas come from flags and may be null), plus what only a
+ * live run has (speedup, wall time, the client's send lag).
+ */
+import type { LiveRun } from '../results/result.ts';
+import { cdfPoints, summarize } from '../results/stats.ts';
+import type { Collector } from './collect.ts';
+
+export interface ResultMeta {
+  policy: string | null;
+  replicas: number | null;
+  workload: string;
+  durationS: number | null;
+  warmupS: number;
+  speedup: number;
+  wallS: number;
+  sendLagMs: number[];
+}
+
+export function buildResult(c: Collector, meta: ResultMeta): LiveRun {
+  const s = c.samples;
+  const tpot = s.map((v) => v.tpotMs).filter((v) => !Number.isNaN(v));
+  let prompt = 0;
+  let cached = 0;
+  let reported = false;
+  for (const v of s) {
+    prompt += v.promptTokens;
+    if (v.cachedTokens !== null) {
+      reported = true;
+      cached += v.cachedTokens;
+    }
+  }
+  return {
+    policy: meta.policy,
+    replicas: meta.replicas,
+    workload: meta.workload,
+    durationS: meta.durationS,
+    warmupS: meta.warmupS,
+    ttftMs: summarize(s.map((v) => v.ttftMs)),
+    tpotMs: summarize(tpot),
+    itlMs: c.itlMs.summary(),
+    e2eMs: summarize(s.map((v) => v.e2eMs)),
+    hitRate: reported && prompt > 0 ? cached / prompt : null,
+    arrived: c.arrived,
+    completed: c.completed,
+    errors: c.errors,
+    errorsByKind: { ...c.errorsByKind },
+    cancelled: c.cancelled,
+    speedup: meta.speedup,
+    wallS: meta.wallS,
+    sendLagMs: summarize(meta.sendLagMs),
+    promptMismatches: c.promptMismatches,
+    ttftCdf: cdfPoints(s.map((v) => v.ttftMs)),
+  };
+}

@@ -1,0 +1,27 @@
+/**
+ * The router's defaults and option names, in one place: the router core, the gateway's config
+ * and the simulator all read them from here, so a default is changed once.
+ */
+
+/** The seed's rule: queued prompt tokens + this request's uncached prompt tokens. */
+export const DEFAULT_POLICY = 'cost';
+
+/** Replicas above this KV usage (0..1) are skipped: admitting there forces preemption. */
+export const DEFAULT_KV_THRESHOLD = 0.95;
+
+/** Replicas whose last report is older than this are skipped (report age, ms). */
+export const DEFAULT_STALE_MS = 500;
+
+/** Seed of the router's randomness (the random policy, tie breaks). */
+export const DEFAULT_SEED = 0x6b76;
+
+/** How long a just-routed prefix counts as cached before the engine's events confirm it. */
+export const DEFAULT_OVERLAY_TTL_MS = 2_000;
+
+/** The prefix index's feed: the engines' KV events, or the router's own record of its routes. */
+export const INDEX_MODES = ['events', 'approx'] as const;
+export type IndexMode = (typeof INDEX_MODES)[number];
+
+/** Where the cost policy's queue term comes from: the router's ledger, or engine reports. */
+export const QUEUE_SOURCES = ['ledger', 'reports'] as const;
+export type QueueSource = (typeof QUEUE_SOURCES)[number];

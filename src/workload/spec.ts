@@ -1,0 +1,37 @@
+/**
+ * Which workload a run replays, as plain data (what `--workload` / `--trace` flags produce), and
+ * the one function that builds it: the simulator and the load generator call it alike, so the
+ * same spec and seed give the same arrivals in both.
+ */
+import { TraceWorkload } from './trace.ts';
+import { makeWorkload, type Workload, type WorkloadName } from './workloads.ts';
+
+export type WorkloadSpec =
+  | { kind: 'synthetic'; name: WorkloadName; ratePerS?: number }
+  | { kind: 'trace'; path: string; rateScale: number };
+
+export interface BuildWorkloadOptions {
+  seed: number;
+  /** Tokens per block of the prompts' block keys (arrivals and tokens do not depend on it). */
+  blockSize: number;
+  /** Arrivals stop here; undefined: the whole trace, or no end for a synthetic workload. */
+  durationMs: number | undefined;
+}
+
+export function buildWorkload(spec: WorkloadSpec, o: BuildWorkloadOptions): Workload {
+  if (spec.kind === 'trace') {
+    return new TraceWorkload({
+      path: spec.path,
+      seed: o.seed,
+      blockSize: o.blockSize,
+      rateScale: spec.rateScale,
+      ...(o.durationMs !== undefined && { durationMs: o.durationMs }),
+    });
+  }
+  return makeWorkload(spec.name, {
+    seed: o.seed,
+    durationMs: o.durationMs ?? Number.POSITIVE_INFINITY,
+    blockSize: o.blockSize,
+    ...(spec.ratePerS !== undefined && { ratePerS: spec.ratePerS }),
+  });
+}
