@@ -8,8 +8,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { EngineOptions } from '../engine/options.ts';
-import { type EngineServerHandle, startEngineServer } from '../engine/server/server.ts';
-import { type BackendConfig, defaultConfig } from '../gateway/config.ts';
+import { startEmbeddedFleet } from '../embedded/fleet.ts';
+import { defaultConfig } from '../gateway/config.ts';
 import { startGateway } from '../gateway/gateway.ts';
 
 export interface StackOptions {
@@ -70,31 +70,16 @@ export async function startStack(o: StackOptions): Promise<LiveStack> {
 }
 
 async function startInProcessStack(o: StackOptions): Promise<LiveStack> {
-  const engines: EngineServerHandle[] = [];
+  const fleet = await startEmbeddedFleet({
+    replicas: o.replicas,
+    speedup: o.speedup,
+    engine: o.engine,
+  });
   try {
-    for (let i = 0; i < o.replicas; i++) {
-      engines.push(
-        await startEngineServer({
-          port: 0,
-          seed: i,
-          speedup: o.speedup,
-          ...o.engine,
-          kvEvents: 'tcp://127.0.0.1:*',
-          kvReplay: 'tcp://127.0.0.1:*',
-        }),
-      );
-    }
-    const backends: BackendConfig[] = engines.map((e) => ({
-      url: e.url,
-      events: e.eventsEndpoint,
-      replay: e.replayEndpoint,
-      model: e.servedModelName,
-      apiKey: null,
-    }));
     const gateway = await startGateway({
       ...defaultConfig(),
       port: 0,
-      backends,
+      backends: fleet.backends,
       policy: o.policy,
       blockSize: o.engine.blockSize,
       ...(o.scrapeMs !== undefined && { scrapeMs: o.scrapeMs }),
@@ -103,11 +88,11 @@ async function startInProcessStack(o: StackOptions): Promise<LiveStack> {
       url: gateway.url,
       async close() {
         await gateway.close();
-        await Promise.allSettled(engines.map((e) => e.close()));
+        await fleet.close();
       },
     };
   } catch (err) {
-    await Promise.allSettled(engines.map((e) => e.close()));
+    await fleet.close();
     throw err;
   }
 }
