@@ -104,8 +104,8 @@ export function proxyAttempt(
         const error = new FirstByteTimeout(
           `no response from the backend within ${hooks.firstByteTimeoutMs} ms`,
         );
-        controller?.abort(error);
         settle({ kind: 'silent', error });
+        controller?.abort(error);
       });
     }, hooks.firstByteTimeoutMs);
     const onClientClose = (): void => {
