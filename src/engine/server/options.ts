@@ -9,6 +9,7 @@ import { makeReplicaSpec } from '../../model/spec.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
 import { type EngineConfig, EngineError } from '../types.ts';
 import type { SteppableEngine } from './driver.ts';
+import { DEFAULT_STREAM_LIMITS, type StreamLimits } from './streamWriter.ts';
 
 /** Every field optional: what is left out takes ENGINE_DEFAULTS or SERVER_DEFAULTS. */
 export interface EngineServerOptions extends Partial<EngineOptions> {
@@ -42,6 +43,10 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   headersTimeoutMs?: number;
   /** ... this (default 60 s). */
   requestTimeoutMs?: number;
+  /** A stream whose client does not read is aborted past this many waiting bytes (1 MiB)... */
+  streamBufferLimitBytes?: number;
+  /** ... or this long without a drain (30 s). */
+  streamStallTimeoutMs?: number;
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }
@@ -72,6 +77,7 @@ export interface ResolvedEngineOptions {
   bodyLimitBytes: number;
   headersTimeoutMs: number;
   requestTimeoutMs: number;
+  streamLimits: StreamLimits;
 }
 
 export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOptions {
@@ -111,6 +117,10 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
     engineLabel: o.engineLabel ?? SERVER_DEFAULTS.engineLabel,
     bodyLimitBytes: o.bodyLimitBytes ?? SERVER_DEFAULTS.bodyLimitBytes,
     ...serverTimeouts(o),
+    streamLimits: {
+      limitBytes: o.streamBufferLimitBytes ?? DEFAULT_STREAM_LIMITS.limitBytes,
+      stallMs: o.streamStallTimeoutMs ?? DEFAULT_STREAM_LIMITS.stallMs,
+    },
   };
 }
 

@@ -88,6 +88,7 @@ export async function startEngineServer(
     speedup: o.speedup,
     seed: o.seed,
     nextEngineId: () => `req-${++engineIds}`,
+    streamLimits: o.streamLimits,
   };
   // Build the output vocabulary now (the tokenizer's first encodes are slow), not on the
   // first request, whose time to first token would pay for it.
