@@ -18,20 +18,10 @@ import {
   startGatewayFor,
   tokens,
   waitFor,
+  within,
 } from './gateway.harness.ts';
 
 const MODEL = 'llama-3.3-70b';
-
-/** Resolves with the value, or rejects when `ms` pass first: a hang is a failure. */
-function within<T>(ms: number, p: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} hung for ${ms} ms`)), ms);
-    }),
-  ]);
-}
 
 async function listen(server: Server): Promise<string> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

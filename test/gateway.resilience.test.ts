@@ -20,20 +20,10 @@ import {
   startGatewayFor,
   tokens,
   waitFor,
+  within,
 } from './gateway.harness.ts';
 
 const MODEL = 'llama-3.3-70b';
-
-/** Resolves with the value, or rejects when `ms` pass first: a hang is a failure. */
-function within<T>(ms: number, p: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} hung for ${ms} ms`)), ms);
-    }),
-  ]);
-}
 
 async function spawnEngine(): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, ['bin/kvroute.js', 'engine', '--port', '0'], {
