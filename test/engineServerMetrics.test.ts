@@ -82,10 +82,17 @@ test('a disconnect mid-request leaves the other requests and the KV of others in
       5_000,
     );
     await drop.response;
-    await waitFor(() => server.counters().kvUsage > former, 3_000, 'second admitted');
+    // Running 2: admitted, its 900-token prompt's blocks taken in the same step (one chunk).
+    await waitFor(() => server.counters().running === 2, 3_000, 'second admitted');
+    const withBoth = server.counters().kvUsage;
     drop.disconnect();
     await waitFor(() => server.counters().running === 1, 2_000, 'second aborted');
-    assert.equal(server.counters().kvUsage, former);
+    // The kept stream keeps decoding (a block every 16 tokens), so on a late host it may hold a
+    // block or two more than when measured; the dropped one's 57 blocks are all freed.
+    const block = 1 / server.counters().kvBlocksTotal;
+    const after = server.counters().kvUsage;
+    assert.ok(after >= former && after - former <= 2 * block + 1e-12, `${after} vs ${former}`);
+    assert.ok(after <= withBoth - 50 * block, `${after} vs ${withBoth} with both`);
     keep.disconnect();
   } finally {
     await server.close();

@@ -146,3 +146,14 @@ export async function complete(
   } catch {}
   return { status: res.status, replica: res.headers.get('x-kvroute-replica'), json, text };
 }
+
+/** Resolves with the value, or rejects when `ms` pass first: a hang is a failure. */
+export function within<T>(ms: number, p: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    p.finally(() => clearTimeout(timer)),
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} hung for ${ms} ms`)), ms);
+    }),
+  ]);
+}

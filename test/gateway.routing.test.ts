@@ -32,9 +32,10 @@ describe('cost routing spills a hot prefix to a second owner', () => {
   let engines: EngineServerHandle[] = [];
   let gw: GatewayHandle;
   before(async () => {
-    // Near real time: 1,000 uncached tokens take ~35 ms of wall time to prefill, so a burst
-    // arriving faster than that queues up on the owner.
-    engines = await startEngines(3, { speedup: 2 });
+    // Slower than real time: 1,000 uncached tokens take ~140 ms of wall time to prefill, so the
+    // burst queues up on the owner even when a busy host spreads its arrivals over a second
+    // (the ledger frees a prompt as soon as the KV events show it stored).
+    engines = await startEngines(3, { speedup: 0.5 });
     gw = await startGatewayFor(engines, { policy: 'cost', index: 'events' });
   });
   after(async () => {

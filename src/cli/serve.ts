@@ -9,11 +9,13 @@ import {
   DEFAULT_EMBEDDED_REPLICAS,
   defaultConfig,
   type GatewayConfig,
+  LOG_LEVELS,
   loadConfigFile,
   parseApiKeyFlag,
   parseBackendFlag,
 } from '../gateway/config.ts';
 import { startGatewayWithFleet } from '../embedded/gateway.ts';
+import { makeLogger } from '../gateway/log.ts';
 import { INDEX_MODES, isPolicyName, POLICY_NAMES } from '../router/index.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { serveUntilSignal } from './untilSignal.ts';
@@ -21,8 +23,10 @@ import { serveUntilSignal } from './untilSignal.ts';
 const FLAGS = flagSpec({
   string:
     'port host config policy index tokenizer chat-template stale-ms kv-threshold scrape-ms ' +
-    'block-size replicas speedup seed',
+    'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
+    'headers-timeout-ms request-timeout-ms log-level',
   multiple: 'backend api-key',
+  boolean: 'access-log',
 });
 
 const D = defaultConfig();
@@ -46,6 +50,15 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --kv-threshold F      exclude replicas above this KV usage (default ${D.kvThreshold})
   --scrape-ms N         /metrics scrape interval (default ${D.scrapeMs})
   --api-key KEY[=TENANT] require this client key, repeatable; its tenant salts the cache
+  --admin-key KEY       key for /router/replicas (closed to client keys once any is set)
+  --metrics-key KEY     key for /metrics (default: open)
+  --first-byte-timeout-ms N  no response byte by then: retry on another replica and probe
+                        the silent one (default ${D.firstByteTimeoutMs})
+  --headers-timeout-ms N     a client's headers must arrive within this (default ${D.headersTimeoutMs})
+  --request-timeout-ms N     and its whole request within this (default ${D.requestTimeoutMs})
+  --log-level L         ${LOG_LEVELS.join(', ')} (default ${D.logLevel}); JSON lines on
+                        stderr, readable text when stderr is a terminal
+  --access-log          one log line per request: tenant, model, replica, cached tokens, TTFT
   --block-size N        tokens per KV block, as the engines use (default ${D.blockSize})
   --replicas N          embedded fleet size (default ${DEFAULT_EMBEDDED_REPLICAS})
   --speedup F           embedded engines' modeled time / wall time (default 1)
@@ -95,7 +108,25 @@ export function readServeConfig(flags: Flags): GatewayConfig {
     );
   const keys: ClientKey[] = flags.strings('api-key').map(parseApiKeyFlag);
   if (keys.length > 0) set('apiKeys', keys);
+  set('adminKey', nonEmptyFlag(flags, 'admin-key'));
+  set('metricsKey', nonEmptyFlag(flags, 'metrics-key'));
+  set('firstByteTimeoutMs', flags.positive('first-byte-timeout-ms', true));
+  set('headersTimeoutMs', flags.positive('headers-timeout-ms', true));
+  set('requestTimeoutMs', flags.positive('request-timeout-ms', true));
+  if (config.headersTimeoutMs > config.requestTimeoutMs) {
+    throw new UsageError(
+      `--headers-timeout-ms (${config.headersTimeoutMs}) must not exceed --request-timeout-ms (${config.requestTimeoutMs})`,
+    );
+  }
+  set('logLevel', flags.oneOf('log-level', LOG_LEVELS));
+  if (flags.bool('access-log')) set('accessLog', true);
   return config;
+}
+
+function nonEmptyFlag(flags: Flags, name: string): string | undefined {
+  const v = flags.string(name);
+  if (v === '') throw new UsageError(`--${name} must not be empty`);
+  return v;
 }
 
 function readable(path: string, flag: string): void {
@@ -113,10 +144,11 @@ export async function run(argv: string[]): Promise<number> {
   if (flags === 'help') return printHelp(HELP);
   const config = readServeConfig(flags);
   const speedup = flags.positive('speedup');
-  const gateway = await startGatewayWithFleet(
-    config,
-    speedup === undefined ? {} : { embeddedSpeedup: speedup },
-  );
+  const logger = makeLogger({ level: config.logLevel });
+  const gateway = await startGatewayWithFleet(config, {
+    logger,
+    ...(speedup !== undefined && { embeddedSpeedup: speedup }),
+  });
   const out = process.stdout;
   out.write(
     `kvroute serve listening on ${gateway.url} (policy ${config.policy}, index ${config.index}${config.apiKeys.length > 0 ? `, ${config.apiKeys.length} API keys` : ''})\n`,
@@ -135,8 +167,21 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   const auth = config.apiKeys.length > 0 ? " -H 'authorization: Bearer YOUR_KEY'" : '';
+  const admin =
+    config.apiKeys.length > 0 || config.adminKey !== null
+      ? " -H 'authorization: Bearer ADMIN_KEY'"
+      : '';
   out.write(
-    `try:\n  curl -s ${gateway.url}/v1/chat/completions -H 'content-type: application/json'${auth} -d '{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'\n  curl -s ${gateway.url}/router/replicas\n`,
+    `try:\n  curl -s ${gateway.url}/v1/chat/completions -H 'content-type: application/json'${auth} -d '{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'\n  curl -s ${gateway.url}/router/replicas${admin}\n`,
+  );
+  logger.info(
+    {
+      url: gateway.url,
+      policy: config.policy,
+      index: config.index,
+      replicas: gateway.replicas.length,
+    },
+    'gateway started',
   );
   return serveUntilSignal(() => gateway.close());
 }

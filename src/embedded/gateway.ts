@@ -4,10 +4,15 @@
  * first and stopped after the gateway.
  */
 import type { GatewayConfig } from '../gateway/config.ts';
-import { type GatewayHandle, type ReplicaInfo, startGateway } from '../gateway/gateway.ts';
+import {
+  type GatewayHandle,
+  type GatewayOptions,
+  type ReplicaInfo,
+  startGateway,
+} from '../gateway/gateway.ts';
 import { type EmbeddedFleet, startEmbeddedFleet } from './fleet.ts';
 
-export interface ServeOptions {
+export interface ServeOptions extends GatewayOptions {
   /** Modeled speedup of the embedded fleet's engines (only when no backend is configured). */
   embeddedSpeedup?: number;
 }
@@ -31,7 +36,10 @@ export async function startGatewayWithFleet(
   }
   let gateway: GatewayHandle;
   try {
-    gateway = await startGateway(fleet ? { ...config, backends: fleet.backends } : config);
+    gateway = await startGateway(
+      fleet ? { ...config, backends: fleet.backends } : config,
+      options.logger ? { logger: options.logger } : {},
+    );
   } catch (err) {
     await fleet?.close();
     throw err;

@@ -5,6 +5,10 @@
  *
  * With client keys configured, the tenant comes from the key alone (a client cannot pick another
  * tenant's salt with a header); without keys, the optional `x-kvroute-tenant` header names it.
+ *
+ * Two paths are not for tenants: `/router/replicas` (every replica's internal state) needs the
+ * admin key whenever keys of any kind are configured, and `/metrics` needs the metrics key (or
+ * the admin key) once one is given; it is open otherwise, as Prometheus scrapes it.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../openai/errors.ts';
@@ -20,13 +24,56 @@ export interface Caller {
 
 const ANONYMOUS: Caller = { tenant: null, tenantSalt: null };
 
+export interface OperatorKeys {
+  /** Reads the router's internal state; null: none (closed once client keys exist). */
+  adminKey: string | null;
+  /** Reads /metrics; null: /metrics is open. */
+  metricsKey: string | null;
+}
+
 export class Authenticator {
   readonly #keys: Map<string, string>;
   readonly #salts: Record<string, string>;
+  readonly #operator: OperatorKeys;
 
-  constructor(keys: readonly ClientKey[], tenantSalts: Record<string, string>) {
+  constructor(
+    keys: readonly ClientKey[],
+    tenantSalts: Record<string, string>,
+    operator: OperatorKeys = { adminKey: null, metricsKey: null },
+  ) {
     this.#keys = new Map(keys.map((k) => [k.key, k.tenant]));
     this.#salts = tenantSalts;
+    this.#operator = operator;
+  }
+
+  /** Throws unless the request may read `/router/replicas`: 401 without a key, 403 with a tenant's. */
+  authorizeAdmin(authorization: string | undefined): void {
+    const { adminKey } = this.#operator;
+    if (adminKey === null && this.#keys.size === 0) return;
+    this.#authorizeOperator(authorization, [adminKey], 'an admin key (--admin-key)');
+  }
+
+  /** Throws unless the request may read `/metrics` (open when no metrics key is set). */
+  authorizeMetrics(authorization: string | undefined): void {
+    const { adminKey, metricsKey } = this.#operator;
+    if (metricsKey === null) return;
+    this.#authorizeOperator(authorization, [metricsKey, adminKey], 'the metrics key');
+  }
+
+  #authorizeOperator(
+    authorization: string | undefined,
+    accepted: readonly (string | null)[],
+    what: string,
+  ): void {
+    const key = bearerToken(authorization);
+    if (key === null) throw new ApiError('ERR_UNAUTHORIZED', `this path needs ${what}`);
+    let ok = false;
+    for (const k of accepted) if (k !== null && sameKey(k, key)) ok = true;
+    if (ok) return;
+    if (this.#lookup(key) !== undefined) {
+      throw new ApiError('ERR_FORBIDDEN', `a client key cannot read this path; it needs ${what}`);
+    }
+    throw new ApiError('ERR_UNAUTHORIZED', 'invalid API key');
   }
 
   get required(): boolean {
@@ -54,14 +101,17 @@ export class Authenticator {
 
   /** Compares against every key in constant time per key, so timing does not reveal a prefix. */
   #lookup(candidate: string): string | undefined {
-    const given = Buffer.from(candidate);
     let found: string | undefined;
-    for (const [key, tenant] of this.#keys) {
-      const expected = Buffer.from(key);
-      if (expected.length === given.length && timingSafeEqual(expected, given)) found = tenant;
-    }
+    for (const [key, tenant] of this.#keys) if (sameKey(key, candidate)) found = tenant;
     return found;
   }
+}
+
+/** Equal keys, compared in constant time for a given length. */
+function sameKey(expected: string, given: string): boolean {
+  const a = Buffer.from(expected);
+  const b = Buffer.from(given);
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 function bearerToken(header: string | undefined): string | null {

@@ -25,6 +25,19 @@ export const DEFAULT_BODY_LIMIT_BYTES = 8 * 1024 * 1024;
 export const DEFAULT_MAX_RETRIES = 2;
 /** Replicas the embedded fleet starts when no backend is given. */
 export const DEFAULT_EMBEDDED_REPLICAS = 4;
+/**
+ * No byte of a response by then: the attempt is given up, retried on another replica, and the
+ * silent one is probed. The worst modelled time to first token is a whole 131,072-token context
+ * prefilled beside a full decode batch on the seed replica (Llama 3.3 70B, TP=2 H200): 64 chunks
+ * of 2,048 tokens at 71.3 us/token, about 9.6 s. A few seconds above it, a live engine is never
+ * cut for a long prefill; a frozen one holds its requests 15 s instead of the 300 s body timeout.
+ */
+export const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 15_000;
+/** A client must send its headers within this (slowloris), and its whole request within the next. */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 export interface BackendConfig {
   /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8001. */
@@ -69,6 +82,17 @@ export interface GatewayConfig {
   seed: number;
   /** Replicas in the embedded fleet. */
   embeddedReplicas: number;
+  /** Bearer key for `/router/replicas`; with client keys and no admin key, nobody reads it. */
+  adminKey: string | null;
+  /** Bearer key for `/metrics` (the admin key works too); null: open. */
+  metricsKey: string | null;
+  /** An attempt with no response byte by then is retried elsewhere and its replica probed. */
+  firstByteTimeoutMs: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  logLevel: LogLevel;
+  /** One log line per answered request (tenant, model, replica, cached tokens, TTFT, status). */
+  accessLog: boolean;
 }
 
 export function defaultConfig(): GatewayConfig {
@@ -90,6 +114,13 @@ export function defaultConfig(): GatewayConfig {
     tenantSalts: {},
     seed: 1,
     embeddedReplicas: DEFAULT_EMBEDDED_REPLICAS,
+    adminKey: null,
+    metricsKey: null,
+    firstByteTimeoutMs: DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+    headersTimeoutMs: DEFAULT_HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
+    logLevel: 'info',
+    accessLog: false,
   };
 }
 
@@ -135,6 +166,13 @@ const KNOWN_KEYS = new Set([
   'tenants',
   'seed',
   'replicas',
+  'admin-key',
+  'metrics-key',
+  'first-byte-timeout-ms',
+  'headers-timeout-ms',
+  'request-timeout-ms',
+  'log-level',
+  'access-log',
 ]);
 
 /** Validates a parsed config document (object form of the YAML) onto `base`. */
@@ -164,6 +202,28 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
     out.maxRetries = int(doc['max-retries'], 'max-retries', 0, 10);
   if (doc.seed !== undefined) out.seed = int(doc.seed, 'seed', 0);
   if (doc.replicas !== undefined) out.embeddedReplicas = int(doc.replicas, 'replicas', 1, 64);
+  if (doc['admin-key'] !== undefined) {
+    out.adminKey = nonEmpty(str(doc['admin-key'], 'admin-key'), 'admin-key');
+  }
+  if (doc['metrics-key'] !== undefined) {
+    out.metricsKey = nonEmpty(str(doc['metrics-key'], 'metrics-key'), 'metrics-key');
+  }
+  if (doc['first-byte-timeout-ms'] !== undefined) {
+    out.firstByteTimeoutMs = int(doc['first-byte-timeout-ms'], 'first-byte-timeout-ms', 1);
+  }
+  if (doc['headers-timeout-ms'] !== undefined) {
+    out.headersTimeoutMs = int(doc['headers-timeout-ms'], 'headers-timeout-ms', 1);
+  }
+  if (doc['request-timeout-ms'] !== undefined) {
+    out.requestTimeoutMs = int(doc['request-timeout-ms'], 'request-timeout-ms', 1);
+  }
+  if (doc['log-level'] !== undefined)
+    out.logLevel = oneOf(doc['log-level'], 'log-level', LOG_LEVELS);
+  if (doc['access-log'] !== undefined) {
+    if (typeof doc['access-log'] !== 'boolean')
+      throw configError('access-log', 'must be true or false');
+    out.accessLog = doc['access-log'];
+  }
   if (doc.backends !== undefined) {
     if (!Array.isArray(doc.backends)) throw configError('backends', 'must be a list');
     out.backends = doc.backends.map((b, i) => backendFromDoc(b, `backends[${i}]`));
@@ -181,6 +241,12 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
       salts[tenant] = str(spec['cache-salt'], `${key}.cache-salt`);
     }
     out.tenantSalts = salts;
+  }
+  if (out.headersTimeoutMs > out.requestTimeoutMs) {
+    throw configError(
+      'headers-timeout-ms',
+      `must not exceed request-timeout-ms (${out.requestTimeoutMs})`,
+    );
   }
   return out;
 }

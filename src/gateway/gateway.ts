@@ -5,8 +5,8 @@
  * with the wall clock read here. (With no backend, `kvroute serve` starts an embedded fleet
  * first: `src/embedded/`.)
  */
-import { createServer, type Server } from 'node:http';
-import { closeServer, listen } from '../openai/http.ts';
+import type { Server } from 'node:http';
+import { closeServer, createHttpServer, listen } from '../openai/http.ts';
 import { Router } from '../router/index.ts';
 import { Authenticator } from './auth.ts';
 import { type Backend, closeBackends, makeBackends } from './backends.ts';
@@ -14,15 +14,13 @@ import type { GatewayConfig } from './config.ts';
 import { GatewayError } from './errors.ts';
 import type { GenerateContext } from './generate.ts';
 import { HealthChecker } from './health.ts';
+import { type Logger, RateLimitedLog, silentLogger } from './log.ts';
 import { GatewayMetrics } from './metrics.ts';
+import { PrefillWatch } from './prefillWatch.ts';
 import { makeRequestListener } from './routes.ts';
 import { MetricsScraper } from './scraper.ts';
 import { EventSubscriber } from './subscriber.ts';
 import { makePromptTokenizer } from '../tokenizer/promptTokenizer.ts';
-
-/** A slow or stalled client may not hold a socket forever while sending its request. */
-const REQUEST_TIMEOUT_MS = 60_000;
-const HEADERS_TIMEOUT_MS = 10_000;
 
 export interface ReplicaInfo {
   name: string;
@@ -40,7 +38,19 @@ export interface GatewayHandle {
   close(): Promise<void>;
 }
 
-export async function startGateway(config: GatewayConfig): Promise<GatewayHandle> {
+export interface GatewayOptions {
+  /** Where the gateway logs (default: nowhere; `kvroute serve` passes its own). */
+  logger?: Logger;
+}
+
+/** A replica whose KV events fail to decode logs at most this often. */
+const DECODE_ERROR_LOG_MS = 10_000;
+
+export async function startGateway(
+  config: GatewayConfig,
+  options: GatewayOptions = {},
+): Promise<GatewayHandle> {
+  const logger = options.logger ?? silentLogger();
   if (config.backends.length === 0) {
     throw new GatewayError('ERR_CONFIG', 'no backend configured', { param: 'backends' });
   }
@@ -64,21 +74,32 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
         up: r.healthy,
       })),
   });
-  const { health, scraper, subscriber, markDown } = watchBackends(config, backends, router);
+  const prefillWatch = new PrefillWatch(router);
+  const { health, scraper, subscriber, markDown, probe } = watchBackends(
+    config,
+    backends,
+    router,
+    logger,
+    prefillWatch,
+  );
 
-  let requestIds = 0;
+  let ledgerIds = 0;
   const generate: GenerateContext = {
     router,
     backends,
     byName,
-    auth: new Authenticator(config.apiKeys, config.tenantSalts),
+    auth: new Authenticator(config.apiKeys, config.tenantSalts, config),
     tokenizer,
     metrics,
+    logger,
+    prefillWatch,
     blockSize: config.blockSize,
     bodyLimitBytes: config.bodyLimitBytes,
     maxRetries: config.maxRetries,
+    firstByteTimeoutMs: config.firstByteTimeoutMs,
     markDown,
-    nextRequestId: () => `gw-${++requestIds}`,
+    probe,
+    nextLedgerId: () => `gw-${++ledgerIds}`,
   };
   const replicaState = () => {
     const snap = router.snapshot(Date.now());
@@ -98,12 +119,10 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
     };
   };
 
-  const server: Server = createServer(
-    { keepAlive: true },
-    makeRequestListener({ generate, replicaState }),
+  const server: Server = createHttpServer(
+    config,
+    makeRequestListener({ generate, replicaState, accessLog: config.accessLog }),
   );
-  server.requestTimeout = REQUEST_TIMEOUT_MS;
-  server.headersTimeout = HEADERS_TIMEOUT_MS;
   const stopWatching = async () => {
     await Promise.allSettled([scraper.close(), health.close(), subscriber?.close()]);
     await closeBackends(backends);
@@ -141,9 +160,16 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
 
 /**
  * What keeps the router's view of the backends current: the health checker (brings a replica
- * back), the metrics scraper (load reports) and, in events mode, the KV event subscriber.
+ * back), the metrics scraper (load reports) and, in events mode, the KV event subscriber. Every
+ * change of a replica's state is logged here.
  */
-function watchBackends(config: GatewayConfig, backends: readonly Backend[], router: Router) {
+function watchBackends(
+  config: GatewayConfig,
+  backends: readonly Backend[],
+  router: Router,
+  logger: Logger,
+  prefillWatch: PrefillWatch,
+) {
   const byReplica = new Map(backends.map((b, i) => [i, b]));
   const nameOf = (replica: number): string => byReplica.get(replica)!.name;
   const down = new Set<string>();
@@ -153,14 +179,21 @@ function watchBackends(config: GatewayConfig, backends: readonly Backend[], rout
     (replica) => {
       down.delete(nameOf(replica));
       router.markUp(nameOf(replica));
+      logger.info({ replica: nameOf(replica) }, 'replica up: its health probe answered');
       subscriber?.rebuild(replica);
     },
   );
-  const markDown = (backend: Backend): void => {
+  const markDown = (backend: Backend, reason: string): void => {
     if (down.has(backend.name)) return;
     down.add(backend.name);
     router.markDown(backend.name);
+    logger.warn({ replica: backend.name, reason }, 'replica down');
     health.watch(backends.indexOf(backend));
+  };
+  const probe = async (backend: Backend): Promise<boolean> => {
+    const healthy = await health.probe(backends.indexOf(backend));
+    if (!healthy) markDown(backend, 'its health probe failed or timed out');
+    return healthy;
   };
   const scraper = new MetricsScraper(
     backends.map((b, replica) => ({ replica, url: b.config.url })),
@@ -168,9 +201,11 @@ function watchBackends(config: GatewayConfig, backends: readonly Backend[], rout
       intervalMs: config.scrapeMs,
       isDown: (replica) => down.has(nameOf(replica)),
       onReport: (replica, report, nowMs) => router.onReport(nameOf(replica), report, nowMs),
-      onUnreachable: (replica) => markDown(byReplica.get(replica)!),
+      onUnreachable: (replica, err) => markDown(byReplica.get(replica)!, err.message),
+      onSilent: (replica) => void probe(byReplica.get(replica)!),
     },
   );
+  const decodeErrors = new RateLimitedLog(DECODE_ERROR_LOG_MS);
   subscriber =
     config.index === 'events'
       ? new EventSubscriber(
@@ -178,16 +213,30 @@ function watchBackends(config: GatewayConfig, backends: readonly Backend[], rout
             b.config.events ? [{ replica, events: b.config.events, replay: b.config.replay }] : [],
           ),
           {
-            onEvents: (replica, events, nowMs) =>
-              router.applyForeignEvents(nameOf(replica), events, nowMs),
-            onRestart: (replica) =>
+            onEvents: (replica, events, nowMs) => {
+              router.applyForeignEvents(nameOf(replica), events, nowMs);
+              prefillWatch.onEvents(nameOf(replica), nowMs);
+            },
+            onRestart: (replica) => {
+              logger.warn(
+                { replica: nameOf(replica) },
+                'engine restarted (its event sequence went back): its cached blocks are forgotten',
+              );
               router.applyForeignEvents(
                 nameOf(replica),
                 [{ type: 'AllBlocksCleared' }],
                 Date.now(),
+              );
+            },
+            onDecodeError: (replica, err) =>
+              decodeErrors.maybe(nameOf(replica), Date.now(), (heldBack) =>
+                logger.warn(
+                  { replica: nameOf(replica), err, heldBack },
+                  'a KV event batch could not be decoded; the replica is known less well',
+                ),
               ),
           },
         )
       : null;
-  return { health, scraper, subscriber, markDown };
+  return { health, scraper, subscriber, markDown, probe };
 }

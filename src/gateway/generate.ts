@@ -2,7 +2,11 @@
  * The generate path of `/v1/completions` and `/v1/chat/completions`: authenticate, read and
  * tokenize, route, proxy, and keep the router's ledger true to what happened. A backend that
  * refuses or resets before any byte reached the client is marked down and the request goes to
- * the next best replica, a bounded number of times.
+ * the next best replica, a bounded number of times. So does a backend that sends nothing, not
+ * even a status line, within the first-byte timeout: a live engine answers a stream's head at
+ * once, so a streamed attempt is retried elsewhere at once while the silent replica is probed
+ * (a probe that times out marks it down); a non-streamed answer comes only when generated, so
+ * that attempt is given up only when the probe fails.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ApiError } from '../openai/errors.ts';
@@ -11,9 +15,12 @@ import type { Endpoint } from '../openai/request.ts';
 import type { Router } from '../router/index.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
+import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
+import type { PrefillWatch } from './prefillWatch.ts';
 import { proxyAttempt } from './proxy.ts';
 import { parseRequest } from './request.ts';
+import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
 import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
 
 /** Names the replica that served a response, as llm-d's gateway names its destination. */
@@ -27,12 +34,18 @@ export interface GenerateContext {
   auth: Authenticator;
   tokenizer: PromptTokenizer;
   metrics: GatewayMetrics;
+  logger: Logger;
+  prefillWatch: PrefillWatch;
   blockSize: number;
   bodyLimitBytes: number;
   maxRetries: number;
+  firstByteTimeoutMs: number;
   /** A request found this backend unreachable: take it out and start probing it. */
-  markDown(backend: Backend, error: Error): void;
-  nextRequestId(): string;
+  markDown(backend: Backend, reason: string): void;
+  /** One `/health` probe: true when it answered 200 in time; a timeout marks it down. */
+  probe(backend: Backend): Promise<boolean>;
+  /** The ledger's id: unique while in flight, whatever id the client sent. */
+  nextLedgerId(): string;
 }
 
 export async function handleGenerate(
@@ -40,21 +53,29 @@ export async function handleGenerate(
   endpoint: Endpoint,
   req: IncomingMessage,
   res: ServerResponse,
+  record: RequestRecord,
 ): Promise<void> {
+  const arrivedMs = performance.now();
   const tenantHeader = req.headers[TENANT_HEADER];
   const caller = ctx.auth.authenticate(
     req.headers.authorization,
     Array.isArray(tenantHeader) ? tenantHeader[0] : tenantHeader,
   );
+  record.tenant = caller.tenant;
   const raw = await readBody(req, ctx.bodyLimitBytes);
   const parsed = parseRequest(endpoint, raw, {
     tokenizer: ctx.tokenizer,
     blockSize: ctx.blockSize,
     tenantSalt: caller.tenantSalt,
   });
-  const id = ctx.nextRequestId();
-  const { router, metrics } = ctx;
+  record.model = parsed.model;
+  record.promptTokens = parsed.promptTokens;
+  const id = ctx.nextLedgerId();
+  const { router, metrics, logger } = ctx;
+  const reqId = record.id;
   let lastError: Error | null = null;
+  /** Replicas that went silent on this request: not tried again for it. */
+  const avoid: string[] = [];
 
   for (let attempt = 0; attempt <= ctx.maxRetries; attempt++) {
     const startedNs = process.hrtime.bigint();
@@ -65,29 +86,58 @@ export async function handleGenerate(
         promptTokens: parsed.promptTokens,
         blockSize: ctx.blockSize,
         ...(caller.tenant !== null && { tenant: caller.tenant }),
+        ...(avoid.length > 0 && { avoid }),
       },
       Date.now(),
     );
     metrics.recordDecision(decision, Number(process.hrtime.bigint() - startedNs) / 1e9);
+    record.attempts = attempt + 1;
+    record.replica = decision.replica;
+    record.cachedTokens = decision.cachedTokens;
 
     const backend = ctx.byName.get(decision.replica)!;
+    if (!parsed.stream) ctx.prefillWatch.watch(backend.name, id, parsed.blockKeys);
     const outcome = await proxyAttempt(
       backend.pool,
       {
         path: req.url ?? '/',
         body: parsed.body,
-        headers: upstreamHeaders(ctx, backend, req),
+        headers: upstreamHeaders(ctx, backend, req, reqId),
         replyHeaders: { [REPLICA_HEADER]: backend.name },
       },
       res,
-      { onFirstToken: () => router.onFirstToken(id, Date.now()) },
+      {
+        onFirstToken: () => {
+          record.ttftMs ??= performance.now() - arrivedMs;
+          router.onFirstToken(id, Date.now());
+        },
+        firstByteTimeoutMs: ctx.firstByteTimeoutMs,
+        onSilence: async () => {
+          logger.warn(
+            { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
+            'no response byte within the first-byte timeout; probing the replica',
+          );
+          if (!parsed.stream) return !(await ctx.probe(backend));
+          void ctx.probe(backend);
+          return true;
+        },
+      },
     );
+    ctx.prefillWatch.unwatch(backend.name, id);
     router.onFinished(id, Date.now());
     switch (outcome.kind) {
       case 'unreachable':
+      case 'silent':
         lastError = outcome.error;
-        ctx.markDown(backend, outcome.error);
-        if (attempt < ctx.maxRetries) metrics.retries.inc();
+        if (outcome.kind === 'unreachable') ctx.markDown(backend, outcome.error.message);
+        else avoid.push(backend.name);
+        if (attempt < ctx.maxRetries) {
+          metrics.retries.inc();
+          logger.warn(
+            { reqId, replica: backend.name, attempt: attempt + 1, err: outcome.error },
+            'attempt failed before any byte reached the client; retrying on another replica',
+          );
+        }
         continue;
       case 'completed':
         metrics.recordAnswer(endpoint, outcome.status);
@@ -97,6 +147,10 @@ export async function handleGenerate(
         return;
       case 'broken':
         metrics.brokenStreams.inc();
+        logger.warn(
+          { reqId, replica: backend.name, err: outcome.error },
+          'backend failed mid-response; the client got an error event',
+        );
         return;
     }
   }
@@ -116,8 +170,12 @@ function upstreamHeaders(
   ctx: GenerateContext,
   backend: Backend,
   req: IncomingMessage,
+  requestId: string,
 ): Record<string, string> {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    [REQUEST_ID_HEADER]: requestId,
+  };
   if (backend.config.apiKey) headers.authorization = `Bearer ${backend.config.apiKey}`;
   else if (!ctx.auth.required && req.headers.authorization) {
     headers.authorization = req.headers.authorization;

@@ -55,6 +55,7 @@ export class HealthChecker {
     this.#timers.set(replica, timer);
   }
 
+  /** One `GET /health`: true on a 200 within the probe timeout (1 s). */
   async probe(replica: number): Promise<boolean> {
     const client = this.#clients.get(replica);
     if (!client) return false;

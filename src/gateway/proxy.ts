@@ -20,11 +20,17 @@ export type AttemptOutcome =
   /** The client left; the upstream request was aborted. */
   | { kind: 'client-gone' }
   /** The backend failed after bytes went out; the client got an error event or a cut. */
-  | { kind: 'broken'; error: Error };
+  | { kind: 'broken'; error: Error }
+  /** The backend sent nothing within the first-byte timeout and was given up on. */
+  | { kind: 'silent'; error: Error };
 
 export interface AttemptHooks {
   /** The first generated token is on its way to the client (or a whole non-streamed answer). */
   onFirstToken(): void;
+  /** No response head from the backend after this long: ask `onSilence`. */
+  firstByteTimeoutMs: number;
+  /** Whether to give the attempt up (true) or keep waiting for the backend (false). */
+  onSilence(): Promise<boolean>;
 }
 
 export interface UpstreamRequest {
@@ -59,6 +65,10 @@ class ClientGone extends Error {
   readonly code = 'ERR_CLIENT_GONE';
 }
 
+export class FirstByteTimeout extends Error {
+  readonly code = 'ERR_FIRST_BYTE_TIMEOUT';
+}
+
 export function proxyAttempt(
   dispatcher: Dispatcher,
   upstream: UpstreamRequest,
@@ -77,12 +87,27 @@ export function proxyAttempt(
     let atEventBoundary = true;
     const detector = new FirstTokenDetector();
 
+    let silenceTimer: NodeJS.Timeout | null = null;
     const settle = (outcome: AttemptOutcome): void => {
       if (settled) return;
       settled = true;
+      if (silenceTimer) clearTimeout(silenceTimer);
       res.off('close', onClientClose);
       resolve(outcome);
     };
+    // Nothing from the backend, not even a status line, is a frozen or lost engine or a long
+    // non-streamed generation; the caller tells which (by probing) before anything is cut.
+    silenceTimer = setTimeout(() => {
+      silenceTimer = null;
+      hooks.onSilence().then((giveUp) => {
+        if (!giveUp || settled || status !== 0) return;
+        const error = new FirstByteTimeout(
+          `no response from the backend within ${hooks.firstByteTimeoutMs} ms`,
+        );
+        settle({ kind: 'silent', error });
+        controller?.abort(error);
+      });
+    }, hooks.firstByteTimeoutMs);
     const onClientClose = (): void => {
       if (res.writableFinished) return;
       clientGone = true;
@@ -110,10 +135,11 @@ export function proxyAttempt(
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c) {
         controller = c;
-        if (clientGone) c.abort(new ClientGone('client closed the connection'));
+        if (clientGone || settled) c.abort(new ClientGone('the attempt was given up'));
       },
       onResponseStart(_c, statusCode, responseHeaders) {
         status = statusCode;
+        if (silenceTimer) clearTimeout(silenceTimer);
         headers = copyableHeaders(responseHeaders);
         if (upstream.replyHeaders) Object.assign(headers, upstream.replyHeaders);
         const type = String(responseHeaders['content-type'] ?? '');
@@ -146,6 +172,7 @@ export function proxyAttempt(
         settle({ kind: 'completed', status });
       },
       onResponseError(_c, error) {
+        if (settled) return;
         if (clientGone || error instanceof ClientGone) {
           settle({ kind: 'client-gone' });
           return;

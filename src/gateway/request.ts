@@ -6,6 +6,7 @@
  */
 import { type BlockKey, computeBlockKeys } from '../kv/blockKey.ts';
 import { parseJson } from '../openai/http.ts';
+import { tenantCacheSalt, withCacheSalt } from './cacheSalt.ts';
 import { type Endpoint, type PromptInput, readGenerationRequest } from '../openai/request.ts';
 import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
 
@@ -42,8 +43,8 @@ export function parseRequest(endpoint: Endpoint, raw: Buffer, ctx: ParseContext)
   let cacheSalt = req.cacheSalt;
   let forward = raw;
   if (ctx.tenantSalt !== null) {
-    cacheSalt = cacheSalt === null ? ctx.tenantSalt : `${ctx.tenantSalt}/${cacheSalt}`;
-    forward = Buffer.from(JSON.stringify({ ...(body as object), cache_salt: cacheSalt }));
+    cacheSalt = tenantCacheSalt(ctx.tenantSalt, cacheSalt);
+    forward = withCacheSalt(raw, cacheSalt);
   }
   const blockKeys = computeBlockKeys(tokens, ctx.blockSize, {
     cacheSalt: cacheSalt ?? undefined,

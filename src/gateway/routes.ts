@@ -8,16 +8,25 @@ import { findRoute, sendError, sendJson } from '../openai/http.ts';
 import { listModels } from './backends.ts';
 import { toApiError } from './errors.ts';
 import { type GenerateContext, handleGenerate } from './generate.ts';
+import {
+  logAccessWhenDone,
+  newRecord,
+  REQUEST_ID_HEADER,
+  type RequestRecord,
+  requestIdOf,
+} from './requestLog.ts';
 
 interface Route {
   method: 'GET' | 'POST';
-  handle(req: IncomingMessage, res: ServerResponse): void | Promise<void>;
+  handle(req: IncomingMessage, res: ServerResponse, record: RequestRecord): void | Promise<void>;
 }
 
 export interface RoutesContext {
   generate: GenerateContext;
   /** `/router/replicas`: the router's snapshot with each backend's wiring. */
   replicaState(): unknown;
+  /** One log line per request. */
+  accessLog: boolean;
 }
 
 /** The request listener of the gateway's HTTP server. */
@@ -25,15 +34,15 @@ export function makeRequestListener(
   ctx: RoutesContext,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const { generate } = ctx;
-  const { auth, metrics } = generate;
+  const { auth, metrics, logger } = generate;
   const routes: Record<string, Route> = {
     '/v1/completions': {
       method: 'POST',
-      handle: (req, res) => handleGenerate(generate, 'completions', req, res),
+      handle: (req, res, record) => handleGenerate(generate, 'completions', req, res, record),
     },
     '/v1/chat/completions': {
       method: 'POST',
-      handle: (req, res) => handleGenerate(generate, 'chat', req, res),
+      handle: (req, res, record) => handleGenerate(generate, 'chat', req, res, record),
     },
     '/health': {
       method: 'GET',
@@ -51,7 +60,8 @@ export function makeRequestListener(
     },
     '/metrics': {
       method: 'GET',
-      handle: async (_req, res) => {
+      handle: async (req, res) => {
+        auth.authorizeMetrics(req.headers.authorization);
         const text = await metrics.registry.metrics();
         res.writeHead(200, { 'content-type': metrics.registry.contentType });
         res.end(text);
@@ -60,14 +70,30 @@ export function makeRequestListener(
     '/router/replicas': {
       method: 'GET',
       handle: (req, res) => {
-        auth.authenticate(req.headers.authorization, undefined);
+        auth.authorizeAdmin(req.headers.authorization);
         sendJson(res, 200, ctx.replicaState());
       },
     },
   };
-  const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> =>
-    findRoute(routes, req, res).handle(req, res);
+  const serve = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    record: RequestRecord,
+  ): Promise<void> => findRoute(routes, req, res).handle(req, res, record);
   return (req, res) => {
-    serve(req, res).catch((err: unknown) => sendError(res, toApiError(err)));
+    const startedMs = performance.now();
+    const record = newRecord(requestIdOf(req));
+    res.setHeader(REQUEST_ID_HEADER, record.id);
+    if (ctx.accessLog) logAccessWhenDone(logger, req, res, record, startedMs);
+    serve(req, res, record).catch((err: unknown) => {
+      const apiError = toApiError(err);
+      if (apiError.status >= 500) {
+        logger[apiError.code === 'ERR_INTERNAL' ? 'error' : 'warn'](
+          { reqId: record.id, path: req.url, status: apiError.status, code: apiError.code, err },
+          apiError.message,
+        );
+      }
+      sendError(res, apiError);
+    });
   };
 }

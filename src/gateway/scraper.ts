@@ -61,7 +61,12 @@ export interface ScraperOptions {
   onReport(replica: number, report: EngineReport, nowMs: number): void;
   /** The backend refused the connection: it is gone, not just slow. */
   onUnreachable(replica: number, error: Error): void;
+  /** The backend accepted the scrape and did not answer in time: frozen, or only slow. */
+  onSilent?(replica: number, error: Error): void;
 }
+
+/** A scrape that gets no answer by then is a silent backend (the caller probes it). */
+const SCRAPE_TIMEOUT_MS = 2_000;
 
 export class MetricsScraper {
   readonly #targets: { replica: number; client: Client; busy: boolean }[];
@@ -73,7 +78,10 @@ export class MetricsScraper {
     // One connection per backend of its own, so a scrape never waits behind proxied traffic.
     this.#targets = targets.map((t) => ({
       replica: t.replica,
-      client: new Client(t.url, { headersTimeout: 2_000, bodyTimeout: 2_000 }),
+      client: new Client(t.url, {
+        headersTimeout: SCRAPE_TIMEOUT_MS,
+        bodyTimeout: SCRAPE_TIMEOUT_MS,
+      }),
       busy: false,
     }));
   }
@@ -98,6 +106,8 @@ export class MetricsScraper {
           const code = (err as { code?: string }).code;
           if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'UND_ERR_SOCKET') {
             this.#options.onUnreachable(target.replica, err);
+          } else if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+            this.#options.onSilent?.(target.replica, err);
           }
         })
         .finally(() => {

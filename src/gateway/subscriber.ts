@@ -27,6 +27,8 @@ export interface SubscriberHooks {
   onEvents(replica: number, events: ForeignKvEvent[], nowMs: number): void;
   /** The engine restarted: forget everything it had cached. */
   onRestart(replica: number): void;
+  /** A batch that could not be decoded (counted in stats either way). */
+  onDecodeError?(replica: number, error: Error): void;
 }
 
 export interface SubscriberStats {
@@ -230,8 +232,9 @@ export class EventSubscriber {
     let events: WireEvent[];
     try {
       events = decodeEventBatch(batch.payload).events;
-    } catch {
+    } catch (err) {
       feed.decodeErrors++;
+      this.#hooks.onDecodeError?.(feed.target.replica, err as Error);
       return;
     }
     feed.batches++;

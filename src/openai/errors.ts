@@ -15,6 +15,7 @@ export type ApiErrorCode =
   | 'ERR_CONTEXT_LENGTH'
   | 'ERR_NEVER_FITS'
   | 'ERR_UNAUTHORIZED'
+  | 'ERR_FORBIDDEN'
   | 'ERR_MODEL_NOT_FOUND'
   | 'ERR_ROUTE_NOT_FOUND'
   | 'ERR_METHOD_NOT_ALLOWED'
@@ -29,6 +30,7 @@ export type ApiErrorCode =
 const TYPE_BY_STATUS = {
   400: 'BadRequestError',
   401: 'AuthenticationError',
+  403: 'PermissionDeniedError',
   404: 'NotFoundError',
   405: 'MethodNotAllowedError',
   408: 'RequestTimeoutError',
@@ -47,6 +49,7 @@ const STATUS: Record<ApiErrorCode, ApiStatus> = {
   ERR_CONTEXT_LENGTH: 400,
   ERR_NEVER_FITS: 400,
   ERR_UNAUTHORIZED: 401,
+  ERR_FORBIDDEN: 403,
   ERR_MODEL_NOT_FOUND: 404,
   ERR_ROUTE_NOT_FOUND: 404,
   ERR_METHOD_NOT_ALLOWED: 405,

@@ -2,7 +2,13 @@
  * node:http plumbing both servers share: a bounded body reader, JSON and error writers, path
  * routing with 404/405 answers, and listening on / closing a server.
  */
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import {
+  createServer,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApiError, errorResponse } from './errors.ts';
 
@@ -94,6 +100,43 @@ export function findRoute<R extends Route>(
     throw new ApiError('ERR_METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`);
   }
   return route;
+}
+
+export interface ServerTimeouts {
+  /** A client must send its whole request head within this (slowloris). */
+  headersTimeoutMs: number;
+  /** ... and its whole request, body included, within this. A response may take any time. */
+  requestTimeoutMs: number;
+}
+
+/**
+ * How often node looks for connections past those limits. Its default (30 s) let a 10 s header
+ * limit run to 24 s; at this period a connection is closed within a quarter second of its limit.
+ */
+const CONNECTIONS_CHECK_MS = 250;
+
+/**
+ * A keep-alive HTTP server that enforces its timeouts on time and answers a client that
+ * half-closes its socket after sending its request (node's default drops that request).
+ */
+export function createHttpServer(timeouts: ServerTimeouts, listener: RequestListener): Server {
+  const server = createServer(
+    {
+      keepAlive: true,
+      headersTimeout: timeouts.headersTimeoutMs,
+      requestTimeout: timeouts.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(
+        CONNECTIONS_CHECK_MS,
+        timeouts.headersTimeoutMs,
+        timeouts.requestTimeoutMs,
+      ),
+    },
+    listener,
+  );
+  // node:http's own switch (net's allowHalfOpen is already on): after the client's FIN, finish
+  // the responses in progress and then end the socket, instead of aborting them.
+  (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  return server;
 }
 
 /** Listens on host:port (0: a free port); resolves with the port and a connectable base URL. */

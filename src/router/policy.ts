@@ -17,6 +17,8 @@ export interface RouteRequest {
   blockSize: number;
   tenant?: string;
   customer?: string;
+  /** Replica names this decision treats as down (a retry after one of them went silent). */
+  avoid?: readonly string[];
 }
 
 /** One eligible replica as a policy sees it: plain numbers, copied for this decision. */

@@ -8,6 +8,7 @@
  *      none is eligible; no healthy replica at all is ERR_NO_HEALTHY_REPLICA);
  *   4. the router applies the choice: ledger, approximate record, overlay, policy hooks, counters.
  */
+import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { Rng } from '../util/rng.ts';
 import {
@@ -186,7 +187,7 @@ export class Router {
     const eligible: ReplicaState[] = [];
     for (const state of this.#replicas) {
       const verdict = this.#verdict(state, nowMs);
-      if (verdict === 'down') continue;
+      if (verdict === 'down' || request.avoid?.includes(state.name)) continue;
       healthy.push(state);
       if (verdict === 'eligible') eligible.push(state);
     }
@@ -310,6 +311,15 @@ export class Router {
     const state = this.#state(replica);
     state.foreign ??= new ForeignKeyMap();
     return this.applyEvents(replica, state.foreign.translate(events), nowMs);
+  }
+
+  /**
+   * Whether the engines' KV events show block `key` stored on `replica`. Events mode only: in
+   * approx mode the index is the router's own record of its routes, not what the engine did.
+   */
+  storedOn(replica: string, key: BlockKey): boolean {
+    if (this.indexMode !== 'events') return false;
+    return this.#index.blocks.has(key, this.#state(replica).id);
   }
 
   /** Health check failed: no new requests; the ledger keeps its in-flight requests. */

@@ -13,6 +13,7 @@ import type { RequestFinished } from '../types.ts';
 import type { RequestSink, WallClockDriver } from './driver.ts';
 import { toApiError } from './errors.ts';
 import type { EngineMetrics } from './metrics.ts';
+import { type StreamLimits, StreamWriter } from './streamWriter.ts';
 import { OutputText } from './textGen.ts';
 import type { Generation } from './validation.ts';
 
@@ -25,6 +26,8 @@ export interface GenerationContext {
   seed: number;
   /** A per-server engine request id. */
   nextEngineId(): string;
+  /** How much of a stream may wait for a client that does not read. */
+  streamLimits: StreamLimits;
 }
 
 interface Usage {
@@ -58,6 +61,12 @@ export function serveGeneration(
   let tokens = 0;
   let done = false;
   const pieces: string[] = [];
+  // A client that does not read pauses its stream's writes; past the limits it loses the request.
+  const out = new StreamWriter(res, ctx.streamLimits, () => {
+    if (done) return;
+    done = true;
+    ctx.driver.abort(engineId);
+  });
 
   const chunk = (choices: unknown[], usage?: Usage): string =>
     sseData({
@@ -104,8 +113,8 @@ export function serveGeneration(
       // The engine always produces exactly max_tokens, so the last one carries finish_reason.
       const last = tokens === gen.maxTokens;
       if (tokens === 1 || last) {
-        res.write(chunk([streamChoice(text, last ? 'length' : null, tokens === 1)]));
-      } else res.write(head + textJson + tail);
+        out.write(chunk([streamChoice(text, last ? 'length' : null, tokens === 1)]));
+      } else out.write(head + textJson + tail);
     },
     onFinish(finished: RequestFinished) {
       done = true;
@@ -118,7 +127,7 @@ export function serveGeneration(
         prompt_tokens_details: { cached_tokens: finished.cachedTokens },
       };
       if (gen.stream) {
-        res.end(`${gen.includeUsage ? chunk([], usage) : ''}${SSE_DONE}`);
+        out.end(`${gen.includeUsage ? chunk([], usage) : ''}${SSE_DONE}`);
         return;
       }
       const text = pieces.join('');

@@ -9,6 +9,7 @@ import { makeReplicaSpec } from '../../model/spec.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
 import { type EngineConfig, EngineError } from '../types.ts';
 import type { SteppableEngine } from './driver.ts';
+import { DEFAULT_STREAM_LIMITS, type StreamLimits } from './streamWriter.ts';
 
 /** Every field optional: what is left out takes ENGINE_DEFAULTS or SERVER_DEFAULTS. */
 export interface EngineServerOptions extends Partial<EngineOptions> {
@@ -38,6 +39,14 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   engineLabel?: string;
   /** Request bodies above this are refused with 413 (default 16 MiB). */
   bodyLimitBytes?: number;
+  /** A client must send its request head within this (default 10 s), and all of it within... */
+  headersTimeoutMs?: number;
+  /** ... this (default 60 s). */
+  requestTimeoutMs?: number;
+  /** A stream whose client does not read is aborted past this many waiting bytes (1 MiB)... */
+  streamBufferLimitBytes?: number;
+  /** ... or this long without a drain (30 s). */
+  streamStallTimeoutMs?: number;
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }
@@ -51,6 +60,8 @@ export const SERVER_DEFAULTS = {
   seed: 0,
   engineLabel: '0',
   bodyLimitBytes: 16 * 1024 * 1024,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 60_000,
 };
 
 export interface ResolvedEngineOptions {
@@ -64,6 +75,9 @@ export interface ResolvedEngineOptions {
   seed: number;
   engineLabel: string;
   bodyLimitBytes: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  streamLimits: StreamLimits;
 }
 
 export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOptions {
@@ -102,5 +116,30 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
     seed: o.seed ?? SERVER_DEFAULTS.seed,
     engineLabel: o.engineLabel ?? SERVER_DEFAULTS.engineLabel,
     bodyLimitBytes: o.bodyLimitBytes ?? SERVER_DEFAULTS.bodyLimitBytes,
+    ...serverTimeouts(o),
+    streamLimits: {
+      limitBytes: o.streamBufferLimitBytes ?? DEFAULT_STREAM_LIMITS.limitBytes,
+      stallMs: o.streamStallTimeoutMs ?? DEFAULT_STREAM_LIMITS.stallMs,
+    },
   };
+}
+
+function serverTimeouts(o: EngineServerOptions): {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+} {
+  const headersTimeoutMs = o.headersTimeoutMs ?? SERVER_DEFAULTS.headersTimeoutMs;
+  const requestTimeoutMs = o.requestTimeoutMs ?? SERVER_DEFAULTS.requestTimeoutMs;
+  for (const [name, v] of [
+    ['headersTimeoutMs', headersTimeoutMs],
+    ['requestTimeoutMs', requestTimeoutMs],
+  ] as const) {
+    if (!(Number.isInteger(v) && v >= 1)) {
+      throw new EngineError('ERR_CONFIG', `${name} must be an integer >= 1, got ${v}`);
+    }
+  }
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new EngineError('ERR_CONFIG', 'headersTimeoutMs must not exceed requestTimeoutMs');
+  }
+  return { headersTimeoutMs, requestTimeoutMs };
 }

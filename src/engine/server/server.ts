@@ -4,10 +4,11 @@
  * Several can run in one process (each has its own core, registry and sockets), which is how the
  * gateway embeds a fleet and how tests start servers on port 0.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ApiError } from '../../openai/errors.ts';
 import {
   closeServer,
+  createHttpServer,
   findRoute,
   listen,
   parseJson,
@@ -87,6 +88,7 @@ export async function startEngineServer(
     speedup: o.speedup,
     seed: o.seed,
     nextEngineId: () => `req-${++engineIds}`,
+    streamLimits: o.streamLimits,
   };
   // Build the output vocabulary now (the tokenizer's first encodes are slow), not on the
   // first request, whose time to first token would pay for it.
@@ -124,7 +126,7 @@ export async function startEngineServer(
     route.handle(ctx, body, res);
   }
 
-  const server = createServer({ keepAlive: true }, (req, res) => {
+  const server = createHttpServer(o, (req, res) => {
     serve(req, res).catch((err: unknown) => sendError(res, toApiError(err)));
   });
   const { port, url } = await listen(server, o.port, o.host);
