@@ -97,12 +97,28 @@ async function discoverModel(
   apiKey: string | null,
   dispatcher: Agent,
 ): Promise<string | null> {
+  return (await discoverModelCard(url, apiKey, dispatcher)).id;
+}
+
+/**
+ * The first model /v1/models lists: its id and, where the server says (vLLM and kvroute engine
+ * do), its context window; nulls when the endpoint does not answer.
+ */
+export async function discoverModelCard(
+  url: string,
+  apiKey: string | null,
+  dispatcher: Agent,
+): Promise<{ id: string | null; maxModelLen: number | null }> {
   try {
     const res = await fetchJson(url, apiKey, dispatcher);
-    const id = (res as { data?: { id?: unknown }[] } | null)?.data?.[0]?.id;
-    return typeof id === 'string' ? id : null;
+    const card = (res as { data?: { id?: unknown; max_model_len?: unknown }[] } | null)?.data?.[0];
+    const len = card?.max_model_len;
+    return {
+      id: typeof card?.id === 'string' ? card.id : null,
+      maxModelLen: typeof len === 'number' && Number.isInteger(len) && len > 0 ? len : null,
+    };
   } catch {
-    return null;
+    return { id: null, maxModelLen: null };
   }
 }
 
