@@ -47,6 +47,11 @@ export interface LiveOptions {
   maxPromptTokens?: number;
   /** Largest decode batch (default 64). */
   maxBatch?: number;
+  /**
+   * KV tokens a decode probe may hold (default 262,144): more than the server's pool would
+   * preempt and spoil the measurement.
+   */
+  maxKvTokens?: number;
   /** Requests per prefill length (default 5). */
   repeats?: number;
   seed?: number;
@@ -83,9 +88,11 @@ const TOKEN_ID_LO = 1000;
 const TOKEN_ID_HI = 30000;
 const MIN_PREFILL_TOKENS = 64;
 const DECODE_BATCHES = [1, 4, 16, 64];
-const DECODE_CONTEXTS = [256, 2048];
+const DECODE_CONTEXTS = [256, 2048, 8192];
+/** KV tokens a decode probe may hold at once (batch x (context + output)), by default. */
+export const DEFAULT_MAX_KV_TOKENS = 262_144;
 /** Decode steps wanted in the window where every stream decodes. */
-const DECODE_WINDOW_STEPS = 24;
+const DECODE_WINDOW_STEPS = 64;
 export const DEFAULT_REPEATS = 5;
 const WARMUP_PROMPTS = [16, 64, 64, 512, 64];
 
@@ -94,6 +101,7 @@ export function planProbes(
   budgetTokens: number,
   maxPromptTokens: number,
   maxBatch: number,
+  maxKvTokens = DEFAULT_MAX_KV_TOKENS,
 ): Probe[] {
   const prefill: Probe[] = [];
   for (let n = MIN_PREFILL_TOKENS; n <= maxPromptTokens; n *= 2) {
@@ -105,12 +113,9 @@ export function planProbes(
     for (const contextTokens of contexts) {
       // Steps until every stream has its first token, with the decodes taking budget.
       const prefillSteps = Math.ceil((batch * contextTokens) / Math.max(1, budgetTokens - batch));
-      decode.push({
-        kind: 'decode',
-        batch,
-        contextTokens,
-        outputTokens: prefillSteps + DECODE_WINDOW_STEPS + 2,
-      });
+      const outputTokens = prefillSteps + DECODE_WINDOW_STEPS + 2;
+      if (batch * (contextTokens + outputTokens) > maxKvTokens) continue;
+      decode.push({ kind: 'decode', batch, contextTokens, outputTokens });
     }
   }
   const cost = (p: Probe) =>
@@ -154,7 +159,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
     const client = new Client(o, model, dispatcher, abort.signal);
     // Warm the connection and both sides' code paths before anything counts.
     for (const tokens of WARMUP_PROMPTS) await client.send(client.freshPrompt(tokens), 2);
-    const probes = planProbes(o.budgetTokens, maxPrompt, o.maxBatch ?? 64).filter(
+    const probes = planProbes(o.budgetTokens, maxPrompt, o.maxBatch ?? 64, o.maxKvTokens).filter(
       (p) => p.kind === 'prefill' || p.contextTokens + p.outputTokens <= contextLimit,
     );
     const observations: Observation[] = [];
@@ -326,22 +331,21 @@ async function measureDecode(
 }
 
 /**
- * The profile from live measurements of `spec`'s replica: one curve at its TP, least squares with
- * errors taken relative to at least the median prefill time (client-side delays are a few ms
- * whatever the prompt, so the shortest prompts must not steer the fit).
+ * The profile from live measurements of `spec`'s replica: one curve at its TP, least squares.
+ * Inter-token gaps are pooled over many steps and precise, so their errors count relative to
+ * their size; a time to first token carries client-side delays of a few ms whatever the prompt,
+ * so all of them count in absolute ms (relative to the longest), and the shortest prompts do not
+ * steer the fit.
  */
 export function liveProfile(
   m: LiveMeasurements,
   spec: ReplicaSpec,
   o: Pick<LiveOptions, 'url' | 'budgetTokens' | 'speedup'>,
 ): CostProfile {
-  const ttfts = m.observations
-    .filter((x) => x.perRequest)
-    .map((x) => x.measuredMs)
-    .sort((a, b) => a - b);
+  const ttfts = m.observations.filter((x) => x.perRequest).map((x) => x.measuredMs);
   const curve = fitCurve(spec, m.observations, {
     objective: 'least-squares',
-    errorFloorMs: ttfts[Math.floor(ttfts.length / 2)] ?? 0,
+    errorFloorMs: Math.max(0, ...ttfts),
   });
   return {
     format: PROFILE_FORMAT,

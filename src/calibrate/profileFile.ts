@@ -25,7 +25,9 @@ export function readProfile(path: string): CostProfile {
     text = readFileSync(path, 'utf8');
   } catch (err) {
     const code = (err as { code?: string }).code;
-    throw new ProfileError(`${path}: ${code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
+    throw new ProfileError(
+      `${path}: ${code === 'ENOENT' ? 'no such file' : (err as Error).message}`,
+    );
   }
   let data: unknown;
   try {

@@ -91,7 +91,9 @@ function numberAt(rec: CsvRecord, column: string, where: string): number {
   const raw = rec[column];
   const v = raw === undefined || raw === '' ? Number.NaN : Number(raw);
   if (!Number.isFinite(v)) {
-    throw new VidurError(`${where}: column '${column}' is ${raw === undefined ? 'missing' : `'${raw}'`}`);
+    throw new VidurError(
+      `${where}: column '${column}' is ${raw === undefined ? 'missing' : `'${raw}'`}`,
+    );
   }
   return v;
 }

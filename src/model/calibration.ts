@@ -39,6 +39,10 @@ export interface ProfilePoint {
   label: string;
   /** Tokens computed per step (prefill chunk or decode batch) of the step(s) measured. */
   tokensPerStep: number;
+  /** Prompt tokens the point covers (its steps' tokens, summed). */
+  totalTokens: number;
+  /** KV tokens each step reads, on average. */
+  kvTokensRead: number;
   measuredMs: number;
   fittedMs: number;
   /** (fitted - measured) / measured, percent. */

@@ -17,13 +17,7 @@
  */
 import { Matrix, SingularValueDecomposition, solve } from 'ml-matrix';
 import type { FitObjective, ProfileCurve, ProfilePoint, StepCurve } from './calibration.ts';
-import {
-  mixedStepMs,
-  peakFlops,
-  type ReplicaSpec,
-  type StepWork,
-  stepBytesRead,
-} from './cost.ts';
+import { mixedStepMs, peakFlops, type ReplicaSpec, type StepWork, stepBytesRead } from './cost.ts';
 
 export interface Observation {
   kind: ProfilePoint['kind'];
@@ -40,9 +34,9 @@ export interface FitOptions {
   /** Hold the per-step overhead at this value instead of fitting it (kernel-time profiles: 0). */
   overheadMs?: number;
   /**
-   * Errors are taken relative to max(measured, errorFloorMs): client-side timings carry delays
-   * of a few ms whatever their length, which relative errors would weigh most on the shortest
-   * points. Default 0 (purely relative).
+   * Errors of per-request points (TTFTs) are taken relative to max(measured, errorFloorMs): a
+   * request timed from the client carries delays of a few ms whatever its length, which
+   * relative errors would weigh most on the shortest prompts. Default 0 (purely relative).
    */
   errorFloorMs?: number;
 }
@@ -84,12 +78,13 @@ export function fitCurve(
   if (!observations.some((o) => o.perRequest)) fixed.set(0, 0);
 
   const floorMs = options.errorFloorMs ?? 0;
-  const scales = observations.map((o) => Math.max(o.measuredMs, floorMs));
+  const scales = observations.map((o) =>
+    o.perRequest ? Math.max(o.measuredMs, floorMs) : o.measuredMs,
+  );
   let theta = roofline;
   let weights = observations.map(() => 1 / observations.length);
   let best: { theta: Theta; score: number; fixed: Set<number> } | null = null;
-  const iterations =
-    options.objective === 'minimax' ? LAWSON_ITERATIONS : LEAST_SQUARES_ITERATIONS;
+  const iterations = options.objective === 'minimax' ? LAWSON_ITERATIONS : LEAST_SQUARES_ITERATIONS;
   let lastClasses = '';
   for (let i = 0; i < iterations; i++) {
     const classes = observations.map((o) => o.steps.map((s) => isCompute(spec, theta, s)));
@@ -100,9 +95,7 @@ export function fitCurve(
     theta = solved.theta;
     // A rate at or below 0 is no curve: keep the best fit so far.
     if (!(theta[3] > 0 && theta[4] > 0)) break;
-    const rel = observations.map(
-      (o, j) => (predictMs(spec, theta, o) - o.measuredMs) / scales[j]!,
-    );
+    const rel = observations.map((o, j) => (predictMs(spec, theta, o) - o.measuredMs) / scales[j]!);
     const score =
       options.objective === 'minimax'
         ? Math.max(...rel.map(Math.abs))
@@ -125,8 +118,7 @@ function rooflineTheta(spec: ReplicaSpec): Theta {
 }
 
 const msPerTokenAt = (spec: ReplicaSpec, mfu: number): number =>
-  ((2 * spec.model.activeParams) / (spec.tp * peakFlops(spec.gpu, spec.weightsDtype) * mfu)) *
-  1e3;
+  ((2 * spec.model.activeParams) / (spec.tp * peakFlops(spec.gpu, spec.weightsDtype) * mfu)) * 1e3;
 const msPerByteAt = (spec: ReplicaSpec, mbu: number): number =>
   1e3 / (spec.tp * spec.gpu.hbmBytesPerS * mbu);
 
@@ -265,6 +257,8 @@ function curveResult(
       kind: o.kind,
       label: o.label,
       tokensPerStep: Math.max(...o.steps.map((s) => s.prefillTokens + s.decodeTokens)),
+      totalTokens: o.steps.reduce((sum, s) => sum + s.prefillTokens + s.decodeTokens, 0),
+      kvTokensRead: o.steps.reduce((sum, s) => sum + s.kvTokensRead, 0) / o.steps.length,
       measuredMs: o.measuredMs,
       fittedMs,
       errorPct: pct(fittedMs, o.measuredMs),
