@@ -15,10 +15,10 @@
  *   the per-request overhead from the per-step cost.
  * - Decode: `batch` concurrent streams of `context`-token prompts, long enough that all of them
  *   decode together for a while. In the window from the last stream's first token to the first
- *   stream's last token every step is a pure decode of `batch` tokens; the window's inter-token
- *   gaps, pooled over the streams (span / gaps), give the step time, and the streams' mean
- *   context in the window gives the KV it reads. Steps are timed against the server's own
- *   schedule, so one late token shortens the next gap and the mean stays exact.
+ *   stream's last token every step is a pure decode of `batch` tokens; the step time is the
+ *   slope of each stream's token times against token index in that window (least squares, so a
+ *   stall at either end, or tokens that arrive together in one read, move it little), the
+ *   median over the streams; the streams' mean context in the window gives the KV it reads.
  * - Times are wall times x `speedup` (the modeled time of `kvroute engine --speedup X`).
  * - Probes run cheapest first, prefill and decode alternating, until `budgetS` runs out; one
  *   still running then is cancelled and left out.
@@ -291,7 +291,7 @@ async function measureDecode(
   const streams = outcomes as StreamOutcome[];
   const windowStart = Math.max(...streams.map((s) => s.tokenTimes[0]!));
   const windowEnd = Math.min(...streams.map((s) => s.tokenTimes[s.tokenTimes.length - 1]!));
-  let spanMs = 0;
+  const slopes: number[] = [];
   let gaps = 0;
   let contextSum = 0;
   let counted = 0;
@@ -302,7 +302,7 @@ async function measureDecode(
     if (inWindow.length < 2) continue;
     const first = inWindow[0]!;
     const last = inWindow[inWindow.length - 1]!;
-    spanMs += last.t - first.t;
+    slopes.push(slope(inWindow.map((p) => [p.index, p.t])));
     gaps += inWindow.length - 1;
     // The step that emits output token i reads the prompt and the tokens before it, plus its
     // own: prompt + i. Averaged over the gaps, which end at tokens first+1 .. last.
@@ -314,7 +314,8 @@ async function measureDecode(
     return `only ${gaps} decode gaps with all ${probe.batch} streams running (wanted ${minGaps})`;
   }
   const meanContext = contextSum / counted;
-  const stepMs = (spanMs / gaps) * speedup;
+  slopes.sort((a, b) => a - b);
+  const stepMs = slopes[Math.floor(slopes.length / 2)]! * speedup;
   return {
     kind: 'itl',
     label: `decode batch ${probe.batch}, mean context ${Math.round(meanContext)} tokens`,
@@ -332,7 +333,7 @@ async function measureDecode(
 
 /**
  * The profile from live measurements of `spec`'s replica: one curve at its TP, least squares.
- * Inter-token gaps are pooled over many steps and precise, so their errors count relative to
+ * Decode steps are slopes over many steps and precise, so their errors count relative to
  * their size; a time to first token carries client-side delays of a few ms whatever the prompt,
  * so all of them count in absolute ms (relative to the longest), and the shortest prompts do not
  * steer the fit.
@@ -362,4 +363,18 @@ export function liveProfile(
     },
     curves: [curve],
   };
+}
+
+/** Least-squares slope of y on x. */
+function slope(points: [number, number][]): number {
+  const n = points.length;
+  const mx = points.reduce((s, [x]) => s + x, 0) / n;
+  const my = points.reduce((s, [, y]) => s + y, 0) / n;
+  let sxy = 0;
+  let sxx = 0;
+  for (const [x, y] of points) {
+    sxy += (x - mx) * (y - my);
+    sxx += (x - mx) ** 2;
+  }
+  return sxy / sxx;
 }

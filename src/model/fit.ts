@@ -53,6 +53,10 @@ const DROP_ORDER = [0, 1, 2];
 const LAWSON_ITERATIONS = 400;
 const LEAST_SQUARES_ITERATIONS = 30;
 const MIN_LAWSON_WEIGHT = 1e-9;
+/** Small-step penalties (tokens) the alternating fit starts from. */
+const START_HALF_TOKENS = [0, 64, 256, 1024];
+/** The score ratio a start with a larger small-step penalty must beat. */
+const CLEARLY_BETTER = 0.1;
 
 /**
  * Fits `spec`'s replica (its model, GPU, TP and dtypes; its own mfu/mbu are the roofline
@@ -72,47 +76,88 @@ export function fitCurve(
       throw new FitError(`${o.label}: a point needs steps and a positive time`);
     }
   }
-  const roofline = rooflineTheta(spec);
   const fixed = new Map<number, number>();
   if (options.overheadMs !== undefined) fixed.set(1, options.overheadMs);
   if (!observations.some((o) => o.perRequest)) fixed.set(0, 0);
-
   const floorMs = options.errorFloorMs ?? 0;
   const scales = observations.map((o) =>
     o.perRequest ? Math.max(o.measuredMs, floorMs) : o.measuredMs,
   );
-  let theta = roofline;
+  // Simplest first: no per-step overhead, then starts with larger small-step penalties
+  // (alternating classification can settle on the wrong split of compute- and memory-bound
+  // steps, so it starts from several). Noisy timings let an overhead or a penalty trade against
+  // the other unknowns at about the same error, so a richer candidate wins only when it fits
+  // clearly better.
+  const candidates: [Map<number, number>, number][] = [];
+  if (!fixed.has(1)) candidates.push([new Map([...fixed, [1, 0]]), 0]);
+  for (const halfTokens of START_HALF_TOKENS) candidates.push([fixed, halfTokens]);
+  let best: Solution | null = null;
+  for (const [held, halfTokens] of candidates) {
+    const start = rooflineTheta(spec);
+    start[2] = start[3] * halfTokens;
+    const problem: Problem = {
+      spec,
+      observations,
+      scales,
+      fixed: held,
+      objective: options.objective,
+    };
+    const found = alternate(problem, start);
+    if (found && (best === null || found.score < best.score * CLEARLY_BETTER)) best = found;
+  }
+  if (best === null) throw new FitError('no fit');
+  return curveResult(spec, observations, best.theta, best.fixed, options.objective);
+}
+
+interface Problem {
+  spec: ReplicaSpec;
+  observations: Observation[];
+  /** What each point's error is taken relative to. */
+  scales: number[];
+  fixed: Map<number, number>;
+  objective: FitObjective;
+}
+
+interface Solution {
+  theta: Theta;
+  score: number;
+  fixed: Set<number>;
+}
+
+/** Classify, solve, classify again... from `start`; the best solution seen, or null. */
+function alternate(p: Problem, start: Theta): Solution | null {
+  const { spec, observations, scales, objective } = p;
+  let theta = start;
   let weights = observations.map(() => 1 / observations.length);
-  let best: { theta: Theta; score: number; fixed: Set<number> } | null = null;
-  const iterations = options.objective === 'minimax' ? LAWSON_ITERATIONS : LEAST_SQUARES_ITERATIONS;
+  let best: Solution | null = null;
+  const iterations = objective === 'minimax' ? LAWSON_ITERATIONS : LEAST_SQUARES_ITERATIONS;
   let lastClasses = '';
   for (let i = 0; i < iterations; i++) {
     const classes = observations.map((o) => o.steps.map((s) => isCompute(spec, theta, s)));
     const key = JSON.stringify(classes);
-    if (options.objective === 'least-squares' && key === lastClasses) break;
+    if (objective === 'least-squares' && key === lastClasses) break;
     lastClasses = key;
-    const solved = solveWeighted(spec, observations, scales, classes, weights, fixed, theta);
+    const solved = solveWeighted(spec, observations, scales, classes, weights, p.fixed, theta);
     theta = solved.theta;
     // A rate at or below 0 is no curve: keep the best fit so far.
     if (!(theta[3] > 0 && theta[4] > 0)) break;
     const rel = observations.map((o, j) => (predictMs(spec, theta, o) - o.measuredMs) / scales[j]!);
     const score =
-      options.objective === 'minimax'
+      objective === 'minimax'
         ? Math.max(...rel.map(Math.abs))
         : rel.reduce((sum, r) => sum + r * r, 0);
     if (best === null || score < best.score) best = { theta, score, fixed: solved.fixed };
-    if (options.objective === 'minimax') {
+    if (objective === 'minimax') {
       weights = weights.map((w, j) => w * Math.max(Math.abs(rel[j]!), 1e-12));
       const total = weights.reduce((a, b) => a + b, 0);
       // Floored, so that no point's weight underflows and drops its column out of the system.
       weights = weights.map((w) => Math.max(w / total, MIN_LAWSON_WEIGHT));
     }
   }
-  if (best === null) throw new FitError('no fit');
-  return curveResult(spec, observations, best.theta, best.fixed, options.objective);
+  return best;
 }
 
-/** The roofline's own coefficients in fit terms (the starting point). */
+/** The roofline's own coefficients in fit terms. */
 function rooflineTheta(spec: ReplicaSpec): Theta {
   return [0, 0, 0, msPerTokenAt(spec, spec.mfu), msPerByteAt(spec, spec.mbu)];
 }
