@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { type Calibration, type StepCurve } from '../src/model/calibration.ts';
+import type { Calibration, StepCurve } from '../src/model/calibration.ts';
 import {
   decodeStepMs,
   makeReplicaSpec,
