@@ -5,7 +5,7 @@
  * TP 1, 2 and 4, where the roofline defaults (50 % MFU, 75 % MBU) miss by more.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -128,4 +128,46 @@ describe('kvroute calibrate --vidur-profile', () => {
       assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
     });
   }
+});
+
+describe('Vidur attention.csv', () => {
+  test('decode rows become decode steps: the attention time plus the linear ops at the batch', () => {
+    // A made-up attention.csv in the columns Vidur's profiler writes
+    // (vidur/profiling/attention/attention_wrapper.py), for TP 2: decode attention reads the
+    // batch's KV at 80 % of HBM bandwidth. Prefill rows are skipped.
+    const tmp = mkdtempSync(join(tmpdir(), 'kvroute-attn-'));
+    try {
+      writeFileSync(join(tmp, 'mlp.csv'), readFileSync(join(DIR, 'mlp.csv')));
+      const head =
+        'time_stats.attn_decode.median,n_embd,n_q_head,n_kv_head,block_size,num_tensor_parallel_workers,max_model_len,batch_size,prefill_chunk_size,kv_cache_size,is_prefill,attention_backend';
+      const rows = [
+        [64, 1024],
+        [128, 2048],
+        [256, 4096],
+      ].map(([batch, kv]) => {
+        const bytesPerLayer = batch! * kv! * 2 * (8 / 2) * 128 * 2;
+        const ms = (bytesPerLayer / (3.35e12 * 0.8)) * 1e3;
+        return `${ms},8192,64,8,16,2,4096,${batch},0,${kv},False,FLASHINFER`;
+      });
+      rows.push('1.5,8192,64,8,16,2,4096,1,512,0,True,FLASHINFER');
+      writeFileSync(join(tmp, 'attention.csv'), `${head}\n${rows.join('\n')}\n`);
+      const profile = calibrateFromVidur({ dir: tmp, spec, objective: 'minimax' });
+      assert.match(profile.source, /mlp\.csv and attention\.csv/);
+      const tp2 = profile.curves.find((c) => c.tp === 2)!;
+      const decodes = tp2.points.filter((p) => p.label.startsWith('decode'));
+      assert.deepEqual(
+        decodes.map((p) => [p.tokensPerStep, p.kvTokensRead]),
+        [
+          [64, 64 * 1024],
+          [128, 128 * 2048],
+          [256, 256 * 4096],
+        ],
+      );
+      for (const p of tp2.points) assert.ok(Math.abs(p.errorPct) < 10, `${p.label}: ${p.errorPct}`);
+      // TP 1 has no attention rows: mlp.csv alone.
+      assert.equal(profile.curves[0]!.points.length, 9);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
 });

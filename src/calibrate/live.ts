@@ -23,9 +23,8 @@
  * - Probes run cheapest first, prefill and decode alternating, until `budgetS` runs out; one
  *   still running then is cancelled and left out.
  */
-import { setMaxListeners } from 'node:events';
-import { Agent } from 'undici';
-import { discoverModelCard } from '../loadgen/run.ts';
+import type { Agent } from 'undici';
+import { discoverModelCard, openClient } from '../loadgen/run.ts';
 import { type StreamOutcome, streamCompletion } from '../loadgen/sse.ts';
 import type { StepWork } from '../model/cost.ts';
 import { fitCurve, type Observation } from '../model/fit.ts';
@@ -135,19 +134,10 @@ export const probeLabel = (p: Probe): string =>
     : `decode batch ${p.batch} x ${p.contextTokens} tokens`;
 
 export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
-  const dispatcher = new Agent({
-    headersTimeout: 0,
-    bodyTimeout: 0,
-    keepAliveTimeout: 30_000,
-    connect: { timeout: 10_000 },
-  });
-  const abort = new AbortController();
-  setMaxListeners(Number.POSITIVE_INFINITY, abort.signal);
-  const onAbort = () => abort.abort();
-  o.signal?.addEventListener('abort', onAbort, { once: true });
+  const { dispatcher, abort, close } = openClient(o.signal);
   const startedAt = performance.now();
   const deadlineAt = startedAt + o.budgetS * 1000;
-  const timer = setTimeout(onAbort, o.budgetS * 1000);
+  const timer = setTimeout(() => abort.abort(), o.budgetS * 1000);
   try {
     const card = await discoverModelCard(o.url, o.apiKey, dispatcher);
     const model = o.model ?? card.id;
@@ -188,8 +178,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
     return { model, observations, skipped, wallS: (performance.now() - startedAt) / 1000 };
   } finally {
     clearTimeout(timer);
-    o.signal?.removeEventListener('abort', onAbort);
-    await dispatcher.close().catch(() => undefined);
+    await close();
   }
 }
 
@@ -316,6 +305,10 @@ async function measureDecode(
   const meanContext = contextSum / counted;
   slopes.sort((a, b) => a - b);
   const stepMs = slopes[Math.floor(slopes.length / 2)]! * speedup;
+  // Tokens that all arrived in a few bursts (a client or server starved of CPU) time nothing.
+  if (!(stepMs > 0) || windowEnd - windowStart < (gaps / probe.batch) * 0.25 * (stepMs / speedup)) {
+    return 'the tokens came in bursts: the machine is too busy to time decode steps';
+  }
   return {
     kind: 'itl',
     label: `decode batch ${probe.batch}, mean context ${Math.round(meanContext)} tokens`,
