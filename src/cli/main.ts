@@ -15,6 +15,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandMod
   engine: { summary: 'simulated vLLM-compatible engine server', load: () => import('./engine.ts') },
   serve: { summary: 'KV-aware OpenAI-compatible gateway', load: () => import('./serve.ts') },
   bench: { summary: 'open-loop load generator for any endpoint', load: () => import('./bench.ts') },
+  calibrate: {
+    summary: 'fit the cost model to a server or a Vidur profile',
+    load: () => import('./calibrate.ts'),
+  },
 };
 
 function usage(): string {

@@ -2,8 +2,10 @@
  * `kvroute plan`: the router seed's capacity derivation (or, with --preset seed-scheduler, the
  * scheduler seed's budget table) from the catalog and cost model, every input a flag.
  */
-import { DTYPES, GPUS, MODELS } from '../model/catalog.ts';
-import { replicaSpecProblem, type ReplicaSpec } from '../model/cost.ts';
+import { ENGINE_DEFAULTS } from '../engine/options.ts';
+import { curveMfu } from '../model/calibration.ts';
+import { DTYPES, GPUS, gpuByName, MODELS, modelByName } from '../model/catalog.ts';
+import { mbuOf, replicaSpecProblem, type ReplicaSpec } from '../model/cost.ts';
 import {
   type LoadInput,
   planRouter,
@@ -17,13 +19,14 @@ import {
 } from '../model/plan.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { readProfileFlag } from './engineFlags.ts';
 
 const PRESETS = ['seed-router', 'seed-scheduler'] as const;
 
 const FLAGS = flagSpec({
   string:
     'preset model gpu tp weights-dtype kv-dtype rate prompt-tokens shared-tokens prefixes ' +
-    'output-tokens mfu mbu utilization batch hit-rate hot-share budgets',
+    'output-tokens mfu mbu utilization batch hit-rate hot-share budgets profile budget',
   boolean: 'json',
 });
 
@@ -44,6 +47,8 @@ affinity, the hot-customer load and the spill threshold. Defaults are the seed's
   --utilization F     target utilization (0.65)
   --hit-rate F        warm fraction under affinity (0.9)    --hot-share F  hottest customer (0.1)
   --budgets LIST      seed-scheduler budgets (512,2048,8192)
+  --profile FILE      calibrated cost model from kvroute calibrate instead of --mfu/--mbu
+  --budget N          tokens per prefill step, for a profile's MFU (default ${ENGINE_DEFAULTS.budgetTokens})
   --json              machine-readable output
 `;
 
@@ -53,19 +58,71 @@ export async function run(argv: string[]): Promise<number> {
   const preset = flags.oneOf('preset', PRESETS) ?? 'seed-router';
   const scheduler = preset === 'seed-scheduler';
   const spec = readSpec(flags, scheduler);
+  const model = costModel(spec, flags.string('profile'));
   if (scheduler) {
     const plan = planScheduler(spec, {
       budgets: readBudgets(flags) ?? SEED_SCHEDULER.budgets,
       promptTokens: flags.positive('prompt-tokens', true) ?? SEED_SCHEDULER.promptTokens,
       decodes: flags.number('batch', { min: 0, integer: true }) ?? SEED_SCHEDULER.decodes,
     });
-    write(flags.bool('json') ? json(schedulerPlanJson(plan)) : schedulerText(spec, plan));
+    write(
+      flags.bool('json')
+        ? json(withCostModel(schedulerPlanJson(plan), spec, model))
+        : `${model.text}\n${schedulerText(spec, plan)}`,
+    );
     return 0;
   }
   const load = readLoad(flags);
-  const plan = planRouter(spec, load);
-  write(flags.bool('json') ? json(routerPlanJson(plan)) : routerText(spec, load, plan));
+  const stepTokens = flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens;
+  const plan = planRouter(spec, load, stepTokens);
+  write(
+    flags.bool('json')
+      ? json(withCostModel(routerPlanJson(plan), spec, model))
+      : `${model.text}\n${routerText(spec, load, plan, stepTokens)}`,
+  );
   return 0;
+}
+
+/** Which cost model the figures come from, in words (and as JSON for a profile). */
+function costModel(
+  spec: ReplicaSpec,
+  profilePath: string | undefined,
+): { text: string; json: object | null } {
+  const cal = spec.calibration;
+  if (!cal || profilePath === undefined) {
+    return {
+      text: `Cost model: roofline defaults (${fmt(spec.mfu * 100)}% MFU prefill, ${fmt(spec.mbu * 100)}% MBU decode)`,
+      json: null,
+    };
+  }
+  const c = cal.curve;
+  const on = cal.measuredOn;
+  const lines = [
+    `Cost model: profile ${profilePath} (${cal.source})`,
+    `  TP=${c.tp} curve: MFU(n) = ${c.mfuMax.toFixed(3)} x n / (n + ${fmt(c.halfTokens, 1)}), MBU ${c.mbu.toFixed(3)}, ${fmt(c.overheadMs, 2)} ms overhead per step`,
+  ];
+  const here = `${spec.gpu.name} ${spec.weightsDtype}`;
+  const there = `${on.gpu} ${on.weightsDtype}`;
+  if (here !== there || on.model !== spec.model.name) {
+    lines.push(
+      `  note: measured on ${modelByName(on.model).displayName}, ${gpuByName(on.gpu).displayName}, ${on.weightsDtype.toUpperCase()} weights; applied here to ${spec.model.displayName}, ${spec.gpu.displayName}, ${spec.weightsDtype.toUpperCase()}`,
+    );
+  }
+  return {
+    text: lines.join('\n'),
+    json: { profile: profilePath, source: cal.source, measuredOn: on, curve: c },
+  };
+}
+
+/** The plan's JSON, with a `costModel` key when a profile replaced the roofline defaults. */
+function withCostModel<T extends object>(
+  planJson: T,
+  spec: ReplicaSpec,
+  model: { json: object | null },
+): T | (T & { costModel: object }) {
+  return model.json === null || !spec.calibration
+    ? planJson
+    : { ...planJson, costModel: model.json };
 }
 
 const write = (text: string): void => {
@@ -74,14 +131,20 @@ const write = (text: string): void => {
 const json = (value: unknown): string => JSON.stringify(value, null, 2);
 
 function readSpec(flags: Flags, scheduler: boolean): ReplicaSpec {
+  const tp = flags.positive('tp', true) ?? (scheduler ? 4 : SEED_REPLICA.tp);
+  const profile = readProfileFlag(flags, tp);
+  if (profile && (flags.has('mfu') || flags.has('mbu'))) {
+    throw new UsageError('--profile replaces --mfu and --mbu; give one or the other');
+  }
   const spec = makeReplicaSpec({
     model: flags.string('model'),
     gpu: flags.string('gpu') ?? (scheduler ? 'h100-sxm' : undefined),
-    tp: flags.positive('tp', true) ?? (scheduler ? 4 : undefined),
+    tp,
     weightsDtype: flags.oneOf('weights-dtype', DTYPES),
     kvDtype: flags.oneOf('kv-dtype', DTYPES),
     mfu: flags.fraction('mfu') ?? (scheduler ? 1 : undefined),
     mbu: flags.fraction('mbu') ?? (scheduler ? 1 : undefined),
+    profile,
   });
   const problem = replicaSpecProblem(spec);
   if (problem) throw new UsageError(problem);
@@ -123,19 +186,34 @@ const fmt = (x: number, digits = 0): string =>
   x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 
 function describe(spec: ReplicaSpec): string {
-  return `${spec.model.displayName}, ${spec.weightsDtype.toUpperCase()} weights, ${spec.kvDtype.toUpperCase()} KV, TP=${spec.tp} ${spec.gpu.displayName}, ${fmt(spec.mfu * 100)}% MFU prefill, ${fmt(spec.mbu * 100)}% MBU decode`;
+  const efficiency = spec.calibration
+    ? 'calibrated MFU and MBU'
+    : `${fmt(spec.mfu * 100)}% MFU prefill, ${fmt(spec.mbu * 100)}% MBU decode`;
+  return `${spec.model.displayName}, ${spec.weightsDtype.toUpperCase()} weights, ${spec.kvDtype.toUpperCase()} KV, TP=${spec.tp} ${spec.gpu.displayName}, ${efficiency}`;
 }
 
-function routerText(spec: ReplicaSpec, load: LoadInput, p: RouterPlan): string {
+/** The prefill-per-token line: the seed's formula, or the calibrated step's. */
+function prefillLine(spec: ReplicaSpec, p: RouterPlan, stepTokens: number): string {
+  const us = `${fmt(p.prefillUsPerToken, 1)} us`;
+  const cal = spec.calibration;
+  if (cal) {
+    const mfu = curveMfu(cal.curve, stepTokens).toFixed(3);
+    return `  prefill per token = a ${fmt(stepTokens)}-token step (MFU ${mfu}, ${fmt(cal.curve.overheadMs, 2)} ms overhead) / ${fmt(stepTokens)} = ${us}`;
+  }
   const flops = spec.weightsDtype === 'fp8' ? spec.gpu.fp8Flops : spec.gpu.bf16Flops;
+  return `  prefill per token = 2 x ${fmt(spec.model.activeParams / 1e9, 2)}e9 / (${spec.tp} x ${fmt((flops ?? spec.gpu.bf16Flops) / 1e12)}e12 x ${spec.mfu}) = ${us}`;
+}
+
+function routerText(spec: ReplicaSpec, load: LoadInput, p: RouterPlan, stepTokens: number): string {
   const gb = (bytes: number) => `${fmt(bytes / 1e9, 1)} GB`;
+  const overhead = spec.calibration ? `${fmt(spec.calibration.curve.overheadMs, 2)} ms + ` : '';
   const unique = load.promptTokens - load.sharedTokens;
   const L: string[] = [
     describe(spec),
     `Load: ${fmt(load.rate)} req/s, ${fmt(load.promptTokens)}-token prompts, ${fmt(load.sharedTokens)} shared (${fmt(load.prefixes)} prefixes), ${fmt(load.outputTokens)} output tokens, ${fmt(load.utilization * 100)}% utilization target`,
     '',
     'Prefill',
-    `  prefill per token = 2 x ${fmt(spec.model.activeParams / 1e9, 2)}e9 / (${spec.tp} x ${fmt((flops ?? spec.gpu.bf16Flops) / 1e12)}e12 x ${spec.mfu}) = ${fmt(p.prefillUsPerToken, 1)} us`,
+    prefillLine(spec, p, stepTokens),
     `  saved by a hit    = ${fmt(load.sharedTokens)} x ${fmt(p.prefillUsPerToken, 1)} us = ${fmt(p.hitSavesMs)} ms of replica time`,
     `  TTFT compute      = ${fmt(load.promptTokens)} x ${fmt(p.prefillUsPerToken, 1)} us = ${fmt(p.ttftColdMs)} ms cold, ${fmt(unique)} x ${fmt(p.prefillUsPerToken, 1)} us = ${fmt(p.ttftWarmMs)} ms warm`,
     '',
@@ -146,7 +224,7 @@ function routerText(spec: ReplicaSpec, load: LoadInput, p: RouterPlan): string {
     `  all prefixes      = ${fmt(load.prefixes)} x ${fmt(load.sharedTokens)} = ${fmt(p.prefixSetTokens)} tokens, ${fmt(p.prefixSetPools, 1)}x one pool`,
     '',
     `Decode at batch ${fmt(load.batch)} and ${fmt(p.decodeContextTokens)} tokens of context`,
-    `  step              = (${gb(p.weightBytesPerGpu)} + ${fmt(load.batch)} x ${fmt(p.decodeContextTokens)} x KV B / ${spec.tp}) / (${fmt(spec.gpu.hbmBytesPerS / 1e12, 2)}e12 x ${spec.mbu}) = ${fmt(p.decodeStepMs, 1)} ms`,
+    `  step              = ${overhead}(${gb(p.weightBytesPerGpu)} + ${fmt(load.batch)} x ${fmt(p.decodeContextTokens)} x KV B / ${spec.tp}) / (${fmt(spec.gpu.hbmBytesPerS / 1e12, 2)}e12 x ${spec.calibration ? mbuOf(spec).toFixed(3) : spec.mbu}) = ${fmt(p.decodeStepMs, 1)} ms`,
     `  replica tok/s     = ${fmt(load.batch)} / ${fmt(p.decodeStepMs, 1)} ms = ${fmt(Math.floor(p.replicaDecodeTokensPerS))}`,
     `  decode demand     = ${fmt(load.rate * load.outputTokens)} / ${fmt(Math.floor(p.replicaDecodeTokensPerS))} = ${fmt(p.decodeReplicaSeconds, 2)} replica-seconds per second`,
     '',

@@ -4,6 +4,7 @@
  * everywhere. Defaults are the seeds' operating point: the router seed's replica (Llama 3.3 70B,
  * TP=2 H200), a 2,048-token budget, 64 sequences (the seed's decode batch), vLLM's paged KV.
  */
+import type { CostProfile } from '../model/calibration.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
 import type { KvPolicyName } from '../scheduler/types.ts';
 import type { EngineConfig } from './types.ts';
@@ -21,6 +22,8 @@ export interface EngineOptions {
   blockSize: number;
   /** KV pool size in blocks; absent: the cost model's pool / blockSize. */
   kvBlocks?: number;
+  /** Calibrated step-time coefficients (`kvroute calibrate`); absent: the roofline defaults. */
+  profile?: CostProfile;
 }
 
 export const ENGINE_DEFAULTS = {
@@ -36,7 +39,12 @@ export const ENGINE_DEFAULTS = {
 /** The engine core's config for these options (the replica spec from the catalog). */
 export function makeEngineConfig(engine: EngineOptions): EngineConfig {
   return {
-    spec: makeReplicaSpec({ model: engine.model, gpu: engine.gpu, tp: engine.tp }),
+    spec: makeReplicaSpec({
+      model: engine.model,
+      gpu: engine.gpu,
+      tp: engine.tp,
+      profile: engine.profile,
+    }),
     budgetTokens: engine.budgetTokens,
     maxSeqs: engine.maxSeqs,
     kvPolicy: engine.kvPolicy,

@@ -43,18 +43,7 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
   });
   const collector = new Collector(o.speedup, o.warmupMs);
   const progress = new ProgressLine(collector, o.label ?? 'bench');
-  const dispatcher = new Agent({
-    headersTimeout: 0,
-    bodyTimeout: 0,
-    keepAliveTimeout: 30_000,
-    connect: { timeout: 10_000 },
-  });
-  const abort = new AbortController();
-  // Every in-flight request listens on the one signal.
-  setMaxListeners(Number.POSITIVE_INFINITY, abort.signal);
-  const onAbort = () => abort.abort();
-  o.signal?.addEventListener('abort', onAbort, { once: true });
-  if (o.signal?.aborted) abort.abort();
+  const { dispatcher, abort, close } = openClient(o.signal);
   const model = o.model ?? (await discoverModel(o.url, o.apiKey, dispatcher));
   if (o.progress) progress.start();
   const wallStart = performance.now();
@@ -83,9 +72,38 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
     });
   } finally {
     progress.stop();
-    o.signal?.removeEventListener('abort', onAbort);
-    await dispatcher.close().catch(() => undefined);
+    await close();
   }
+}
+
+/**
+ * A keep-alive HTTP pool for streamed completions and one abort signal that every request in
+ * flight listens on, fired by `signal` (Ctrl-C) too; `close` lets go of both.
+ */
+export function openClient(signal?: AbortSignal): {
+  dispatcher: Agent;
+  abort: AbortController;
+  close(): Promise<void>;
+} {
+  const dispatcher = new Agent({
+    headersTimeout: 0,
+    bodyTimeout: 0,
+    keepAliveTimeout: 30_000,
+    connect: { timeout: 10_000 },
+  });
+  const abort = new AbortController();
+  setMaxListeners(Number.POSITIVE_INFINITY, abort.signal);
+  const onAbort = () => abort.abort();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  if (signal?.aborted) abort.abort();
+  return {
+    dispatcher,
+    abort,
+    async close() {
+      signal?.removeEventListener('abort', onAbort);
+      await dispatcher.close().catch(() => undefined);
+    },
+  };
 }
 
 /**
@@ -97,12 +115,28 @@ async function discoverModel(
   apiKey: string | null,
   dispatcher: Agent,
 ): Promise<string | null> {
+  return (await discoverModelCard(url, apiKey, dispatcher)).id;
+}
+
+/**
+ * The first model /v1/models lists: its id and, where the server says (vLLM and kvroute engine
+ * do), its context window; nulls when the endpoint does not answer.
+ */
+export async function discoverModelCard(
+  url: string,
+  apiKey: string | null,
+  dispatcher: Agent,
+): Promise<{ id: string | null; maxModelLen: number | null }> {
   try {
     const res = await fetchJson(url, apiKey, dispatcher);
-    const id = (res as { data?: { id?: unknown }[] } | null)?.data?.[0]?.id;
-    return typeof id === 'string' ? id : null;
+    const card = (res as { data?: { id?: unknown; max_model_len?: unknown }[] } | null)?.data?.[0];
+    const len = card?.max_model_len;
+    return {
+      id: typeof card?.id === 'string' ? card.id : null,
+      maxModelLen: typeof len === 'number' && Number.isInteger(len) && len > 0 ? len : null,
+    };
   } catch {
-    return null;
+    return { id: null, maxModelLen: null };
   }
 }
 

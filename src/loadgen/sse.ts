@@ -11,7 +11,8 @@ import { SseError, SseFramer } from '../openai/sse.ts';
 export interface CompletionRequest {
   /** Base URL, e.g. http://127.0.0.1:8080 (no trailing slash). */
   url: string;
-  prompt: string;
+  /** Text, or token ids (vLLM and kvroute engine take either). */
+  prompt: string | readonly number[];
   maxTokens: number;
   model: string | null;
   apiKey: string | null;

@@ -87,6 +87,19 @@ export const MODELS: Readonly<Record<string, ModelSpec>> = {
     attentionHeads: 64,
     maxModelLen: 131072,
   },
+  // Vidur's published H100 and A100 profiles are of this model (a source for `kvroute calibrate`).
+  'llama-2-70b': {
+    name: 'llama-2-70b',
+    displayName: 'Llama 2 70B',
+    totalParams: 68.98e9,
+    activeParams: 68.98e9,
+    layers: 80,
+    kvHeads: 8,
+    headDim: 128,
+    hiddenSize: 8192,
+    attentionHeads: 64,
+    maxModelLen: 4096,
+  },
   'llama-3.1-8b': {
     name: 'llama-3.1-8b',
     displayName: 'Llama 3.1 8B Instruct',

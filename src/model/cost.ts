@@ -3,7 +3,13 @@
  * an MFU; memory-bound work (decode) reads the weights once per step plus every running
  * sequence's KV at an MBU. A mixed step takes the slower of the two, which is how one forward
  * pass over a flat batch behaves. Attention FLOPs are left out, as in the seeds' arithmetic.
+ *
+ * A spec with a `calibration` (from `kvroute calibrate`, see calibration.ts) keeps the same
+ * formulas with measured coefficients: MFU becomes a function of the tokens in the step, MBU the
+ * measured one, and every step adds a fixed overhead. Without one, the constants `mfu` and `mbu`
+ * apply and nothing else changes.
  */
+import { type Calibration, curveMfu } from './calibration.ts';
 import type { Dtype, GpuSpec, ModelSpec } from './catalog.ts';
 
 export interface ReplicaSpec {
@@ -21,6 +27,8 @@ export interface ReplicaSpec {
   memoryUtilization: number;
   /** Activation / workspace memory kept back on each GPU. */
   activationReserveBytes: number;
+  /** Measured coefficients that replace `mfu` and `mbu` (absent: the roofline defaults). */
+  calibration?: Calibration;
 }
 
 export const DEFAULT_MEMORY_UTILIZATION = 0.92;
@@ -41,26 +49,43 @@ export function kvBytesPerToken(model: ModelSpec, kvDtype: Dtype): number {
   return 2 * model.layers * model.kvHeads * model.headDim * bytesPerElement(kvDtype);
 }
 
-/** Replica FLOP/s delivered at the assumed MFU. */
-const deliveredFlops = (spec: ReplicaSpec): number =>
-  spec.tp * peakFlops(spec.gpu, spec.weightsDtype) * spec.mfu;
+/** MFU of a step that computes `tokens` tokens: the assumed constant, or the measured curve. */
+export function mfuAt(spec: ReplicaSpec, tokens: number): number {
+  return spec.calibration ? curveMfu(spec.calibration.curve, tokens) : spec.mfu;
+}
 
-/** Replica HBM bytes/s delivered at the assumed MBU. */
+/** MBU of a memory-bound step: the assumed constant, or the measured one. */
+export const mbuOf = (spec: ReplicaSpec): number => spec.calibration?.curve.mbu ?? spec.mbu;
+
+/** Replica FLOP/s delivered in a step of `tokens` tokens. */
+const deliveredFlops = (spec: ReplicaSpec, tokens: number): number =>
+  spec.tp * peakFlops(spec.gpu, spec.weightsDtype) * mfuAt(spec, tokens);
+
+/** Replica HBM bytes/s delivered. */
 const deliveredBytesPerS = (spec: ReplicaSpec): number =>
-  spec.tp * spec.gpu.hbmBytesPerS * spec.mbu;
+  spec.tp * spec.gpu.hbmBytesPerS * mbuOf(spec);
 
-/** Prefill cost of one token: 2 x active params / delivered FLOP/s, in microseconds. */
-export function prefillUsPerToken(spec: ReplicaSpec): number {
-  return ((2 * spec.model.activeParams) / deliveredFlops(spec)) * 1e6;
+/**
+ * Prefill cost of one token, in microseconds. Roofline: 2 x active params / delivered FLOP/s.
+ * Calibrated: a prefill-only step of `tokensPerStep` tokens over its tokens, so the step's MFU,
+ * its overhead and its weight read all count; left out, the step is unbounded (MFU at mfuMax).
+ */
+export function prefillUsPerToken(spec: ReplicaSpec, tokensPerStep?: number): number {
+  if (spec.calibration && tokensPerStep !== undefined) {
+    return (stepMs(spec, tokensPerStep, weightBytes(spec)) / tokensPerStep) * 1e3;
+  }
+  return ((2 * spec.model.activeParams) / deliveredFlops(spec, Number.POSITIVE_INFINITY)) * 1e6;
 }
 
 /**
- * Decode step at `batch` sequences of `contextTokens` each: read all weights once plus every
- * sequence's KV, in milliseconds.
+ * Decode step at `batch` sequences of `contextTokens` each, in milliseconds. Roofline (the
+ * seed's formula): read all weights once plus every sequence's KV. Calibrated: the step the
+ * engine times, `batch` tokens computed and those bytes read.
  */
 export function decodeStepMs(spec: ReplicaSpec, batch: number, contextTokens: number): number {
   const bytes =
     weightBytes(spec) + batch * contextTokens * kvBytesPerToken(spec.model, spec.kvDtype);
+  if (spec.calibration) return stepMs(spec, batch, bytes);
   return (bytes / deliveredBytesPerS(spec)) * 1e3;
 }
 
@@ -87,14 +112,27 @@ export interface StepWork {
   kvTokensRead: number;
 }
 
-/** Duration of one mixed step in ms: the slower of its compute time and its memory time. */
+/**
+ * Duration of one mixed step in ms: the slower of its compute time and its memory time, plus the
+ * calibrated per-step overhead.
+ */
 export function mixedStepMs(spec: ReplicaSpec, work: StepWork): number {
   const tokens = work.prefillTokens + work.decodeTokens;
   if (tokens === 0) return 0;
-  const computeMs = ((2 * spec.model.activeParams * tokens) / deliveredFlops(spec)) * 1e3;
-  const bytes = weightBytes(spec) + work.kvTokensRead * kvBytesPerToken(spec.model, spec.kvDtype);
-  const memoryMs = (bytes / deliveredBytesPerS(spec)) * 1e3;
-  return Math.max(computeMs, memoryMs);
+  return stepMs(spec, tokens, stepBytesRead(spec, work));
+}
+
+/** HBM bytes one step reads: the weights once, plus the KV its attention reads. */
+export const stepBytesRead = (spec: ReplicaSpec, work: StepWork): number =>
+  weightBytes(spec) + work.kvTokensRead * kvBytesPerToken(spec.model, spec.kvDtype);
+
+/** A step computing `tokens` tokens and reading `bytesRead` bytes of HBM, in ms. */
+function stepMs(spec: ReplicaSpec, tokens: number, bytesRead: number): number {
+  const computeMs =
+    tokens > 0 ? ((2 * spec.model.activeParams * tokens) / deliveredFlops(spec, tokens)) * 1e3 : 0;
+  const memoryMs = (bytesRead / deliveredBytesPerS(spec)) * 1e3;
+  const ms = Math.max(computeMs, memoryMs);
+  return spec.calibration ? spec.calibration.curve.overheadMs + ms : ms;
 }
 
 /** Why a replica spec cannot run, or null when it can. */

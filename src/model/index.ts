@@ -2,3 +2,4 @@ export * from './catalog.ts';
 export * from './cost.ts';
 export * from './spec.ts';
 export * from './plan.ts';
+export * from './calibration.ts';

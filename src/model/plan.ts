@@ -83,8 +83,16 @@ export interface RouterPlan {
   verdict: 'affinity' | 'least-queued';
 }
 
-export function planRouter(spec: ReplicaSpec, load: LoadInput): RouterPlan {
-  const usPerToken = prefillUsPerToken(spec);
+/**
+ * `prefillStepTokens`: tokens per prefill step (the engine's budget), which sets a calibrated
+ * spec's prefill cost per token; the roofline's does not depend on it.
+ */
+export function planRouter(
+  spec: ReplicaSpec,
+  load: LoadInput,
+  prefillStepTokens?: number,
+): RouterPlan {
+  const usPerToken = prefillUsPerToken(spec, prefillStepTokens);
   const uniqueTokens = load.promptTokens - load.sharedTokens;
   const poolTokens = kvPoolTokens(spec);
   const unsharedTokens = load.batch * (uniqueTokens + load.outputTokens / 2);
@@ -210,13 +218,12 @@ export interface SchedulerPlan {
  * budget token each (null when decodes leave no budget for prefill: the prompt never starts).
  */
 export function planScheduler(spec: ReplicaSpec, input: SchedulerPlanInput): SchedulerPlan {
-  const usPerToken = prefillUsPerToken(spec);
   return {
     budgets: input.budgets.map((budget) => {
       const prefillPerStep = budget - input.decodes;
       return {
         budget,
-        stepMs: (budget * usPerToken) / 1e3,
+        stepMs: (budget * prefillUsPerToken(spec, budget)) / 1e3,
         stepsToFirstToken:
           prefillPerStep > 0 ? Math.ceil(input.promptTokens / prefillPerStep) : null,
       };

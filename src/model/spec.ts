@@ -1,3 +1,4 @@
+import { type CostProfile, calibrationFor } from './calibration.ts';
 import { type Dtype, gpuByName, modelByName } from './catalog.ts';
 import {
   DEFAULT_ACTIVATION_RESERVE_BYTES,
@@ -15,10 +16,12 @@ export interface ReplicaSpecInput {
   mbu?: number;
   memoryUtilization?: number;
   activationReserveBytes?: number;
+  /** A calibrated profile: its curve for `tp` replaces `mfu` and `mbu` (ProfileError if none). */
+  profile?: CostProfile;
 }
 
 /** The router seed's replica: Llama 3.3 70B, FP8 weights, BF16 KV, TP=2 H200, 50 % MFU, 75 % MBU. */
-export const SEED_REPLICA: Required<ReplicaSpecInput> = {
+export const SEED_REPLICA: Required<Omit<ReplicaSpecInput, 'profile'>> = {
   model: 'llama-3.3-70b',
   gpu: 'h200',
   tp: 2,
@@ -32,7 +35,8 @@ export const SEED_REPLICA: Required<ReplicaSpecInput> = {
 
 /** Builds a replica spec from catalog names, with the router seed's values as defaults. */
 export function makeReplicaSpec(input: ReplicaSpecInput = {}): ReplicaSpec {
-  const v = { ...SEED_REPLICA, ...stripUndefined(input) };
+  const { profile, ...rest } = input;
+  const v = { ...SEED_REPLICA, ...stripUndefined(rest) };
   return {
     model: modelByName(v.model),
     gpu: gpuByName(v.gpu),
@@ -43,6 +47,7 @@ export function makeReplicaSpec(input: ReplicaSpecInput = {}): ReplicaSpec {
     mbu: v.mbu,
     memoryUtilization: v.memoryUtilization,
     activationReserveBytes: v.activationReserveBytes,
+    ...(profile && { calibration: calibrationFor(profile, v.tp) }),
   };
 }
 

@@ -34,9 +34,11 @@ export function escapeHtml(text: string): string {
 const fmt = (v: number, digits = 0): string =>
   Number.isFinite(v) ? v.toLocaleString('en-US', { maximumFractionDigits: digits }) : '–';
 
-interface Series {
+export interface Series {
   name: string;
   points: [number, number][];
+  /** Draw the points as dots (measurements) instead of a line. */
+  dots?: boolean;
 }
 
 /** Tick values: 1-2-5 steps for linear axes, powers of ten for log axes. */
@@ -106,8 +108,14 @@ export function lineChart(
       pts.push(`${sx(x).toFixed(1)},${sy(y).toFixed(1)}`);
       prevY = y;
     }
+    const marks = s.dots
+      ? pts.map((p) => {
+          const [cx, cy] = p.split(',');
+          return `<circle cx="${cx}" cy="${cy}" r="3.5" fill="${color}"/>`;
+        })
+      : [`<polyline fill="none" stroke="${color}" stroke-width="1.8" points="${pts.join(' ')}"/>`];
     parts.push(
-      `<polyline fill="none" stroke="${color}" stroke-width="1.8" points="${pts.join(' ')}"/>`,
+      ...marks,
       `<rect x="${PAD.left + iw + 12}" y="${PAD.top + i * 18}" width="12" height="12" fill="${color}"/>`,
       `<text x="${PAD.left + iw + 30}" y="${PAD.top + i * 18 + 10}">${escapeHtml(s.name)}</text>`,
     );
@@ -250,6 +258,11 @@ export function renderReport(
       : [],
   );
   if (heatmaps.length > 0) sections.push('<h2>Per-replica load over time</h2>', ...heatmaps);
+  return htmlPage(meta, sections);
+}
+
+/** One self-contained page: inline style, a title, the command that made it, the sections. */
+export function htmlPage(meta: { title: string; command: string }, sections: string[]): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(meta.title)}</title>
 <style>

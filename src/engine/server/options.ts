@@ -87,6 +87,7 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       model: o.model ?? ENGINE_DEFAULTS.model,
       gpu: o.gpu ?? ENGINE_DEFAULTS.gpu,
       tp: o.tp ?? ENGINE_DEFAULTS.tp,
+      profile: o.profile,
     });
   const problem = replicaSpecProblem(spec);
   if (problem) throw new EngineError('ERR_CONFIG', problem);

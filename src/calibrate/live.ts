@@ -1,0 +1,373 @@
+/**
+ * Live calibration against any OpenAI-compatible server (vLLM, SGLang, `kvroute engine`): times
+ * cold prefills and concurrent decodes from the client, and turns them into fit observations.
+ *
+ * Method.
+ * - Prompts are token ids drawn from a seeded PRNG in [1,000, 30,000), ordinary tokens in every
+ *   common vocabulary, fresh for every request: no two prompts share a first block, so nothing
+ *   is served from the prefix cache (a reported cache hit is subtracted). Token ids also spare
+ *   the server the tokenizer's time, which would otherwise count as prefill.
+ * - Prefill: isolated requests (one at a time, `max_tokens` 1) of 64, 128, ... tokens up to 4 x
+ *   the server's token budget, `repeats` of each.
+ *   The fastest is the point (delays only add). A prompt of n tokens runs as ceil(n / budget) chunks (the server's chunked prefill), each a
+ *   step that also reads the KV of the chunks before it, so the point is modeled as a per-request
+ *   overhead (HTTP, queueing) plus the sum of those steps. Prompts of 1, 2 and 4 chunks separate
+ *   the per-request overhead from the per-step cost.
+ * - Decode: `batch` concurrent streams of `context`-token prompts, long enough that all of them
+ *   decode together for a while. In the window from the last stream's first token to the first
+ *   stream's last token every step is a pure decode of `batch` tokens; the step time is the
+ *   slope of each stream's token times against token index in that window (least squares, so a
+ *   stall at either end, or tokens that arrive together in one read, move it little), the
+ *   median over the streams; the streams' mean context in the window gives the KV it reads.
+ * - Times are wall times x `speedup` (the modeled time of `kvroute engine --speedup X`).
+ * - Probes run cheapest first, prefill and decode alternating, until `budgetS` runs out; one
+ *   still running then is cancelled and left out.
+ */
+import type { Agent } from 'undici';
+import { discoverModelCard, openClient } from '../loadgen/run.ts';
+import { type StreamOutcome, streamCompletion } from '../loadgen/sse.ts';
+import type { StepWork } from '../model/cost.ts';
+import { fitCurve, type Observation } from '../model/fit.ts';
+import { type CostProfile, PROFILE_FORMAT, type ReplicaSpec } from '../model/index.ts';
+import { Rng } from '../util/rng.ts';
+
+export interface LiveOptions {
+  url: string;
+  /** Model name to send; null: the first one /v1/models lists. */
+  model: string | null;
+  apiKey: string | null;
+  /** The server's tokens per step (vLLM's --max-num-batched-tokens). */
+  budgetTokens: number;
+  /** Modeled time / wall time (kvroute engine --speedup); 1 for a real server. */
+  speedup: number;
+  /** Wall-clock seconds the measurements may take. */
+  budgetS: number;
+  /** Longest prompt (default 4 x budget, within the server's context window). */
+  maxPromptTokens?: number;
+  /** Largest decode batch (default 64). */
+  maxBatch?: number;
+  /**
+   * KV tokens a decode probe may hold (default 262,144): more than the server's pool would
+   * preempt and spoil the measurement.
+   */
+  maxKvTokens?: number;
+  /** Requests per prefill length (default 5). */
+  repeats?: number;
+  seed?: number;
+  /** Called before each probe and after it, with the fraction done. */
+  onProgress?: (event: ProgressEvent) => void;
+  signal?: AbortSignal;
+}
+
+export interface ProgressEvent {
+  fraction: number;
+  /** What runs now, or what was just measured. */
+  label: string;
+  /** Set after a probe: its result in words. */
+  result?: string;
+}
+
+export type Probe =
+  | { kind: 'prefill'; promptTokens: number }
+  | { kind: 'decode'; batch: number; contextTokens: number; outputTokens: number };
+
+export interface LiveMeasurements {
+  model: string | null;
+  observations: Observation[];
+  /** Probes planned but not run (budget) or left out (too short a window...), in words. */
+  skipped: string[];
+  wallS: number;
+}
+
+export class LiveError extends Error {
+  readonly code = 'ERR_CALIBRATE';
+}
+
+const TOKEN_ID_LO = 1000;
+const TOKEN_ID_HI = 30000;
+const MIN_PREFILL_TOKENS = 64;
+const DECODE_BATCHES = [1, 4, 16, 64];
+const DECODE_CONTEXTS = [256, 2048, 8192];
+/** KV tokens a decode probe may hold at once (batch x (context + output)), by default. */
+export const DEFAULT_MAX_KV_TOKENS = 262_144;
+/** Decode steps wanted in the window where every stream decodes. */
+const DECODE_WINDOW_STEPS = 64;
+export const DEFAULT_REPEATS = 5;
+const WARMUP_PROMPTS = [16, 64, 64, 512, 64];
+
+/** The probes, cheapest first, prefill and decode alternating. */
+export function planProbes(
+  budgetTokens: number,
+  maxPromptTokens: number,
+  maxBatch: number,
+  maxKvTokens = DEFAULT_MAX_KV_TOKENS,
+): Probe[] {
+  const prefill: Probe[] = [];
+  for (let n = MIN_PREFILL_TOKENS; n <= maxPromptTokens; n *= 2) {
+    prefill.push({ kind: 'prefill', promptTokens: n });
+  }
+  const decode: Probe[] = [];
+  const contexts = [...new Set(DECODE_CONTEXTS.map((c) => Math.min(c, maxPromptTokens)))];
+  for (const batch of DECODE_BATCHES.filter((b) => b <= maxBatch)) {
+    for (const contextTokens of contexts) {
+      // Steps until every stream has its first token, with the decodes taking budget.
+      const prefillSteps = Math.ceil((batch * contextTokens) / Math.max(1, budgetTokens - batch));
+      const outputTokens = prefillSteps + DECODE_WINDOW_STEPS + 2;
+      if (batch * (contextTokens + outputTokens) > maxKvTokens) continue;
+      decode.push({ kind: 'decode', batch, contextTokens, outputTokens });
+    }
+  }
+  const cost = (p: Probe) =>
+    p.kind === 'prefill' ? p.promptTokens : p.batch * (p.contextTokens + p.outputTokens);
+  decode.sort((a, b) => cost(a) - cost(b));
+  const out: Probe[] = [];
+  for (let i = 0; i < Math.max(prefill.length, decode.length); i++) {
+    if (prefill[i]) out.push(prefill[i]!);
+    if (decode[i]) out.push(decode[i]!);
+  }
+  return out;
+}
+
+export const probeLabel = (p: Probe): string =>
+  p.kind === 'prefill'
+    ? `prefill ${p.promptTokens} tokens`
+    : `decode batch ${p.batch} x ${p.contextTokens} tokens`;
+
+export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
+  const { dispatcher, abort, close } = openClient(o.signal);
+  const startedAt = performance.now();
+  const deadlineAt = startedAt + o.budgetS * 1000;
+  const timer = setTimeout(() => abort.abort(), o.budgetS * 1000);
+  try {
+    const card = await discoverModelCard(o.url, o.apiKey, dispatcher);
+    const model = o.model ?? card.id;
+    const contextLimit = (card.maxModelLen ?? Number.POSITIVE_INFINITY) - 8;
+    const maxPrompt = Math.min(o.maxPromptTokens ?? 4 * o.budgetTokens, contextLimit);
+    if (!(maxPrompt >= MIN_PREFILL_TOKENS)) {
+      throw new LiveError(`the server's context window (${card.maxModelLen}) is too small`);
+    }
+    const client = new Client(o, model, dispatcher, abort.signal);
+    // Warm the connection and both sides' code paths before anything counts.
+    for (const tokens of WARMUP_PROMPTS) await client.send(client.freshPrompt(tokens), 2);
+    const probes = planProbes(o.budgetTokens, maxPrompt, o.maxBatch ?? 64, o.maxKvTokens).filter(
+      (p) => p.kind === 'prefill' || p.contextTokens + p.outputTokens <= contextLimit,
+    );
+    const observations: Observation[] = [];
+    const skipped: string[] = [];
+    for (const [i, probe] of probes.entries()) {
+      const label = probeLabel(probe);
+      const fraction = () =>
+        Math.max(i / probes.length, (performance.now() - startedAt) / (deadlineAt - startedAt));
+      if (abort.signal.aborted) {
+        skipped.push(`${label}: not run (time budget)`);
+        continue;
+      }
+      o.onProgress?.({ fraction: fraction(), label });
+      const result =
+        probe.kind === 'prefill'
+          ? await measurePrefill(client, probe.promptTokens, o)
+          : await measureDecode(client, probe, o.speedup);
+      if (typeof result === 'string') {
+        skipped.push(`${label}: ${result}`);
+        o.onProgress?.({ fraction: fraction(), label, result });
+        continue;
+      }
+      observations.push(result);
+      o.onProgress?.({ fraction: fraction(), label, result: `${result.measuredMs.toFixed(1)} ms` });
+    }
+    return { model, observations, skipped, wallS: (performance.now() - startedAt) / 1000 };
+  } finally {
+    clearTimeout(timer);
+    await close();
+  }
+}
+
+/** Sends prompts of fresh token ids; a failure other than the deadline is a LiveError. */
+class Client {
+  readonly #o: LiveOptions;
+  readonly #model: string | null;
+  readonly #dispatcher: Agent;
+  readonly #signal: AbortSignal;
+  readonly #rng: Rng;
+
+  constructor(o: LiveOptions, model: string | null, dispatcher: Agent, signal: AbortSignal) {
+    this.#o = o;
+    this.#model = model;
+    this.#dispatcher = dispatcher;
+    this.#signal = signal;
+    this.#rng = Rng.derive(o.seed ?? 0, 'calibrate');
+  }
+
+  freshPrompt(tokens: number): number[] {
+    return Array.from({ length: tokens }, () => this.#rng.range(TOKEN_ID_LO, TOKEN_ID_HI - 1));
+  }
+
+  /** One streamed completion; null when the deadline cancelled it. */
+  async send(prompt: number[], maxTokens: number): Promise<StreamOutcome | null> {
+    const outcome = await streamCompletion({
+      url: this.#o.url,
+      prompt,
+      maxTokens,
+      model: this.#model,
+      apiKey: this.#o.apiKey,
+      dispatcher: this.#dispatcher,
+      signal: this.#signal,
+    });
+    if (outcome.error === 'cancelled') return null;
+    if (outcome.error !== null) {
+      throw new LiveError(
+        `${this.#o.url}: ${outcome.error}${outcome.detail ? ` (${outcome.detail.slice(0, 200)})` : ''}`,
+      );
+    }
+    if (outcome.tokenTimes.length === 0) {
+      throw new LiveError(`${this.#o.url}: a completion came back without tokens`);
+    }
+    return outcome;
+  }
+}
+
+/** Prompt tokens the server computed: what it reports, less its cache hits. */
+function computedTokens(outcome: StreamOutcome, sent: number): number {
+  return (outcome.promptTokens ?? sent) - (outcome.cachedTokens ?? 0);
+}
+
+/** The steps a cold prompt of `tokens` runs as: chunks of the budget, each reading the KV before it. */
+export function prefillSteps(tokens: number, budgetTokens: number): StepWork[] {
+  const steps: StepWork[] = [];
+  for (let done = 0; done < tokens; done += budgetTokens) {
+    const chunk = Math.min(budgetTokens, tokens - done);
+    steps.push({ prefillTokens: chunk, decodeTokens: 0, kvTokensRead: done });
+  }
+  return steps;
+}
+
+async function measurePrefill(
+  client: Client,
+  promptTokens: number,
+  o: LiveOptions,
+): Promise<Observation | string> {
+  const runs: { ttftMs: number; tokens: number }[] = [];
+  for (let r = 0; r < (o.repeats ?? DEFAULT_REPEATS); r++) {
+    const outcome = await client.send(client.freshPrompt(promptTokens), 1);
+    if (outcome === null) return 'cancelled (time budget)';
+    runs.push({
+      ttftMs: (outcome.tokenTimes[0]! - outcome.sentAt) * o.speedup,
+      tokens: computedTokens(outcome, promptTokens),
+    });
+  }
+  // Delays (timers, collections, other work) only ever add: the fastest run is the estimate.
+  const fastest = runs.reduce((a, b) => (b.ttftMs < a.ttftMs ? b : a));
+  const steps = prefillSteps(fastest.tokens, o.budgetTokens);
+  return {
+    kind: 'ttft',
+    label: `prompt ${fastest.tokens} tokens (${steps.length} step${steps.length > 1 ? 's' : ''}), fastest of ${runs.length}`,
+    steps,
+    perRequest: true,
+    measuredMs: fastest.ttftMs,
+  };
+}
+
+async function measureDecode(
+  client: Client,
+  probe: Extract<Probe, { kind: 'decode' }>,
+  speedup: number,
+): Promise<Observation | string> {
+  const prompts = Array.from({ length: probe.batch }, () =>
+    client.freshPrompt(probe.contextTokens),
+  );
+  const outcomes = await Promise.all(prompts.map((p) => client.send(p, probe.outputTokens)));
+  if (outcomes.some((x) => x === null)) return 'cancelled (time budget)';
+  const streams = outcomes as StreamOutcome[];
+  const windowStart = Math.max(...streams.map((s) => s.tokenTimes[0]!));
+  const windowEnd = Math.min(...streams.map((s) => s.tokenTimes[s.tokenTimes.length - 1]!));
+  const slopes: number[] = [];
+  let gaps = 0;
+  let contextSum = 0;
+  let counted = 0;
+  for (const s of streams) {
+    const inWindow = s.tokenTimes
+      .map((t, index) => ({ t, index }))
+      .filter(({ t }) => t >= windowStart && t <= windowEnd);
+    if (inWindow.length < 2) continue;
+    const first = inWindow[0]!;
+    const last = inWindow[inWindow.length - 1]!;
+    slopes.push(slope(inWindow.map((p) => [p.index, p.t])));
+    gaps += inWindow.length - 1;
+    // The step that emits output token i reads the prompt and the tokens before it, plus its
+    // own: prompt + i. Averaged over the gaps, which end at tokens first+1 .. last.
+    contextSum += computedTokens(s, probe.contextTokens) + (first.index + 1 + last.index) / 2;
+    counted++;
+  }
+  const minGaps = Math.min(8, probe.outputTokens / 2) * probe.batch;
+  if (gaps < minGaps) {
+    return `only ${gaps} decode gaps with all ${probe.batch} streams running (wanted ${minGaps})`;
+  }
+  const meanContext = contextSum / counted;
+  slopes.sort((a, b) => a - b);
+  const stepMs = slopes[Math.floor(slopes.length / 2)]! * speedup;
+  // Tokens that all arrived in a few bursts (a client or server starved of CPU) time nothing.
+  if (!(stepMs > 0) || windowEnd - windowStart < (gaps / probe.batch) * 0.25 * (stepMs / speedup)) {
+    return 'the tokens came in bursts: the machine is too busy to time decode steps';
+  }
+  return {
+    kind: 'itl',
+    label: `decode batch ${probe.batch}, mean context ${Math.round(meanContext)} tokens`,
+    steps: [
+      {
+        prefillTokens: 0,
+        decodeTokens: probe.batch,
+        kvTokensRead: Math.round(meanContext * probe.batch),
+      },
+    ],
+    perRequest: false,
+    measuredMs: stepMs,
+  };
+}
+
+/**
+ * The profile from live measurements of `spec`'s replica: one curve at its TP, least squares.
+ * Decode steps are slopes over many steps and precise, so their errors count relative to
+ * their size; a time to first token carries client-side delays of a few ms whatever the prompt,
+ * so all of them count in absolute ms (relative to the longest), and the shortest prompts do not
+ * steer the fit.
+ */
+export function liveProfile(
+  m: LiveMeasurements,
+  spec: ReplicaSpec,
+  o: Pick<LiveOptions, 'url' | 'budgetTokens' | 'speedup'>,
+): CostProfile {
+  const ttfts = m.observations.filter((x) => x.perRequest).map((x) => x.measuredMs);
+  const curve = fitCurve(spec, m.observations, {
+    objective: 'least-squares',
+    errorFloorMs: Math.max(0, ...ttfts),
+  });
+  return {
+    format: PROFILE_FORMAT,
+    source: `live ${o.url}${m.model === null ? '' : ` (model ${m.model})`}`,
+    method:
+      `cold prompts of fresh token ids, fastest of several times to first token, as a request overhead plus ` +
+      `ceil(n / ${o.budgetTokens}) prefill steps; concurrent decodes, pooled inter-token gaps while all ` +
+      `streams decode; wall times x ${o.speedup}`,
+    measuredOn: {
+      model: spec.model.name,
+      gpu: spec.gpu.name,
+      weightsDtype: spec.weightsDtype,
+      kvDtype: spec.kvDtype,
+    },
+    curves: [curve],
+  };
+}
+
+/** Least-squares slope of y on x. */
+function slope(points: [number, number][]): number {
+  const n = points.length;
+  const mx = points.reduce((s, [x]) => s + x, 0) / n;
+  const my = points.reduce((s, [, y]) => s + y, 0) / n;
+  let sxy = 0;
+  let sxx = 0;
+  for (const [x, y] of points) {
+    sxy += (x - mx) * (y - my);
+    sxx += (x - mx) ** 2;
+  }
+  return sxy / sxx;
+}

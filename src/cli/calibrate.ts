@@ -1,0 +1,234 @@
+/**
+ * `kvroute calibrate`: fits the cost model's coefficients to measurements, from a live server
+ * (--url) or a Vidur profile folder (--vidur-profile), and writes the profile file (YAML) that
+ * `--profile` on plan, sim and engine reads, plus an HTML report with --report.
+ */
+import { writeFileSync } from 'node:fs';
+import { Agent } from 'undici';
+import { liveProfile, measureLive } from '../calibrate/live.ts';
+import { writeProfile } from '../calibrate/profileFile.ts';
+import { CalibrationProgress } from '../calibrate/progress.ts';
+import { renderCalibrationReport } from '../calibrate/report.ts';
+import { calibrateFromVidur, guessFromVidurPath } from '../calibrate/vidur.ts';
+import { ENGINE_DEFAULTS } from '../engine/options.ts';
+import { discoverModelCard } from '../loadgen/run.ts';
+import {
+  type CostProfile,
+  DTYPES,
+  FIT_OBJECTIVES,
+  type FitObjective,
+  GPUS,
+  MODELS,
+  makeReplicaSpec,
+  type ReplicaSpec,
+  SEED_REPLICA,
+} from '../model/index.ts';
+import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+
+const FLAGS = flagSpec({
+  string:
+    'url vidur-profile model api-key catalog-model gpu tp weights-dtype kv-dtype budget speedup ' +
+    'budget-s max-prompt-tokens max-batch repeats seed fit out report',
+  boolean: 'quiet json',
+});
+
+const DEFAULT_OUT = 'kvroute-profile.yaml';
+const DEFAULT_BUDGET_S = 120;
+
+const HELP = `usage: kvroute calibrate (--url URL | --vidur-profile DIR) [flags]
+
+Measures step times and fits the cost model's coefficients: MFU as a function of tokens per
+step (MFU(n) = mfuMax x n / (n + halfTokens)), MBU, and a fixed per-step overhead. Writes a
+profile file for --profile on kvroute plan, sim and engine.
+
+source (one of)
+  --url URL             an OpenAI-compatible server (vLLM, SGLang, kvroute engine): cold
+                        prompts of growing length (time to first token) and concurrent decodes
+                        of growing batch and context (inter-token gaps)
+  --vidur-profile DIR   a Vidur profile folder (mlp.csv, and attention.csv where present), e.g.
+                        data/profiling/compute/h100/meta-llama/Llama-2-70b-hf of microsoft/vidur
+the replica measured (turns times into MFU and MBU)
+  --catalog-model NAME  ${Object.keys(MODELS).join(', ')} (default: the served model's name
+                        if the catalog has it; a Vidur folder's model)
+  --gpu NAME            ${Object.keys(GPUS).join(', ')} (default ${SEED_REPLICA.gpu}; a Vidur folder's GPU)
+  --tp N                GPUs per replica (live only; default ${SEED_REPLICA.tp})
+  --weights-dtype D     ${DTYPES.join(' | ')} (default ${SEED_REPLICA.weightsDtype}; Vidur bf16)   --kv-dtype D (default bf16)
+live measurement
+  --model NAME          model name to request (default: the first of /v1/models)
+  --api-key KEY         bearer token
+  --budget N            the server's tokens per step (vLLM --max-num-batched-tokens; default
+                        ${ENGINE_DEFAULTS.budgetTokens}, kvroute engine's)
+  --speedup F           the server runs F x faster than modeled time (kvroute engine --speedup);
+                        measured times are multiplied by F (default 1)
+  --budget-s S          wall-clock seconds for the measurements (default ${DEFAULT_BUDGET_S})
+  --max-prompt-tokens N longest prompt (default 4 x --budget, within the context window)
+  --max-batch N         largest decode batch (default 64)
+  --repeats N           requests per prompt length, the fastest counts (default 5)
+  --seed N              seeds the prompts' token ids (default 0)
+fit and output
+  --fit F               ${FIT_OBJECTIVES.join(' | ')} over relative errors (default: minimax for
+                        Vidur's medians, least-squares for live timings)
+  --out FILE            profile file to write (default ${DEFAULT_OUT})
+  --report FILE.html    self-contained HTML report with the points and the fitted curves
+  --json                print the profile as JSON instead of the summary
+  --quiet               no progress
+`;
+
+export async function run(argv: string[]): Promise<number> {
+  const flags = readFlags(argv, FLAGS);
+  if (flags === 'help') return printHelp(HELP);
+  const url = flags.string('url')?.replace(/\/+$/, '');
+  const vidur = flags.string('vidur-profile');
+  if ((url === undefined) === (vidur === undefined)) {
+    throw new UsageError('give one of --url URL or --vidur-profile DIR');
+  }
+  const fit = flags.oneOf('fit', FIT_OBJECTIVES);
+  const out = flags.string('out') ?? DEFAULT_OUT;
+  const profile =
+    vidur !== undefined ? fromVidur(flags, vidur, fit) : await fromLive(flags, url!, fit);
+  writeProfile(out, profile);
+  const reportPath = flags.string('report');
+  const command = `kvroute calibrate ${argv.join(' ')}`;
+  if (reportPath !== undefined)
+    writeFileSync(reportPath, renderCalibrationReport(profile, command));
+  if (flags.bool('json')) {
+    process.stdout.write(`${JSON.stringify(profile, null, 2)}\n`);
+    return 0;
+  }
+  process.stdout.write(`${summary(profile)}\nprofile: ${out}\n`);
+  if (reportPath !== undefined) process.stdout.write(`report: ${reportPath}\n`);
+  return 0;
+}
+
+function measuredSpec(flags: Flags, model: string, gpu: string, tp: number): ReplicaSpec {
+  return makeReplicaSpec({
+    model,
+    gpu,
+    tp,
+    weightsDtype:
+      flags.oneOf('weights-dtype', DTYPES) ?? (flags.has('vidur-profile') ? 'bf16' : undefined),
+    kvDtype: flags.oneOf('kv-dtype', DTYPES),
+  });
+}
+
+function fromVidur(flags: Flags, dir: string, fit: FitObjective | undefined): CostProfile {
+  const guess = guessFromVidurPath(dir);
+  const model = flags.oneOf('catalog-model', Object.keys(MODELS)) ?? guess.model;
+  const gpu = flags.oneOf('gpu', Object.keys(GPUS)) ?? guess.gpu;
+  if (model === undefined) {
+    throw new UsageError(
+      `--catalog-model is needed: the folder does not name a catalog model (${Object.keys(MODELS).join(', ')})`,
+    );
+  }
+  if (gpu === undefined) {
+    throw new UsageError(
+      `--gpu is needed: the folder does not name a catalog GPU (${Object.keys(GPUS).join(', ')})`,
+    );
+  }
+  if (flags.has('tp')) {
+    throw new UsageError('--tp is for --url: a Vidur profile has its own TP degrees');
+  }
+  return calibrateFromVidur({
+    dir,
+    spec: measuredSpec(flags, model, gpu, 1),
+    objective: fit ?? 'minimax',
+  });
+}
+
+async function fromLive(
+  flags: Flags,
+  url: string,
+  fit: FitObjective | undefined,
+): Promise<CostProfile> {
+  if (!/^https?:\/\/[^/]+/.test(url)) {
+    throw new UsageError(`--url must be http(s)://HOST[:PORT], got '${url}'`);
+  }
+  if (fit === 'minimax') {
+    throw new UsageError(
+      '--fit minimax is for Vidur profiles; live timings are fitted by least squares',
+    );
+  }
+  const apiKey = flags.string('api-key') ?? null;
+  const served = flags.string('model') ?? null;
+  const budgetTokens = flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens;
+  const speedup = flags.positive('speedup') ?? 1;
+  const tp = flags.positive('tp', true) ?? SEED_REPLICA.tp;
+  const catalog =
+    flags.oneOf('catalog-model', Object.keys(MODELS)) ?? (await catalogName(url, served, apiKey));
+  const spec = measuredSpec(
+    flags,
+    catalog,
+    flags.oneOf('gpu', Object.keys(GPUS)) ?? SEED_REPLICA.gpu,
+    tp,
+  );
+  const progress = new CalibrationProgress(flags.bool('quiet'));
+  const controller = new AbortController();
+  const onSignal = () => controller.abort();
+  process.once('SIGINT', onSignal);
+  try {
+    const maxPromptTokens = flags.positive('max-prompt-tokens', true);
+    const m = await measureLive({
+      url,
+      model: served,
+      apiKey,
+      budgetTokens,
+      speedup,
+      budgetS: flags.positive('budget-s') ?? DEFAULT_BUDGET_S,
+      ...(maxPromptTokens !== undefined && { maxPromptTokens }),
+      maxBatch: flags.positive('max-batch', true) ?? 64,
+      repeats: flags.positive('repeats', true) ?? 5,
+      seed: flags.number('seed', { integer: true }) ?? 0,
+      onProgress: (e) => progress.update(e),
+      signal: controller.signal,
+    });
+    progress.done();
+    for (const s of m.skipped) process.stderr.write(`calibrate: skipped ${s}\n`);
+    return liveProfile(m, spec, { url, budgetTokens, speedup });
+  } finally {
+    progress.done();
+    process.off('SIGINT', onSignal);
+  }
+}
+
+/** The catalog model for a live server: its served name when the catalog has it. */
+async function catalogName(
+  url: string,
+  served: string | null,
+  apiKey: string | null,
+): Promise<string> {
+  let name = served;
+  if (name === null) {
+    const agent = new Agent({ connect: { timeout: 5_000 } });
+    try {
+      name = (await discoverModelCard(url, apiKey, agent)).id;
+    } finally {
+      await agent.close().catch(() => undefined);
+    }
+  }
+  if (name !== null && name.toLowerCase() in MODELS) return name.toLowerCase();
+  throw new UsageError(
+    `--catalog-model is needed: ${name === null ? `${url} lists no model` : `'${name}' is not a catalog model`} (${Object.keys(MODELS).join(', ')})`,
+  );
+}
+
+function summary(profile: CostProfile): string {
+  const lines = [`source: ${profile.source}`, `method: ${profile.method}`, ''];
+  for (const c of profile.curves) {
+    lines.push(
+      `TP=${c.tp}: MFU(n) = ${c.mfuMax.toFixed(3)} x n / (n + ${c.halfTokens.toFixed(1)}), MBU ${c.mbu.toFixed(3)}, overhead ${c.overheadMs.toFixed(2)} ms/step` +
+        (c.requestOverheadMs > 0 ? `, request overhead ${c.requestOverheadMs.toFixed(2)} ms` : '') +
+        (c.fixed.length > 0 ? ` (held at 0: ${c.fixed.join(', ')})` : ''),
+      `  ${c.objective} fit: max error ${c.maxErrorPct.toFixed(1)} %, rms ${c.rmsErrorPct.toFixed(1)} %; roofline defaults: max error ${c.rooflineMaxErrorPct.toFixed(1)} %`,
+      `  ${'point'.padEnd(52)} ${'measured'.padStart(9)} ${'fitted'.padStart(9)} ${'error'.padStart(8)} ${'roofline'.padStart(9)} ${'error'.padStart(8)}`,
+    );
+    for (const p of c.points) {
+      lines.push(
+        `  ${p.label.padEnd(52)} ${p.measuredMs.toFixed(2).padStart(9)} ${p.fittedMs.toFixed(2).padStart(9)} ${signed(p.errorPct).padStart(8)} ${p.rooflineMs.toFixed(2).padStart(9)} ${signed(p.rooflineErrorPct).padStart(8)}`,
+      );
+    }
+    lines.push('');
+  }
+  return lines.join('\n');
+}
+
+const signed = (v: number): string => `${v >= 0 ? '+' : ''}${v.toFixed(1)}%`;
