@@ -3,7 +3,7 @@
  * defaults, resolved into the engine core's config plus what the HTTP shell needs. The engine's
  * own options and defaults are `../options.ts`'s; this file adds the server's.
  */
-import type { WireFormat } from '../../kv/wire.ts';
+import type { ReplayForm, WireFormat } from '../../kv/wire.ts';
 import { replicaSpecProblem, type ReplicaSpec } from '../../model/cost.ts';
 import { makeReplicaSpec } from '../../model/spec.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
@@ -29,6 +29,8 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   /** ZMQ ROUTER endpoint for replay, e.g. tcp://*:5558. */
   kvReplay?: string | null;
   kvEventsFormat?: WireFormat;
+  /** Replay answer framing (default: `topic` with map events, `no-topic` with array events). */
+  kvReplayForm?: ReplayForm;
   kvEventsTopic?: string;
   /** Batches kept for replay. */
   kvReplayBufferBatches?: number;
@@ -52,6 +54,14 @@ export const SERVER_DEFAULTS = {
   engineLabel: '0',
   bodyLimitBytes: 16 * 1024 * 1024,
 };
+
+/**
+ * Replay framing that goes with an event form: vLLM >= 0.26 sends map events and a topic frame in
+ * replay answers; older vLLM sends array events and no topic frame.
+ */
+export function defaultReplayForm(format: WireFormat): ReplayForm {
+  return format === 'array' ? 'no-topic' : 'topic';
+}
 
 export interface ResolvedEngineOptions {
   host: string;

@@ -21,7 +21,7 @@ import { WallClockDriver } from './driver.ts';
 import { toApiError } from './errors.ts';
 import * as handlers from './handlers.ts';
 import { EngineMetrics } from './metrics.ts';
-import { type EngineServerOptions, resolveEngineOptions } from './options.ts';
+import { defaultReplayForm, type EngineServerOptions, resolveEngineOptions } from './options.ts';
 import { KvEventPublisher } from './publisher.ts';
 import { OutputText } from './textGen.ts';
 
@@ -63,6 +63,7 @@ export async function startEngineServer(
         replayEndpoint: options.kvReplay ?? null,
         ...(options.kvEventsTopic !== undefined && { topic: options.kvEventsTopic }),
         format: options.kvEventsFormat ?? 'map',
+        replayForm: options.kvReplayForm ?? defaultReplayForm(options.kvEventsFormat ?? 'map'),
         ...(options.kvReplayBufferBatches !== undefined && {
           bufferBatches: options.kvReplayBufferBatches,
         }),
