@@ -21,6 +21,10 @@ export interface EngineOptions {
   blockSize: number;
   /** KV pool size in blocks; absent: the cost model's pool / blockSize. */
   kvBlocks?: number;
+  /** Fraction of GPU memory the engine may use (vLLM's --gpu-memory-utilization); sizes the pool. */
+  memoryUtilization?: number;
+  /** Automatic prefix caching (vLLM's --enable-prefix-caching; default on). */
+  prefixCaching?: boolean;
 }
 
 export const ENGINE_DEFAULTS = {
@@ -36,11 +40,17 @@ export const ENGINE_DEFAULTS = {
 /** The engine core's config for these options (the replica spec from the catalog). */
 export function makeEngineConfig(engine: EngineOptions): EngineConfig {
   return {
-    spec: makeReplicaSpec({ model: engine.model, gpu: engine.gpu, tp: engine.tp }),
+    spec: makeReplicaSpec({
+      model: engine.model,
+      gpu: engine.gpu,
+      tp: engine.tp,
+      memoryUtilization: engine.memoryUtilization,
+    }),
     budgetTokens: engine.budgetTokens,
     maxSeqs: engine.maxSeqs,
     kvPolicy: engine.kvPolicy,
     blockSize: engine.blockSize,
     ...(engine.kvBlocks !== undefined && { kvBlocks: engine.kvBlocks }),
+    ...(engine.prefixCaching !== undefined && { prefixCaching: engine.prefixCaching }),
   };
 }

@@ -9,6 +9,7 @@ import { makeReplicaSpec } from '../../model/spec.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
 import { type EngineConfig, EngineError } from '../types.ts';
 import type { SteppableEngine } from './driver.ts';
+import { DEFAULT_MAX_LOGPROBS } from './validation.ts';
 
 /** Every field optional: what is left out takes ENGINE_DEFAULTS or SERVER_DEFAULTS. */
 export interface EngineServerOptions extends Partial<EngineOptions> {
@@ -20,6 +21,8 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   spec?: ReplicaSpec;
   /** Name clients must use in `model` (default: the catalog model name). */
   servedModelName?: string;
+  /** More names the model answers to (vLLM's --served-model-name takes several; the first wins). */
+  servedModelAliases?: string[];
   /** Context window (default: the model's from the catalog). */
   maxModelLen?: number;
   /** Modeled time runs this many times faster than the wall clock (default 1). */
@@ -40,6 +43,12 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   engineLabel?: string;
   /** Request bodies above this are refused with 413 (default 16 MiB). */
   bodyLimitBytes?: number;
+  /** vLLM's --max-logprobs (default 20; -1: the vocabulary size). */
+  maxLogprobs?: number;
+  /** vLLM's --enable-auto-tool-choice: serve tool_choice "auto" (the model answers in text). */
+  enableAutoToolChoice?: boolean;
+  /** vLLM's --tool-call-parser (accepted; the simulated model never calls tools). */
+  toolCallParser?: string | null;
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }
@@ -69,11 +78,16 @@ export interface ResolvedEngineOptions {
   engineConfig: EngineConfig;
   modelName: string;
   servedModelName: string;
+  /** Every name the model answers to, servedModelName first. */
+  servedModelNames: string[];
   maxModelLen: number;
   speedup: number;
   seed: number;
   engineLabel: string;
   bodyLimitBytes: number;
+  maxLogprobs: number;
+  enableAutoToolChoice: boolean;
+  toolCallParser: string | null;
 }
 
 export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOptions {
@@ -83,7 +97,12 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       model: o.model ?? ENGINE_DEFAULTS.model,
       gpu: o.gpu ?? ENGINE_DEFAULTS.gpu,
       tp: o.tp ?? ENGINE_DEFAULTS.tp,
+      memoryUtilization: o.memoryUtilization,
     });
+  const util = o.memoryUtilization;
+  if (util !== undefined && !(util > 0 && util <= 1)) {
+    throw new EngineError('ERR_CONFIG', `gpu_memory_utilization must be in (0, 1], got ${util}`);
+  }
   const problem = replicaSpecProblem(spec);
   if (problem) throw new EngineError('ERR_CONFIG', problem);
   const speedup = o.speedup ?? SERVER_DEFAULTS.speedup;
@@ -91,6 +110,7 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
     throw new EngineError('ERR_CONFIG', `speedup must be a finite number > 0, got ${speedup}`);
   }
   const maxModelLen = o.maxModelLen ?? spec.model.maxModelLen;
+  const servedModelName = o.servedModelName ?? spec.model.name;
   if (!(Number.isInteger(maxModelLen) && maxModelLen >= 1)) {
     throw new EngineError('ERR_CONFIG', `maxModelLen must be an integer >= 1, got ${maxModelLen}`);
   }
@@ -104,13 +124,18 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       kvPolicy: o.kvPolicy ?? ENGINE_DEFAULTS.kvPolicy,
       blockSize: o.blockSize ?? ENGINE_DEFAULTS.blockSize,
       ...(o.kvBlocks !== undefined && { kvBlocks: o.kvBlocks }),
+      ...(o.prefixCaching !== undefined && { prefixCaching: o.prefixCaching }),
     },
     modelName: spec.model.name,
-    servedModelName: o.servedModelName ?? spec.model.name,
+    servedModelName,
+    servedModelNames: [servedModelName, ...(o.servedModelAliases ?? [])],
     maxModelLen,
     speedup,
     seed: o.seed ?? SERVER_DEFAULTS.seed,
     engineLabel: o.engineLabel ?? SERVER_DEFAULTS.engineLabel,
     bodyLimitBytes: o.bodyLimitBytes ?? SERVER_DEFAULTS.bodyLimitBytes,
+    maxLogprobs: o.maxLogprobs ?? DEFAULT_MAX_LOGPROBS,
+    enableAutoToolChoice: o.enableAutoToolChoice ?? false,
+    toolCallParser: o.toolCallParser ?? null,
   };
 }

@@ -23,7 +23,7 @@ import * as handlers from './handlers.ts';
 import { EngineMetrics } from './metrics.ts';
 import { defaultReplayForm, type EngineServerOptions, resolveEngineOptions } from './options.ts';
 import { KvEventPublisher } from './publisher.ts';
-import { OutputText } from './textGen.ts';
+import { simulatedModel } from './textGen.ts';
 
 export type { EngineServerOptions } from './options.ts';
 
@@ -56,7 +56,21 @@ export async function startEngineServer(
 ): Promise<EngineServerHandle> {
   const o = resolveEngineOptions(options);
   const core = options.makeCore ? options.makeCore(o.engineConfig) : new EngineCore(o.engineConfig);
-  const metrics = new EngineMetrics({ modelName: o.servedModelName, engine: o.engineLabel });
+  const spec = o.engineConfig.spec;
+  const metrics = new EngineMetrics({
+    modelName: o.servedModelName,
+    engine: o.engineLabel,
+    maxModelLen: o.maxModelLen,
+    toModeledS: (wallMs) => (wallMs * o.speedup) / 1000,
+    cacheConfig: {
+      blockSize: o.engineConfig.blockSize,
+      gpuMemoryUtilization: spec.memoryUtilization,
+      cacheDtype: spec.kvDtype === 'fp8' ? 'fp8' : 'auto',
+      enablePrefixCaching: o.engineConfig.prefixCaching ?? true,
+      numGpuBlocks: core.counters().kvBlocksTotal,
+      numGpuBlocksOverride: o.engineConfig.kvBlocks ?? null,
+    },
+  });
   const publisher = options.kvEvents
     ? await KvEventPublisher.open({
         endpoint: options.kvEvents,
@@ -73,25 +87,34 @@ export async function startEngineServer(
     speedup: o.speedup,
     onStepEnd: (result, lagMs) => {
       metrics.observeStepLag(lagMs / 1000);
+      metrics.observeIteration(result.prefillTokens + result.decodeTokens);
       publisher?.publish(result.events);
     },
   });
   let engineIds = 0;
+  const tokenizer = getTokenizer();
   const ctx: handlers.HandlerContext = {
     driver,
     metrics,
-    tokenizer: getTokenizer(),
+    tokenizer,
     servedModelName: o.servedModelName,
+    servedModelNames: o.servedModelNames,
     modelName: o.modelName,
     maxModelLen: o.maxModelLen,
     createdS: Math.floor(Date.now() / 1000),
     speedup: o.speedup,
     seed: o.seed,
+    limits: {
+      maxLogprobs: o.maxLogprobs,
+      vocabSize: tokenizer.vocabSize,
+      enableAutoToolChoice: o.enableAutoToolChoice,
+      toolCallParser: o.toolCallParser,
+    },
     nextEngineId: () => `req-${++engineIds}`,
   };
   // Build the output vocabulary now (the tokenizer's first encodes are slow), not on the
   // first request, whose time to first token would pay for it.
-  new OutputText(ctx.tokenizer, o.seed, [], null).next();
+  simulatedModel(tokenizer);
   let closing = false;
 
   const routes: Record<string, Route> = {
