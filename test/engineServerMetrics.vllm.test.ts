@@ -193,3 +193,19 @@ test("/metrics: vLLM's names, types, labels and buckets; request phases observed
     await server.close();
   }
 });
+
+test('--no-enable-prefix-caching: nothing cached, and the info gauge says so', async () => {
+  const server = await startTestEngine({ prefixCaching: false });
+  try {
+    const client = clientFor(server);
+    const prompt = Array.from({ length: 64 }, (_, i) => 900 + i);
+    for (let i = 0; i < 2; i++) {
+      const r = await client.completions.create({ model: 'llama-3.3-70b', prompt, max_tokens: 2 });
+      assert.equal(r.usage?.prompt_tokens_details?.cached_tokens, 0);
+    }
+    const [info] = (await scrape(server)).get('vllm:cache_config_info')!.samples;
+    assert.equal(info!.labels.enable_prefix_caching, 'False');
+  } finally {
+    await server.close();
+  }
+});

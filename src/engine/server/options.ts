@@ -4,6 +4,7 @@
  * own options and defaults are `../options.ts`'s; this file adds the server's.
  */
 import type { ReplayForm, WireFormat } from '../../kv/wire.ts';
+import type { Dtype } from '../../model/catalog.ts';
 import { replicaSpecProblem, type ReplicaSpec } from '../../model/cost.ts';
 import { makeReplicaSpec } from '../../model/spec.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
@@ -19,6 +20,8 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   port?: number;
   /** A full replica spec; overrides model/gpu/tp. */
   spec?: ReplicaSpec;
+  /** KV cache dtype (vLLM's --kv-cache-dtype; default the seed's BF16). */
+  kvDtype?: Dtype;
   /** Name clients must use in `model` (default: the catalog model name). */
   servedModelName?: string;
   /** More names the model answers to (vLLM's --served-model-name takes several; the first wins). */
@@ -98,6 +101,7 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       gpu: o.gpu ?? ENGINE_DEFAULTS.gpu,
       tp: o.tp ?? ENGINE_DEFAULTS.tp,
       memoryUtilization: o.memoryUtilization,
+      kvDtype: o.kvDtype,
     });
   const util = o.memoryUtilization;
   if (util !== undefined && !(util > 0 && util <= 1)) {
