@@ -183,6 +183,12 @@ export class ForeignKeyMap {
     for (const hash of event.blockHashes) {
       const key = this.#toKey.get(hash);
       if (key === undefined) continue;
+      if (!this.#hybrid) {
+        // One group, which always counts: the common case, kept to two map operations.
+        this.#toKey.delete(hash);
+        if (this.#release(key)) blockKeys.push(key);
+        continue;
+      }
       const mask = this.#maskOf(hash);
       if ((mask & bit) === 0) continue;
       const left = mask & ~bit;
@@ -224,6 +230,18 @@ export class ForeignKeyMap {
       const key = extendBlockKey(parent, tokens, scope);
       const hash = event.blockHashes[b]!;
       const previous = this.#toKey.get(hash);
+      parent = key;
+      chained++;
+      if (!this.#hybrid) {
+        // One group, which always counts (see #counted): what changes is the hash's key.
+        if (previous !== key) {
+          if (previous !== undefined && this.#release(previous)) stale.push(previous);
+          this.#toKey.set(hash, key);
+          this.#retain(key);
+        }
+        counted.push(key);
+        continue;
+      }
       const oldMask = previous === undefined ? 0 : this.#maskOf(hash);
       const wasCounted = previous !== undefined && this.#counted(oldMask);
       // The same hash for other tokens: its removal was missed; the old block is gone.
@@ -238,8 +256,6 @@ export class ForeignKeyMap {
         if (!(previous === key && wasCounted)) this.#retain(key);
         counted.push(key);
       }
-      parent = key;
-      chained++;
     }
     if (stale.length > 0) out.push({ type: 'BlockRemoved', blockKeys: stale });
     if (counted.length === 0) return;
