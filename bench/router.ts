@@ -127,21 +127,24 @@ function toForeign(events: readonly KvEvent[]): ForeignKvEvent[] {
   );
 }
 
+/** Removals of every fourth stored event's blocks, per replica. */
+function quarterRemovals(stored: KvEvent[][]): KvEvent[][] {
+  return stored.map((events) =>
+    events
+      .filter((_, i) => i % 4 === 3)
+      .map((e) => ({
+        type: 'BlockRemoved',
+        blockKeys: e.type === 'BlockStored' ? e.blockKeys : [],
+      })),
+  );
+}
+
 /** Stores then removes a quarter, through the foreign path; blocks changed per second. */
 function foreignIngest(fleet: Fleet, seed: number): number {
   const router = new Router({ replicas: names.slice(0, FOREIGN_REPLICAS), seed });
   const perReplica = fleet.stored.slice(0, FOREIGN_REPLICAS);
   const stored = perReplica.map(toForeign);
-  const removed = perReplica.map((events) =>
-    toForeign(
-      events
-        .filter((_, i) => i % 4 === 3)
-        .map((e) => ({
-          type: 'BlockRemoved',
-          blockKeys: e.type === 'BlockStored' ? e.blockKeys : [],
-        })),
-    ),
-  );
+  const removed = quarterRemovals(perReplica).map(toForeign);
   const t0 = performance.now();
   let changed = 0;
   for (const batches of [stored, removed]) {
@@ -163,14 +166,7 @@ function run(fleet: Fleet, seed: number): RunResult {
     seed,
   });
   // Ingestion: all stores, then remove a quarter of them, timed together.
-  const removals: KvEvent[][] = fleet.stored.map((events) =>
-    events
-      .filter((_, i) => i % 4 === 3)
-      .map((e) => ({
-        type: 'BlockRemoved',
-        blockKeys: e.type === 'BlockStored' ? e.blockKeys : [],
-      })),
-  );
+  const removals = quarterRemovals(fleet.stored);
   const t0 = performance.now();
   let changed = applyAll(router, fleet.stored, 0);
   changed += applyAll(router, removals, 0);

@@ -49,6 +49,17 @@ function cachedOn(router: Router, replica: string, toks: number[], salt?: string
   return view.replica === replica ? view.cachedTokens : -view.bestCachedTokens;
 }
 
+/** The BlockStored fields with no default, for a chain that starts a prompt, as vLLM fills them. */
+const headOf = (hashes: Py, tokenIds: number[]) => ({
+  block_hashes: hashes,
+  parent_block_hash: null,
+  token_ids: tokenIds,
+  block_size: BLOCK,
+  lora_id: null,
+  medium: 'GPU',
+  lora_name: null,
+});
+
 /** An engine-side hash for block b of a prompt (any 64-bit value: the router never reads it). */
 const engineHash = (seed: number, b: number): bigint =>
   BigInt.asUintN(64, 0x9e3779b97f4a7c15n * BigInt(seed * 1000 + b + 1));
@@ -74,13 +85,7 @@ describe("kvroute's engine publishes vLLM's bytes", () => {
   test('map form = vLLM >= 0.26 (tagged maps, group_idx 0, full_attention)', () => {
     const expected = batch(V026, [
       make(V026.BlockStored, {
-        block_hashes: hashes,
-        parent_block_hash: null,
-        token_ids: toks,
-        block_size: BLOCK,
-        lora_id: null,
-        medium: 'GPU',
-        lora_name: null,
+        ...headOf(hashes, toks),
         extra_keys: [['s'], null],
         group_idx: 0,
         kv_cache_spec_kind: 'full_attention',
@@ -95,13 +100,7 @@ describe("kvroute's engine publishes vLLM's bytes", () => {
   test('array form = the last array_like vLLM (tag first, 8 fields)', () => {
     const expected = batch(V025, [
       make(V025.BlockStored, {
-        block_hashes: hashes,
-        parent_block_hash: null,
-        token_ids: toks,
-        block_size: BLOCK,
-        lora_id: null,
-        medium: 'GPU',
-        lora_name: null,
+        ...headOf(hashes, toks),
         extra_keys: [['s'], null],
       }),
       make(V025.BlockRemoved, { block_hashes: [hashes[1]!], medium: 'GPU' }),
@@ -122,13 +121,7 @@ describe('a vLLM 0.26.0 batch (the dump in kthena issue #1535)', () => {
     V026,
     [
       make(V026.BlockStored, {
-        block_hashes: [15760518052499183552n],
-        parent_block_hash: null,
-        token_ids: dumpTokens,
-        block_size: 16,
-        lora_id: null,
-        medium: 'GPU',
-        lora_name: null,
+        ...headOf([15760518052499183552n], dumpTokens),
         extra_keys: [null],
         group_idx: 0,
         kv_cache_spec_kind: 'full_attention',
@@ -182,13 +175,7 @@ describe('hybrid models: a block stays cached while a full-attention group holds
   const hashes = Array.from({ length: 64 }, (_, b) => engineHash(7, b));
   const stored = (groupIdx: number, kind: string) =>
     make(V026.BlockStored, {
-      block_hashes: hashes,
-      parent_block_hash: null,
-      token_ids: toks,
-      block_size: BLOCK,
-      lora_id: null,
-      medium: 'GPU',
-      lora_name: null,
+      ...headOf(hashes, toks),
       extra_keys: hashes.map(() => null),
       group_idx: groupIdx,
       kv_cache_spec_kind: kind,
@@ -217,13 +204,10 @@ describe('hybrid models: a block stays cached while a full-attention group holds
       'b',
       batch(V026, [
         make(V026.BlockStored, {
-          block_hashes: other.slice(0, 8).map((_, b) => engineHash(8, b)),
-          parent_block_hash: null,
-          token_ids: other,
-          block_size: BLOCK,
-          lora_id: null,
-          medium: 'GPU',
-          lora_name: null,
+          ...headOf(
+            other.slice(0, 8).map((_, b) => engineHash(8, b)),
+            other,
+          ),
           group_idx: 1,
           kv_cache_spec_kind: 'sliding_window',
         }),
@@ -257,13 +241,7 @@ describe('cache_salt in extra_keys', () => {
       'vLLM >= 0.26, a plain string',
       batch(V026, [
         make(V026.BlockStored, {
-          block_hashes: hashes,
-          parent_block_hash: null,
-          token_ids: toks,
-          block_size: BLOCK,
-          lora_id: null,
-          medium: 'GPU',
-          lora_name: null,
+          ...headOf(hashes, toks),
           extra_keys: [[salt], null, null, null],
           group_idx: 0,
           kv_cache_spec_kind: 'full_attention',
@@ -289,13 +267,7 @@ describe('cache_salt in extra_keys', () => {
       'typed extra keys ({"type": "cache_salt", "salt": ...})',
       batch(V026, [
         make(V026.BlockStored, {
-          block_hashes: hashes,
-          parent_block_hash: null,
-          token_ids: toks,
-          block_size: BLOCK,
-          lora_id: null,
-          medium: 'GPU',
-          lora_name: null,
+          ...headOf(hashes, toks),
           event_version: 1,
           extra_keys: [[make(V026.CacheSaltKey, { salt })], null, null, null],
         }),

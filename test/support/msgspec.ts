@@ -178,6 +178,26 @@ function writeStruct(out: number[], s: PyStruct): void {
 // ---------------------------------------------------------------------------------------------
 // vLLM's structs (vllm/distributed/kv_events.py)
 
+/** `EventBatch` (`array_like=True, omit_defaults=True`) in every version since PR #18925. */
+const eventBatch = () =>
+  struct('KVEventBatch', { arrayLike: true, omitDefaults: true }, [
+    field('ts'),
+    field('events'),
+    field('data_parallel_rank', null),
+  ]);
+
+/** The BlockStored fields every version has, in order (PR #16750, medium #19737, lora_name #27577). */
+const storedHead = () =>
+  [
+    'block_hashes',
+    'parent_block_hash',
+    'token_ids',
+    'block_size',
+    'lora_id',
+    'medium',
+    'lora_name',
+  ].map((name) => field(name));
+
 /**
  * vLLM < 0.26, the last array_like events: PR #16750's structs (`array_like=True,
  * omit_defaults=True, gc=False, tag=True`) with the fields added before group_idx, in order
@@ -186,21 +206,8 @@ function writeStruct(out: number[], s: PyStruct): void {
 export const V025 = (() => {
   const event = { arrayLike: true, tag: true, omitDefaults: true };
   return {
-    EventBatch: struct('KVEventBatch', { arrayLike: true, omitDefaults: true }, [
-      field('ts'),
-      field('events'),
-      field('data_parallel_rank', null),
-    ]),
-    BlockStored: struct('BlockStored', event, [
-      field('block_hashes'),
-      field('parent_block_hash'),
-      field('token_ids'),
-      field('block_size'),
-      field('lora_id'),
-      field('medium'),
-      field('lora_name'),
-      field('extra_keys', null),
-    ]),
+    EventBatch: eventBatch(),
+    BlockStored: struct('BlockStored', event, [...storedHead(), field('extra_keys', null)]),
     BlockRemoved: struct('BlockRemoved', event, [field('block_hashes'), field('medium')]),
     AllBlocksCleared: struct('AllBlocksCleared', event, []),
   };
@@ -213,19 +220,9 @@ export const V025 = (() => {
 export const V026 = (() => {
   const event = { tag: true, omitDefaults: true };
   return {
-    EventBatch: struct('KVEventBatch', { arrayLike: true, omitDefaults: true }, [
-      field('ts'),
-      field('events'),
-      field('data_parallel_rank', null),
-    ]),
+    EventBatch: eventBatch(),
     BlockStored: struct('BlockStored', event, [
-      field('block_hashes'),
-      field('parent_block_hash'),
-      field('token_ids'),
-      field('block_size'),
-      field('lora_id'),
-      field('medium'),
-      field('lora_name'),
+      ...storedHead(),
       field('event_version', 1),
       field('extra_keys', null),
       field('group_idx', null),
