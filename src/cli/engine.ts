@@ -9,7 +9,6 @@ import { type EngineServerOptions, SERVER_DEFAULTS } from '../engine/server/opti
 import { startEngineServer } from '../engine/server/server.ts';
 import { DEFAULT_MAX_LOGPROBS } from '../engine/server/validation.ts';
 import { REPLAY_FORMS, WIRE_FORMATS } from '../kv/wire.ts';
-import { MODELS } from '../model/catalog.ts';
 import { DEFAULT_MEMORY_UTILIZATION } from '../model/cost.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
@@ -49,8 +48,8 @@ server
   --host H              interface (default ${SERVER_DEFAULTS.host})
   --port N              port; 0 picks a free one (default ${DEFAULT_PORT})
   --served-model-name S name clients send as "model" (default: MODEL)
-  --sim-model NAME      catalog model to simulate (${Object.keys(MODELS).join(', ')}); default:
-                        the one MODEL names, else ${ENGINE_DEFAULTS.model}
+  --sim-model NAME      catalog model to simulate, one of --model's (default: the one MODEL
+                        names, else ${ENGINE_DEFAULTS.model})
   --max-model-len N     context window (default: the model's)
   --gpu-memory-utilization F  fraction of GPU memory for weights and KV (default ${DEFAULT_MEMORY_UTILIZATION})
   --kv-cache-dtype T    ${KV_CACHE_DTYPES.join(' | ')} (default auto: BF16)

@@ -223,8 +223,14 @@ export function translateVllmArgs(argv: readonly string[], kvroute: FlagSpec): V
     };
 
     if (name === 'model') modelTag = value();
-    else if (name === 'sim-model') simModel = value();
-    else if (name === 'served-model-name') servedNames.push(...values());
+    else if (name === 'sim-model') {
+      simModel = value();
+      if (!Object.hasOwn(MODELS, simModel)) {
+        throw new UsageError(
+          `--sim-model must be one of ${Object.keys(MODELS).join(', ')}; got '${simModel}'`,
+        );
+      }
+    } else if (name === 'served-model-name') servedNames.push(...values());
     else if (name === 'kv-events-config') {
       const raw = value();
       const parsed = dottedValue(raw);
