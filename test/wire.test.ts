@@ -208,6 +208,25 @@ test('outer batch without dp rank; salt found past a LoRA name in extra keys', (
   const s = batch.events[0] as WireBlockStored;
   assert.equal(s.loraId, 3);
   assert.equal(s.cacheSalt, 'tenant');
+  // Newer SGLang: the salt as a top-level field of the event.
+  const sglang = decodeEventBatch(
+    pack([
+      1,
+      [
+        {
+          type: 'BlockStored',
+          block_hashes: [5],
+          parent_block_hash: null,
+          token_ids: [1, 2],
+          block_size: 2,
+          medium: 'GPU',
+          cache_salt: 'tenant-b',
+        },
+      ],
+      0,
+    ]),
+  );
+  assert.equal((sglang.events[0] as WireBlockStored).cacheSalt, 'tenant-b');
 });
 
 test('malformed payloads throw WireError with a stable code', () => {

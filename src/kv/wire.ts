@@ -358,7 +358,11 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
     medium: optString(f.medium),
     loraName,
     extraKeys,
-    cacheSalt: parentBlockHash === null ? saltOf(extraKeys?.[0] ?? null, loraName) : null,
+    // Newer SGLang sends the salt as a field of its own; vLLM inside the first block's extra keys.
+    cacheSalt:
+      parentBlockHash === null
+        ? (optString(f.cache_salt) ?? saltOf(extraKeys?.[0] ?? null, loraName))
+        : null,
     groupIdx: optNumber(f.group_idx, 'group_idx'),
     kvCacheSpecKind: optString(f.kv_cache_spec_kind),
   };
