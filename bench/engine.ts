@@ -3,7 +3,7 @@
  * --speedup 100, driven by N concurrent streaming clients in this process, each sending a
  * request, reading its stream to the end, and sending the next, for a fixed window.
  *
- * Reports the driver's step lag (from the engine's own kvroute:engine_step_lag_seconds
+ * Reports the driver's step lag (from the engine's own kvroute_engine_step_lag_seconds
  * histogram, scraped before and after the window and interpolated within buckets, as
  * Prometheus's histogram_quantile does) and the streamed tokens per second the clients received.
  *
@@ -37,7 +37,7 @@ const WARMUP_S = Number(values.warmup);
 const SPEEDUP = Number(values.speedup);
 const PROMPT_TOKENS = Number(values['prompt-tokens']);
 const OUTPUT_TOKENS = Number(values['output-tokens']);
-const LAG_METRIC = 'kvroute:engine_step_lag_seconds';
+const LAG_METRIC = 'kvroute_engine_step_lag_seconds';
 
 async function startEngine(): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(

@@ -4,11 +4,13 @@
  *   prefixes + 2,000 unique; 500 blocks of 16) over 64 replicas with 1,000,000 blocks indexed,
  *   block keys computed inside the measurement (computeBlockKeys + Router.route).
  * - eventsPerS: block events (stored, then removed) applied per second through Router.applyEvents.
+ * - foreignEventsPerS: the same for events as a vLLM engine sends them (its own 64-bit hashes,
+ *   keyed on their token ids), through Router.applyForeignEvents: the gateway's path.
  * Each figure is the median of RUNS runs.
  */
-import { computeBlockKeys } from '../src/kv/blockKey.ts';
+import { computeBlockKeys, toWireHash } from '../src/kv/blockKey.ts';
 import type { KvEvent } from '../src/kv/events.ts';
-import { Router } from '../src/router/index.ts';
+import { type ForeignKvEvent, Router } from '../src/router/index.ts';
 import { Rng } from '../src/util/rng.ts';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
@@ -26,6 +28,8 @@ const PICKS = 20_000;
 const ARRIVAL_GAP_MS = 25;
 const REPORT_EVERY_MS = 100;
 const VOCAB = 128_000;
+/** Replicas whose events also go through the foreign (vLLM hash) path. */
+const FOREIGN_REPLICAS = 8;
 
 const names = Array.from({ length: REPLICAS }, (_, i) => `replica-${i}`);
 
@@ -101,6 +105,56 @@ interface RunResult {
   /** The computeBlockKeys part of a pick, for the readable table. */
   keysP50Us: number;
   eventsPerS: number;
+  foreignEventsPerS: number;
+}
+
+/** A replica's events as a vLLM engine publishes them: wire hashes, not kvroute keys. */
+function toForeign(events: readonly KvEvent[]): ForeignKvEvent[] {
+  return events.map((e) =>
+    e.type === 'BlockStored'
+      ? {
+          type: 'BlockStored',
+          blockHashes: e.blockKeys.map(toWireHash),
+          parentBlockHash: e.parentKey === null ? null : toWireHash(e.parentKey),
+          tokenIds: e.tokenIds as number[],
+          blockSize: e.blockSize,
+          loraName: null,
+          cacheSalt: null,
+        }
+      : e.type === 'BlockRemoved'
+        ? { type: 'BlockRemoved', blockHashes: e.blockKeys.map(toWireHash) }
+        : e,
+  );
+}
+
+/** Removals of every fourth stored event's blocks, per replica. */
+function quarterRemovals(stored: KvEvent[][]): KvEvent[][] {
+  return stored.map((events) =>
+    events
+      .filter((_, i) => i % 4 === 3)
+      .map((e) => ({
+        type: 'BlockRemoved',
+        blockKeys: e.type === 'BlockStored' ? e.blockKeys : [],
+      })),
+  );
+}
+
+/** Stores then removes a quarter, through the foreign path; blocks changed per second. */
+function foreignIngest(fleet: Fleet, seed: number): number {
+  const router = new Router({ replicas: names.slice(0, FOREIGN_REPLICAS), seed });
+  const perReplica = fleet.stored.slice(0, FOREIGN_REPLICAS);
+  const stored = perReplica.map(toForeign);
+  const removed = quarterRemovals(perReplica).map(toForeign);
+  const t0 = performance.now();
+  let changed = 0;
+  for (const batches of [stored, removed]) {
+    batches.forEach((events, r) => {
+      for (let i = 0; i < events.length; i += EVENTS_PER_BATCH) {
+        changed += router.applyForeignEvents(names[r]!, events.slice(i, i + EVENTS_PER_BATCH), 0);
+      }
+    });
+  }
+  return changed / ((performance.now() - t0) / 1000);
 }
 
 function run(fleet: Fleet, seed: number): RunResult {
@@ -112,14 +166,7 @@ function run(fleet: Fleet, seed: number): RunResult {
     seed,
   });
   // Ingestion: all stores, then remove a quarter of them, timed together.
-  const removals: KvEvent[][] = fleet.stored.map((events) =>
-    events
-      .filter((_, i) => i % 4 === 3)
-      .map((e) => ({
-        type: 'BlockRemoved',
-        blockKeys: e.type === 'BlockStored' ? e.blockKeys : [],
-      })),
-  );
+  const removals = quarterRemovals(fleet.stored);
   const t0 = performance.now();
   let changed = applyAll(router, fleet.stored, 0);
   changed += applyAll(router, removals, 0);
@@ -164,6 +211,7 @@ function run(fleet: Fleet, seed: number): RunResult {
     p99Us: percentile(samples, 0.99),
     keysP50Us: percentile(keySamples, 0.5),
     eventsPerS: changed / ingestS,
+    foreignEventsPerS: foreignIngest(fleet, seed),
   };
 }
 
@@ -182,6 +230,7 @@ const result = {
     p99: Number(median(runs.map((r) => r.p99Us)).toFixed(2)),
   },
   eventsPerS: Math.round(median(runs.map((r) => r.eventsPerS))),
+  foreignEventsPerS: Math.round(median(runs.map((r) => r.foreignEventsPerS))),
 };
 if (json) {
   console.log(JSON.stringify(result));
@@ -197,10 +246,12 @@ if (json) {
       'pick p99 (us)': r.p99Us.toFixed(2),
       'of which keys p50 (us)': r.keysP50Us.toFixed(2),
       'events/s': Math.round(r.eventsPerS).toLocaleString(),
+      'vLLM-hash events/s': Math.round(r.foreignEventsPerS).toLocaleString(),
     })),
   );
   console.log(
     `median: pick p50 ${result.pickUs.p50} us (target <= 30), p99 ${result.pickUs.p99} us ` +
-      `(target <= 150), events ${result.eventsPerS.toLocaleString()}/s (target >= 1,000,000)`,
+      `(target <= 150), events ${result.eventsPerS.toLocaleString()}/s (target >= 1,000,000), ` +
+      `vLLM-hash events ${result.foreignEventsPerS.toLocaleString()}/s`,
   );
 }

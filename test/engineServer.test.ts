@@ -70,7 +70,7 @@ test('chat: non-streaming answer with the template counted in prompt tokens', as
   assert.equal(res.usage?.prompt_tokens, encodeChat(getTokenizer(), messages).length);
 });
 
-test('chat streaming with include_usage: one chunk per token, then usage, then [DONE]', async () => {
+test('chat streaming with include_usage: a role chunk, one chunk per token, then usage, then [DONE]', async () => {
   const stream = await client.chat.completions.create({
     model: MODEL,
     messages: [{ role: 'user', content: 'Stream please.' }],
@@ -81,8 +81,10 @@ test('chat streaming with include_usage: one chunk per token, then usage, then [
   const chunks: OpenAI.ChatCompletionChunk[] = [];
   for await (const chunk of stream) chunks.push(chunk);
   const content = chunks.filter((c) => c.choices.length > 0);
-  assert.equal(content.length, 6);
-  assert.equal(content[0]?.choices[0]?.delta.role, 'assistant');
+  // vLLM sends the role alone first ({role, content: ""}), then one chunk per token.
+  assert.equal(content.length, 7);
+  assert.deepEqual(content[0]?.choices[0]?.delta, { role: 'assistant', content: '' });
+  assert.ok(content.slice(1).every((c) => (c.choices[0]?.delta.content ?? '').length > 0));
   assert.equal(content.at(-1)?.choices[0]?.finish_reason, 'length');
   assert.ok(content.slice(0, -1).every((c) => c.choices[0]?.finish_reason === null));
   const last = chunks.at(-1)!;

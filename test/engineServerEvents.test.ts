@@ -39,20 +39,34 @@ function subscribe(endpoint: string) {
   };
 }
 
-/** Asks the replay socket for everything from `startSeq` on, as a DEALER does. */
-async function replay(endpoint: string, startSeq: bigint) {
+/**
+ * Asks the replay socket for everything from `startSeq` on, as a DEALER does, and reads the
+ * answer the way vLLM's own test does: `delimiter, topic, sequence, payload = recv_multipart()`
+ * until `sequence == END_SEQ` (vLLM >= 0.26), or without the topic frame (`no-topic`, older).
+ */
+async function replay(
+  endpoint: string,
+  startSeq: bigint,
+  form: 'topic' | 'no-topic' = 'topic',
+  topic = '',
+) {
   const dealer = new Dealer({ linger: 0, receiveTimeout: 3_000 });
   dealer.connect(endpoint);
   try {
     await dealer.send([Buffer.alloc(0), encodeSeq(startSeq)]);
     const out: { seq: bigint; payload: Buffer }[] = [];
     for (;;) {
-      const [empty, seq, payload] = await dealer.receive();
-      assert.equal(empty?.length, 0, 'replies keep the empty delimiter');
+      const frames = await dealer.receive();
+      assert.equal(frames.length, form === 'topic' ? 4 : 3, `${form} replies`);
+      const [delimiter, ...rest] = frames;
+      assert.equal(delimiter?.length, 0, 'replies keep the empty delimiter');
+      const [topicFrame, seq, payload] = form === 'topic' ? rest : [null, ...rest];
       if (seq!.equals(Buffer.alloc(8, 0xff))) {
         assert.equal(payload?.length, 0);
+        if (topicFrame) assert.equal(topicFrame.length, 0, 'the end marker has an empty topic');
         return out;
       }
+      if (topicFrame) assert.equal(topicFrame.toString('utf8'), topic);
       out.push({ seq: decodeSeq(seq!), payload: payload! });
     }
   } finally {
@@ -125,16 +139,20 @@ async function untilLive(server: EngineServerHandle, sub: Sub, seed: number): Pr
 }
 
 /** Waits until the subscriber has every batch the publisher has sent (the replay tells). */
-async function syncTo(server: EngineServerHandle, sub: Sub): Promise<bigint> {
-  const last = (await replay(server.replayEndpoint!, 0n)).at(-1)?.seq ?? -1n;
+async function syncTo(
+  server: EngineServerHandle,
+  sub: Sub,
+  form: 'topic' | 'no-topic' = 'topic',
+): Promise<bigint> {
+  const last = (await replay(server.replayEndpoint!, 0n, form)).at(-1)?.seq ?? -1n;
   await waitFor(() => (sub.received.at(-1)?.seq ?? -1n) >= last, 3_000, `live batch ${last}`);
   return last;
 }
 
 /** A router-like view: bootstrap from replay, then apply live batches after it, in order. */
-async function bootstrap(server: EngineServerHandle, sub: Sub) {
+async function bootstrap(server: EngineServerHandle, sub: Sub, form: 'topic' | 'no-topic') {
   const cached = new Set<BlockKey>();
-  const replayed = await replay(server.replayEndpoint!, 0n);
+  const replayed = await replay(server.replayEndpoint!, 0n, form);
   let applied = replayed.at(-1)?.seq ?? -1n;
   applyBatches(
     replayed.map((r) => decodeEventBatch(r.payload)),
@@ -147,7 +165,7 @@ async function bootstrap(server: EngineServerHandle, sub: Sub) {
       return removed;
     },
     async catchUp() {
-      await syncTo(server, sub);
+      await syncTo(server, sub, form);
       const fresh = sub.received.filter((r) => r.seq > applied);
       removed += applyBatches(
         fresh.map((r) => decodeEventBatch(r.payload)),
@@ -221,7 +239,8 @@ test('array-form events under eviction predict the engine cache hit to the token
   const sub = subscribe(server.eventsEndpoint!);
   try {
     await untilLive(server, sub, 2);
-    const view = await bootstrap(server, sub);
+    // Array events go with vLLM < 0.26's replay framing (no topic frame) by default.
+    const view = await bootstrap(server, sub, 'no-topic');
     const prompts = Array.from({ length: 6 }, (_, i) => tokensOf(10 + i, 400));
     for (const p of prompts) await complete(server, p);
     await view.catchUp();

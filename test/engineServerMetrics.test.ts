@@ -35,20 +35,26 @@ test('/metrics gauges match the scheduler queues; a disconnect frees KV at once'
       3_000,
       '2 running, both past their first token',
     );
+    // Decodes keep running while the scrape is answered: KV usage may grow a block meanwhile,
+    // so the scraped value must lie between the core's value before and after the scrape.
+    const c0 = server.counters();
     const samples = await scrape(server);
     const c = server.counters();
     assert.equal(metric(samples, 'vllm:num_requests_running', LABELS), c.running);
     assert.equal(metric(samples, 'vllm:num_requests_waiting', LABELS), c.waiting);
     assert.equal(c.waiting, 3);
     const usage = metric(samples, 'vllm:kv_cache_usage_perc', LABELS);
-    assert.equal(usage, c.kvUsage);
+    assert.ok(
+      usage >= c0.kvUsage && usage <= c.kvUsage,
+      `${c0.kvUsage} <= ${usage} <= ${c.kvUsage}`,
+    );
     assert.ok(usage > 0 && usage <= 1);
     assert.ok(metric(samples, 'vllm:prompt_tokens_total', LABELS) >= 400);
     assert.ok(metric(samples, 'vllm:prefix_cache_queries_total', LABELS) >= 400);
     assert.equal(metric(samples, 'vllm:num_preemptions_total', LABELS), 0);
     assert.equal(metric(samples, 'vllm:time_to_first_token_seconds_count', LABELS), 2);
     assert.ok(metric(samples, 'vllm:inter_token_latency_seconds_count', LABELS) >= 0);
-    assert.ok(metric(samples, 'kvroute:engine_step_lag_seconds_count', LABELS) > 0);
+    assert.ok(metric(samples, 'kvroute_engine_step_lag_seconds_count', LABELS) > 0);
 
     for (const s of streams) s.disconnect();
     await waitFor(

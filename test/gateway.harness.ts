@@ -104,6 +104,8 @@ export interface ReplicaJson {
     batches: number;
     restarts: number;
     gapsFilled: number;
+    gapsUnfilled: number;
+    replayCutoffs: number;
   } | null;
 }
 

@@ -1,41 +1,74 @@
 /**
- * `kvroute engine`: one simulated vLLM-compatible engine server. Prints one ready line,
+ * `kvroute engine`: one simulated vLLM-compatible engine server. Takes kvroute's flags and
+ * `vllm serve`'s (vllmFlags.ts rewrites those first). Prints one ready line,
  *   kvroute engine ready url=http://127.0.0.1:8001 model=llama-3.3-70b events=tcp://... replay=-
  * that parents and tests parse, then serves until SIGINT or SIGTERM.
  */
+import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { type EngineServerOptions, SERVER_DEFAULTS } from '../engine/server/options.ts';
 import { startEngineServer } from '../engine/server/server.ts';
-import { WIRE_FORMATS } from '../kv/wire.ts';
+import { DEFAULT_MAX_LOGPROBS } from '../engine/server/validation.ts';
+import { REPLAY_FORMS, WIRE_FORMATS } from '../kv/wire.ts';
+import { DEFAULT_MEMORY_UTILIZATION } from '../model/cost.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
+import { translateVllmArgs } from './vllmFlags.ts';
 
 const FLAGS = flagSpec({
   string:
     'host port served-model-name max-model-len speedup seed ' +
-    'kv-events kv-replay kv-events-format kv-events-topic',
+    'kv-events kv-replay kv-events-format kv-events-topic kv-replay-form kv-replay-buffer ' +
+    'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser',
+  multiple: 'served-model-alias',
+  boolean:
+    'enable-prefix-caching no-enable-prefix-caching enable-auto-tool-choice ' +
+    'no-enable-auto-tool-choice',
 });
+
+/** vLLM's --kv-cache-dtype values: `auto` is the model's dtype (BF16 here), the rest FP8. */
+const KV_CACHE_DTYPES = ['auto', 'bfloat16', 'fp8', 'fp8_e4m3', 'fp8_e5m2'] as const;
 
 const DEFAULT_PORT = 8001;
 
-const HELP = `usage: kvroute engine [flags]
+const HELP = `usage: kvroute engine [MODEL] [flags]
 
 A simulated vLLM-compatible engine: OpenAI API (/v1/completions, /v1/chat/completions,
 /v1/models, /tokenize, /health), Prometheus /metrics with vLLM's names, KV cache events over
 ZMQ in vLLM's wire format. Each engine step sleeps its modeled duration / --speedup.
 
+A \`vllm serve\` command line works unchanged: MODEL (or --model) maps onto the catalog
+(meta-llama/Llama-3.3-70B-Instruct -> llama-3.3-70b) and is the served name; vLLM's names
+--tensor-parallel-size/-tp, --max-num-seqs, --max-num-batched-tokens, --num-gpu-blocks-override
+stand for --tp, --max-seqs, --budget, --kv-blocks; --served-model-name takes several names;
+--kv-events-config takes vLLM's JSON; vLLM flags that change nothing here are accepted with one
+warning line.
+
 server
   --host H              interface (default ${SERVER_DEFAULTS.host})
   --port N              port; 0 picks a free one (default ${DEFAULT_PORT})
-  --served-model-name S name clients send as "model" (default: --model)
+  --served-model-name S name clients send as "model" (default: MODEL)
+  --sim-model NAME      catalog model to simulate, one of --model's (default: the one MODEL
+                        names, else ${ENGINE_DEFAULTS.model})
   --max-model-len N     context window (default: the model's)
+  --gpu-memory-utilization F  fraction of GPU memory for weights and KV (default ${DEFAULT_MEMORY_UTILIZATION})
+  --kv-cache-dtype T    ${KV_CACHE_DTYPES.join(' | ')} (default auto: BF16)
+  --enable-prefix-caching / --no-enable-prefix-caching  (default on)
+  --max-logprobs N      most log-probabilities per token (default ${DEFAULT_MAX_LOGPROBS})
+  --enable-auto-tool-choice, --tool-call-parser NAME  serve tool_choice "auto" (the simulated
+                        model answers in text; it never calls a tool)
   --speedup F           modeled time / wall time (default ${SERVER_DEFAULTS.speedup})
   --seed N              seeds the generated text (default ${SERVER_DEFAULTS.seed})
 ${ENGINE_HELP}KV events
+  --kv-events-config J  vLLM's JSON: {"enable_kv_cache_events": true, "publisher": "zmq",
+                        "endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558", "topic": ""}
   --kv-events EP        ZMQ PUB endpoint, e.g. tcp://*:5557 (default: off, as vLLM)
   --kv-replay EP        ZMQ ROUTER replay endpoint, e.g. tcp://*:5558
-  --kv-events-format F  ${WIRE_FORMATS.join(' | ')} (default ${SERVER_DEFAULTS.kvEventsFormat})
+  --kv-events-format F  ${WIRE_FORMATS.join(' | ')} (default ${SERVER_DEFAULTS.kvEventsFormat}: vLLM >= 0.26; array: older)
+  --kv-replay-form F    ${REPLAY_FORMS.join(' | ')} (default: topic with map events, as vLLM >= 0.26;
+                        no-topic with array events, as older vLLM and SGLang)
   --kv-events-topic T   topic frame (default empty)
+  --kv-replay-buffer N  batches kept for replay (vLLM's buffer_steps, default 10000)
 `;
 
 export function readEngineOptions(flags: Flags): EngineServerOptions {
@@ -49,19 +82,48 @@ export function readEngineOptions(flags: Flags): EngineServerOptions {
     kvReplay: flags.string('kv-replay') ?? null,
     kvEventsFormat: flags.oneOf('kv-events-format', WIRE_FORMATS),
     kvEventsTopic: flags.string('kv-events-topic'),
+    kvReplayForm: flags.oneOf('kv-replay-form', REPLAY_FORMS),
+    kvReplayBufferBatches: flags.positive('kv-replay-buffer', true),
     seed: flags.number('seed', { integer: true }),
+    servedModelAliases: flags.has('served-model-alias')
+      ? flags.strings('served-model-alias')
+      : undefined,
+    memoryUtilization: flags.fraction('gpu-memory-utilization'),
+    maxLogprobs: flags.number('max-logprobs', { min: -1, integer: true }),
+    enableAutoToolChoice: flags.bool('enable-auto-tool-choice') || undefined,
+    toolCallParser: flags.string('tool-call-parser'),
+    prefixCaching: onOff(flags, 'enable-prefix-caching'),
   };
+  const kvCacheDtype = flags.oneOf('kv-cache-dtype', KV_CACHE_DTYPES);
+  if (kvCacheDtype !== undefined) server.kvDtype = kvCacheDtype.startsWith('fp8') ? 'fp8' : 'bf16';
   // Leave out what was not given, so the server's defaults apply.
   const given = Object.fromEntries(Object.entries(server).filter(([, v]) => v !== undefined));
   return { ...readEngineFlags(flags), ...given };
 }
 
+/** vLLM's BooleanOptionalAction pair: --NAME true, --no-NAME false, neither undefined. */
+function onOff(flags: Flags, name: string): boolean | undefined {
+  if (flags.bool(name) && flags.bool(`no-${name}`)) {
+    throw new UsageError(`--${name} and --no-${name} contradict each other`);
+  }
+  if (flags.bool(name)) return true;
+  return flags.bool(`no-${name}`) ? false : undefined;
+}
+
 export async function run(argv: string[]): Promise<number> {
-  const flags = readFlags(argv, FLAGS, ENGINE_FLAGS);
+  const spec = { ...FLAGS, ...ENGINE_FLAGS };
+  const vllm = translateVllmArgs(argv, spec);
+  const flags = readFlags(vllm.args, FLAGS, ENGINE_FLAGS);
   if (flags === 'help') return printHelp(HELP);
+  for (const warning of vllm.warnings) process.stderr.write(`kvroute engine: ${warning}\n`);
   const options = readEngineOptions(flags);
   if (options.kvReplay && !options.kvEvents) {
     throw new UsageError('--kv-replay needs --kv-events');
+  }
+  if (flags.bool('no-enable-auto-tool-choice')) options.enableAutoToolChoice = false;
+  if (options.enableAutoToolChoice && !options.toolCallParser) {
+    // vLLM refuses this at startup ("--enable-auto-tool-choice requires --tool-call-parser").
+    throw new UsageError('--enable-auto-tool-choice requires --tool-call-parser');
   }
   const server = await startEngineServer(options);
   process.stdout.write(

@@ -24,6 +24,10 @@ export interface EngineOptions {
   kvBlocks?: number;
   /** Calibrated step-time coefficients (`kvroute calibrate`); absent: the roofline defaults. */
   profile?: CostProfile;
+  /** Fraction of GPU memory the engine may use (vLLM's --gpu-memory-utilization); sizes the pool. */
+  memoryUtilization?: number;
+  /** Automatic prefix caching (vLLM's --enable-prefix-caching; default on). */
+  prefixCaching?: boolean;
 }
 
 export const ENGINE_DEFAULTS = {
@@ -44,11 +48,13 @@ export function makeEngineConfig(engine: EngineOptions): EngineConfig {
       gpu: engine.gpu,
       tp: engine.tp,
       profile: engine.profile,
+      memoryUtilization: engine.memoryUtilization,
     }),
     budgetTokens: engine.budgetTokens,
     maxSeqs: engine.maxSeqs,
     kvPolicy: engine.kvPolicy,
     blockSize: engine.blockSize,
     ...(engine.kvBlocks !== undefined && { kvBlocks: engine.kvBlocks }),
+    ...(engine.prefixCaching !== undefined && { prefixCaching: engine.prefixCaching }),
   };
 }

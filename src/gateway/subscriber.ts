@@ -1,21 +1,58 @@
 /**
  * Events mode: one ZMQ SUB per backend reading vLLM-format KV event batches (either wire form,
  * decoded by kv/wire.ts), applied in sequence order, one at a time per backend:
- * - a gap (seq jumps ahead) is filled from the backend's replay socket;
+ * - a gap (seq jumps ahead) is filled from the backend's replay socket (either replay framing:
+ *   vLLM >= 0.26's with a topic frame, or older vLLM's and SGLang's without);
  * - a sequence that goes back means the engine restarted: its blocks are cleared first;
  * - a reconnect of the SUB socket is checked against the replay buffer: if the batch we applied
  *   last is still there, byte for byte, it is the same engine and only the missed batches are
  *   applied; otherwise it restarted (and may have published its first batches before we
  *   reconnected), so its blocks are cleared and its buffer is replayed from the start.
+ *
+ * A replay holds up the live stream behind it, so each one is bounded: a first answer within
+ * `firstReplyMs`, the whole answer within `maxMs`, `maxBatches` and `maxBytes` (batches are
+ * applied as they arrive, never collected); a gap's replay stops as soon as its missing batches
+ * are in. A replay socket that did not answer, or was cut off, is left alone for `backoffMs`:
+ * gaps meanwhile count as unfilled at once and the feed carries on from the live stream. A gap
+ * counts as filled only when every missing batch arrived.
+ *
  * Events go to the router as the engine sent them (its own hashes); the router keys them on
  * their token ids, so any vLLM-compatible engine works, not only kvroute's.
  */
 import { Dealer, Subscriber } from 'zeromq';
-import { decodeEventBatch, decodeSeq, encodeSeq, type WireEvent } from '../kv/wire.ts';
+import {
+  decodeEventBatch,
+  decodeSeq,
+  encodeSeq,
+  readReplayReply,
+  type WireEvent,
+} from '../kv/wire.ts';
 import type { ForeignKvEvent } from '../router/index.ts';
 
-/** How long one replay answer may take before the gap is given up on. */
-const REPLAY_TIMEOUT_MS = 1_000;
+/** Bounds on one replay; the defaults suit vLLM's 10,000-batch replay buffer. */
+export interface ReplayLimits {
+  /** Wait at most this long for the first answer. */
+  firstReplyMs: number;
+  /** The whole answer, end marker included, within this long. */
+  maxMs: number;
+  /** Batches read at most (vLLM keeps buffer_steps = 10,000). */
+  maxBatches: number;
+  /** Payload bytes read at most. */
+  maxBytes: number;
+  /** After a replay that did not answer or was cut off, none for this long. */
+  backoffMs: number;
+}
+
+export const DEFAULT_REPLAY_LIMITS: ReplayLimits = {
+  firstReplyMs: 500,
+  maxMs: 2_000,
+  maxBatches: 10_000,
+  maxBytes: 64 * 1024 * 1024,
+  backoffMs: 5_000,
+};
+
+/** A single message larger than this is refused by ZMQ itself (one engine step's events). */
+const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 export interface SubscriberTarget {
   replica: number;
@@ -34,8 +71,19 @@ export interface SubscriberHooks {
 export interface SubscriberStats {
   lastSeq: string | null;
   batches: number;
+  /** Gaps whose every missing batch came back from replay. */
   gapsFilled: number;
+  /** Gaps left (partly) open: no replay socket, no answer, cut off, or the batches were gone. */
+  gapsUnfilled: number;
   batchesReplayed: number;
+  /** Payload bytes read from replay sockets (at most maxBytes per replay, plus one batch). */
+  replayBytes: number;
+  /** Replays that got no answer in time. */
+  replayTimeouts: number;
+  /** Replays stopped at a bound (time, batches, bytes) before their end marker. */
+  replayCutoffs: number;
+  /** Replays not attempted because the replay socket is in backoff. */
+  replaysSkipped: number;
   restarts: number;
   reconnects: number;
   decodeErrors: number;
@@ -46,16 +94,33 @@ interface Batch {
   payload: Buffer;
 }
 
+/** How a replay ended. */
+type ReplayOutcome =
+  | 'end' // the end marker arrived
+  | 'covered' // every batch asked for arrived; the rest was not waited for
+  | 'stopped' // the caller had seen enough
+  | 'no-answer'
+  | 'cutoff'
+  | 'skipped' // in backoff
+  | 'none'; // no replay socket
+
 class Feed {
   lastSeq: bigint | null = null;
   /** Payload of the batch at lastSeq: proof of identity when the socket reconnects. */
   lastPayload: Buffer | null = null;
   batches = 0;
   gapsFilled = 0;
+  gapsUnfilled = 0;
   batchesReplayed = 0;
+  replayBytes = 0;
+  replayTimeouts = 0;
+  replayCutoffs = 0;
+  replaysSkipped = 0;
   restarts = 0;
   reconnects = 0;
   decodeErrors = 0;
+  /** No replay before this (performance.now() ms). */
+  replayBackoffUntilMs = 0;
   socket: Subscriber | null = null;
   /** Everything that touches this feed's state runs on this chain, in order. */
   chain: Promise<void> = Promise.resolve();
@@ -73,18 +138,25 @@ class Feed {
 
 export class EventSubscriber {
   readonly #hooks: SubscriberHooks;
+  readonly #limits: ReplayLimits;
   readonly #feeds = new Map<number, Feed>();
   #closed = false;
   #loops: Promise<void>[] = [];
+  #dealers = new Set<Dealer>();
 
-  constructor(targets: readonly SubscriberTarget[], hooks: SubscriberHooks) {
+  constructor(
+    targets: readonly SubscriberTarget[],
+    hooks: SubscriberHooks,
+    limits: Partial<ReplayLimits> = {},
+  ) {
     this.#hooks = hooks;
+    this.#limits = { ...DEFAULT_REPLAY_LIMITS, ...limits };
     for (const t of targets) this.#feeds.set(t.replica, new Feed(t));
   }
 
   start(): void {
     for (const feed of this.#feeds.values()) {
-      const socket = new Subscriber({ linger: 0 });
+      const socket = new Subscriber({ linger: 0, maxMessageSize: MAX_MESSAGE_BYTES });
       // Watch before connecting: the monitor only sees events after it exists.
       this.#loops.push(this.#watchConnections(feed, socket));
       socket.connect(feed.target.events);
@@ -101,7 +173,12 @@ export class EventSubscriber {
       lastSeq: f.lastSeq === null ? null : f.lastSeq.toString(),
       batches: f.batches,
       gapsFilled: f.gapsFilled,
+      gapsUnfilled: f.gapsUnfilled,
       batchesReplayed: f.batchesReplayed,
+      replayBytes: f.replayBytes,
+      replayTimeouts: f.replayTimeouts,
+      replayCutoffs: f.replayCutoffs,
+      replaysSkipped: f.replaysSkipped,
       restarts: f.restarts,
       reconnects: f.reconnects,
       decodeErrors: f.decodeErrors,
@@ -118,6 +195,8 @@ export class EventSubscriber {
     void feed.run(async () => {
       feed.lastSeq = null;
       feed.lastPayload = null;
+      // A replica back from down deserves a fresh try at its replay socket.
+      feed.replayBackoffUntilMs = 0;
       await this.#replayInto(feed, 0n, null);
     });
   }
@@ -162,24 +241,27 @@ export class EventSubscriber {
       // Joined late: take what the replay buffer still holds of this incarnation.
       await this.#replayInto(feed, 0n, seq);
     } else if (last !== null && seq > last + 1n) {
-      await this.#replayInto(feed, last + 1n, seq);
-      feed.gapsFilled++;
+      const filled = await this.#replayInto(feed, last + 1n, seq);
+      if (filled) feed.gapsFilled++;
+      else feed.gapsUnfilled++;
     }
     this.#apply(feed, { seq, payload });
   }
 
   async #resync(feed: Feed): Promise<void> {
     if (feed.lastSeq === null || this.#closed) return;
-    const batches = feed.target.replay
-      ? await this.#replay(feed.target.replay, feed.lastSeq)
-      : null;
-    const first = batches?.[0];
-    const same =
-      first !== undefined && first.seq === feed.lastSeq && feed.lastPayload?.equals(first.payload);
-    if (same) {
-      for (const b of batches!.slice(1)) this.#apply(feed, b, true);
-      return;
-    }
+    const lastSeq = feed.lastSeq;
+    let same: boolean | null = null;
+    await this.#replay(feed, lastSeq, null, (b) => {
+      if (same === null) {
+        // The first batch back must be the one we applied last, byte for byte.
+        same = b.seq === lastSeq && (feed.lastPayload?.equals(b.payload) ?? false);
+        return same;
+      }
+      if (b.seq > feed.lastSeq!) this.#apply(feed, b);
+      return true;
+    });
+    if (same) return;
     this.#restarted(feed);
     await this.#replayInto(feed, 0n, null);
   }
@@ -191,44 +273,96 @@ export class EventSubscriber {
     this.#hooks.onRestart(feed.target.replica);
   }
 
-  /** Applies buffered batches [fromSeq, toSeq) (toSeq null: all) from the replay socket. */
-  async #replayInto(feed: Feed, fromSeq: bigint, toSeq: bigint | null): Promise<void> {
-    if (!feed.target.replay || (toSeq !== null && fromSeq >= toSeq) || this.#closed) return;
-    const batches = await this.#replay(feed.target.replay, fromSeq);
-    for (const b of batches ?? []) {
-      if (toSeq !== null && b.seq >= toSeq) break;
-      this.#apply(feed, b, true);
-    }
+  /**
+   * Applies buffered batches [fromSeq, toSeq) (toSeq null: all) from the replay socket, in order,
+   * as they arrive. True when every batch of the range arrived (toSeq null: the end marker did).
+   */
+  async #replayInto(feed: Feed, fromSeq: bigint, toSeq: bigint | null): Promise<boolean> {
+    if (toSeq !== null && fromSeq >= toSeq) return true;
+    let next = fromSeq;
+    let contiguous = true;
+    const outcome = await this.#replay(feed, fromSeq, toSeq, (b) => {
+      if (b.seq < next) return true; // a repeat: already applied
+      if (b.seq > next) contiguous = false; // the buffer no longer holds some of the range
+      this.#apply(feed, b);
+      next = b.seq + 1n;
+      return true;
+    });
+    if (toSeq === null) return outcome === 'end' && contiguous;
+    return contiguous && next >= toSeq;
   }
 
-  /** Batches from `fromSeq` on, as the replay socket holds them; null when it did not answer. */
-  async #replay(endpoint: string, fromSeq: bigint): Promise<Batch[] | null> {
-    const dealer = new Dealer({ linger: 0, receiveTimeout: REPLAY_TIMEOUT_MS });
-    const out: Batch[] = [];
-    try {
-      dealer.connect(endpoint);
-      await dealer.send([Buffer.alloc(0), encodeSeq(fromSeq)]);
-      for (;;) {
-        const frames = await dealer.receive();
-        // [empty, seq, payload] from a ROUTER; tolerate a missing empty delimiter.
-        const [seqFrame, payload] = frames[0]?.length === 0 ? frames.slice(1) : frames;
-        if (seqFrame?.length !== 8 || seqFrame.every((b) => b === 0xff)) break;
-        const seq = decodeSeq(seqFrame);
-        if (seq >= fromSeq && payload) out.push({ seq, payload });
+  /**
+   * Streams the replay socket's batches from `fromSeq` on into `onBatch` (false from it stops the
+   * replay), within the limits. Batches at or past `toSeq` are not passed on, and once `toSeq - 1`
+   * has arrived the rest is not waited for.
+   */
+  async #replay(
+    feed: Feed,
+    fromSeq: bigint,
+    toSeq: bigint | null,
+    onBatch: (b: Batch) => boolean,
+  ): Promise<ReplayOutcome> {
+    const endpoint = feed.target.replay;
+    if (!endpoint || this.#closed) return 'none';
+    const startMs = performance.now();
+    if (startMs < feed.replayBackoffUntilMs) {
+      feed.replaysSkipped++;
+      return 'skipped';
+    }
+    const limits = this.#limits;
+    const dealer = new Dealer({
+      linger: 0,
+      sendTimeout: limits.firstReplyMs,
+      receiveTimeout: limits.firstReplyMs,
+      maxMessageSize: MAX_MESSAGE_BYTES,
+    });
+    this.#dealers.add(dealer);
+    let answered = false;
+    let batches = 0;
+    let bytes = 0;
+    const outcome = await (async (): Promise<ReplayOutcome> => {
+      try {
+        dealer.connect(endpoint);
+        await dealer.send([Buffer.alloc(0), encodeSeq(fromSeq)]);
+        for (;;) {
+          const leftMs = limits.maxMs - (performance.now() - startMs);
+          if (leftMs <= 0) return 'cutoff';
+          dealer.receiveTimeout = Math.max(
+            1,
+            Math.ceil(answered ? leftMs : Math.min(leftMs, limits.firstReplyMs)),
+          );
+          const reply = readReplayReply(await dealer.receive());
+          answered = true;
+          if (reply.kind === 'end') return 'end';
+          batches++;
+          bytes += reply.payload.length;
+          feed.replayBytes += reply.payload.length;
+          if (batches > limits.maxBatches || bytes > limits.maxBytes) return 'cutoff';
+          if (reply.seq < fromSeq || (toSeq !== null && reply.seq >= toSeq)) continue;
+          feed.batchesReplayed++;
+          if (!onBatch({ seq: reply.seq, payload: reply.payload })) return 'stopped';
+          if (toSeq !== null && reply.seq >= toSeq - 1n) return 'covered';
+        }
+      } catch {
+        // A receive timeout, a malformed reply or a closed socket: the replay ends here.
+        if (this.#closed) return 'stopped';
+        return answered ? 'cutoff' : 'no-answer';
       }
-      return out;
-    } catch {
-      // No answer in time: the gap stays; later events still apply.
-      return out.length > 0 ? out : null;
-    } finally {
-      dealer.close();
+    })();
+    this.#dealers.delete(dealer);
+    dealer.close();
+    if (outcome === 'no-answer') feed.replayTimeouts++;
+    if (outcome === 'cutoff') feed.replayCutoffs++;
+    if (outcome === 'no-answer' || outcome === 'cutoff') {
+      feed.replayBackoffUntilMs = performance.now() + limits.backoffMs;
     }
+    return outcome;
   }
 
-  #apply(feed: Feed, batch: Batch, replayed = false): void {
+  #apply(feed: Feed, batch: Batch): void {
     feed.lastSeq = batch.seq;
     feed.lastPayload = batch.payload;
-    if (replayed) feed.batchesReplayed++;
     let events: WireEvent[];
     try {
       events = decodeEventBatch(batch.payload).events;
@@ -248,6 +382,7 @@ export class EventSubscriber {
   async close(): Promise<void> {
     this.#closed = true;
     for (const feed of this.#feeds.values()) feed.socket?.close();
+    for (const dealer of this.#dealers) dealer.close();
     await Promise.allSettled(this.#loops);
   }
 }

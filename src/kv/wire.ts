@@ -4,22 +4,32 @@
  *
  * What vLLM sends (vllm/distributed/kv_events.py, msgspec structs, `omit_defaults=True`):
  * - ZMQ frames: topic (UTF-8, "" by default), sequence (8 bytes big-endian, from 0 at each
- *   start), payload. Replay: a ROUTER answers `[start_seq]` with `[seq, payload]` per buffered
- *   batch from start_seq on, then `[0xFF x 8, ""]`.
+ *   start), payload.
+ * - Replay: a ROUTER answers a DEALER's `[empty, start_seq]` with one message per buffered batch
+ *   from start_seq on, then an end marker whose sequence frame is -1 (0xFF x 8). vLLM >= 0.26
+ *   (PR #45177) sends `[empty, topic, seq, payload]` and ends `[empty, "", END_SEQ, ""]`; older
+ *   vLLM and SGLang send `[empty, seq, payload]` and end `[empty, END_SEQ, ""]`.
+ *   `readReplayReply` tells the two apart by frame count.
  * - Payload: `EventBatch(ts, events, data_parallel_rank)`, `array_like=True`, so
- *   `[ts: float64, [events...], dp_rank]`.
- * - Events: a tagged union. Older vLLM (`array_like=True, tag=True`) sends positional arrays with
- *   the tag first: `["BlockStored", block_hashes, parent_block_hash, token_ids, block_size,
+ *   `[ts: float64, [events...], dp_rank]` in every version.
+ * - Events: a tagged union. vLLM < 0.26 (`array_like=True, tag=True`) sends positional arrays
+ *   with the tag first: `["BlockStored", block_hashes, parent_block_hash, token_ids, block_size,
  *   lora_id, medium, lora_name, extra_keys?]`, `["BlockRemoved", block_hashes, medium]`,
- *   `["AllBlocksCleared"]`; newer vLLM sends maps with a `"type"` key. Defaulted trailing fields
- *   (extra_keys, group_idx, ...) may be absent; producers may add fields at any time.
+ *   `["AllBlocksCleared"]`; vLLM >= 0.26 (PR #42892) sends maps with a `"type"` key and adds
+ *   `group_idx` and `kv_cache_spec_kind` (hybrid models: one KV cache group per attention kind).
+ *   Defaulted trailing fields may be absent; producers may add fields at any time.
  * - Hashes: `ExternalBlockHash = bytes | int`; as ints they are unsigned 64-bit (msgpack uint64
  *   above 2^63). vLLM's own int form is the last 8 bytes of the hash, big-endian, which is also
  *   how this decoder folds raw-bytes hashes into a bigint.
- * - extra_keys: one entry per block, `None` or a tuple of (LoRA name, multimodal hashes,
- *   cache_salt, ...); cache_salt only in the block that starts the prompt. vLLM versions that have
- *   the field always send the list, one entry per block, and so does this encoder in both forms
- *   (the array form is byte for byte the last array_like vLLM: tag + 8 fields).
+ * - extra_keys: one entry per block, `None` or a tuple of (LoRA name, multimodal keys,
+ *   cache_salt, prompt-embeds digests); cache_salt only in the block that starts the prompt.
+ *   vLLM versions that have the field always send the list, one entry per block, and so does
+ *   this encoder in both forms.
+ *
+ * The encoder's two forms: `map` is vLLM >= 0.26 byte for byte (BlockStored with `group_idx: 0`
+ * and `kv_cache_spec_kind: "full_attention"`, BlockRemoved with `group_idx: 0`, as the v0.26.0
+ * block pool emits them for a model with one KV cache group); `array` is the last array_like
+ * vLLM before group_idx (tag + 8 fields).
  */
 import { Unpackr } from 'msgpackr';
 import { type BlockKey, toWireHash } from './blockKey.ts';
@@ -29,6 +39,8 @@ import { MsgpackWriter } from './wireMsgpack.ts';
 export type WireFormat = 'map' | 'array';
 export const WIRE_FORMATS: readonly WireFormat[] = ['map', 'array'];
 export const MEDIUM_GPU = 'GPU';
+/** The one KV cache group of a model with a single attention kind (vLLM's group 0). */
+export const FULL_ATTENTION = 'full_attention';
 /** Sequence frame that ends a replay answer: -1 as a signed 64-bit big-endian integer. */
 export const END_SEQ_FRAME: Buffer = Buffer.alloc(8, 0xff);
 
@@ -54,11 +66,12 @@ export function encodeEventBatch(events: readonly KvEvent[], opts: EncodeBatchOp
   for (const event of events) {
     if (event.type === 'BlockStored') writeStored(w, event, asMap);
     else if (event.type === 'BlockRemoved') {
-      if (asMap) w.map(3).str('type').str('BlockRemoved').str('block_hashes');
+      if (asMap) w.map(4).str('type').str('BlockRemoved').str('block_hashes');
       else w.array(3).str('BlockRemoved');
       writeHashes(w, event.blockKeys);
       if (asMap) w.str('medium');
       w.str(MEDIUM_GPU);
+      if (asMap) w.str('group_idx').int(0);
     } else {
       if (asMap) w.map(1).str('type').str('AllBlocksCleared');
       else w.array(1).str('AllBlocksCleared');
@@ -88,7 +101,7 @@ function writeStored(
   event: Extract<KvEvent, { type: 'BlockStored' }>,
   asMap: boolean,
 ): void {
-  if (asMap) w.map(9).str('type');
+  if (asMap) w.map(11).str('type');
   else w.array(9);
   w.str('BlockStored');
   if (asMap) w.str('block_hashes');
@@ -110,6 +123,7 @@ function writeStored(
   else w.nil();
   if (asMap) w.str('extra_keys');
   w.value(extraKeysOf(event));
+  if (asMap) w.str('group_idx').int(0).str('kv_cache_spec_kind').str(FULL_ATTENTION);
 }
 
 /** The 8-byte big-endian sequence frame. */
@@ -122,6 +136,64 @@ export function encodeSeq(seq: bigint | number): Buffer {
 export function decodeSeq(frame: Uint8Array): bigint {
   if (frame.length !== 8) throw new WireError(`sequence frame has ${frame.length} bytes, not 8`);
   return Buffer.from(frame.buffer, frame.byteOffset, 8).readBigUInt64BE();
+}
+
+/** How a replay ROUTER frames its answers (see the file comment). */
+export type ReplayForm = 'topic' | 'no-topic';
+export const REPLAY_FORMS: readonly ReplayForm[] = ['topic', 'no-topic'];
+
+/** The frames a replay ROUTER sends for one buffered batch (identity first, for the ROUTER). */
+export function replayBatchFrames(
+  form: ReplayForm,
+  topic: Buffer,
+  seq: bigint,
+  payload: Buffer,
+): Buffer[] {
+  const empty = Buffer.alloc(0);
+  return form === 'topic'
+    ? [empty, topic, encodeSeq(seq), payload]
+    : [empty, encodeSeq(seq), payload];
+}
+
+/** The end marker of a replay answer. */
+export function replayEndFrames(form: ReplayForm): Buffer[] {
+  const empty = Buffer.alloc(0);
+  return form === 'topic' ? [empty, empty, END_SEQ_FRAME, empty] : [empty, END_SEQ_FRAME, empty];
+}
+
+export type ReplayReply =
+  | { kind: 'batch'; form: ReplayForm; topic: Buffer | null; seq: bigint; payload: Buffer }
+  | { kind: 'end'; form: ReplayForm };
+
+/**
+ * One message a DEALER received from a replay ROUTER, in either form, told apart by frame count:
+ * `[empty, topic, seq, payload]` (vLLM >= 0.26) or `[empty, seq, payload]` (older vLLM, SGLang).
+ * Throws WireError for anything else.
+ */
+export function readReplayReply(frames: readonly Uint8Array[]): ReplayReply {
+  if (frames[0]?.length !== 0) throw new WireError('replay reply without the empty delimiter');
+  let form: ReplayForm;
+  let topic: Buffer | null = null;
+  let seqFrame: Uint8Array;
+  let payload: Uint8Array;
+  if (frames.length === 4) {
+    form = 'topic';
+    topic = Buffer.from(frames[1]!);
+    seqFrame = frames[2]!;
+    payload = frames[3]!;
+  } else if (frames.length === 3) {
+    form = 'no-topic';
+    seqFrame = frames[1]!;
+    payload = frames[2]!;
+  } else throw new WireError(`replay reply has ${frames.length} frames, not 3 or 4`);
+  if (seqFrame.length === 8 && seqFrame.every((b) => b === 0xff)) return { kind: 'end', form };
+  return {
+    kind: 'batch',
+    form,
+    topic,
+    seq: decodeSeq(seqFrame),
+    payload: Buffer.from(payload.buffer, payload.byteOffset, payload.length),
+  };
 }
 
 /** The kvroute block key behind a wire hash this engine published (inverse of toWireHash). */
@@ -146,7 +218,10 @@ export interface WireBlockStored {
   extraKeys: (unknown[] | null)[] | null;
   /** cache_salt recovered from the first block's extra keys when the chain starts here. */
   cacheSalt: string | null;
+  /** KV cache group (hybrid models have several), null when not sent. */
   groupIdx: number | null;
+  /** The group's attention kind, e.g. "full_attention", "sliding_window"; null when not sent. */
+  kvCacheSpecKind: string | null;
 }
 
 export interface WireBlockRemoved {
@@ -217,6 +292,7 @@ const POSITIONAL: Record<WireEvent['type'], readonly string[]> = {
     'lora_name',
     'extra_keys',
     'group_idx',
+    'kv_cache_spec_kind',
   ],
   BlockRemoved: ['block_hashes', 'medium', 'group_idx'],
   AllBlocksCleared: [],
@@ -282,23 +358,32 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
     medium: optString(f.medium),
     loraName,
     extraKeys,
-    cacheSalt: parentBlockHash === null ? saltOf(extraKeys?.[0] ?? null, loraName) : null,
+    // Newer SGLang sends the salt as a field of its own; vLLM inside the first block's extra keys.
+    cacheSalt:
+      parentBlockHash === null
+        ? (optString(f.cache_salt) ?? saltOf(extraKeys?.[0] ?? null, loraName))
+        : null,
     groupIdx: optNumber(f.group_idx, 'group_idx'),
+    kvCacheSpecKind: optString(f.kv_cache_spec_kind),
   };
 }
 
 /**
- * vLLM's first-block extra keys are (LoRA name?, multimodal hashes..., cache_salt?, prompt-embeds
- * hashes...). The salt is the last string that is neither the LoRA name nor a 64-hex digest.
+ * vLLM's first-block extra keys are (LoRA name?, multimodal keys..., cache_salt?, prompt-embeds
+ * digests...): `generate_block_hash_extra_keys` in vllm/v1/core/kv_cache_utils.py. Multimodal
+ * keys are `(identifier, offset)` tuples and prompt-embeds digests are bytes, so the salt is the
+ * last plain string after the LoRA name, whatever it looks like (a 64-hex-digit salt is a salt).
+ * Typed extra keys (newer vLLM) are tagged maps: `{"type": "cache_salt", "salt": ...}`.
  */
 function saltOf(keys: unknown[] | null, loraName: string | null): string | null {
   if (!keys) return null;
   let salt: string | null = null;
   keys.forEach((k, i) => {
-    if (typeof k !== 'string') return;
-    if (i === 0 && k === loraName) return;
-    if (/^[0-9a-f]{64}$/i.test(k)) return;
-    salt = k;
+    if (typeof k === 'string') {
+      if (!(i === 0 && k === loraName)) salt = k;
+    } else if (isRecord(k) && k.type === 'cache_salt' && typeof k.salt === 'string') {
+      salt = k.salt;
+    }
   });
   return salt;
 }

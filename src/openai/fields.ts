@@ -36,3 +36,12 @@ export function optInt(body: Body, field: string, min = Number.MIN_SAFE_INTEGER)
   if (v < min) throw badRequest(`'${field}' must be at least ${min}, got ${v}`, field);
   return v;
 }
+
+export function optNumber(body: Body, field: string): number | null {
+  const v = body[field];
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'number' || !Number.isFinite(v)) {
+    throw badRequest(`'${field}' must be a number`, field);
+  }
+  return v;
+}

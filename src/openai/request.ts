@@ -2,13 +2,15 @@
  * The one reader of `/v1/completions` and `/v1/chat/completions` bodies: the fields both servers
  * care about, checked as vLLM's request models check them, into one plain shape. Every problem
  * is a 400 naming the field. What a server then does is its own business: the gateway tokenizes
- * and keys the prompt, the engine generates (and refuses what it cannot serve, such as n > 1).
- * Fields neither needs (temperature, top_p, stop, ...) pass through unread.
+ * and keys the prompt and forwards the body as sent, the engine generates. Sampling fields are
+ * read and checked by `sampling.ts`; fields neither server reads pass through unread (vLLM
+ * accepts unknown fields too).
  */
 import type { ChatTurn } from '../tokenizer/chatTemplate.ts';
 import { parseChatMessages } from './chatMessages.ts';
 import { badRequest } from './errors.ts';
 import { asObject, type Body, optBool, optInt, optString } from './fields.ts';
+import { readN, readSampling, type SamplingFields } from './sampling.ts';
 
 export type Endpoint = 'completions' | 'chat';
 
@@ -18,7 +20,10 @@ interface RequestFields {
   /** Model name asked for; null when absent (a server then uses its own). */
   model: string | null;
   stream: boolean;
-  /** `stream_options.include_usage`: a last chunk with the usage before `[DONE]`. */
+  /**
+   * `stream_options.include_usage`: a last chunk with the usage before `[DONE]`. vLLM's
+   * StreamOptions defaults it to true, so `stream_options: {}` asks for the usage chunk.
+   */
   includeUsage: boolean;
   cacheSalt: string | null;
   seed: number | null;
@@ -27,6 +32,7 @@ interface RequestFields {
   /** Tokens to generate (>= 1); null when absent, for the server's default. */
   maxTokens: number | null;
   ignoreEos: boolean;
+  sampling: SamplingFields;
 }
 
 export interface CompletionRequest extends RequestFields {
@@ -53,33 +59,41 @@ export function readGenerationRequest(
     if (body.prompt === undefined || body.prompt === null) {
       throw badRequest("'prompt' is required", 'prompt');
     }
-    const fields = readFields(body, optInt(body, 'max_tokens', 1));
+    const fields = readFields(body, optInt(body, 'max_tokens', 1), false);
     return { endpoint, ...fields, prompts: readPrompts(body.prompt, vocabSize) };
   }
   // max_completion_tokens is the newer name; max_tokens is still accepted (vLLM reads both).
   const maxTokens = optInt(body, 'max_tokens', 1);
-  const fields = readFields(body, optInt(body, 'max_completion_tokens', 1) ?? maxTokens);
+  const fields = readFields(body, optInt(body, 'max_completion_tokens', 1) ?? maxTokens, true);
   return { endpoint, ...fields, messages: parseChatMessages(body.messages) };
 }
 
-function readFields(body: Body, maxTokens: number | null): RequestFields {
+function readFields(body: Body, maxTokens: number | null, chat: boolean): RequestFields {
+  const stream = optBool(body, 'stream') ?? false;
   const streamOptions = body.stream_options;
+  let includeUsage = false;
   if (streamOptions !== undefined && streamOptions !== null) {
     if (typeof streamOptions !== 'object' || Array.isArray(streamOptions)) {
       throw badRequest("'stream_options' must be an object", 'stream_options');
     }
+    if (!stream) {
+      throw badRequest('Stream options can only be defined when `stream=True`.', 'stream_options');
+    }
+    includeUsage = optBool(streamOptions as Body, 'include_usage') ?? true;
   }
   const cacheSalt = optString(body, 'cache_salt');
   if (cacheSalt === '') throw badRequest("'cache_salt' must be a non-empty string", 'cache_salt');
+  const sampling = readSampling(body, chat);
   return {
     model: optString(body, 'model'),
-    stream: optBool(body, 'stream') ?? false,
-    includeUsage: optBool((streamOptions ?? {}) as Body, 'include_usage') ?? false,
+    stream,
+    includeUsage,
     cacheSalt,
     seed: optInt(body, 'seed'),
-    n: optInt(body, 'n', 1) ?? 1,
+    n: readN(body),
     maxTokens,
-    ignoreEos: optBool(body, 'ignore_eos') ?? false,
+    ignoreEos: sampling.ignoreEos,
+    sampling,
   };
 }
 

@@ -5,9 +5,17 @@
  * carries engine hashes only, can be applied. One map per replica; the gateway's wire decoder
  * produces ForeignKvEvent values (hashes as BigInt, or hex strings for raw-byte hashes) and
  * feeds them through `translate` into the plain KvEvent the index applies.
+ *
+ * Hybrid models (vLLM >= 0.26: `group_idx`, `kv_cache_spec_kind`) keep one KV cache group per
+ * attention kind and store the same block hash once per group; a sliding-window group drops
+ * blocks that left its window long before the full-attention group evicts them. A prefix is a
+ * cache hit only while a full-attention group still holds it, so the map tracks which groups
+ * hold each engine hash and the router's index holds a block while any counted group does:
+ * full-attention kinds (and groups that name no kind, as older vLLM and SGLang send), or every
+ * group when a model has no full-attention group at all (sliding-window-only models).
  */
 import { type BlockKey, extendBlockKey } from '../kv/blockKey.ts';
-import type { AllBlocksCleared, BlockStored, KvEvent } from '../kv/events.ts';
+import type { AllBlocksCleared, KvEvent } from '../kv/events.ts';
 
 /** An engine's block hash as decoded off the wire. */
 export type EngineHash = bigint | number | string;
@@ -20,19 +28,49 @@ export interface ForeignBlockStored {
   blockSize: number;
   loraName: string | null;
   cacheSalt: string | null;
+  /** KV cache group (hybrid models); null or absent: group 0. */
+  groupIdx?: number | null;
+  /** The group's attention kind (vLLM's KVCacheSpecKind value); null or absent: unknown. */
+  kvCacheSpecKind?: string | null;
 }
 
 export interface ForeignBlockRemoved {
   type: 'BlockRemoved';
   blockHashes: readonly EngineHash[];
+  groupIdx?: number | null;
 }
 
 export type ForeignKvEvent = ForeignBlockStored | ForeignBlockRemoved | AllBlocksCleared;
 
+/**
+ * vLLM's KVCacheSpecKind values whose groups do not keep a whole prefix (a window, a chunk, a
+ * recurrent state, or attention over something other than the prompt).
+ */
+const PARTIAL_KINDS: ReadonlySet<string> = new Set([
+  'sliding_window',
+  'sliding_window_mla',
+  'chunked_local_attention',
+  'mamba',
+  'encoder_only_attention',
+  'cross_attention',
+]);
+
+/** Group bits: groups past 30 share the last bit (no vLLM model has that many). */
+const MAX_GROUP_BIT = 30;
+const groupBit = (groupIdx: number | null | undefined): number =>
+  1 << Math.min(Math.max(groupIdx ?? 0, 0), MAX_GROUP_BIT);
+
 export class ForeignKeyMap {
   #toKey = new Map<EngineHash, BlockKey>();
-  /** Engine hashes per router key: two engine hashes (e.g. differing extra keys) can share one. */
+  /** Counted engine hashes per router key: two engine hashes (e.g. differing extra keys) can share one. */
   #refs = new Map<BlockKey, number>();
+  /** Groups holding each engine hash; kept only once a second group has appeared (else: group 0). */
+  #groups = new Map<EngineHash, number>();
+  #hybrid = false;
+  /** Group bit -> whether that group keeps whole prefixes (its kind is not a partial one). */
+  #kinds = new Map<number, boolean>();
+  /** Groups whose holding makes a block a cache hit; 0: none known yet, every group counts. */
+  #fullMask = 0;
   #unresolvedBlocks = 0;
 
   /** Engine hashes currently mapped. */
@@ -53,19 +91,9 @@ export class ForeignKeyMap {
   translate(events: readonly ForeignKvEvent[]): KvEvent[] {
     const out: KvEvent[] = [];
     for (const event of events) {
-      if (event.type === 'BlockStored') {
-        const stored = this.#stored(event);
-        if (stored) out.push(stored);
-      } else if (event.type === 'BlockRemoved') {
-        const blockKeys: BlockKey[] = [];
-        for (const hash of event.blockHashes) {
-          const key = this.#toKey.get(hash);
-          if (key === undefined) continue;
-          this.#toKey.delete(hash);
-          if (this.#release(key)) blockKeys.push(key);
-        }
-        if (blockKeys.length > 0) out.push({ type: 'BlockRemoved', blockKeys });
-      } else {
+      if (event.type === 'BlockStored') this.#stored(event, out);
+      else if (event.type === 'BlockRemoved') this.#removed(event, out);
+      else {
         this.clear();
         out.push(event);
       }
@@ -76,9 +104,26 @@ export class ForeignKeyMap {
   clear(): void {
     this.#toKey.clear();
     this.#refs.clear();
+    this.#groups.clear();
+    this.#kinds.clear();
+    this.#hybrid = false;
+    this.#fullMask = 0;
   }
 
-  /** Drops one engine hash's claim on `key`; true when none is left. */
+  #counted(mask: number): boolean {
+    return (this.#fullMask === 0 ? mask : mask & this.#fullMask) !== 0;
+  }
+
+  #maskOf(hash: EngineHash): number {
+    return this.#groups.get(hash) ?? 1;
+  }
+
+  /** One more counted engine hash for `key`. */
+  #retain(key: BlockKey): void {
+    this.#refs.set(key, (this.#refs.get(key) ?? 0) + 1);
+  }
+
+  /** One counted engine hash fewer for `key`; true when none is left. */
   #release(key: BlockKey): boolean {
     const refs = (this.#refs.get(key) ?? 1) - 1;
     if (refs > 0) this.#refs.set(key, refs);
@@ -86,13 +131,84 @@ export class ForeignKeyMap {
     return refs <= 0;
   }
 
-  #stored(event: ForeignBlockStored): BlockStored | null {
+  /** A group's first event: note its kind; a new group may change what counts. */
+  #learnGroup(event: ForeignBlockStored | ForeignBlockRemoved, out: KvEvent[]): number {
+    const bit = groupBit(event.groupIdx);
+    if (bit !== 1 && !this.#hybrid) this.#hybrid = true;
+    if (event.type === 'BlockStored' && !this.#kinds.has(bit)) {
+      const kind = event.kvCacheSpecKind ?? null;
+      this.#kinds.set(bit, kind === null || !PARTIAL_KINDS.has(kind));
+      let fullMask = 0;
+      for (const [b, full] of this.#kinds) if (full) fullMask |= b;
+      if (fullMask !== this.#fullMask) this.#recount(fullMask, out);
+    }
+    return bit;
+  }
+
+  /** What counts changed (a full-attention group appeared): re-judge every mapped hash. */
+  #recount(fullMask: number, out: KvEvent[]): void {
+    const before = this.#fullMask;
+    const added: BlockKey[] = [];
+    const removed: BlockKey[] = [];
+    for (const [hash, key] of this.#toKey) {
+      const mask = this.#maskOf(hash);
+      this.#fullMask = before;
+      const was = this.#counted(mask);
+      this.#fullMask = fullMask;
+      const is = this.#counted(mask);
+      if (was && !is && this.#release(key)) removed.push(key);
+      else if (!was && is) {
+        if (!this.#refs.has(key)) added.push(key);
+        this.#retain(key);
+      }
+    }
+    this.#fullMask = fullMask;
+    if (removed.length > 0) out.push({ type: 'BlockRemoved', blockKeys: removed });
+    if (added.length > 0) {
+      out.push({
+        type: 'BlockStored',
+        blockKeys: added,
+        parentKey: null,
+        tokenIds: [],
+        blockSize: 0,
+        loraName: null,
+        cacheSalt: null,
+      });
+    }
+  }
+
+  #removed(event: ForeignBlockRemoved, out: KvEvent[]): void {
+    const bit = this.#learnGroup(event, out);
+    const blockKeys: BlockKey[] = [];
+    for (const hash of event.blockHashes) {
+      const key = this.#toKey.get(hash);
+      if (key === undefined) continue;
+      if (!this.#hybrid) {
+        // One group, which always counts: the common case, kept to two map operations.
+        this.#toKey.delete(hash);
+        if (this.#release(key)) blockKeys.push(key);
+        continue;
+      }
+      const mask = this.#maskOf(hash);
+      if ((mask & bit) === 0) continue;
+      const left = mask & ~bit;
+      if (left === 0) {
+        this.#toKey.delete(hash);
+        this.#groups.delete(hash);
+      } else this.#groups.set(hash, left);
+      if (this.#counted(mask) && !this.#counted(left) && this.#release(key)) blockKeys.push(key);
+    }
+    if (blockKeys.length > 0) out.push({ type: 'BlockRemoved', blockKeys });
+  }
+
+  #stored(event: ForeignBlockStored, out: KvEvent[]): void {
+    const bit = this.#learnGroup(event, out);
     let parentKey: BlockKey | null = null;
     if (event.parentBlockHash !== null) {
       const known = this.#toKey.get(event.parentBlockHash);
       if (known === undefined) {
         this.#unresolvedBlocks += event.blockHashes.length;
-        return null;
+        return;
       }
       parentKey = known;
     }
@@ -101,8 +217,10 @@ export class ForeignKeyMap {
       loraName: event.loraName ?? undefined,
     };
     const size = event.blockSize;
-    const blockKeys: BlockKey[] = [];
+    const counted: BlockKey[] = [];
+    const stale: BlockKey[] = [];
     let parent = parentKey;
+    let chained = 0;
     for (let b = 0; b < event.blockHashes.length; b++) {
       const tokens = event.tokenIds.slice(b * size, (b + 1) * size);
       if (tokens.length < size) {
@@ -112,23 +230,43 @@ export class ForeignKeyMap {
       const key = extendBlockKey(parent, tokens, scope);
       const hash = event.blockHashes[b]!;
       const previous = this.#toKey.get(hash);
-      if (previous !== key) {
-        if (previous !== undefined) this.#release(previous);
-        this.#toKey.set(hash, key);
-        this.#refs.set(key, (this.#refs.get(key) ?? 0) + 1);
-      }
-      blockKeys.push(key);
       parent = key;
+      chained++;
+      if (!this.#hybrid) {
+        // One group, which always counts (see #counted): what changes is the hash's key.
+        if (previous !== key) {
+          if (previous !== undefined && this.#release(previous)) stale.push(previous);
+          this.#toKey.set(hash, key);
+          this.#retain(key);
+        }
+        counted.push(key);
+        continue;
+      }
+      const oldMask = previous === undefined ? 0 : this.#maskOf(hash);
+      const wasCounted = previous !== undefined && this.#counted(oldMask);
+      // The same hash for other tokens: its removal was missed; the old block is gone.
+      const mask = (previous === key ? oldMask : 0) | bit;
+      if (previous !== key) {
+        if (wasCounted && this.#release(previous!)) stale.push(previous!);
+        this.#toKey.set(hash, key);
+      }
+      if (this.#hybrid) this.#groups.set(hash, mask);
+      // A store only adds groups: a counted hash stays counted.
+      if (this.#counted(mask)) {
+        if (!(previous === key && wasCounted)) this.#retain(key);
+        counted.push(key);
+      }
     }
-    if (blockKeys.length === 0) return null;
-    return {
+    if (stale.length > 0) out.push({ type: 'BlockRemoved', blockKeys: stale });
+    if (counted.length === 0) return;
+    out.push({
       type: 'BlockStored',
-      blockKeys,
+      blockKeys: counted,
       parentKey,
-      tokenIds: event.tokenIds.slice(0, blockKeys.length * size),
+      tokenIds: event.tokenIds.slice(0, chained * size),
       blockSize: size,
       loraName: event.loraName,
       cacheSalt: event.cacheSalt,
-    };
+    });
   }
 }

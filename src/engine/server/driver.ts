@@ -9,6 +9,7 @@
  * Timers in Node have 1 ms granularity, too coarse for sub-millisecond steps at high speedups, so
  * the last stretch of each wait polls with setImmediate (which still lets I/O run in between).
  */
+import type { StepPlan } from '../../scheduler/types.ts';
 import type { EngineCounters, EngineRequest, RequestFinished, StepResult } from '../types.ts';
 
 /** What the driver needs from the engine core (EngineCore implements it). */
@@ -22,6 +23,11 @@ export interface SteppableEngine {
 
 /** Where one request's output goes. */
 export interface RequestSink {
+  /**
+   * The scheduler admitted the request (again, after a preemption) in a step that began at
+   * `atMs` (the driver's clock), with `cachedTokens` of its prompt served from the prefix cache.
+   */
+  onScheduled?(atMs: number, cachedTokens: number): void;
   onToken(index: number): void;
   onFinish(finished: RequestFinished): void;
   /** The engine failed (a bug in the core): the request will never finish. */
@@ -175,6 +181,8 @@ export class WallClockDriver {
 
   #deliver(result: StepResult, lagMs: number): void {
     this.#onStepEnd?.(result, lagMs);
+    const plan = result.plan as Partial<StepPlan> | undefined;
+    if (plan?.admitted && plan.admitted.length > 0) this.#admitted(plan as StepPlan, result);
     for (const token of result.emitted) {
       const sink = this.#sinks.get(token.id);
       if (sink) this.#guard(token.id, sink, () => sink.onToken(token.index));
@@ -184,6 +192,20 @@ export class WallClockDriver {
       if (!sink) continue;
       this.#sinks.delete(fin.id);
       this.#guard(fin.id, sink, () => sink.onFinish(fin));
+    }
+  }
+
+  /** Tells the sinks of admitted requests when and with how much of their prompt cached. */
+  #admitted(plan: StepPlan, result: StepResult): void {
+    const startedMs = this.#nowMs() - result.durationMs / this.#speedup;
+    const admitted = new Set(plan.admitted);
+    // An admitted request's first chunk reads only its cached prefix as context.
+    for (const entry of plan.entries) {
+      if (entry.kind !== 'prefill' || !admitted.delete(entry.id)) continue;
+      const sink = this.#sinks.get(entry.id);
+      if (sink?.onScheduled) {
+        this.#guard(entry.id, sink, () => sink.onScheduled!(startedMs, entry.contextTokens));
+      }
     }
   }
 

@@ -1,21 +1,30 @@
 /**
- * One generation request from submission to the last byte: submits it to the driver, turns each
- * token the engine emits into text, and answers in vLLM's shapes, as one JSON body or as a
- * server-sent event stream (`data: {json}\n\n` ... `data: [DONE]\n\n`). A client that goes away
- * before the end aborts the request, which frees its KV blocks at once.
+ * One generation request from submission to the last byte: submits one engine request per
+ * choice (vLLM fans `n` out the same way), turns each token the engine emits into text through
+ * the choice's sampler and stop rules (choice.ts), and answers in vLLM's shapes, as one JSON body
+ * or as a server-sent event stream (`data: {json}\n\n` ... `data: [DONE]\n\n`). A choice that
+ * meets a stop string or stop token ends at once and frees its KV blocks; a client that goes
+ * away aborts every choice still running.
+ *
+ * Streams follow vLLM's serving code: chat sends one `{role: "assistant", content: ""}` chunk per
+ * choice when the first token arrives (then the echoed last message, with `echo`), then one chunk
+ * per token, each with its choice's index; completions echo the prompt in a choice's first chunk.
+ * With `stream_options.include_usage`, a last chunk with `choices: []` and the usage of all
+ * choices precedes `[DONE]`.
  */
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { sendError } from '../../openai/http.ts';
 import { SSE_DONE, sseData } from '../../openai/sse.ts';
 import type { Tokenizer } from '../../tokenizer/tokenizer.ts';
-import type { RequestFinished } from '../types.ts';
+import { type ChoiceStep, ChoiceText, type Finish } from './choice.ts';
 import type { RequestSink, WallClockDriver } from './driver.ts';
 import { toApiError } from './errors.ts';
-import type { EngineMetrics } from './metrics.ts';
+import { chatLogprobs, completionLogprobs, type TokenAt } from './logprobs.ts';
+import type { EngineMetrics, FinishReason, RequestTimes } from './metrics.ts';
+import { simulatedModel, TokenSampler } from './textGen.ts';
 import { type StreamLimits, StreamWriter } from './streamWriter.ts';
-import { OutputText } from './textGen.ts';
-import type { Generation } from './validation.ts';
+import type { Generation, ServingLimits } from './validation.ts';
 
 export interface GenerationContext {
   driver: WallClockDriver;
@@ -24,6 +33,8 @@ export interface GenerationContext {
   servedModelName: string;
   speedup: number;
   seed: number;
+  /** Server settings the request checks depend on. */
+  limits: ServingLimits;
   /** A per-server engine request id. */
   nextEngineId(): string;
   /** How much of a stream may wait for a client that does not read. */
@@ -43,6 +54,29 @@ const SSE_HEADERS = {
   'x-accel-buffering': 'no',
 };
 
+interface Choice {
+  index: number;
+  engineId: string;
+  text: ChoiceText;
+  /** Every generated token's position, when log-probabilities were asked for. */
+  positions: TokenAt[] | null;
+  times: RequestTimes;
+  cachedTokens: number;
+  /** Output characters streamed so far (vLLM's text_offset base for the next chunk). */
+  streamedChars: number;
+  started: boolean;
+  done: boolean;
+}
+
+/** The text echoed before the output: a completion's prompt; chat's last assistant message. */
+function echoText(tokenizer: Tokenizer, gen: Generation): string {
+  if (!gen.sampling.echo) return '';
+  if (gen.prompt)
+    return 'text' in gen.prompt ? gen.prompt.text : tokenizer.decode(gen.prompt.tokenIds);
+  const last = gen.messages?.at(-1);
+  return last?.role === 'assistant' ? last.content : '';
+}
+
 /** Submits the request (throws EngineError synchronously if it can never run) and serves it. */
 export function serveGeneration(
   ctx: GenerationContext,
@@ -53,130 +87,296 @@ export function serveGeneration(
   const chat = gen.endpoint === 'chat';
   const responseId = `${chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replaceAll('-', '')}`;
   const created = Math.floor(Date.now() / 1000);
-  const engineId = ctx.nextEngineId();
-  const output = new OutputText(ctx.tokenizer, ctx.seed, promptTokens, gen.seed);
-  const startedMs = performance.now();
+  const model = simulatedModel(ctx.tokenizer);
+  const sampling = gen.sampling;
+  const topN = sampling.logprobs === -1 ? model.size : sampling.logprobs;
+  const echo = echoText(ctx.tokenizer, gen);
+  // An echoed prompt's log-probabilities (completions): vLLM's prompt_logprobs = logprobs.
+  const echoPositions =
+    !chat && sampling.echo && topN !== null ? promptPositions(promptTokens) : null;
   const toModeledS = (wallMs: number) => (wallMs * ctx.speedup) / 1000;
-  let lastTokenMs = 0;
-  let tokens = 0;
-  let done = false;
-  const pieces: string[] = [];
+  const arrivalMs = performance.now();
+  const knobs = {
+    temperature: sampling.temperature,
+    topK: sampling.topK,
+    topP: sampling.topP,
+    minP: sampling.minP,
+  };
+  const rules = {
+    stop: sampling.stop,
+    stopTokenIds: sampling.stopTokenIds,
+    includeStopStrInOutput: sampling.includeStopStrInOutput,
+    minTokens: sampling.minTokens,
+    maxTokens: gen.maxTokens,
+  };
+  const choices: Choice[] = Array.from({ length: gen.n }, (_, index) => ({
+    index,
+    engineId: ctx.nextEngineId(),
+    text: new ChoiceText(
+      new TokenSampler(model, ctx.seed, promptTokens, gen.seed, index, knobs),
+      rules,
+    ),
+    positions: topN === null ? null : [],
+    times: { arrivalMs, scheduledMs: null, firstTokenMs: null, lastTokenMs: null },
+    cachedTokens: 0,
+    streamedChars: 0,
+    started: false,
+    done: false,
+  }));
+  let open = gen.n;
+  let ended = false;
+  let rolesSent = false;
+  ctx.metrics.observeParams(gen.n, gen.maxTokens);
   // A client that does not read pauses its stream's writes; past the limits it loses the request.
   const out = new StreamWriter(res, ctx.streamLimits, () => {
-    if (done) return;
-    done = true;
-    ctx.driver.abort(engineId);
+    if (!ended) abortAll();
   });
 
-  const chunk = (choices: unknown[], usage?: Usage): string =>
+  function promptPositions(
+    tokens: readonly number[],
+  ): (TokenAt | { text: string; logprob: null })[] {
+    return tokens.map((tokenId, i) => {
+      const text = ctx.tokenizer.decode([tokenId]);
+      if (i === 0) return { text, logprob: null };
+      const prev = tokens[i - 1]!;
+      return {
+        tokenId,
+        text,
+        logprob: model.logprobOf(prev, tokenId, ctx.seed),
+        offset: model.offsetAfter(prev, ctx.seed),
+      };
+    });
+  }
+
+  const chunk = (choiceList: unknown[], usage?: Usage): string =>
     sseData({
       id: responseId,
       object: chat ? 'chat.completion.chunk' : 'text_completion',
       created,
       model: ctx.servedModelName,
-      choices,
+      choices: choiceList,
       ...(usage && { usage }),
     });
 
-  // The common chunk (a middle token) by concatenation: the same bytes JSON.stringify gives for
-  // chunk(), at a fraction of the cost, since a busy engine writes one per token per stream.
-  const [head, tail] = chunk([streamChoice('\u0000', null, false)]).split('"\\u0000"') as [
-    string,
-    string,
-  ];
+  // The common chunk (a middle token, no log-probabilities) by concatenation: the same bytes
+  // JSON.stringify gives for chunk(), at a fraction of the cost, since a busy engine writes one
+  // per token per stream. One head and tail per choice index, built when first needed.
+  const plain: [string, string][] = [];
+  const plainChunk = (index: number, textJson: string): string => {
+    let parts = plain[index];
+    if (!parts) {
+      const choice = chat
+        ? { index, delta: { content: '\u0000' }, logprobs: null, finish_reason: null }
+        : { index, text: '\u0000', logprobs: null, finish_reason: null, stop_reason: null };
+      parts = chunk([choice]).split('"\\u0000"') as [string, string];
+      plain[index] = parts;
+    }
+    return parts[0] + textJson + parts[1];
+  };
 
-  function streamChoice(text: string, finishReason: string | null, first: boolean) {
-    return chat
-      ? {
-          index: 0,
-          delta: first ? { role: 'assistant', content: text } : { content: text },
-          logprobs: null,
-          finish_reason: finishReason,
-        }
-      : { index: 0, text, logprobs: null, finish_reason: finishReason, stop_reason: null };
+  function streamLogprobs(c: Choice, positions: (TokenAt | { text: string; logprob: null })[]) {
+    if (topN === null) return null;
+    if (chat) return { content: chatLogprobs(model, positions as TokenAt[], topN) };
+    return completionLogprobs(model, positions, topN, c.streamedChars);
   }
 
-  const sink: RequestSink = {
+  /** vLLM's first chat chunks: each choice's role, then the echoed last message. */
+  function sendRoles(): void {
+    rolesSent = true;
+    let text = '';
+    for (const c of choices) {
+      text += chunk([
+        {
+          index: c.index,
+          delta: { role: 'assistant', content: '' },
+          logprobs: null,
+          finish_reason: null,
+        },
+      ]);
+    }
+    if (echo) {
+      for (const c of choices) {
+        text += chunk([
+          { index: c.index, delta: { content: echo }, logprobs: null, finish_reason: null },
+        ]);
+      }
+    }
+    out.write(text);
+  }
+
+  function writeStep(c: Choice, step: ChoiceStep): void {
+    if (chat && !rolesSent) sendRoles();
+    const at = c.positions?.at(-1);
+    const first = !c.started;
+    c.started = true;
+    const echoNow = !chat && first && sampling.echo;
+    if (!step.finish && topN === null && !echoNow) {
+      const textJson =
+        step.delta === step.token.text ? step.token.textJson : JSON.stringify(step.delta);
+      out.write(plainChunk(c.index, textJson));
+      c.streamedChars += step.delta.length;
+      return;
+    }
+    const positions = [...(echoNow && echoPositions ? echoPositions : []), ...(at ? [at] : [])];
+    const logprobs = streamLogprobs(c, positions);
+    const finishReason = step.finish?.reason ?? null;
+    const choice = chat
+      ? {
+          index: c.index,
+          delta: { content: step.delta },
+          logprobs,
+          finish_reason: finishReason,
+          ...(step.finish && { stop_reason: step.finish.stopReason }),
+        }
+      : {
+          index: c.index,
+          text: echoNow ? echo + step.delta : step.delta,
+          logprobs,
+          finish_reason: finishReason,
+          stop_reason: step.finish?.stopReason ?? null,
+        };
+    c.streamedChars += step.delta.length;
+    out.write(chunk([choice]));
+  }
+
+  function usage(): Usage {
+    const completion = choices.reduce((sum, c) => sum + c.text.tokens, 0);
+    return {
+      prompt_tokens: promptTokens.length,
+      completion_tokens: completion,
+      total_tokens: promptTokens.length + completion,
+      prompt_tokens_details: { cached_tokens: choices[0]!.cachedTokens },
+    };
+  }
+
+  function finishChoice(c: Choice, reason: FinishReason): void {
+    if (c.done) return;
+    c.done = true;
+    open--;
+    ctx.metrics.requestFinished({
+      times: c.times,
+      promptTokens: promptTokens.length,
+      cachedTokens: c.cachedTokens,
+      outputTokens: c.text.tokens,
+      reason,
+    });
+    if (open === 0 && reason !== 'abort') respond();
+  }
+
+  function respond(): void {
+    ended = true;
+    if (gen.stream) {
+      out.end(`${gen.includeUsage ? chunk([], usage()) : ''}${SSE_DONE}`);
+      return;
+    }
+    const body = JSON.stringify({
+      id: responseId,
+      object: chat ? 'chat.completion' : 'text_completion',
+      created,
+      model: ctx.servedModelName,
+      choices: choices.map(finalChoice),
+      usage: usage(),
+    });
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+    });
+    res.end(body);
+  }
+
+  function finalChoice(c: Choice) {
+    const finish: Finish = c.text.finish ?? { reason: 'length', stopReason: null };
+    const text = echo + c.text.text;
+    if (chat) {
+      return {
+        index: c.index,
+        message: { role: 'assistant', content: text, tool_calls: [] },
+        logprobs: topN === null ? null : { content: chatLogprobs(model, c.positions!, topN) },
+        finish_reason: finish.reason,
+        stop_reason: finish.stopReason,
+      };
+    }
+    const positions = [...(echoPositions ?? []), ...(c.positions ?? [])];
+    return {
+      index: c.index,
+      text,
+      logprobs: topN === null ? null : completionLogprobs(model, positions, topN, 0),
+      finish_reason: finish.reason,
+      stop_reason: finish.stopReason,
+    };
+  }
+
+  /** Ends everything still running: the engine fails, or the client went away. */
+  function abortAll(): void {
+    ended = true;
+    for (const c of choices) {
+      if (c.done) continue;
+      ctx.driver.abort(c.engineId);
+      finishChoice(c, 'abort');
+    }
+  }
+
+  const sinkFor = (c: Choice): RequestSink => ({
+    onScheduled(atMs, cachedTokens) {
+      c.times.scheduledMs ??= atMs;
+      c.cachedTokens = cachedTokens;
+    },
     onToken(index) {
       // Recomputation after a preemption can repeat an index: each token counts once.
-      if (index !== tokens) return;
+      if (c.done || ended || index !== c.text.tokens) return;
       const nowMs = performance.now();
-      if (tokens === 0) ctx.metrics.observeTtft(toModeledS(nowMs - startedMs));
-      else ctx.metrics.observeItl(toModeledS(nowMs - lastTokenMs));
-      lastTokenMs = nowMs;
-      tokens++;
-      const { text, textJson } = output.next();
-      if (!gen.stream) {
-        pieces.push(text);
-        return;
-      }
-      // The engine always produces exactly max_tokens, so the last one carries finish_reason.
-      const last = tokens === gen.maxTokens;
-      if (tokens === 1 || last) {
-        out.write(chunk([streamChoice(text, last ? 'length' : null, tokens === 1)]));
-      } else out.write(head + textJson + tail);
-    },
-    onFinish(finished: RequestFinished) {
-      done = true;
-      ctx.metrics.observeE2e(toModeledS(performance.now() - startedMs));
-      ctx.metrics.requestFinished(finished.reason);
-      const usage: Usage = {
-        prompt_tokens: promptTokens.length,
-        completion_tokens: tokens,
-        total_tokens: promptTokens.length + tokens,
-        prompt_tokens_details: { cached_tokens: finished.cachedTokens },
-      };
-      if (gen.stream) {
-        out.end(`${gen.includeUsage ? chunk([], usage) : ''}${SSE_DONE}`);
-        return;
-      }
-      const text = pieces.join('');
-      const choice = chat
-        ? {
-            index: 0,
-            message: { role: 'assistant', content: text, tool_calls: [] },
-            logprobs: null,
-            finish_reason: 'length',
-            stop_reason: null,
-          }
-        : { index: 0, text, logprobs: null, finish_reason: 'length', stop_reason: null };
-      const body = JSON.stringify({
-        id: responseId,
-        object: chat ? 'chat.completion' : 'text_completion',
-        created,
-        model: ctx.servedModelName,
-        choices: [choice],
-        usage,
+      if (c.times.firstTokenMs === null) {
+        ctx.metrics.observeTtft(toModeledS(nowMs - arrivalMs));
+        c.times.firstTokenMs = nowMs;
+      } else ctx.metrics.observeItl(toModeledS(nowMs - c.times.lastTokenMs!));
+      c.times.lastTokenMs = nowMs;
+      const step = c.text.step();
+      c.positions?.push({
+        tokenId: step.token.tokenId,
+        text: step.token.text,
+        logprob: model.rankLogprobs[step.token.rank]!,
+        offset: step.token.offset,
       });
-      res.writeHead(200, {
-        'content-type': 'application/json',
-        'content-length': Buffer.byteLength(body),
-      });
-      res.end(body);
+      if (gen.stream) writeStep(c, step);
+      if (!step.finish) return;
+      // A stop ends the choice before max_tokens: the engine stops it and frees its KV now.
+      if (step.finish.reason === 'stop') ctx.driver.abort(c.engineId);
+      finishChoice(c, step.finish.reason);
     },
-
+    onFinish(finished) {
+      // The core ends a choice at max_tokens, after its last token made it finish here already.
+      if (c.done || ended) return;
+      c.cachedTokens = finished.cachedTokens;
+      finishChoice(c, 'length');
+    },
     onFail(err) {
-      done = true;
+      if (ended) return;
+      abortAll();
       if (res.headersSent) res.destroy(err);
       else sendError(res, toApiError(err));
     },
-  };
+  });
 
-  ctx.driver.submit(
-    {
-      id: engineId,
-      promptTokens,
-      maxNewTokens: gen.maxTokens,
-      ...(gen.cacheSalt !== null && { cacheSalt: gen.cacheSalt }),
-    },
-    sink,
-  );
+  for (const c of choices) {
+    try {
+      ctx.driver.submit(
+        {
+          id: c.engineId,
+          promptTokens,
+          maxNewTokens: gen.maxTokens,
+          ...(gen.cacheSalt !== null && { cacheSalt: gen.cacheSalt }),
+        },
+        sinkFor(c),
+      );
+    } catch (err) {
+      // Only the first choice can be refused (they share the prompt); nothing else was sent.
+      for (const sent of choices.slice(0, c.index)) ctx.driver.abort(sent.engineId);
+      throw err;
+    }
+  }
   // 'close' also fires after a normal end; only an early one is a disconnect.
   res.on('close', () => {
-    if (!done) {
-      done = true;
-      ctx.driver.abort(engineId);
-    }
+    if (!ended) abortAll();
   });
   if (gen.stream) {
     res.writeHead(200, SSE_HEADERS);

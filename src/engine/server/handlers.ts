@@ -17,12 +17,14 @@ import {
 
 export interface HandlerContext extends GenerationContext {
   modelName: string;
+  /** Every name the model answers to (vLLM's --served-model-name list), the response's first. */
+  servedModelNames: readonly string[];
   maxModelLen: number;
   createdS: number;
 }
 
 function checkModel(ctx: HandlerContext, model: string | null): void {
-  if (model !== null && model !== ctx.servedModelName) {
+  if (model !== null && !ctx.servedModelNames.includes(model)) {
     throw new ApiError('ERR_MODEL_NOT_FOUND', `The model \`${model}\` does not exist.`, 'model');
   }
 }
@@ -40,7 +42,7 @@ function generate(
   res: ServerResponse,
 ): void {
   const req = readGenerationRequest(endpoint, body, ctx.tokenizer.vocabSize);
-  const gen = toGeneration(req);
+  const gen = toGeneration(req, ctx.limits);
   checkModel(ctx, req.model);
   const promptTokens = promptTokensOf(ctx, gen);
   checkContextLength(promptTokens.length, gen.maxTokens, ctx.maxModelLen);
@@ -58,18 +60,16 @@ export function chatCompletions(ctx: HandlerContext, body: unknown, res: ServerR
 export function models(ctx: HandlerContext, res: ServerResponse): void {
   sendJson(res, 200, {
     object: 'list',
-    data: [
-      {
-        id: ctx.servedModelName,
-        object: 'model',
-        created: ctx.createdS,
-        owned_by: 'kvroute',
-        root: ctx.modelName,
-        parent: null,
-        max_model_len: ctx.maxModelLen,
-        permission: [],
-      },
-    ],
+    data: ctx.servedModelNames.map((id) => ({
+      id,
+      object: 'model',
+      created: ctx.createdS,
+      owned_by: 'kvroute',
+      root: ctx.modelName,
+      parent: null,
+      max_model_len: ctx.maxModelLen,
+      permission: [],
+    })),
   });
 }
 

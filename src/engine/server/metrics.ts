@@ -1,63 +1,155 @@
 /**
- * /metrics in Prometheus text format, with vLLM's metric names and its `model_name` and `engine`
- * labels, so scrapers written for vLLM read this engine unchanged. Each server has its own
- * prom-client Registry: several engines can live in one process (a gateway's in-process fleet).
+ * /metrics in Prometheus text format, with vLLM's metric names, labels and buckets
+ * (`vllm/v1/metrics/loggers.py`, PrometheusStatLogger), so scrapers and dashboards written for
+ * vLLM read this engine unchanged. Each server has its own prom-client Registry: several engines
+ * can live in one process (a gateway's in-process fleet).
+ *
+ * Counters carry the `_total` suffix that Python's prometheus_client adds to vLLM's names on
+ * exposition (`vllm:prompt_tokens` is scraped as `vllm:prompt_tokens_total`).
+ *
+ * Labels: `model_name` (the first served name) and `engine` ("0") on every vLLM metric, plus
+ * `finished_reason` on request_success, whose series exist from the start for every reason, as
+ * vLLM creates them. `vllm:cache_config_info` has the cache config's fields as labels and
+ * `engine`, no `model_name` (vLLM's info gauge), so it lives in a registry of its own.
  *
  * Gauges and counters are read from the core's counters at scrape time (`refresh`), so a scrape
  * shows exactly the scheduler's queues. Latency histograms are in modeled seconds (wall-clock
  * seconds x speedup): at --speedup 1 they are what a client measures, and at higher speedups they
- * still describe the simulated hardware. The step-lag histogram is in wall-clock seconds: it
- * measures the driver, not the model.
+ * still describe the simulated hardware. kvroute's own step-lag histogram is in wall-clock
+ * seconds (it measures the driver, not the model); its name follows Prometheus's rules (colons
+ * are for recording rules), unlike vLLM's.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EngineCounters } from '../types.ts';
 
 /** vLLM's buckets (vllm/v1/metrics/loggers.py). */
-const TTFT_BUCKETS_S = [
+export const TTFT_BUCKETS_S = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
   40.0, 80.0, 160.0, 640.0, 2560.0,
 ];
-const ITL_BUCKETS_S = [
+export const ITL_BUCKETS_S = [
   0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
   40.0, 80.0,
 ];
-const E2E_BUCKETS_S = [
+/** vLLM's `request_latency_buckets`: e2e, queue, inference, prefill and decode times. */
+export const REQUEST_LATENCY_BUCKETS_S = [
   0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
   480.0, 960.0, 1920.0, 7680.0,
 ];
+export const ITERATION_TOKENS_BUCKETS = [
+  1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+];
+export const PARAMS_N_BUCKETS = [1, 2, 5, 10, 20];
+/** vLLM's FINISH_REASON_STRINGS (vllm/v1/engine/__init__.py). */
+export const FINISH_REASONS = ['stop', 'length', 'abort', 'error', 'repetition'] as const;
+export type FinishReason = (typeof FINISH_REASONS)[number];
+
+/** vLLM's `build_1_2_5_buckets(max_value)`: 1, 2, 5, 10, 20, 50, ... up to max_value. */
+export function build125Buckets(maxValue: number): number[] {
+  const out: number[] = [];
+  for (let exponent = 1; ; exponent *= 10) {
+    for (const mantissa of [1, 2, 5]) {
+      const value = mantissa * exponent;
+      if (value > maxValue) return out;
+      out.push(value);
+    }
+  }
+}
+
 /** Fine below a millisecond, where a healthy driver's lag lives. */
 export const STEP_LAG_BUCKETS_S = [
   0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05,
   0.1, 0.25, 0.5, 1,
 ];
 
-export const STEP_LAG_METRIC = 'kvroute:engine_step_lag_seconds';
+export const STEP_LAG_METRIC = 'kvroute_engine_step_lag_seconds';
 
 type CounterName = Exclude<
   keyof EngineCounters,
   'running' | 'waiting' | 'kvUsage' | 'kvBlocksTotal' | 'kvBlocksFree'
 >;
 
+/**
+ * The CacheConfig fields this engine has a value for, as vLLM's `metrics_info()` renders them
+ * (Python `str()`: "True", "None", "0.92").
+ */
+export interface CacheConfigInfo {
+  blockSize: number;
+  gpuMemoryUtilization: number;
+  /** vLLM's cache_dtype: "auto" (the model's dtype) or "fp8". */
+  cacheDtype: string;
+  enablePrefixCaching: boolean;
+  numGpuBlocks: number;
+  /** --num-gpu-blocks-override (kvroute's --kv-blocks), null when the pool is sized by memory. */
+  numGpuBlocksOverride: number | null;
+}
+
+const py = (v: number | string | boolean | null): string =>
+  v === null ? 'None' : typeof v === 'boolean' ? (v ? 'True' : 'False') : String(v);
+
+/** Timestamps of one request, on one clock, in ms (null: it did not get there). */
+export interface RequestTimes {
+  arrivalMs: number;
+  scheduledMs: number | null;
+  firstTokenMs: number | null;
+  lastTokenMs: number | null;
+}
+
+export interface FinishedRequestStats {
+  times: RequestTimes;
+  promptTokens: number;
+  cachedTokens: number;
+  outputTokens: number;
+  reason: FinishReason;
+}
+
+export interface EngineMetricsOptions {
+  modelName: string;
+  engine: string;
+  maxModelLen: number;
+  cacheConfig: CacheConfigInfo;
+  /** Wall-clock ms -> modeled seconds (x speedup). */
+  toModeledS: (wallMs: number) => number;
+}
+
 export class EngineMetrics {
   readonly registry = new Registry();
+  /** Metrics without vLLM's default labels (the info gauge). */
+  readonly #infoRegistry = new Registry();
+  readonly #toModeledS: (wallMs: number) => number;
   readonly #running: Gauge;
   readonly #waiting: Gauge;
   readonly #kvUsage: Gauge;
   readonly #counters: Record<CounterName, Counter>;
   readonly #seen: Record<CounterName, number>;
   readonly #success: Counter<'finished_reason'>;
+  readonly #cachedPromptTokens: Counter;
   readonly #ttft: Histogram;
   readonly #itl: Histogram;
   readonly #e2e: Histogram;
+  readonly #queue: Histogram;
+  readonly #inference: Histogram;
+  readonly #prefill: Histogram;
+  readonly #decode: Histogram;
+  readonly #tpot: Histogram;
+  readonly #iterationTokens: Histogram;
+  readonly #promptTokens: Histogram;
+  readonly #generationTokens: Histogram;
+  readonly #kvComputedTokens: Histogram;
+  readonly #paramsN: Histogram;
+  readonly #paramsMaxTokens: Histogram;
+  readonly #maxGenerationTokens: Histogram;
   readonly #stepLag: Histogram;
 
-  constructor(labels: { modelName: string; engine: string }) {
+  constructor(options: EngineMetricsOptions) {
     const registers = [this.registry];
-    this.registry.setDefaultLabels({ model_name: labels.modelName, engine: labels.engine });
+    this.#toModeledS = options.toModeledS;
+    this.registry.setDefaultLabels({ model_name: options.modelName, engine: options.engine });
     const gauge = (name: string, help: string) => new Gauge({ name, help, registers });
     const counter = (name: string, help: string) => new Counter({ name, help, registers });
     const histogram = (name: string, help: string, buckets: number[]) =>
       new Histogram({ name, help, buckets, registers });
+    const tokens125 = build125Buckets(options.maxModelLen);
 
     this.#running = gauge(
       'vllm:num_requests_running',
@@ -77,14 +169,14 @@ export class EngineMetrics {
         'vllm:prefix_cache_hits_total',
         'Prefix cache hits, in terms of number of cached tokens.',
       ),
+      preemptions: counter(
+        'vllm:num_preemptions_total',
+        'Cumulative number of preemption from the engine.',
+      ),
       promptTokens: counter('vllm:prompt_tokens_total', 'Number of prefill tokens processed.'),
       generationTokens: counter(
         'vllm:generation_tokens_total',
         'Number of generation tokens processed.',
-      ),
-      preemptions: counter(
-        'vllm:num_preemptions_total',
-        'Cumulative number of preemptions from the engine.',
       ),
     };
     this.#seen = {
@@ -94,12 +186,47 @@ export class EngineMetrics {
       generationTokens: 0,
       preemptions: 0,
     };
+    this.#cachedPromptTokens = counter(
+      'vllm:prompt_tokens_cached_total',
+      'Number of cached prompt tokens (local + external).',
+    );
     this.#success = new Counter({
       name: 'vllm:request_success_total',
       help: 'Count of successfully processed requests.',
       labelNames: ['finished_reason'],
       registers,
     });
+    for (const reason of FINISH_REASONS) this.#success.labels(reason).inc(0);
+    this.#promptTokens = histogram(
+      'vllm:request_prompt_tokens',
+      'Number of prefill tokens processed.',
+      tokens125,
+    );
+    this.#generationTokens = histogram(
+      'vllm:request_generation_tokens',
+      'Number of generation tokens processed.',
+      tokens125,
+    );
+    this.#iterationTokens = histogram(
+      'vllm:iteration_tokens_total',
+      'Histogram of number of tokens per engine_step.',
+      ITERATION_TOKENS_BUCKETS,
+    );
+    this.#maxGenerationTokens = histogram(
+      'vllm:request_max_num_generation_tokens',
+      'Histogram of maximum number of requested generation tokens.',
+      tokens125,
+    );
+    this.#paramsN = histogram(
+      'vllm:request_params_n',
+      'Histogram of the n request parameter.',
+      PARAMS_N_BUCKETS,
+    );
+    this.#paramsMaxTokens = histogram(
+      'vllm:request_params_max_tokens',
+      'Histogram of the max_tokens request parameter.',
+      tokens125,
+    );
     this.#ttft = histogram(
       'vllm:time_to_first_token_seconds',
       'Histogram of time to first token in seconds.',
@@ -110,16 +237,67 @@ export class EngineMetrics {
       'Histogram of inter-token latency in seconds.',
       ITL_BUCKETS_S,
     );
+    this.#tpot = histogram(
+      'vllm:request_time_per_output_token_seconds',
+      'Histogram of time_per_output_token_seconds per request.',
+      ITL_BUCKETS_S,
+    );
     this.#e2e = histogram(
       'vllm:e2e_request_latency_seconds',
       'Histogram of e2e request latency in seconds.',
-      E2E_BUCKETS_S,
+      REQUEST_LATENCY_BUCKETS_S,
+    );
+    this.#queue = histogram(
+      'vllm:request_queue_time_seconds',
+      'Histogram of time spent in WAITING phase for request.',
+      REQUEST_LATENCY_BUCKETS_S,
+    );
+    this.#inference = histogram(
+      'vllm:request_inference_time_seconds',
+      'Histogram of time spent in RUNNING phase for request.',
+      REQUEST_LATENCY_BUCKETS_S,
+    );
+    this.#prefill = histogram(
+      'vllm:request_prefill_time_seconds',
+      'Histogram of time spent in PREFILL phase for request.',
+      REQUEST_LATENCY_BUCKETS_S,
+    );
+    this.#decode = histogram(
+      'vllm:request_decode_time_seconds',
+      'Histogram of time spent in DECODE phase for request.',
+      REQUEST_LATENCY_BUCKETS_S,
+    );
+    this.#kvComputedTokens = histogram(
+      'vllm:request_prefill_kv_computed_tokens',
+      'Histogram of new KV tokens computed during prefill (excluding cached tokens).',
+      tokens125,
     );
     this.#stepLag = histogram(
       STEP_LAG_METRIC,
       'How late each engine step started against its schedule, wall-clock seconds.',
       STEP_LAG_BUCKETS_S,
     );
+
+    const c = options.cacheConfig;
+    const info: Record<string, string> = {
+      block_size: py(c.blockSize),
+      gpu_memory_utilization: py(c.gpuMemoryUtilization),
+      cache_dtype: c.cacheDtype,
+      enable_prefix_caching: py(c.enablePrefixCaching),
+      num_gpu_blocks: py(c.numGpuBlocks),
+      num_gpu_blocks_override: py(c.numGpuBlocksOverride),
+      num_cpu_blocks: py(null),
+      sliding_window: py(null),
+      is_attention_free: py(false),
+      cpu_offload_gb: py(0),
+      engine: options.engine,
+    };
+    new Gauge({
+      name: 'vllm:cache_config_info',
+      help: 'Information of the LLMEngine CacheConfig',
+      labelNames: Object.keys(info),
+      registers: [this.#infoRegistry],
+    }).set(info, 1);
   }
 
   /** Copies the core's counters into the gauges and advances the counters by what is new. */
@@ -143,16 +321,44 @@ export class EngineMetrics {
     this.#itl.observe(seconds);
   }
 
-  observeE2e(seconds: number): void {
-    this.#e2e.observe(seconds);
-  }
-
   observeStepLag(seconds: number): void {
     this.#stepLag.observe(seconds);
   }
 
-  requestFinished(reason: 'length' | 'abort'): void {
-    if (reason === 'length') this.#success.inc({ finished_reason: 'length' });
+  /** One engine step's computed tokens, prefill and decode (vLLM: tokens per engine_step). */
+  observeIteration(tokens: number): void {
+    if (tokens > 0) this.#iterationTokens.observe(tokens);
+  }
+
+  /** An API request's parameters (once per request, whatever its n). */
+  observeParams(n: number, maxTokens: number): void {
+    this.#paramsN.observe(n);
+    this.#paramsMaxTokens.observe(maxTokens);
+    this.#maxGenerationTokens.observe(maxTokens);
+  }
+
+  /** One engine request (one choice of an API request) finished, as vLLM records it. */
+  requestFinished(r: FinishedRequestStats): void {
+    this.#success.inc({ finished_reason: r.reason });
+    const { arrivalMs, scheduledMs, firstTokenMs, lastTokenMs } = r.times;
+    const seconds = (fromMs: number, toMs: number) => this.#toModeledS(Math.max(0, toMs - fromMs));
+    const endMs = lastTokenMs ?? firstTokenMs ?? scheduledMs ?? arrivalMs;
+    this.#e2e.observe(seconds(arrivalMs, endMs));
+    this.#promptTokens.observe(r.promptTokens);
+    this.#generationTokens.observe(r.outputTokens);
+    this.#cachedPromptTokens.inc(r.cachedTokens);
+    if (scheduledMs !== null) {
+      this.#queue.observe(seconds(arrivalMs, scheduledMs));
+      this.#inference.observe(seconds(scheduledMs, endMs));
+      this.#kvComputedTokens.observe(Math.max(0, r.promptTokens - r.cachedTokens));
+      if (firstTokenMs !== null) this.#prefill.observe(seconds(scheduledMs, firstTokenMs));
+    }
+    if (firstTokenMs !== null && lastTokenMs !== null) {
+      this.#decode.observe(seconds(firstTokenMs, lastTokenMs));
+      if (r.outputTokens > 1) {
+        this.#tpot.observe(seconds(firstTokenMs, lastTokenMs) / (r.outputTokens - 1));
+      }
+    }
   }
 
   get contentType(): string {
@@ -161,6 +367,6 @@ export class EngineMetrics {
 
   async text(counters: EngineCounters): Promise<string> {
     this.refresh(counters);
-    return this.registry.metrics();
+    return (await this.registry.metrics()) + (await this.#infoRegistry.metrics());
   }
 }

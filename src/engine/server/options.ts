@@ -3,13 +3,15 @@
  * defaults, resolved into the engine core's config plus what the HTTP shell needs. The engine's
  * own options and defaults are `../options.ts`'s; this file adds the server's.
  */
-import type { WireFormat } from '../../kv/wire.ts';
+import type { ReplayForm, WireFormat } from '../../kv/wire.ts';
+import type { Dtype } from '../../model/catalog.ts';
 import { replicaSpecProblem, type ReplicaSpec } from '../../model/cost.ts';
 import { makeReplicaSpec } from '../../model/spec.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
 import { type EngineConfig, EngineError } from '../types.ts';
 import type { SteppableEngine } from './driver.ts';
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from './streamWriter.ts';
+import { DEFAULT_MAX_LOGPROBS } from './validation.ts';
 
 /** Every field optional: what is left out takes ENGINE_DEFAULTS or SERVER_DEFAULTS. */
 export interface EngineServerOptions extends Partial<EngineOptions> {
@@ -19,8 +21,12 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   port?: number;
   /** A full replica spec; overrides model/gpu/tp. */
   spec?: ReplicaSpec;
+  /** KV cache dtype (vLLM's --kv-cache-dtype; default the seed's BF16). */
+  kvDtype?: Dtype;
   /** Name clients must use in `model` (default: the catalog model name). */
   servedModelName?: string;
+  /** More names the model answers to (vLLM's --served-model-name takes several; the first wins). */
+  servedModelAliases?: string[];
   /** Context window (default: the model's from the catalog). */
   maxModelLen?: number;
   /** Modeled time runs this many times faster than the wall clock (default 1). */
@@ -30,6 +36,8 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   /** ZMQ ROUTER endpoint for replay, e.g. tcp://*:5558. */
   kvReplay?: string | null;
   kvEventsFormat?: WireFormat;
+  /** Replay answer framing (default: `topic` with map events, `no-topic` with array events). */
+  kvReplayForm?: ReplayForm;
   kvEventsTopic?: string;
   /** Batches kept for replay. */
   kvReplayBufferBatches?: number;
@@ -47,6 +55,12 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   streamBufferLimitBytes?: number;
   /** ... or this long without a drain (30 s). */
   streamStallTimeoutMs?: number;
+  /** vLLM's --max-logprobs (default 20; -1: the vocabulary size). */
+  maxLogprobs?: number;
+  /** vLLM's --enable-auto-tool-choice: serve tool_choice "auto" (the model answers in text). */
+  enableAutoToolChoice?: boolean;
+  /** vLLM's --tool-call-parser (accepted; the simulated model never calls tools). */
+  toolCallParser?: string | null;
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }
@@ -64,12 +78,22 @@ export const SERVER_DEFAULTS = {
   requestTimeoutMs: 60_000,
 };
 
+/**
+ * Replay framing that goes with an event form: vLLM >= 0.26 sends map events and a topic frame in
+ * replay answers; older vLLM sends array events and no topic frame.
+ */
+export function defaultReplayForm(format: WireFormat): ReplayForm {
+  return format === 'array' ? 'no-topic' : 'topic';
+}
+
 export interface ResolvedEngineOptions {
   host: string;
   port: number;
   engineConfig: EngineConfig;
   modelName: string;
   servedModelName: string;
+  /** Every name the model answers to, servedModelName first. */
+  servedModelNames: string[];
   maxModelLen: number;
   speedup: number;
   seed: number;
@@ -78,6 +102,9 @@ export interface ResolvedEngineOptions {
   headersTimeoutMs: number;
   requestTimeoutMs: number;
   streamLimits: StreamLimits;
+  maxLogprobs: number;
+  enableAutoToolChoice: boolean;
+  toolCallParser: string | null;
 }
 
 export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOptions {
@@ -88,7 +115,13 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       gpu: o.gpu ?? ENGINE_DEFAULTS.gpu,
       tp: o.tp ?? ENGINE_DEFAULTS.tp,
       profile: o.profile,
+      memoryUtilization: o.memoryUtilization,
+      kvDtype: o.kvDtype,
     });
+  const util = o.memoryUtilization;
+  if (util !== undefined && !(util > 0 && util <= 1)) {
+    throw new EngineError('ERR_CONFIG', `gpu_memory_utilization must be in (0, 1], got ${util}`);
+  }
   const problem = replicaSpecProblem(spec);
   if (problem) throw new EngineError('ERR_CONFIG', problem);
   const speedup = o.speedup ?? SERVER_DEFAULTS.speedup;
@@ -96,6 +129,7 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
     throw new EngineError('ERR_CONFIG', `speedup must be a finite number > 0, got ${speedup}`);
   }
   const maxModelLen = o.maxModelLen ?? spec.model.maxModelLen;
+  const servedModelName = o.servedModelName ?? spec.model.name;
   if (!(Number.isInteger(maxModelLen) && maxModelLen >= 1)) {
     throw new EngineError('ERR_CONFIG', `maxModelLen must be an integer >= 1, got ${maxModelLen}`);
   }
@@ -109,9 +143,11 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       kvPolicy: o.kvPolicy ?? ENGINE_DEFAULTS.kvPolicy,
       blockSize: o.blockSize ?? ENGINE_DEFAULTS.blockSize,
       ...(o.kvBlocks !== undefined && { kvBlocks: o.kvBlocks }),
+      ...(o.prefixCaching !== undefined && { prefixCaching: o.prefixCaching }),
     },
     modelName: spec.model.name,
-    servedModelName: o.servedModelName ?? spec.model.name,
+    servedModelName,
+    servedModelNames: [servedModelName, ...(o.servedModelAliases ?? [])],
     maxModelLen,
     speedup,
     seed: o.seed ?? SERVER_DEFAULTS.seed,
@@ -122,6 +158,9 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       limitBytes: o.streamBufferLimitBytes ?? DEFAULT_STREAM_LIMITS.limitBytes,
       stallMs: o.streamStallTimeoutMs ?? DEFAULT_STREAM_LIMITS.stallMs,
     },
+    maxLogprobs: o.maxLogprobs ?? DEFAULT_MAX_LOGPROBS,
+    enableAutoToolChoice: o.enableAutoToolChoice ?? false,
+    toolCallParser: o.toolCallParser ?? null,
   };
 }
 

@@ -2,21 +2,32 @@
  * KV event publisher, as vLLM's ZmqEventPublisher: a PUB socket sends each step's events as
  * `[topic, seq (8 bytes big-endian), payload]`, seq counting from 0 at each start; the last
  * `bufferBatches` payloads stay in a ring so a ROUTER socket can replay them. A DEALER asks with
- * `[empty, start_seq]` and gets `[empty, seq, payload]` for every buffered batch from start_seq
- * on, then `[empty, 0xFF x 8, ""]`.
+ * `[empty, start_seq]` and gets one message per buffered batch from start_seq on, then an end
+ * marker: `[empty, topic, seq, payload]` ... `[empty, "", 0xFF x 8, ""]` as vLLM >= 0.26 answers
+ * (replay form `topic`, the default), or `[empty, seq, payload]` ... `[empty, 0xFF x 8, ""]` as
+ * older vLLM and SGLang do (`no-topic`).
  *
  * Like vLLM, an endpoint with a wildcard (`tcp://*:5557`, `tcp://127.0.0.1:*`), `::`, ipc:// or
  * inproc:// is bound; any other endpoint is connected to.
  */
 import { Publisher, Router } from 'zeromq';
 import type { KvEvent } from '../../kv/events.ts';
-import { END_SEQ_FRAME, encodeEventBatch, encodeSeq, type WireFormat } from '../../kv/wire.ts';
+import {
+  encodeEventBatch,
+  encodeSeq,
+  type ReplayForm,
+  replayBatchFrames,
+  replayEndFrames,
+  type WireFormat,
+} from '../../kv/wire.ts';
 
 export interface KvPublisherOptions {
   endpoint: string;
   replayEndpoint?: string | null;
   topic?: string;
   format?: WireFormat;
+  /** How replay answers are framed (default `topic`, vLLM >= 0.26). */
+  replayForm?: ReplayForm;
   dpRank?: number;
   /** Batches kept for replay (vLLM's buffer_steps). */
   bufferBatches?: number;
@@ -67,6 +78,7 @@ export class KvEventPublisher {
   readonly #router: Router | null;
   readonly #topic: Buffer;
   readonly #format: WireFormat;
+  readonly #replayForm: ReplayForm;
   readonly #dpRank: number;
   readonly #capacity: number;
   readonly #nowS: () => number;
@@ -92,6 +104,7 @@ export class KvEventPublisher {
     this.replayEndpoint = replayEndpoint;
     this.#topic = Buffer.from(options.topic ?? '', 'utf8');
     this.#format = options.format ?? 'map';
+    this.#replayForm = options.replayForm ?? 'topic';
     this.#dpRank = options.dpRank ?? 0;
     this.#capacity = options.bufferBatches ?? DEFAULT_BUFFER_BATCHES;
     this.#nowS = options.nowS ?? (() => Date.now() / 1000);
@@ -186,12 +199,13 @@ export class KvEventPublisher {
         const delimited = rest.length === 2 && rest[0]!.length === 0;
         const request = delimited ? rest[1]! : rest.length === 1 ? rest[0]! : null;
         if (request?.length !== 8) continue;
-        const prefix = delimited ? [identity, Buffer.alloc(0)] : [identity];
+        // Replies carry the empty delimiter only when the request did (a REQ peer strips it).
+        const reply = (frames: Buffer[]) => [identity, ...(delimited ? frames : frames.slice(1))];
         const startSeq = request.readBigUInt64BE(0);
         for (const { seq, payload } of this.replayFrom(startSeq)) {
-          await router.send([...prefix, encodeSeq(seq), payload]);
+          await router.send(reply(replayBatchFrames(this.#replayForm, this.#topic, seq, payload)));
         }
-        await router.send([...prefix, END_SEQ_FRAME, Buffer.alloc(0)]);
+        await router.send(reply(replayEndFrames(this.#replayForm)));
       }
     } catch {
       // The loop ends when the socket closes.

@@ -22,9 +22,9 @@ import { WallClockDriver } from './driver.ts';
 import { toApiError } from './errors.ts';
 import * as handlers from './handlers.ts';
 import { EngineMetrics } from './metrics.ts';
-import { type EngineServerOptions, resolveEngineOptions } from './options.ts';
+import { defaultReplayForm, type EngineServerOptions, resolveEngineOptions } from './options.ts';
 import { KvEventPublisher } from './publisher.ts';
-import { OutputText } from './textGen.ts';
+import { simulatedModel } from './textGen.ts';
 
 export type { EngineServerOptions } from './options.ts';
 
@@ -57,13 +57,28 @@ export async function startEngineServer(
 ): Promise<EngineServerHandle> {
   const o = resolveEngineOptions(options);
   const core = options.makeCore ? options.makeCore(o.engineConfig) : new EngineCore(o.engineConfig);
-  const metrics = new EngineMetrics({ modelName: o.servedModelName, engine: o.engineLabel });
+  const spec = o.engineConfig.spec;
+  const metrics = new EngineMetrics({
+    modelName: o.servedModelName,
+    engine: o.engineLabel,
+    maxModelLen: o.maxModelLen,
+    toModeledS: (wallMs) => (wallMs * o.speedup) / 1000,
+    cacheConfig: {
+      blockSize: o.engineConfig.blockSize,
+      gpuMemoryUtilization: spec.memoryUtilization,
+      cacheDtype: spec.kvDtype === 'fp8' ? 'fp8' : 'auto',
+      enablePrefixCaching: o.engineConfig.prefixCaching ?? true,
+      numGpuBlocks: core.counters().kvBlocksTotal,
+      numGpuBlocksOverride: o.engineConfig.kvBlocks ?? null,
+    },
+  });
   const publisher = options.kvEvents
     ? await KvEventPublisher.open({
         endpoint: options.kvEvents,
         replayEndpoint: options.kvReplay ?? null,
         ...(options.kvEventsTopic !== undefined && { topic: options.kvEventsTopic }),
         format: options.kvEventsFormat ?? 'map',
+        replayForm: options.kvReplayForm ?? defaultReplayForm(options.kvEventsFormat ?? 'map'),
         ...(options.kvReplayBufferBatches !== undefined && {
           bufferBatches: options.kvReplayBufferBatches,
         }),
@@ -73,26 +88,35 @@ export async function startEngineServer(
     speedup: o.speedup,
     onStepEnd: (result, lagMs) => {
       metrics.observeStepLag(lagMs / 1000);
+      metrics.observeIteration(result.prefillTokens + result.decodeTokens);
       publisher?.publish(result.events);
     },
   });
   let engineIds = 0;
+  const tokenizer = getTokenizer();
   const ctx: handlers.HandlerContext = {
     driver,
     metrics,
-    tokenizer: getTokenizer(),
+    tokenizer,
     servedModelName: o.servedModelName,
+    servedModelNames: o.servedModelNames,
     modelName: o.modelName,
     maxModelLen: o.maxModelLen,
     createdS: Math.floor(Date.now() / 1000),
     speedup: o.speedup,
     seed: o.seed,
+    limits: {
+      maxLogprobs: o.maxLogprobs,
+      vocabSize: tokenizer.vocabSize,
+      enableAutoToolChoice: o.enableAutoToolChoice,
+      toolCallParser: o.toolCallParser,
+    },
     nextEngineId: () => `req-${++engineIds}`,
     streamLimits: o.streamLimits,
   };
   // Build the output vocabulary now (the tokenizer's first encodes are slow), not on the
   // first request, whose time to first token would pay for it.
-  new OutputText(ctx.tokenizer, o.seed, [], null).next();
+  simulatedModel(tokenizer);
   let closing = false;
 
   const routes: Record<string, Route> = {
