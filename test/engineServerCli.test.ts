@@ -2,6 +2,10 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { test } from 'node:test';
+import { readFlags } from '../src/cli/args.ts';
+import { FLAGS, readEngineOptions } from '../src/cli/engine.ts';
+import { ENGINE_FLAGS } from '../src/cli/engineFlags.ts';
+import { resolveEngineOptions } from '../src/engine/server/options.ts';
 
 const run = (args: string[]) =>
   spawn(process.execPath, ['bin/kvroute.js', 'engine', ...args], {
@@ -54,4 +58,26 @@ test('bad flags exit 2 with one line naming the flag', async () => {
     assert.equal(err.trim().split('\n').length, 1, err);
     assert.ok(err.includes(flag), err);
   }
+});
+
+test('the server timeouts and stream limits are flags of kvroute engine', () => {
+  const flags = readFlags(
+    [
+      '--headers-timeout-ms',
+      '2500',
+      '--request-timeout-ms',
+      '9000',
+      '--stream-buffer-limit-bytes',
+      '65536',
+      '--stream-stall-timeout-ms',
+      '4000',
+    ],
+    FLAGS,
+    ENGINE_FLAGS,
+  );
+  assert.notEqual(flags, 'help');
+  const resolved = resolveEngineOptions(readEngineOptions(flags as Exclude<typeof flags, 'help'>));
+  assert.equal(resolved.headersTimeoutMs, 2500);
+  assert.equal(resolved.requestTimeoutMs, 9000);
+  assert.deepEqual(resolved.streamLimits, { limitBytes: 65536, stallMs: 4000 });
 });

@@ -10,6 +10,7 @@ import { Dealer, Subscriber } from 'zeromq';
 import { ENGINE_FLAGS } from '../src/cli/engineFlags.ts';
 import { catalogModelOf, humanReadableInt, translateVllmArgs } from '../src/cli/vllmFlags.ts';
 import { decodeEventBatch } from '../src/kv/wire.ts';
+import { MODELS } from '../src/model/catalog.ts';
 import { END_SEQ, seqBytes } from './support/msgspec.ts';
 
 const ENGINE_SPEC = {
@@ -46,7 +47,7 @@ describe('translateVllmArgs', () => {
       'acme/Frontier-1T',
     ]);
     assert.deepEqual(t(['acme/Frontier-1T']).warnings, [
-      "'acme/Frontier-1T' is not in the catalog (llama-3.3-70b, llama-3.1-8b, llama-3.1-405b, qwen2.5-72b, mixtral-8x7b); simulating the default model (choose one with --sim-model)",
+      `'acme/Frontier-1T' is not in the catalog (${Object.keys(MODELS).join(', ')}); simulating the default model (choose one with --sim-model)`,
     ]);
   });
 

@@ -7,6 +7,7 @@
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { type EngineServerOptions, SERVER_DEFAULTS } from '../engine/server/options.ts';
 import { startEngineServer } from '../engine/server/server.ts';
+import { DEFAULT_STREAM_LIMITS } from '../engine/server/streamWriter.ts';
 import { DEFAULT_MAX_LOGPROBS } from '../engine/server/validation.ts';
 import { REPLAY_FORMS, WIRE_FORMATS } from '../kv/wire.ts';
 import { DEFAULT_MEMORY_UTILIZATION } from '../model/cost.ts';
@@ -15,11 +16,12 @@ import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
 import { translateVllmArgs } from './vllmFlags.ts';
 
-const FLAGS = flagSpec({
+export const FLAGS = flagSpec({
   string:
     'host port served-model-name max-model-len speedup seed ' +
     'kv-events kv-replay kv-events-format kv-events-topic kv-replay-form kv-replay-buffer ' +
-    'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser',
+    'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser ' +
+    'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms',
   multiple: 'served-model-alias',
   boolean:
     'enable-prefix-caching no-enable-prefix-caching enable-auto-tool-choice ' +
@@ -59,6 +61,11 @@ server
                         model answers in text; it never calls a tool)
   --speedup F           modeled time / wall time (default ${SERVER_DEFAULTS.speedup})
   --seed N              seeds the generated text (default ${SERVER_DEFAULTS.seed})
+  --headers-timeout-ms N  a client's request head must arrive within this (default ${SERVER_DEFAULTS.headersTimeoutMs})
+  --request-timeout-ms N  and its whole request within this (default ${SERVER_DEFAULTS.requestTimeoutMs})
+  --stream-buffer-limit-bytes N  a stream whose client does not read is aborted (its KV freed)
+                        past this many waiting bytes (default ${DEFAULT_STREAM_LIMITS.limitBytes})
+  --stream-stall-timeout-ms N  or this long without the client draining (default ${DEFAULT_STREAM_LIMITS.stallMs})
 ${ENGINE_HELP}KV events
   --kv-events-config J  vLLM's JSON: {"enable_kv_cache_events": true, "publisher": "zmq",
                         "endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558", "topic": ""}
@@ -93,6 +100,10 @@ export function readEngineOptions(flags: Flags): EngineServerOptions {
     enableAutoToolChoice: flags.bool('enable-auto-tool-choice') || undefined,
     toolCallParser: flags.string('tool-call-parser'),
     prefixCaching: onOff(flags, 'enable-prefix-caching'),
+    headersTimeoutMs: flags.positive('headers-timeout-ms'),
+    requestTimeoutMs: flags.positive('request-timeout-ms'),
+    streamBufferLimitBytes: flags.positive('stream-buffer-limit-bytes', true),
+    streamStallTimeoutMs: flags.positive('stream-stall-timeout-ms'),
   };
   const kvCacheDtype = flags.oneOf('kv-cache-dtype', KV_CACHE_DTYPES);
   if (kvCacheDtype !== undefined) server.kvDtype = kvCacheDtype.startsWith('fp8') ? 'fp8' : 'bf16';
