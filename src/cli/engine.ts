@@ -12,7 +12,7 @@ import { serveUntilSignal } from './untilSignal.ts';
 
 const FLAGS = flagSpec({
   string:
-    'host port served-model-name max-model-len speedup seed ' +
+    'host port served-model-name max-model-len speedup seed tokenizer chat-template ' +
     'kv-events kv-replay kv-events-format kv-events-topic',
 });
 
@@ -21,7 +21,7 @@ const DEFAULT_PORT = 8001;
 const HELP = `usage: kvroute engine [flags]
 
 A simulated vLLM-compatible engine: OpenAI API (/v1/completions, /v1/chat/completions,
-/v1/models, /tokenize, /health), Prometheus /metrics with vLLM's names, KV cache events over
+/v1/models, /tokenize, /detokenize, /health), Prometheus /metrics with vLLM's names, KV cache events over
 ZMQ in vLLM's wire format. Each engine step sleeps its modeled duration / --speedup.
 
 server
@@ -31,6 +31,10 @@ server
   --max-model-len N     context window (default: the model's)
   --speedup F           modeled time / wall time (default ${SERVER_DEFAULTS.speedup})
   --seed N              seeds the generated text (default ${SERVER_DEFAULTS.seed})
+  --tokenizer DIR       a model folder (tokenizer.json, tokenizer_config.json, optional
+                        chat_template.jinja), as vLLM's --tokenizer (default: builtin cl100k_base)
+  --chat-template FILE  a Jinja chat template, as vLLM's --chat-template (default: the
+                        tokenizer's own)
 ${ENGINE_HELP}KV events
   --kv-events EP        ZMQ PUB endpoint, e.g. tcp://*:5557 (default: off, as vLLM)
   --kv-replay EP        ZMQ ROUTER replay endpoint, e.g. tcp://*:5558
@@ -50,6 +54,8 @@ export function readEngineOptions(flags: Flags): EngineServerOptions {
     kvEventsFormat: flags.oneOf('kv-events-format', WIRE_FORMATS),
     kvEventsTopic: flags.string('kv-events-topic'),
     seed: flags.number('seed', { integer: true }),
+    tokenizer: flags.string('tokenizer'),
+    chatTemplate: flags.string('chat-template'),
   };
   // Leave out what was not given, so the server's defaults apply.
   const given = Object.fromEntries(Object.entries(server).filter(([, v]) => v !== undefined));

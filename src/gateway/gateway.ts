@@ -18,7 +18,9 @@ import { GatewayMetrics } from './metrics.ts';
 import { makeRequestListener } from './routes.ts';
 import { MetricsScraper } from './scraper.ts';
 import { EventSubscriber } from './subscriber.ts';
-import { makePromptTokenizer } from '../tokenizer/promptTokenizer.ts';
+import { loadPromptTokenizer } from '../tokenizer/promptTokenizer.ts';
+import { localTokenizer, remoteTokenizer } from './requestTokenizers.ts';
+import { type CheckResult, TokenizerChecker } from './tokenizerCheck.ts';
 
 /** A slow or stalled client may not hold a socket forever while sending its request. */
 const REQUEST_TIMEOUT_MS = 60_000;
@@ -44,7 +46,10 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
   if (config.backends.length === 0) {
     throw new GatewayError('ERR_CONFIG', 'no backend configured', { param: 'backends' });
   }
-  const tokenizer = makePromptTokenizer(config.tokenizer, config.chatTemplate);
+  const prompts = loadPromptTokenizer({
+    tokenizer: config.tokenizer,
+    chatTemplate: config.chatTemplate,
+  });
   const backends = makeBackends(config.backends);
   const byName = new Map(backends.map((b) => [b.name, b]));
   const router = new Router({
@@ -55,6 +60,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
     staleMs: config.staleMs,
     seed: config.seed,
   });
+  const checker = new TokenizerChecker(prompts, reportAgreement);
   const metrics = new GatewayMetrics({
     replicaLoads: () =>
       router.snapshot().replicas.map((r) => ({
@@ -62,9 +68,28 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
         queuedPromptTokens: r.queuedPromptTokens,
         inFlight: r.inFlight,
         up: r.healthy,
+        tokenizer: checker.agreement(byName.get(r.name)!),
       })),
   });
-  const { health, scraper, subscriber, markDown } = watchBackends(config, backends, router);
+  const { health, scraper, subscriber, markDown, isUp } = watchBackends(
+    config,
+    backends,
+    router,
+    (backend) => void checker.check(backend),
+  );
+  const local = localTokenizer(prompts);
+  const tokenizer =
+    config.tokenize === 'remote'
+      ? remoteTokenizer({
+          backends,
+          isUp,
+          fallback: local,
+          onFallback: (err) => {
+            metrics.remoteTokenizeFallbacks.inc();
+            warn(`--tokenize remote: no backend tokenized a request, tokenized locally (${err.message})`);
+          },
+        })
+      : local;
 
   let requestIds = 0;
   const generate: GenerateContext = {
@@ -73,6 +98,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
     byName,
     auth: new Authenticator(config.apiKeys, config.tenantSalts),
     tokenizer,
+    maxModelLen: () => checker.maxModelLen(),
     metrics,
     blockSize: config.blockSize,
     bodyLimitBytes: config.bodyLimitBytes,
@@ -92,6 +118,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
           url: b.config.url,
           events: b.config.events,
           probing: health.watching.includes(replica),
+          tokenizer: checker.agreement(b),
           subscriber: subscriber?.stats(replica) ?? null,
         };
       }),
@@ -105,6 +132,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.headersTimeout = HEADERS_TIMEOUT_MS;
   const stopWatching = async () => {
+    checker.close();
     await Promise.allSettled([scraper.close(), health.close(), subscriber?.close()]);
     await closeBackends(backends);
   };
@@ -117,6 +145,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
   }
   scraper.start();
   subscriber?.start();
+  for (const b of backends) void checker.check(b);
 
   let closed: Promise<void> | null = null;
   return {
@@ -139,11 +168,32 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
   };
 }
 
+/** A mismatch is loud: routing keys will not match that replica's cache. */
+function reportAgreement(backend: Backend, result: CheckResult): void {
+  if (result.agreement === 'differs') {
+    warn(
+      `TOKENIZER MISMATCH with ${backend.name}: ${result.detail}. Its cache will look empty to the router; serve --tokenizer with its model folder, or use --tokenize remote`,
+    );
+  } else if (result.agreement === 'unknown') {
+    warn(`cannot compare tokenizers with ${backend.name}: ${result.detail}`);
+  }
+}
+
+function warn(line: string): void {
+  process.stderr.write(`kvroute serve: ${line}\n`);
+}
+
 /**
  * What keeps the router's view of the backends current: the health checker (brings a replica
- * back), the metrics scraper (load reports) and, in events mode, the KV event subscriber.
+ * back, then `onUp`), the metrics scraper (load reports) and, in events mode, the KV event
+ * subscriber.
  */
-function watchBackends(config: GatewayConfig, backends: readonly Backend[], router: Router) {
+function watchBackends(
+  config: GatewayConfig,
+  backends: readonly Backend[],
+  router: Router,
+  onUp: (backend: Backend) => void,
+) {
   const byReplica = new Map(backends.map((b, i) => [i, b]));
   const nameOf = (replica: number): string => byReplica.get(replica)!.name;
   const down = new Set<string>();
@@ -154,6 +204,7 @@ function watchBackends(config: GatewayConfig, backends: readonly Backend[], rout
       down.delete(nameOf(replica));
       router.markUp(nameOf(replica));
       subscriber?.rebuild(replica);
+      onUp(byReplica.get(replica)!);
     },
   );
   const markDown = (backend: Backend): void => {
@@ -189,5 +240,6 @@ function watchBackends(config: GatewayConfig, backends: readonly Backend[], rout
           },
         )
       : null;
-  return { health, scraper, subscriber, markDown };
+  const isUp = (backend: Backend): boolean => !down.has(backend.name);
+  return { health, scraper, subscriber, markDown, isUp };
 }

@@ -13,8 +13,7 @@ import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { proxyAttempt } from './proxy.ts';
-import { parseRequest } from './request.ts';
-import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
+import { parseRequest, type RequestTokenizer } from './request.ts';
 
 /** Names the replica that served a response, as llm-d's gateway names its destination. */
 export const REPLICA_HEADER = 'x-kvroute-replica';
@@ -25,7 +24,9 @@ export interface GenerateContext {
   /** Replica name -> backend. */
   byName: ReadonlyMap<string, Backend>;
   auth: Authenticator;
-  tokenizer: PromptTokenizer;
+  tokenizer: RequestTokenizer;
+  /** The largest context window among the backends (Infinity while none is known). */
+  maxModelLen(): number;
   metrics: GatewayMetrics;
   blockSize: number;
   bodyLimitBytes: number;
@@ -47,10 +48,11 @@ export async function handleGenerate(
     Array.isArray(tenantHeader) ? tenantHeader[0] : tenantHeader,
   );
   const raw = await readBody(req, ctx.bodyLimitBytes);
-  const parsed = parseRequest(endpoint, raw, {
+  const parsed = await parseRequest(endpoint, raw, {
     tokenizer: ctx.tokenizer,
     blockSize: ctx.blockSize,
     tenantSalt: caller.tenantSalt,
+    maxModelLen: ctx.maxModelLen(),
   });
   const id = ctx.nextRequestId();
   const { router, metrics } = ctx;

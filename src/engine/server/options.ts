@@ -38,6 +38,10 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   engineLabel?: string;
   /** Request bodies above this are refused with 413 (default 16 MiB). */
   bodyLimitBytes?: number;
+  /** 'builtin' (the default) or a model folder with tokenizer.json (vLLM's `--tokenizer`). */
+  tokenizer?: string;
+  /** A Jinja chat template file (vLLM's `--chat-template`); default: the tokenizer's own. */
+  chatTemplate?: string | null;
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }

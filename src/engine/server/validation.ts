@@ -1,13 +1,11 @@
 /**
  * The engine's own checks on top of the shared request reader (`src/openai/request.ts`): what
  * this simulated engine can serve (one prompt, n = 1), its max_tokens defaults, the context
- * window, and vLLM's /tokenize body. Sampling knobs it has no use for (temperature, top_p,
+ * window. Sampling knobs it has no use for (temperature, top_p,
  * stop, ...) are accepted and ignored, and so is `ignore_eos`: this engine never samples an
  * end-of-sequence token, so every request generates exactly max_tokens.
  */
-import { parseChatMessages } from '../../openai/chatMessages.ts';
 import { ApiError, badRequest } from '../../openai/errors.ts';
-import { asObject, optBool, optString } from '../../openai/fields.ts';
 import type { Endpoint, GenerationRequest, PromptInput } from '../../openai/request.ts';
 import type { ChatTurn } from '../../tokenizer/chatTemplate.ts';
 
@@ -61,21 +59,4 @@ export function checkContextLength(
       'max_tokens',
     );
   }
-}
-
-export type TokenizeRequest =
-  | { model: string | null; prompt: string; messages: null; addGenerationPrompt: boolean }
-  | { model: string | null; prompt: null; messages: ChatTurn[]; addGenerationPrompt: boolean };
-
-/** vLLM's /tokenize: `{prompt}` or `{messages, add_generation_prompt}`. */
-export function parseTokenizeBody(raw: unknown): TokenizeRequest {
-  const body = asObject(raw);
-  const model = optString(body, 'model');
-  const addGenerationPrompt = optBool(body, 'add_generation_prompt') ?? true;
-  if (body.messages !== undefined) {
-    return { model, prompt: null, messages: parseChatMessages(body.messages), addGenerationPrompt };
-  }
-  const prompt = optString(body, 'prompt');
-  if (prompt === null) throw badRequest("'prompt' or 'messages' is required", 'prompt');
-  return { model, prompt, messages: null, addGenerationPrompt };
 }
