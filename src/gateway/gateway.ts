@@ -86,7 +86,9 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayHandle
           fallback: local,
           onFallback: (err) => {
             metrics.remoteTokenizeFallbacks.inc();
-            warn(`--tokenize remote: no backend tokenized a request, tokenized locally (${err.message})`);
+            warn(
+              `--tokenize remote: no backend tokenized a request, tokenized locally (${err.message})`,
+            );
           },
         })
       : local;

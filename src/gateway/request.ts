@@ -81,7 +81,10 @@ export async function parseRequest(
             },
             tokenizeBody: pick(body, ['model', 'add_special_tokens'], { prompt: first.text }),
           }
-        : { input: { kind: 'chat', chat: readChatInput(body) }, tokenizeBody: pick(body, CHAT_TOKENIZE_FIELDS) };
+        : {
+            input: { kind: 'chat', chat: readChatInput(body) },
+            tokenizeBody: pick(body, CHAT_TOKENIZE_FIELDS),
+          };
     const tokenized = await ctx.tokenizer.tokenize(query, ctx.maxModelLen);
     if (!tokenized.complete) {
       throw new ApiError(

@@ -103,7 +103,9 @@ export class TokenizerChecker {
       try {
         local = probe.local();
       } catch (err) {
-        problems.push(`${probe.name} probe: the gateway cannot render it (${(err as Error).message})`);
+        problems.push(
+          `${probe.name} probe: the gateway cannot render it (${(err as Error).message})`,
+        );
         continue;
       }
       const at = firstDifference(local, remote);

@@ -53,10 +53,7 @@ function contentText(raw: unknown, i: number): string {
   if (raw === undefined || raw === null) return '';
   if (typeof raw === 'string') return raw;
   if (!Array.isArray(raw)) {
-    throw badRequest(
-      `messages[${i}].content must be a string or a list of text parts`,
-      'messages',
-    );
+    throw badRequest(`messages[${i}].content must be a string or a list of text parts`, 'messages');
   }
   const texts: string[] = [];
   raw.forEach((part, j) => {
@@ -90,7 +87,10 @@ function toolCallsOf(raw: unknown, i: number): Record<string, unknown>[] | null 
     if (typeof fn !== 'object' || fn === null || Array.isArray(fn)) {
       throw badRequest(`messages[${i}].tool_calls[${j}].function must be an object`, 'messages');
     }
-    return { ...c, function: { ...fn, arguments: parsedArguments((fn as { arguments?: unknown }).arguments) } };
+    return {
+      ...c,
+      function: { ...fn, arguments: parsedArguments((fn as { arguments?: unknown }).arguments) },
+    };
   });
 }
 

@@ -257,7 +257,9 @@ export class HfTokenizer implements TextTokenizer {
     let words: (piece: string, first: boolean) => Word[];
     if ((byteRest || onlyByteLevel) && vocab.byteIds) {
       const prefixEach = byteRest && rest[0]!.add_prefix_space === true;
-      words = (piece) => [{ bytes: utf8Bytes(prefixEach && !piece.startsWith(' ') ? ` ${piece}` : piece) }];
+      words = (piece) => [
+        { bytes: utf8Bytes(prefixEach && !piece.startsWith(' ') ? ` ${piece}` : piece) },
+      ];
     } else if (rest.length > 0) {
       const stage = new library.SequencePreTokenizer({ type: 'Sequence', pretokenizers: rest });
       words = (piece, first) =>
@@ -390,7 +392,8 @@ function oneShot(work: () => void): Job {
 function splitStage(pre: Json | null): { splitter: Splitter; rest: Json[] } {
   const whole = (rest: Json[]) => ({ splitter: { re: null, gaps: false }, rest });
   if (pre === null) return whole([]);
-  const stages = pre.type === 'Sequence' ? ((pre.pretokenizers as Json[] | undefined) ?? []) : [pre];
+  const stages =
+    pre.type === 'Sequence' ? ((pre.pretokenizers as Json[] | undefined) ?? []) : [pre];
   const first = stages[0];
   if (first?.type === 'Split') {
     const behavior = String(first.behavior ?? '').toLowerCase();

@@ -89,9 +89,9 @@ export class PromptTokenizer {
   encode(input: PromptInput): number[] {
     const ids: number[] = [];
     for (const s of this.#segments(input)) {
-      this.text.encodeJob(s.text, s.addSpecialTokens, ids, Number.POSITIVE_INFINITY).run(
-        Number.POSITIVE_INFINITY,
-      );
+      this.text
+        .encodeJob(s.text, s.addSpecialTokens, ids, Number.POSITIVE_INFINITY)
+        .run(Number.POSITIVE_INFINITY);
     }
     return ids;
   }
@@ -165,7 +165,8 @@ export function loadPromptTokenizer(spec: TokenizerSpec): PromptTokenizer {
 function makePromptTokenizer(spec: TokenizerSpec): PromptTokenizer {
   const flag = spec.chatTemplate === null ? null : readChatTemplateFlag(spec.chatTemplate);
   const override = flag ? new JinjaChatTemplate(flag.source, flag.origin) : null;
-  if (spec.tokenizer === BUILTIN_TOKENIZER) return new PromptTokenizer(getTokenizer(), override, {});
+  if (spec.tokenizer === BUILTIN_TOKENIZER)
+    return new PromptTokenizer(getTokenizer(), override, {});
   const folder = loadModelFolder(spec.tokenizer);
   const template =
     override ??

@@ -45,11 +45,7 @@ async function tokenizeInput(
   }
 }
 
-async function promptTokensOf(
-  ctx: HandlerContext,
-  body: Body,
-  gen: Generation,
-): Promise<number[]> {
+async function promptTokensOf(ctx: HandlerContext, body: Body, gen: Generation): Promise<number[]> {
   let input: PromptInput;
   if (gen.endpoint === 'chat') input = { kind: 'chat', chat: readChatInput(body) };
   else {
@@ -125,7 +121,11 @@ export async function tokenize(ctx: HandlerContext, raw: unknown, res: ServerRes
   else {
     const prompt = optString(body, 'prompt');
     if (prompt === null) throw badRequest("'prompt' or 'messages' is required", 'prompt');
-    input = { kind: 'completion', text: prompt, addSpecialTokens: completionAddSpecialTokens(body) };
+    input = {
+      kind: 'completion',
+      text: prompt,
+      addSpecialTokens: completionAddSpecialTokens(body),
+    };
   }
   const tokens = (await tokenizeInput(ctx.prompts, input)).ids;
   sendJson(res, 200, {
