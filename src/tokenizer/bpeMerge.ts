@@ -53,6 +53,8 @@ export class LongMerge {
   readonly #next: Int32Array;
   #heap: Float64Array;
   #heapSize = 0;
+  /** Pairs queued so far (queuing all of a 2M-symbol word takes a while too). */
+  #queued = 0;
   #done = false;
 
   constructor(pairs: Pairs, symbols: Int32Array) {
@@ -67,7 +69,6 @@ export class LongMerge {
       this.#prev[i] = i - 1;
       this.#next[i] = i + 1 < n ? i + 1 : -1;
     }
-    for (let i = 0; i + 1 < n; i++) this.#offer(i);
   }
 
   /** Merges until done (true) or `deadlineMs` (performance.now()) has passed (false). */
@@ -76,6 +77,14 @@ export class LongMerge {
     const prev = this.#prev;
     const next = this.#next;
     let steps = 0;
+    const pairs = sym.length - 1;
+    while (this.#queued < pairs) {
+      this.#offer(this.#queued++);
+      if (++steps === STEPS_PER_CLOCK_READ) {
+        steps = 0;
+        if (performance.now() > deadlineMs) return false;
+      }
+    }
     while (this.#heapSize > 0) {
       if (++steps === STEPS_PER_CLOCK_READ) {
         steps = 0;

@@ -65,6 +65,11 @@ export class PairTable implements Pairs {
     return this.#merged[this.#find(left, right)]!;
   }
 
+  /** Whether the pair was set (with any rank, -1 included). */
+  has(left: number, right: number): boolean {
+    return this.#find(left, right) >= 0;
+  }
+
   #find(left: number, right: number): number {
     // Unknown symbols are negative and never merge; they must not probe.
     if (left < 0 || right < 0) return -1;

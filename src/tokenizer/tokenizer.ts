@@ -16,7 +16,7 @@ import { decode, vocabularySize } from 'gpt-tokenizer/encoding/cl100k_base';
 import { CL100K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
 import { BYTE_CHARS, toByteChars, utf8Bytes } from './byteLevel.ts';
 import { type BpeVocab, WordsJob } from './bpeWords.ts';
-import type { Pairs } from './pairTable.ts';
+import { type Pairs, PairTable } from './pairTable.ts';
 import { type Job, PieceEncoder } from './pieceEncoder.ts';
 
 export type { Job } from './pieceEncoder.ts';
@@ -123,16 +123,27 @@ function byteLevelVocab(ranks: readonly (string | number[])[]): {
   return { vocab, longest };
 }
 
+/** Pairs remembered before the memo starts over. */
+const PAIR_MEMO_MAX = 1 << 20;
+
 /**
  * tiktoken's merge rule: two adjacent parts merge when their concatenation is a token, at that
- * token's rank (which is also its id). Asked on demand rather than tabulated: a table of every
- * split of every token takes a third of a second to build, and only cache misses ask.
+ * token's rank (which is also its id). Asked on demand and remembered, rather than tabulated up
+ * front: a table of every split of every token takes a third of a second to build, and only word
+ * cache misses ask.
  */
 function tiktokenPairs(vocab: Map<string, number>): Pairs {
   const strings: string[] = [];
   for (const [token, rank] of vocab) strings[rank] = token;
-  const rank = (left: number, right: number): number =>
-    left < 0 || right < 0 ? -1 : (vocab.get(strings[left]! + strings[right]!) ?? -1);
+  let memo = new PairTable(1024);
+  const rank = (left: number, right: number): number => {
+    if (left < 0 || right < 0) return -1;
+    if (memo.has(left, right)) return memo.rank(left, right);
+    const r = vocab.get(strings[left]! + strings[right]!) ?? -1;
+    if (memo.size >= PAIR_MEMO_MAX) memo = new PairTable(1024);
+    memo.set(left, right, r, r);
+    return r;
+  };
   return { rank, merged: rank };
 }
 
