@@ -20,10 +20,13 @@ type TrieNode = { [char: string]: TrieNode } & { end?: string };
 /** Cuts text at every occurrence of a set of words (the longest one wins at each position). */
 export class WordSplitter {
   readonly #trie: TrieNode = Object.create(null);
+  /** Code units that start some word: every other position is skipped at once. */
+  readonly #starts = new Uint8Array(65536);
   readonly empty: boolean;
 
   constructor(words: readonly string[]) {
     for (const word of words) {
+      if (word.length > 0) this.#starts[word.charCodeAt(0)] = 1;
       let node = this.#trie;
       for (let i = 0; i < word.length; i++) {
         const c = word[i]!;
@@ -41,7 +44,12 @@ export class WordSplitter {
     const n = text.length;
     let start = 0;
     let i = 0;
+    const starts = this.#starts;
     while (i < n) {
+      if (starts[text.charCodeAt(i)] === 0) {
+        i++;
+        continue;
+      }
       let node: TrieNode | undefined = this.#trie;
       let match: string | null = null;
       for (let j = i; j < n; j++) {
