@@ -21,8 +21,8 @@ const DEFAULT_PORT = 8001;
 const HELP = `usage: kvroute engine [flags]
 
 A simulated vLLM-compatible engine: OpenAI API (/v1/completions, /v1/chat/completions,
-/v1/models, /tokenize, /detokenize, /health), Prometheus /metrics with vLLM's names, KV cache events over
-ZMQ in vLLM's wire format. Each engine step sleeps its modeled duration / --speedup.
+/v1/models, /tokenize, /detokenize, /health), Prometheus /metrics with vLLM's names, KV cache
+events over ZMQ in vLLM's wire format. Each engine step sleeps its modeled duration / --speedup.
 
 server
   --host H              interface (default ${SERVER_DEFAULTS.host})

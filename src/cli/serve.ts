@@ -125,7 +125,7 @@ export async function run(argv: string[]): Promise<number> {
   );
   const out = process.stdout;
   out.write(
-    `kvroute serve listening on ${gateway.url} (policy ${config.policy}, index ${config.index}${config.apiKeys.length > 0 ? `, ${config.apiKeys.length} API keys` : ''})\n`,
+    `kvroute serve listening on ${gateway.url} (policy ${config.policy}, index ${config.index}, tokenizer ${config.tokenizer}${config.tokenize === 'remote' ? ' (remote)' : ''}${config.apiKeys.length > 0 ? `, ${config.apiKeys.length} API keys` : ''})\n`,
   );
   out.write(`replicas${gateway.replicas[0]?.embedded ? ' (embedded simulated engines)' : ''}:\n`);
   for (const r of gateway.replicas) {

@@ -1,9 +1,9 @@
 /**
  * The engine's own checks on top of the shared request reader (`src/openai/request.ts`): what
  * this simulated engine can serve (one prompt, n = 1), its max_tokens defaults, the context
- * window. Sampling knobs it has no use for (temperature, top_p,
- * stop, ...) are accepted and ignored, and so is `ignore_eos`: this engine never samples an
- * end-of-sequence token, so every request generates exactly max_tokens.
+ * window. Sampling knobs it has no use for (temperature, top_p, stop, ...) are accepted and
+ * ignored, and so is `ignore_eos`: this engine never samples an end-of-sequence token, so every
+ * request generates exactly max_tokens.
  */
 import { ApiError, badRequest } from '../../openai/errors.ts';
 import type { Endpoint, GenerationRequest, PromptInput } from '../../openai/request.ts';
