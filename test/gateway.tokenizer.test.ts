@@ -6,7 +6,6 @@
  * gateway's own tokenizer differs.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, describe, test } from 'node:test';
 import OpenAI from 'openai';
@@ -21,6 +20,7 @@ import {
   startGatewayFor,
   waitFor,
 } from './gateway.harness.ts';
+import { spawnEngine } from './support/cli.ts';
 import { LLAMA3_DIR, QWEN3_DIR } from './support/tokenizerFixtures.ts';
 
 const closers: (() => Promise<void>)[] = [];
@@ -247,20 +247,10 @@ describe('a gateway whose tokenizer differs from its backends', () => {
 });
 
 test('kvroute engine --tokenizer DIR answers /tokenize with the gateway ids', async () => {
-  const child = spawn(
-    process.execPath,
-    ['bin/kvroute.js', 'engine', '--port', '0', '--tokenizer', QWEN3_DIR],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const { child, readyLine } = await spawnEngine(['--port', '0', '--tokenizer', QWEN3_DIR]);
   try {
-    let out = '';
-    child.stdout.setEncoding('utf8');
-    for await (const chunk of child.stdout) {
-      out += chunk;
-      if (out.includes('\n')) break;
-    }
-    const url = /url=(\S+)/.exec(out)?.[1];
-    assert.ok(url, out);
+    const url = /url=(\S+)/.exec(readyLine)?.[1];
+    assert.ok(url, readyLine);
     const messages = [
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'Hello' },
