@@ -250,7 +250,8 @@ describe('a tokenizer.json built from cl100k_base (HF merges, TemplateProcessing
       'utf8',
     ).split('\n');
     const byteChars = byteLevelChars();
-    const vocab: Record<string, number> = {};
+    // No prototype: tokens such as "hasOwnProperty" must not find Object's methods.
+    const vocab: Record<string, number> = Object.create(null);
     const ranked: [string, number][] = [];
     for (const line of lines) {
       if (!line) continue;

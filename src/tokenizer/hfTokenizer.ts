@@ -11,53 +11,12 @@
  * fast path does not cover (WordPiece, Unigram, BPE with word suffixes) use the library as is.
  * `test/tokenizer.hf.test.ts` checks the two paths against each other on random text.
  */
-import * as hfLibrary from '@huggingface/tokenizers';
 import { type AddedToken, AddedTokens } from './addedTokens.ts';
-import { BYTE_CHARS, utf8Bytes } from './byteLevel.ts';
-import { type BpeVocab, type Word, WordsJob } from './bpeWords.ts';
 import { TokenizerError } from './errors.ts';
-import { PairTable } from './pairTable.ts';
-import {
-  type Job,
-  PieceEncoder,
-  type PieceJob,
-  type PieceModel,
-  type Splitter,
-} from './pieceEncoder.ts';
+import { type Json, type LibraryTokenizer, library } from './hfLibrary.ts';
+import { makeHfPieceEncoder } from './hfPieces.ts';
+import type { Job, PieceEncoder } from './pieceEncoder.ts';
 import type { TextTokenizer } from './tokenizer.ts';
-
-type Json = Record<string, unknown>;
-
-interface PreTokenizerLike {
-  pre_tokenize_text(text: string, options?: { section_index?: number }): string[];
-}
-
-/** The parts of `@huggingface/tokenizers` used here (its bundled typings do not resolve). */
-interface LibraryTokenizer {
-  encode(text: string, options: { add_special_tokens: boolean }): { ids: number[] };
-  decode(ids: number[], options: { skip_special_tokens: boolean }): string;
-  id_to_token(id: number): string | undefined;
-  normalizer: { normalize(text: string): string } | null;
-  model: {
-    tokens_to_ids: Map<string, number>;
-    unk_token_id?: number;
-    unk_token?: string;
-    merges: [string, string][];
-    ignore_merges: boolean;
-    byte_fallback: boolean;
-    fuse_unk: boolean;
-  };
-  post_processor: {
-    post_process(tokens: string[], pair: null, addSpecialTokens: boolean): { tokens: string[] };
-  } | null;
-}
-
-const library = hfLibrary as unknown as {
-  Tokenizer: new (tokenizerJson: Json, config: Json) => LibraryTokenizer;
-  SequencePreTokenizer: new (config: Json) => PreTokenizerLike;
-  SplitPreTokenizer: new (config: Json) => { pattern: RegExp | null };
-  ByteLevelPreTokenizer: new (config: Json) => { pattern: RegExp };
-};
 
 /** Special ids the post-processor puts around a text. */
 interface Wrap {
@@ -82,7 +41,6 @@ export class HfTokenizer implements TextTokenizer {
   /** ByteLevel as the only pre-tokenizer: a space before each section when asked. */
   readonly #sectionPrefixSpace: boolean;
   readonly #wrap: { true: Wrap | null; false: Wrap | null };
-  readonly #specialIds: Set<number>;
 
   constructor(tokenizerJson: Json, tokenizerConfig: Json, name = 'tokenizer.json') {
     this.name = name;
@@ -109,7 +67,6 @@ export class HfTokenizer implements TextTokenizer {
       };
     });
     this.#added = new AddedTokens(added, this.#normalize);
-    this.#specialIds = new Set(added.filter((t) => t.special).map((t) => t.id));
     this.#unkId = model.unk_token_id;
     this.#removeSpace = tokenizerConfig.remove_space === true;
     this.#lowercase = tokenizerConfig.do_lowercase_and_remove_accent === true;
@@ -128,8 +85,19 @@ export class HfTokenizer implements TextTokenizer {
     this.#sectionPrefixSpace =
       preType === 'ByteLevel' && pre?.use_regex !== false && pre?.add_prefix_space === true;
     const problem = this.#fastPathProblem(tokenizerJson);
-    this.slowPathReason = problem;
-    this.#pieces = problem === null ? this.#makePieceEncoder(tokenizerJson, longest) : null;
+    const pieces =
+      problem === null
+        ? makeHfPieceEncoder({
+            lib,
+            tokenizerJson,
+            added: this.#added,
+            idOf: (t) => this.#idOf(t),
+            longest,
+          })
+        : null;
+    this.#pieces = pieces;
+    this.slowPathReason =
+      problem ?? (pieces ? null : 'merges or byte fallback outside the vocabulary');
   }
 
   encode(text: string, addSpecialTokens = false): number[] {
@@ -158,10 +126,6 @@ export class HfTokenizer implements TextTokenizer {
 
   tokenStrings(ids: readonly number[]): string[] {
     return ids.map((id) => this.#lib.id_to_token(id) ?? '');
-  }
-
-  isSpecial(id: number): boolean {
-    return this.#specialIds.has(id);
   }
 
   /** Added token ids and the text between them, normalized, as the library's encode_text. */
@@ -244,88 +208,6 @@ export class HfTokenizer implements TextTokenizer {
     }
     return null;
   }
-
-  #makePieceEncoder(tokenizerJson: Json, longest: number): PieceEncoder | null {
-    const vocab = this.#bpeVocab(longest);
-    if (!vocab) return null;
-    const pre = (tokenizerJson.pre_tokenizer as Json | null | undefined) ?? null;
-    const { splitter, rest } = splitStage(pre);
-    const positionDependent = mentions(pre, 'Metaspace');
-    const byteRest =
-      rest.length === 1 && rest[0]!.type === 'ByteLevel' && rest[0]!.use_regex === false;
-    const onlyByteLevel = pre?.type === 'ByteLevel' && pre.use_regex !== false;
-    let words: (piece: string, first: boolean) => Word[];
-    if ((byteRest || onlyByteLevel) && vocab.byteIds) {
-      const prefixEach = byteRest && rest[0]!.add_prefix_space === true;
-      words = (piece) => [
-        { bytes: utf8Bytes(prefixEach && !piece.startsWith(' ') ? ` ${piece}` : piece) },
-      ];
-    } else if (rest.length > 0) {
-      const stage = new library.SequencePreTokenizer({ type: 'Sequence', pretokenizers: rest });
-      words = (piece, first) =>
-        stage.pre_tokenize_text(piece, { section_index: first ? 0 : 1 }).map((text) => ({ text }));
-    } else words = (piece) => [{ text: piece }];
-    const model: PieceModel = {
-      encodePiece(piece, first, out) {
-        const job = new WordsJob(vocab, words(piece, first));
-        job.run(Number.POSITIVE_INFINITY);
-        job.finish(out);
-      },
-      longPiece: (piece, first): PieceJob => new WordsJob(vocab, words(piece, first)),
-    };
-    return new PieceEncoder(model, splitter, positionDependent);
-  }
-
-  /** The merge table and the symbol handling of the model; null when ids cannot stand for it. */
-  #bpeVocab(longest: number): BpeVocab | null {
-    const model = this.#lib.model;
-    const ids = this.#ids;
-    const pairs = new PairTable(model.merges.length);
-    for (let rank = 0; rank < model.merges.length; rank++) {
-      const [a, b] = model.merges[rank]!;
-      const left = ids.get(a);
-      const right = ids.get(b);
-      const merged = ids.get(a + b);
-      if (left === undefined || right === undefined || merged === undefined) return null;
-      pairs.set(left, right, rank, merged);
-    }
-    let byteIds: Int32Array | null = new Int32Array(256);
-    for (let b = 0; b < 256; b++) {
-      const id = ids.get(BYTE_CHARS[b]!);
-      if (id === undefined) {
-        byteIds = null;
-        break;
-      }
-      byteIds[b] = id;
-    }
-    // Output ids: the library maps each token string through its added tokens first.
-    const remap = new Map<number, number>();
-    for (const [text, token] of this.#added.byText) {
-      const id = ids.get(text);
-      if (id !== undefined && id !== token.id) remap.set(id, token.id);
-    }
-    const unk = model.unk_token === undefined ? undefined : this.#idOf(model.unk_token);
-    const fallback = model.byte_fallback ? byteFallbackIds((t) => this.#idOf(t)) : null;
-    // Byte fallback with some <0xNN> missing mixes bytes and <unk> per character: not covered.
-    if (model.byte_fallback && !fallback) return null;
-    const byteFallback = model.byte_fallback;
-    return {
-      pairs,
-      ids,
-      wholeWords: model.ignore_merges,
-      maxTokenChars: longest,
-      byteIds,
-      finish(symbols, out) {
-        for (let i = 0; i < symbols.length; i++) {
-          const s = symbols[i]!;
-          if (s >= 0) out.push(remap.size === 0 ? s : (remap.get(s) ?? s));
-          else if (byteFallback && fallback) {
-            for (const b of utf8Bytes(String.fromCodePoint(-s - 1))) out.push(fallback[b]!);
-          } else if (unk !== undefined) out.push(unk);
-        }
-      },
-    };
-  }
 }
 
 /** A segment of the text: an added token's id, or text for the piece encoder. */
@@ -388,51 +270,9 @@ function oneShot(work: () => void): Job {
   };
 }
 
-/** How the pre-tokenizer's first stage cuts a section, and the stages left for each piece. */
-function splitStage(pre: Json | null): { splitter: Splitter; rest: Json[] } {
-  const whole = (rest: Json[]) => ({ splitter: { re: null, gaps: false }, rest });
-  if (pre === null) return whole([]);
-  const stages =
-    pre.type === 'Sequence' ? ((pre.pretokenizers as Json[] | undefined) ?? []) : [pre];
-  const first = stages[0];
-  if (first?.type === 'Split') {
-    const behavior = String(first.behavior ?? '').toLowerCase();
-    if (first.invert !== true && behavior === 'removed') return whole([pre]);
-    const split = new library.SplitPreTokenizer(first);
-    if (!split.pattern) return whole([pre]);
-    const re = new RegExp(split.pattern.source, split.pattern.flags);
-    return { splitter: { re, gaps: first.invert !== true }, rest: stages.slice(1) };
-  }
-  if (pre.type === 'ByteLevel' && pre.use_regex !== false) {
-    const byteLevel = new library.ByteLevelPreTokenizer(pre);
-    const re = new RegExp(byteLevel.pattern.source, byteLevel.pattern.flags);
-    return { splitter: { re, gaps: false }, rest: [] };
-  }
-  return whole([pre]);
-}
-
-/** Whether a config tree has a node of this type. */
-function mentions(node: unknown, type: string): boolean {
-  if (Array.isArray(node)) return node.some((n) => mentions(n, type));
-  if (typeof node !== 'object' || node === null) return false;
-  if ((node as Json).type === type) return true;
-  return Object.values(node).some((v) => mentions(v, type));
-}
-
 function onlyUnicodeForms(normalizer: Json): boolean {
   if (normalizer.type === 'Sequence') {
     return ((normalizer.normalizers as Json[] | undefined) ?? []).every(onlyUnicodeForms);
   }
   return ['NFC', 'NFD', 'NFKC', 'NFKD'].includes(String(normalizer.type));
-}
-
-/** `<0x00>`..`<0xFF>` ids, or null when the vocabulary lacks one. */
-function byteFallbackIds(idOf: (token: string) => number | undefined): Int32Array | null {
-  const ids = new Int32Array(256);
-  for (let b = 0; b < 256; b++) {
-    const id = idOf(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
-    if (id === undefined) return null;
-    ids[b] = id;
-  }
-  return ids;
 }
