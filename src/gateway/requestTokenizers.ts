@@ -103,7 +103,9 @@ export async function askBackend(
   }
   const tokens = json?.tokens;
   if (statusCode !== 200 || !Array.isArray(tokens) || !tokens.every(Number.isInteger)) {
-    throw new Error(`${backend.name} /tokenize answered ${statusCode}`);
+    throw new Error(
+      `${backend.name} /tokenize answered ${statusCode}${statusCode === 200 ? ' without token ids' : ''}`,
+    );
   }
   const maxModelLen = json?.max_model_len;
   return {
