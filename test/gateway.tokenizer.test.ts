@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { tmpdir } from 'node:os';
 import { after, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
@@ -20,7 +21,7 @@ import {
   startGatewayFor,
   waitFor,
 } from './gateway.harness.ts';
-import { spawnEngine } from './support/cli.ts';
+import { runCli, spawnEngine } from './support/cli.ts';
 import { LLAMA3_DIR, QWEN3_DIR } from './support/tokenizerFixtures.ts';
 
 const closers: (() => Promise<void>)[] = [];
@@ -277,4 +278,18 @@ test('kvroute engine --tokenizer DIR answers /tokenize with the gateway ids', as
     child.kill('SIGTERM');
   }
   await once(child, 'exit');
+});
+
+test('unusable tokenizer flags exit 2 with one line naming the flag', () => {
+  for (const [args, flag] of [
+    [['engine', '--tokenizer', tmpdir()], '--tokenizer'],
+    [['engine', '--chat-template', '/no/such/template'], '--chat-template'],
+    [['serve', '--tokenizer', '/no/such/folder'], '--tokenizer'],
+    [['serve', '--tokenize', 'sometimes'], '--tokenize'],
+  ] as const) {
+    const r = runCli([...args, '--port', '0']);
+    assert.equal(r.status, 2, r.stderr);
+    assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+    assert.ok(r.stderr.includes(flag), r.stderr);
+  }
 });
