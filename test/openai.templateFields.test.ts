@@ -154,7 +154,7 @@ describe("the engine's /tokenize and /detokenize", async () => {
     assert.deepEqual(json.tokens, [9906, 1917]);
     assert.equal(json.token_strs, null);
     const strs = await post('/tokenize', { prompt: 'Hello world', return_token_strs: true });
-    assert.deepEqual(strs.json.token_strs, ['Hello', ' world']);
+    assert.deepEqual(strs.json.token_strs, ['Hello', '\u0120world']);
   });
 
   test('chats: add_generation_prompt and continue_final_message change the ids', async () => {

@@ -54,12 +54,16 @@ class Cl100kTokenizer implements TextTokenizer {
   readonly vocabSize = vocabularySize;
   readonly maxCharsPerToken: number;
   readonly #pieces: PieceEncoder;
+  /** Each rank's bytes as byte-level characters (its vocabulary string, as HF spells it). */
+  readonly #strings: string[];
 
   constructor() {
     const { vocab, longest } = byteLevelVocab(bpeRanks);
     this.maxCharsPerToken = longest;
+    this.#strings = [];
+    for (const [token, rank] of vocab) this.#strings[rank] = token;
     const bpe: BpeVocab = {
-      pairs: tiktokenPairs(vocab),
+      pairs: tiktokenPairs(vocab, this.#strings),
       ids: vocab,
       // tiktoken looks a whole piece up before merging.
       wholeWords: true,
@@ -102,8 +106,9 @@ class Cl100kTokenizer implements TextTokenizer {
     return decode(ids);
   }
 
+  /** Byte-level strings (`Ġworld`), as vLLM's `convert_ids_to_tokens` gives for such a model. */
   tokenStrings(ids: readonly number[]): string[] {
-    return ids.map((id) => decode([id]));
+    return ids.map((id) => this.#strings[id] ?? '');
   }
 }
 
@@ -132,9 +137,7 @@ const PAIR_MEMO_MAX = 1 << 20;
  * front: a table of every split of every token takes a third of a second to build, and only word
  * cache misses ask.
  */
-function tiktokenPairs(vocab: Map<string, number>): Pairs {
-  const strings: string[] = [];
-  for (const [token, rank] of vocab) strings[rank] = token;
+function tiktokenPairs(vocab: Map<string, number>, strings: readonly string[]): Pairs {
   let memo = new PairTable(1024);
   const rank = (left: number, right: number): number => {
     if (left < 0 || right < 0) return -1;
