@@ -1,21 +1,18 @@
 /**
  * The gateway's parts on their own: SSE first-token detection, metrics parsing, config and flags,
- * API keys, the tokenizer.json loader (checked against cl100k_base), and the KV event subscriber
- * against a hand-driven ZMQ publisher (gaps, restarts, both wire forms).
+ * API keys, and the KV event subscriber against a hand-driven ZMQ publisher (gaps, restarts, both
+ * wire forms).
  */
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { encode as cl100k } from 'gpt-tokenizer/encoding/cl100k_base';
 import { Publisher, Router as ZmqRouter } from 'zeromq';
 import { Flags, parseFlags } from '../src/cli/args.ts';
 import { readServeConfig } from '../src/cli/serve.ts';
 import { Authenticator } from '../src/gateway/auth.ts';
-import { makeBpeTokenizer, toJsRegex } from '../src/tokenizer/bpe.ts';
 import {
   loadConfigFile,
   parseApiKeyFlag,
@@ -26,7 +23,6 @@ import { toErrorResponse } from '../src/gateway/errors.ts';
 import { parseEngineMetrics } from '../src/gateway/scraper.ts';
 import { FirstTokenDetector } from '../src/gateway/firstToken.ts';
 import { EventSubscriber } from '../src/gateway/subscriber.ts';
-import { loadChatTemplate, renderWithTemplate } from '../src/tokenizer/templateFile.ts';
 import { computeBlockKeys } from '../src/kv/blockKey.ts';
 import type { KvEvent } from '../src/kv/events.ts';
 import { END_SEQ_FRAME, encodeEventBatch, encodeSeq, type WireFormat } from '../src/kv/wire.ts';
@@ -249,121 +245,6 @@ describe('Authenticator', () => {
     );
   });
 });
-
-describe('tokenizer.json (byte-level BPE)', () => {
-  // Llama 3's split pattern, verbatim as its tokenizer.json has it (Oniguruma syntax).
-  const LLAMA3_PATTERN =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-  test('Oniguruma patterns convert to JS', () => {
-    assert.equal(toJsRegex("(?i:'s|'t)|a++"), "(?:'[sS]|'[tT])|a+");
-    assert.equal(toJsRegex('[?+]x'), '[?+]x');
-    const re = new RegExp(toJsRegex(LLAMA3_PATTERN), 'gu');
-    assert.deepEqual("I'LL go".match(re), ['I', "'LL", ' go']);
-  });
-
-  test('a tokenizer.json built from cl100k_base encodes exactly as cl100k_base', () => {
-    // tiktoken ranks -> HF vocab + merges (as HF's converter does): each token's splits into two
-    // tokens become merges ranked by the merged token's rank.
-    const require = createRequire(import.meta.url);
-    const lines = readFileSync(
-      require.resolve('gpt-tokenizer/data/cl100k_base.tiktoken'),
-      'utf8',
-    ).split('\n');
-    const byteChars = byteLevelChars();
-    const vocab: Record<string, number> = {};
-    const ranked: [string, number][] = [];
-    for (const line of lines) {
-      if (!line) continue;
-      const [b64, rank] = line.split(' ');
-      const bytes = Buffer.from(b64!, 'base64');
-      const token = Array.from(bytes, (b) => byteChars[b]).join('');
-      vocab[token] = Number(rank);
-      ranked.push([token, Number(rank)]);
-    }
-    const merges: [string, number][] = [];
-    for (const [token, rank] of ranked) {
-      const chars = Array.from(token);
-      for (let i = 1; i < chars.length; i++) {
-        const a = chars.slice(0, i).join('');
-        const b = chars.slice(i).join('');
-        if (vocab[a] !== undefined && vocab[b] !== undefined) merges.push([`${a} ${b}`, rank]);
-      }
-    }
-    merges.sort((x, y) => x[1] - y[1]);
-    const tok = makeBpeTokenizer({
-      model: { type: 'BPE', vocab, merges: merges.map((m) => m[0]), ignore_merges: true },
-      pre_tokenizer: {
-        type: 'Sequence',
-        pretokenizers: [
-          {
-            type: 'Split',
-            pattern: { Regex: LLAMA3_PATTERN },
-            behavior: 'Isolated',
-            invert: false,
-          },
-          { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false },
-        ],
-      },
-      added_tokens: [{ id: 100_257, content: '<|begin_of_text|>', special: true }],
-      post_processor: {
-        type: 'TemplateProcessing',
-        single: [
-          { SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } },
-          { Sequence: { id: 'A', type_id: 0 } },
-        ],
-        special_tokens: { '<|begin_of_text|>': { id: '<|begin_of_text|>', ids: [100_257] } },
-      },
-    });
-    const texts = [
-      'Hello world! It\'s a test: 12345 numbers, "quotes" and (parens).',
-      "ÜNICODE ünïcödé, emoji 🎉🎉 and code `x += 1;` I'LL DO IT, you've.",
-      'Line one\nLine two\n\n  indented    spaces\tand tabs',
-      'The quick brown fox jumps over the lazy dog. '.repeat(20),
-    ];
-    for (const text of texts) assert.deepEqual(tok.encode(text), cl100k(text), text);
-    assert.deepEqual(tok.encode('hi', { addSpecialTokens: true }), [100_257, ...cl100k('hi')]);
-    assert.deepEqual(tok.encode('<|begin_of_text|>hi'), [100_257, ...cl100k('hi')]);
-  });
-
-  test('unsupported models are refused, not tokenized wrongly', () => {
-    assert.throws(() => makeBpeTokenizer({ model: { type: 'Unigram' } }), {
-      code: 'ERR_TOKENIZER',
-    });
-    assert.throws(
-      () =>
-        makeBpeTokenizer({
-          model: { type: 'BPE', vocab: {}, merges: [] },
-          pre_tokenizer: { type: 'Metaspace' },
-        }),
-      /pre-tokenizer 'Metaspace' is not supported/,
-    );
-  });
-
-  test('a chat template file renders turns', () => {
-    const path = join(dir, 'chatml.yaml');
-    writeFileSync(
-      path,
-      'turn: "<|im_start|>{role}\\n{content}<|im_end|>\\n"\ngeneration: "<|im_start|>assistant\\n"\n',
-    );
-    const t = loadChatTemplate(path);
-    assert.equal(
-      renderWithTemplate(t, [{ role: 'user', content: 'hi {role}' }]),
-      '<|im_start|>user\nhi {role}<|im_end|>\n<|im_start|>assistant\n',
-    );
-  });
-});
-
-function byteLevelChars(): string[] {
-  const direct = new Set<number>();
-  for (let b = 33; b <= 126; b++) direct.add(b);
-  for (let b = 161; b <= 172; b++) direct.add(b);
-  for (let b = 174; b <= 255; b++) direct.add(b);
-  let extra = 0;
-  return Array.from({ length: 256 }, (_, b) =>
-    String.fromCharCode(direct.has(b) ? b : 256 + extra++),
-  );
-}
 
 describe('EventSubscriber against a hand-driven publisher', () => {
   for (const format of ['map', 'array'] as const satisfies readonly WireFormat[]) {

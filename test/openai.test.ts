@@ -359,7 +359,8 @@ describe('readGenerationRequest', () => {
     ];
     const r = read('chat', { messages, max_tokens: 5, max_completion_tokens: 7 });
     assert.equal(r.endpoint, 'chat');
-    assert.deepEqual(r.endpoint === 'chat' && r.messages, [{ role: 'user', content: 'ab' }]);
+    // vLLM joins text parts with newlines (its "string" content format).
+    assert.deepEqual(r.endpoint === 'chat' && r.messages, [{ role: 'user', content: 'a\nb' }]);
     assert.equal(r.maxTokens, 7);
     assert.equal(read('chat', { messages, max_tokens: 5 }).maxTokens, 5);
     assert.equal(

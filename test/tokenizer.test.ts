@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { encodeChat, renderChat } from '../src/tokenizer/chatTemplate.ts';
-import { makePromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
+import { loadPromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
 import { getTokenizer } from '../src/tokenizer/tokenizer.ts';
 
 test('cl100k_base: known ids, round trip, one shared instance', () => {
@@ -49,7 +49,7 @@ test("the gateway's builtin prompt tokenizer gives the engine's chat token ids",
     { role: 'system', content: 'You are helpful.' },
     { role: 'user', content: 'Hello there, how are you?' },
   ];
-  const gateway = makePromptTokenizer('builtin', null);
+  const gateway = loadPromptTokenizer({ tokenizer: 'builtin', chatTemplate: null });
   assert.deepEqual(gateway.encodeChat(turns), encodeChat(getTokenizer(), turns));
   assert.deepEqual(gateway.encodePrompt('Hello world'), getTokenizer().encode('Hello world'));
 });

@@ -18,7 +18,7 @@ import { translateVllmArgs } from './vllmFlags.ts';
 
 export const FLAGS = flagSpec({
   string:
-    'host port served-model-name max-model-len speedup seed ' +
+    'host port served-model-name max-model-len speedup seed tokenizer chat-template ' +
     'kv-events kv-replay kv-events-format kv-events-topic kv-replay-form kv-replay-buffer ' +
     'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser ' +
     'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms',
@@ -36,8 +36,8 @@ const DEFAULT_PORT = 8001;
 const HELP = `usage: kvroute engine [MODEL] [flags]
 
 A simulated vLLM-compatible engine: OpenAI API (/v1/completions, /v1/chat/completions,
-/v1/models, /tokenize, /health), Prometheus /metrics with vLLM's names, KV cache events over
-ZMQ in vLLM's wire format. Each engine step sleeps its modeled duration / --speedup.
+/v1/models, /tokenize, /detokenize, /health), Prometheus /metrics with vLLM's names, KV cache
+events over ZMQ in vLLM's wire format. Each engine step sleeps its modeled duration / --speedup.
 
 A \`vllm serve\` command line works unchanged: MODEL (or --model) maps onto the catalog
 (meta-llama/Llama-3.3-70B-Instruct -> llama-3.3-70b) and is the served name; vLLM's names
@@ -66,6 +66,10 @@ server
   --stream-buffer-limit-bytes N  a stream whose client does not read is aborted (its KV freed)
                         past this many waiting bytes (default ${DEFAULT_STREAM_LIMITS.limitBytes})
   --stream-stall-timeout-ms N  or this long without the client draining (default ${DEFAULT_STREAM_LIMITS.stallMs})
+  --tokenizer DIR       a model folder (tokenizer.json, tokenizer_config.json, optional
+                        chat_template.jinja), as vLLM's --tokenizer (default: builtin cl100k_base)
+  --chat-template FILE  a Jinja chat template, as vLLM's --chat-template (default: the
+                        tokenizer's own)
 ${ENGINE_HELP}KV events
   --kv-events-config J  vLLM's JSON: {"enable_kv_cache_events": true, "publisher": "zmq",
                         "endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558", "topic": ""}
@@ -104,6 +108,8 @@ export function readEngineOptions(flags: Flags): EngineServerOptions {
     requestTimeoutMs: flags.positive('request-timeout-ms'),
     streamBufferLimitBytes: flags.positive('stream-buffer-limit-bytes', true),
     streamStallTimeoutMs: flags.positive('stream-stall-timeout-ms'),
+    tokenizer: flags.string('tokenizer'),
+    chatTemplate: flags.string('chat-template'),
   };
   const kvCacheDtype = flags.oneOf('kv-cache-dtype', KV_CACHE_DTYPES);
   if (kvCacheDtype !== undefined) server.kvDtype = kvCacheDtype.startsWith('fp8') ? 'fp8' : 'bf16';

@@ -3,7 +3,7 @@
  * fleet of simulated engines and routes to them (that is `npm start`). Flags override the YAML
  * config file; every bad value is one line naming the flag (exit 2).
  */
-import { readFileSync } from 'node:fs';
+import { accessSync } from 'node:fs';
 import {
   type ClientKey,
   DEFAULT_EMBEDDED_REPLICAS,
@@ -14,6 +14,7 @@ import {
   parseApiKeyFlag,
   parseBackendFlag,
 } from '../gateway/config.ts';
+import { TOKENIZE_MODES } from '../gateway/requestTokenizers.ts';
 import { startGatewayWithFleet } from '../embedded/gateway.ts';
 import { makeLogger } from '../gateway/log.ts';
 import { INDEX_MODES, isPolicyName, POLICY_NAMES } from '../router/index.ts';
@@ -22,7 +23,7 @@ import { serveUntilSignal } from './untilSignal.ts';
 
 const FLAGS = flagSpec({
   string:
-    'port host config policy index tokenizer chat-template stale-ms kv-threshold scrape-ms ' +
+    'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
     'headers-timeout-ms request-timeout-ms log-level',
   multiple: 'backend api-key',
@@ -44,8 +45,13 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --policy P            ${POLICY_NAMES.join(', ')} (default ${D.policy})
   --index M             events (KV events over ZMQ) | approx (the router's own record)
                         (default ${D.index})
-  --tokenizer T         builtin (the engine's) | PATH/tokenizer.json (byte-level BPE)
-  --chat-template FILE  YAML with turn ({role}, {content}), prefix, generation
+  --tokenizer DIR       a model folder (tokenizer.json, tokenizer_config.json, optional
+                        chat_template.jinja), as vLLM's --tokenizer; builtin: the simulated
+                        engines' cl100k_base (default ${D.tokenizer})
+  --chat-template FILE  a Jinja chat template, as vLLM's --chat-template (default: the
+                        tokenizer's own)
+  --tokenize M          local (tokenize here) | remote (each request through a backend's
+                        /tokenize: exact for any template, one more round trip) (default ${D.tokenize})
   --stale-ms N          exclude replicas whose last report is older (default ${D.staleMs})
   --kv-threshold F      exclude replicas above this KV usage (default ${D.kvThreshold})
   --scrape-ms N         /metrics scrape interval (default ${D.scrapeMs})
@@ -91,9 +97,9 @@ export function readServeConfig(flags: Flags): GatewayConfig {
   const tokenizer = flags.string('tokenizer');
   if (tokenizer !== undefined && tokenizer !== 'builtin') readable(tokenizer, '--tokenizer');
   set('tokenizer', tokenizer);
-  const template = flags.string('chat-template');
-  if (template !== undefined) readable(template, '--chat-template');
-  set('chatTemplate', template);
+  // The loader tells a missing file from a template given inline, as vLLM's flag allows both.
+  set('chatTemplate', flags.string('chat-template'));
+  set('tokenize', flags.oneOf('tokenize', TOKENIZE_MODES));
   set('staleMs', flags.positive('stale-ms'));
   set('kvThreshold', flags.fraction('kv-threshold'));
   set('scrapeMs', flags.positive('scrape-ms'));
@@ -131,7 +137,7 @@ function nonEmptyFlag(flags: Flags, name: string): string | undefined {
 
 function readable(path: string, flag: string): void {
   try {
-    readFileSync(path);
+    accessSync(path);
   } catch (err) {
     throw new UsageError(
       `${flag} cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
@@ -151,7 +157,7 @@ export async function run(argv: string[]): Promise<number> {
   });
   const out = process.stdout;
   out.write(
-    `kvroute serve listening on ${gateway.url} (policy ${config.policy}, index ${config.index}${config.apiKeys.length > 0 ? `, ${config.apiKeys.length} API keys` : ''})\n`,
+    `kvroute serve listening on ${gateway.url} (policy ${config.policy}, index ${config.index}, tokenizer ${config.tokenizer}${config.tokenize === 'remote' ? ' (remote)' : ''}${config.apiKeys.length > 0 ? `, ${config.apiKeys.length} API keys` : ''})\n`,
   );
   out.write(`replicas${gateway.replicas[0]?.embedded ? ' (embedded simulated engines)' : ''}:\n`);
   for (const r of gateway.replicas) {

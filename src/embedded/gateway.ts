@@ -31,6 +31,8 @@ export async function startGatewayWithFleet(
       replicas: config.embeddedReplicas,
       blockSize: config.blockSize,
       host: '127.0.0.1',
+      // The engines tokenize as the gateway does (and share its loaded tokenizer).
+      engine: { tokenizer: config.tokenizer, chatTemplate: config.chatTemplate },
       ...(options.embeddedSpeedup !== undefined && { speedup: options.embeddedSpeedup }),
     });
   }

@@ -14,6 +14,7 @@ import {
   type IndexMode,
 } from '../router/defaults.ts';
 import { GatewayError } from './errors.ts';
+import { TOKENIZE_MODES, type TokenizeMode } from './requestTokenizers.ts';
 
 export const DEFAULT_PORT = 8080;
 export const DEFAULT_HOST = '127.0.0.1';
@@ -64,10 +65,12 @@ export interface GatewayConfig {
   backends: BackendConfig[];
   policy: string;
   index: IndexMode;
-  /** 'builtin' or a path to a Hugging Face tokenizer.json. */
+  /** 'builtin' or a model folder with tokenizer.json (vLLM's `--tokenizer DIR`). */
   tokenizer: string;
-  /** Path to a chat template file, or null for the builtin (the engine's) template. */
+  /** A Jinja chat template file (vLLM's `--chat-template`), or null for the tokenizer's own. */
   chatTemplate: string | null;
+  /** 'local': tokenize here; 'remote': ask a backend's /tokenize for every request. */
+  tokenize: TokenizeMode;
   staleMs: number;
   kvThreshold: number;
   scrapeMs: number;
@@ -104,6 +107,7 @@ export function defaultConfig(): GatewayConfig {
     index: 'events',
     tokenizer: 'builtin',
     chatTemplate: null,
+    tokenize: 'local',
     staleMs: DEFAULT_STALE_MS,
     kvThreshold: DEFAULT_KV_THRESHOLD,
     scrapeMs: DEFAULT_SCRAPE_MS,
@@ -156,6 +160,7 @@ const KNOWN_KEYS = new Set([
   'index',
   'tokenizer',
   'chat-template',
+  'tokenize',
   'stale-ms',
   'kv-threshold',
   'scrape-ms',
@@ -189,6 +194,7 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
   if (doc.tokenizer !== undefined) out.tokenizer = str(doc.tokenizer, 'tokenizer');
   if (doc['chat-template'] !== undefined)
     out.chatTemplate = str(doc['chat-template'], 'chat-template');
+  if (doc.tokenize !== undefined) out.tokenize = oneOf(doc.tokenize, 'tokenize', TOKENIZE_MODES);
   if (doc['stale-ms'] !== undefined) out.staleMs = num(doc['stale-ms'], 'stale-ms', 1);
   if (doc['kv-threshold'] !== undefined) {
     out.kvThreshold = num(doc['kv-threshold'], 'kv-threshold', Number.MIN_VALUE, 1);

@@ -20,7 +20,9 @@ import { PrefillWatch } from './prefillWatch.ts';
 import { makeRequestListener } from './routes.ts';
 import { MetricsScraper } from './scraper.ts';
 import { EventSubscriber } from './subscriber.ts';
-import { makePromptTokenizer } from '../tokenizer/promptTokenizer.ts';
+import { loadPromptTokenizer } from '../tokenizer/promptTokenizer.ts';
+import { localTokenizer, remoteTokenizer } from './requestTokenizers.ts';
+import { type CheckResult, TokenizerChecker } from './tokenizerCheck.ts';
 
 export interface ReplicaInfo {
   name: string;
@@ -54,7 +56,10 @@ export async function startGateway(
   if (config.backends.length === 0) {
     throw new GatewayError('ERR_CONFIG', 'no backend configured', { param: 'backends' });
   }
-  const tokenizer = makePromptTokenizer(config.tokenizer, config.chatTemplate);
+  const prompts = loadPromptTokenizer({
+    tokenizer: config.tokenizer,
+    chatTemplate: config.chatTemplate,
+  });
   const backends = makeBackends(config.backends);
   const byName = new Map(backends.map((b) => [b.name, b]));
   const router = new Router({
@@ -65,6 +70,9 @@ export async function startGateway(
     staleMs: config.staleMs,
     seed: config.seed,
   });
+  const checker = new TokenizerChecker(prompts, (backend, result) =>
+    reportAgreement(logger, backend, result),
+  );
   const metrics = new GatewayMetrics({
     replicaLoads: () =>
       router.snapshot().replicas.map((r) => ({
@@ -72,16 +80,34 @@ export async function startGateway(
         queuedPromptTokens: r.queuedPromptTokens,
         inFlight: r.inFlight,
         up: r.healthy,
+        tokenizer: checker.agreement(byName.get(r.name)!),
       })),
   });
   const prefillWatch = new PrefillWatch(router);
-  const { health, scraper, subscriber, markDown, probe } = watchBackends(
+  const { health, scraper, subscriber, markDown, probe, isUp } = watchBackends(
     config,
     backends,
     router,
     logger,
     prefillWatch,
+    (backend) => void checker.check(backend),
   );
+  const local = localTokenizer(prompts);
+  const tokenizer =
+    config.tokenize === 'remote'
+      ? remoteTokenizer({
+          backends,
+          isUp,
+          fallback: local,
+          onFallback: (err) => {
+            metrics.remoteTokenizeFallbacks.inc();
+            logger.warn(
+              { err },
+              '--tokenize remote: no backend tokenized a request, tokenized locally',
+            );
+          },
+        })
+      : local;
 
   let ledgerIds = 0;
   const generate: GenerateContext = {
@@ -90,6 +116,7 @@ export async function startGateway(
     byName,
     auth: new Authenticator(config.apiKeys, config.tenantSalts, config),
     tokenizer,
+    maxModelLen: () => checker.maxModelLen(),
     metrics,
     logger,
     prefillWatch,
@@ -113,6 +140,7 @@ export async function startGateway(
           url: b.config.url,
           events: b.config.events,
           probing: health.watching.includes(replica),
+          tokenizer: checker.agreement(b),
           subscriber: subscriber?.stats(replica) ?? null,
         };
       }),
@@ -124,6 +152,7 @@ export async function startGateway(
     makeRequestListener({ generate, replicaState, accessLog: config.accessLog }),
   );
   const stopWatching = async () => {
+    checker.close();
     await Promise.allSettled([scraper.close(), health.close(), subscriber?.close()]);
     await closeBackends(backends);
   };
@@ -136,6 +165,7 @@ export async function startGateway(
   }
   scraper.start();
   subscriber?.start();
+  for (const b of backends) void checker.check(b);
 
   let closed: Promise<void> | null = null;
   return {
@@ -158,10 +188,22 @@ export async function startGateway(
   };
 }
 
+/** A mismatch is loud: routing keys will not match that replica's cache. */
+function reportAgreement(logger: Logger, backend: Backend, result: CheckResult): void {
+  if (result.agreement === 'differs') {
+    logger.error(
+      { replica: backend.name, detail: result.detail },
+      'TOKENIZER MISMATCH: its cache will look empty to the router; serve --tokenizer with its model folder, or use --tokenize remote',
+    );
+  } else if (result.agreement === 'unknown') {
+    logger.warn({ replica: backend.name, detail: result.detail }, 'cannot compare tokenizers');
+  }
+}
+
 /**
  * What keeps the router's view of the backends current: the health checker (brings a replica
- * back), the metrics scraper (load reports) and, in events mode, the KV event subscriber. Every
- * change of a replica's state is logged here.
+ * back, then `onUp`), the metrics scraper (load reports) and, in events mode, the KV event
+ * subscriber. Every change of a replica's state is logged here.
  */
 function watchBackends(
   config: GatewayConfig,
@@ -169,6 +211,7 @@ function watchBackends(
   router: Router,
   logger: Logger,
   prefillWatch: PrefillWatch,
+  onUp: (backend: Backend) => void,
 ) {
   const byReplica = new Map(backends.map((b, i) => [i, b]));
   const nameOf = (replica: number): string => byReplica.get(replica)!.name;
@@ -181,6 +224,7 @@ function watchBackends(
       router.markUp(nameOf(replica));
       logger.info({ replica: nameOf(replica) }, 'replica up: its health probe answered');
       subscriber?.rebuild(replica);
+      onUp(byReplica.get(replica)!);
     },
   );
   const markDown = (backend: Backend, reason: string): void => {
@@ -238,5 +282,6 @@ function watchBackends(
           },
         )
       : null;
-  return { health, scraper, subscriber, markDown, probe };
+  const isUp = (backend: Backend): boolean => !down.has(backend.name);
+  return { health, scraper, subscriber, markDown, probe, isUp };
 }

@@ -19,9 +19,8 @@ import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { PrefillWatch } from './prefillWatch.ts';
 import { proxyAttempt } from './proxy.ts';
-import { parseRequest } from './request.ts';
+import { parseRequest, type RequestTokenizer } from './request.ts';
 import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
-import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
 
 /** Names the replica that served a response, as llm-d's gateway names its destination. */
 export const REPLICA_HEADER = 'x-kvroute-replica';
@@ -32,7 +31,9 @@ export interface GenerateContext {
   /** Replica name -> backend. */
   byName: ReadonlyMap<string, Backend>;
   auth: Authenticator;
-  tokenizer: PromptTokenizer;
+  tokenizer: RequestTokenizer;
+  /** The largest context window among the backends (Infinity while none is known). */
+  maxModelLen(): number;
   metrics: GatewayMetrics;
   logger: Logger;
   prefillWatch: PrefillWatch;
@@ -63,10 +64,11 @@ export async function handleGenerate(
   );
   record.tenant = caller.tenant;
   const raw = await readBody(req, ctx.bodyLimitBytes);
-  const parsed = parseRequest(endpoint, raw, {
+  const parsed = await parseRequest(endpoint, raw, {
     tokenizer: ctx.tokenizer,
     blockSize: ctx.blockSize,
     tenantSalt: caller.tenantSalt,
+    maxModelLen: ctx.maxModelLen(),
   });
   record.model = parsed.model;
   record.promptTokens = parsed.promptTokens;

@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RouteDecision } from '../router/index.ts';
+import type { TokenizerAgreement } from './tokenizerCheck.ts';
 
 export interface ReplicaLoad {
   name: string;
@@ -12,7 +13,11 @@ export interface ReplicaLoad {
   queuedPromptTokens: number;
   inFlight: number;
   up: boolean;
+  /** Whether the gateway's token ids match the replica's (the tokenizer agreement check). */
+  tokenizer: TokenizerAgreement;
 }
+
+const AGREEMENT_VALUE: Record<TokenizerAgreement, number> = { agrees: 1, differs: 0, unknown: -1 };
 
 export interface ReplicaGaugeSource {
   replicaLoads(): ReplicaLoad[];
@@ -25,6 +30,7 @@ export class GatewayMetrics {
   readonly spills: Counter<'policy'>;
   readonly failOpen: Counter<'policy'>;
   readonly retries: Counter;
+  readonly remoteTokenizeFallbacks: Counter;
   readonly requests: Counter<'endpoint' | 'status'>;
   readonly brokenStreams: Counter;
   readonly clientAborts: Counter;
@@ -74,6 +80,10 @@ export class GatewayMetrics {
       'kvroute_gateway_retries_total',
       'Attempts repeated on another replica after a refused or reset connection',
     );
+    this.remoteTokenizeFallbacks = counter(
+      'kvroute_gateway_remote_tokenize_fallbacks_total',
+      'Requests tokenized locally because no backend /tokenize answered (--tokenize remote)',
+    );
     this.requests = counter(
       'kvroute_gateway_requests_total',
       'Requests answered, by endpoint and status',
@@ -104,6 +114,11 @@ export class GatewayMetrics {
       'kvroute_gateway_replica_in_flight',
       'Requests in flight on the replica',
       (r) => r.inFlight,
+    );
+    replicaGauge(
+      'kvroute_gateway_tokenizer_agrees',
+      "1 when the gateway's token ids match the replica's /tokenize, 0 when they differ, -1 unknown",
+      (r) => AGREEMENT_VALUE[r.tokenizer],
     );
     replicaGauge(
       'kvroute_gateway_replica_up',

@@ -1,5 +1,6 @@
 /**
- * The chat template: Llama 3's, with its markers spelled as text.
+ * The builtin chat template (the builtin tokenizer's, when no `--chat-template` is given): Llama 3's,
+ * with its markers spelled as text.
  *
  *   <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>...
  *   <|start_header_id|>assistant<|end_header_id|>\n\n        (the generation prompt)
@@ -12,12 +13,10 @@
  * same prefix stability, at the cost of `encodeChat(t) !== encode(renderChat(t))` in general.
  * Engine and gateway both call `encodeChat`, so they agree on every prompt's ids.
  */
+import type { ChatTurn } from './chat.ts';
 import type { Tokenizer } from './tokenizer.ts';
 
-export interface ChatTurn {
-  role: string;
-  content: string;
-}
+export type { ChatTurn } from './chat.ts';
 
 export const BEGIN_OF_TEXT = '<|begin_of_text|>';
 export const END_OF_TURN = '<|eot_id|>';
@@ -32,20 +31,23 @@ export function renderChat(turns: readonly ChatTurn[], addGenerationPrompt = tru
   return text;
 }
 
-const markerCache = new WeakMap<Tokenizer, Map<string, readonly number[]>>();
-
-function marker(tokenizer: Tokenizer, text: string): readonly number[] {
-  let cache = markerCache.get(tokenizer);
-  if (!cache) {
-    cache = new Map();
-    markerCache.set(tokenizer, cache);
-  }
-  let ids = cache.get(text);
-  if (!ids) {
-    ids = tokenizer.encode(text);
-    cache.set(text, ids);
-  }
-  return ids;
+/**
+ * The pieces `encodeChat` encodes one by one: markers and contents. `continueFinalMessage` leaves
+ * the last turn open (no end-of-turn, no generation prompt), as vLLM's option does.
+ */
+export function chatPieces(
+  turns: readonly ChatTurn[],
+  addGenerationPrompt = true,
+  continueFinalMessage = false,
+): string[] {
+  const pieces = [BEGIN_OF_TEXT];
+  turns.forEach((turn, i) => {
+    pieces.push(header(turn.role));
+    if (turn.content.length > 0) pieces.push(turn.content);
+    if (!(continueFinalMessage && i === turns.length - 1)) pieces.push(END_OF_TURN);
+  });
+  if (addGenerationPrompt && !continueFinalMessage) pieces.push(header('assistant'));
+  return pieces;
 }
 
 /** Token ids of the rendered conversation, piece by piece (see above). */
@@ -54,15 +56,9 @@ export function encodeChat(
   turns: readonly ChatTurn[],
   addGenerationPrompt = true,
 ): number[] {
-  const ids: number[] = [...marker(tokenizer, BEGIN_OF_TEXT)];
-  const push = (piece: readonly number[]) => {
-    for (const id of piece) ids.push(id);
-  };
-  for (const turn of turns) {
-    push(marker(tokenizer, header(turn.role)));
-    if (turn.content.length > 0) push(tokenizer.encode(turn.content));
-    push(marker(tokenizer, END_OF_TURN));
+  const ids: number[] = [];
+  for (const piece of chatPieces(turns, addGenerationPrompt)) {
+    for (const id of tokenizer.encode(piece)) ids.push(id);
   }
-  if (addGenerationPrompt) push(marker(tokenizer, header('assistant')));
   return ids;
 }

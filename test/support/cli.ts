@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -18,4 +18,18 @@ export function runCli(args: string[], timeoutMs = 60_000): CliResult {
     timeout: timeoutMs,
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Starts `kvroute engine ARGS` and waits for its first stdout line (the ready line). */
+export async function spawnEngine(
+  args: string[],
+): Promise<{ child: ChildProcessWithoutNullStreams; readyLine: string }> {
+  const child = spawn(process.execPath, [BIN, 'engine', ...args], { cwd: ROOT });
+  let out = '';
+  child.stdout.setEncoding('utf8');
+  for await (const chunk of child.stdout) {
+    out += chunk;
+    if (out.includes('\n')) break;
+  }
+  return { child, readyLine: out };
 }

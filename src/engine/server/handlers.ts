@@ -1,19 +1,19 @@
 /**
  * The OpenAI-compatible endpoints vLLM serves, as plain functions of (context, body, response).
  * They throw ApiError (or the core's EngineError); the server turns those into error bodies.
+ * Prompts are tokenized in slices (`PromptTokenizer.tokenize`) that stop once the prompt cannot
+ * fit the context window, so a huge prompt is refused without holding the event loop.
  */
 import type { ServerResponse } from 'node:http';
 import { ApiError, badRequest } from '../../openai/errors.ts';
+import { asObject, type Body, optBool, optString } from '../../openai/fields.ts';
 import { sendJson } from '../../openai/http.ts';
 import { type Endpoint, readGenerationRequest } from '../../openai/request.ts';
-import { encodeChat } from '../../tokenizer/chatTemplate.ts';
+import { completionAddSpecialTokens, readChatInput } from '../../openai/templateFields.ts';
+import { TokenizerError } from '../../tokenizer/errors.ts';
+import type { PromptInput, PromptTokenizer, Tokenized } from '../../tokenizer/promptTokenizer.ts';
 import { type GenerationContext, serveGeneration } from './generate.ts';
-import {
-  checkContextLength,
-  type Generation,
-  parseTokenizeBody,
-  toGeneration,
-} from './validation.ts';
+import { checkContextLength, type Generation, toGeneration } from './validation.ts';
 
 export interface HandlerContext extends GenerationContext {
   modelName: string;
@@ -21,6 +21,8 @@ export interface HandlerContext extends GenerationContext {
   servedModelNames: readonly string[];
   maxModelLen: number;
   createdS: number;
+  /** Prompts and chats to ids (the `tokenizer` of GenerationContext is its `text`). */
+  prompts: PromptTokenizer;
 }
 
 function checkModel(ctx: HandlerContext, model: string | null): void {
@@ -29,32 +31,64 @@ function checkModel(ctx: HandlerContext, model: string | null): void {
   }
 }
 
-function promptTokensOf(ctx: HandlerContext, gen: Generation): number[] {
-  if (gen.messages) return encodeChat(ctx.tokenizer, gen.messages);
-  const prompt = gen.prompt!;
-  return 'text' in prompt ? ctx.tokenizer.encode(prompt.text) : prompt.tokenIds;
+/** Tokenizes in slices; a template that refuses the chat is the request's 400, as in vLLM. */
+async function tokenizeInput(
+  prompts: PromptTokenizer,
+  input: PromptInput,
+  limitTokens?: number,
+): Promise<Tokenized> {
+  try {
+    return await prompts.tokenize(input, limitTokens);
+  } catch (err) {
+    if (err instanceof TokenizerError && err.code === 'ERR_TEMPLATE') {
+      throw badRequest(err.message, 'messages');
+    }
+    throw err;
+  }
 }
 
-function generate(
+async function promptTokensOf(ctx: HandlerContext, body: Body, gen: Generation): Promise<number[]> {
+  let input: PromptInput;
+  if (gen.endpoint === 'chat') input = { kind: 'chat', chat: readChatInput(body) };
+  else {
+    const prompt = gen.prompt!;
+    if ('tokenIds' in prompt) return prompt.tokenIds;
+    const addSpecialTokens = completionAddSpecialTokens(body);
+    input = { kind: 'completion', text: prompt.text, addSpecialTokens };
+  }
+  // More prompt tokens than this can never run: stop counting there.
+  const limit = Math.max(0, ctx.maxModelLen - gen.maxTokens);
+  const tokenized = await tokenizeInput(ctx.prompts, input, limit);
+  if (!tokenized.complete) {
+    throw new ApiError(
+      'ERR_CONTEXT_LENGTH',
+      `This model's maximum context length is ${ctx.maxModelLen} tokens. However, your request has at least ${tokenized.atLeastTokens} input tokens and asks for ${gen.maxTokens} in the completion. Please reduce the length of the messages or completion.`,
+      gen.endpoint === 'chat' ? 'messages' : 'prompt',
+    );
+  }
+  return tokenized.ids;
+}
+
+async function generate(
   ctx: HandlerContext,
   endpoint: Endpoint,
-  body: unknown,
+  raw: unknown,
   res: ServerResponse,
-): void {
-  const req = readGenerationRequest(endpoint, body, ctx.tokenizer.vocabSize);
+): Promise<void> {
+  const req = readGenerationRequest(endpoint, raw, ctx.prompts.vocabSize);
   const gen = toGeneration(req, ctx.limits);
   checkModel(ctx, req.model);
-  const promptTokens = promptTokensOf(ctx, gen);
+  const promptTokens = await promptTokensOf(ctx, asObject(raw), gen);
   checkContextLength(promptTokens.length, gen.maxTokens, ctx.maxModelLen);
   serveGeneration(ctx, gen, promptTokens, res);
 }
 
-export function completions(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
-  generate(ctx, 'completions', body, res);
+export function completions(ctx: HandlerContext, body: unknown, res: ServerResponse) {
+  return generate(ctx, 'completions', body, res);
 }
 
-export function chatCompletions(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
-  generate(ctx, 'chat', body, res);
+export function chatCompletions(ctx: HandlerContext, body: unknown, res: ServerResponse) {
+  return generate(ctx, 'chat', body, res);
 }
 
 export function models(ctx: HandlerContext, res: ServerResponse): void {
@@ -73,28 +107,46 @@ export function models(ctx: HandlerContext, res: ServerResponse): void {
   });
 }
 
-export function tokenize(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
-  const parsed = parseTokenizeBody(body);
-  checkModel(ctx, parsed.model);
-  const tokens =
-    parsed.messages !== null
-      ? encodeChat(ctx.tokenizer, parsed.messages, parsed.addGenerationPrompt)
-      : ctx.tokenizer.encode(parsed.prompt);
+/**
+ * vLLM's POST /tokenize: `{prompt, add_special_tokens (true)}` or `{messages,
+ * add_generation_prompt (true), continue_final_message, add_special_tokens (false), tools,
+ * chat_template_kwargs}`, answered `{count, max_model_len, tokens, token_strs}`. Like vLLM's,
+ * it does not check the context window.
+ */
+export async function tokenize(ctx: HandlerContext, raw: unknown, res: ServerResponse) {
+  const body = asObject(raw);
+  checkModel(ctx, optString(body, 'model'));
+  let input: PromptInput;
+  if (body.messages !== undefined) input = { kind: 'chat', chat: readChatInput(body) };
+  else {
+    const prompt = optString(body, 'prompt');
+    if (prompt === null) throw badRequest("'prompt' or 'messages' is required", 'prompt');
+    input = {
+      kind: 'completion',
+      text: prompt,
+      addSpecialTokens: completionAddSpecialTokens(body),
+    };
+  }
+  const tokens = (await tokenizeInput(ctx.prompts, input)).ids;
   sendJson(res, 200, {
     count: tokens.length,
     max_model_len: ctx.maxModelLen,
     tokens,
-    token_strs: null,
+    token_strs: optBool(body, 'return_token_strs') ? ctx.prompts.text.tokenStrings(tokens) : null,
   });
 }
 
-export function detokenize(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
-  const tokens = (body as { tokens?: unknown } | null)?.tokens;
+/** vLLM's POST /detokenize: `{tokens}` -> `{prompt}` (special tokens kept). */
+export function detokenize(ctx: HandlerContext, raw: unknown, res: ServerResponse): void {
+  const body = asObject(raw);
+  checkModel(ctx, optString(body, 'model'));
+  const tokens = body.tokens;
+  const vocabSize = ctx.prompts.vocabSize;
   if (
     !Array.isArray(tokens) ||
-    !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < ctx.tokenizer.vocabSize)
+    !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < vocabSize)
   ) {
-    throw badRequest("'tokens' must be a list of token ids", 'tokens');
+    throw badRequest(`'tokens' must be a list of token ids in [0, ${vocabSize})`, 'tokens');
   }
-  sendJson(res, 200, { prompt: ctx.tokenizer.decode(tokens) });
+  sendJson(res, 200, { prompt: ctx.prompts.text.decode(tokens as number[]) });
 }

@@ -61,6 +61,10 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   enableAutoToolChoice?: boolean;
   /** vLLM's --tool-call-parser (accepted; the simulated model never calls tools). */
   toolCallParser?: string | null;
+  /** 'builtin' (the default) or a model folder with tokenizer.json (vLLM's `--tokenizer`). */
+  tokenizer?: string;
+  /** A Jinja chat template file (vLLM's `--chat-template`); default: the tokenizer's own. */
+  chatTemplate?: string | null;
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }

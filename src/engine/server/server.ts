@@ -15,7 +15,7 @@ import {
   readBody,
   sendError,
 } from '../../openai/http.ts';
-import { getTokenizer } from '../../tokenizer/tokenizer.ts';
+import { BUILTIN_TOKENIZER, loadPromptTokenizer } from '../../tokenizer/promptTokenizer.ts';
 import { EngineCore } from '../core.ts';
 import type { EngineCounters } from '../types.ts';
 import { WallClockDriver } from './driver.ts';
@@ -49,13 +49,22 @@ type Route =
     }
   | {
       method: 'POST';
-      handle: (ctx: handlers.HandlerContext, body: unknown, res: ServerResponse) => void;
+      handle: (
+        ctx: handlers.HandlerContext,
+        body: unknown,
+        res: ServerResponse,
+      ) => void | Promise<void>;
     };
 
 export async function startEngineServer(
   options: EngineServerOptions = {},
 ): Promise<EngineServerHandle> {
   const o = resolveEngineOptions(options);
+  // One per process and folder: engines started in one process share it.
+  const prompts = loadPromptTokenizer({
+    tokenizer: options.tokenizer ?? BUILTIN_TOKENIZER,
+    chatTemplate: options.chatTemplate ?? null,
+  });
   const core = options.makeCore ? options.makeCore(o.engineConfig) : new EngineCore(o.engineConfig);
   const spec = o.engineConfig.spec;
   const metrics = new EngineMetrics({
@@ -93,11 +102,12 @@ export async function startEngineServer(
     },
   });
   let engineIds = 0;
-  const tokenizer = getTokenizer();
+  const tokenizer = prompts.text;
   const ctx: handlers.HandlerContext = {
     driver,
     metrics,
     tokenizer,
+    prompts,
     servedModelName: o.servedModelName,
     servedModelNames: o.servedModelNames,
     modelName: o.modelName,
@@ -147,7 +157,7 @@ export async function startEngineServer(
     if (route.method === 'GET') return route.handle(ctx, res);
     if (closing) throw new ApiError('ERR_UNAVAILABLE', 'the engine is shutting down');
     const body = parseJson(await readBody(req, o.bodyLimitBytes));
-    route.handle(ctx, body, res);
+    return route.handle(ctx, body, res);
   }
 
   const server = createHttpServer(o, (req, res) => {

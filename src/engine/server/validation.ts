@@ -3,11 +3,9 @@
  * this simulated engine can serve (one prompt per request), its max_tokens defaults, the checks
  * that depend on server settings as vLLM makes them (`--max-logprobs`, tool choice against
  * `--enable-auto-tool-choice` / `--tool-call-parser`, min_tokens against the resolved
- * max_tokens, greedy sampling with n > 1), the context window, and vLLM's /tokenize body.
+ * max_tokens, greedy sampling with n > 1) and the context window.
  */
-import { parseChatMessages } from '../../openai/chatMessages.ts';
 import { ApiError, badRequest } from '../../openai/errors.ts';
-import { asObject, optBool, optString } from '../../openai/fields.ts';
 import type { Endpoint, GenerationRequest, PromptInput } from '../../openai/request.ts';
 import type { SamplingFields } from '../../openai/sampling.ts';
 import type { ChatTurn } from '../../tokenizer/chatTemplate.ts';
@@ -133,21 +131,4 @@ export function checkContextLength(
       'max_tokens',
     );
   }
-}
-
-export type TokenizeRequest =
-  | { model: string | null; prompt: string; messages: null; addGenerationPrompt: boolean }
-  | { model: string | null; prompt: null; messages: ChatTurn[]; addGenerationPrompt: boolean };
-
-/** vLLM's /tokenize: `{prompt}` or `{messages, add_generation_prompt}`. */
-export function parseTokenizeBody(raw: unknown): TokenizeRequest {
-  const body = asObject(raw);
-  const model = optString(body, 'model');
-  const addGenerationPrompt = optBool(body, 'add_generation_prompt') ?? true;
-  if (body.messages !== undefined) {
-    return { model, prompt: null, messages: parseChatMessages(body.messages), addGenerationPrompt };
-  }
-  const prompt = optString(body, 'prompt');
-  if (prompt === null) throw badRequest("'prompt' or 'messages' is required", 'prompt');
-  return { model, prompt, messages: null, addGenerationPrompt };
 }
