@@ -30,7 +30,13 @@ after(async () => {
 });
 
 async function engines(n: number, tokenizer: string): Promise<EngineServerHandle[]> {
-  const started = await startEngines(n, { tokenizer, speedup: 200 });
+  // Chats with tools: vLLM serves tool_choice "auto" only with these two flags.
+  const started = await startEngines(n, {
+    tokenizer,
+    speedup: 200,
+    enableAutoToolChoice: true,
+    toolCallParser: 'hermes',
+  });
   closers.push(async () => void (await Promise.all(started.map((e) => e.close()))));
   return started;
 }
