@@ -27,10 +27,14 @@ export interface ParseContext {
   blockSize: number;
   /** The caller's tenant salt, or null. */
   tenantSalt: string | null;
+  /** The LoRA adapter the request names: its blocks are keyed apart from the base model's. */
+  loraName?: string | null;
+  /** The body already parsed from `raw` (the gateway reads `model` first to pick a pool). */
+  json?: unknown;
 }
 
 export function parseRequest(endpoint: Endpoint, raw: Buffer, ctx: ParseContext): ParsedRequest {
-  const body = parseJson(raw);
+  const body = ctx.json === undefined ? parseJson(raw) : ctx.json;
   const req = readGenerationRequest(endpoint, body, ctx.tokenizer.vocabSize);
   // A batch goes upstream as sent; routing uses its first prompt, which shares the batch's fate.
   const tokens =
@@ -48,6 +52,7 @@ export function parseRequest(endpoint: Endpoint, raw: Buffer, ctx: ParseContext)
   }
   const blockKeys = computeBlockKeys(tokens, ctx.blockSize, {
     cacheSalt: cacheSalt ?? undefined,
+    loraName: ctx.loraName ?? undefined,
   });
   return {
     endpoint,
