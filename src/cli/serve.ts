@@ -211,6 +211,7 @@ function reloadOnChange(
       logger.warn({ why }, 'nothing to reload: the gateway was started without --config');
       return;
     }
+    logger.info({ why, path }, 'reading the config again');
     let next: GatewayConfig;
     try {
       next = readServeConfig(flags);

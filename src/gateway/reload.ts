@@ -92,7 +92,8 @@ export function applyLive(old: GatewayConfig, next: GatewayConfig, live: LivePar
   generate.firstByteTimeoutMs = next.firstByteTimeoutMs;
   generate.bodyLimitBytes = next.bodyLimitBytes;
   routes.accessLog = next.accessLog;
-  logger.level = next.logLevel;
+  // Only a changed level: a gateway embedded without a log keeps it silent.
+  if (changed('logLevel')) logger.level = next.logLevel;
   for (const key of Object.keys(FILE_KEYS) as (keyof GatewayConfig)[]) {
     if (!changed(key)) continue;
     (LIVE_KEYS.has(key) ? result.applied : result.needsRestart).push(FILE_KEYS[key]);
