@@ -12,6 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { Publisher } from 'zeromq';
 import { type EmbeddedFleet, startEmbeddedFleet } from '../src/embedded/fleet.ts';
+import { applyConfigDoc, defaultConfig } from '../src/gateway/config.ts';
 import { servedModels } from '../src/gateway/models.ts';
 import { computeBlockKeys } from '../src/kv/blockKey.ts';
 import { encodeEventBatch, encodeSeq } from '../src/kv/wire.ts';
@@ -304,4 +305,18 @@ test('served models: base names first, adapters by parent, the configured name a
   assert.equal(fallback.cards[0]!.id, 'configured');
   assert.equal(fallback.cards[0]!.parent, null);
   assert.deepEqual(servedModels(null, null).bases, []);
+});
+
+test("a pool's own tokenizer and template come from the config's models key", () => {
+  const config = applyConfigDoc(
+    { tokenizer: 'builtin', models: { [MODEL_B]: { 'chat-template': 'b.yaml' } } },
+    defaultConfig(),
+  );
+  assert.deepEqual(config.modelTokenizers, {
+    [MODEL_B]: { tokenizer: null, chatTemplate: 'b.yaml' },
+  });
+  assert.throws(
+    () => applyConfigDoc({ models: { [MODEL_B]: { vocab: 'x' } } }, defaultConfig()),
+    /models\.model-b\.vocab is not a known key/,
+  );
 });
