@@ -232,6 +232,42 @@ describe('config reload', () => {
     }
   });
 
+  test('in process: a reload that swaps every backend loses no request', async () => {
+    const [first, second] = engines as [EngineServerHandle, EngineServerHandle];
+    const gw = await startGatewayFor([first]);
+    let sent = 0;
+    const failures: string[] = [];
+    let stop = false;
+    const worker = async (w: number) => {
+      for (let i = 0; !stop && i < 400; i++) {
+        sent++;
+        const r = await complete(gw.url, { prompt: tokens(w * 10_000 + i, 64), max_tokens: 4 });
+        if (r.status !== 200) failures.push(`${r.status} ${r.text.slice(0, 200)}`);
+      }
+    };
+    const load = Promise.all([worker(1), worker(2)]);
+    try {
+      await waitFor(() => sent >= 5, 'the load to run');
+      const result = gw.reload({ ...configFor([second]), port: 0 });
+      assert.deepEqual(result.removed, [first.url]);
+      await waitFor(
+        () =>
+          gw
+            .backends()
+            .map((b) => `${b.name} ${b.state}`)
+            .join() === `${hostOf(second)} active`,
+        'the swap',
+      );
+      const mark = sent;
+      await waitFor(() => sent >= mark + 5, 'the load to go on');
+    } finally {
+      stop = true;
+      await within(30_000, load, 'the load');
+      await gw.close();
+    }
+    assert.deepEqual(failures, []);
+  });
+
   test('kvroute serve reads its --config again on SIGHUP; a bad file keeps the running one', async () => {
     const [first, second] = engines as [EngineServerHandle, EngineServerHandle];
     const path = join(dir, 'kvroute.yaml');

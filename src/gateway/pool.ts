@@ -76,6 +76,8 @@ export interface PoolOptions {
   logger: Logger;
   /** A member came back up after being down (its models may have changed). */
   onBackendUp?(name: string): void;
+  /** A backend added cold entered routing. */
+  onBackendActive?(name: string): void;
 }
 
 class Member {
@@ -349,6 +351,7 @@ export class ModelPool {
       { replica: m.backend.name, model: this.model },
       'backend active: health answered, load reported, events subscribed',
     );
+    this.#options.onBackendActive?.(m.backend.name);
   }
 
   #watch(m: Member): BackendWatch {

@@ -89,6 +89,8 @@ export class ModelPools {
   readonly #pending = new Map<string, Pending>();
   /** Model or adapter name -> target; rebuilt after any change. */
   #index: Map<string, Target> | null = null;
+  /** Callers waiting for a backend added cold to enter routing, by name. */
+  readonly #activeWaiters = new Map<string, (() => void)[]>();
   #refreshing: Promise<void> | null = null;
   #refreshedAtMs = 0;
   #started = false;
@@ -240,6 +242,26 @@ export class ModelPools {
     return { info: { ...before, state: 'draining' }, drained: this.#drain(pool, key) };
   }
 
+  /**
+   * Resolves true once the backend `name` routes (at once when it already does), false when
+   * `timeoutMs` passes first or the gateway closes.
+   */
+  whenActive(name: string, timeoutMs: number): Promise<boolean> {
+    if (this.backends().some((b) => b.name === name && b.state === 'active')) {
+      return Promise.resolve(true);
+    }
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      timer.unref();
+      const waiters = this.#activeWaiters.get(name) ?? [];
+      waiters.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+      this.#activeWaiters.set(name, waiters);
+    });
+  }
+
   /** Reads every backend's models again, unless the last read is younger than `maxAgeMs`. */
   refreshModels(maxAgeMs: number): Promise<void> {
     if (this.#refreshing) return this.#refreshing;
@@ -306,6 +328,7 @@ export class ModelPools {
 
   async close(): Promise<void> {
     this.#closed = true;
+    this.#activeWaiters.clear();
     for (const p of this.#pending.values()) {
       p.cancelled = true;
       p.wake?.();
@@ -344,6 +367,10 @@ export class ModelPools {
         tokenizer: this.#options.tokenizerFor(model),
         logger: this.#logger,
         onBackendUp: (name) => void this.#reread(pool!, name),
+        onBackendActive: (name) => {
+          for (const wake of this.#activeWaiters.get(name) ?? []) wake();
+          this.#activeWaiters.delete(name);
+        },
       });
       this.#pools.set(model ?? UNKNOWN, pool);
       if (this.#started) pool.start();

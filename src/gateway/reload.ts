@@ -2,7 +2,8 @@
  * A configuration read again (SIGHUP, or the file changed) applied to a running gateway. The
  * backend list is diffed against the previous configuration, not against the live set, so
  * backends added or removed through the admin API stay as they are: added entries start cold,
- * removed ones drain, a changed entry (same URL) drains and starts again. Keys, tenants, the
+ * removed ones drain once the added ones take traffic, a changed entry (same URL) drains and
+ * starts again. Keys, tenants, the
  * retry and first-byte settings, the body limit, the access log and the log level apply at
  * once; every other changed key is named as needing a restart.
  */
@@ -11,6 +12,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { ApiError } from '../openai/errors.ts';
 import { Authenticator } from './auth.ts';
+import { replicaName } from './backends.ts';
 import type { BackendConfig, GatewayConfig } from './config.ts';
 import type { GenerateContext } from './generate.ts';
 import type { Logger } from './log.ts';
@@ -116,6 +118,12 @@ export function applyLive(old: GatewayConfig, next: GatewayConfig, live: LivePar
   return result;
 }
 
+/**
+ * A backend the new config drops drains once the backends it adds take traffic (at most this
+ * long after the reload), so swapping the whole set never leaves the gateway without one.
+ */
+export const RELOAD_HANDOVER_MS = 30_000;
+
 function applyBackends(
   old: readonly BackendConfig[],
   next: readonly BackendConfig[],
@@ -135,16 +143,25 @@ function applyBackends(
       return false;
     }
   };
+  const leaving: string[] = [];
   for (const [url, b] of before) {
     const now = after.get(url);
-    if (now === undefined) {
-      if (pools.remove(url)) out.removed.push(url);
-    } else if (!isDeepStrictEqual(now, b)) {
+    if (now === undefined) leaving.push(url);
+    else if (!isDeepStrictEqual(now, b)) {
+      // The same URL cannot be in twice: this one drains first.
       pools.remove(url);
       if (add(now)) out.replaced.push(url);
     }
   }
   for (const [url, b] of after) if (!before.has(url) && add(b)) out.added.push(url);
+  const known = new Set(pools.backends().map((b) => b.url));
+  out.removed = leaving.filter((url) => known.has(url));
+  if (out.removed.length > 0) {
+    const arrivals = out.added.map((url) => pools.whenActive(replicaName(url), RELOAD_HANDOVER_MS));
+    void Promise.all(arrivals).then(() => {
+      for (const url of out.removed) pools.remove(url);
+    });
+  }
   return out;
 }
 
