@@ -366,7 +366,7 @@ describe('bad input', () => {
     assert.match(metrics, /kvroute_gateway_decision_seconds_bucket/);
     assert.match(
       metrics,
-      /kvroute_gateway_replica_queued_prompt_tokens\{replica="127\.0\.0\.1:\d+"\} 0/,
+      /kvroute_gateway_replica_queued_prompt_tokens\{replica="127\.0\.0\.1:\d+",model="[^"]+"\} 0/,
     );
     const snap = (await (await fetch(`${gw.url}/router/replicas`)).json()) as { policy: string };
     assert.equal(snap.policy, 'cost');

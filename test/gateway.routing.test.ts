@@ -93,8 +93,11 @@ describe('cost routing spills a hot prefix to a second owner', () => {
       assert.ok(!cold.includes(r), `went to cold replica ${r}`);
     }
     const metrics = await (await fetch(`${gw.url}/metrics`)).text();
-    assert.match(metrics, /kvroute_gateway_spills_total\{policy="cost"\} [1-9]/);
-    assert.match(metrics, /kvroute_gateway_prompt_tokens_routed_total\{kind="cached"\} [1-9]/);
+    assert.match(metrics, /kvroute_gateway_spills_total\{policy="cost",model="[^"]+"\} [1-9]/);
+    assert.match(
+      metrics,
+      /kvroute_gateway_prompt_tokens_routed_total\{kind="cached",model="[^"]+"\} [1-9]/,
+    );
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * `kvroute serve`: the KV-aware OpenAI-compatible gateway. With no backend it starts an embedded
  * fleet of simulated engines and routes to them (that is `npm start`). Flags override the YAML
- * config file; every bad value is one line naming the flag (exit 2).
+ * config file; every bad value is one line naming the flag (exit 2). The config file is read
+ * again on SIGHUP and when it changes; a bad one logs one error and the running config stays.
  */
 import { accessSync } from 'node:fs';
 import {
@@ -16,7 +17,8 @@ import {
 } from '../gateway/config.ts';
 import { TOKENIZE_MODES } from '../gateway/requestTokenizers.ts';
 import { startGatewayWithFleet } from '../embedded/gateway.ts';
-import { makeLogger } from '../gateway/log.ts';
+import { type Logger, makeLogger } from '../gateway/log.ts';
+import { watchConfigFile } from '../gateway/reload.ts';
 import { INDEX_MODES, isPolicyName, POLICY_NAMES } from '../router/index.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { serveUntilSignal } from './untilSignal.ts';
@@ -41,7 +43,9 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --host H              interface (default ${D.host})
   --backend SPEC        a backend, repeatable: URL[,events=tcp://H:P][,replay=tcp://H:P]
                         [,model=NAME][,api-key=KEY]; replaces the config file's list
-  --config FILE         YAML config (see kvroute.example.yaml); flags override it
+  --config FILE         YAML config (see kvroute.example.yaml); flags override it; read
+                        again on SIGHUP and when it changes (backends added start cold,
+                        removed ones drain)
   --policy P            ${POLICY_NAMES.join(', ')} (default ${D.policy})
   --index M             events (KV events over ZMQ) | approx (the router's own record)
                         (default ${D.index})
@@ -56,7 +60,9 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --kv-threshold F      exclude replicas above this KV usage (default ${D.kvThreshold})
   --scrape-ms N         /metrics scrape interval (default ${D.scrapeMs})
   --api-key KEY[=TENANT] require this client key, repeatable; its tenant salts the cache
-  --admin-key KEY       key for /router/replicas (closed to client keys once any is set)
+  --admin-key KEY       key for /router/replicas and /router/backends (closed to client keys
+                        once any is set); without it backends cannot be added or removed
+                        at run time (POST/DELETE /router/backends)
   --metrics-key KEY     key for /metrics (default: open)
   --first-byte-timeout-ms N  no response byte by then: retry on another replica and probe
                         the silent one (default ${D.firstByteTimeoutMs})
@@ -162,7 +168,7 @@ export async function run(argv: string[]): Promise<number> {
   out.write(`replicas${gateway.replicas[0]?.embedded ? ' (embedded simulated engines)' : ''}:\n`);
   for (const r of gateway.replicas) {
     out.write(
-      `  ${r.name.padEnd(22)} ${r.url}  events=${r.events ?? '-'} replay=${r.replay ?? '-'}\n`,
+      `  ${r.name.padEnd(22)} ${r.url}  model=${r.model ?? '?'} events=${r.events ?? '-'} replay=${r.replay ?? '-'}\n`,
     );
   }
   if (config.index === 'events') {
@@ -189,5 +195,50 @@ export async function run(argv: string[]): Promise<number> {
     },
     'gateway started',
   );
-  return serveUntilSignal(() => gateway.close());
+  const stopReloading = reloadOnChange(flags, gateway, logger);
+  return serveUntilSignal(async () => {
+    stopReloading();
+    await gateway.close();
+  });
+}
+
+/**
+ * SIGHUP, or a change of the `--config` file: the file is read again under the same flags and
+ * the gateway applies what changed. Without `--config`, SIGHUP only says there is nothing to read.
+ */
+function reloadOnChange(
+  flags: Flags,
+  gateway: { reload(next: GatewayConfig): unknown },
+  logger: Logger,
+): () => void {
+  const path = flags.string('config');
+  const reload = (why: string): void => {
+    if (path === undefined) {
+      logger.warn({ why }, 'nothing to reload: the gateway was started without --config');
+      return;
+    }
+    logger.info({ why, path }, 'reading the config again');
+    let next: GatewayConfig;
+    try {
+      next = readServeConfig(flags);
+    } catch (err) {
+      logger.error(
+        { why, path, err: (err as Error).message },
+        'config not reloaded: the file is invalid; the running config stays',
+      );
+      return;
+    }
+    try {
+      gateway.reload(next);
+    } catch (err) {
+      logger.error({ why, path, err }, 'config reload failed part way');
+    }
+  };
+  const onHangup = (): void => reload('SIGHUP');
+  process.on('SIGHUP', onHangup);
+  const watcher = path === undefined ? null : watchConfigFile(path, () => reload('file changed'));
+  return () => {
+    process.off('SIGHUP', onHangup);
+    watcher?.close();
+  };
 }

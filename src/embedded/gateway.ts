@@ -1,7 +1,8 @@
 /**
  * `kvroute serve` (and `npm start`): the gateway over the configured backends, or, when none is
  * configured, over an embedded fleet of `config.embeddedReplicas` simulated engines started
- * first and stopped after the gateway.
+ * first and stopped after the gateway. The fleet is one model pool; a reloaded config without
+ * backends keeps it.
  */
 import type { GatewayConfig } from '../gateway/config.ts';
 import {
@@ -47,11 +48,24 @@ export async function startGatewayWithFleet(
     throw err;
   }
   let closed: Promise<void> | null = null;
+  const embedded = fleet;
   return {
-    ...gateway,
-    replicas: gateway.replicas.map((r) => ({ ...r, embedded: fleet !== null })),
+    url: gateway.url,
+    port: gateway.port,
+    replicas: gateway.replicas.map((r) => ({ ...r, embedded: embedded !== null })),
+    get router() {
+      return gateway.router;
+    },
+    pools: gateway.pools,
+    metrics: gateway.metrics,
+    backends: () => gateway.backends(),
+    // A reloaded config without backends still means the embedded fleet.
+    reload: (next) =>
+      gateway.reload(
+        embedded && next.backends.length === 0 ? { ...next, backends: embedded.backends } : next,
+      ),
     close() {
-      closed ??= gateway.close().then(() => fleet?.close());
+      closed ??= gateway.close().then(() => embedded?.close());
       return closed;
     },
   };

@@ -6,9 +6,11 @@
  * With client keys configured, the tenant comes from the key alone (a client cannot pick another
  * tenant's salt with a header); without keys, the optional `x-kvroute-tenant` header names it.
  *
- * Two paths are not for tenants: `/router/replicas` (every replica's internal state) needs the
- * admin key whenever keys of any kind are configured, and `/metrics` needs the metrics key (or
- * the admin key) once one is given; it is open otherwise, as Prometheus scrapes it.
+ * Some paths are not for tenants: `/router/replicas` and `GET /router/backends` (every replica's
+ * internal state) need the admin key whenever keys of any kind are configured; changing the
+ * backends (`POST`, `DELETE /router/backends`) needs the admin key always, and is off without
+ * one; `/metrics` needs the metrics key (or the admin key) once one is given; it is open
+ * otherwise, as Prometheus scrapes it.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../openai/errors.ts';
@@ -51,6 +53,17 @@ export class Authenticator {
     const { adminKey } = this.#operator;
     if (adminKey === null && this.#keys.size === 0) return;
     this.#authorizeOperator(authorization, [adminKey], 'an admin key (--admin-key)');
+  }
+
+  /** Throws unless the request may change the backends: only with the admin key, never open. */
+  authorizeAdminWrite(authorization: string | undefined): void {
+    if (this.#operator.adminKey === null) {
+      throw new ApiError(
+        'ERR_FORBIDDEN',
+        'changing backends at run time needs an admin key: start the gateway with --admin-key',
+      );
+    }
+    this.#authorizeOperator(authorization, [this.#operator.adminKey], 'an admin key (--admin-key)');
   }
 
   /** Throws unless the request may read `/metrics` (open when no metrics key is set). */

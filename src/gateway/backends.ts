@@ -1,6 +1,7 @@
 /**
  * The backends the gateway proxies to: one pooled keep-alive connection set per backend (undici
- * Pool), the headers each one gets, and the union of their model lists.
+ * Pool), the headers each one gets, and the two questions the gateway asks a backend outside the
+ * request path: is it alive (`/health`) and what does it serve (`/v1/models`).
  */
 import { Pool } from 'undici';
 import type { BackendConfig } from './config.ts';
@@ -12,6 +13,8 @@ const POOL_KEEP_ALIVE_MS = 4_000;
 /** Long prefills behind deep queues can take minutes to their first byte; never forever. */
 const HEADERS_TIMEOUT_MS = 300_000;
 const BODY_TIMEOUT_MS = 300_000;
+/** `/v1/models` and `/health` asked outside the request path answer within this, or not at all. */
+export const ASK_TIMEOUT_MS = 1_000;
 
 export interface Backend {
   /** Replica name in the router: host:port of the backend. */
@@ -24,69 +27,87 @@ export function replicaName(url: string): string {
   return new URL(url).host;
 }
 
-export function makeBackends(configs: readonly BackendConfig[]): Backend[] {
+export function makeBackend(config: BackendConfig, name = replicaName(config.url)): Backend {
+  return {
+    name,
+    config,
+    pool: new Pool(config.url, {
+      connections: POOL_CONNECTIONS,
+      pipelining: 1,
+      keepAliveTimeout: POOL_KEEP_ALIVE_MS,
+      headersTimeout: HEADERS_TIMEOUT_MS,
+      bodyTimeout: BODY_TIMEOUT_MS,
+    }),
+  };
+}
+
+/** Replica names of a configured list: host:port, with `#2`, `#3` for a repeated one. */
+export function backendNames(configs: readonly BackendConfig[]): string[] {
   const seen = new Map<string, number>();
   return configs.map((config) => {
     // Two backends on one host:port would be one replica twice; keep names unique anyway.
     const base = replicaName(config.url);
     const n = (seen.get(base) ?? 0) + 1;
     seen.set(base, n);
-    return {
-      name: n === 1 ? base : `${base}#${n}`,
-      config,
-      pool: new Pool(config.url, {
-        connections: POOL_CONNECTIONS,
-        pipelining: 1,
-        keepAliveTimeout: POOL_KEEP_ALIVE_MS,
-        headersTimeout: HEADERS_TIMEOUT_MS,
-        bodyTimeout: BODY_TIMEOUT_MS,
-      }),
-    };
+    return n === 1 ? base : `${base}#${n}`;
   });
 }
 
-export interface ModelEntry {
+/** One `/v1/models` entry, vLLM's `ModelCard`: adapters name their base model in `parent`. */
+export interface ModelCard {
   id: string;
   object: 'model';
   created?: number;
   owned_by?: string;
+  root?: string | null;
+  parent?: string | null;
+  max_model_len?: number | null;
   [key: string]: unknown;
 }
 
-/** `/v1/models` of every backend merged by id; a backend that fails adds its configured model. */
-export async function listModels(
-  backends: readonly Backend[],
-  timeoutMs = 1_000,
-): Promise<ModelEntry[]> {
-  const lists = await Promise.all(
-    backends.map(async (b): Promise<ModelEntry[]> => {
-      try {
-        const headers: Record<string, string> = {};
-        if (b.config.apiKey) headers.authorization = `Bearer ${b.config.apiKey}`;
-        const { statusCode, body } = await b.pool.request({
-          path: '/v1/models',
-          method: 'GET',
-          headers,
-          headersTimeout: timeoutMs,
-          bodyTimeout: timeoutMs,
-        });
-        const json = (await body.json()) as { data?: unknown };
-        if (statusCode === 200 && Array.isArray(json.data)) {
-          return json.data.filter(
-            (m): m is ModelEntry => typeof (m as ModelEntry)?.id === 'string',
-          );
-        }
-      } catch {
-        // Fall through to the configured name.
-      }
-      return b.config.model ? [{ id: b.config.model, object: 'model', owned_by: 'kvroute' }] : [];
-    }),
-  );
-  const byId = new Map<string, ModelEntry>();
-  for (const list of lists) for (const m of list) if (!byId.has(m.id)) byId.set(m.id, m);
-  return [...byId.values()];
+function authHeaders(backend: Backend): Record<string, string> {
+  return backend.config.apiKey ? { authorization: `Bearer ${backend.config.apiKey}` } : {};
 }
 
-export async function closeBackends(backends: readonly Backend[]): Promise<void> {
-  await Promise.all(backends.map((b) => b.pool.destroy().catch(() => {})));
+/** The backend's `/v1/models` entries, or null when it could not be asked (down, not OpenAI). */
+export async function readModelCards(
+  backend: Backend,
+  timeoutMs = ASK_TIMEOUT_MS,
+): Promise<ModelCard[] | null> {
+  try {
+    const { statusCode, body } = await backend.pool.request({
+      path: '/v1/models',
+      method: 'GET',
+      headers: authHeaders(backend),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    const json = (await body.json()) as { data?: unknown };
+    if (statusCode === 200 && Array.isArray(json.data)) {
+      return json.data.filter((m): m is ModelCard => typeof (m as ModelCard)?.id === 'string');
+    }
+  } catch {
+    // Unreachable, slow or not JSON: the caller falls back to the configured model.
+  }
+  return null;
+}
+
+/** One `GET /health`: true on a 200 within the timeout. */
+export async function probeHealth(backend: Backend, timeoutMs = ASK_TIMEOUT_MS): Promise<boolean> {
+  try {
+    const { statusCode, body } = await backend.pool.request({
+      path: '/health',
+      method: 'GET',
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    await body.dump();
+    return statusCode === 200;
+  } catch {
+    return false;
+  }
+}
+
+export async function closeBackend(backend: Backend): Promise<void> {
+  await backend.pool.destroy().catch(() => {});
 }

@@ -53,6 +53,13 @@ export interface BackendConfig {
   apiKey: string | null;
 }
 
+/** A model pool's own tokenizer and chat template (default: the gateway's). */
+export interface ModelTokenizer {
+  /** null: the gateway's own. */
+  tokenizer: string | null;
+  chatTemplate: string | null;
+}
+
 export interface ClientKey {
   key: string;
   tenant: string;
@@ -71,6 +78,8 @@ export interface GatewayConfig {
   chatTemplate: string | null;
   /** 'local': tokenize here; 'remote': ask a backend's /tokenize for every request. */
   tokenize: TokenizeMode;
+  /** Base model name -> the tokenizer and template of its pool, where not the gateway's. */
+  modelTokenizers: Record<string, ModelTokenizer>;
   staleMs: number;
   kvThreshold: number;
   scrapeMs: number;
@@ -108,6 +117,7 @@ export function defaultConfig(): GatewayConfig {
     tokenizer: 'builtin',
     chatTemplate: null,
     tokenize: 'local',
+    modelTokenizers: {},
     staleMs: DEFAULT_STALE_MS,
     kvThreshold: DEFAULT_KV_THRESHOLD,
     scrapeMs: DEFAULT_SCRAPE_MS,
@@ -161,6 +171,7 @@ const KNOWN_KEYS = new Set([
   'tokenizer',
   'chat-template',
   'tokenize',
+  'models',
   'stale-ms',
   'kv-threshold',
   'scrape-ms',
@@ -238,6 +249,25 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
     if (!Array.isArray(doc['api-keys'])) throw configError('api-keys', 'must be a list');
     out.apiKeys = doc['api-keys'].map((k, i) => clientKeyFromDoc(k, `api-keys[${i}]`));
   }
+  if (doc.models !== undefined) {
+    if (!isRecord(doc.models)) throw configError('models', 'must be a mapping');
+    const tokenizers: Record<string, ModelTokenizer> = {};
+    for (const [model, spec] of Object.entries(doc.models)) {
+      const key = `models.${model}`;
+      if (!isRecord(spec)) throw configError(key, 'must be a mapping with tokenizer');
+      for (const k of Object.keys(spec)) {
+        if (k !== 'tokenizer' && k !== 'chat-template') {
+          throw configError(`${key}.${k}`, 'is not a known key (tokenizer, chat-template)');
+        }
+      }
+      tokenizers[model] = {
+        tokenizer: spec.tokenizer == null ? null : str(spec.tokenizer, `${key}.tokenizer`),
+        chatTemplate:
+          spec['chat-template'] == null ? null : str(spec['chat-template'], `${key}.chat-template`),
+      };
+    }
+    out.modelTokenizers = tokenizers;
+  }
   if (doc.tenants !== undefined) {
     if (!isRecord(doc.tenants)) throw configError('tenants', 'must be a mapping');
     const salts: Record<string, string> = {};
@@ -257,7 +287,11 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
   return out;
 }
 
-function backendFromDoc(doc: unknown, key: string): BackendConfig {
+/**
+ * One backend entry, as in the config's `backends` list and the admin API's
+ * `POST /router/backends`: a URL, or a mapping of url, events, replay, model, api-key.
+ */
+export function backendFromDoc(doc: unknown, key: string): BackendConfig {
   if (typeof doc === 'string') return { ...emptyBackend(), url: httpUrl(doc, key) };
   if (!isRecord(doc)) throw configError(key, 'must be a URL or a mapping with url');
   for (const k of Object.keys(doc)) {

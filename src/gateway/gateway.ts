@@ -1,42 +1,51 @@
 /**
  * `startGateway`: wires the router core to the outside world over the configured backends. The
- * generate path, the HTTP routes, the metrics scraper, the health checker and the KV event
- * subscriber each live in a file of their own and talk to the router only through its facade,
- * with the wall clock read here. (With no backend, `kvroute serve` starts an embedded fleet
- * first: `src/embedded/`.)
+ * backends are grouped into model pools (`pools.ts`: one router, tokenizer and set of backend
+ * watches per base model); the generate path, the HTTP routes and the admin API each live in a
+ * file of their own, with the wall clock read there. (With no backend, `kvroute serve` starts an
+ * embedded fleet first: `src/embedded/`.)
  */
 import type { Server } from 'node:http';
 import { closeServer, createHttpServer, listen } from '../openai/http.ts';
-import { Router } from '../router/index.ts';
+import type { Router } from '../router/index.ts';
+import { loadPromptTokenizer, type PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
 import { Authenticator } from './auth.ts';
-import { type Backend, closeBackends, makeBackends } from './backends.ts';
+import { backendNames } from './backends.ts';
 import type { GatewayConfig } from './config.ts';
 import { GatewayError } from './errors.ts';
 import type { GenerateContext } from './generate.ts';
-import { HealthChecker } from './health.ts';
-import { type Logger, RateLimitedLog, silentLogger } from './log.ts';
+import { type Logger, silentLogger } from './log.ts';
 import { GatewayMetrics } from './metrics.ts';
-import { PrefillWatch } from './prefillWatch.ts';
-import { makeRequestListener } from './routes.ts';
-import { MetricsScraper } from './scraper.ts';
-import { EventSubscriber } from './subscriber.ts';
-import { loadPromptTokenizer } from '../tokenizer/promptTokenizer.ts';
-import { localTokenizer, remoteTokenizer } from './requestTokenizers.ts';
-import { type CheckResult, TokenizerChecker } from './tokenizerCheck.ts';
+import type { BackendInfo } from './pool.ts';
+import { ModelPools } from './pools.ts';
+import { applyLive, type ReloadResult } from './reload.ts';
+import { makeRequestListener, type RoutesContext } from './routes.ts';
 
 export interface ReplicaInfo {
   name: string;
   url: string;
   events: string | null;
   replay: string | null;
+  /** Base model of its pool, null when not known. */
+  model: string | null;
 }
 
 export interface GatewayHandle {
   url: string;
   port: number;
+  /** The backends configured at start. */
   replicas: ReplicaInfo[];
-  router: Router;
+  /** The router of the first model pool (the only one in a single-model gateway). */
+  readonly router: Router;
+  pools: ModelPools;
   metrics: GatewayMetrics;
+  /** Every backend now, with its state. */
+  backends(): BackendInfo[];
+  /**
+   * A new configuration: the backend set is diffed (added ones start cold, removed ones drain),
+   * what can change live does, and the rest is reported as needing a restart.
+   */
+  reload(next: GatewayConfig): ReloadResult;
   close(): Promise<void>;
 }
 
@@ -44,9 +53,6 @@ export interface GatewayOptions {
   /** Where the gateway logs (default: nowhere; `kvroute serve` passes its own). */
   logger?: Logger;
 }
-
-/** A replica whose KV events fail to decode logs at most this often. */
-const DECODE_ERROR_LOG_MS = 10_000;
 
 export async function startGateway(
   config: GatewayConfig,
@@ -56,232 +62,97 @@ export async function startGateway(
   if (config.backends.length === 0) {
     throw new GatewayError('ERR_CONFIG', 'no backend configured', { param: 'backends' });
   }
-  const prompts = loadPromptTokenizer({
-    tokenizer: config.tokenizer,
-    chatTemplate: config.chatTemplate,
-  });
-  const backends = makeBackends(config.backends);
-  const byName = new Map(backends.map((b) => [b.name, b]));
-  const router = new Router({
-    replicas: backends.map((b) => b.name),
-    policy: config.policy,
-    indexMode: config.index,
-    kvThreshold: config.kvThreshold,
-    staleMs: config.staleMs,
-    seed: config.seed,
-  });
-  const checker = new TokenizerChecker(prompts, (backend, result) =>
-    reportAgreement(logger, backend, result),
-  );
-  const metrics = new GatewayMetrics({
-    replicaLoads: () =>
-      router.snapshot().replicas.map((r) => ({
-        name: r.name,
-        queuedPromptTokens: r.queuedPromptTokens,
-        inFlight: r.inFlight,
-        up: r.healthy,
-        tokenizer: checker.agreement(byName.get(r.name)!),
-      })),
-  });
-  const prefillWatch = new PrefillWatch(router);
-  const { health, scraper, subscriber, markDown, probe, isUp } = watchBackends(
+  let metrics: GatewayMetrics | null = null;
+  const pools = new ModelPools({
     config,
-    backends,
-    router,
     logger,
-    prefillWatch,
-    (backend) => void checker.check(backend),
-  );
-  const local = localTokenizer(prompts);
-  const tokenizer =
-    config.tokenize === 'remote'
-      ? remoteTokenizer({
-          backends,
-          isUp,
-          fallback: local,
-          onFallback: (err) => {
-            metrics.remoteTokenizeFallbacks.inc();
-            logger.warn(
-              { err },
-              '--tokenize remote: no backend tokenized a request, tokenized locally',
-            );
-          },
-        })
-      : local;
+    tokenizerFor: tokenizersOf(config),
+    tokenize: config.tokenize,
+    onRemoteFallback: (err) => {
+      metrics?.remoteTokenizeFallbacks.inc();
+      logger.warn({ err }, '--tokenize remote: no backend tokenized a request, tokenized locally');
+    },
+  });
+  const names = backendNames(config.backends);
+  await pools.addConfigured(config.backends.map((c, i) => ({ config: c, name: names[i]! })));
+  metrics = new GatewayMetrics({ replicaLoads: () => pools.replicaLoads() });
 
   let ledgerIds = 0;
   const generate: GenerateContext = {
-    router,
-    backends,
-    byName,
+    pools,
     auth: new Authenticator(config.apiKeys, config.tenantSalts, config),
-    tokenizer,
-    maxModelLen: () => checker.maxModelLen(),
     metrics,
     logger,
-    prefillWatch,
     blockSize: config.blockSize,
     bodyLimitBytes: config.bodyLimitBytes,
     maxRetries: config.maxRetries,
     firstByteTimeoutMs: config.firstByteTimeoutMs,
-    markDown,
-    probe,
     nextLedgerId: () => `gw-${++ledgerIds}`,
   };
-  const replicaState = () => {
-    const snap = router.snapshot(Date.now());
-    return {
-      ...snap,
-      replicas: snap.replicas.map((r) => {
-        const b = byName.get(r.name)!;
-        const replica = backends.indexOf(b);
-        return {
-          ...r,
-          url: b.config.url,
-          events: b.config.events,
-          probing: health.watching.includes(replica),
-          tokenizer: checker.agreement(b),
-          subscriber: subscriber?.stats(replica) ?? null,
-        };
-      }),
-    };
+  const routes: RoutesContext = {
+    generate,
+    replicaState: () => pools.snapshot(Date.now()),
+    accessLog: config.accessLog,
   };
-
-  const server: Server = createHttpServer(
-    config,
-    makeRequestListener({ generate, replicaState, accessLog: config.accessLog }),
-  );
-  const stopWatching = async () => {
-    checker.close();
-    await Promise.allSettled([scraper.close(), health.close(), subscriber?.close()]);
-    await closeBackends(backends);
-  };
+  const server: Server = createHttpServer(config, makeRequestListener(routes));
   let bound: { port: number; url: string };
   try {
     bound = await listen(server, config.port, config.host);
   } catch (err) {
-    await stopWatching();
+    await pools.close();
     throw err;
   }
-  scraper.start();
-  subscriber?.start();
-  for (const b of backends) void checker.check(b);
+  pools.start();
 
+  let current = config;
   let closed: Promise<void> | null = null;
   return {
     ...bound,
-    replicas: backends.map((b) => ({
-      name: b.name,
-      url: b.config.url,
-      events: b.config.events,
-      replay: b.config.replay,
+    replicas: config.backends.map((b, i) => ({
+      name: names[i]!,
+      url: b.url,
+      events: b.events,
+      replay: b.replay,
+      model: pools.backends().find((x) => x.name === names[i])?.model ?? null,
     })),
-    router,
+    get router() {
+      return pools.first!.router;
+    },
+    pools,
     metrics,
+    backends: () => pools.backends(),
+    reload(next) {
+      const result = applyLive(current, next, { pools, generate, routes, logger });
+      current = { ...next };
+      return result;
+    },
     close() {
       closed ??= (async () => {
         await closeServer(server);
-        await stopWatching();
+        await pools.close();
       })();
       return closed;
     },
   };
 }
 
-/** A mismatch is loud: routing keys will not match that replica's cache. */
-function reportAgreement(logger: Logger, backend: Backend, result: CheckResult): void {
-  if (result.agreement === 'differs') {
-    logger.error(
-      { replica: backend.name, detail: result.detail },
-      'TOKENIZER MISMATCH: its cache will look empty to the router; serve --tokenizer with its model folder, or use --tokenize remote',
-    );
-  } else if (result.agreement === 'unknown') {
-    logger.warn({ replica: backend.name, detail: result.detail }, 'cannot compare tokenizers');
-  }
-}
-
 /**
- * What keeps the router's view of the backends current: the health checker (brings a replica
- * back, then `onUp`), the metrics scraper (load reports) and, in events mode, the KV event
- * subscriber. Every change of a replica's state is logged here.
+ * Each pool's tokenizer: its model's own when the config names one, else the gateway's. All are
+ * loaded at start, so a bad path fails there rather than when a backend of that model appears.
  */
-function watchBackends(
-  config: GatewayConfig,
-  backends: readonly Backend[],
-  router: Router,
-  logger: Logger,
-  prefillWatch: PrefillWatch,
-  onUp: (backend: Backend) => void,
-) {
-  const byReplica = new Map(backends.map((b, i) => [i, b]));
-  const nameOf = (replica: number): string => byReplica.get(replica)!.name;
-  const down = new Set<string>();
-  let subscriber: EventSubscriber | null = null;
-  const health = new HealthChecker(
-    backends.map((b, replica) => ({ replica, url: b.config.url })),
-    (replica) => {
-      down.delete(nameOf(replica));
-      router.markUp(nameOf(replica));
-      logger.info({ replica: nameOf(replica) }, 'replica up: its health probe answered');
-      subscriber?.rebuild(replica);
-      onUp(byReplica.get(replica)!);
-    },
+function tokenizersOf(config: GatewayConfig): (model: string | null) => PromptTokenizer {
+  const shared = loadPromptTokenizer({
+    tokenizer: config.tokenizer,
+    chatTemplate: config.chatTemplate,
+  });
+  const own = new Map(
+    Object.entries(config.modelTokenizers).map(([model, t]) => [
+      model,
+      loadPromptTokenizer({
+        tokenizer: t.tokenizer ?? config.tokenizer,
+        chatTemplate: t.chatTemplate ?? config.chatTemplate,
+      }),
+    ]),
   );
-  const markDown = (backend: Backend, reason: string): void => {
-    if (down.has(backend.name)) return;
-    down.add(backend.name);
-    router.markDown(backend.name);
-    logger.warn({ replica: backend.name, reason }, 'replica down');
-    health.watch(backends.indexOf(backend));
-  };
-  const probe = async (backend: Backend): Promise<boolean> => {
-    const healthy = await health.probe(backends.indexOf(backend));
-    if (!healthy) markDown(backend, 'its health probe failed or timed out');
-    return healthy;
-  };
-  const scraper = new MetricsScraper(
-    backends.map((b, replica) => ({ replica, url: b.config.url })),
-    {
-      intervalMs: config.scrapeMs,
-      isDown: (replica) => down.has(nameOf(replica)),
-      onReport: (replica, report, nowMs) => router.onReport(nameOf(replica), report, nowMs),
-      onUnreachable: (replica, err) => markDown(byReplica.get(replica)!, err.message),
-      onSilent: (replica) => void probe(byReplica.get(replica)!),
-    },
-  );
-  const decodeErrors = new RateLimitedLog(DECODE_ERROR_LOG_MS);
-  subscriber =
-    config.index === 'events'
-      ? new EventSubscriber(
-          backends.flatMap((b, replica) =>
-            b.config.events ? [{ replica, events: b.config.events, replay: b.config.replay }] : [],
-          ),
-          {
-            onEvents: (replica, events, nowMs) => {
-              router.applyForeignEvents(nameOf(replica), events, nowMs);
-              prefillWatch.onEvents(nameOf(replica), nowMs);
-            },
-            onRestart: (replica) => {
-              logger.warn(
-                { replica: nameOf(replica) },
-                'engine restarted (its event sequence went back): its cached blocks are forgotten',
-              );
-              router.applyForeignEvents(
-                nameOf(replica),
-                [{ type: 'AllBlocksCleared' }],
-                Date.now(),
-              );
-            },
-            onDecodeError: (replica, err) =>
-              decodeErrors.maybe(nameOf(replica), Date.now(), (heldBack) =>
-                logger.warn(
-                  { replica: nameOf(replica), err, heldBack },
-                  'a KV event batch could not be decoded; the replica is known less well',
-                ),
-              ),
-          },
-        )
-      : null;
-  const isUp = (backend: Backend): boolean => !down.has(backend.name);
-  return { health, scraper, subscriber, markDown, probe, isUp };
+  return (model) => (model === null ? undefined : own.get(model)) ?? shared;
 }

@@ -6,45 +6,36 @@
  * even a status line, within the first-byte timeout: a live engine answers a stream's head at
  * once, so a streamed attempt is retried elsewhere at once while the silent replica is probed
  * (a probe that times out marks it down); a non-streamed answer comes only when generated, so
- * that attempt is given up only when the probe fails.
+ * that attempt is given up only when the probe fails. The request's `model` picks the pool
+ * (`pools.ts`): its router, its tokenizer and, for a LoRA adapter, the replicas that serve it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ApiError } from '../openai/errors.ts';
-import { readBody } from '../openai/http.ts';
-import type { Endpoint } from '../openai/request.ts';
-import type { Router } from '../router/index.ts';
+import { asObject, optString } from '../openai/fields.ts';
+import { parseJson, readBody } from '../openai/http.ts';
+import { type Endpoint, readGenerationRequest } from '../openai/request.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
 import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
-import type { PrefillWatch } from './prefillWatch.ts';
+import type { ModelPools, Target } from './pools.ts';
 import { proxyAttempt } from './proxy.ts';
-import { parseRequest, type RequestTokenizer } from './request.ts';
+import { parseRequest } from './request.ts';
 import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
 
 /** Names the replica that served a response, as llm-d's gateway names its destination. */
 export const REPLICA_HEADER = 'x-kvroute-replica';
 
+/** What the generate path reads; the settings that a config reload changes live are mutable. */
 export interface GenerateContext {
-  router: Router;
-  backends: readonly Backend[];
-  /** Replica name -> backend. */
-  byName: ReadonlyMap<string, Backend>;
+  pools: ModelPools;
   auth: Authenticator;
-  tokenizer: RequestTokenizer;
-  /** The largest context window among the backends (Infinity while none is known). */
-  maxModelLen(): number;
   metrics: GatewayMetrics;
   logger: Logger;
-  prefillWatch: PrefillWatch;
   blockSize: number;
   bodyLimitBytes: number;
   maxRetries: number;
   firstByteTimeoutMs: number;
-  /** A request found this backend unreachable: take it out and start probing it. */
-  markDown(backend: Backend, reason: string): void;
-  /** One `/health` probe: true when it answered 200 in time; a timeout marks it down. */
-  probe(backend: Backend): Promise<boolean>;
   /** The ledger's id: unique while in flight, whatever id the client sent. */
   nextLedgerId(): string;
 }
@@ -64,16 +55,22 @@ export async function handleGenerate(
   );
   record.tenant = caller.tenant;
   const raw = await readBody(req, ctx.bodyLimitBytes);
+  const json = parseJson(raw);
+  record.model = optString(asObject(json), 'model');
+  // The model picks the pool, whose tokenizer reads the prompt; an adapter keys its own blocks.
+  const { pool, adapter } = await resolveModel(ctx, endpoint, json, record.model);
   const parsed = await parseRequest(endpoint, raw, {
-    tokenizer: ctx.tokenizer,
+    tokenizer: pool.requestTokenizer,
     blockSize: ctx.blockSize,
     tenantSalt: caller.tenantSalt,
-    maxModelLen: ctx.maxModelLen(),
+    maxModelLen: pool.maxModelLen(),
+    loraName: adapter,
+    json,
   });
-  record.model = parsed.model;
   record.promptTokens = parsed.promptTokens;
   const id = ctx.nextLedgerId();
-  const { router, metrics, logger } = ctx;
+  const { metrics, logger } = ctx;
+  const modelLabel = pool.model ?? '';
   const reqId = record.id;
   let lastError: Error | null = null;
   /** Replicas that went silent on this request: not tried again for it. */
@@ -81,7 +78,7 @@ export async function handleGenerate(
 
   for (let attempt = 0; attempt <= ctx.maxRetries; attempt++) {
     const startedNs = process.hrtime.bigint();
-    const decision = router.route(
+    const route = pool.route(
       {
         id,
         blockKeys: parsed.blockKeys,
@@ -89,16 +86,17 @@ export async function handleGenerate(
         blockSize: ctx.blockSize,
         ...(caller.tenant !== null && { tenant: caller.tenant }),
         ...(avoid.length > 0 && { avoid }),
+        ...(adapter !== null && { lora: adapter }),
       },
       Date.now(),
     );
-    metrics.recordDecision(decision, Number(process.hrtime.bigint() - startedNs) / 1e9);
+    const { decision, backend } = route;
+    metrics.recordDecision(decision, Number(process.hrtime.bigint() - startedNs) / 1e9, modelLabel);
     record.attempts = attempt + 1;
     record.replica = decision.replica;
     record.cachedTokens = decision.cachedTokens;
 
-    const backend = ctx.byName.get(decision.replica)!;
-    if (!parsed.stream) ctx.prefillWatch.watch(backend.name, id, parsed.blockKeys);
+    if (!parsed.stream) pool.watchPrefill(route, parsed.blockKeys);
     const outcome = await proxyAttempt(
       backend.pool,
       {
@@ -111,7 +109,7 @@ export async function handleGenerate(
       {
         onFirstToken: () => {
           record.ttftMs ??= performance.now() - arrivedMs;
-          router.onFirstToken(id, Date.now());
+          pool.firstToken(route, Date.now());
         },
         firstByteTimeoutMs: ctx.firstByteTimeoutMs,
         onSilence: async () => {
@@ -119,19 +117,18 @@ export async function handleGenerate(
             { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
             'no response byte within the first-byte timeout; probing the replica',
           );
-          if (!parsed.stream) return !(await ctx.probe(backend));
-          void ctx.probe(backend);
+          if (!parsed.stream) return !(await pool.probe(backend));
+          void pool.probe(backend);
           return true;
         },
       },
     );
-    ctx.prefillWatch.unwatch(backend.name, id);
-    router.onFinished(id, Date.now());
+    pool.finish(route, Date.now());
     switch (outcome.kind) {
       case 'unreachable':
       case 'silent':
         lastError = outcome.error;
-        if (outcome.kind === 'unreachable') ctx.markDown(backend, outcome.error.message);
+        if (outcome.kind === 'unreachable') pool.markDown(backend, outcome.error.message);
         else avoid.push(backend.name);
         if (attempt < ctx.maxRetries) {
           metrics.retries.inc();
@@ -142,7 +139,7 @@ export async function handleGenerate(
         }
         continue;
       case 'completed':
-        metrics.recordAnswer(endpoint, outcome.status);
+        metrics.recordAnswer(endpoint, outcome.status, modelLabel);
         return;
       case 'client-gone':
         metrics.clientAborts.inc();
@@ -162,6 +159,24 @@ export async function handleGenerate(
     null,
     { cause: lastError },
   );
+}
+
+/** The request's pool; as vLLM, a body of the wrong shape is a 400 before its model is looked up. */
+async function resolveModel(
+  ctx: GenerateContext,
+  endpoint: Endpoint,
+  json: unknown,
+  model: string | null,
+): Promise<Target> {
+  try {
+    return await ctx.pools.resolve(model);
+  } catch (err) {
+    // Token ids are checked against the vocabulary later, as vLLM does after the model check.
+    if (err instanceof ApiError && err.param === 'model') {
+      readGenerationRequest(endpoint, json, Number.MAX_SAFE_INTEGER);
+    }
+    throw err;
+  }
 }
 
 /**

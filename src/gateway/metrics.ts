@@ -9,6 +9,8 @@ import type { TokenizerAgreement } from './tokenizerCheck.ts';
 
 export interface ReplicaLoad {
   name: string;
+  /** Base model of the replica's pool ('' when not known). */
+  model: string;
   /** Queued prompt tokens in the router's ledger. */
   queuedPromptTokens: number;
   inFlight: number;
@@ -25,20 +27,18 @@ export interface ReplicaGaugeSource {
 
 export class GatewayMetrics {
   readonly registry = new Registry();
-  readonly decisions: Counter<'policy' | 'replica'>;
-  readonly promptTokens: Counter<'kind'>;
-  readonly spills: Counter<'policy'>;
-  readonly failOpen: Counter<'policy'>;
+  readonly decisions: Counter<'policy' | 'replica' | 'model'>;
+  readonly promptTokens: Counter<'kind' | 'model'>;
+  readonly spills: Counter<'policy' | 'model'>;
+  readonly failOpen: Counter<'policy' | 'model'>;
   readonly retries: Counter;
   readonly remoteTokenizeFallbacks: Counter;
-  readonly requests: Counter<'endpoint' | 'status'>;
+  readonly requests: Counter<'endpoint' | 'status' | 'model'>;
   readonly brokenStreams: Counter;
   readonly clientAborts: Counter;
   readonly decisionSeconds: Histogram;
   /** Label children by label values: the hot path bumps them without hashing label objects. */
   readonly #children = new Map<Counter<string>, Map<string, Counter.Internal>>();
-  readonly #cachedTokens: Counter.Internal;
-  readonly #uncachedTokens: Counter.Internal;
 
   constructor(source: ReplicaGaugeSource) {
     const registers = [this.registry];
@@ -49,32 +49,35 @@ export class GatewayMetrics {
       new Gauge({
         name,
         help,
-        labelNames: ['replica'],
+        labelNames: ['replica', 'model'],
         registers,
         collect() {
-          for (const r of source.replicaLoads()) this.set({ replica: r.name }, value(r));
+          this.reset();
+          for (const r of source.replicaLoads()) {
+            this.set({ replica: r.name, model: r.model }, value(r));
+          }
         },
       });
 
     this.decisions = counter(
       'kvroute_gateway_decisions_total',
-      'Routing decisions, by policy and chosen replica',
-      ['policy', 'replica'],
+      'Routing decisions, by policy, chosen replica and model',
+      ['policy', 'replica', 'model'],
     );
     this.promptTokens = counter(
       'kvroute_gateway_prompt_tokens_routed_total',
-      'Prompt tokens routed, by whether the chosen replica had them cached',
-      ['kind'],
+      'Prompt tokens routed, by whether the chosen replica had them cached, and model',
+      ['kind', 'model'],
     );
     this.spills = counter(
       'kvroute_gateway_spills_total',
       'Requests sent away from the replica holding their longest prefix',
-      ['policy'],
+      ['policy', 'model'],
     );
     this.failOpen = counter(
       'kvroute_gateway_fail_open_total',
       'Decisions made with every replica filtered out (the filters were relaxed)',
-      ['policy'],
+      ['policy', 'model'],
     );
     this.retries = counter(
       'kvroute_gateway_retries_total',
@@ -86,8 +89,8 @@ export class GatewayMetrics {
     );
     this.requests = counter(
       'kvroute_gateway_requests_total',
-      'Requests answered, by endpoint and status',
-      ['endpoint', 'status'],
+      'Requests answered, by endpoint, status and model',
+      ['endpoint', 'status', 'model'],
     );
     this.brokenStreams = counter(
       'kvroute_gateway_broken_streams_total',
@@ -103,8 +106,6 @@ export class GatewayMetrics {
       buckets: [1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3],
       registers,
     });
-    this.#cachedTokens = this.promptTokens.labels('cached');
-    this.#uncachedTokens = this.promptTokens.labels('uncached');
     replicaGauge(
       'kvroute_gateway_replica_queued_prompt_tokens',
       'Uncached prompt tokens assigned to the replica whose first token has not come back',
@@ -127,19 +128,19 @@ export class GatewayMetrics {
     );
   }
 
-  /** One routing decision and how long it took. */
-  recordDecision(d: RouteDecision, seconds: number): void {
+  /** One routing decision in the pool of `model`, and how long it took. */
+  recordDecision(d: RouteDecision, seconds: number, model = ''): void {
     this.decisionSeconds.observe(seconds);
-    this.#child(this.decisions, d.policy, d.replica).inc();
-    this.#cachedTokens.inc(d.cachedTokens);
-    this.#uncachedTokens.inc(d.uncachedTokens);
-    if (d.spilled) this.#child(this.spills, d.policy).inc();
-    if (d.failedOpen) this.#child(this.failOpen, d.policy).inc();
+    this.#child(this.decisions, d.policy, d.replica, model).inc();
+    this.#child(this.promptTokens, 'cached', model).inc(d.cachedTokens);
+    this.#child(this.promptTokens, 'uncached', model).inc(d.uncachedTokens);
+    if (d.spilled) this.#child(this.spills, d.policy, model).inc();
+    if (d.failedOpen) this.#child(this.failOpen, d.policy, model).inc();
   }
 
   /** A response that went to the client whole, with the backend's status. */
-  recordAnswer(endpoint: string, status: number): void {
-    this.#child(this.requests, endpoint, String(status)).inc();
+  recordAnswer(endpoint: string, status: number, model = ''): void {
+    this.#child(this.requests, endpoint, String(status), model).inc();
   }
 
   #child<T extends string>(counter: Counter<T>, ...values: string[]): Counter.Internal {

@@ -47,6 +47,10 @@ export interface ParseContext {
   tenantSalt: string | null;
   /** The largest context window among the backends (Infinity while none is known). */
   maxModelLen: number;
+  /** The LoRA adapter the request names: its blocks are keyed apart from the base model's. */
+  loraName?: string | null;
+  /** The body already parsed from `raw` (the gateway reads `model` first to pick a pool). */
+  json?: unknown;
 }
 
 /** The request fields a backend's /tokenize reads, as the client sent them. */
@@ -65,7 +69,7 @@ export async function parseRequest(
   raw: Buffer,
   ctx: ParseContext,
 ): Promise<ParsedRequest> {
-  const body = parseJson(raw) as Body;
+  const body = (ctx.json === undefined ? parseJson(raw) : ctx.json) as Body;
   const req = readGenerationRequest(endpoint, body, ctx.tokenizer.vocabSize);
   // A batch goes upstream as sent; routing uses its first prompt, which shares the batch's fate.
   const first = req.endpoint === 'completions' ? req.prompts[0]! : null;
@@ -107,6 +111,7 @@ export async function parseRequest(
   }
   const blockKeys = computeBlockKeys(tokens, ctx.blockSize, {
     cacheSalt: cacheSalt ?? undefined,
+    loraName: ctx.loraName ?? undefined,
   });
   return {
     endpoint,

@@ -38,9 +38,8 @@ export function localTokenizer(prompts: PromptTokenizer): RequestTokenizer {
 }
 
 export interface RemoteOptions {
-  backends: readonly Backend[];
-  /** Whether a backend is taking traffic now. */
-  isUp(backend: Backend): boolean;
+  /** The backends taking traffic now. */
+  upBackends(): readonly Backend[];
   fallback: RequestTokenizer;
   onFallback(error: Error): void;
 }
@@ -50,7 +49,7 @@ export function remoteTokenizer(options: RemoteOptions): RequestTokenizer {
   return {
     vocabSize: options.fallback.vocabSize,
     async tokenize(query: TokenizeQuery, limitTokens: number): Promise<Tokenized> {
-      const up = options.backends.filter((b) => options.isUp(b));
+      const up = options.upBackends();
       let lastError = new Error('no backend is up');
       for (let i = 0; i < Math.min(REMOTE_TRIES, up.length); i++) {
         const backend = up[(turn + i) % up.length]!;

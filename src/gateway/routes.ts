@@ -4,8 +4,8 @@
  * the router and the backends.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { findRoute, sendError, sendJson } from '../openai/http.ts';
-import { listModels } from './backends.ts';
+import { findRoute, type Method, sendError, sendJson } from '../openai/http.ts';
+import { handleBackends } from './admin.ts';
 import { toApiError } from './errors.ts';
 import { type GenerateContext, handleGenerate } from './generate.ts';
 import {
@@ -17,15 +17,15 @@ import {
 } from './requestLog.ts';
 
 interface Route {
-  method: 'GET' | 'POST';
+  method: Method | readonly Method[];
   handle(req: IncomingMessage, res: ServerResponse, record: RequestRecord): void | Promise<void>;
 }
 
 export interface RoutesContext {
   generate: GenerateContext;
-  /** `/router/replicas`: the router's snapshot with each backend's wiring. */
+  /** `/router/replicas`: the routers' snapshots with each backend's wiring. */
   replicaState(): unknown;
-  /** One log line per request. */
+  /** One log line per request (a config reload may turn it on or off). */
   accessLog: boolean;
 }
 
@@ -34,7 +34,8 @@ export function makeRequestListener(
   ctx: RoutesContext,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const { generate } = ctx;
-  const { auth, metrics, logger } = generate;
+  // The authenticator is read per request: a config reload replaces it.
+  const { metrics, logger } = generate;
   const routes: Record<string, Route> = {
     '/v1/completions': {
       method: 'POST',
@@ -54,14 +55,14 @@ export function makeRequestListener(
     '/v1/models': {
       method: 'GET',
       handle: async (req, res) => {
-        auth.authenticate(req.headers.authorization, undefined);
-        sendJson(res, 200, { object: 'list', data: await listModels(generate.backends) });
+        generate.auth.authenticate(req.headers.authorization, undefined);
+        sendJson(res, 200, { object: 'list', data: await generate.pools.listModels() });
       },
     },
     '/metrics': {
       method: 'GET',
       handle: async (req, res) => {
-        auth.authorizeMetrics(req.headers.authorization);
+        generate.auth.authorizeMetrics(req.headers.authorization);
         const text = await metrics.registry.metrics();
         res.writeHead(200, { 'content-type': metrics.registry.contentType });
         res.end(text);
@@ -70,9 +71,13 @@ export function makeRequestListener(
     '/router/replicas': {
       method: 'GET',
       handle: (req, res) => {
-        auth.authorizeAdmin(req.headers.authorization);
+        generate.auth.authorizeAdmin(req.headers.authorization);
         sendJson(res, 200, ctx.replicaState());
       },
+    },
+    '/router/backends': {
+      method: ['GET', 'POST', 'DELETE'],
+      handle: (req, res) => handleBackends(generate, req, res),
     },
   };
   const serve = async (

@@ -18,6 +18,8 @@ export type ApiErrorCode =
   | 'ERR_FORBIDDEN'
   | 'ERR_MODEL_NOT_FOUND'
   | 'ERR_ROUTE_NOT_FOUND'
+  | 'ERR_NOT_FOUND'
+  | 'ERR_CONFLICT'
   | 'ERR_METHOD_NOT_ALLOWED'
   | 'ERR_CLIENT_TIMEOUT'
   | 'ERR_BODY_TOO_LARGE'
@@ -34,6 +36,7 @@ const TYPE_BY_STATUS = {
   404: 'NotFoundError',
   405: 'MethodNotAllowedError',
   408: 'RequestTimeoutError',
+  409: 'ConflictError',
   413: 'RequestEntityTooLargeError',
   429: 'RateLimitError',
   500: 'InternalServerError',
@@ -52,6 +55,8 @@ const STATUS: Record<ApiErrorCode, ApiStatus> = {
   ERR_FORBIDDEN: 403,
   ERR_MODEL_NOT_FOUND: 404,
   ERR_ROUTE_NOT_FOUND: 404,
+  ERR_NOT_FOUND: 404,
+  ERR_CONFLICT: 409,
   ERR_METHOD_NOT_ALLOWED: 405,
   ERR_CLIENT_TIMEOUT: 408,
   ERR_BODY_TOO_LARGE: 413,

@@ -81,8 +81,11 @@ export function sendError(res: ServerResponse, err: ApiError): void {
   res.end(body);
 }
 
+export type Method = 'GET' | 'POST' | 'DELETE';
+
 export interface Route {
-  method: 'GET' | 'POST';
+  /** The method the path answers, or several (the handler tells them apart). */
+  method: Method | readonly Method[];
 }
 
 /** The route for the request's path; 404 for an unknown path, 405 (with Allow) for a method. */
@@ -95,8 +98,10 @@ export function findRoute<R extends Route>(
   const method = req.method ?? 'GET';
   const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
   if (!route) throw new ApiError('ERR_ROUTE_NOT_FOUND', `no route for ${method} ${path}`);
-  if (method !== route.method && !(route.method === 'GET' && method === 'HEAD')) {
-    res.setHeader('allow', route.method);
+  const allowed: readonly string[] =
+    typeof route.method === 'string' ? [route.method] : route.method;
+  if (!allowed.includes(method) && !(allowed.includes('GET') && method === 'HEAD')) {
+    res.setHeader('allow', allowed.join(', '));
     throw new ApiError('ERR_METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`);
   }
   return route;

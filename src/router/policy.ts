@@ -19,6 +19,8 @@ export interface RouteRequest {
   customer?: string;
   /** Replica names this decision treats as down (a retry after one of them went silent). */
   avoid?: readonly string[];
+  /** LoRA adapter the request is for (its name); absent: the base model. */
+  lora?: string;
 }
 
 /** One eligible replica as a policy sees it: plain numbers, copied for this decision. */

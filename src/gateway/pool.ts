@@ -1,0 +1,464 @@
+/**
+ * A model pool: the replicas of one base model and everything that routes among them, namely its
+ * router (prefix index, ledger, policy), its prompt tokenizer and template, its set of backends
+ * and one watch per backend (health, load reports, KV events). Backends join and leave at run
+ * time: a backend added cold enters routing only after its first load report; a removed one
+ * drains (no new requests; closed when its last in-flight request ends). The contract the
+ * generate path, the admin API and anything else that routes relies on is in README.md.
+ */
+import type { BlockKey } from '../kv/blockKey.ts';
+import {
+  type ReplicaSnapshot,
+  type RouteDecision,
+  Router,
+  type RouterSnapshot,
+  type RouteRequest,
+} from '../router/index.ts';
+import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
+import type { RequestTokenizer } from './request.ts';
+import { localTokenizer, remoteTokenizer, type TokenizeMode } from './requestTokenizers.ts';
+import { type CheckResult, TokenizerChecker, type TokenizerAgreement } from './tokenizerCheck.ts';
+import { type Backend, closeBackend } from './backends.ts';
+import type { GatewayConfig } from './config.ts';
+import { type Logger, RateLimitedLog } from './log.ts';
+import type { ServedModels } from './models.ts';
+import { PrefillWatch } from './prefillWatch.ts';
+import type { EngineReport } from './scraper.ts';
+import type { SubscriberStats } from './subscriber.ts';
+import { BackendWatch } from './watch.ts';
+
+/** A replica whose KV events fail to decode logs at most this often. */
+const DECODE_ERROR_LOG_MS = 10_000;
+
+/** What `/router/backends` says of a backend. */
+export type BackendState = 'starting' | 'active' | 'down' | 'draining';
+
+export interface BackendInfo {
+  name: string;
+  url: string;
+  events: string | null;
+  replay: string | null;
+  /** Base model of its pool; null: not known (its backend answers for itself). */
+  model: string | null;
+  adapters: string[];
+  state: BackendState;
+  inFlight: number;
+}
+
+/** One routed attempt: where it goes. Hand it back to `finish` when the attempt is over. */
+export interface PoolRoute {
+  readonly decision: RouteDecision;
+  readonly backend: Backend;
+}
+
+/** A replica in `/router/replicas`: the router's view plus the backend's wiring. */
+export interface PoolReplicaSnapshot extends ReplicaSnapshot {
+  model: string | null;
+  url: string;
+  events: string | null;
+  probing: boolean;
+  /** Whether the gateway's token ids match the replica's (the tokenizer agreement check). */
+  tokenizer: TokenizerAgreement;
+  subscriber: SubscriberStats | null;
+}
+
+export interface PoolSnapshot extends Omit<RouterSnapshot, 'replicas'> {
+  model: string | null;
+  replicas: PoolReplicaSnapshot[];
+}
+
+/** The settings a pool reads from the gateway's config. */
+export type PoolConfig = Pick<
+  GatewayConfig,
+  'policy' | 'index' | 'kvThreshold' | 'staleMs' | 'seed' | 'scrapeMs'
+>;
+
+export interface PoolOptions {
+  /** The base model; null gathers the backends whose model is not known. */
+  model: string | null;
+  config: PoolConfig;
+  tokenizer: PromptTokenizer;
+  /** 'local': the pool's tokenizer; 'remote': a member's /tokenize for every request. */
+  tokenize: TokenizeMode;
+  /** --tokenize remote found no member to tokenize a request: it was tokenized here. */
+  onRemoteFallback?(error: Error): void;
+  logger: Logger;
+  /** A member came back up after being down (its models may have changed). */
+  onBackendUp?(name: string): void;
+  /** A backend added cold entered routing. */
+  onBackendActive?(name: string): void;
+}
+
+class Member {
+  readonly watch: BackendWatch;
+  /** starting: not routed until its first report; active: in the router; draining: leaving. */
+  phase: 'starting' | 'active' | 'draining';
+  down = false;
+  inFlight = 0;
+  closed: Promise<void> | null = null;
+  /** Resolves when a draining member has closed. */
+  drained: Promise<void> | null = null;
+  release: (() => void) | null = null;
+
+  constructor(
+    readonly backend: Backend,
+    public served: ServedModels,
+    phase: 'starting' | 'active',
+    makeWatch: (m: Member) => BackendWatch,
+  ) {
+    this.phase = phase;
+    this.watch = makeWatch(this);
+  }
+}
+
+export class ModelPool {
+  readonly model: string | null;
+  readonly router: Router;
+  readonly tokenizer: PromptTokenizer;
+  /** What the generate path tokenizes a request with: the pool's tokenizer, or a member's. */
+  readonly requestTokenizer: RequestTokenizer;
+  /** Does each member tokenize as the pool does? Probed when it joins and when it comes back. */
+  readonly checker: TokenizerChecker;
+  readonly #prefill: PrefillWatch;
+  readonly #options: PoolOptions;
+  readonly #logger: Logger;
+  readonly #decodeErrors = new RateLimitedLog(DECODE_ERROR_LOG_MS);
+  /** Starting and active members by replica name. */
+  readonly #members = new Map<string, Member>();
+  /** Every member still open, draining ones included, by its backend. */
+  readonly #byBackend = new Map<Backend, Member>();
+  #started = false;
+
+  constructor(options: PoolOptions) {
+    const { config } = options;
+    this.model = options.model;
+    this.tokenizer = options.tokenizer;
+    this.#options = options;
+    this.#logger = options.logger;
+    this.router = new Router({
+      replicas: [],
+      policy: config.policy,
+      indexMode: config.index,
+      kvThreshold: config.kvThreshold,
+      staleMs: config.staleMs,
+      seed: config.seed,
+    });
+    this.#prefill = new PrefillWatch(this.router);
+    this.checker = new TokenizerChecker(options.tokenizer, (backend, result) =>
+      this.#reportAgreement(backend, result),
+    );
+    const local = localTokenizer(options.tokenizer);
+    this.requestTokenizer =
+      options.tokenize === 'remote'
+        ? remoteTokenizer({
+            upBackends: () =>
+              [...this.#members.values()]
+                .filter((m) => m.phase === 'active' && !m.down)
+                .map((m) => m.backend),
+            fallback: local,
+            onFallback: (err) => options.onRemoteFallback?.(err),
+          })
+        : local;
+  }
+
+  /** The largest context window a member reported (Infinity while none has). */
+  maxModelLen(): number {
+    return this.checker.maxModelLen();
+  }
+
+  /** Members that route or will (starting and active), by name. */
+  get names(): string[] {
+    return [...this.#members.keys()];
+  }
+
+  /** Members in the router now (active, up or down): the pool serves its model. */
+  get activeCount(): number {
+    let n = 0;
+    for (const m of this.#members.values()) if (m.phase === 'active') n++;
+    return n;
+  }
+
+  /** Members still open, draining ones included: the pool can be dropped at zero. */
+  get openCount(): number {
+    return this.#byBackend.size;
+  }
+
+  has(name: string): boolean {
+    return this.#members.has(name);
+  }
+
+  /** Whether `base` is a name of this pool's model (any member's served name counts). */
+  knows(base: string): boolean {
+    if (base === this.model) return true;
+    for (const m of this.#members.values()) if (m.served.bases.includes(base)) return true;
+    return false;
+  }
+
+  backendOf(name: string): Backend | undefined {
+    return this.#members.get(name)?.backend;
+  }
+
+  /** What the active members serve: base names and adapters. */
+  served(): ServedModels[] {
+    return [...this.#members.values()].filter((m) => m.phase === 'active').map((m) => m.served);
+  }
+
+  /**
+   * Adds a backend. Warm (the gateway's configured backends at start): routed at once, as the
+   * gateway always did. Cold (added at run time): scraped and subscribed first, routed from its
+   * first load report on (the caller has seen it answer `/health`).
+   */
+  addBackend(backend: Backend, served: ServedModels, options: { cold: boolean }): void {
+    if (this.#members.has(backend.name)) {
+      throw new Error(`backend ${backend.name} is already in the pool`);
+    }
+    const member = new Member(backend, served, options.cold ? 'starting' : 'active', (m) =>
+      this.#watch(m),
+    );
+    this.#members.set(backend.name, member);
+    this.#byBackend.set(backend, member);
+    if (!options.cold) this.router.addReplica(backend.name);
+    if (this.#started) {
+      member.watch.start();
+      if (!options.cold) void this.checker.check(backend);
+    }
+  }
+
+  /** Starts every member's watch (the gateway's server is listening). */
+  start(): void {
+    this.#started = true;
+    for (const m of this.#members.values()) {
+      m.watch.start();
+      if (m.phase === 'active') void this.checker.check(m.backend);
+    }
+  }
+
+  /** New `/v1/models` of a member (same base model; its adapters may differ). */
+  updateServed(name: string, served: ServedModels): void {
+    const m = this.#members.get(name);
+    if (m) m.served = served;
+  }
+
+  /**
+   * Takes a backend out: no new request goes there from now on; it closes when its in-flight
+   * requests end. Resolves then; false when the pool has no such backend.
+   */
+  async removeBackend(name: string): Promise<boolean> {
+    const m = this.#members.get(name);
+    if (!m) return false;
+    this.#members.delete(name);
+    if (m.phase === 'active') this.router.removeReplica(name);
+    m.phase = 'draining';
+    m.drained = new Promise<void>((resolve) => {
+      m.release = resolve;
+    });
+    void m.watch.close();
+    this.#logger.info(
+      { replica: name, model: this.model, inFlight: m.inFlight },
+      'backend draining: no new requests, in-flight ones finish',
+    );
+    if (m.inFlight === 0) void this.#close(m);
+    await m.drained;
+    return true;
+  }
+
+  /**
+   * Picks a replica for `request` and counts the attempt in flight there. An adapter request
+   * goes to the replicas that list the adapter, when any does. Throws the router's
+   * ERR_NO_HEALTHY_REPLICA when none can take it.
+   */
+  route(request: RouteRequest, nowMs: number): PoolRoute {
+    const decision = this.router.route(this.#withAdapterReplicas(request), nowMs);
+    const member = this.#members.get(decision.replica)!;
+    member.inFlight++;
+    return { decision, backend: member.backend };
+  }
+
+  /** A non-streamed attempt: its prefill ends when the engine's KV events show its prompt. */
+  watchPrefill(route: PoolRoute, blockKeys: readonly BlockKey[]): void {
+    this.#prefill.watch(route.backend.name, route.decision.requestId, blockKeys);
+  }
+
+  /** The attempt's first token came back: its prompt leaves the replica's queue. */
+  firstToken(route: PoolRoute, nowMs: number): void {
+    this.router.onFirstToken(route.decision.requestId, nowMs);
+  }
+
+  /** The attempt is over, however it ended. */
+  finish(route: PoolRoute, nowMs: number): void {
+    this.#prefill.unwatch(route.backend.name, route.decision.requestId);
+    this.router.onFinished(route.decision.requestId, nowMs);
+    const m = this.#byBackend.get(route.backend);
+    if (!m) return;
+    m.inFlight--;
+    if (m.phase === 'draining' && m.inFlight === 0) void this.#close(m);
+  }
+
+  /** A request found this backend unreachable: no traffic until its health probe answers. */
+  markDown(backend: Backend, reason: string): void {
+    const m = this.#members.get(backend.name);
+    if (!m || m.backend !== backend || m.down) return;
+    m.down = true;
+    if (m.phase === 'active') this.router.markDown(backend.name);
+    this.#logger.warn({ replica: backend.name, model: this.model, reason }, 'replica down');
+    m.watch.watchHealth();
+  }
+
+  /** One `/health` probe; a failed one marks the backend down. */
+  async probe(backend: Backend): Promise<boolean> {
+    const m = this.#byBackend.get(backend);
+    if (!m) return false;
+    const healthy = await m.watch.probe();
+    if (!healthy) this.markDown(backend, 'its health probe failed or timed out');
+    return healthy;
+  }
+
+  /** Every member's state, draining ones included. */
+  backends(): BackendInfo[] {
+    return [...this.#byBackend.values()].map((m) => ({
+      name: m.backend.name,
+      url: m.backend.config.url,
+      events: m.backend.config.events,
+      replay: m.backend.config.replay,
+      model: this.model,
+      adapters: [...m.served.adapters.keys()],
+      state: m.phase === 'active' && m.down ? 'down' : m.phase,
+      inFlight: m.inFlight,
+    }));
+  }
+
+  /** The router's snapshot with each replica's model and wiring. */
+  snapshot(nowMs: number): PoolSnapshot {
+    const snap = this.router.snapshot(nowMs);
+    return {
+      model: this.model,
+      ...snap,
+      replicas: snap.replicas.map((r) => {
+        const m = this.#members.get(r.name)!;
+        return {
+          ...r,
+          model: this.model,
+          url: m.backend.config.url,
+          events: m.backend.config.events,
+          probing: m.watch.probing,
+          tokenizer: this.checker.agreement(m.backend),
+          subscriber: m.watch.stats(),
+        };
+      }),
+    };
+  }
+
+  /** Closes every member now, in-flight requests or not (the gateway is shutting down). */
+  async close(): Promise<void> {
+    this.checker.close();
+    this.#members.clear();
+    await Promise.all([...this.#byBackend.values()].map((m) => this.#close(m)));
+  }
+
+  #close(m: Member): Promise<void> {
+    m.closed ??= (async () => {
+      await m.watch.close();
+      await closeBackend(m.backend);
+      this.#byBackend.delete(m.backend);
+      if (m.phase === 'draining') {
+        this.#logger.info({ replica: m.backend.name, model: this.model }, 'backend drained');
+      }
+      m.release?.();
+    })();
+    return m.closed;
+  }
+
+  /** Adapter requests avoid the replicas that do not list the adapter, unless none does. */
+  #withAdapterReplicas(request: RouteRequest): RouteRequest {
+    if (request.lora === undefined) return request;
+    const without: string[] = [];
+    let withIt = 0;
+    for (const m of this.#members.values()) {
+      if (m.phase !== 'active') continue;
+      if (m.served.adapters.has(request.lora)) withIt++;
+      else without.push(m.backend.name);
+    }
+    if (withIt === 0 || without.length === 0) return request;
+    return { ...request, avoid: [...(request.avoid ?? []), ...without] };
+  }
+
+  /** Becomes routable: in the router from now, its cache relearned from its replay buffer. */
+  #activate(m: Member, report: EngineReport, nowMs: number): void {
+    m.phase = 'active';
+    this.router.addReplica(m.backend.name);
+    this.router.onReport(m.backend.name, report, nowMs);
+    m.watch.rebuild();
+    this.#logger.info(
+      { replica: m.backend.name, model: this.model },
+      'backend active: health answered, load reported, events subscribed',
+    );
+    void this.checker.check(m.backend);
+    this.#options.onBackendActive?.(m.backend.name);
+  }
+
+  /** A mismatch is loud: routing keys will not match that replica's cache. */
+  #reportAgreement(backend: Backend, result: CheckResult): void {
+    const where = { replica: backend.name, model: this.model, detail: result.detail };
+    if (result.agreement === 'differs') {
+      this.#logger.error(
+        where,
+        'TOKENIZER MISMATCH: its cache will look empty to the router; serve --tokenizer with its model folder, or use --tokenize remote',
+      );
+    } else if (result.agreement === 'unknown') {
+      this.#logger.warn(where, 'cannot compare tokenizers');
+    }
+  }
+
+  #watch(m: Member): BackendWatch {
+    const name = m.backend.name;
+    const config = this.#options.config;
+    return new BackendWatch(
+      m.backend,
+      { scrapeMs: config.scrapeMs, events: config.index === 'events' },
+      {
+        isDown: () => m.down,
+        onUp: () => {
+          if (m.phase === 'draining' || !m.down) return;
+          m.down = false;
+          if (m.phase === 'active') {
+            this.router.markUp(name);
+            m.watch.rebuild();
+          }
+          this.#logger.info(
+            { replica: name, model: this.model },
+            'replica up: its health probe answered',
+          );
+          void this.checker.check(m.backend);
+          this.#options.onBackendUp?.(name);
+        },
+        onReport: (report, nowMs) => {
+          if (m.phase === 'starting') this.#activate(m, report, nowMs);
+          else if (m.phase === 'active') this.router.onReport(name, report, nowMs);
+        },
+        onUnreachable: (err) => this.markDown(m.backend, err.message),
+        onSilent: () => void this.probe(m.backend),
+        onEvents: (events, nowMs) => {
+          // Before it is routed, events only warm a cache the replay at activation relearns.
+          if (m.phase !== 'active') return;
+          this.router.applyForeignEvents(name, events, nowMs);
+          this.#prefill.onEvents(name, nowMs);
+        },
+        onRestart: () => {
+          if (m.phase !== 'active') return;
+          this.#logger.warn(
+            { replica: name, model: this.model },
+            'engine restarted (its event sequence went back): its cached blocks are forgotten',
+          );
+          this.router.applyForeignEvents(name, [{ type: 'AllBlocksCleared' }], Date.now());
+        },
+        onDecodeError: (err) =>
+          this.#decodeErrors.maybe(name, Date.now(), (heldBack) =>
+            this.#logger.warn(
+              { replica: name, err, heldBack },
+              'a KV event batch could not be decoded; the replica is known less well',
+            ),
+          ),
+      },
+    );
+  }
+}

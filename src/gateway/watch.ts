@@ -1,0 +1,106 @@
+/**
+ * What keeps the gateway's view of one backend current: its health checker (brings it back when
+ * down), its metrics scraper (load reports) and, in events mode, its KV event subscriber. One
+ * watch per backend, so a backend joins or leaves at run time without touching the others; the
+ * pool it belongs to decides what each signal means (`pool.ts`).
+ */
+import type { ForeignKvEvent } from '../router/index.ts';
+import type { Backend } from './backends.ts';
+import { HealthChecker } from './health.ts';
+import { type EngineReport, MetricsScraper } from './scraper.ts';
+import { EventSubscriber, type SubscriberStats } from './subscriber.ts';
+
+/** The watchers' one target id: each watch has a single backend. */
+const ONLY = 0;
+
+export interface WatchHooks {
+  /** Down backends are not scraped (their health probes bring them back). */
+  isDown(): boolean;
+  /** A health probe answered after the backend was marked down. */
+  onUp(): void;
+  onReport(report: EngineReport, nowMs: number): void;
+  /** A scrape was refused or reset: the backend is gone, not just slow. */
+  onUnreachable(error: Error): void;
+  /** A scrape got no answer in time: frozen, or only slow (probe it). */
+  onSilent(): void;
+  onEvents(events: ForeignKvEvent[], nowMs: number): void;
+  /** Its event sequence went back: the engine restarted, its cache is gone. */
+  onRestart(): void;
+  onDecodeError(error: Error): void;
+}
+
+export interface WatchOptions {
+  scrapeMs: number;
+  /** Subscribe to its KV events (events mode, and the backend has an endpoint). */
+  events: boolean;
+}
+
+export class BackendWatch {
+  readonly #health: HealthChecker;
+  readonly #scraper: MetricsScraper;
+  readonly #subscriber: EventSubscriber | null;
+  #started = false;
+  #closed: Promise<void> | null = null;
+
+  constructor(backend: Backend, options: WatchOptions, hooks: WatchHooks) {
+    const target = { replica: ONLY, url: backend.config.url };
+    this.#health = new HealthChecker([target], () => hooks.onUp());
+    this.#scraper = new MetricsScraper([target], {
+      intervalMs: options.scrapeMs,
+      isDown: () => hooks.isDown(),
+      onReport: (_r, report, nowMs) => hooks.onReport(report, nowMs),
+      onUnreachable: (_r, err) => hooks.onUnreachable(err),
+      onSilent: () => hooks.onSilent(),
+    });
+    const { events, replay } = backend.config;
+    this.#subscriber =
+      options.events && events
+        ? new EventSubscriber([{ replica: ONLY, events, replay }], {
+            onEvents: (_r, batch, nowMs) => hooks.onEvents(batch, nowMs),
+            onRestart: () => hooks.onRestart(),
+            onDecodeError: (_r, err) => hooks.onDecodeError(err),
+          })
+        : null;
+  }
+
+  /** Starts scraping and subscribing (once). */
+  start(): void {
+    if (this.#started || this.#closed) return;
+    this.#started = true;
+    this.#scraper.start();
+    this.#subscriber?.start();
+  }
+
+  /** Probes `/health` with backoff until it answers, then calls `onUp`. */
+  watchHealth(): void {
+    this.#health.watch(ONLY);
+  }
+
+  /** Whether its health is being probed now (it is down). */
+  get probing(): boolean {
+    return this.#health.watching.length > 0;
+  }
+
+  /** One `/health` probe: true on a 200 in time. */
+  probe(): Promise<boolean> {
+    return this.#health.probe(ONLY);
+  }
+
+  /** Relearn the backend's cache from its replay buffer (it came back, or just joined). */
+  rebuild(): void {
+    this.#subscriber?.rebuild(ONLY);
+  }
+
+  stats(): SubscriberStats | null {
+    return this.#subscriber?.stats(ONLY) ?? null;
+  }
+
+  close(): Promise<void> {
+    this.#closed ??= Promise.allSettled([
+      this.#scraper.close(),
+      this.#health.close(),
+      this.#subscriber?.close(),
+    ]).then(() => {});
+    return this.#closed;
+  }
+}
