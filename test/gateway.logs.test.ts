@@ -35,7 +35,8 @@ describe('gateway logs', () => {
         return;
       }
       if (req.url === '/health') return void res.end();
-      upstreamHeaders.push(req.headers);
+      // Only proxied requests: the gateway also asks /v1/models and /tokenize on its own.
+      if (req.url?.startsWith('/v1/c')) upstreamHeaders.push(req.headers);
       req.resume();
       req.on('end', () => {
         res.writeHead(200, { 'content-type': 'text/event-stream' });

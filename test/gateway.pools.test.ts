@@ -69,6 +69,11 @@ class AdapterBackend {
         );
         return;
       }
+      if (req.url !== '/v1/completions') {
+        // No /tokenize here: the gateway's tokenizer check reads 'unknown'.
+        res.writeHead(404).end();
+        return;
+      }
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', async () => {

@@ -80,7 +80,7 @@ async function engineTokenize(engine: EngineServerHandle, body: object): Promise
 
 async function routedCachedTokens(gw: GatewayHandle): Promise<number> {
   const text = await (await fetch(`${gw.url}/metrics`)).text();
-  const m = /kvroute_gateway_prompt_tokens_routed_total\{kind="cached"\} (\d+)/.exec(text);
+  const m = /kvroute_gateway_prompt_tokens_routed_total\{kind="cached"[^}]*\} (\d+)/.exec(text);
   return m ? Number(m[1]) : 0;
 }
 
@@ -214,7 +214,7 @@ describe('a gateway whose tokenizer differs from its backends', () => {
     assert.deepEqual(await settled(remote), ['differs', 'differs']);
     assert.deepEqual(await settled(local), ['differs', 'differs']);
     const metrics = await (await fetch(`${local.url}/metrics`)).text();
-    assert.match(metrics, /kvroute_gateway_tokenizer_agrees\{replica="[^"]+"\} 0/);
+    assert.match(metrics, /kvroute_gateway_tokenizer_agrees\{replica="[^"]+",model="[^"]*"\} 0/);
 
     /** A two-turn conversation; returns the second turn's cached tokens, as routed and served. */
     const model = fleet[0]!.servedModelName;

@@ -313,9 +313,11 @@ describe('EventSubscriber against a hand-driven publisher', () => {
         assert.deepEqual(sub.stats(0)?.lastSeq, '3');
         assert.equal(sub.stats(0)?.gapsFilled, 1);
         // The engine restarts: its sequence starts again at 0.
+        // (A late copy of the join loop's seq 0 may already have counted as one restart.)
+        const restartsBefore = restarts;
         sent.clear();
         await publish(0n, { type: 'BlockRemoved', blockKeys: [keys[0]!] });
-        await waitUntil(() => restarts === 1);
+        await waitUntil(() => restarts > restartsBefore && sub.stats(0)?.lastSeq === '0');
         assert.equal(sub.stats(0)?.lastSeq, '0');
       } finally {
         await sub.close();
