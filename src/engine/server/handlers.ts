@@ -7,6 +7,7 @@ import { ApiError, badRequest } from '../../openai/errors.ts';
 import { sendJson } from '../../openai/http.ts';
 import { type Endpoint, readGenerationRequest } from '../../openai/request.ts';
 import { encodeChat } from '../../tokenizer/chatTemplate.ts';
+import type { AdapterRegistry } from './adapters.ts';
 import { type GenerationContext, serveGeneration } from './generate.ts';
 import {
   checkContextLength,
@@ -21,12 +22,18 @@ export interface HandlerContext extends GenerationContext {
   servedModelNames: readonly string[];
   maxModelLen: number;
   createdS: number;
+  /** LoRA adapters loaded (empty when LoRA is off). */
+  adapters: AdapterRegistry;
 }
 
-function checkModel(ctx: HandlerContext, model: string | null): void {
-  if (model !== null && !ctx.servedModelNames.includes(model)) {
-    throw new ApiError('ERR_MODEL_NOT_FOUND', `The model \`${model}\` does not exist.`, 'model');
-  }
+/**
+ * vLLM's `_check_model`: no model or a served name is the base model, a loaded adapter's name
+ * runs with that adapter, anything else is a 404. Returns the adapter's name, or null.
+ */
+function resolveModel(ctx: HandlerContext, model: string | null): string | null {
+  if (model === null || model === '' || ctx.servedModelNames.includes(model)) return null;
+  if (ctx.adapters.get(model) !== undefined) return model;
+  throw new ApiError('ERR_MODEL_NOT_FOUND', `The model \`${model}\` does not exist.`, 'model');
 }
 
 function promptTokensOf(ctx: HandlerContext, gen: Generation): number[] {
@@ -43,7 +50,7 @@ function generate(
 ): void {
   const req = readGenerationRequest(endpoint, body, ctx.tokenizer.vocabSize);
   const gen = toGeneration(req, ctx.limits);
-  checkModel(ctx, req.model);
+  gen.loraName = resolveModel(ctx, req.model);
   const promptTokens = promptTokensOf(ctx, gen);
   checkContextLength(promptTokens.length, gen.maxTokens, ctx.maxModelLen);
   serveGeneration(ctx, gen, promptTokens, res);
@@ -57,25 +64,36 @@ export function chatCompletions(ctx: HandlerContext, body: unknown, res: ServerR
   generate(ctx, 'chat', body, res);
 }
 
+/**
+ * vLLM's model list: a card per served name, then one per loaded adapter, whose `root` is its
+ * path, `parent` its base model (the first served name unless it was loaded with one) and
+ * `max_model_len` null.
+ */
 export function models(ctx: HandlerContext, res: ServerResponse): void {
+  const card = (id: string, root: string, parent: string | null, maxModelLen: number | null) => ({
+    id,
+    object: 'model',
+    created: ctx.createdS,
+    owned_by: 'kvroute',
+    root,
+    parent,
+    max_model_len: maxModelLen,
+    permission: [],
+  });
   sendJson(res, 200, {
     object: 'list',
-    data: ctx.servedModelNames.map((id) => ({
-      id,
-      object: 'model',
-      created: ctx.createdS,
-      owned_by: 'kvroute',
-      root: ctx.modelName,
-      parent: null,
-      max_model_len: ctx.maxModelLen,
-      permission: [],
-    })),
+    data: [
+      ...ctx.servedModelNames.map((id) => card(id, ctx.modelName, null, ctx.maxModelLen)),
+      ...ctx.adapters
+        .list()
+        .map((a) => card(a.name, a.path, a.baseModelName ?? ctx.servedModelNames[0]!, null)),
+    ],
   });
 }
 
 export function tokenize(ctx: HandlerContext, body: unknown, res: ServerResponse): void {
   const parsed = parseTokenizeBody(body);
-  checkModel(ctx, parsed.model);
+  resolveModel(ctx, parsed.model);
   const tokens =
     parsed.messages !== null
       ? encodeChat(ctx.tokenizer, parsed.messages, parsed.addGenerationPrompt)
