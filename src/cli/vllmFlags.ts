@@ -9,6 +9,9 @@
  *   (vLLM's human-readable ints: 2k = 2000, 2K = 2048), `--num-gpu-blocks-override`,
  *   `--max-model-len` (also `auto`/-1: the model's), `--served-model-name` with several names;
  * - `--kv-events-config` JSON (or `--kv-events-config.FIELD=VALUE`), vLLM's KVEventsConfig fields;
+ * - LoRA: `--enable-lora`/`--no-enable-lora`, `--lora-modules` (several values, each becoming one
+ *   kvroute `--lora-modules`), `--max-loras`, `--max-cpu-loras`, `--max-lora-rank` (kvroute's own
+ *   names, the same meaning);
  * - vLLM flags that change nothing in a simulation (logging, loaders, compilation, ...): accepted,
  *   named in one warning line. A flag neither kvroute nor vLLM has stays an error naming it.
  * Flags the tables below do not list as vLLM's are passed to the ordinary parser untouched.
