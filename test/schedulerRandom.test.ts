@@ -17,6 +17,9 @@ interface Params {
   requests: number;
   priorities: number;
   options: boolean;
+  /** Adapters the requests use (0: none) and the engine's max_loras. */
+  loras?: number;
+  maxLoras?: number;
 }
 
 const blocksFor = (tokens: number, blockSize: number) => Math.ceil(tokens / blockSize);
@@ -28,6 +31,7 @@ function makeSetup(p: Params): SimSetup {
     maxNew: 40,
     priorities: p.priorities,
     withTokens: p.caching,
+    ...(p.loras && { loras: p.loras }),
   });
   const largest = Math.max(
     ...requests.map((r) => blocksFor(r.promptTokens + r.maxNewTokens, p.blockSize)),
@@ -41,6 +45,7 @@ function makeSetup(p: Params): SimSetup {
     maxSeqs: p.slots,
     kvPolicy: p.policy,
     watermark,
+    ...(p.maxLoras !== undefined && { maxLoras: p.maxLoras }),
   };
   if (p.options) {
     const r = new Rng(p.seed ^ 0x5eed);
@@ -114,4 +119,24 @@ test('rotating decodes: 200 random simulations keep the other invariants', () =>
     }),
     { numRuns: 200 },
   );
+});
+
+test('LoRA: never more than max_loras distinct adapters among running requests (300 simulations)', () => {
+  let held = 0;
+  fc.assert(
+    fc.property(
+      fc.constantFrom<KvPolicyName>('reserve', 'paged'),
+      fc.boolean(),
+      params('paged', false),
+      fc.integer({ min: 1, max: 5 }),
+      fc.integer({ min: 1, max: 3 }),
+      (policy, options, base, loras, maxLoras) => {
+        const p = { ...base, policy, options, loras, maxLoras, requests: base.requests + 10 };
+        const result = runSim(makeSetup(p));
+        held += result.loraPassed;
+      },
+    ),
+    { numRuns: 300 },
+  );
+  assert.ok(held > 100, `admissions passed a request held back for its adapter (${held} times)`);
 });

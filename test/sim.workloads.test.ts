@@ -34,7 +34,8 @@ test('every workload is deterministic per seed, time-ordered and keys match its 
     for (const x of xs.slice(0, 12)) {
       const m = a.materialize(x);
       assert.equal(m.tokens.length, x.promptLength);
-      assert.deepEqual(m.blockKeys, computeBlockKeys(m.tokens, 16), name);
+      const scope = x.lora === undefined ? undefined : { loraName: x.lora };
+      assert.deepEqual(m.blockKeys, computeBlockKeys(m.tokens, 16, scope), name);
       assert.deepEqual(b.materialize(x), m, `${name}: materializing is deterministic`);
     }
   }
@@ -174,4 +175,31 @@ test('Mooncake traces: equal hash ids give equal tokens and keys; --rate-scale s
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('lora: customers spread over K adapters, adapters drawn by a Zipf law, keys under the adapter', () => {
+  const w = makeWorkload('lora', { seed: 3, durationMs: 200_000, blockSize: 16, adapters: 4 });
+  assert.equal(w.adapters, 4);
+  const xs = take(w);
+  assert.ok(Math.abs(xs.length / 200 - 40) < 2, `${xs.length / 200} req/s`);
+  const share = (k: number) => xs.filter((x) => x.lora === `lora-${k}`).length / xs.length;
+  // Zipf s = 1 over 4: 1/H(4) = 0.48, then 0.24, 0.16, 0.12.
+  for (const [k, expected] of [0.48, 0.24, 0.16, 0.12].entries()) {
+    assert.ok(Math.abs(share(k) - expected) < 0.02, `lora-${k}: ${share(k)}`);
+  }
+  assert.ok(
+    xs.every((x) => x.lora === `lora-${x.customer % 4}`),
+    'customer c uses c mod K',
+  );
+  const x = xs[0]!;
+  const m = w.materialize(x);
+  assert.deepEqual(m.blockKeys, computeBlockKeys(m.tokens, 16, { loraName: x.lora }));
+  assert.notDeepEqual(m.blockKeys.slice(0, 1), computeBlockKeys(m.tokens, 16).slice(0, 1));
+  assert.equal(w.prefixWatchKey(x.customer), m.blockKeys[374]);
+  const uniform = take(
+    makeWorkload('lora', { seed: 3, durationMs: 50_000, blockSize: 16, adapters: 4, zipfS: 0 }),
+  );
+  const top = uniform.filter((u) => u.lora === 'lora-0').length / uniform.length;
+  assert.ok(Math.abs(top - 0.25) < 0.03, `uniform: ${top}`);
+  assert.throws(() => makeWorkload('lora', { seed: 1, durationMs: 1, blockSize: 16, adapters: 0 }));
 });

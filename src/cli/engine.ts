@@ -5,6 +5,7 @@
  * that parents and tests parse, then serves until SIGINT or SIGTERM.
  */
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
+import { type LoraModule, runtimeLoraUpdatingFromEnv } from '../engine/server/adapters.ts';
 import { type EngineServerOptions, SERVER_DEFAULTS } from '../engine/server/options.ts';
 import { startEngineServer } from '../engine/server/server.ts';
 import { DEFAULT_STREAM_LIMITS } from '../engine/server/streamWriter.ts';
@@ -22,10 +23,10 @@ export const FLAGS = flagSpec({
     'kv-events kv-replay kv-events-format kv-events-topic kv-replay-form kv-replay-buffer ' +
     'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser ' +
     'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms',
-  multiple: 'served-model-alias',
+  multiple: 'served-model-alias lora-modules',
   boolean:
     'enable-prefix-caching no-enable-prefix-caching enable-auto-tool-choice ' +
-    'no-enable-auto-tool-choice',
+    'no-enable-auto-tool-choice enable-lora no-enable-lora allow-runtime-lora-updating',
 });
 
 /** vLLM's --kv-cache-dtype values: `auto` is the model's dtype (BF16 here), the rest FP8. */
@@ -70,7 +71,15 @@ server
                         chat_template.jinja), as vLLM's --tokenizer (default: builtin cl100k_base)
   --chat-template FILE  a Jinja chat template, as vLLM's --chat-template (default: the
                         tokenizer's own)
-${ENGINE_HELP}KV events
+${ENGINE_HELP}LoRA adapters (a request whose "model" names an adapter runs with it)
+  --enable-lora / --no-enable-lora  serve LoRA adapters (default off, as vLLM); the limits are
+                        --max-loras, --max-cpu-loras, --max-lora-rank, --lora-load-gbps above
+  --lora-modules M...   adapters loaded at start: name=path, or vLLM's JSON
+                        '{"name": "sql", "path": "/adapters/sql", "base_model_name": "..."}'
+  --allow-runtime-lora-updating  serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter
+                        (vLLM serves them when VLLM_ALLOW_RUNTIME_LORA_UPDATING is 1 or true,
+                        which this engine also reads)
+KV events
   --kv-events-config J  vLLM's JSON: {"enable_kv_cache_events": true, "publisher": "zmq",
                         "endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558", "topic": ""}
   --kv-events EP        ZMQ PUB endpoint, e.g. tcp://*:5557 (default: off, as vLLM)
@@ -110,12 +119,61 @@ export function readEngineOptions(flags: Flags): EngineServerOptions {
     streamStallTimeoutMs: flags.positive('stream-stall-timeout-ms'),
     tokenizer: flags.string('tokenizer'),
     chatTemplate: flags.string('chat-template'),
+    enableLora: onOff(flags, 'enable-lora'),
+    loraModules: flags.has('lora-modules')
+      ? flags.strings('lora-modules').map(parseLoraModule)
+      : undefined,
+    allowRuntimeLoraUpdating:
+      flags.bool('allow-runtime-lora-updating') ||
+      runtimeLoraUpdatingFromEnv(process.env.VLLM_ALLOW_RUNTIME_LORA_UPDATING) ||
+      undefined,
   };
   const kvCacheDtype = flags.oneOf('kv-cache-dtype', KV_CACHE_DTYPES);
   if (kvCacheDtype !== undefined) server.kvDtype = kvCacheDtype.startsWith('fp8') ? 'fp8' : 'bf16';
   // Leave out what was not given, so the server's defaults apply.
   const given = Object.fromEntries(Object.entries(server).filter(([, v]) => v !== undefined));
   return { ...readEngineFlags(flags), ...given };
+}
+
+/**
+ * One --lora-modules item as vLLM's LoRAParserAction reads it: `name=path` when it has an `=` and
+ * no comma, else a JSON object with `name`, `path` and optionally `base_model_name`.
+ */
+export function parseLoraModule(item: string): LoraModule {
+  if (item.includes('=') && !item.includes(',')) {
+    const parts = item.split('=');
+    if (parts.length !== 2 || parts[0] === '' || parts[1] === '') {
+      throw new UsageError(`--lora-modules takes name=path, got '${item}'`);
+    }
+    return { name: parts[0]!, path: parts[1]! };
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(item);
+  } catch {
+    throw new UsageError(`Invalid JSON format for --lora-modules: ${item}`);
+  }
+  const fields = ['name', 'path', 'base_model_name'];
+  const bad = (why: string): never => {
+    throw new UsageError(`Invalid fields for --lora-modules: ${item} - ${why}`);
+  };
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    return bad('expected a JSON object');
+  }
+  const o = parsed as Record<string, unknown>;
+  const unknown = Object.keys(o).filter((k) => !fields.includes(k));
+  if (unknown.length > 0) bad(`unexpected keyword argument '${unknown[0]}'`);
+  if (typeof o.name !== 'string' || o.name === '') bad("'name' must be a non-empty string");
+  if (typeof o.path !== 'string' || o.path === '') bad("'path' must be a non-empty string");
+  const base = o.base_model_name;
+  if (base !== undefined && base !== null && typeof base !== 'string') {
+    bad("'base_model_name' must be a string");
+  }
+  return {
+    name: o.name as string,
+    path: o.path as string,
+    ...(typeof base === 'string' && { baseModelName: base }),
+  };
 }
 
 /** vLLM's BooleanOptionalAction pair: --NAME true, --no-NAME false, neither undefined. */
@@ -141,6 +199,9 @@ export async function run(argv: string[]): Promise<number> {
   if (options.enableAutoToolChoice && !options.toolCallParser) {
     // vLLM refuses this at startup ("--enable-auto-tool-choice requires --tool-call-parser").
     throw new UsageError('--enable-auto-tool-choice requires --tool-call-parser');
+  }
+  if ((options.loraModules?.length ?? 0) > 0 && !options.enableLora) {
+    throw new UsageError('--lora-modules needs --enable-lora');
   }
   const server = await startEngineServer(options);
   process.stdout.write(

@@ -4,6 +4,13 @@
  * reader into the one engine options type, with the engine's own defaults.
  */
 import { readProfile } from '../calibrate/profileFile.ts';
+import {
+  DEFAULT_LORA_LOAD_GBPS,
+  DEFAULT_MAX_LORA_RANK,
+  DEFAULT_MAX_LORAS,
+  LORA_RANKS,
+  type LoraConfig,
+} from '../engine/lora.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../engine/options.ts';
 import type { CostProfile } from '../model/calibration.ts';
 import { GPUS, MODELS } from '../model/catalog.ts';
@@ -13,7 +20,9 @@ import { KV_POLICY_NAMES } from '../scheduler/types.ts';
 import { type Flags, flagSpec, UsageError } from './args.ts';
 
 export const ENGINE_FLAGS = flagSpec({
-  string: 'model gpu tp budget max-seqs kv-policy block-size kv-blocks profile',
+  string:
+    'model gpu tp budget max-seqs kv-policy block-size kv-blocks profile ' +
+    'max-loras max-cpu-loras max-lora-rank lora-load-gbps',
 });
 
 const D = ENGINE_DEFAULTS;
@@ -28,6 +37,11 @@ export const ENGINE_HELP = `engine (the same flags for kvroute engine, kvroute s
   --block-size N        tokens per KV block (default ${D.blockSize})
   --kv-blocks N         KV pool size in blocks (default: the cost model's pool)
   --profile FILE        calibrated step times from kvroute calibrate (default: roofline)
+  --max-loras N         LoRA adapters in one step at most (vLLM's; default ${DEFAULT_MAX_LORAS})
+  --max-cpu-loras N     adapters kept resident, >= --max-loras (default: --max-loras)
+  --max-lora-rank R     ${LORA_RANKS.join(', ')} (default ${DEFAULT_MAX_LORA_RANK}); sizes an adapter
+  --lora-load-gbps F    storage read bandwidth of an adapter load, GB/s (default
+                        ${DEFAULT_LORA_LOAD_GBPS}: 84 ms for a rank-16 Llama 3.3 70B adapter)
 `;
 
 export function readEngineFlags(flags: Flags): EngineOptions {
@@ -44,11 +58,37 @@ export function readEngineFlags(flags: Flags): EngineOptions {
   if (kvBlocks !== undefined) engine.kvBlocks = kvBlocks;
   const profile = readProfileFlag(flags, engine.tp);
   if (profile) engine.profile = profile;
+  const lora = readLoraFlags(flags);
+  if (lora) engine.lora = lora;
   const problem = replicaSpecProblem(
     makeReplicaSpec({ model: engine.model, gpu: engine.gpu, tp: engine.tp }),
   );
   if (problem) throw new UsageError(problem);
   return engine;
+}
+
+/** The LoRA limits, when any of their flags is given (vLLM's checks, naming the flag). */
+function readLoraFlags(flags: Flags): LoraConfig | undefined {
+  const names = ['max-loras', 'max-cpu-loras', 'max-lora-rank', 'lora-load-gbps'];
+  if (!names.some((n) => flags.has(n))) return undefined;
+  const maxLoras = flags.positive('max-loras', true) ?? DEFAULT_MAX_LORAS;
+  const maxCpuLoras = flags.positive('max-cpu-loras', true);
+  if (maxCpuLoras !== undefined && maxCpuLoras < maxLoras) {
+    throw new UsageError(
+      `--max-cpu-loras: max_cpu_loras (${maxCpuLoras}) must be >= max_loras (${maxLoras})`,
+    );
+  }
+  const rank = flags.oneOf(
+    'max-lora-rank',
+    LORA_RANKS.map((r) => String(r)),
+  );
+  const loadGBps = flags.positive('lora-load-gbps');
+  return {
+    maxLoras,
+    ...(maxCpuLoras !== undefined && { maxCpuLoras }),
+    ...(rank !== undefined && { maxLoraRank: Number(rank) }),
+    ...(loadGBps !== undefined && { loadGBps }),
+  };
 }
 
 /**

@@ -14,6 +14,7 @@ import { renderReport } from '../results/report.ts';
 import { resultsJson, type SearchResult, type SimulatedRun } from '../results/result.ts';
 import { DEFAULT_SLO } from '../results/slo.ts';
 import { formatResults, formatSearch } from '../results/table.ts';
+import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import { type SimConfig, simulate } from '../sim/run.ts';
 import { searchMinReplicas } from '../sim/search.ts';
 import type { FaultSpec } from '../sim/types.ts';
@@ -28,7 +29,7 @@ const FLAGS = flagSpec({
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-tpot-p99-ms max-replicas report',
   multiple: 'kill revive',
-  boolean: 'search json quiet',
+  boolean: 'search json quiet lora-blind',
 });
 
 /** Replicas per workload when --replicas is not given (the seed's sizing with affinity). */
@@ -38,6 +39,7 @@ const DEFAULT_REPLICAS: Record<WorkloadName | 'trace', number> = {
   'low-shared': 40,
   groups: 8,
   multiturn: 8,
+  lora: 22,
   trace: 8,
 };
 
@@ -56,7 +58,7 @@ ${workloadHelp({
   seed: 'workload and router seed',
 })}fleet
 ${POLICY_LIST_HELP} (default cost)
-  --replicas N          default: seed/hot 22, low-shared 40, groups/multiturn/trace 8
+  --replicas N          default: seed/hot/lora 22, low-shared 40, groups/multiturn/trace 8
 ${ENGINE_HELP}router view
   --stale-ms MS         engine reports reach the router this late (default 0: also after
                         every step); the cost policy's queue term still comes from the ledger
@@ -66,6 +68,9 @@ ${ENGINE_HELP}router view
   --queue-source ${QUEUE_SOURCES.join('|')}    cost policy's queue term (default ${QUEUE_SOURCES[0]})
   --kv-threshold F      exclude replicas above this KV usage (default ${DEFAULT_KV_THRESHOLD})
   --overlay-ttl-ms MS   predict-on-route lifetime (default ${DEFAULT_OVERLAY_TTL_MS})
+  --lora-blind          also run each LoRA-aware policy (${LORA_AWARE_POLICIES.join(', ')}) as if adapters did
+                        not exist: no load term, no free-slot guard, no LoRA affinity (rows
+                        POLICY/lora-blind)
 faults
   --kill R@S            replica R dies at S seconds (repeatable): requests without a token
                         are re-routed, streaming ones count as errors
@@ -86,6 +91,8 @@ output
 interface Parsed {
   base: SimConfig;
   policies: string[];
+  /** Each LoRA-aware policy again, LoRA-blind. */
+  loraBlind: boolean;
   search: boolean;
   maxReplicas: number;
   json: boolean;
@@ -149,6 +156,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   return {
     base,
     policies: readPolicyList(flags, ['cost']),
+    loraBlind: flags.bool('lora-blind'),
     search: flags.bool('search'),
     maxReplicas: flags.positive('max-replicas', true) ?? 256,
     json: flags.bool('json'),
@@ -195,25 +203,33 @@ export async function run(argv: string[]): Promise<number> {
   const progress = new Progress(!parsed.quiet);
   const onProgress = (f: number) => progress.update(f);
   const results: SimulatedRun[] = [];
-  for (const policy of parsed.policies) {
-    progress.label(`${policy} x ${parsed.base.replicas}`);
-    const config = { ...parsed.base, router: { ...parsed.base.router, policy }, onProgress };
+  const runs = parsed.policies.flatMap((policy) =>
+    parsed.loraBlind && (LORA_AWARE_POLICIES as readonly string[]).includes(policy)
+      ? [{ policy }, { policy, loraBlind: true }]
+      : [{ policy }],
+  );
+  const label = (r: { policy: string; loraBlind?: boolean }) =>
+    r.loraBlind ? `${r.policy}/lora-blind` : r.policy;
+  for (const run of runs) {
+    progress.label(`${label(run)} x ${parsed.base.replicas}`);
+    const config = { ...parsed.base, router: { ...parsed.base.router, ...run }, onProgress };
     results.push(simulate(config));
   }
   const search: SearchResult[] = [];
   if (parsed.search) {
-    for (const policy of parsed.policies) {
+    for (const run of runs) {
+      const { policy } = run;
       search.push(
-        searchMinReplicas(policy, {
+        searchMinReplicas(label(run), {
           start: parsed.base.replicas,
           max: parsed.maxReplicas,
           probe: (replicas) => {
-            progress.label(`search ${policy} x ${replicas}`);
+            progress.label(`search ${label(run)} x ${replicas}`);
             return simulate({
               ...parsed.base,
               replicas,
               faults: parsed.base.faults.filter((f) => f.replica < replicas),
-              router: { ...parsed.base.router, policy },
+              router: { ...parsed.base.router, ...run, policy },
               earlyStop: true,
               onProgress,
             });

@@ -9,6 +9,9 @@
  *   (vLLM's human-readable ints: 2k = 2000, 2K = 2048), `--num-gpu-blocks-override`,
  *   `--max-model-len` (also `auto`/-1: the model's), `--served-model-name` with several names;
  * - `--kv-events-config` JSON (or `--kv-events-config.FIELD=VALUE`), vLLM's KVEventsConfig fields;
+ * - LoRA: `--enable-lora`/`--no-enable-lora`, `--lora-modules` (several values, each becoming one
+ *   kvroute `--lora-modules`), `--max-loras`, `--max-cpu-loras`, `--max-lora-rank` (kvroute's own
+ *   names, the same meaning);
  * - vLLM flags that change nothing in a simulation (logging, loaders, compilation, ...): accepted,
  *   named in one warning line. A flag neither kvroute nor vLLM has stays an error naming it.
  * Flags the tables below do not list as vLLM's are passed to the ordinary parser untouched.
@@ -58,7 +61,7 @@ const IGNORED_VALUE_FLAGS = new Set(
     'ssl-certfile ssl-ca-certs ssl-cert-reqs allowed-origins allowed-methods allowed-headers ' +
     'middleware uvicorn-log-level api-server-count config prefix-caching-hash-algo ' +
     'limit-mm-per-prompt mm-processor-kwargs max-seq-len-to-capture max-cudagraph-capture-size ' +
-    'stream-interval model-impl lora-dtype max-loras max-lora-rank max-cpu-loras ' +
+    'stream-interval model-impl lora-dtype ' +
     'data-parallel-rank data-parallel-start-rank data-parallel-size-local data-parallel-address ' +
     'data-parallel-rpc-port data-parallel-backend kv-offloading-size kv-offloading-backend ' +
     'show-hidden-metrics-for-version kv-cache-metrics-sample otlp-traces-endpoint ' +
@@ -69,13 +72,13 @@ const IGNORED_VALUE_FLAGS = new Set(
 );
 
 /** vLLM flags taking one or more values (argparse nargs="+") that change nothing here. */
-const IGNORED_LIST_FLAGS = new Set(['api-key', 'lora-modules', 'default-mm-loras']);
+const IGNORED_LIST_FLAGS = new Set(['api-key', 'default-mm-loras']);
 
 /** vLLM's boolean flags (each also as --no-NAME) that change nothing in the simulation. */
 const IGNORED_BOOLEAN_FLAGS = new Set(
   (
     'trust-remote-code enforce-eager enable-chunked-prefill async-scheduling disable-log-stats ' +
-    'enable-log-requests disable-log-requests disable-uvicorn-access-log enable-lora ' +
+    'enable-log-requests disable-log-requests disable-uvicorn-access-log ' +
     'fully-sharded-loras enable-prompt-tokens-details enable-force-include-usage ' +
     'enable-tokenizer-info-endpoint enable-request-id-headers enable-log-outputs ' +
     'disable-fastapi-docs trust-request-chat-template exclude-tools-when-tool-choice-none ' +
@@ -87,7 +90,11 @@ const IGNORED_BOOLEAN_FLAGS = new Set(
 );
 
 /** vLLM booleans kvroute models: --NAME / --no-NAME. */
-const MODELED_BOOLEAN_FLAGS = new Set(['enable-prefix-caching', 'enable-auto-tool-choice']);
+const MODELED_BOOLEAN_FLAGS = new Set([
+  'enable-prefix-caching',
+  'enable-auto-tool-choice',
+  'enable-lora',
+]);
 
 /** vLLM's KVEventsConfig fields (vllm/config/kv_events.py). */
 const KV_EVENTS_FIELDS = new Set([
@@ -231,7 +238,10 @@ export function translateVllmArgs(argv: readonly string[], kvroute: FlagSpec): V
         );
       }
     } else if (name === 'served-model-name') servedNames.push(...values());
-    else if (name === 'kv-events-config') {
+    else if (name === 'lora-modules') {
+      // argparse nargs="+": one kvroute flag per module.
+      for (const module of values()) args.push('--lora-modules', module);
+    } else if (name === 'kv-events-config') {
       const raw = value();
       const parsed = dottedValue(raw);
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {

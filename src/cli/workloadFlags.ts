@@ -4,11 +4,12 @@
  * Durations and warm-ups are returned as given; each command applies its own defaults.
  */
 import type { WorkloadSpec } from '../workload/spec.ts';
+import { DEFAULT_LORA_ADAPTERS, DEFAULT_LORA_ZIPF } from '../workload/lora.ts';
 import { WORKLOAD_NAMES } from '../workload/workloads.ts';
 import { type Flags, flagSpec, UsageError } from './args.ts';
 
 export const WORKLOAD_FLAGS = flagSpec({
-  string: 'workload trace rate rate-scale duration warmup seed',
+  string: 'workload trace rate rate-scale duration warmup seed adapters zipf',
 });
 
 /** Help lines; `duration`, `warmup` and `rate` give the command's own defaults. */
@@ -22,7 +23,11 @@ export function workloadHelp(o: {
                         seed: 40 req/s Poisson, 200 customers x 6,000-token prefix + 2,000
                         own tokens, 300 out; hot: one customer at 10 %; low-shared: 15 % shared;
                         groups: 64 x 16 prompts, 2,048 system + 128 question, 256 out;
-                        multiturn: every turn extends the conversation so far
+                        multiturn: every turn extends the conversation so far; lora: the
+                        seed's load over LoRA adapters lora-0.. (customer c uses c mod K),
+                        adapters drawn by a Zipf law
+  --adapters K          lora: adapters (default ${DEFAULT_LORA_ADAPTERS})
+  --zipf S              lora: Zipf exponent of adapter popularity, 0 = uniform (default ${DEFAULT_LORA_ZIPF})
   --trace FILE          Mooncake JSONL trace instead (timestamp, input_length, output_length,
                         hash_ids of 512-token blocks; text per hash id)
   --rate R              requests/s of a synthetic workload (default ${o.rate ?? "the workload's"})
@@ -57,13 +62,23 @@ export function readWorkloadFlags(
     throw new UsageError('--rate applies to synthetic workloads; use --rate-scale with --trace');
   }
   const ratePerS = flags.positive('rate') ?? defaults.ratePerS;
+  const name = flags.oneOf('workload', WORKLOAD_NAMES) ?? 'seed';
+  for (const flag of ['adapters', 'zipf']) {
+    if (flags.has(flag) && (tracePath !== undefined || name !== 'lora')) {
+      throw new UsageError(`--${flag} applies to --workload lora`);
+    }
+  }
+  const adapters = flags.number('adapters', { min: 1, max: 200, integer: true });
+  const zipfS = flags.number('zipf', { min: 0 });
   const workload: WorkloadSpec =
     tracePath !== undefined
       ? { kind: 'trace', path: tracePath, rateScale: flags.positive('rate-scale') ?? 1 }
       : {
           kind: 'synthetic',
-          name: flags.oneOf('workload', WORKLOAD_NAMES) ?? 'seed',
+          name,
           ...(ratePerS !== undefined && { ratePerS }),
+          ...(adapters !== undefined && { adapters }),
+          ...(zipfS !== undefined && { zipfS }),
         };
   return {
     workload,

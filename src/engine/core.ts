@@ -2,19 +2,33 @@
  * The engine core: scheduler + paged block pool + the cost model's mixed-step time. A driver
  * (the engine server on the wall clock, the simulator on a virtual clock) calls `step()` and
  * advances its own clock by `durationMs`; the core has no clock, no randomness and no I/O.
+ * With a LoRA config, at most `maxLoras` adapters run in one step (the scheduler's rule) and a
+ * step that admits a request for an adapter that is not resident takes its load time longer
+ * (lora.ts).
  */
 import { type BlockKey, computeBlockKeys } from '../kv/blockKey.ts';
 import { BlockPool } from '../kv/blockPool.ts';
 import { kvPoolTokens, mixedStepMs, type ReplicaSpec } from '../model/cost.ts';
 import { Scheduler } from '../scheduler/scheduler.ts';
+import { AdapterCache, loraLoadMs, type ResolvedLoraConfig, resolveLoraConfig } from './lora.ts';
 import {
   type EngineConfig,
   type EngineCounters,
   EngineError,
+  type EngineLoraCounters,
   type EngineRequest,
   type RequestFinished,
   type StepResult,
 } from './types.ts';
+
+interface LoraState {
+  config: ResolvedLoraConfig;
+  adapters: AdapterCache;
+  /** Load time of one adapter. */
+  loadMs: number;
+  /** Adapters loaded by steps so far. */
+  loads: number;
+}
 
 export class EngineCore {
   readonly #spec: ReplicaSpec;
@@ -22,6 +36,7 @@ export class EngineCore {
   readonly #scheduler: Scheduler;
   /** Aborts since the last step: reported in the next step's `finished`. */
   #aborted: RequestFinished[] = [];
+  readonly #lora: LoraState | null = null;
 
   constructor(config: EngineConfig) {
     const { blockSize } = config;
@@ -38,7 +53,29 @@ export class EngineCore {
       blockSize,
       enableCaching: config.prefixCaching ?? true,
     });
-    this.#scheduler = new Scheduler(config, this.#pool);
+    const lora = config.lora ? resolveLoraConfig(config.lora) : null;
+    this.#scheduler = new Scheduler(
+      lora ? { ...config, maxLoras: lora.maxLoras } : config,
+      this.#pool,
+    );
+    if (lora) {
+      this.#lora = {
+        config: lora,
+        adapters: new AdapterCache(lora.maxCpuLoras),
+        loadMs: loraLoadMs(config.spec.model, lora),
+        loads: 0,
+      };
+    }
+  }
+
+  /** The LoRA config in force, null when LoRA is off. */
+  get lora(): Readonly<ResolvedLoraConfig> | null {
+    return this.#lora?.config ?? null;
+  }
+
+  /** Modelled time to load one adapter that is not resident (0 when LoRA is off). */
+  get loraLoadMs(): number {
+    return this.#lora?.loadMs ?? 0;
   }
 
   get blockSize(): number {
@@ -71,11 +108,11 @@ export class EngineCore {
       maxNewTokens: req.maxNewTokens,
       priority: req.priority ?? 0,
       arrivalMs: req.arrivalMs,
+      ...(req.loraName && { loraName: req.loraName }),
       ...(this.#pool.cachingEnabled && {
         tokenIds: compactTokens(tokens),
         blockKeys: req.blockKeys ?? computeBlockKeys(tokens, this.#pool.blockSize, scope),
         cacheSalt: req.cacheSalt,
-        loraName: req.loraName,
       }),
     });
   }
@@ -90,6 +127,8 @@ export class EngineCore {
   /** Schedules and applies one step; the caller advances its clock by `durationMs`. */
   step(): StepResult {
     const plan = this.#scheduler.schedule();
+    // Before complete(): a request that finishes in this step is gone after it.
+    const loadMs = this.#lora && plan.admitted.length > 0 ? this.#loadAdapters(plan.admitted) : 0;
     const { emitted, finished } = this.#scheduler.complete(plan);
     let allFinished: RequestFinished[] = finished;
     if (this.#aborted.length > 0) {
@@ -98,7 +137,7 @@ export class EngineCore {
     }
     return {
       plan,
-      durationMs: mixedStepMs(this.#spec, plan),
+      durationMs: mixedStepMs(this.#spec, plan) + loadMs,
       prefillTokens: plan.prefillTokens,
       decodeTokens: plan.decodeTokens,
       emitted,
@@ -126,6 +165,55 @@ export class EngineCore {
       preemptions: c.preemptions,
       promptTokens: c.promptTokens,
       generationTokens: c.generationTokens,
+      ...(this.#lora && { lora: this.#loraCounters() }),
+    };
+  }
+
+  /**
+   * Loads an adapter now (vLLM's add_lora at startup or from the runtime API), outside any step.
+   * Refused (ERR_CONFIG) when LoRA is off.
+   */
+  loadAdapter(name: string): void {
+    const lora = this.#requireLora();
+    lora.adapters.touch(name, this.#scheduler.loraCounts().running);
+  }
+
+  /** Drops an adapter from the resident set; false when it was not resident. */
+  unloadAdapter(name: string): boolean {
+    return this.#requireLora().adapters.remove(name);
+  }
+
+  #requireLora(): LoraState {
+    if (this.#lora === null) throw new EngineError('ERR_CONFIG', 'LoRA is not enabled');
+    return this.#lora;
+  }
+
+  /** Total load time of the adapters the admitted requests need and are not resident. */
+  #loadAdapters(admitted: readonly string[]): number {
+    const lora = this.#lora!;
+    let inUse: ReadonlyMap<string, number> | null = null;
+    let ms = 0;
+    for (const id of admitted) {
+      const name = this.#scheduler.loraOf(id);
+      if (name === null) continue;
+      inUse ??= this.#scheduler.loraCounts().running;
+      if (lora.adapters.touch(name, inUse)) {
+        ms += lora.loadMs;
+        lora.loads++;
+      }
+    }
+    return ms;
+  }
+
+  #loraCounters(): EngineLoraCounters {
+    const lora = this.#lora!;
+    const counts = this.#scheduler.loraCounts();
+    return {
+      maxLoras: lora.config.maxLoras,
+      running: [...counts.running.keys()],
+      waiting: [...counts.waiting.keys()],
+      resident: lora.adapters.names(),
+      loads: lora.loads,
     };
   }
 

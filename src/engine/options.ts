@@ -7,6 +7,7 @@
 import type { CostProfile } from '../model/calibration.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
 import type { KvPolicyName } from '../scheduler/types.ts';
+import type { LoraConfig } from './lora.ts';
 import type { EngineConfig } from './types.ts';
 
 export interface EngineOptions {
@@ -28,6 +29,11 @@ export interface EngineOptions {
   memoryUtilization?: number;
   /** Automatic prefix caching (vLLM's --enable-prefix-caching; default on). */
   prefixCaching?: boolean;
+  /**
+   * LoRA limits (--max-loras, --max-cpu-loras, --max-lora-rank, --lora-load-gbps). The simulator
+   * turns LoRA on with them; the engine server only with --enable-lora, as vLLM.
+   */
+  lora?: LoraConfig;
 }
 
 export const ENGINE_DEFAULTS = {
@@ -56,5 +62,6 @@ export function makeEngineConfig(engine: EngineOptions): EngineConfig {
     blockSize: engine.blockSize,
     ...(engine.kvBlocks !== undefined && { kvBlocks: engine.kvBlocks }),
     ...(engine.prefixCaching !== undefined && { prefixCaching: engine.prefixCaching }),
+    ...(engine.lora !== undefined && { lora: engine.lora }),
   };
 }

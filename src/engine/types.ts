@@ -5,6 +5,7 @@
 import type { KvEvent } from '../kv/events.ts';
 import type { ReplicaSpec } from '../model/cost.ts';
 import type { KvPolicyName } from '../scheduler/types.ts';
+import type { LoraConfig } from './lora.ts';
 
 // The scheduler owns these; the engine's drivers meet them here, as part of its contract.
 export { EngineError } from '../scheduler/errors.ts';
@@ -30,6 +31,11 @@ export interface EngineConfig {
   maxPartialPrefills?: number;
   /** Paged mode: fraction of blocks kept free when admitting (vLLM's watermark, default 0.01). */
   watermark?: number;
+  /**
+   * LoRA adapters (vLLM's --enable-lora and its limits); absent: LoRA off, and a request's
+   * `loraName` only keys its cache.
+   */
+  lora?: LoraConfig;
 }
 
 export interface EngineRequest {
@@ -92,4 +98,19 @@ export interface EngineCounters {
   preemptions: number;
   promptTokens: number;
   generationTokens: number;
+  /** Present when LoRA is on. */
+  lora?: EngineLoraCounters;
+}
+
+/** Adapters in the engine now (what vLLM's `vllm:lora_requests_info` reports, and more). */
+export interface EngineLoraCounters {
+  maxLoras: number;
+  /** Adapters of running requests, in the order they first appeared. */
+  running: string[];
+  /** Adapters of waiting requests (held back or queued). */
+  waiting: string[];
+  /** Adapters resident in the engine's cache, least recently used first. */
+  resident: string[];
+  /** Adapters loaded by steps (not resident when a request needed them). */
+  loads: number;
 }

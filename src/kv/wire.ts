@@ -56,6 +56,11 @@ export interface EncodeBatchOptions {
   tsS: number;
   dpRank?: number;
   format?: WireFormat;
+  /**
+   * vLLM's integer id of a LoRA adapter (`lora_id`, which vLLM still sends beside `lora_name`);
+   * absent or null: `lora_id` is None.
+   */
+  loraIdOf?: (loraName: string) => number | null;
 }
 
 /** One msgpack payload `[ts, [events...], dp_rank]` for kvroute events, hashes widened. */
@@ -64,7 +69,7 @@ export function encodeEventBatch(events: readonly KvEvent[], opts: EncodeBatchOp
   const asMap = (opts.format ?? 'map') === 'map';
   w.array(3).float64(opts.tsS).array(events.length);
   for (const event of events) {
-    if (event.type === 'BlockStored') writeStored(w, event, asMap);
+    if (event.type === 'BlockStored') writeStored(w, event, asMap, opts.loraIdOf);
     else if (event.type === 'BlockRemoved') {
       if (asMap) w.map(4).str('type').str('BlockRemoved').str('block_hashes');
       else w.array(3).str('BlockRemoved');
@@ -100,6 +105,7 @@ function writeStored(
   w: MsgpackWriter,
   event: Extract<KvEvent, { type: 'BlockStored' }>,
   asMap: boolean,
+  loraIdOf: EncodeBatchOptions['loraIdOf'],
 ): void {
   if (asMap) w.map(11).str('type');
   else w.array(9);
@@ -115,7 +121,9 @@ function writeStored(
   if (asMap) w.str('block_size');
   w.int(event.blockSize);
   if (asMap) w.str('lora_id');
-  w.nil();
+  const loraId = event.loraName ? (loraIdOf?.(event.loraName) ?? null) : null;
+  if (loraId === null) w.nil();
+  else w.int(loraId);
   if (asMap) w.str('medium');
   w.str(MEDIUM_GPU);
   if (asMap) w.str('lora_name');

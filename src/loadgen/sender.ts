@@ -57,7 +57,8 @@ export async function sendOpenLoop(
       url: o.url,
       prompt: req.text,
       maxTokens: req.arrival.outputTokens,
-      model: o.model,
+      // A request for a LoRA adapter names it as its model (the lora workload).
+      model: req.arrival.lora ?? o.model,
       apiKey: o.apiKey,
       dispatcher: o.dispatcher,
       signal: o.signal,

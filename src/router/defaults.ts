@@ -25,3 +25,11 @@ export type IndexMode = (typeof INDEX_MODES)[number];
 /** Where the cost policy's queue term comes from: the router's ledger, or engine reports. */
 export const QUEUE_SOURCES = ['ledger', 'reports'] as const;
 export type QueueSource = (typeof QUEUE_SOURCES)[number];
+
+/**
+ * A LoRA adapter's load time in prefill tokens, the cost policy's term where the adapter is not
+ * resident: the engine's model (src/engine/lora.ts) for the seed replica, a rank-16 Llama 3.3 70B
+ * adapter (167.8 MB) read at 2 GB/s in 83.9 ms, over 71.3 us per prefill token. A router in front
+ * of other engines is given its own figure (the simulator computes it from the engine options).
+ */
+export const DEFAULT_LORA_LOAD_TOKENS = 1177;

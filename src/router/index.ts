@@ -1,10 +1,18 @@
 /** Public surface of the router core. */
+export {
+  hasLoraSlot,
+  type LoraView,
+  NO_LORA,
+  parseLoraRequestsInfo,
+  type ReplicaLoraReport,
+} from './adapters.ts';
 export { ApproxIndex, DEFAULT_APPROX_CAPACITY_BLOCKS } from './approxIndex.ts';
 export { BlockIndex } from './blockIndex.ts';
 export { RouterError, type RouterErrorCode } from './errors.ts';
 export { EventIndex } from './eventIndex.ts';
 export {
   DEFAULT_KV_THRESHOLD,
+  DEFAULT_LORA_LOAD_TOKENS,
   DEFAULT_OVERLAY_TTL_MS,
   DEFAULT_POLICY,
   DEFAULT_SEED,

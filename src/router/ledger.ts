@@ -13,6 +13,8 @@ export interface LedgerEntry {
   readonly uncachedTokens: number;
   readonly promptBlocks: number;
   readonly uncachedBlocks: number;
+  /** The request's LoRA adapter, if any. */
+  readonly lora?: string;
   /** False until the first token came back. */
   decoding: boolean;
 }

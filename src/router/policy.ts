@@ -6,6 +6,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { Rng } from '../util/rng.ts';
+import type { LoraView } from './adapters.ts';
 
 export interface RouteRequest {
   /** Unique while in flight; the key for onFirstToken / onFinished. */
@@ -19,7 +20,10 @@ export interface RouteRequest {
   customer?: string;
   /** Replica names this decision treats as down (a retry after one of them went silent). */
   avoid?: readonly string[];
-  /** LoRA adapter the request is for (its name); absent: the base model. */
+  /**
+   * The LoRA adapter the request runs with (the gateway parses it out of `model`); absent: the
+   * base model. The block keys must have been computed with it (`KeyScope.loraName`).
+   */
   lora?: string;
 }
 
@@ -50,6 +54,8 @@ export interface ReplicaView {
   readonly reportedAtMs: number | undefined;
   /** Blocks the prefix index holds for this replica (its tree size). */
   readonly indexedBlocks: number;
+  /** The request's adapter on this replica (NO_LORA when the request names none). */
+  readonly lora: Readonly<LoraView>;
 }
 
 export interface PickInput {
@@ -82,6 +88,11 @@ export interface Routed {
 export interface Policy {
   /** Registry name; also the metric label. */
   readonly name: string;
+  /**
+   * For a request with an adapter, the router offers only replicas with a free adapter slot
+   * (hasLoraSlot) while any has one. Absent or false: every eligible replica, LoRA-blind.
+   */
+  readonly loraAware?: boolean;
   pick(input: PickInput): Pick;
   onRouted?(routed: Routed): void;
   onFirstToken?(requestId: string, replicaId: number, nowMs: number): void;

@@ -35,6 +35,9 @@ const REGISTRY = {
 
 export type PolicyName = keyof typeof REGISTRY;
 
+/** Policies with adapter terms, which the `loraBlind` option turns off. */
+export const LORA_AWARE_POLICIES: readonly PolicyName[] = ['cost', 'llmd'];
+
 export const POLICY_NAMES = Object.keys(REGISTRY) as PolicyName[];
 
 export function isPolicyName(name: string): name is PolicyName {

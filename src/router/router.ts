@@ -5,12 +5,21 @@
  *   2. one walk over the request's block keys gives every healthy replica's cached prefix
  *      (prefix index plus predict-on-route overlay);
  *   3. the policy picks among eligible replicas (fail open to the least loaded healthy one when
- *      none is eligible; no healthy replica at all is ERR_NO_HEALTHY_REPLICA);
+ *      none is eligible; no healthy replica at all is ERR_NO_HEALTHY_REPLICA); for a request with
+ *      a LoRA adapter and a LoRA-aware policy, among those with a free adapter slot while any
+ *      has one;
  *   4. the router applies the choice: ledger, approximate record, overlay, policy hooks, counters.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { Rng } from '../util/rng.ts';
+import {
+  AdapterTracker,
+  hasLoraSlot,
+  type LoraView,
+  NO_LORA,
+  type ReplicaLoraReport,
+} from './adapters.ts';
 import {
   DEFAULT_KV_THRESHOLD,
   DEFAULT_OVERLAY_TTL_MS,
@@ -57,6 +66,8 @@ export interface ReplicaReport {
   running: number;
   waiting: number;
   queuedPromptTokens?: number;
+  /** LoRA adapters running and waiting and max_loras (vLLM's `vllm:lora_requests_info`). */
+  loras?: ReplicaLoraReport;
 }
 
 export interface RouteDecision {
@@ -101,6 +112,7 @@ export class Router {
   #index: PrefixIndex;
   #overlay: RouteOverlay | null;
   #ledger = new Ledger();
+  #adapters = new AdapterTracker();
   #rng: Rng;
   #matched = new Int32Array(0);
   #counters: Omit<RouterCounters, 'policy'> = {
@@ -161,6 +173,7 @@ export class Router {
     this.#byName.set(name, id);
     this.#index.ensureReplicas(id + 1);
     this.#ledger.ensureReplicas(id + 1);
+    this.#adapters.ensureReplicas(id + 1);
     this.#matched = new Int32Array(id + 1);
     this.#fleetChanged();
     return id;
@@ -205,7 +218,20 @@ export class Router {
       Math.min(request.promptTokens, matched[id]! * request.blockSize);
 
     const failedOpen = eligible.length === 0;
-    const considered = failedOpen ? healthy : eligible;
+    const lora = request.lora || null;
+    const loraViews = lora === null ? null : new Map<number, LoraView>();
+    let candidates = eligible;
+    if (lora !== null) {
+      for (const s of eligible) {
+        loraViews!.set(s.id, this.#adapters.view(s.id, lora, s.report?.loras));
+      }
+      if (this.policy.loraAware) {
+        // Replicas without a free adapter slot are skipped while another has one (fail open).
+        const withSlot = eligible.filter((s) => hasLoraSlot(loraViews!.get(s.id)!));
+        if (withSlot.length > 0) candidates = withSlot;
+      }
+    }
+    const considered = failedOpen ? healthy : candidates;
     let pick: Pick;
     if (failedOpen) {
       // Least loaded counting the prefill this request would add there, so a fleet that is
@@ -220,9 +246,11 @@ export class Router {
       );
       pick = { replicaId: considered[at]!.id };
     } else {
-      const candidates = eligible.map((s) => this.#view(s, request, matched[s.id]!));
-      pick = this.policy.pick(this.#pickInput(request, nowMs, candidates));
-      if (!eligible.some((s) => s.id === pick.replicaId)) {
+      const views = candidates.map((s) =>
+        this.#view(s, request, matched[s.id]!, loraViews?.get(s.id) ?? NO_LORA),
+      );
+      pick = this.policy.pick(this.#pickInput(request, nowMs, views));
+      if (!candidates.some((s) => s.id === pick.replicaId)) {
         throw new RouterError(
           'ERR_INVALID_OPTION',
           `policy '${this.policy.name}' picked replica ${pick.replicaId}, which is not eligible`,
@@ -271,6 +299,7 @@ export class Router {
   onFirstToken(requestId: string, nowMs: number): boolean {
     const entry = this.#ledger.firstToken(requestId);
     if (!entry) return false;
+    if (entry.lora !== undefined) this.#adapters.firstToken(entry.replica, entry.lora);
     this.policy.onFirstToken?.(requestId, entry.replica, nowMs);
     return true;
   }
@@ -279,6 +308,9 @@ export class Router {
   onFinished(requestId: string, nowMs: number): boolean {
     const entry = this.#ledger.finish(requestId);
     if (!entry) return false;
+    if (entry.lora !== undefined) {
+      this.#adapters.finished(entry.replica, entry.lora, entry.decoding);
+    }
     this.policy.onFinished?.(requestId, entry.replica, nowMs);
     return true;
   }
@@ -357,6 +389,8 @@ export class Router {
           nowMs === undefined || s.reportedAtMs === undefined ? null : nowMs - s.reportedAtMs,
         lastEventAtMs: s.lastEventAtMs ?? null,
         indexedBlocks: this.#index.blockCount(s.id),
+        loraAdapters: this.#adapters.activeAdapters(s.id, s.report?.loras),
+        maxLoras: s.report?.loras?.maxLoras ?? null,
       });
     }
     return {
@@ -383,19 +417,31 @@ export class Router {
     nowMs: number,
   ): void {
     const uncachedTokens = request.promptTokens - cachedTokens;
+    const previous = this.#ledger.get(request.id);
+    if (previous?.lora !== undefined) {
+      // A retry: its earlier assignment is released below (assign), its adapter here.
+      this.#adapters.finished(previous.replica, previous.lora, previous.decoding);
+    }
     this.#ledger.assign(request.id, {
       replica: replicaId,
       promptTokens: request.promptTokens,
       uncachedTokens,
       promptBlocks: Math.ceil(request.promptTokens / request.blockSize),
       uncachedBlocks: Math.ceil(uncachedTokens / request.blockSize),
+      ...(request.lora && { lora: request.lora }),
     });
+    if (request.lora) this.#adapters.routed(replicaId, request.lora);
     this.#index.recordRoute(replicaId, request.blockKeys);
     this.#overlay?.add(replicaId, request.blockKeys, matchedBlocks, nowMs);
     this.policy.onRouted?.({ request, replicaId, cachedTokens, nowMs });
   }
 
-  #view(state: ReplicaState, request: RouteRequest, matchedBlocks: number): ReplicaView {
+  #view(
+    state: ReplicaState,
+    request: RouteRequest,
+    matchedBlocks: number,
+    lora: Readonly<LoraView>,
+  ): ReplicaView {
     const load = this.#ledger.load(state.id);
     return {
       id: state.id,
@@ -414,6 +460,7 @@ export class Router {
       reportedQueuedPromptTokens: state.report?.queuedPromptTokens,
       reportedAtMs: state.reportedAtMs,
       indexedBlocks: this.#index.blockCount(state.id),
+      lora,
     };
   }
 
@@ -441,6 +488,7 @@ export class Router {
     this.#index.clearReplica(state.id);
     this.#overlay?.clearReplica(state.id);
     state.foreign?.clear();
+    this.#adapters.forget(state.id);
     this.policy.onReplicaRemoved?.(state.id);
   }
 

@@ -18,6 +18,10 @@ export interface ReplicaSnapshot extends ReplicaLoad {
   reportAgeMs: number | null;
   lastEventAtMs: number | null;
   indexedBlocks: number;
+  /** LoRA adapters running or waiting there (reported, or routed and unfinished). */
+  loraAdapters: string[];
+  /** The engine's max_loras from its last report, null before one said. */
+  maxLoras: number | null;
 }
 
 export interface RouterCounters {

@@ -14,6 +14,8 @@ export interface ResolvedSchedulerConfig extends ChunkRules {
   maxPartialPrefills: number;
   watermark: number;
   priorityAgeMs: number;
+  /** Infinity when no limit was set. */
+  maxLoras: number;
 }
 
 function fail(message: string): never {
@@ -48,6 +50,10 @@ export function resolveSchedulerConfig(
   if (!(Number.isFinite(priorityAgeMs) && priorityAgeMs >= 0)) {
     fail(`priorityAgeMs must be a finite number >= 0, got ${priorityAgeMs}`);
   }
+  const maxLoras =
+    config.maxLoras === undefined
+      ? Number.POSITIVE_INFINITY
+      : positiveInt('maxLoras', config.maxLoras);
   const align = config.alignChunksToBlocks ?? false;
   // Aligned chunks shorter than a block round to 0: the budget and cap must hold one block.
   if (align && Math.min(budgetTokens, longPrefillThreshold) < blockSize) {
@@ -65,5 +71,6 @@ export function resolveSchedulerConfig(
     maxPartialPrefills,
     watermark,
     priorityAgeMs,
+    maxLoras,
   };
 }

@@ -7,6 +7,7 @@
  * The last prefill chunk samples the first token. `schedule()` returns a plain plan; `complete()`
  * applies it once the step ran. KV comes through a KvPolicy (reserve or paged); when a paged pool
  * runs dry the most recently admitted running request is preempted and recomputed later.
+ * With `maxLoras`, admission also follows vLLM's LoRA rule (see #admitWaiting).
  */
 import type { BlockPool, PrefixMatch } from '../kv/blockPool.ts';
 import { prefillChunkTokens } from './chunks.ts';
@@ -16,6 +17,7 @@ import { type KvPolicy, makeKvPolicy } from './kvPolicy.ts';
 import { PlanBuilder } from './planBuilder.ts';
 import { Seq } from './seq.ts';
 import type {
+  LoraCounts,
   SchedRequest,
   SchedulerConfig,
   SchedulerCounters,
@@ -43,6 +45,9 @@ export class Scheduler {
   /** Running requests still in their prefill. */
   #prefilling = 0;
   #pending: { plan: StepPlan; seqs: Seq[] } | null = null;
+  /** Requests per LoRA adapter, running and waiting (adapters with none are dropped). */
+  readonly #runningLoras = new Map<string, number>();
+  readonly #waitingLoras = new Map<string, number>();
   readonly #counters = {
     prefixQueriesTokens: 0,
     prefixHitsTokens: 0,
@@ -68,15 +73,19 @@ export class Scheduler {
     const seq = new Seq(req, this.#addSeq++, this.config.priorityAgeMs);
     this.#live.set(seq.id, seq);
     this.#waiting.insert(seq);
+    countLora(this.#waitingLoras, seq.loraName, 1);
   }
 
   /** Drops a request wherever it is and frees its KV now; null when it is not here. */
   abort(id: string): SeqFinished | null {
     const seq = this.#live.get(id);
     if (seq === undefined) return null;
-    if (seq.status === 'waiting') this.#waiting.remove(seq);
-    else {
+    if (seq.status === 'waiting') {
+      this.#waiting.remove(seq);
+      countLora(this.#waitingLoras, seq.loraName, -1);
+    } else {
       this.#running.splice(this.#running.indexOf(seq), 1);
+      countLora(this.#runningLoras, seq.loraName, -1);
       if (seq.isPrefilling) this.#prefilling--;
       this.#releaseKv(seq);
     }
@@ -145,6 +154,16 @@ export class Scheduler {
     return this.#live.get(id)?.cachedTokens;
   }
 
+  /** The LoRA adapter a queued or running request runs with; null: the base model or unknown. */
+  loraOf(id: string): string | null {
+    return this.#live.get(id)?.loraName ?? null;
+  }
+
+  /** Requests per adapter, running and waiting (copies). */
+  loraCounts(): LoraCounts {
+    return { running: new Map(this.#runningLoras), waiting: new Map(this.#waitingLoras) };
+  }
+
   /** Running ids in decode order (a copy; for inspection and tests). */
   runningIds(): string[] {
     return this.#running.map((seq) => seq.id);
@@ -195,26 +214,56 @@ export class Scheduler {
     }
   }
 
-  /** 3. Admit first come, first served; stop at the first request that does not fit. */
+  /**
+   * 3. Admit first come, first served; stop at the first request that does not fit. LoRA: a
+   * request whose adapter would make the running set exceed `maxLoras` distinct adapters is held
+   * back and the queue behind it is still considered, as vLLM's waiting loop does
+   * (vllm/v1/core/sched/scheduler.py):
+   *
+   *     # Check that adding the request still respects the max_loras
+   *     # constraint.
+   *     if (self.lora_config and request.lora_request and
+   *         (len(scheduled_loras) == self.lora_config.max_loras and
+   *          request.lora_request.lora_int_id not in scheduled_loras)):
+   *         # Scheduling would exceed max_loras, skip.
+   *         self.waiting.pop_request()
+   *         skipped_waiting_requests.prepend_request(request)
+   *         continue
+   *
+   * and the skipped requests go back to the front of the queue after the loop. vLLM's set is
+   * the adapters of the running requests scheduled this step plus those admitted; this one counts
+   * every running request, which is the same set whenever admission runs at all (a step admits
+   * only when no running request was left out for budget or KV) and never smaller.
+   */
   #admitWaiting(b: PlanBuilder): void {
-    const { maxSeqs, maxPartialPrefills } = this.config;
+    const { maxSeqs, maxPartialPrefills, maxLoras } = this.config;
     const blockSize = this.#pool.blockSize;
+    const loras = this.#runningLoras;
+    let skipped: Seq[] | null = null;
     while (
       b.leftTokens > 0 &&
       this.#running.length < maxSeqs &&
       this.#prefilling < maxPartialPrefills
     ) {
       const seq = this.#waiting.peek();
-      if (seq === undefined) return;
+      if (seq === undefined) break;
+      if (seq.loraName !== null && loras.size >= maxLoras && !loras.has(seq.loraName)) {
+        this.#waiting.shift();
+        (skipped ??= []).push(seq);
+        continue;
+      }
       const hit = this.#findPrefix(seq);
       const cachedTokens = hit.blockIds.length * blockSize;
       const tokens = prefillChunkTokens(cachedTokens, seq.knownTokens, b.leftTokens, this.config);
-      if (tokens === 0 || !this.#kv.tryAdmit(seq, hit, tokens)) return;
+      if (tokens === 0 || !this.#kv.tryAdmit(seq, hit, tokens)) break;
       this.#waiting.shift();
       this.#start(seq, cachedTokens);
       b.add(seq, 'prefill', tokens);
       b.admitted.push(seq.id);
     }
+    // Back to the front, in their order: they were ahead of everything still queued.
+    if (skipped !== null)
+      for (let i = skipped.length - 1; i >= 0; i--) this.#waiting.insert(skipped[i]!);
   }
 
   /** Longest cached prefix, leaving at least one token to compute (it samples the next one). */
@@ -232,6 +281,8 @@ export class Scheduler {
     seq.prefillEndTokens = seq.knownTokens;
     seq.admitSeq = this.#admitSeq++;
     this.#prefilling++;
+    countLora(this.#waitingLoras, seq.loraName, -1);
+    countLora(this.#runningLoras, seq.loraName, 1);
     this.#counters.prefixQueriesTokens += seq.knownTokens;
     this.#counters.prefixHitsTokens += cachedTokens;
     const running = this.#running;
@@ -264,6 +315,8 @@ export class Scheduler {
     seq.computedTokens = 0;
     seq.preemptions++;
     this.#waiting.insert(seq);
+    countLora(this.#runningLoras, seq.loraName, -1);
+    countLora(this.#waitingLoras, seq.loraName, 1);
     b.preempted.push(seq.id);
     this.#counters.preemptions++;
   }
@@ -291,6 +344,7 @@ export class Scheduler {
 
   #finish(seq: Seq): SeqFinished {
     seq.status = 'finished';
+    countLora(this.#runningLoras, seq.loraName, -1);
     this.#releaseKv(seq);
     this.#live.delete(seq.id);
     return finishedRecord(seq, 'length');
@@ -312,6 +366,14 @@ export class Scheduler {
     }
     running.length = kept;
   }
+}
+
+/** One request more or fewer for `lora` (null: the base model, not counted). */
+function countLora(counts: Map<string, number>, lora: string | null, delta: 1 | -1): void {
+  if (lora === null) return;
+  const n = (counts.get(lora) ?? 0) + delta;
+  if (n > 0) counts.set(lora, n);
+  else counts.delete(lora);
 }
 
 function finishedRecord(seq: Seq, reason: SeqFinished['reason']): SeqFinished {

@@ -23,6 +23,8 @@ export class Seq {
   readonly tokenIds: ArrayLike<number> | null;
   readonly blockKeys: readonly BlockKey[] | null;
   readonly scope: KeyScope;
+  /** The LoRA adapter the request runs with, null for the base model. */
+  readonly loraName: string | null;
 
   status: SeqStatus = 'waiting';
   computedTokens = 0;
@@ -51,6 +53,7 @@ export class Seq {
     this.tokenIds = req.tokenIds ?? null;
     this.blockKeys = req.blockKeys ?? null;
     this.scope = { cacheSalt: req.cacheSalt, loraName: req.loraName };
+    this.loraName = req.loraName || null;
   }
 
   /** Tokens known: the prompt and every token sampled so far. */

@@ -34,6 +34,12 @@ export interface SchedulerConfig {
    * low-priority request overtakes higher ones that arrived this much later (default 10,000).
    */
   priorityAgeMs?: number;
+  /**
+   * Most distinct LoRA adapters among running requests (vLLM's --max-loras); absent: no limit
+   * (LoRA off, or adapters used only to key the cache). A waiting request whose adapter would
+   * exceed it is held back for the step while the requests behind it are still considered.
+   */
+  maxLoras?: number;
 }
 
 /** What the scheduler needs to know about a request. */
@@ -108,4 +114,13 @@ export interface SchedulerCounters {
   /** Prompt tokens of requests whose prompt finished (once per request). */
   promptTokens: number;
   generationTokens: number;
+}
+
+/**
+ * Requests per LoRA adapter, running and waiting, in the order the adapters first appeared
+ * (vLLM's SchedulerStats.running_lora_adapters / waiting_lora_adapters).
+ */
+export interface LoraCounts {
+  running: ReadonlyMap<string, number>;
+  waiting: ReadonlyMap<string, number>;
 }

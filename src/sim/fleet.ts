@@ -39,6 +39,8 @@ export interface ReplicaReport {
   /** Prompt tokens assigned to the replica whose first token has not come back. */
   queuedPromptTokens: number;
   reportedAtMs: number;
+  /** LoRA on: adapters running and waiting and max_loras (vLLM's `vllm:lora_requests_info`). */
+  loras?: { running: string[]; waiting: string[]; maxLoras: number };
 }
 
 export interface SimRouteRequest {
@@ -47,6 +49,8 @@ export interface SimRouteRequest {
   promptTokens: number;
   blockSize: number;
   customer: number;
+  /** The request's LoRA adapter, if any. */
+  lora?: string;
 }
 
 /** What the fleet needs of a router (see routerAdapter.ts for the real one). */
@@ -336,6 +340,7 @@ export class Fleet {
         promptTokens: req.arrival.promptLength,
         blockSize: this.#o.workload.blockSize,
         customer: req.arrival.customer,
+        ...(req.arrival.lora !== undefined && { lora: req.arrival.lora }),
       },
       nowMs,
     );
@@ -354,6 +359,7 @@ export class Fleet {
         arrivalMs: req.arrival.atMs,
         // The workload keys prompts with the engine's own chaining: no need to hash them twice.
         blockKeys: req.blockKeys!,
+        ...(req.arrival.lora !== undefined && { loraName: req.arrival.lora }),
       });
     } catch (err) {
       router.onFinished(req.id, nowMs);
@@ -487,13 +493,21 @@ export class Fleet {
 
   #report(r: Replica, nowMs: number): ReplicaReport {
     const c = r.engine!.counters();
-    return {
+    const report: ReplicaReport = {
       kvUsage: c.kvUsage,
       running: c.running,
       waiting: c.waiting,
       queuedPromptTokens: r.queuedPromptTokens,
       reportedAtMs: nowMs,
     };
+    if (c.lora) {
+      report.loras = {
+        running: c.lora.running,
+        waiting: c.lora.waiting,
+        maxLoras: c.lora.maxLoras,
+      };
+    }
+    return report;
   }
 
   #onReportTick(nowMs: number): void {

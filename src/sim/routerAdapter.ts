@@ -2,9 +2,10 @@
  * The real router behind the fleet's SimRouter interface. The fleet numbers replicas 0..N-1;
  * the router names them `r0`..; ids and positions coincide because they are added in order.
  */
+import { loraLoadMs, resolveLoraConfig } from '../engine/lora.ts';
 import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import type { KvEvent } from '../kv/events.ts';
-import { kvPoolTokens } from '../model/cost.ts';
+import { kvPoolTokens, prefillUsPerToken } from '../model/cost.ts';
 import { DEFAULT_STALE_MS } from '../router/defaults.ts';
 import { RouterError } from '../router/errors.ts';
 import { Router } from '../router/router.ts';
@@ -29,7 +30,11 @@ export function makeSimRouter(config: SimRouterConfig): SimRouter {
   const router = new Router({
     replicas: names,
     policy: r.policy,
-    policyOptions: { queueSource: r.queueSource },
+    policyOptions: {
+      queueSource: r.queueSource,
+      ...(r.loraBlind && { loraBlind: true }),
+      ...(config.engine.lora && { loraLoadTokens: loraLoadTokens(config.engine) }),
+    },
     indexMode: r.index,
     ...(r.kvThreshold !== undefined && { kvThreshold: r.kvThreshold }),
     // Reports arrive every reportMs; only a replica that stopped reporting should look stale.
@@ -41,6 +46,13 @@ export function makeSimRouter(config: SimRouterConfig): SimRouter {
     expectedKeys: Math.min(config.replicas * kvBlocksPerReplica(config), MAX_PRESIZED_KEYS),
   });
   return new RouterBridge(router, names, r.index === 'events');
+}
+
+/** The engines' adapter load time in prefill tokens: the cost policy's LoRA term. */
+function loraLoadTokens(engine: EngineOptions): number {
+  const spec = makeEngineConfig(engine).spec;
+  const ms = loraLoadMs(spec.model, resolveLoraConfig(engine.lora!));
+  return Math.round((ms * 1000) / prefillUsPerToken(spec));
 }
 
 function kvBlocksPerReplica(config: SimRouterConfig): number {
@@ -67,6 +79,7 @@ class RouterBridge implements SimRouter {
           blockKeys: req.blockKeys,
           promptTokens: req.promptTokens,
           blockSize: req.blockSize,
+          ...(req.lora !== undefined && { lora: req.lora }),
         },
         nowMs,
       );

@@ -3,6 +3,7 @@
  * clock. `simulate` builds the pieces from plain options, runs the fleet and summarizes it.
  */
 import { EngineCore } from '../engine/core.ts';
+import { DEFAULT_MAX_LORAS } from '../engine/lora.ts';
 import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import type { SimulatedRun } from '../results/result.ts';
 import type { SloTargets } from '../results/slo.ts';
@@ -70,6 +71,10 @@ export function simulate(
       config.durationMs ??
       (config.workload.kind === 'synthetic' ? SYNTHETIC_DURATION_MS : undefined),
   });
+  // A workload of adapters runs on engines with LoRA on (vLLM's limits unless given).
+  if (workload.adapters && config.engine.lora === undefined) {
+    config = { ...config, engine: { ...config.engine, lora: { maxLoras: DEFAULT_MAX_LORAS } } };
+  }
   const engineConfig = makeEngineConfig(config.engine);
   const counts =
     config.earlyStop || config.durationMs === undefined
@@ -103,7 +108,7 @@ export function simulate(
   const outcome = fleet.run();
   return summarizeRun(
     {
-      policy: config.router.policy,
+      policy: config.router.loraBlind ? `${config.router.policy}/lora-blind` : config.router.policy,
       replicas: config.replicas,
       workload: workload.name,
       durationMs,

@@ -16,6 +16,8 @@ export interface RouterOptions {
   /** The router's own report-age limit; default: comfortably above the simulated delay. */
   staleLimitMs?: number;
   overlayTtlMs?: number;
+  /** Routes as if adapters did not exist (no load term, no slot guard, no LoRA affinity). */
+  loraBlind?: boolean;
 }
 
 export interface ViewOptions {

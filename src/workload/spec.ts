@@ -7,7 +7,7 @@ import { TraceWorkload } from './trace.ts';
 import { makeWorkload, type Workload, type WorkloadName } from './workloads.ts';
 
 export type WorkloadSpec =
-  | { kind: 'synthetic'; name: WorkloadName; ratePerS?: number }
+  | { kind: 'synthetic'; name: WorkloadName; ratePerS?: number; adapters?: number; zipfS?: number }
   | { kind: 'trace'; path: string; rateScale: number };
 
 export interface BuildWorkloadOptions {
@@ -33,5 +33,7 @@ export function buildWorkload(spec: WorkloadSpec, o: BuildWorkloadOptions): Work
     durationMs: o.durationMs ?? Number.POSITIVE_INFINITY,
     blockSize: o.blockSize,
     ...(spec.ratePerS !== undefined && { ratePerS: spec.ratePerS }),
+    ...(spec.adapters !== undefined && { adapters: spec.adapters }),
+    ...(spec.zipfS !== undefined && { zipfS: spec.zipfS }),
   });
 }

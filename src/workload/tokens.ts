@@ -95,12 +95,21 @@ export class CustomerPrefixes {
   readonly #seed: number;
   readonly #customers: number;
   readonly #prefixTokens: number;
+  readonly #scopeOf: ((customer: number) => KeyScope | undefined) | undefined;
 
-  constructor(o: { seed: number; blockSize: number; customers: number; prefixTokens: number }) {
+  /** `scopeOf`: a customer's key scope (its LoRA adapter), folded into its chain's first block. */
+  constructor(o: {
+    seed: number;
+    blockSize: number;
+    customers: number;
+    prefixTokens: number;
+    scopeOf?: (customer: number) => KeyScope | undefined;
+  }) {
     this.#seed = o.seed;
     this.#extender = new KeyExtender(o.blockSize);
     this.#customers = o.customers;
     this.#prefixTokens = o.prefixTokens;
+    this.#scopeOf = o.scopeOf;
   }
 
   get(customer: number): Prefix {
@@ -109,7 +118,11 @@ export class CustomerPrefixes {
       const length = this.#prefixTokens;
       const tokens = new Int32Array(length);
       fillTokens(tokens, 0, length, mixSeed(this.#seed, customer));
-      p = { tokens, keys: this.#extender.extend(tokens, 0, null, []) };
+      const scope = this.#scopeOf?.(customer);
+      const keys = scope
+        ? extendBlockKeys(tokens, this.#extender.blockSize, 0, null, [], scope)
+        : this.#extender.extend(tokens, 0, null, []);
+      p = { tokens, keys };
       this.#prefixes.set(customer, p);
     }
     return p;
@@ -124,7 +137,11 @@ export class CustomerPrefixes {
     const fullPrefixBlocks = prefix.keys.length;
     const blockKeys = prefix.keys.slice();
     const parent = fullPrefixBlocks > 0 ? prefix.keys[fullPrefixBlocks - 1]! : null;
-    this.#extender.extend(tokens, fullPrefixBlocks, parent, blockKeys);
+    if (parent === null && this.#scopeOf) {
+      // No full prefix block: the prompt's own first block carries the scope.
+      const scope = this.#scopeOf(customer);
+      extendBlockKeys(tokens, this.#extender.blockSize, 0, null, blockKeys, scope);
+    } else this.#extender.extend(tokens, fullPrefixBlocks, parent, blockKeys);
     return { tokens, blockKeys };
   }
 

@@ -6,6 +6,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
+import { LoraWorkload } from './lora.ts';
 import { CustomerPrefixes, fillTokens, KeyExtender, type Materialized, mixSeed } from './tokens.ts';
 
 export type { Materialized } from './tokens.ts';
@@ -21,6 +22,8 @@ export interface Arrival {
   seed: number;
   /** Mooncake trace: the record's 512-token block hash ids. */
   hashIds?: readonly number[];
+  /** The LoRA adapter the request runs with (its `model`); absent: the base model. */
+  lora?: string;
 }
 
 export interface Workload {
@@ -30,6 +33,8 @@ export interface Workload {
   readonly customers: number;
   /** The customer whose prefix the report follows (the hot one, else customer 0), or null. */
   readonly watchedCustomer: number | null;
+  /** LoRA adapters the requests run with (`Arrival.lora`); absent: none, the base model only. */
+  readonly adapters?: number;
   /** A fresh stream of arrivals in time order, ending before the workload's duration. */
   arrivals(): Iterator<Arrival>;
   materialize(arrival: Arrival): Materialized;
@@ -43,9 +48,12 @@ export interface WorkloadOptions {
   blockSize: number;
   /** Requests per second; each workload has its own default. */
   ratePerS?: number;
+  /** `lora`: adapters the customers are spread over, and the Zipf exponent of their popularity. */
+  adapters?: number;
+  zipfS?: number;
 }
 
-export const WORKLOAD_NAMES = ['seed', 'hot', 'low-shared', 'groups', 'multiturn'] as const;
+export const WORKLOAD_NAMES = ['seed', 'hot', 'low-shared', 'groups', 'multiturn', 'lora'] as const;
 export type WorkloadName = (typeof WORKLOAD_NAMES)[number];
 
 /** The router seed's load. */
@@ -343,5 +351,7 @@ export function makeWorkload(name: WorkloadName, opts: WorkloadOptions): Workloa
       return new GroupsWorkload(opts);
     case 'multiturn':
       return new MultiturnWorkload(opts);
+    case 'lora':
+      return new LoraWorkload(opts);
   }
 }

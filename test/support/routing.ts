@@ -1,6 +1,7 @@
 /** Requests and KV events built from deterministic token ids, shared by the router tests. */
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
 import type { KvEvent } from '../../src/kv/events.ts';
+import { NO_LORA } from '../../src/router/adapters.ts';
 import type { ReplicaView, RouteRequest } from '../../src/router/index.ts';
 
 export const BLOCK = 16;
@@ -51,6 +52,7 @@ export function replicaView(id: number, fields: Partial<ReplicaView> = {}): Repl
     reportedQueuedPromptTokens: undefined,
     reportedAtMs: undefined,
     indexedBlocks: 0,
+    lora: NO_LORA,
     ...fields,
   };
   return { ...v, cachedTokens: v.cachedBlocks * BLOCK };

@@ -19,6 +19,7 @@ export interface SimRequest {
   priority: number;
   tokenIds: number[] | null;
   cacheSalt?: string;
+  loraName?: string;
 }
 
 export interface SimSetup {
@@ -35,6 +36,8 @@ export interface SimResult {
   prefixHitsTokens: number;
   /** Rolling hash of every plan, for determinism checks. */
   traceHash: number;
+  /** Admissions that passed a request held back for its adapter (max_loras). */
+  loraPassed: number;
 }
 
 type Phase = 'waiting' | 'prefill' | 'decode';
@@ -99,6 +102,7 @@ export function runSim(setup: SimSetup): SimResult {
   let traceHash = 0x811c9dc5;
   let steps = 0;
   let preemptions = 0;
+  let loraPassed = 0;
 
   for (let step = 0; ; step++) {
     if (!sched.hasWork()) {
@@ -123,16 +127,41 @@ export function runSim(setup: SimSetup): SimResult {
         maxNewTokens: req.maxNewTokens,
         priority: req.priority,
         arrivalMs: req.arrivalStep * 10,
+        ...(req.loraName !== undefined && { loraName: req.loraName }),
         ...(req.tokenIds && {
           tokenIds: req.tokenIds,
-          blockKeys: computeBlockKeys(req.tokenIds, setup.blockSize, { cacheSalt: req.cacheSalt }),
+          blockKeys: computeBlockKeys(req.tokenIds, setup.blockSize, {
+            cacheSalt: req.cacheSalt,
+            loraName: req.loraName,
+          }),
           cacheSalt: req.cacheSalt,
         }),
       });
     }
     const readyDecodes = sched.runningIds().filter((id) => tracks.get(id)!.phase === 'decode');
+    const queued = setup.sched.maxLoras !== undefined ? sched.waitingIds() : [];
     const plan = sched.schedule();
     checkPlan(plan, budget, readyDecodes, setup.sched);
+    if (setup.sched.maxLoras !== undefined) {
+      const running = new Set<string>();
+      for (const id of sched.runningIds()) {
+        const lora = tracks.get(id)!.req.loraName;
+        if (lora !== undefined) running.add(lora);
+      }
+      assert.ok(running.size <= setup.sched.maxLoras, `${running.size} adapters running`);
+      assert.deepEqual([...sched.loraCounts().running.keys()].sort(), [...running].sort());
+      // Only a request whose adapter is not running, with every slot taken, is passed over.
+      const admitted = new Set(plan.admitted);
+      let last = queued.length - 1;
+      while (last >= 0 && !admitted.has(queued[last]!)) last--;
+      for (const id of queued.slice(0, Math.max(last, 0))) {
+        if (admitted.has(id)) continue;
+        const lora = tracks.get(id)!.req.loraName;
+        assert.ok(lora !== undefined && !running.has(lora), `${id} was passed over`);
+        assert.equal(running.size, setup.sched.maxLoras);
+        loraPassed++;
+      }
+    }
     traceHash = hashString(traceHash, JSON.stringify(plan));
     steps++;
     if (!paged) assert.equal(plan.preempted.length, 0, 'reserve mode never preempts');
@@ -209,15 +238,17 @@ export function runSim(setup: SimSetup): SimResult {
   assert.equal(pool.freeBlocks, pool.numBlocks, 'every block is free');
   for (let b = 0; b < pool.numBlocks; b++) assert.equal(pool.refCount(b), 0);
   if (setup.caching) assert.deepEqual(new Set(pool.cachedKeys()), replayed);
-  // First admissions follow arrival order within each priority level.
-  const levels = new Set(setup.requests.map((r) => r.priority));
-  for (const level of levels) {
-    const arrived = arrivals.filter((r) => r.priority === level).map((r) => r.id);
+  // First admissions follow arrival order within each priority level (and adapter: a request
+  // held back for its adapter lets others of the same level pass).
+  const groupOf = (r: SimRequest) => `${r.priority}/${r.loraName ?? ''}`;
+  const groups = new Set(setup.requests.map(groupOf));
+  for (const group of groups) {
+    const arrived = arrivals.filter((r) => groupOf(r) === group).map((r) => r.id);
     const admitted = firstAdmits.filter((id) => arrived.includes(id));
-    assert.deepEqual(admitted, arrived, `admission order, priority ${level}`);
+    assert.deepEqual(admitted, arrived, `admission order, priority/adapter ${group}`);
   }
   const c = sched.counters();
-  return { steps, preemptions, prefixHitsTokens: c.prefixHitsTokens, traceHash };
+  return { steps, preemptions, prefixHitsTokens: c.prefixHitsTokens, traceHash, loraPassed };
 }
 
 function checkPlan(
@@ -262,7 +293,14 @@ function checkPlan(
 export function makeRequests(
   rng: Rng,
   count: number,
-  options: { maxPrompt: number; maxNew: number; priorities: number; withTokens: boolean },
+  options: {
+    maxPrompt: number;
+    maxNew: number;
+    priorities: number;
+    withTokens: boolean;
+    /** Adapters the requests are spread over (absent: all for the base model). */
+    loras?: number;
+  },
 ): SimRequest[] {
   const bases = [0, 1, 2].map(() => Array.from({ length: options.maxPrompt }, () => rng.int(50)));
   const out: SimRequest[] = [];
@@ -287,6 +325,10 @@ export function makeRequests(
       tokenIds,
       ...(options.withTokens && rng.int(5) === 0 && { cacheSalt: `s${rng.int(2)}` }),
     });
+    if (options.loras) {
+      const lora = rng.int(options.loras + 1);
+      if (lora > 0) out[i]!.loraName = `lora${lora}`;
+    }
   }
   return out;
 }

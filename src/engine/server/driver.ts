@@ -19,6 +19,9 @@ export interface SteppableEngine {
   step(): StepResult;
   hasWork(): boolean;
   counters(): EngineCounters;
+  /** LoRA adapters loaded and unloaded outside steps (EngineCore has them when LoRA is on). */
+  loadAdapter?(name: string): void;
+  unloadAdapter?(name: string): boolean;
 }
 
 /** Where one request's output goes. */

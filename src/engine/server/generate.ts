@@ -85,6 +85,8 @@ export function serveGeneration(
   res: ServerResponse,
 ): void {
   const chat = gen.endpoint === 'chat';
+  // vLLM answers with the adapter's name for a LoRA request.
+  const modelName = gen.loraName ?? ctx.servedModelName;
   const responseId = `${chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replaceAll('-', '')}`;
   const created = Math.floor(Date.now() / 1000);
   const model = simulatedModel(ctx.tokenizer);
@@ -153,7 +155,7 @@ export function serveGeneration(
       id: responseId,
       object: chat ? 'chat.completion.chunk' : 'text_completion',
       created,
-      model: ctx.servedModelName,
+      model: modelName,
       choices: choiceList,
       ...(usage && { usage }),
     });
@@ -273,7 +275,7 @@ export function serveGeneration(
       id: responseId,
       object: chat ? 'chat.completion' : 'text_completion',
       created,
-      model: ctx.servedModelName,
+      model: modelName,
       choices: choices.map(finalChoice),
       usage: usage(),
     });
@@ -365,6 +367,7 @@ export function serveGeneration(
           promptTokens,
           maxNewTokens: gen.maxTokens,
           ...(gen.cacheSalt !== null && { cacheSalt: gen.cacheSalt }),
+          ...(gen.loraName !== null && { loraName: gen.loraName }),
         },
         sinkFor(c),
       );

@@ -12,6 +12,7 @@ import { type Endpoint, readGenerationRequest } from '../../openai/request.ts';
 import { completionAddSpecialTokens, readChatInput } from '../../openai/templateFields.ts';
 import { TokenizerError } from '../../tokenizer/errors.ts';
 import type { PromptInput, PromptTokenizer, Tokenized } from '../../tokenizer/promptTokenizer.ts';
+import type { AdapterRegistry } from './adapters.ts';
 import { type GenerationContext, serveGeneration } from './generate.ts';
 import { checkContextLength, type Generation, toGeneration } from './validation.ts';
 
@@ -21,14 +22,20 @@ export interface HandlerContext extends GenerationContext {
   servedModelNames: readonly string[];
   maxModelLen: number;
   createdS: number;
+  /** LoRA adapters loaded (empty when LoRA is off). */
+  adapters: AdapterRegistry;
   /** Prompts and chats to ids (the `tokenizer` of GenerationContext is its `text`). */
   prompts: PromptTokenizer;
 }
 
-function checkModel(ctx: HandlerContext, model: string | null): void {
-  if (model !== null && !ctx.servedModelNames.includes(model)) {
-    throw new ApiError('ERR_MODEL_NOT_FOUND', `The model \`${model}\` does not exist.`, 'model');
-  }
+/**
+ * vLLM's `_check_model`: no model or a served name is the base model, a loaded adapter's name
+ * runs with that adapter, anything else is a 404. Returns the adapter's name, or null.
+ */
+function resolveModel(ctx: HandlerContext, model: string | null): string | null {
+  if (model === null || model === '' || ctx.servedModelNames.includes(model)) return null;
+  if (ctx.adapters.get(model) !== undefined) return model;
+  throw new ApiError('ERR_MODEL_NOT_FOUND', `The model \`${model}\` does not exist.`, 'model');
 }
 
 /** Tokenizes in slices; a template that refuses the chat is the request's 400, as in vLLM. */
@@ -77,7 +84,7 @@ async function generate(
 ): Promise<void> {
   const req = readGenerationRequest(endpoint, raw, ctx.prompts.vocabSize);
   const gen = toGeneration(req, ctx.limits);
-  checkModel(ctx, req.model);
+  gen.loraName = resolveModel(ctx, req.model);
   const promptTokens = await promptTokensOf(ctx, asObject(raw), gen);
   checkContextLength(promptTokens.length, gen.maxTokens, ctx.maxModelLen);
   serveGeneration(ctx, gen, promptTokens, res);
@@ -91,19 +98,30 @@ export function chatCompletions(ctx: HandlerContext, body: unknown, res: ServerR
   return generate(ctx, 'chat', body, res);
 }
 
+/**
+ * vLLM's model list: a card per served name, then one per loaded adapter, whose `root` is its
+ * path, `parent` its base model (the first served name unless it was loaded with one) and
+ * `max_model_len` null.
+ */
 export function models(ctx: HandlerContext, res: ServerResponse): void {
+  const card = (id: string, root: string, parent: string | null, maxModelLen: number | null) => ({
+    id,
+    object: 'model',
+    created: ctx.createdS,
+    owned_by: 'kvroute',
+    root,
+    parent,
+    max_model_len: maxModelLen,
+    permission: [],
+  });
   sendJson(res, 200, {
     object: 'list',
-    data: ctx.servedModelNames.map((id) => ({
-      id,
-      object: 'model',
-      created: ctx.createdS,
-      owned_by: 'kvroute',
-      root: ctx.modelName,
-      parent: null,
-      max_model_len: ctx.maxModelLen,
-      permission: [],
-    })),
+    data: [
+      ...ctx.servedModelNames.map((id) => card(id, ctx.modelName, null, ctx.maxModelLen)),
+      ...ctx.adapters
+        .list()
+        .map((a) => card(a.name, a.path, a.baseModelName ?? ctx.servedModelNames[0]!, null)),
+    ],
   });
 }
 
@@ -115,7 +133,7 @@ export function models(ctx: HandlerContext, res: ServerResponse): void {
  */
 export async function tokenize(ctx: HandlerContext, raw: unknown, res: ServerResponse) {
   const body = asObject(raw);
-  checkModel(ctx, optString(body, 'model'));
+  resolveModel(ctx, optString(body, 'model'));
   let input: PromptInput;
   if (body.messages !== undefined) input = { kind: 'chat', chat: readChatInput(body) };
   else {
@@ -139,7 +157,7 @@ export async function tokenize(ctx: HandlerContext, raw: unknown, res: ServerRes
 /** vLLM's POST /detokenize: `{tokens}` -> `{prompt}` (special tokens kept). */
 export function detokenize(ctx: HandlerContext, raw: unknown, res: ServerResponse): void {
   const body = asObject(raw);
-  checkModel(ctx, optString(body, 'model'));
+  resolveModel(ctx, optString(body, 'model'));
   const tokens = body.tokens;
   const vocabSize = ctx.prompts.vocabSize;
   if (

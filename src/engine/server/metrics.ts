@@ -12,6 +12,12 @@
  * vLLM creates them. `vllm:cache_config_info` has the cache config's fields as labels and
  * `engine`, no `model_name` (vLLM's info gauge), so it lives in a registry of its own.
  *
+ * With LoRA on, `vllm:lora_requests_info` (also without the default labels) has the labels
+ * `max_lora`, `waiting_lora_adapters` and `running_lora_adapters` (adapter names joined by
+ * commas, in the order they appeared) and the time of the scrape in seconds as its value, as
+ * vLLM's `set_to_current_time()`; every adapter set seen keeps its series with the time it was
+ * last current, so a reader takes the series with the largest value.
+ *
  * Gauges and counters are read from the core's counters at scrape time (`refresh`), so a scrape
  * shows exactly the scheduler's queues. Latency histograms are in modeled seconds (wall-clock
  * seconds x speedup): at --speedup 1 they are what a client measures, and at higher speedups they
@@ -66,7 +72,7 @@ export const STEP_LAG_METRIC = 'kvroute_engine_step_lag_seconds';
 
 type CounterName = Exclude<
   keyof EngineCounters,
-  'running' | 'waiting' | 'kvUsage' | 'kvBlocksTotal' | 'kvBlocksFree'
+  'running' | 'waiting' | 'kvUsage' | 'kvBlocksTotal' | 'kvBlocksFree' | 'lora'
 >;
 
 /**
@@ -110,6 +116,10 @@ export interface EngineMetricsOptions {
   cacheConfig: CacheConfigInfo;
   /** Wall-clock ms -> modeled seconds (x speedup). */
   toModeledS: (wallMs: number) => number;
+  /** Export `vllm:lora_requests_info` (LoRA on). */
+  lora?: boolean;
+  /** Seconds since the epoch, the LoRA gauge's value (injected for tests; default Date.now). */
+  nowS?: () => number;
 }
 
 export class EngineMetrics {
@@ -140,6 +150,8 @@ export class EngineMetrics {
   readonly #paramsMaxTokens: Histogram;
   readonly #maxGenerationTokens: Histogram;
   readonly #stepLag: Histogram;
+  readonly #loraInfo: Gauge<'max_lora' | 'waiting_lora_adapters' | 'running_lora_adapters'> | null;
+  readonly #nowS: () => number;
 
   constructor(options: EngineMetricsOptions) {
     const registers = [this.registry];
@@ -278,6 +290,16 @@ export class EngineMetrics {
       STEP_LAG_BUCKETS_S,
     );
 
+    this.#nowS = options.nowS ?? (() => Date.now() / 1000);
+    this.#loraInfo = options.lora
+      ? new Gauge({
+          name: 'vllm:lora_requests_info',
+          help: 'Running stats on lora requests.',
+          labelNames: ['max_lora', 'waiting_lora_adapters', 'running_lora_adapters'],
+          registers: [this.#infoRegistry],
+        })
+      : null;
+
     const c = options.cacheConfig;
     const info: Record<string, string> = {
       block_size: py(c.blockSize),
@@ -310,6 +332,16 @@ export class EngineMetrics {
       if (delta > 0) this.#counters[name].inc(delta);
       // A core reset starts its counters over; Prometheus counters never go back.
       this.#seen[name] = c[name];
+    }
+    if (this.#loraInfo && c.lora) {
+      this.#loraInfo.set(
+        {
+          max_lora: String(c.lora.maxLoras),
+          waiting_lora_adapters: c.lora.waiting.join(','),
+          running_lora_adapters: c.lora.running.join(','),
+        },
+        this.#nowS(),
+      );
     }
   }
 

@@ -7,8 +7,10 @@ import type { ReplayForm, WireFormat } from '../../kv/wire.ts';
 import type { Dtype } from '../../model/catalog.ts';
 import { replicaSpecProblem, type ReplicaSpec } from '../../model/cost.ts';
 import { makeReplicaSpec } from '../../model/spec.ts';
+import { DEFAULT_MAX_LORAS } from '../lora.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
 import { type EngineConfig, EngineError } from '../types.ts';
+import type { LoraModule } from './adapters.ts';
 import type { SteppableEngine } from './driver.ts';
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from './streamWriter.ts';
 import { DEFAULT_MAX_LOGPROBS } from './validation.ts';
@@ -65,6 +67,19 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   tokenizer?: string;
   /** A Jinja chat template file (vLLM's `--chat-template`); default: the tokenizer's own. */
   chatTemplate?: string | null;
+  /**
+   * vLLM's --enable-lora: requests may name an adapter as their `model`; `lora` (from
+   * EngineOptions) sets its limits (default max_loras 1, as vLLM).
+   */
+  enableLora?: boolean;
+  /** vLLM's --lora-modules: adapters loaded at start (needs enableLora). */
+  loraModules?: LoraModule[];
+  /**
+   * Serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM serves them only when
+   * VLLM_ALLOW_RUNTIME_LORA_UPDATING is set; `kvroute engine` sets this from that variable or
+   * from --allow-runtime-lora-updating).
+   */
+  allowRuntimeLoraUpdating?: boolean;
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }
@@ -109,6 +124,8 @@ export interface ResolvedEngineOptions {
   maxLogprobs: number;
   enableAutoToolChoice: boolean;
   toolCallParser: string | null;
+  loraModules: LoraModule[];
+  allowRuntimeLoraUpdating: boolean;
 }
 
 export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOptions {
@@ -134,6 +151,9 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
   }
   const maxModelLen = o.maxModelLen ?? spec.model.maxModelLen;
   const servedModelName = o.servedModelName ?? spec.model.name;
+  if ((o.loraModules?.length ?? 0) > 0 && !o.enableLora) {
+    throw new EngineError('ERR_CONFIG', '--lora-modules needs --enable-lora');
+  }
   if (!(Number.isInteger(maxModelLen) && maxModelLen >= 1)) {
     throw new EngineError('ERR_CONFIG', `maxModelLen must be an integer >= 1, got ${maxModelLen}`);
   }
@@ -148,6 +168,7 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       blockSize: o.blockSize ?? ENGINE_DEFAULTS.blockSize,
       ...(o.kvBlocks !== undefined && { kvBlocks: o.kvBlocks }),
       ...(o.prefixCaching !== undefined && { prefixCaching: o.prefixCaching }),
+      ...(o.enableLora && { lora: { maxLoras: DEFAULT_MAX_LORAS, ...o.lora } }),
     },
     modelName: spec.model.name,
     servedModelName,
@@ -165,6 +186,8 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
     maxLogprobs: o.maxLogprobs ?? DEFAULT_MAX_LOGPROBS,
     enableAutoToolChoice: o.enableAutoToolChoice ?? false,
     toolCallParser: o.toolCallParser ?? null,
+    loraModules: o.loraModules ?? [],
+    allowRuntimeLoraUpdating: o.allowRuntimeLoraUpdating ?? false,
   };
 }
 

@@ -33,6 +33,8 @@ export interface KvPublisherOptions {
   bufferBatches?: number;
   /** Wall clock in seconds since the epoch, for batch timestamps. */
   nowS?: () => number;
+  /** A LoRA adapter's integer id, for BlockStored's `lora_id` (absent: None). */
+  loraIdOf?: (loraName: string) => number | null;
 }
 
 const DEFAULT_BUFFER_BATCHES = 10_000;
@@ -78,6 +80,7 @@ export class KvEventPublisher {
   readonly #router: Router | null;
   readonly #topic: Buffer;
   readonly #format: WireFormat;
+  readonly #loraIdOf: KvPublisherOptions['loraIdOf'];
   readonly #replayForm: ReplayForm;
   readonly #dpRank: number;
   readonly #capacity: number;
@@ -108,6 +111,7 @@ export class KvEventPublisher {
     this.#dpRank = options.dpRank ?? 0;
     this.#capacity = options.bufferBatches ?? DEFAULT_BUFFER_BATCHES;
     this.#nowS = options.nowS ?? (() => Date.now() / 1000);
+    this.#loraIdOf = options.loraIdOf;
     if (router) this.#replayLoop = this.#serveReplay(router);
   }
 
@@ -146,6 +150,7 @@ export class KvEventPublisher {
       tsS: this.#nowS(),
       dpRank: this.#dpRank,
       format: this.#format,
+      ...(this.#loraIdOf && { loraIdOf: this.#loraIdOf }),
     });
     const seq = this.#nextSeq++;
     this.#remember(seq, payload);

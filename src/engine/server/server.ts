@@ -17,6 +17,7 @@ import {
 } from '../../openai/http.ts';
 import { BUILTIN_TOKENIZER, loadPromptTokenizer } from '../../tokenizer/promptTokenizer.ts';
 import { EngineCore } from '../core.ts';
+import { AdapterRegistry, loadLoraAdapter, unloadLoraAdapter } from './adapters.ts';
 import type { EngineCounters } from '../types.ts';
 import { WallClockDriver } from './driver.ts';
 import { toApiError } from './errors.ts';
@@ -67,11 +68,22 @@ export async function startEngineServer(
   });
   const core = options.makeCore ? options.makeCore(o.engineConfig) : new EngineCore(o.engineConfig);
   const spec = o.engineConfig.spec;
+  const adapters = new AdapterRegistry(
+    o.engineConfig.lora
+      ? {
+          loadAdapter: (name) => core.loadAdapter?.(name),
+          unloadAdapter: (name) => core.unloadAdapter?.(name) ?? false,
+        }
+      : null,
+  );
+  // vLLM loads --lora-modules at start; a failure stops the server.
+  for (const module of o.loraModules) adapters.load(module);
   const metrics = new EngineMetrics({
     modelName: o.servedModelName,
     engine: o.engineLabel,
     maxModelLen: o.maxModelLen,
     toModeledS: (wallMs) => (wallMs * o.speedup) / 1000,
+    lora: o.engineConfig.lora !== undefined,
     cacheConfig: {
       blockSize: o.engineConfig.blockSize,
       gpuMemoryUtilization: spec.memoryUtilization,
@@ -91,6 +103,7 @@ export async function startEngineServer(
         ...(options.kvReplayBufferBatches !== undefined && {
           bufferBatches: options.kvReplayBufferBatches,
         }),
+        loraIdOf: (name: string) => adapters.idOf(name),
       })
     : null;
   const driver = new WallClockDriver(core, {
@@ -122,6 +135,7 @@ export async function startEngineServer(
       toolCallParser: o.toolCallParser,
     },
     nextEngineId: () => `req-${++engineIds}`,
+    adapters,
     streamLimits: o.streamLimits,
   };
   // Build the output vocabulary now (the tokenizer's first encodes are slow), not on the
@@ -135,6 +149,18 @@ export async function startEngineServer(
     '/tokenize': { method: 'POST', handle: handlers.tokenize },
     '/detokenize': { method: 'POST', handle: handlers.detokenize },
     '/v1/models': { method: 'GET', handle: handlers.models },
+    ...(o.allowRuntimeLoraUpdating && {
+      '/v1/load_lora_adapter': {
+        method: 'POST',
+        handle: (c: handlers.HandlerContext, body: unknown, res: ServerResponse) =>
+          loadLoraAdapter(c.adapters, body, res),
+      },
+      '/v1/unload_lora_adapter': {
+        method: 'POST',
+        handle: (c: handlers.HandlerContext, body: unknown, res: ServerResponse) =>
+          unloadLoraAdapter(c.adapters, body, res),
+      },
+    }),
     '/health': {
       method: 'GET',
       handle: (_ctx, res) => {

@@ -25,6 +25,8 @@ export interface Generation {
   stream: boolean;
   includeUsage: boolean;
   cacheSalt: string | null;
+  /** The LoRA adapter the request's `model` names; null: the base model. */
+  loraName: string | null;
   /** Request seed, folded into the generator's seed when present. */
   seed: number | null;
   /** Choices to generate, each an engine request of its own (as vLLM fans out n). */
@@ -84,6 +86,7 @@ export function toGeneration(req: GenerationRequest, limits: ServingLimits): Gen
     stream: req.stream,
     includeUsage: req.includeUsage,
     cacheSalt: req.cacheSalt,
+    loraName: null,
     seed: req.seed,
     n: req.n,
     sampling,

@@ -16,32 +16,52 @@
  * requests routed between two reports all see the same idle replica (herding): kept to show it.
  * A missing cache signal (no index entries) makes uncached(r) = promptTokens everywhere, and
  * the rule degrades to least queued prompt tokens.
+ *
+ * LoRA. A request for an adapter adds, where the adapter is not resident, its load time in
+ * prefill tokens (loraLoadTokens = loadMs / prefill ms per token; 1,177 for the seed replica):
+ *
+ *   cost(r) = queue(r) + uncached(r) + (resident(r) ? 0 : loraLoadTokens)
+ *
+ * and the router offers only replicas with a free adapter slot while any has one (loraAware).
+ * uncached(r) is already the adapter's own: its blocks are keyed with its name. A request
+ * without an adapter costs exactly the seed's formula. `loraBlind` drops both the term and the
+ * slot guard (the baseline the simulator compares against).
  */
-import type { QueueSource } from '../defaults.ts';
+import { DEFAULT_LORA_LOAD_TOKENS, type QueueSource } from '../defaults.ts';
 import type { Pick, PickInput, Policy, ReplicaView } from '../policy.ts';
 import { argMin } from './pickBest.ts';
 
 export interface CostOptions {
   queueSource?: QueueSource;
+  /** A LoRA adapter's load time in prefill tokens (default DEFAULT_LORA_LOAD_TOKENS). */
+  loraLoadTokens?: number;
+  /** Ignore adapters: no load term, no slot guard (every LoRA-aware policy reads it). */
+  loraBlind?: boolean;
 }
 
 export class CostPolicy implements Policy {
   readonly name = 'cost';
   readonly queueSource: QueueSource;
+  readonly loraAware: boolean;
+  readonly loraLoadTokens: number;
 
   constructor(options: CostOptions = {}) {
     this.queueSource = options.queueSource ?? 'ledger';
+    this.loraAware = !options.loraBlind;
+    this.loraLoadTokens = options.loraLoadTokens ?? DEFAULT_LORA_LOAD_TOKENS;
   }
 
   pick(input: PickInput): Pick {
     const { candidates, request } = input;
     const scores = new Array<number>(candidates.length);
     const queues = new Array<number>(candidates.length);
+    const adapter = this.loraAware && request.lora ? this.loraLoadTokens : 0;
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
       const queue = this.#queueTokens(c, request.promptTokens);
       queues[i] = queue;
-      scores[i] = queue + (request.promptTokens - c.cachedTokens);
+      const load = adapter > 0 && !c.lora.resident ? adapter : 0;
+      scores[i] = queue + (request.promptTokens - c.cachedTokens) + load;
     }
     return { replicaId: candidates[argMin(scores, input.rng, queues)]!.id, scores };
   }

@@ -8,18 +8,35 @@
  *
  * q is the engine-reported waiting queue and kvUsage the reported KV usage, as llm-d scrapes
  * them (0 before the first report); the prefix term is 0 for a prompt under one block.
+ *
+ * A request for a LoRA adapter adds llm-d's `lora-affinity-scorer` (weight 1, the scheduler's
+ * default scorer weight), which reads `vllm:lora_requests_info` (Gateway API inference extension,
+ * pkg/epp/scheduling/framework/plugins/scorer/lora_affinity.go, LoraAffinityScorer.Score):
+ *
+ *   + 1 x (1.0  the adapter is active (running) there
+ *          0.8  else, running + waiting adapters < max_lora (room to load it)
+ *          0.6  else, the adapter is waiting there
+ *          0.0  otherwise)
+ *
+ * with active and waiting adapters as the router knows them (report and its own routes). llm-d
+ * filters nothing for adapters (loraAware false): a replica without room only scores lower.
  */
+import type { LoraView } from '../adapters.ts';
 import type { Pick, PickInput, Policy } from '../policy.ts';
 import { argMax } from './pickBest.ts';
 
 export const DEFAULT_LLMD_PREFIX_WEIGHT = 3;
 export const DEFAULT_LLMD_QUEUE_WEIGHT = 2;
 export const DEFAULT_LLMD_KV_WEIGHT = 2;
+export const DEFAULT_LLMD_LORA_WEIGHT = 1;
 
 export interface LlmdOptions {
   prefixWeight?: number;
   queueWeight?: number;
   kvWeight?: number;
+  loraWeight?: number;
+  /** Ignore adapters (no LoRA-affinity term). */
+  loraBlind?: boolean;
 }
 
 export class LlmdPolicy implements Policy {
@@ -27,11 +44,13 @@ export class LlmdPolicy implements Policy {
   readonly prefixWeight: number;
   readonly queueWeight: number;
   readonly kvWeight: number;
+  readonly loraWeight: number;
 
   constructor(options: LlmdOptions = {}) {
     this.prefixWeight = options.prefixWeight ?? DEFAULT_LLMD_PREFIX_WEIGHT;
     this.queueWeight = options.queueWeight ?? DEFAULT_LLMD_QUEUE_WEIGHT;
     this.kvWeight = options.kvWeight ?? DEFAULT_LLMD_KV_WEIGHT;
+    this.loraWeight = options.loraBlind ? 0 : (options.loraWeight ?? DEFAULT_LLMD_LORA_WEIGHT);
   }
 
   pick(input: PickInput): Pick {
@@ -44,8 +63,19 @@ export class LlmdPolicy implements Policy {
       const prefix = blocks > 0 ? c.cachedBlocks / blocks : 0;
       const queue = maxQ === minQ ? 1 : (maxQ - c.waiting) / (maxQ - minQ);
       const kv = 1 - c.kvUsage;
-      return this.prefixWeight * prefix + this.queueWeight * queue + this.kvWeight * kv;
+      const score = this.prefixWeight * prefix + this.queueWeight * queue + this.kvWeight * kv;
+      return request.lora && this.loraWeight > 0
+        ? score + this.loraWeight * loraAffinity(c.lora)
+        : score;
     });
     return { replicaId: candidates[argMax(scores, input.rng)]!.id, scores };
   }
+}
+
+/** llm-d's LoraAffinityScorer for one replica (unknown max_lora: room to load). */
+export function loraAffinity(v: Readonly<LoraView>): number {
+  if (v.running) return 1;
+  if (v.maxLoras === undefined || v.active < v.maxLoras) return 0.8;
+  if (v.waiting) return 0.6;
+  return 0;
 }
