@@ -6,8 +6,10 @@
  * first: `src/embedded/`.)
  */
 import type { Server } from 'node:http';
+import type { QueueView } from '../admission/queueBound.ts';
 import { closeServer, createHttpServer, listen } from '../openai/http.ts';
 import { Router } from '../router/index.ts';
+import { GatewayAdmission } from './admission.ts';
 import { Authenticator } from './auth.ts';
 import { type Backend, closeBackends, makeBackends } from './backends.ts';
 import type { GatewayConfig } from './config.ts';
@@ -73,6 +75,7 @@ export async function startGateway(
         inFlight: r.inFlight,
         up: r.healthy,
       })),
+    knownTenants: configuredTenants(config),
   });
   const prefillWatch = new PrefillWatch(router);
   const { health, scraper, subscriber, markDown, probe } = watchBackends(
@@ -89,6 +92,11 @@ export async function startGateway(
     backends,
     byName,
     auth: new Authenticator(config.apiKeys, config.tenantSalts, config),
+    admission: new GatewayAdmission(
+      config.admission,
+      () => healthyQueues(router),
+      (limit, tenant) => metrics.recordRejection(limit, tenant),
+    ),
     tokenizer,
     metrics,
     logger,
@@ -239,4 +247,24 @@ function watchBackends(
         )
       : null;
   return { health, scraper, subscriber, markDown, probe };
+}
+
+/** The healthy replicas' ledgers, for the fleet queue bound. */
+function healthyQueues(router: Router): QueueView[] {
+  return router
+    .snapshot(Date.now())
+    .replicas.filter((r) => r.verdict !== 'down')
+    .map((r) => ({ queuedPromptTokens: r.queuedPromptTokens, eligible: r.verdict === 'eligible' }));
+}
+
+/** Every tenant the config names: the metrics' `tenant` label takes only these. */
+function configuredTenants(config: GatewayConfig): string[] {
+  return [
+    ...new Set([
+      ...config.apiKeys.map((k) => k.tenant),
+      ...Object.keys(config.tenantSalts),
+      ...Object.keys(config.admission.tenantLimits),
+      ...Object.keys(config.admission.tenantPriority),
+    ]),
+  ];
 }

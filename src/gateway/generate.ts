@@ -13,6 +13,7 @@ import { ApiError } from '../openai/errors.ts';
 import { readBody } from '../openai/http.ts';
 import type { Endpoint } from '../openai/request.ts';
 import type { Router } from '../router/index.ts';
+import type { GatewayAdmission } from './admission.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
 import type { Logger } from './log.ts';
@@ -32,6 +33,8 @@ export interface GenerateContext {
   /** Replica name -> backend. */
   byName: ReadonlyMap<string, Backend>;
   auth: Authenticator;
+  /** Tenant limits, priority classes and the fleet queue bound (429s). */
+  admission: GatewayAdmission;
   tokenizer: PromptTokenizer;
   metrics: GatewayMetrics;
   logger: Logger;
@@ -56,6 +59,7 @@ export async function handleGenerate(
   record: RequestRecord,
 ): Promise<void> {
   const arrivedMs = performance.now();
+  ctx.metrics.watchRequest(endpoint, res, record, arrivedMs);
   const tenantHeader = req.headers[TENANT_HEADER];
   const caller = ctx.auth.authenticate(
     req.headers.authorization,
@@ -70,6 +74,16 @@ export async function handleGenerate(
   });
   record.model = parsed.model;
   record.promptTokens = parsed.promptTokens;
+  const admitted = ctx.admission.admit(
+    {
+      tenant: caller.tenant,
+      promptTokens: parsed.promptTokens,
+      priority: parsed.priority,
+      body: parsed.body,
+    },
+    Date.now(),
+  );
+  res.once('close', admitted.release);
   const id = ctx.nextLedgerId();
   const { router, metrics, logger } = ctx;
   const reqId = record.id;
@@ -90,18 +104,23 @@ export async function handleGenerate(
       },
       Date.now(),
     );
-    metrics.recordDecision(decision, Number(process.hrtime.bigint() - startedNs) / 1e9);
+    metrics.recordDecision(
+      decision,
+      Number(process.hrtime.bigint() - startedNs) / 1e9,
+      parsed.model,
+    );
     record.attempts = attempt + 1;
     record.replica = decision.replica;
     record.cachedTokens = decision.cachedTokens;
 
     const backend = ctx.byName.get(decision.replica)!;
     if (!parsed.stream) ctx.prefillWatch.watch(backend.name, id, parsed.blockKeys);
+    record.preUpstreamMs ??= performance.now() - arrivedMs;
     const outcome = await proxyAttempt(
       backend.pool,
       {
         path: req.url ?? '/',
-        body: parsed.body,
+        body: admitted.body,
         headers: upstreamHeaders(ctx, backend, req, reqId),
         replyHeaders: { [REPLICA_HEADER]: backend.name },
       },
@@ -140,7 +159,6 @@ export async function handleGenerate(
         }
         continue;
       case 'completed':
-        metrics.recordAnswer(endpoint, outcome.status);
         return;
       case 'client-gone':
         metrics.clientAborts.inc();

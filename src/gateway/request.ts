@@ -18,6 +18,8 @@ export interface ParsedRequest {
   blockKeys: BlockKey[];
   /** Salt folded into the first block (tenant salt and request cache_salt combined). */
   cacheSalt: string | null;
+  /** The client's `priority` (vLLM's), null when absent. */
+  priority: number | null;
   /** Bytes to send upstream: the client's own unless a tenant salt had to be written in. */
   body: Buffer;
 }
@@ -56,6 +58,7 @@ export function parseRequest(endpoint: Endpoint, raw: Buffer, ctx: ParseContext)
     promptTokens: tokens.length,
     blockKeys,
     cacheSalt,
+    priority: req.priority,
     body: forward,
   };
 }

@@ -365,6 +365,7 @@ export function serveGeneration(
           promptTokens,
           maxNewTokens: gen.maxTokens,
           ...(gen.cacheSalt !== null && { cacheSalt: gen.cacheSalt }),
+          ...(gen.priority !== null && { priority: gen.priority }),
         },
         sinkFor(c),
       );

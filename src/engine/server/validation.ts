@@ -27,6 +27,8 @@ export interface Generation {
   stream: boolean;
   includeUsage: boolean;
   cacheSalt: string | null;
+  /** Lower is scheduled first (vLLM's `priority`); null: 0. */
+  priority: number | null;
   /** Request seed, folded into the generator's seed when present. */
   seed: number | null;
   /** Choices to generate, each an engine request of its own (as vLLM fans out n). */
@@ -86,6 +88,7 @@ export function toGeneration(req: GenerationRequest, limits: ServingLimits): Gen
     stream: req.stream,
     includeUsage: req.includeUsage,
     cacheSalt: req.cacheSalt,
+    priority: req.priority,
     seed: req.seed,
     n: req.n,
     sampling,
