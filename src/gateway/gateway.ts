@@ -11,6 +11,9 @@ import { closeServer, createHttpServer, listen } from '../openai/http.ts';
 import { Router } from '../router/index.ts';
 import { GatewayAdmission } from './admission.ts';
 import { Authenticator } from './auth.ts';
+import { DashboardFeed } from './dashboard/feed.ts';
+import { dashboardRoutes } from './dashboard/routes.ts';
+import { sampleGateway } from './dashboard/state.ts';
 import { type Backend, closeBackends, makeBackends } from './backends.ts';
 import type { GatewayConfig } from './config.ts';
 import { GatewayError } from './errors.ts';
@@ -127,11 +130,20 @@ export async function startGateway(
     };
   };
 
+  const dashboard = new DashboardFeed(() =>
+    sampleGateway(router.snapshot(Date.now()), metrics, Date.now(), performance.now()),
+  );
   const server: Server = createHttpServer(
     config,
-    makeRequestListener({ generate, replicaState, accessLog: config.accessLog }),
+    makeRequestListener({
+      generate,
+      replicaState,
+      accessLog: config.accessLog,
+      extraRoutes: dashboardRoutes(dashboard, (h) => generate.auth.authorizeAdmin(h)),
+    }),
   );
   const stopWatching = async () => {
+    dashboard.close();
     await Promise.allSettled([scraper.close(), health.close(), subscriber?.close()]);
     await closeBackends(backends);
   };

@@ -27,6 +27,8 @@ export interface RoutesContext {
   replicaState(): unknown;
   /** One log line per request. */
   accessLog: boolean;
+  /** More paths (the dashboard's), served as the table's own. */
+  extraRoutes?: Record<string, Route>;
 }
 
 /** The request listener of the gateway's HTTP server. */
@@ -74,6 +76,7 @@ export function makeRequestListener(
         sendJson(res, 200, ctx.replicaState());
       },
     },
+    ...ctx.extraRoutes,
   };
   const serve = async (
     req: IncomingMessage,
