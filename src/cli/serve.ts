@@ -198,6 +198,7 @@ export async function run(argv: string[]): Promise<number> {
     config.apiKeys.length > 0 || config.adminKey !== null
       ? " -H 'authorization: Bearer ADMIN_KEY'"
       : '';
+  out.write(`dashboard: ${gateway.url}/${admin ? '#key=ADMIN_KEY' : ''}\n`);
   out.write(
     `try:\n  curl -s ${gateway.url}/v1/chat/completions -H 'content-type: application/json'${auth} -d '{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'\n  curl -s ${gateway.url}/router/replicas${admin}\n`,
   );
