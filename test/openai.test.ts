@@ -283,6 +283,7 @@ describe('readGenerationRequest', () => {
         stream: false,
         includeUsage: false,
         cacheSalt: null,
+        priority: null,
         seed: null,
         n: 1,
         maxTokens: null,
@@ -310,6 +311,7 @@ describe('readGenerationRequest', () => {
       stream: true,
       stream_options: { include_usage: true },
       cache_salt: 's',
+      priority: -2,
       seed: 7,
       n: 2,
       max_tokens: 9,
@@ -319,6 +321,7 @@ describe('readGenerationRequest', () => {
     assert.equal(full.model, 'm');
     assert.equal(full.includeUsage, true);
     assert.equal(full.cacheSalt, 's');
+    assert.equal(full.priority, -2);
     assert.equal(full.n, 2);
     assert.equal(full.maxTokens, 9);
     const bad: [Record<string, unknown>, string][] = [
@@ -328,6 +331,8 @@ describe('readGenerationRequest', () => {
       [{ stream: true, stream_options: { include_usage: 1 } }, 'include_usage'],
       [{ stream_options: {} }, 'stream_options'],
       [{ cache_salt: '' }, 'cache_salt'],
+      [{ priority: 'high' }, 'priority'],
+      [{ priority: 1.5 }, 'priority'],
       [{ seed: 1.5 }, 'seed'],
       [{ n: 0 }, 'n'],
       [{ max_tokens: 0 }, 'max_tokens'],

@@ -2,6 +2,7 @@
  * `kvroute <command>`: dispatches to one module per command. Usage errors and known failures
  * print one line and exit 2; nothing prints a stack trace at the user.
  */
+import { readFileSync } from 'node:fs';
 import { UsageError } from './args.ts';
 
 type CommandModule = { run(argv: string[]): Promise<number> };
@@ -9,12 +10,19 @@ type CommandModule = { run(argv: string[]): Promise<number> };
 const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandModule> }> = {
   plan: { summary: 'capacity plan from the cost model', load: () => import('./plan.ts') },
   sim: {
-    summary: 'fleet simulator: policies side by side, replica search',
+    summary: 'fleet simulator: policies side by side, replica search, admission bound',
     load: () => import('./sim.ts'),
   },
   engine: { summary: 'simulated vLLM-compatible engine server', load: () => import('./engine.ts') },
-  serve: { summary: 'KV-aware OpenAI-compatible gateway', load: () => import('./serve.ts') },
+  serve: {
+    summary: 'KV-aware OpenAI-compatible gateway, admission control, live dashboard at /',
+    load: () => import('./serve.ts'),
+  },
   bench: { summary: 'open-loop load generator for any endpoint', load: () => import('./bench.ts') },
+  demo: {
+    summary: 'live stacks (engines and gateway as processes) beside the simulator',
+    load: () => import('./demo.ts'),
+  },
   calibrate: {
     summary: 'fit the cost model to a server or a Vidur profile',
     load: () => import('./calibrate.ts'),
@@ -22,12 +30,22 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandMod
 };
 
 function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`);
-  return `usage: kvroute <command> [flags]\n\ncommands:\n${lines.join('\n')}\n\nkvroute <command> --help for its flags`;
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+  return `usage: kvroute <command> [flags]\n\ncommands:\n${lines.join('\n')}\n\nkvroute <command> --help for its flags; kvroute --version for the version`;
+}
+
+/** The package's version, from package.json (one source for npm and the CLI). */
+export function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+  return String(pkg.version);
 }
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === '--version' || name === '-V' || name === 'version') {
+    process.stdout.write(`kvroute ${version()}\n`);
+    return 0;
+  }
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(`${usage()}\n`);
     return name ? 0 : 2;

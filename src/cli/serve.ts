@@ -27,7 +27,7 @@ const FLAGS = flagSpec({
   string:
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
-    'headers-timeout-ms request-timeout-ms log-level',
+    'headers-timeout-ms request-timeout-ms log-level max-queue-ms prefill-us-per-token check-config',
   multiple: 'backend api-key',
   boolean: 'access-log',
 });
@@ -75,11 +75,16 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --replicas N          embedded fleet size (default ${DEFAULT_EMBEDDED_REPLICAS})
   --speedup F           embedded engines' modeled time / wall time (default 1)
   --seed N              router seed: tie-breaks and the random policy (default ${D.seed}, as sim)
+admission (per-tenant limits and priority classes: the config file's tenants, see README)
+  --max-queue-ms N      429 while every eligible replica has more than N ms of modelled
+                        prefill queued (default: no bound)
+  --prefill-us-per-token F   the served model's prefill cost for that bound (default
+                        ${D.admission.prefillUsPerToken.toFixed(1)}, the seed replica)
+  --check-config FILE   validate FILE (with the other flags) and exit: 0 valid, 2 not
 `;
 
 /** Flags over the config file over the defaults. */
-export function readServeConfig(flags: Flags): GatewayConfig {
-  const path = flags.string('config');
+export function readServeConfig(flags: Flags, path = flags.string('config')): GatewayConfig {
   let config = path === undefined ? defaultConfig() : loadConfigFile(path);
   const set = <K extends keyof GatewayConfig>(
     key: K,
@@ -132,7 +137,27 @@ export function readServeConfig(flags: Flags): GatewayConfig {
   }
   set('logLevel', flags.oneOf('log-level', LOG_LEVELS));
   if (flags.bool('access-log')) set('accessLog', true);
+  const maxQueueMs = flags.positive('max-queue-ms');
+  const prefillUs = flags.positive('prefill-us-per-token');
+  if (maxQueueMs !== undefined || prefillUs !== undefined) {
+    set('admission', {
+      ...config.admission,
+      ...(maxQueueMs !== undefined && { maxQueueMs }),
+      ...(prefillUs !== undefined && { prefillUsPerToken: prefillUs }),
+    });
+  }
   return config;
+}
+
+/** `--check-config FILE`: the config as `serve` would run it, summarized; nothing starts. */
+function checkConfig(flags: Flags, path: string): number {
+  const config = readServeConfig(flags, path);
+  const a = config.admission;
+  process.stdout.write(
+    `${path}: valid (port ${config.port}, ${config.backends.length > 0 ? `${config.backends.length} backends` : `embedded fleet of ${config.embeddedReplicas}`}, policy ${config.policy}, ` +
+      `${Object.keys(a.tenantLimits).length} tenants with limits, max-queue-ms ${a.maxQueueMs ?? 'none'})\n`,
+  );
+  return 0;
 }
 
 function nonEmptyFlag(flags: Flags, name: string): string | undefined {
@@ -154,6 +179,8 @@ function readable(path: string, flag: string): void {
 export async function run(argv: string[]): Promise<number> {
   const flags = readFlags(argv, FLAGS);
   if (flags === 'help') return printHelp(HELP);
+  const checkPath = flags.string('check-config');
+  if (checkPath !== undefined) return checkConfig(flags, checkPath);
   const config = readServeConfig(flags);
   const speedup = flags.positive('speedup');
   const logger = makeLogger({ level: config.logLevel });
@@ -183,6 +210,7 @@ export async function run(argv: string[]): Promise<number> {
     config.apiKeys.length > 0 || config.adminKey !== null
       ? " -H 'authorization: Bearer ADMIN_KEY'"
       : '';
+  out.write(`dashboard: ${gateway.url}/${admin ? '#key=ADMIN_KEY' : ''}\n`);
   out.write(
     `try:\n  curl -s ${gateway.url}/v1/chat/completions -H 'content-type: application/json'${auth} -d '{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'\n  curl -s ${gateway.url}/router/replicas${admin}\n`,
   );

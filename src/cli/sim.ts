@@ -13,6 +13,7 @@ import {
 import { renderReport } from '../results/report.ts';
 import { resultsJson, type SearchResult, type SimulatedRun } from '../results/result.ts';
 import { DEFAULT_SLO } from '../results/slo.ts';
+import { formatAdmission } from '../results/admissionTable.ts';
 import { formatResults, formatSearch } from '../results/table.ts';
 import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import { type SimConfig, simulate } from '../sim/run.ts';
@@ -27,7 +28,7 @@ import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
-    'overlay-ttl-ms slo-ttft-p99-ms slo-tpot-p99-ms max-replicas report',
+    'overlay-ttl-ms slo-ttft-p99-ms slo-tpot-p99-ms max-replicas report max-queue-ms',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -82,6 +83,11 @@ SLO and search
   --slo-tpot-p99-ms MS  (default ${DEFAULT_SLO.tpotP99Ms}: three 33.5 ms decode steps at batch 64)
   --search              fewest replicas meeting the SLO, per policy, by bisection
   --max-replicas N      search limit (default 256)
+admission
+  --max-queue-ms MS     refuse arrivals while every live replica has more than MS of modelled
+                        prefill queued (the gateway's --max-queue-ms); each policy runs with
+                        and without the bound, and goodput (requests meeting the SLO per
+                        second) is shown for both
 output
   --json                {"results": [...], "search": [...]}
   --report FILE.html    self-contained HTML report with SVG charts
@@ -98,6 +104,8 @@ interface Parsed {
   json: boolean;
   reportPath: string | undefined;
   quiet: boolean;
+  /** --max-queue-ms: each policy runs without, then with, this bound. */
+  maxQueueMs: number | undefined;
 }
 
 function parseFault(kind: 'kill' | 'revive', raw: string, replicas: number): FaultSpec {
@@ -162,7 +170,15 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     json: flags.bool('json'),
     reportPath: flags.string('report'),
     quiet: flags.bool('quiet'),
+    maxQueueMs: readMaxQueueMs(flags.positive('max-queue-ms'), flags.bool('search')),
   };
+}
+
+function readMaxQueueMs(value: number | undefined, search: boolean): number | undefined {
+  if (value !== undefined && search) {
+    throw new UsageError('--max-queue-ms compares runs at one replica count; drop --search');
+  }
+  return value;
 }
 
 /** A one-line progress bar on a TTY stderr, shown once a run has taken more than a second. */
@@ -210,10 +226,19 @@ export async function run(argv: string[]): Promise<number> {
   );
   const label = (r: { policy: string; loraBlind?: boolean }) =>
     r.loraBlind ? `${r.policy}/lora-blind` : r.policy;
+  // With a bound, each policy runs twice on the same arrivals: without it, then with it.
+  const bounds = parsed.maxQueueMs === undefined ? [undefined] : [null, parsed.maxQueueMs];
   for (const run of runs) {
-    progress.label(`${label(run)} x ${parsed.base.replicas}`);
-    const config = { ...parsed.base, router: { ...parsed.base.router, ...run }, onProgress };
-    results.push(simulate(config));
+    for (const maxQueueMs of bounds) {
+      progress.label(`${label(run)} x ${parsed.base.replicas}`);
+      const config: SimConfig = {
+        ...parsed.base,
+        router: { ...parsed.base.router, ...run },
+        onProgress,
+        ...(maxQueueMs !== undefined && { admission: { maxQueueMs } }),
+      };
+      results.push(simulate(config));
+    }
   }
   const search: SearchResult[] = [];
   if (parsed.search) {
@@ -251,7 +276,8 @@ export async function run(argv: string[]): Promise<number> {
   if (parsed.json) {
     process.stdout.write(`${resultsJson(results, search)}\n`);
   } else {
-    process.stdout.write(`${formatResults(results)}\n`);
+    const table = parsed.maxQueueMs === undefined ? formatResults : formatAdmission;
+    process.stdout.write(`${table(results)}\n`);
     if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
     if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);
   }

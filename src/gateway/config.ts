@@ -13,6 +13,7 @@ import {
   INDEX_MODES,
   type IndexMode,
 } from '../router/defaults.ts';
+import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admissionConfig.ts';
 import { GatewayError } from './errors.ts';
 import { TOKENIZE_MODES, type TokenizeMode } from './requestTokenizers.ts';
 
@@ -105,6 +106,8 @@ export interface GatewayConfig {
   logLevel: LogLevel;
   /** One log line per answered request (tenant, model, replica, cached tokens, TTFT, status). */
   accessLog: boolean;
+  /** Tenant limits, priority classes and the fleet queue bound (`admissionConfig.ts`). */
+  admission: AdmissionConfig;
 }
 
 export function defaultConfig(): GatewayConfig {
@@ -135,11 +138,12 @@ export function defaultConfig(): GatewayConfig {
     requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
     logLevel: 'info',
     accessLog: false,
+    admission: defaultAdmission(),
   };
 }
 
 /** Flag problems name the flag; file problems name the key path. */
-const configError = (key: string, message: string): GatewayError =>
+export const configError = (key: string, message: string): GatewayError =>
   new GatewayError('ERR_CONFIG', `${key.startsWith('--') ? '' : 'config: '}${key} ${message}`, {
     param: key,
   });
@@ -189,6 +193,9 @@ const KNOWN_KEYS = new Set([
   'request-timeout-ms',
   'log-level',
   'access-log',
+  'max-queue-ms',
+  'prefill-us-per-token',
+  'priority-classes',
 ]);
 
 /** Validates a parsed config document (object form of the YAML) onto `base`. */
@@ -273,11 +280,14 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
     const salts: Record<string, string> = {};
     for (const [tenant, spec] of Object.entries(doc.tenants)) {
       const key = `tenants.${tenant}`;
-      if (!isRecord(spec)) throw configError(key, 'must be a mapping with cache-salt');
-      salts[tenant] = str(spec['cache-salt'], `${key}.cache-salt`);
+      if (!isRecord(spec)) throw configError(key, 'must be a mapping (cache-salt, limits...)');
+      if (spec['cache-salt'] !== undefined) {
+        salts[tenant] = str(spec['cache-salt'], `${key}.cache-salt`);
+      }
     }
     out.tenantSalts = salts;
   }
+  out.admission = readAdmissionDoc(doc, out.admission);
   if (out.headersTimeoutMs > out.requestTimeoutMs) {
     throw configError(
       'headers-timeout-ms',
@@ -356,11 +366,11 @@ export function tenantOfKey(key: string): string {
   return `key-${createHash('sha256').update(key).digest('hex').slice(0, 12)}`;
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
+export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function str(v: unknown, key: string): string {
+export function str(v: unknown, key: string): string {
   if (typeof v !== 'string') throw configError(key, 'must be a string');
   return v;
 }
@@ -373,13 +383,13 @@ function nonEmpty(v: string, key: string): string {
 /** Optional inclusive bounds of a number. */
 type Bounds = [min?: number, max?: number];
 
-function num(v: unknown, key: string, ...[min = -Infinity, max = Infinity]: Bounds): number {
+export function num(v: unknown, key: string, ...[min = -Infinity, max = Infinity]: Bounds): number {
   if (typeof v !== 'number' || !Number.isFinite(v)) throw configError(key, 'must be a number');
   if (v < min || v > max) throw configError(key, `must be within [${min}, ${max}], got ${v}`);
   return v;
 }
 
-function int(v: unknown, key: string, ...bounds: Bounds): number {
+export function int(v: unknown, key: string, ...bounds: Bounds): number {
   const n = num(v, key, ...bounds);
   if (!Number.isInteger(n)) throw configError(key, `must be an integer, got ${n}`);
   return n;

@@ -9,7 +9,11 @@ import type { Server } from 'node:http';
 import { closeServer, createHttpServer, listen } from '../openai/http.ts';
 import type { Router } from '../router/index.ts';
 import { loadPromptTokenizer, type PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
+import { GatewayAdmission } from './admission.ts';
 import { Authenticator } from './auth.ts';
+import { DashboardFeed } from './dashboard/feed.ts';
+import { dashboardRoutes } from './dashboard/routes.ts';
+import { sampleGateway } from './dashboard/state.ts';
 import { backendNames } from './backends.ts';
 import type { GatewayConfig } from './config.ts';
 import { GatewayError } from './errors.ts';
@@ -62,25 +66,32 @@ export async function startGateway(
   if (config.backends.length === 0) {
     throw new GatewayError('ERR_CONFIG', 'no backend configured', { param: 'backends' });
   }
-  let metrics: GatewayMetrics | null = null;
+  let lateMetrics: GatewayMetrics | null = null;
   const pools = new ModelPools({
     config,
     logger,
     tokenizerFor: tokenizersOf(config),
     tokenize: config.tokenize,
     onRemoteFallback: (err) => {
-      metrics?.remoteTokenizeFallbacks.inc();
+      lateMetrics?.remoteTokenizeFallbacks.inc();
       logger.warn({ err }, '--tokenize remote: no backend tokenized a request, tokenized locally');
     },
   });
   const names = backendNames(config.backends);
   await pools.addConfigured(config.backends.map((c, i) => ({ config: c, name: names[i]! })));
-  metrics = new GatewayMetrics({ replicaLoads: () => pools.replicaLoads() });
+  const metrics = new GatewayMetrics({
+    replicaLoads: () => pools.replicaLoads(),
+    knownTenants: configuredTenants(config),
+  });
+  lateMetrics = metrics;
 
   let ledgerIds = 0;
   const generate: GenerateContext = {
     pools,
     auth: new Authenticator(config.apiKeys, config.tenantSalts, config),
+    admission: new GatewayAdmission(config.admission, (limit, tenant) =>
+      metrics.recordRejection(limit, tenant),
+    ),
     metrics,
     logger,
     blockSize: config.blockSize,
@@ -89,16 +100,21 @@ export async function startGateway(
     firstByteTimeoutMs: config.firstByteTimeoutMs,
     nextLedgerId: () => `gw-${++ledgerIds}`,
   };
+  const dashboard = new DashboardFeed(() =>
+    sampleGateway(pools.snapshot(Date.now()), metrics, Date.now(), performance.now()),
+  );
   const routes: RoutesContext = {
     generate,
     replicaState: () => pools.snapshot(Date.now()),
     accessLog: config.accessLog,
+    extraRoutes: dashboardRoutes(dashboard, (h) => generate.auth.authorizeAdmin(h)),
   };
   const server: Server = createHttpServer(config, makeRequestListener(routes));
   let bound: { port: number; url: string };
   try {
     bound = await listen(server, config.port, config.host);
   } catch (err) {
+    dashboard.close();
     await pools.close();
     throw err;
   }
@@ -128,6 +144,7 @@ export async function startGateway(
     },
     close() {
       closed ??= (async () => {
+        dashboard.close();
         await closeServer(server);
         await pools.close();
       })();
@@ -155,4 +172,16 @@ function tokenizersOf(config: GatewayConfig): (model: string | null) => PromptTo
     ]),
   );
   return (model) => (model === null ? undefined : own.get(model)) ?? shared;
+}
+
+/** Every tenant the config names: the metrics' `tenant` label takes only these. */
+function configuredTenants(config: GatewayConfig): string[] {
+  return [
+    ...new Set([
+      ...config.apiKeys.map((k) => k.tenant),
+      ...Object.keys(config.tenantSalts),
+      ...Object.keys(config.admission.tenantLimits),
+      ...Object.keys(config.admission.tenantPriority),
+    ]),
+  ];
 }

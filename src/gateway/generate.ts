@@ -14,6 +14,7 @@ import { ApiError } from '../openai/errors.ts';
 import { asObject, optString } from '../openai/fields.ts';
 import { parseJson, readBody } from '../openai/http.ts';
 import { type Endpoint, readGenerationRequest } from '../openai/request.ts';
+import type { GatewayAdmission } from './admission.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
 import type { Logger } from './log.ts';
@@ -30,6 +31,8 @@ export const REPLICA_HEADER = 'x-kvroute-replica';
 export interface GenerateContext {
   pools: ModelPools;
   auth: Authenticator;
+  /** Tenant limits, priority classes and the fleet queue bound (429s). */
+  admission: GatewayAdmission;
   metrics: GatewayMetrics;
   logger: Logger;
   blockSize: number;
@@ -48,6 +51,7 @@ export async function handleGenerate(
   record: RequestRecord,
 ): Promise<void> {
   const arrivedMs = performance.now();
+  ctx.metrics.watchRequest(endpoint, res, record, arrivedMs);
   const tenantHeader = req.headers[TENANT_HEADER];
   const caller = ctx.auth.authenticate(
     req.headers.authorization,
@@ -68,9 +72,19 @@ export async function handleGenerate(
     json,
   });
   record.promptTokens = parsed.promptTokens;
+  const admitted = ctx.admission.admit(
+    {
+      tenant: caller.tenant,
+      promptTokens: parsed.promptTokens,
+      priority: parsed.priority,
+      body: parsed.body,
+      queues: () => pool.queues(Date.now()),
+    },
+    Date.now(),
+  );
+  res.once('close', admitted.release);
   const id = ctx.nextLedgerId();
   const { metrics, logger } = ctx;
-  const modelLabel = pool.model ?? '';
   const reqId = record.id;
   let lastError: Error | null = null;
   /** Replicas that went silent on this request: not tried again for it. */
@@ -91,17 +105,18 @@ export async function handleGenerate(
       Date.now(),
     );
     const { decision, backend } = route;
-    metrics.recordDecision(decision, Number(process.hrtime.bigint() - startedNs) / 1e9, modelLabel);
+    metrics.recordDecision(decision, Number(process.hrtime.bigint() - startedNs) / 1e9, pool.model);
     record.attempts = attempt + 1;
     record.replica = decision.replica;
     record.cachedTokens = decision.cachedTokens;
 
     if (!parsed.stream) pool.watchPrefill(route, parsed.blockKeys);
+    record.preUpstreamMs ??= performance.now() - arrivedMs;
     const outcome = await proxyAttempt(
       backend.pool,
       {
         path: req.url ?? '/',
-        body: parsed.body,
+        body: admitted.body,
         headers: upstreamHeaders(ctx, backend, req, reqId),
         replyHeaders: { [REPLICA_HEADER]: backend.name },
       },
@@ -139,7 +154,6 @@ export async function handleGenerate(
         }
         continue;
       case 'completed':
-        metrics.recordAnswer(endpoint, outcome.status, modelLabel);
         return;
       case 'client-gone':
         metrics.clientAborts.inc();

@@ -2,10 +2,33 @@
  * The gateway's own Prometheus metrics, in a registry of its own (several gateways can live in
  * one process, as the tests do). Per-replica gauges are read from the router when scraped, so
  * the hot path only bumps counters.
+ *
+ * Latency histograms (`kvroute_gateway_*_seconds`) are labelled by `model` and `tenant` (TTFT
+ * also by `replica`). Both come from clients, so their values are bounded: a tenant is named only
+ * when the config names it (else `other`; no tenant at all is `none`), and a model only among the
+ * first MAX_MODEL_LABELS seen (then `other`). prom-client's default process metrics (`process_*`,
+ * `nodejs_*`, unprefixed, as every Node.js exporter names them) are in the same registry.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ServerResponse } from 'node:http';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { RouteDecision } from '../router/index.ts';
+import { LatencyWindow } from './latency.ts';
+import type { RequestRecord } from './requestLog.ts';
 import type { TokenizerAgreement } from './tokenizerCheck.ts';
+
+/** Distinct `model` label values before the rest are folded into `other`. */
+export const MAX_MODEL_LABELS = 32;
+/** Status of a request whose client left before any response head (nginx's convention). */
+export const CLIENT_CLOSED_STATUS = 499;
+
+const TTFT_BUCKETS_S = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
+];
+const E2E_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640];
+const PRE_UPSTREAM_BUCKETS_S = [
+  1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1,
+];
+const DECISION_BUCKETS_S = [1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3];
 
 export interface ReplicaLoad {
   name: string;
@@ -23,6 +46,16 @@ const AGREEMENT_VALUE: Record<TokenizerAgreement, number> = { agrees: 1, differs
 
 export interface ReplicaGaugeSource {
   replicaLoads(): ReplicaLoad[];
+  /** Tenants the config names: the only values of the `tenant` label besides other / none. */
+  knownTenants?: readonly string[];
+}
+
+/** Decisions and prompt tokens routed to one replica, since start (the dashboard's rates). */
+export interface ReplicaTally {
+  decisions: number;
+  cachedTokens: number;
+  uncachedTokens: number;
+  spills: number;
 }
 
 export class GatewayMetrics {
@@ -33,10 +66,22 @@ export class GatewayMetrics {
   readonly failOpen: Counter<'policy' | 'model'>;
   readonly retries: Counter;
   readonly remoteTokenizeFallbacks: Counter;
-  readonly requests: Counter<'endpoint' | 'status' | 'model'>;
+  readonly requests: Counter<'endpoint' | 'status' | 'model' | 'tenant'>;
   readonly brokenStreams: Counter;
   readonly clientAborts: Counter;
   readonly decisionSeconds: Histogram;
+  readonly routeDecisionSeconds: Histogram<'model'>;
+  readonly ttftSeconds: Histogram<'model' | 'tenant' | 'replica'>;
+  readonly e2eSeconds: Histogram<'model' | 'tenant'>;
+  readonly preUpstreamSeconds: Histogram<'model' | 'tenant'>;
+  readonly rejections: Counter<'limit' | 'tenant'>;
+  /** TTFTs of the last minutes, for the dashboard's percentiles. */
+  readonly recentTtft = new LatencyWindow();
+  /** Per replica and per policy, plain numbers the dashboard reads every second. */
+  readonly replicaTally = new Map<string, ReplicaTally>();
+  readonly policyDecisions = new Map<string, number>();
+  readonly #knownTenants: ReadonlySet<string>;
+  readonly #models = new Set<string>();
   /** Label children by label values: the hot path bumps them without hashing label objects. */
   readonly #children = new Map<Counter<string>, Map<string, Counter.Internal>>();
 
@@ -89,8 +134,13 @@ export class GatewayMetrics {
     );
     this.requests = counter(
       'kvroute_gateway_requests_total',
-      'Requests answered, by endpoint, status and model',
-      ['endpoint', 'status', 'model'],
+      'Requests answered, by endpoint, status (499: the client left first), model and tenant',
+      ['endpoint', 'status', 'model', 'tenant'],
+    );
+    this.rejections = counter(
+      'kvroute_gateway_rejected_total',
+      'Requests refused with 429 by admission control, by the limit that refused them',
+      ['limit', 'tenant'],
     );
     this.brokenStreams = counter(
       'kvroute_gateway_broken_streams_total',
@@ -102,10 +152,42 @@ export class GatewayMetrics {
     );
     this.decisionSeconds = new Histogram({
       name: 'kvroute_gateway_decision_seconds',
-      help: 'Time to choose a replica (tokenize excluded)',
-      buckets: [1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3],
+      help: 'Time to choose a replica (tokenize excluded); also by model as route_decision_seconds',
+      buckets: DECISION_BUCKETS_S,
       registers,
     });
+    const histogram = <T extends string>(
+      name: string,
+      help: string,
+      buckets: number[],
+      labelNames: T[],
+    ) => new Histogram<T>({ name, help, buckets, labelNames, registers });
+    this.routeDecisionSeconds = histogram(
+      'kvroute_gateway_route_decision_seconds',
+      'Time the router took to choose a replica, per attempt (tokenize excluded)',
+      DECISION_BUCKETS_S,
+      ['model'],
+    );
+    this.ttftSeconds = histogram(
+      'kvroute_gateway_ttft_seconds',
+      'From the request reaching the gateway to its first token leaving for the client',
+      TTFT_BUCKETS_S,
+      ['model', 'tenant', 'replica'],
+    );
+    this.e2eSeconds = histogram(
+      'kvroute_gateway_e2e_seconds',
+      'From the request reaching the gateway to the end of its response, for proxied requests',
+      E2E_BUCKETS_S,
+      ['model', 'tenant'],
+    );
+    this.preUpstreamSeconds = histogram(
+      'kvroute_gateway_pre_upstream_seconds',
+      'Time in the gateway before the first upstream call: read, tokenize, admit, route',
+      PRE_UPSTREAM_BUCKETS_S,
+      ['model', 'tenant'],
+    );
+    this.#knownTenants = new Set(source.knownTenants ?? []);
+    collectDefaultMetrics({ register: this.registry });
     replicaGauge(
       'kvroute_gateway_replica_queued_prompt_tokens',
       'Uncached prompt tokens assigned to the replica whose first token has not come back',
@@ -129,18 +211,70 @@ export class GatewayMetrics {
   }
 
   /** One routing decision in the pool of `model`, and how long it took. */
-  recordDecision(d: RouteDecision, seconds: number, model = ''): void {
+  recordDecision(d: RouteDecision, seconds: number, model: string | null = null): void {
+    const label = this.modelLabel(model);
     this.decisionSeconds.observe(seconds);
-    this.#child(this.decisions, d.policy, d.replica, model).inc();
-    this.#child(this.promptTokens, 'cached', model).inc(d.cachedTokens);
-    this.#child(this.promptTokens, 'uncached', model).inc(d.uncachedTokens);
-    if (d.spilled) this.#child(this.spills, d.policy, model).inc();
-    if (d.failedOpen) this.#child(this.failOpen, d.policy, model).inc();
+    this.routeDecisionSeconds.observe({ model: label }, seconds);
+    this.#child(this.decisions, d.policy, d.replica, label).inc();
+    this.#child(this.promptTokens, 'cached', label).inc(d.cachedTokens);
+    this.#child(this.promptTokens, 'uncached', label).inc(d.uncachedTokens);
+    if (d.spilled) this.#child(this.spills, d.policy, label).inc();
+    if (d.failedOpen) this.#child(this.failOpen, d.policy, label).inc();
+    this.policyDecisions.set(d.policy, (this.policyDecisions.get(d.policy) ?? 0) + 1);
+    let tally = this.replicaTally.get(d.replica);
+    if (tally === undefined) {
+      tally = { decisions: 0, cachedTokens: 0, uncachedTokens: 0, spills: 0 };
+      this.replicaTally.set(d.replica, tally);
+    }
+    tally.decisions++;
+    tally.cachedTokens += d.cachedTokens;
+    tally.uncachedTokens += d.uncachedTokens;
+    if (d.spilled) tally.spills++;
   }
 
-  /** A response that went to the client whole, with the backend's status. */
-  recordAnswer(endpoint: string, status: number, model = ''): void {
-    this.#child(this.requests, endpoint, String(status), model).inc();
+  /** A request refused by admission control (the 429 itself is counted when it closes). */
+  recordRejection(limit: string, tenant: string | null): void {
+    this.rejections.inc({ limit, tenant: this.tenantLabel(tenant) });
+  }
+
+  /**
+   * Counts a generate request and observes its latencies once its response is over, whatever
+   * ended it: a whole answer, an error of the gateway's own, or the client leaving.
+   */
+  watchRequest(
+    endpoint: string,
+    res: ServerResponse,
+    record: RequestRecord,
+    arrivedMs: number,
+  ): void {
+    res.once('close', () => {
+      const model = this.modelLabel(record.model);
+      const tenant = this.tenantLabel(record.tenant);
+      const status = res.headersSent ? res.statusCode : CLIENT_CLOSED_STATUS;
+      this.requests.inc({ endpoint, status: String(status), model, tenant });
+      if (record.preUpstreamMs !== null) {
+        this.preUpstreamSeconds.observe({ model, tenant }, record.preUpstreamMs / 1000);
+        this.e2eSeconds.observe({ model, tenant }, (performance.now() - arrivedMs) / 1000);
+      }
+      if (record.ttftMs !== null) {
+        const replica = record.replica ?? 'none';
+        this.ttftSeconds.observe({ model, tenant, replica }, record.ttftMs / 1000);
+        this.recentTtft.add(performance.now(), record.ttftMs / 1000);
+      }
+    });
+  }
+
+  tenantLabel(tenant: string | null): string {
+    if (tenant === null) return 'none';
+    return this.#knownTenants.has(tenant) ? tenant : 'other';
+  }
+
+  modelLabel(model: string | null): string {
+    if (model === null) return 'none';
+    if (this.#models.has(model)) return model;
+    if (this.#models.size >= MAX_MODEL_LABELS) return 'other';
+    this.#models.add(model);
+    return model;
   }
 
   #child<T extends string>(counter: Counter<T>, ...values: string[]): Counter.Internal {

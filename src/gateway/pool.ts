@@ -6,6 +6,7 @@
  * drains (no new requests; closed when its last in-flight request ends). The contract the
  * generate path, the admin API and anything else that routes relies on is in README.md.
  */
+import type { QueueView } from '../admission/queueBound.ts';
 import type { BlockKey } from '../kv/blockKey.ts';
 import {
   type ReplicaSnapshot,
@@ -159,6 +160,17 @@ export class ModelPool {
             onFallback: (err) => options.onRemoteFallback?.(err),
           })
         : local;
+  }
+
+  /** The healthy replicas' ledgers, for the fleet queue bound (`--max-queue-ms`). */
+  queues(nowMs: number): QueueView[] {
+    return this.router
+      .snapshot(nowMs)
+      .replicas.filter((r) => r.verdict !== 'down')
+      .map((r) => ({
+        queuedPromptTokens: r.queuedPromptTokens,
+        eligible: r.verdict === 'eligible',
+      }));
   }
 
   /** The largest context window a member reported (Infinity while none has). */

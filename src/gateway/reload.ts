@@ -11,6 +11,7 @@ import { watch as watchFs } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { ApiError } from '../openai/errors.ts';
+import { GatewayAdmission } from './admission.ts';
 import { Authenticator } from './auth.ts';
 import { replicaName } from './backends.ts';
 import type { BackendConfig, GatewayConfig } from './config.ts';
@@ -60,6 +61,7 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   requestTimeoutMs: 'request-timeout-ms',
   logLevel: 'log-level',
   accessLog: 'access-log',
+  admission: 'max-queue-ms, priority-classes, tenant limits',
 };
 
 const AUTH_KEYS = ['apiKeys', 'tenantSalts', 'adminKey', 'metricsKey'] as const;
@@ -71,6 +73,7 @@ const LIVE_KEYS = new Set<keyof GatewayConfig>([
   'bodyLimitBytes',
   'accessLog',
   'logLevel',
+  'admission',
 ]);
 
 export interface LiveParts {
@@ -90,6 +93,11 @@ export function applyLive(old: GatewayConfig, next: GatewayConfig, live: LivePar
   const { generate, routes, logger } = live;
   if (AUTH_KEYS.some(changed)) {
     generate.auth = new Authenticator(next.apiKeys, next.tenantSalts, next);
+  }
+  if (changed('admission')) {
+    generate.admission = new GatewayAdmission(next.admission, (limit, tenant) =>
+      generate.metrics.recordRejection(limit, tenant),
+    );
   }
   generate.maxRetries = next.maxRetries;
   generate.firstByteTimeoutMs = next.firstByteTimeoutMs;

@@ -23,6 +23,8 @@ export interface ParsedRequest {
   blockKeys: BlockKey[];
   /** Salt folded into the first block (tenant salt and request cache_salt combined). */
   cacheSalt: string | null;
+  /** The client's `priority` (vLLM's), null when absent. */
+  priority: number | null;
   /** Bytes to send upstream: the client's own unless a tenant salt had to be written in. */
   body: Buffer;
 }
@@ -120,6 +122,7 @@ export async function parseRequest(
     promptTokens: tokens.length,
     blockKeys,
     cacheSalt,
+    priority: req.priority,
     body: forward,
   };
 }

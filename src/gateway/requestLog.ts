@@ -31,6 +31,8 @@ export interface RequestRecord {
   promptTokens: number | null;
   /** From the request's arrival to its first token leaving for the client. */
   ttftMs: number | null;
+  /** From the request's arrival to its first upstream call (null: it never got that far). */
+  preUpstreamMs: number | null;
   attempts: number;
 }
 
@@ -43,6 +45,7 @@ export function newRecord(id: string): RequestRecord {
     cachedTokens: null,
     promptTokens: null,
     ttftMs: null,
+    preUpstreamMs: null,
     attempts: 0,
   };
 }

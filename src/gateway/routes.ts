@@ -27,6 +27,8 @@ export interface RoutesContext {
   replicaState(): unknown;
   /** One log line per request (a config reload may turn it on or off). */
   accessLog: boolean;
+  /** More paths (the dashboard's), served as the table's own. */
+  extraRoutes?: Record<string, Route>;
 }
 
 /** The request listener of the gateway's HTTP server. */
@@ -79,6 +81,7 @@ export function makeRequestListener(
       method: ['GET', 'POST', 'DELETE'],
       handle: (req, res) => handleBackends(generate, req, res),
     },
+    ...ctx.extraRoutes,
   };
   const serve = async (
     req: IncomingMessage,

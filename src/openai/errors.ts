@@ -23,6 +23,7 @@ export type ApiErrorCode =
   | 'ERR_METHOD_NOT_ALLOWED'
   | 'ERR_CLIENT_TIMEOUT'
   | 'ERR_BODY_TOO_LARGE'
+  | 'ERR_RATE_LIMITED'
   | 'ERR_INTERNAL'
   | 'ERR_UPSTREAM'
   | 'ERR_UNAVAILABLE'
@@ -60,6 +61,7 @@ const STATUS: Record<ApiErrorCode, ApiStatus> = {
   ERR_METHOD_NOT_ALLOWED: 405,
   ERR_CLIENT_TIMEOUT: 408,
   ERR_BODY_TOO_LARGE: 413,
+  ERR_RATE_LIMITED: 429,
   ERR_INTERNAL: 500,
   ERR_UPSTREAM: 502,
   ERR_UNAVAILABLE: 503,
@@ -71,18 +73,30 @@ export const RETRY_AFTER_S = 1;
 
 export class ApiError extends Error {
   readonly status: ApiStatus;
+  /** `Retry-After` seconds for this answer (503s get RETRY_AFTER_S without it). */
+  readonly retryAfterS: number | null;
+  /** The body's `type` in place of the status's class name (a 429's `rate_limit_exceeded`). */
+  readonly type: string | null;
 
   constructor(
     readonly code: ApiErrorCode,
     message: string,
     /** The offending request field, when there is one (OpenAI's `param`). */
     readonly param: string | null = null,
-    options?: { cause?: unknown },
+    options?: ApiErrorOptions,
   ) {
     super(message, options);
     this.name = 'ApiError';
     this.status = STATUS[code];
+    this.retryAfterS = options?.retryAfterS ?? null;
+    this.type = options?.type ?? null;
   }
+}
+
+export interface ApiErrorOptions {
+  cause?: unknown;
+  retryAfterS?: number;
+  type?: string;
 }
 
 /** A 400 naming the request field at fault. */
@@ -100,7 +114,7 @@ export interface ErrorInfo {
 export function errorInfo(err: ApiError): ErrorInfo {
   return {
     message: err.message,
-    type: TYPE_BY_STATUS[err.status],
+    type: err.type ?? TYPE_BY_STATUS[err.status],
     param: err.param,
     code: err.status,
   };
@@ -115,7 +129,8 @@ export interface ErrorResponse {
 /** Status, headers and JSON body of an error answer. */
 export function errorResponse(err: ApiError): ErrorResponse {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (err.status === 503) headers['retry-after'] = String(RETRY_AFTER_S);
+  if (err.retryAfterS !== null) headers['retry-after'] = String(err.retryAfterS);
+  else if (err.status === 503) headers['retry-after'] = String(RETRY_AFTER_S);
   if (err.status === 401) headers['www-authenticate'] = 'Bearer';
   return { status: err.status, headers, body: JSON.stringify({ error: errorInfo(err) }) };
 }

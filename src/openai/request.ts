@@ -26,6 +26,8 @@ interface RequestFields {
    */
   includeUsage: boolean;
   cacheSalt: string | null;
+  /** vLLM's `priority` (lower is served first); null when absent. */
+  priority: number | null;
   seed: number | null;
   /** Choices asked for (>= 1). */
   n: number;
@@ -89,6 +91,7 @@ function readFields(body: Body, maxTokens: number | null, chat: boolean): Reques
     stream,
     includeUsage,
     cacheSalt,
+    priority: optInt(body, 'priority'),
     seed: optInt(body, 'seed'),
     n: readN(body),
     maxTokens,

@@ -59,6 +59,8 @@ export interface RunResult {
   events?: number;
   /** The router's counters: decisions, spills, fail-opens, event batches... */
   router?: Record<string, number>;
+  /** `kvroute sim --max-queue-ms`: the bound (null: the unbounded run beside it) and goodput. */
+  admission?: AdmissionResult;
 
   // Live only.
   /** Stopped by Ctrl-C while in flight (not errors). */
@@ -109,6 +111,16 @@ export interface FaultImpact {
   ttftBeforeP50Ms: number;
   ttftFirstAfterP50Ms: number;
   ttftLaterP50Ms: number;
+}
+
+export interface AdmissionResult {
+  maxQueueMs: number | null;
+  /** Measured arrivals refused by the bound (counted in `arrived`, not in `errors`). */
+  rejected: number;
+  /** Measured requests that met the SLO (TTFT and TPOT targets) per second of the window. */
+  goodputRps: number;
+  /** Measured arrivals per second. */
+  offeredRps: number;
 }
 
 export interface SearchResult {

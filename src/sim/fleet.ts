@@ -14,6 +14,7 @@ import type {
   StepResult,
   TokenEmitted,
 } from '../engine/types.ts';
+import type { QueueView } from '../admission/queueBound.ts';
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { EventQueue, PRIORITY, type SimEvent } from './eventQueue.ts';
@@ -84,6 +85,8 @@ export interface FleetOptions {
   sampleMs: number;
   loadBucketMs: number;
   onProgress?: (fraction: number) => void;
+  /** Admission at arrival (`admission.ts`): false refuses the request, counted as rejected. */
+  admit?: (replicas: readonly QueueView[]) => boolean;
 }
 
 interface Req {
@@ -168,6 +171,11 @@ export interface FleetOutcome {
     errors: number;
   }[];
   routerStats: Record<string, number>;
+  /** Arrivals refused by admission (counted in `arrived`, not in `errors`). */
+  rejected: number;
+  /** Of those, and of all arrivals, the ones after warm-up. */
+  rejectedMeasured: number;
+  arrivedMeasured: number;
 }
 
 export class Fleet {
@@ -185,6 +193,9 @@ export class Fleet {
   #arrivalsDone = false;
   #nextId = 0;
   #arrived = 0;
+  #arrivedMeasured = 0;
+  #rejected = 0;
+  #rejectedMeasured = 0;
   #completed = 0;
   #rerouted = 0;
   #steps = 0;
@@ -240,6 +251,9 @@ export class Fleet {
       stoppedEarly: this.#stoppedEarly,
       faultLog: this.#faultLog,
       routerStats: this.#o.router.stats?.() ?? {},
+      rejected: this.#rejected,
+      rejectedMeasured: this.#rejectedMeasured,
+      arrivedMeasured: this.#arrivedMeasured,
     };
   }
 
@@ -312,6 +326,14 @@ export class Fleet {
   }
 
   #onArrival(arrival: Arrival, nowMs: number): void {
+    const measured = arrival.atMs >= this.#o.warmupMs;
+    if (measured) this.#arrivedMeasured++;
+    if (this.#o.admit !== undefined && !this.#o.admit(this.#queues())) {
+      this.#arrived++;
+      this.#rejected++;
+      if (measured) this.#rejectedMeasured++;
+      return;
+    }
     const { tokens, blockKeys } = this.#o.workload.materialize(arrival);
     const req: Req = {
       id: `r${this.#nextId++}`,
@@ -323,7 +345,7 @@ export class Fleet {
       firstTokenMs: Number.NaN,
       lastTokenMs: Number.NaN,
       rerouted: false,
-      measured: arrival.atMs >= this.#o.warmupMs,
+      measured,
     };
     this.#arrived++;
     this.#requests.set(req.id, req);
@@ -568,6 +590,16 @@ export class Fleet {
       rerouted: 0,
       errors: 0,
     });
+  }
+
+  /** The live replicas' queues, as the admission bound reads them. */
+  #queues(): QueueView[] {
+    const views: QueueView[] = [];
+    for (const r of this.#replicas) {
+      if (r.engine !== null)
+        views.push({ queuedPromptTokens: r.queuedPromptTokens, eligible: true });
+    }
+    return views;
   }
 
   #fail(req: Req, kind: string, _nowMs: number): void {

@@ -9,6 +9,8 @@ import type { SimulatedRun } from '../results/result.ts';
 import type { SloTargets } from '../results/slo.ts';
 import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
 import type { Workload } from '../workload/workloads.ts';
+import { prefillUsPerToken } from '../model/cost.ts';
+import { queueGate, type SimAdmission, summarizeAdmission } from './admission.ts';
 import { Fleet, type SimEngine, type SimRouter } from './fleet.ts';
 import { makeSimRouter } from './routerAdapter.ts';
 import { summarizeRun } from './summary.ts';
@@ -32,6 +34,8 @@ export interface SimConfig {
   /** Stop a run as soon as it cannot meet the SLO (replica-count search). */
   earlyStop?: boolean;
   onProgress?: (fraction: number) => void;
+  /** The fleet-wide queue bound at arrival, and goodput in the result (`admission.ts`). */
+  admission?: SimAdmission;
   /** Wraps the engines and the router (the benchmark times them this way). */
   instrument?: { engine?: (e: SimEngine) => SimEngine; router?: (r: SimRouter) => SimRouter };
 }
@@ -84,6 +88,9 @@ export function simulate(
   const wrapEngine = config.instrument?.engine ?? ((e: SimEngine) => e);
   const wrapRouter = config.instrument?.router ?? ((r: SimRouter) => r);
   const sampleMs = Math.max(250, Math.round(durationMs / 400));
+  const admit =
+    config.admission &&
+    queueGate(config.admission, prefillUsPerToken(engineConfig.spec, config.engine.budgetTokens));
   const fleet = new Fleet({
     replicas: config.replicas,
     workload,
@@ -104,9 +111,10 @@ export function simulate(
     sampleMs,
     loadBucketMs: Math.max(1000, Math.round(durationMs / 120 / 1000) * 1000),
     ...(config.onProgress && { onProgress: config.onProgress }),
+    ...(admit && { admit }),
   });
   const outcome = fleet.run();
-  return summarizeRun(
+  const run = summarizeRun(
     {
       policy: config.router.loraBlind ? `${config.router.policy}/lora-blind` : config.router.policy,
       replicas: config.replicas,
@@ -118,4 +126,13 @@ export function simulate(
     },
     outcome,
   );
+  if (config.admission === undefined) return run;
+  return {
+    ...run,
+    admission: summarizeAdmission(config.admission, outcome, {
+      durationMs,
+      warmupMs: config.warmupMs,
+      slo: config.slo,
+    }),
+  };
 }

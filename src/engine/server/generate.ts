@@ -368,6 +368,7 @@ export function serveGeneration(
           maxNewTokens: gen.maxTokens,
           ...(gen.cacheSalt !== null && { cacheSalt: gen.cacheSalt }),
           ...(gen.loraName !== null && { loraName: gen.loraName }),
+          ...(gen.priority !== null && { priority: gen.priority }),
         },
         sinkFor(c),
       );

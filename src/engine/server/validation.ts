@@ -27,6 +27,8 @@ export interface Generation {
   cacheSalt: string | null;
   /** The LoRA adapter the request's `model` names; null: the base model. */
   loraName: string | null;
+  /** Lower is scheduled first (vLLM's `priority`); null: 0. */
+  priority: number | null;
   /** Request seed, folded into the generator's seed when present. */
   seed: number | null;
   /** Choices to generate, each an engine request of its own (as vLLM fans out n). */
@@ -87,6 +89,7 @@ export function toGeneration(req: GenerationRequest, limits: ServingLimits): Gen
     includeUsage: req.includeUsage,
     cacheSalt: req.cacheSalt,
     loraName: null,
+    priority: req.priority,
     seed: req.seed,
     n: req.n,
     sampling,

@@ -1,0 +1,53 @@
+/**
+ * The fleet-wide admission bound in the simulator: each arrival is checked with the gateway's
+ * own rule (`src/admission/queueBound.ts`) against the fleet's queues (uncached prompt tokens
+ * routed to a live replica whose first token has not come back, the ledger's quantity), priced
+ * at the simulated model's prefill cost per token. A refused request is counted, not served.
+ *
+ * Goodput is what the bound is for: requests that met the SLO (TTFT and TPOT under their p99
+ * targets) per second of the measured window. Without a bound, overload makes every queue grow
+ * and most requests miss; with one, the excess is refused and the rest are served in time.
+ */
+import { type QueueView, queueBoundVerdict } from '../admission/queueBound.ts';
+import type { AdmissionResult } from '../results/result.ts';
+import type { SloTargets } from '../results/slo.ts';
+import type { RequestLog } from './metrics.ts';
+
+export interface SimAdmission {
+  /** The bound in ms of modelled prefill; null: none (the run is measured for comparison). */
+  maxQueueMs: number | null;
+}
+
+/** The fleet's admission hook for a bound, or undefined when there is none. */
+export function queueGate(
+  admission: SimAdmission,
+  prefillUsPerToken: number,
+): ((replicas: readonly QueueView[]) => boolean) | undefined {
+  const { maxQueueMs } = admission;
+  if (maxQueueMs === null) return undefined;
+  return (replicas) => queueBoundVerdict(replicas, prefillUsPerToken, maxQueueMs).admitted;
+}
+
+/** Measured requests in `log` that met both SLO targets. */
+export function requestsMeetingSlo(log: RequestLog, slo: SloTargets): number {
+  let met = 0;
+  for (let i = 0; i < log.length; i++) {
+    const tpotMs = log.tpotMs.get(i);
+    if (log.ttftMs.get(i) <= slo.ttftP99Ms && !(tpotMs > slo.tpotP99Ms)) met++;
+  }
+  return met;
+}
+
+export function summarizeAdmission(
+  admission: SimAdmission,
+  outcome: { log: RequestLog; rejectedMeasured: number; arrivedMeasured: number },
+  window: { durationMs: number; warmupMs: number; slo: SloTargets },
+): AdmissionResult {
+  const seconds = Math.max(1e-9, (window.durationMs - window.warmupMs) / 1000);
+  return {
+    maxQueueMs: admission.maxQueueMs,
+    rejected: outcome.rejectedMeasured,
+    goodputRps: requestsMeetingSlo(outcome.log, window.slo) / seconds,
+    offeredRps: outcome.arrivedMeasured / seconds,
+  };
+}
