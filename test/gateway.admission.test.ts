@@ -35,6 +35,11 @@ class RecordingBackend {
       return;
     }
     if (req.url === '/health') return void res.end();
+    if (!req.url?.startsWith('/v1/c')) {
+      // No /v1/models or /tokenize here: the gateway learns the model from its config.
+      res.writeHead(404).end();
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
