@@ -3,7 +3,7 @@
  * the router names them `r0`..; ids and positions coincide because they are added in order.
  */
 import type { KvEvent } from '../kv/events.ts';
-import { kvPoolTokens } from '../model/cost.ts';
+import { kvPoolTokens, prefillUsPerToken } from '../model/cost.ts';
 import { DEFAULT_STALE_MS } from '../router/filters.ts';
 import { RouterError } from '../router/errors.ts';
 import { Router } from '../router/router.ts';
@@ -16,10 +16,17 @@ const MAX_PRESIZED_KEYS = 1 << 21;
 export function makeSimRouter(config: SimConfig): SimRouter {
   const names = Array.from({ length: config.replicas }, (_, i) => `r${i}`);
   const r = config.router;
+  const engine = makeEngineConfig(config.engine);
   const router = new Router({
     replicas: names,
     policy: r.policy,
-    policyOptions: { queueSource: r.queueSource },
+    // What a policy may know of the engines: their sequence limit and prefill time per token.
+    policyOptions: {
+      maxSeqs: engine.maxSeqs,
+      prefillUsPerToken: prefillUsPerToken(engine.spec),
+      ...r.policyOptions,
+      queueSource: r.queueSource,
+    },
     indexMode: r.index,
     ...(r.kvThreshold !== undefined && { kvThreshold: r.kvThreshold }),
     // Reports arrive every reportMs; only a replica that stopped reporting should look stale.

@@ -1,5 +1,6 @@
 /** The simulator's inputs and outputs as plain data (what the CLI, report and search share). */
 import type { KvPolicyName } from '../engine/types.ts';
+import type { PolicyOptions } from '../router/registry.ts';
 import type { Percentiles } from './metrics.ts';
 
 export interface SloTargets {
@@ -28,6 +29,8 @@ export interface RouterOptions {
   policy: string;
   index: 'events' | 'approx';
   queueSource: 'ledger' | 'reports';
+  /** Knobs for the policy's constructor (see the registry's PolicyOptions); defaults otherwise. */
+  policyOptions?: PolicyOptions;
   kvThreshold?: number;
   /** The router's own report-age limit; default: comfortably above the simulated delay. */
   staleLimitMs?: number;
