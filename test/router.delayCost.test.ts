@@ -1,7 +1,13 @@
 /** `delay-cost`: the decision on hand-made snapshots, its learned decode time, and the router. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { makePolicy, type PickInput, type ReplicaView, Router } from '../src/router/index.ts';
+import {
+  DEFAULT_POLICY,
+  makePolicy,
+  type PickInput,
+  type ReplicaView,
+  Router,
+} from '../src/router/index.ts';
 import { DelayCostPolicy, slotQueueLengths } from '../src/router/policies/delayCost.ts';
 import { Rng } from '../src/util/rng.ts';
 import { BLOCK, replicaView, request, stored, tokens } from './support/routing.ts';
@@ -42,34 +48,49 @@ const view = (
   });
 };
 
-describe('delay-cost on an idle fleet', () => {
-  test('the owner keeps the prefix while its extra queue is under twice the saving', () => {
+describe('delay-cost: the spill and who waits behind it', () => {
+  test('spilling onto an idle replica: the seed rule, the owner keeps it under the saving', () => {
     const pick = (ownerQueued: number): number =>
-      policy().pick(input([view(0, { queued: ownerQueued, prefill: 1, cached: SHARED }), view(1)]))
+      policy().pick(input([view(0, { queued: ownerQueued, prefill: 3, cached: SHARED }), view(1)]))
         .replicaId;
-    // Owner: queued + 2,000; idle cold replica: 8,000 + 6,000 x (1 + 0 waiting there).
-    assert.equal(pick(0), 0);
-    assert.equal(pick(6_000), 0, 'where cost would already spill (6,000 = the saving)');
-    assert.equal(pick(11_999), 0);
-    assert.equal(pick(12_000), 1, 'equal scores go to the shorter queue: the spill');
-    assert.equal(pick(12_001), 1);
+    const cost = (ownerQueued: number): number =>
+      makePolicy('cost').pick(input([view(0, { queued: ownerQueued, cached: SHARED }), view(1)]))
+        .replicaId;
+    for (const queued of [0, 5_999, 6_000, 6_001, 20_000]) {
+      assert.equal(pick(queued), cost(queued), `owner queue ${queued}`);
+    }
+    assert.equal(pick(5_999), 0);
+    assert.equal(pick(6_000), 1, 'equal scores go to the shorter queue: the spill');
+  });
+
+  test('each request waiting where the spill would land charges its extra prefill once more', () => {
+    // The other replica has 1 request waiting (1,000 tokens): its followers are
+    // 1 (waiting) + 1/64 (slot load) + Lq(1) (0 to 1e-9): 1,000 + 8,000 + 6,000 x 1.015625.
+    const other = view(1, { queued: 1_000, prefill: 1 });
+    const pick = (ownerQueued: number): number =>
+      policy().pick(input([view(0, { queued: ownerQueued, prefill: 4, cached: SHARED }), other]))
+        .replicaId;
+    assert.equal(pick(8_000), 0, 'cost spills from 7,000 (7,000 + 2,000 = 1,000 + 8,000)');
+    assert.equal(pick(13_050), 0, '15,050 < 15,093.75');
+    assert.equal(pick(13_100), 1);
     assert.equal(
-      makePolicy('cost').pick(input([view(0, { queued: 6_000, cached: SHARED }), view(1)]))
-        .replicaId,
+      policy(null).pick(input([view(0, { queued: 13_050, cached: SHARED }), other])).replicaId,
       1,
+      'no slot limit known: followers = 1, the spill scores 15,000',
     );
   });
 
-  test('scores are milliseconds: tokens x prefill time, the extra prefill charged per follower', () => {
+  test('scores are milliseconds: tokens x prefill time, the extra prefill per follower', () => {
     const { scores } = policy().pick(
       input([
         view(0, { queued: 4_000, prefill: 2, cached: SHARED }),
-        view(1, { queued: 1_000, prefill: 1 }),
+        view(1, { queued: 1_000, prefill: 1, decode: 31 }),
       ]),
     );
+    const followers = 32 / SLOTS + 1 + slotQueueLengths(SLOTS, 0.95)[32]!;
     assert.deepEqual(scores, [
       (4_000 + UNIQUE) * US * 1e-3,
-      (1_000 + PROMPT + SHARED * (1 + 1)) * US * 1e-3,
+      (1_000 + PROMPT + SHARED * followers) * US * 1e-3,
     ]);
   });
 
@@ -77,29 +98,17 @@ describe('delay-cost on an idle fleet', () => {
     const { replicaId } = policy().pick(
       input([
         view(0, { queued: 3_000, prefill: 9 }),
-        view(1, { queued: 2_000, prefill: 1 }),
+        view(1, { queued: 2_000, prefill: 1, decode: 63 }),
         view(2, { queued: 2_500 }),
       ]),
     );
     assert.equal(replicaId, 1);
   });
-});
 
-describe('delay-cost near saturation', () => {
-  test('a spill costs more where requests already wait: the same owner queue stays', () => {
+  test('nearly full slots charge a spill steeply (M/M/c queue length), half-full ones barely', () => {
     const owner = view(0, { queued: 13_000, prefill: 4, cached: SHARED });
-    assert.equal(policy().pick(input([owner, view(1)])).replicaId, 1, 'idle replica: spill');
-    assert.equal(
-      policy().pick(input([owner, view(1, { queued: 1_000, prefill: 1 })])).replicaId,
-      0,
-      'one request waiting there doubles the charge: 1,000 + 8,000 + 12,000 > 15,000',
-    );
-  });
-
-  test('nearly full slots charge a spill more (M/M/c queue length), idle slots do not', () => {
-    const owner = view(0, { queued: 13_000, prefill: 4, cached: SHARED });
-    const roomy = view(1, { decode: 32 });
-    const tight = view(1, { decode: 60 });
+    const roomy = view(1, { decode: 32 }); // 8,000 + 6,000 x 0.5 = 11,000 < 15,000
+    const tight = view(1, { decode: 60 }); // 8,000 + 6,000 x (0.94 + Lq(60) = 5.6) > 15,000
     assert.equal(policy().pick(input([owner, roomy])).replicaId, 1);
     assert.equal(policy().pick(input([owner, tight])).replicaId, 0);
     assert.equal(policy(null).pick(input([owner, tight])).replicaId, 1, 'no slot limit known');
@@ -114,9 +123,9 @@ describe('delay-cost near saturation', () => {
     assert.ok(lq[58]! > 1, `90 % ${lq[58]}`);
     for (let k = 1; k <= SLOTS; k++) assert.ok(lq[k]! >= lq[k - 1]!, `monotone at ${k}`);
     assert.equal(lq[SLOTS], lq[Math.ceil(0.95 * SLOTS)], 'load capped at 0.95');
-    // M/M/1 at load 0.5: Lq = rho^2 / (1 - rho) = 0.5.
+    // Closed forms: M/M/1 Lq = rho^2 / (1 - rho); M/M/2 at load 0.5: 1/3.
     assert.ok(Math.abs(slotQueueLengths(1, 0.95)[1]! - 0.95 ** 2 / 0.05) < 1e-9);
-    assert.ok(Math.abs(slotQueueLengths(2, 0.95)[1]! - 1 / 3) < 1e-9, 'M/M/2 at 0.5: 1/3');
+    assert.ok(Math.abs(slotQueueLengths(2, 0.95)[1]! - 1 / 3) < 1e-9);
   });
 });
 
@@ -163,26 +172,34 @@ describe('delay-cost: waiting for a sequence slot', () => {
 });
 
 describe('delay-cost behind the router', () => {
-  test('the owner keeps a hot prefix through twice the queue cost allows, then spills', () => {
+  test('is the default policy', () => {
+    assert.equal(DEFAULT_POLICY, 'delay-cost');
+    assert.equal(new Router({ replicas: ['a'] }).policyName, 'delay-cost');
+  });
+
+  test('with requests waiting elsewhere the owner keeps a hot prefix twice as long as cost', () => {
     const shared = tokens(1, SHARED);
+    const other = tokens(2, SHARED);
     const hot = (i: number): number[] => shared.concat(tokens(100 + i, UNIQUE));
-    const router = new Router({
-      replicas: ['a', 'b'],
-      policy: 'delay-cost',
-      policyOptions: { maxSeqs: SLOTS },
-      seed: 9,
-    });
-    router.applyEvents('a', [stored(shared)], 0);
-    const picks = [0, 1, 2, 3, 4, 5, 6].map((i) => router.route(request(`h${i}`, hot(i)), 1));
-    assert.deepEqual(
-      picks.map((d) => d.replica),
-      ['a', 'a', 'a', 'a', 'a', 'a', 'b'],
-      'extra queue 0..10,000 keeps the owner (cost spills at 6,000); 12,000 ties and spills',
-    );
-    assert.equal(picks[6]!.spilled, true);
-    // b is warm now (overlay) and idle: the next one goes there warm.
-    const next = router.route(request('h7', hot(7)), 2);
-    assert.equal(next.replica, 'b');
-    assert.equal(next.cachedTokens, SHARED);
+    /** Hot requests the owner takes before the first spill. */
+    const ownerRun = (policy: string): number => {
+      const router = new Router({
+        replicas: ['a', 'b'],
+        policy,
+        policyOptions: { maxSeqs: SLOTS },
+        seed: 9,
+      });
+      router.applyEvents('a', [stored(shared)], 0);
+      router.applyEvents('b', [stored(other)], 0);
+      // One of b's own customers waits there: 2,000 queued tokens, one request.
+      assert.equal(router.route(request('o', other.concat(tokens(50, UNIQUE))), 0).replica, 'b');
+      let i = 0;
+      while (router.route(request(`h${i}`, hot(i)), 1).replica === 'a') i++;
+      return i;
+    };
+    // cost: a while 2,000 + queue(a) < 2,000 + 8,000: queues 0..6,000.
+    assert.equal(ownerRun('cost'), 4);
+    // delay-cost: b scores 2,000 + 8,000 + 6,000 x (1 + 1/64) = 16,094: queues 0..14,000.
+    assert.equal(ownerRun('delay-cost'), 8);
   });
 });

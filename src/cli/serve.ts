@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import {
   type ClientKey,
   DEFAULT_EMBEDDED_REPLICAS,
+  DEFAULT_POLICY,
   defaultConfig,
   type GatewayConfig,
   INDEX_MODES,
@@ -49,7 +50,7 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --backend SPEC        a backend, repeatable: URL[,events=tcp://H:P][,replay=tcp://H:P]
                         [,model=NAME][,api-key=KEY]; replaces the config file's list
   --config FILE         YAML config (see kvroute.example.yaml); flags override it
-  --policy P            ${POLICY_NAMES.join(', ')} (default cost)
+  --policy P            ${POLICY_NAMES.join(', ')} (default ${DEFAULT_POLICY})
   --index M             events (KV events over ZMQ) | approx (the router's own record)
   --tokenizer T         builtin (the engine's) | PATH/tokenizer.json (byte-level BPE)
   --chat-template FILE  YAML with turn ({role}, {content}), prefix, generation

@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { GPUS, MODELS } from '../model/catalog.ts';
 import { replicaSpecProblem } from '../model/cost.ts';
 import { makeReplicaSpec } from '../model/spec.ts';
-import { POLICY_NAMES } from '../router/registry.ts';
+import { DEFAULT_POLICY, POLICY_NAMES } from '../router/registry.ts';
 import { renderReport } from '../sim/report.ts';
 import {
   DEFAULT_ENGINE,
@@ -87,7 +87,7 @@ workload
   --warmup S            arrivals before this are not measured (default min(60, duration/10))
   --seed N              workload and router seed (default 1)
 fleet
-  --policy LIST         comma-separated, or all: ${POLICY_NAMES.join(', ')} (default cost)
+  --policy LIST         comma-separated, or all: ${POLICY_NAMES.join(', ')} (default ${DEFAULT_POLICY})
   --replicas N          default: seed/hot 22, low-shared 40, groups/multiturn/trace 8
   --model NAME          ${Object.keys(MODELS).join(', ')} (default ${DEFAULT_ENGINE.model})
   --gpu NAME            ${Object.keys(GPUS).join(', ')} (default ${DEFAULT_ENGINE.gpu})
@@ -141,7 +141,7 @@ function parseFault(kind: 'kill' | 'revive', raw: string, replicas: number): Fau
 }
 
 function parsePolicies(raw: string | undefined): string[] {
-  if (raw === undefined) return ['cost'];
+  if (raw === undefined) return [DEFAULT_POLICY];
   if (raw.trim() === 'all') return [...POLICY_NAMES];
   const names = raw.split(',').map((s) => s.trim());
   for (const name of names) {
@@ -206,7 +206,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     replicas,
     engine,
     router: {
-      policy: 'cost',
+      policy: DEFAULT_POLICY,
       index: flags.oneOf('index', ['events', 'approx'] as const) ?? 'events',
       queueSource: flags.oneOf('queue-source', ['ledger', 'reports'] as const) ?? 'ledger',
       ...(kvThreshold !== undefined && { kvThreshold }),

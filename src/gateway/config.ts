@@ -13,7 +13,7 @@ export type IndexMode = (typeof INDEX_MODES)[number];
 
 export const DEFAULT_PORT = 8080;
 export const DEFAULT_HOST = '127.0.0.1';
-export const DEFAULT_POLICY = 'cost';
+export const DEFAULT_POLICY = 'delay-cost';
 export const DEFAULT_STALE_MS = 500;
 export const DEFAULT_KV_THRESHOLD = 0.95;
 export const DEFAULT_SCRAPE_MS = 100;

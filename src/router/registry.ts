@@ -40,7 +40,7 @@ export type PolicyName = keyof typeof REGISTRY;
 
 export const POLICY_NAMES = Object.keys(REGISTRY) as PolicyName[];
 
-export const DEFAULT_POLICY: PolicyName = 'cost';
+export const DEFAULT_POLICY: PolicyName = 'delay-cost';
 
 export function isPolicyName(name: string): name is PolicyName {
   return Object.hasOwn(REGISTRY, name);

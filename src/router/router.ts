@@ -33,7 +33,7 @@ export const DEFAULT_SEED = 0x6b76;
 export interface RouterOptions {
   /** Replica names; a replica's id is its position (later additions append). */
   replicas: readonly string[];
-  /** Registry name or a ready policy; default 'cost'. */
+  /** Registry name or a ready policy; default DEFAULT_POLICY ('delay-cost'). */
   policy?: string | Policy;
   policyOptions?: PolicyOptions;
   /** 'events' (exact, fed by KV events; default) or 'approx' (what the router sent where). */

@@ -1,36 +1,40 @@
 /**
- * `delay-cost`, the default: the seed's cost rule in time, with each spill charged for the delay
- * its extra prefill puts on the requests behind it, and with the wait for a sequence slot.
+ * `delay-cost`, the default: the seed's cost rule in time, with a spill charged for the delay
+ * its extra prefill puts on the requests that will queue behind it, and with the wait for a
+ * sequence slot.
  *
- *   score(r) [ms] = queue(r) x p + slotWait(r) + uncached(r) x p + extra(r) x p x followers(r)
+ *   score(r) [ms] = (queue(r) + uncached(r) + extra(r) x followers(r)) x p + slotWait(r)
  *
- *   p            prefill time per token, ms (71.3 us for Llama 3.3 70B on TP=2 H200)
- *   queue(r)     uncached prompt tokens already queued on r (router ledger), as in `cost`
- *   uncached(r)  promptTokens - cachedTokens(r)
- *   extra(r)     uncached(r) - the fewest uncached tokens on any candidate: prefill that exists
- *                only because the request left its best-cached replica (0 on an owner)
- *   followers(r) requests the extra prefill delays: 1 + prefill(r) + Lq(inFlight(r))
- *     prefill(r)   requests on r whose first token has not come back (ledger); 1 + prefill(r)
- *                  is 1 / (1 - load) of a single queue, the number that wait behind new work
- *     Lq(k)        mean M/M/c queue length at occupancy k of c = maxSeqs slots (load k / c,
- *                  at most 0.95): near 0 below ~85 % of the slots, then steep. A replica whose
- *                  slots are nearly full turns extra prefill into longer decodes, so later
- *                  requests wait for slots
- *   slotWait(r)  max(0, inFlight(r) + 1 - maxSeqs) x decodeMs / maxSeqs: the completions r
- *                needs before it can admit one more sequence, each about decodeMs / maxSeqs
- *                apart; decodeMs is the mean first-token-to-finish time of completed requests
- *                (an exponential average), or the age of the oldest running decode before any
+ *   p             prefill time per token, ms (71.3 us for Llama 3.3 70B on TP=2 H200)
+ *   queue(r)      uncached prompt tokens already queued on r (router ledger), as in `cost`
+ *   uncached(r)   promptTokens - cachedTokens(r), as in `cost`
+ *   extra(r)      uncached(r) - the fewest uncached tokens on any candidate: prefill that exists
+ *                 only because the request left its best-cached replica (0 on an owner)
+ *   followers(r)  requests that will wait behind that extra prefill on r:
+ *                 load(r) + prefill(r) + Lq(inFlight(r))
+ *     load(r)       inFlight(r) / maxSeqs, r's share of busy sequence slots: the chance that
+ *                   its next request arrives while the extra prefill still runs
+ *     prefill(r)    requests on r whose first token has not come back (ledger): as many again
+ *                   will queue behind the new one while it waits (Little's law)
+ *     Lq(k)         mean M/M/c queue length at load k / c, c = maxSeqs (load at most 0.95):
+ *                   about 0 below ~85 % of the slots, then steep. Extra prefill on a replica
+ *                   whose slots are nearly full stretches its decodes, so later requests wait
+ *                   for slots
+ *   slotWait(r)   max(0, inFlight(r) + 1 - maxSeqs) x decodeMs / maxSeqs: the completions r
+ *                 needs before it can admit one more sequence, about decodeMs / maxSeqs apart;
+ *                 decodeMs is the mean first-token-to-finish time of finished requests (an
+ *                 exponential average), or the age of the oldest running decode before any
  *
- * The minimum wins; ties to the shorter queue, then a seeded draw. With an idle fleet this is
- * `cost` with the saving counted twice: the owner keeps a prefix while its extra queue is under
- * twice the prefill a hit saves (856 ms for the seed's 6,000 shared tokens), and longer when the
- * other replicas have requests of their own waiting. Near saturation spills nearly stop, so a
- * cold start or a burst is absorbed by the owners instead of multiplied by cold prefills, while
- * a replica out of slots sheds new work to replicas with free ones.
+ * The minimum wins; ties to the shorter queue, then a seeded draw. Where a spill would land on
+ * an idle replica this is `cost`: the owner keeps a prefix while its extra queue is under the
+ * prefill a hit saves. Where requests already wait, each of them charges the spill's extra
+ * prefill once more, so as the fleet fills up spills stop and a cold start or a burst is
+ * absorbed by the owners instead of multiplied by cold prefills; and a replica out of slots
+ * sheds new work to one with free slots, which `cost` does not see.
  *
- * Missing signals: without `maxSeqs` (unknown engine limit) slotWait and Lq are 0 and the rule
- * works on prefill alone; before any decode has run, slotWait is 0. Without cache information
- * extra(r) is 0 everywhere and the rule is least queued prompt tokens, as `cost`.
+ * Missing signals: without `maxSeqs` (engine limit unknown) load, Lq and slotWait are 0 and the
+ * rule works on prefill alone (followers = prefill(r)); before any decode has run slotWait is 0.
+ * Without cache information extra(r) is 0 everywhere: least queued prompt tokens, as `cost`.
  */
 import type { Pick, PickInput, Policy } from '../policy.ts';
 import { argMin } from './pickBest.ts';
@@ -93,7 +97,9 @@ export class DelayCostPolicy implements Policy {
       const extra = uncached - fewestUncached;
       const slotWaitMs =
         maxSeqs === undefined ? 0 : Math.max(0, c.inFlight + 1 - maxSeqs) * slotGapMs;
-      const followers = 1 + c.prefillRequests + this.#slotQueue[Math.min(c.inFlight, lastSlot)]!;
+      const slotLoad = maxSeqs === undefined ? 0 : Math.min(1, c.inFlight / maxSeqs);
+      const followers =
+        slotLoad + c.prefillRequests + this.#slotQueue[Math.min(c.inFlight, lastSlot)]!;
       queues[i] = c.queuedPromptTokens;
       scores[i] = (c.queuedPromptTokens + uncached + extra * followers) * p + slotWaitMs;
     }
