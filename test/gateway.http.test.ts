@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { defaultConfig } from '../src/gateway/config.ts';
+import { DEFAULT_POLICY } from '../src/router/defaults.ts';
 import { startGateway } from '../src/gateway/gateway.ts';
 import {
   complete,
@@ -369,7 +370,7 @@ describe('bad input', () => {
       /kvroute_gateway_replica_queued_prompt_tokens\{replica="127\.0\.0\.1:\d+",model="[^"]+"\} 0/,
     );
     const snap = (await (await fetch(`${gw.url}/router/replicas`)).json()) as { policy: string };
-    assert.equal(snap.policy, 'cost');
+    assert.equal(snap.policy, DEFAULT_POLICY);
     assert.equal((await fetch(`${gw.url}/nope`)).status, 404);
     const wrongMethod = await fetch(`${gw.url}/v1/completions`);
     assert.equal(wrongMethod.status, 405);

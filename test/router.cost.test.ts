@@ -35,7 +35,7 @@ describe('cost = queued prompt tokens + uncached prompt tokens', () => {
   });
 
   test('spill emerges: owner, owner, owner, then a second owner that is warm at once', () => {
-    const router = new Router({ replicas: ['a', 'b'], seed: 9 });
+    const router = new Router({ replicas: ['a', 'b'], policy: 'cost', seed: 9 });
     router.applyEvents('a', [stored(shared)], 0);
     // Each hot request adds its 2,000 uncached tokens to the owner's queue (no first tokens yet).
     const picks = [0, 1, 2, 3].map((i) => router.route(request(`h${i}`, hot(i)), 1));
@@ -129,6 +129,7 @@ describe('queueSource', () => {
     const replicas = ['a', 'b', 'c', 'd'];
     const router = new Router({
       replicas,
+      policy: 'cost',
       policyOptions: { queueSource },
       overlayTtlMs: 0,
       seed: 4,
@@ -159,7 +160,7 @@ describe('queueSource', () => {
 
 describe('decisions and counters', () => {
   test('explain puts scores by replica name; counters add up', () => {
-    const router = new Router({ replicas: ['a', 'b'], explain: true, seed: 3 });
+    const router = new Router({ replicas: ['a', 'b'], policy: 'cost', explain: true, seed: 3 });
     router.applyEvents('a', [stored(shared)], 0);
     const d = router.route(request('q', hot(0)), 0);
     assert.deepEqual(d.scores, { a: UNIQUE, b: SHARED + UNIQUE });

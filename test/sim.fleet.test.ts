@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { UsageError } from '../src/cli/args.ts';
 import { parseSimFlags, run as runSimCli } from '../src/cli/sim.ts';
 import { renderReport } from '../src/results/report.ts';
+import { POLICY_NAMES } from '../src/router/registry.ts';
 import { simulate } from '../src/sim/run.ts';
 import { RESULT_JSON_KEYS, smallSeedConfig } from './support/sim.ts';
 import type { RunResult } from '../src/results/result.ts';
@@ -134,7 +135,8 @@ test('bad flags are one-line usage errors naming the flag', () => {
   }
   const ok = parseSimFlags(['--policy', 'all', '--kill', '3@120', '--revive', '3@180']);
   assert.ok(ok !== 'help');
-  assert.equal(ok.policies.length, 10);
+  assert.deepEqual(ok.policies, [...POLICY_NAMES]);
+  assert.equal(ok.policies.length, 11);
   assert.deepEqual(ok.base.faults, [
     { kind: 'kill', replica: 3, atMs: 120_000 },
     { kind: 'revive', replica: 3, atMs: 180_000 },

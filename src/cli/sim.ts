@@ -6,6 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import {
   DEFAULT_KV_THRESHOLD,
+  DEFAULT_POLICY,
   DEFAULT_OVERLAY_TTL_MS,
   INDEX_MODES,
   QUEUE_SOURCES,
@@ -58,7 +59,7 @@ ${workloadHelp({
   warmup: 'min(60, duration/10)',
   seed: 'workload and router seed',
 })}fleet
-${POLICY_LIST_HELP} (default cost)
+${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
   --replicas N          default: seed/hot/lora 22, low-shared 40, groups/multiturn/trace 8
 ${ENGINE_HELP}router view
   --stale-ms MS         engine reports reach the router this late (default 0: also after
@@ -144,7 +145,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     replicas,
     engine,
     router: {
-      policy: 'cost',
+      policy: DEFAULT_POLICY,
       index: flags.oneOf('index', INDEX_MODES) ?? INDEX_MODES[0],
       queueSource: flags.oneOf('queue-source', QUEUE_SOURCES) ?? QUEUE_SOURCES[0],
       ...(kvThreshold !== undefined && { kvThreshold }),
@@ -163,7 +164,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   };
   return {
     base,
-    policies: readPolicyList(flags, ['cost']),
+    policies: readPolicyList(flags, [DEFAULT_POLICY]),
     loraBlind: flags.bool('lora-blind'),
     search: flags.bool('search'),
     maxReplicas: flags.positive('max-replicas', true) ?? 256,

@@ -3,8 +3,8 @@
  * and the simulator all read them from here, so a default is changed once.
  */
 
-/** The seed's rule: queued prompt tokens + this request's uncached prompt tokens. */
-export const DEFAULT_POLICY = 'cost';
+/** delay-cost: the seed's rule with spills charged for the requests queued behind them (policies/delayCost.ts). */
+export const DEFAULT_POLICY = 'delay-cost';
 
 /** Replicas above this KV usage (0..1) are skipped: admitting there forces preemption. */
 export const DEFAULT_KV_THRESHOLD = 0.95;

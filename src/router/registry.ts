@@ -4,6 +4,7 @@ import { type AibrixOptions, AibrixPolicy } from './policies/aibrix.ts';
 import { type ChwblOptions, ChwblPolicy } from './policies/chwbl.ts';
 import { ConsistentHashPolicy } from './policies/consistentHash.ts';
 import { type CostOptions, CostPolicy } from './policies/cost.ts';
+import { type DelayCostOptions, DelayCostPolicy } from './policies/delayCost.ts';
 import { type DynamoOptions, DynamoPolicy } from './policies/dynamo.ts';
 import { LeastQueuedPolicy } from './policies/leastQueued.ts';
 import { type LlmdOptions, LlmdPolicy } from './policies/llmd.ts';
@@ -14,6 +15,7 @@ import type { Policy } from './policy.ts';
 
 /** Every policy's options in one bag; each constructor reads the fields it knows. */
 export type PolicyOptions = CostOptions &
+  DelayCostOptions &
   ChwblOptions &
   SglangOptions &
   DynamoOptions &
@@ -22,6 +24,7 @@ export type PolicyOptions = CostOptions &
 
 const REGISTRY = {
   cost: (o: PolicyOptions) => new CostPolicy(o),
+  'delay-cost': (o: PolicyOptions) => new DelayCostPolicy(o),
   random: () => new RandomPolicy(),
   'round-robin': () => new RoundRobinPolicy(),
   'least-queued': () => new LeastQueuedPolicy(),

@@ -42,7 +42,7 @@ import type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot
 export interface RouterOptions {
   /** Replica names; a replica's id is its position (later additions append). */
   replicas: readonly string[];
-  /** Registry name or a ready policy; default 'cost'. */
+  /** Registry name or a ready policy; default DEFAULT_POLICY ('delay-cost'). */
   policy?: string | Policy;
   policyOptions?: PolicyOptions;
   /** 'events' (exact, fed by KV events; default) or 'approx' (what the router sent where). */

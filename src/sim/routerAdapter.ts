@@ -27,10 +27,15 @@ export interface SimRouterConfig {
 export function makeSimRouter(config: SimRouterConfig): SimRouter {
   const names = Array.from({ length: config.replicas }, (_, i) => `r${i}`);
   const r = config.router;
+  const engine = makeEngineConfig(config.engine);
   const router = new Router({
     replicas: names,
     policy: r.policy,
+    // What a policy may know of the engines: their sequence limit and prefill time per token.
     policyOptions: {
+      maxSeqs: engine.maxSeqs,
+      prefillUsPerToken: prefillUsPerToken(engine.spec),
+      ...r.policyOptions,
       queueSource: r.queueSource,
       ...(r.loraBlind && { loraBlind: true }),
       ...(config.engine.lora && { loraLoadTokens: loraLoadTokens(config.engine) }),

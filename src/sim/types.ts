@@ -1,5 +1,6 @@
 /** The simulator's inputs as plain data (its result is `src/results/result.ts`'s RunResult). */
 import type { IndexMode, QueueSource } from '../router/defaults.ts';
+import type { PolicyOptions } from '../router/registry.ts';
 
 /** A replica dies at `atMs` (kill) or comes back cold (revive). */
 export interface FaultSpec {
@@ -12,6 +13,8 @@ export interface RouterOptions {
   policy: string;
   index: IndexMode;
   queueSource: QueueSource;
+  /** Knobs for the policy's constructor (see the registry's PolicyOptions); defaults otherwise. */
+  policyOptions?: PolicyOptions;
   kvThreshold?: number;
   /** The router's own report-age limit; default: comfortably above the simulated delay. */
   staleLimitMs?: number;

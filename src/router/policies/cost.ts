@@ -1,5 +1,5 @@
 /**
- * `cost`, the default: send the request where it adds the least prefill work.
+ * `cost`, the router seed's rule: send the request where it adds the least prefill work.
  *
  *   cost(r) [tokens] = queue(r) + uncached(r)
  *   queue(r)    = prompt tokens already queued on r (not yet prefilled), and
