@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type DashboardSample, pointBetween } from '../src/gateway/dashboard/state.ts';
+import { DEFAULT_POLICY } from '../src/router/defaults.ts';
 import {
   complete,
   type EngineServerHandle,
@@ -112,7 +113,7 @@ describe('the dashboard over HTTP', () => {
       authorization: 'Bearer sk-admin',
     });
     assert.equal(message.sample.replicas.length, 2);
-    assert.deepEqual(message.sample.decisionsByPolicy, { cost: 1 });
+    assert.deepEqual(message.sample.decisionsByPolicy, { [DEFAULT_POLICY]: 1 });
     const served = message.sample.replicas.find((x: { name: string }) => x.name === r.replica);
     assert.equal(served.decisions, 1);
     assert.equal(served.uncachedTokens + served.cachedTokens, 64);

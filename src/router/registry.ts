@@ -39,7 +39,7 @@ const REGISTRY = {
 export type PolicyName = keyof typeof REGISTRY;
 
 /** Policies with adapter terms, which the `loraBlind` option turns off. */
-export const LORA_AWARE_POLICIES: readonly PolicyName[] = ['cost', 'llmd'];
+export const LORA_AWARE_POLICIES: readonly PolicyName[] = ['cost', 'delay-cost', 'llmd'];
 
 export const POLICY_NAMES = Object.keys(REGISTRY) as PolicyName[];
 

@@ -35,7 +35,12 @@
  * Missing signals: without `maxSeqs` (engine limit unknown) load, Lq and slotWait are 0 and the
  * rule works on prefill alone (followers = prefill(r)); before any decode has run slotWait is 0.
  * Without cache information extra(r) is 0 everywhere: least queued prompt tokens, as `cost`.
+ *
+ * LoRA, as in `cost`: a request for an adapter adds, where the adapter is not resident, its load
+ * time (loraLoadTokens x p), and the router offers only replicas with a free adapter slot while
+ * any has one (loraAware); `loraBlind` drops both.
  */
+import { DEFAULT_LORA_LOAD_TOKENS } from '../defaults.ts';
 import type { Pick, PickInput, Policy } from '../policy.ts';
 import { argMin } from './pickBest.ts';
 
@@ -51,12 +56,18 @@ export interface DelayCostOptions {
   prefillUsPerToken?: number;
   /** Running sequences an engine admits at most (vLLM max_num_seqs); unknown when absent. */
   maxSeqs?: number;
+  /** A LoRA adapter's load time in prefill tokens (default DEFAULT_LORA_LOAD_TOKENS). */
+  loraLoadTokens?: number;
+  /** Ignore adapters: no load term, no slot guard. */
+  loraBlind?: boolean;
 }
 
 export class DelayCostPolicy implements Policy {
   readonly name = 'delay-cost';
   readonly prefillMsPerToken: number;
   readonly maxSeqs: number | undefined;
+  readonly loraAware: boolean;
+  readonly loraLoadTokens: number;
   /** Mean slot queue length by in-flight requests, 0..maxSeqs. */
   readonly #slotQueue: Float64Array;
   /** First-token time of each request still decoding, oldest first (insertion order). */
@@ -65,6 +76,8 @@ export class DelayCostPolicy implements Policy {
 
   constructor(options: DelayCostOptions = {}) {
     this.prefillMsPerToken = (options.prefillUsPerToken ?? DEFAULT_PREFILL_US_PER_TOKEN) / 1000;
+    this.loraAware = !options.loraBlind;
+    this.loraLoadTokens = options.loraLoadTokens ?? DEFAULT_LORA_LOAD_TOKENS;
     const maxSeqs = options.maxSeqs;
     this.maxSeqs =
       maxSeqs !== undefined && Number.isInteger(maxSeqs) && maxSeqs >= 1 ? maxSeqs : undefined;
@@ -89,6 +102,7 @@ export class DelayCostPolicy implements Policy {
     const maxSeqs = this.maxSeqs;
     const slotGapMs = maxSeqs === undefined ? 0 : this.#decodeEstimateMs(input.nowMs) / maxSeqs;
     const lastSlot = this.#slotQueue.length - 1;
+    const adapter = this.loraAware && request.lora ? this.loraLoadTokens : 0;
     const scores = new Array<number>(candidates.length);
     const queues = new Array<number>(candidates.length);
     for (let i = 0; i < candidates.length; i++) {
@@ -101,7 +115,8 @@ export class DelayCostPolicy implements Policy {
       const followers =
         slotLoad + c.prefillRequests + this.#slotQueue[Math.min(c.inFlight, lastSlot)]!;
       queues[i] = c.queuedPromptTokens;
-      scores[i] = (c.queuedPromptTokens + uncached + extra * followers) * p + slotWaitMs;
+      const load = adapter > 0 && !c.lora.resident ? adapter : 0;
+      scores[i] = (c.queuedPromptTokens + uncached + load + extra * followers) * p + slotWaitMs;
     }
     return { replicaId: candidates[argMin(scores, input.rng, queues)]!.id, scores };
   }
