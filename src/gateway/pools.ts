@@ -14,6 +14,7 @@
 import { ApiError } from '../openai/errors.ts';
 import type { RouterCounters } from '../router/index.ts';
 import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
+import type { ReplicaLoad } from './metrics.ts';
 import type { TokenizeMode } from './requestTokenizers.ts';
 import type { TokenizerAgreement } from './tokenizerCheck.ts';
 import {
@@ -313,14 +314,7 @@ export class ModelPools {
   }
 
   /** Per-replica load for the gateway's gauges, labelled by model. */
-  replicaLoads(): {
-    name: string;
-    model: string;
-    queuedPromptTokens: number;
-    inFlight: number;
-    up: boolean;
-    tokenizer: TokenizerAgreement;
-  }[] {
+  replicaLoads(): ReplicaLoad[] {
     return [...this.#pools.values()].flatMap((p) =>
       p.router.snapshot().replicas.map((r) => ({
         name: r.name,
