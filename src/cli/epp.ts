@@ -73,10 +73,11 @@ export function readPoolBackends(flags: Flags): BackendConfig[] {
     throw new UsageError('--pool-events-port and --pool-replay-port need --pool-backends');
   }
   return entries.map((entry) => {
-    const backend = parseBackendFlag(
-      /^https?:\/\//.test(entry) ? entry : `http://${entry}`,
-      '--pool-backends',
-    );
+    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(entry)?.[1];
+    if (scheme !== undefined && scheme !== 'http' && scheme !== 'https') {
+      throw new UsageError(`--pool-backends takes ip:port or http(s) URLs; got '${entry}'`);
+    }
+    const backend = parseBackendFlag(scheme ? entry : `http://${entry}`, '--pool-backends');
     const { host } = hostPortOf(backend.url);
     const at = (port: number | undefined) =>
       port === undefined ? null : `tcp://${joinHostPort(host, port)}`;
