@@ -199,7 +199,7 @@ export class Exchange {
 
   async #pickAndAnswer(how: { bodyless: boolean; endOfStream: boolean }): Promise<void> {
     this.#answered = true;
-    const body = Buffer.concat(this.#body);
+    const body = this.#body.length === 1 ? this.#body[0]! : Buffer.concat(this.#body);
     this.#body = [];
     let picked: Picked;
     try {
@@ -236,6 +236,7 @@ export class Exchange {
         },
         dynamic_metadata,
       });
+      this.#observePick(picked);
       return;
     }
     // The body goes back whole, so the data plane must send its length, not the client's.
@@ -248,8 +249,18 @@ export class Exchange {
       },
       dynamic_metadata,
     });
+    this.#observePick(picked);
     if (how.bodyless) return;
     for (const r of streamedBody('request_body', picked.body, how.endOfStream)) this.#io.send(r);
+  }
+
+  /** From the request's headers to the answer naming its endpoint (the gateway's pre-upstream). */
+  #observePick(picked: Picked): void {
+    const m = this.#ctx.metrics;
+    m.preUpstreamSeconds.observe(
+      { model: m.modelLabel(picked.model), tenant: m.tenantLabel(picked.tenant) },
+      (performance.now() - this.#arrivedMs) / 1000,
+    );
   }
 
   #onResponseHeaders(req: ProcessingRequest): void {
