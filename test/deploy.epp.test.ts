@@ -11,17 +11,15 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { credentials } from '@grpc/grpc-js';
 import { parseAllDocuments } from 'yaml';
-import { defaultConfig } from '../src/gateway/config.ts';
-import { type EppFleetHandle, startEppWithFleet } from '../src/embedded/epp.ts';
-import { eppClients } from '../src/epp/protos.ts';
+import { checkHealth } from '../src/epp/dataPlane.ts';
 import {
   DEFAULT_EPP_HEALTH_PORT,
   DEFAULT_EPP_METRICS_PORT,
   DEFAULT_EPP_PORT,
 } from '../src/epp/server.ts';
 import { ROOT, runCli } from './support/cli.ts';
+import { type EppFleetHandle, startTestEpp } from './support/epp.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: manifests are untyped YAML, checked field by field
 type Doc = any;
@@ -144,25 +142,18 @@ describe('the endpoint picker manifests', () => {
   describe('the probes against a live picker', () => {
     let epp: EppFleetHandle;
     before(async () => {
-      epp = await startEppWithFleet(
-        { ...defaultConfig(), embeddedReplicas: 1 },
-        { port: 0, healthPort: 0, metricsPort: 0, embeddedSpeedup: 100 },
-      );
+      epp = await startTestEpp(1);
     });
     after(() => epp?.close());
 
     test('every probed service name is SERVING on the health port', async () => {
-      const { Health } = eppClients();
-      const client = new Health(`127.0.0.1:${epp.healthPort}`, credentials.createInsecure());
       for (const probe of [container.livenessProbe, container.readinessProbe]) {
-        const status = await new Promise((resolve, reject) =>
-          client.Check({ service: probe.grpc.service }, (err: Error | null, res: Doc) =>
-            err ? reject(err) : resolve(res.status),
-          ),
+        assert.deepEqual(
+          await checkHealth(`127.0.0.1:${epp.healthPort}`, probe.grpc.service),
+          { status: 'SERVING' },
+          probe.grpc.service,
         );
-        assert.equal(status, 'SERVING', probe.grpc.service);
       }
-      client.close();
     });
   });
 });

@@ -8,8 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { credentials } from '@grpc/grpc-js';
-import { defaultConfig } from '../src/gateway/config.ts';
-import { type EppFleetHandle, startEppWithFleet } from '../src/embedded/epp.ts';
+import { checkHealth } from '../src/epp/dataPlane.ts';
 import { EndpointBook, joinHostPort, splitEndpoint } from '../src/epp/endpoints.ts';
 import { EppHealth, HEALTH_SERVICES } from '../src/epp/health.ts';
 import {
@@ -21,6 +20,7 @@ import {
 } from '../src/epp/messages.ts';
 import { EXT_PROC_SERVICE, eppClients, eppPackage } from '../src/epp/protos.ts';
 import { runCli } from './support/cli.ts';
+import { type EppFleetHandle, startTestEpp } from './support/epp.ts';
 
 /** Protobuf wire format: a varint, and a length-delimited field. */
 function varint(n: number): Buffer {
@@ -170,25 +170,19 @@ describe('gRPC health', () => {
   describe('served on the ext_proc port and on the health port', () => {
     let epp: EppFleetHandle;
     before(async () => {
-      epp = await startEppWithFleet(
-        { ...defaultConfig(), embeddedReplicas: 1 },
-        { port: 0, healthPort: 0, metricsPort: 0, embeddedSpeedup: 100 },
-      );
+      epp = await startTestEpp(1);
     });
     after(() => epp?.close());
 
     test('Check answers every service name; an unknown one is NOT_FOUND', async () => {
-      const { Health } = eppClients();
       for (const port of [epp.port, epp.healthPort!]) {
-        const client = new Health(`127.0.0.1:${port}`, credentials.createInsecure());
-        const check = (service: string) =>
-          new Promise<{ status?: string; code?: number }>((resolve) =>
-            client.Check({ service }, (err: { code: number } | null, res: { status: string }) =>
-              resolve(err ? { code: err.code } : { status: res.status }),
-            ),
-          );
-        for (const s of HEALTH_SERVICES) assert.deepEqual(await check(s), { status: 'SERVING' }, s);
-        assert.deepEqual(await check('unknown-service'), { code: 5 });
+        const address = `127.0.0.1:${port}`;
+        for (const s of HEALTH_SERVICES) {
+          assert.deepEqual(await checkHealth(address, s), { status: 'SERVING' }, s);
+        }
+        assert.deepEqual(await checkHealth(address, 'unknown-service'), { code: 5 });
+        const { Health } = eppClients();
+        const client = new Health(address, credentials.createInsecure());
         const list = await new Promise<{ statuses: Record<string, { status: string }> }>(
           (resolve, reject) =>
             client.List({}, (err: Error | null, res: never) => (err ? reject(err) : resolve(res))),

@@ -7,8 +7,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { defaultConfig } from '../src/gateway/config.ts';
-import { type EppFleetHandle, startEppWithFleet } from '../src/embedded/epp.ts';
 import {
   DataPlaneStream,
   type Decoded,
@@ -20,6 +18,7 @@ import {
 } from '../src/epp/dataPlane.ts';
 import { BODY_CHUNK_BYTES } from '../src/epp/messages.ts';
 import { waitFor, within } from './gateway.harness.ts';
+import { type EppFleetHandle, startTestEpp } from './support/epp.ts';
 
 const CHAT = '/v1/chat/completions';
 
@@ -58,10 +57,7 @@ describe('kvroute epp over an embedded fleet', () => {
     }, 'the ledger to drain');
 
   before(async () => {
-    epp = await startEppWithFleet(
-      { ...defaultConfig(), embeddedReplicas: 4, policy: 'cost' },
-      { port: 0, healthPort: 0, metricsPort: 0, embeddedSpeedup: 500 },
-    );
+    epp = await startTestEpp(4, 'cost');
     client = dataPlaneClient(epp.address);
   });
   after(async () => {

@@ -5,7 +5,7 @@
  */
 import type { GatewayConfig } from '../gateway/config.ts';
 import { type EppHandle, type EppOptions, startEpp } from '../epp/server.ts';
-import { type EmbeddedFleet, startEmbeddedFleet } from './fleet.ts';
+import { type EmbeddedFleet, fleetFor } from './fleet.ts';
 
 export interface EppFleetOptions extends EppOptions {
   /** Modeled speedup of the embedded fleet's engines (only when no backend is configured). */
@@ -21,16 +21,7 @@ export async function startEppWithFleet(
   config: GatewayConfig,
   options: EppFleetOptions = {},
 ): Promise<EppFleetHandle> {
-  let fleet: EmbeddedFleet | null = null;
-  if (config.backends.length === 0) {
-    fleet = await startEmbeddedFleet({
-      replicas: config.embeddedReplicas,
-      blockSize: config.blockSize,
-      host: '127.0.0.1',
-      engine: { tokenizer: config.tokenizer, chatTemplate: config.chatTemplate },
-      ...(options.embeddedSpeedup !== undefined && { speedup: options.embeddedSpeedup }),
-    });
-  }
+  const fleet = await fleetFor(config, options.embeddedSpeedup);
   let epp: EppHandle;
   try {
     epp = await startEpp(fleet ? { ...config, backends: fleet.backends } : config, options);

@@ -156,3 +156,21 @@ export function setHeader(response: Decoded, key: string): string | undefined {
   if (!h) return undefined;
   return h.raw_value?.length > 0 ? Buffer.from(h.raw_value).toString('utf8') : h.value;
 }
+
+/** One gRPC health Check, as a probe asks it: the status, or the call's error code. */
+export async function checkHealth(
+  address: string,
+  service: string,
+): Promise<{ status: string } | { code: number }> {
+  const { Health } = eppClients();
+  const client = new Health(address, credentials.createInsecure());
+  try {
+    return await new Promise((resolve) =>
+      client.Check({ service }, (err: { code: number } | null, res: { status: string }) =>
+        resolve(err ? { code: err.code } : { status: res.status }),
+      ),
+    );
+  } finally {
+    client.close();
+  }
+}
