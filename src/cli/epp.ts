@@ -116,6 +116,12 @@ export async function run(argv: string[]): Promise<number> {
   for (const r of await epp.replicas()) {
     out.write(`  ${(r.endpoint ?? '(not resolved)').padEnd(22)} ${r.url}\n`);
   }
+  if (config.apiKeys.length > 0) {
+    logger.warn(
+      { keys: config.apiKeys.length },
+      'kvroute epp does not authenticate (the Gateway does): the api-keys are not checked; tenants come from the x-kvroute-tenant header',
+    );
+  }
   logger.info({ address: epp.address, policy: config.policy }, 'endpoint picker started');
   return serveUntilSignal(() => epp.close());
 }
