@@ -192,6 +192,25 @@ describe('gRPC health', () => {
       }
     });
 
+    test('Watch sends the status at once (SERVICE_UNKNOWN for an unknown name)', async () => {
+      const { Health } = eppClients();
+      const client = new Health(`127.0.0.1:${epp.healthPort}`, credentials.createInsecure());
+      for (const [service, expected] of [
+        ['readiness', 'SERVING'],
+        ['nope', 'SERVICE_UNKNOWN'],
+      ] as const) {
+        const call = client.Watch({ service });
+        const first = await new Promise<string>((resolve, reject) => {
+          call.once('data', (m: { status: string }) => resolve(m.status));
+          call.once('error', reject);
+        });
+        assert.equal(first, expected, service);
+        call.on('error', () => {});
+        call.cancel();
+      }
+      client.close();
+    });
+
     test('/metrics and /router/replicas on the metrics port', async () => {
       const base = `http://127.0.0.1:${epp.metricsPort}`;
       const metrics = await (await fetch(`${base}/metrics`)).text();
