@@ -18,6 +18,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandMod
     summary: 'KV-aware OpenAI-compatible gateway, admission control, live dashboard at /',
     load: () => import('./serve.ts'),
   },
+  epp: {
+    summary: 'endpoint picker for the Gateway API inference extension (Envoy ext_proc gRPC)',
+    load: () => import('./epp.ts'),
+  },
   bench: { summary: 'open-loop load generator for any endpoint', load: () => import('./bench.ts') },
   demo: {
     summary: 'live stacks (engines and gateway as processes) beside the simulator',

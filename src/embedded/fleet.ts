@@ -11,7 +11,7 @@ import {
   type EngineServerOptions,
   startEngineServer,
 } from '../engine/server/index.ts';
-import type { BackendConfig } from '../gateway/config.ts';
+import type { BackendConfig, GatewayConfig } from '../gateway/config.ts';
 
 export interface EmbeddedFleetOptions {
   replicas: number;
@@ -66,4 +66,25 @@ export function backendOf(engine: EngineServerHandle): BackendConfig {
     model: engine.servedModelName,
     apiKey: null,
   };
+}
+
+/**
+ * The fleet a server command starts when its config names no backend (null when it names some):
+ * `config.embeddedReplicas` engines that tokenize as the config says (and share its tokenizer).
+ */
+export async function fleetFor(
+  config: Pick<
+    GatewayConfig,
+    'backends' | 'embeddedReplicas' | 'blockSize' | 'tokenizer' | 'chatTemplate'
+  >,
+  speedup?: number,
+): Promise<EmbeddedFleet | null> {
+  if (config.backends.length > 0) return null;
+  return startEmbeddedFleet({
+    replicas: config.embeddedReplicas,
+    blockSize: config.blockSize,
+    host: '127.0.0.1',
+    engine: { tokenizer: config.tokenizer, chatTemplate: config.chatTemplate },
+    ...(speedup !== undefined && { speedup }),
+  });
 }

@@ -11,7 +11,7 @@ import {
   type ReplicaInfo,
   startGateway,
 } from '../gateway/gateway.ts';
-import { type EmbeddedFleet, startEmbeddedFleet } from './fleet.ts';
+import { fleetFor } from './fleet.ts';
 
 export interface ServeOptions extends GatewayOptions {
   /** Modeled speedup of the embedded fleet's engines (only when no backend is configured). */
@@ -26,17 +26,8 @@ export async function startGatewayWithFleet(
   config: GatewayConfig,
   options: ServeOptions = {},
 ): Promise<ServeHandle> {
-  let fleet: EmbeddedFleet | null = null;
-  if (config.backends.length === 0) {
-    fleet = await startEmbeddedFleet({
-      replicas: config.embeddedReplicas,
-      blockSize: config.blockSize,
-      host: '127.0.0.1',
-      // The engines tokenize as the gateway does (and share its loaded tokenizer).
-      engine: { tokenizer: config.tokenizer, chatTemplate: config.chatTemplate },
-      ...(options.embeddedSpeedup !== undefined && { speedup: options.embeddedSpeedup }),
-    });
-  }
+  // The engines tokenize as the gateway does (and share its loaded tokenizer).
+  const fleet = await fleetFor(config, options.embeddedSpeedup);
   let gateway: GatewayHandle;
   try {
     gateway = await startGateway(

@@ -157,7 +157,7 @@ export async function startGateway(
  * Each pool's tokenizer: its model's own when the config names one, else the gateway's. All are
  * loaded at start, so a bad path fails there rather than when a backend of that model appears.
  */
-function tokenizersOf(config: GatewayConfig): (model: string | null) => PromptTokenizer {
+export function tokenizersOf(config: GatewayConfig): (model: string | null) => PromptTokenizer {
   const shared = loadPromptTokenizer({
     tokenizer: config.tokenizer,
     chatTemplate: config.chatTemplate,
@@ -175,7 +175,7 @@ function tokenizersOf(config: GatewayConfig): (model: string | null) => PromptTo
 }
 
 /** Every tenant the config names: the metrics' `tenant` label takes only these. */
-function configuredTenants(config: GatewayConfig): string[] {
+export function configuredTenants(config: GatewayConfig): string[] {
   return [
     ...new Set([
       ...config.apiKeys.map((k) => k.tenant),

@@ -176,8 +176,8 @@ export async function handleGenerate(
 }
 
 /** The request's pool; as vLLM, a body of the wrong shape is a 400 before its model is looked up. */
-async function resolveModel(
-  ctx: GenerateContext,
+export async function resolveModel(
+  ctx: Pick<GenerateContext, 'pools'>,
   endpoint: Endpoint,
   json: unknown,
   model: string | null,

@@ -1,0 +1,249 @@
+/**
+ * Endpoint picker benchmark. `npm run bench:epp [-- --json] [-- --runs N] [-- --exchanges N]`.
+ *
+ * `kvroute epp` as deployed, a process of its own (cost policy, KV events on, builtin
+ * cl100k_base tokenizer), over 4 simulated engines (`kvroute engine`, a process each), and a
+ * gRPC client in this process on loopback playing Envoy's ext_proc filter
+ * (FULL_DUPLEX_STREAMED): per exchange, the request headers and one body chunk holding an
+ * 8,000-token chat with `end_of_stream`, timed until the answer to the headers (the header
+ * mutation naming the endpoint) arrives; then the stream is closed (its ledger entry goes).
+ * That span holds the gRPC round trip, decoding the 40 kB body, JSON parse, chat template,
+ * tokenizing 8,000 tokens, block keys, admission and the router's pick. Exchanges run one at a
+ * time, after a warm-up; each figure is the median over RUNS runs of EXCHANGES exchanges.
+ *
+ * - pickMs {p50, p99}: the router seed's shape: a 6,000-token system prompt (one of 4,
+ *   rotating: seen before, so the tokenizer's section cache has it) and a 2,000-token user
+ *   message new in every request.
+ * - repeatMs: the same 8,000-token chat every time (a retried or duplicated request).
+ * - uniqueMs: all 8,000 tokens new in every request (no section cache hit; word cache warm).
+ * - serverMs {pickMs, repeatMs, uniqueMs}: the picker's own share of each case, the mean of its
+ *   `kvroute_gateway_pre_upstream_seconds` histogram (stream start to the header answer:
+ *   decode, parse, tokenize, key, admit, route); the rest of an exchange is gRPC on both sides.
+ * Text: TypeScript's ThirdPartyNoticeText.txt (English prose), cut at a new offset per message.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { DataPlaneStream, dataPlaneClient, requestHeaders } from '../src/epp/dataPlane.ts';
+import { chatInput } from '../src/tokenizer/chat.ts';
+import { loadPromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
+
+const argValue = (name: string, fallback: number): number => {
+  const at = process.argv.indexOf(name);
+  return at < 0 ? fallback : Number(process.argv[at + 1]);
+};
+const json = process.argv.includes('--json');
+const RUNS = argValue('--runs', 5);
+const EXCHANGES = argValue('--exchanges', 200);
+const WARMUP = 50;
+const SYSTEM_TOKENS = 6_000;
+const USER_TOKENS = 2_000;
+const SYSTEM_PROMPTS = 4;
+
+const require = createRequire(import.meta.url);
+const corpus = readFileSync(require.resolve('typescript/ThirdPartyNoticeText.txt'), 'utf8');
+const words = corpus.split(/(?<=\s)/);
+const counter = loadPromptTokenizer({ tokenizer: 'builtin', chatTemplate: null });
+
+/** Text of about `tokens` tokens from word `offset` of the corpus (wrapping around). */
+function textOf(offset: number, tokens: number): string {
+  const parts: string[] = [];
+  let i = offset;
+  // A guess by characters first (about 4 a token in English), then topped up by counting.
+  for (let chars = 0; chars < tokens * 3.5; ) {
+    const w = words[i++ % words.length]!;
+    parts.push(w);
+    chars += w.length;
+  }
+  while (counter.text.encode(parts.join('')).length < tokens) {
+    for (let k = 0; k < 50; k++) parts.push(words[i++ % words.length]!);
+  }
+  return parts.join('');
+}
+
+let nextOffset = 1;
+const freshText = (tokens: number): string => textOf((nextOffset += 7919), tokens);
+const systems = Array.from({ length: SYSTEM_PROMPTS }, () => freshText(SYSTEM_TOKENS));
+const body = (system: string, user: string): Buffer =>
+  Buffer.from(
+    JSON.stringify({
+      messages: [
+        { role: 'system', content: system },
+        { role: 'user', content: user },
+      ],
+      max_tokens: 16,
+      stream: true,
+    }),
+  );
+const promptTokens = counter.encodeChat(
+  chatInput([
+    { role: 'system', content: systems[0]! },
+    { role: 'user', content: freshText(USER_TOKENS) },
+  ]),
+).length;
+
+type Case = 'pickMs' | 'repeatMs' | 'uniqueMs';
+const repeated = body(systems[0]!, freshText(USER_TOKENS));
+let served = 0;
+const bodies: Record<Case, () => Buffer> = {
+  pickMs: () => body(systems[served++ % SYSTEM_PROMPTS]!, freshText(USER_TOKENS)),
+  repeatMs: () => repeated,
+  uniqueMs: () => body(freshText(SYSTEM_TOKENS), freshText(USER_TOKENS)),
+};
+
+const BIN = fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
+const children: ChildProcess[] = [];
+// However this process ends, what it started goes with it.
+process.once('exit', () => {
+  for (const c of children) c.kill('SIGTERM');
+});
+
+/** Starts `kvroute ARGS` and resolves with its first stdout line (its ready line). */
+function startCli(args: string[]): Promise<string> {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  child.stdout.setEncoding('utf8');
+  // The stream stays open after the first line: a closed pipe would end the child.
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk: string) => {
+      out += chunk;
+      if (out.includes('\n')) resolve(out);
+    });
+    child.once('exit', (code) => reject(new Error(`kvroute ${args[0]} exited (${code}): ${out}`)));
+  });
+}
+
+const engineArgs = ['engine', '--port', '0', '--speedup', '50'];
+const zmq = ['--kv-events', 'tcp://127.0.0.1:*', '--kv-replay', 'tcp://127.0.0.1:*'];
+const backendArgs: string[] = [];
+for (let i = 0; i < 4; i++) {
+  const ready = await startCli([...engineArgs, ...zmq, '--seed', String(i)]);
+  const [, url, events, replay] = /url=(\S+) .*events=(\S+) replay=(\S+)/.exec(ready) ?? [];
+  if (!url) throw new Error(`unexpected engine ready line: ${ready}`);
+  backendArgs.push('--backend', `${url},events=${events},replay=${replay}`);
+}
+const banner = await startCli([
+  'epp',
+  '--port',
+  '0',
+  '--health-port',
+  '0',
+  '--metrics-port',
+  '0',
+  ...backendArgs,
+]);
+const address = /listening on (\S+)/.exec(banner)?.[1];
+const metricsUrl = /metrics (http:\/\/[^\s;]+)/.exec(banner)?.[1];
+if (!address || !metricsUrl) throw new Error(`kvroute epp did not start: ${banner}`);
+const client = dataPlaneClient(address);
+
+/** Sum and count of the picker's pre-upstream histogram, from its /metrics. */
+async function serverSeconds(): Promise<{ sum: number; count: number }> {
+  let text = '';
+  for (let attempt = 0; ; attempt++) {
+    try {
+      text = await (await fetch(metricsUrl!)).text();
+      break;
+    } catch (err) {
+      // A kept-alive connection the server closed meanwhile: ask again on a new one.
+      if (attempt >= 2) throw err;
+    }
+  }
+  const read = (suffix: string) =>
+    [
+      ...text.matchAll(
+        new RegExp(`^kvroute_gateway_pre_upstream_seconds_${suffix}\\{[^}]*\\} (\\S+)$`, 'gm'),
+      ),
+    ]
+      .map((m) => Number(m[1]))
+      .reduce((a, b) => a + b, 0);
+  return { sum: read('sum'), count: read('count') };
+}
+
+/** One exchange: headers and the whole body in, the header mutation back; then closed. */
+async function exchangeMs(payload: Buffer): Promise<number> {
+  const stream = new DataPlaneStream(client);
+  const startedNs = process.hrtime.bigint();
+  stream.send(requestHeaders('/v1/chat/completions'));
+  stream.send({ request_body: { body: payload, end_of_stream: true } });
+  const head = await stream.next();
+  const ms = Number(process.hrtime.bigint() - startedNs) / 1e6;
+  if (head?.response !== 'request_headers') {
+    throw new Error(
+      `expected the header mutation, got ${JSON.stringify(head).slice(0, 300)} (${JSON.stringify(await stream.status)})`,
+    );
+  }
+  // Half-closed: the picker ends the stream and releases its ledger entry.
+  stream.end();
+  await stream.status;
+  return ms;
+}
+
+function quantiles(xs: number[]): { p50: number; p99: number } {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+  return { p50: at(0.5), p99: at(0.99) };
+}
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+const cases: Case[] = ['pickMs', 'repeatMs', 'uniqueMs'];
+const runs: Record<Case, { p50: number; p99: number }[]> = {
+  pickMs: [],
+  repeatMs: [],
+  uniqueMs: [],
+};
+const server: Record<Case, { sum: number; count: number }> = {
+  pickMs: { sum: 0, count: 0 },
+  repeatMs: { sum: 0, count: 0 },
+  uniqueMs: { sum: 0, count: 0 },
+};
+// Payloads are built before timing; the warm-up fills the tokenizer's word cache and the JIT.
+for (let i = 0; i < WARMUP; i++) await exchangeMs(bodies.pickMs());
+for (let r = 0; r < RUNS; r++) {
+  for (const c of cases) {
+    const payloads = Array.from({ length: EXCHANGES }, bodies[c]);
+    const ms: number[] = [];
+    const before = await serverSeconds();
+    for (const p of payloads) ms.push(await exchangeMs(p));
+    const after = await serverSeconds();
+    server[c].sum += after.sum - before.sum;
+    server[c].count += after.count - before.count;
+    runs[c].push(quantiles(ms));
+  }
+}
+client.close();
+for (const c of children) c.kill('SIGTERM');
+await Promise.all(children.map((c) => new Promise((resolve) => c.once('exit', resolve))));
+
+const round = (x: number) => Number(x.toFixed(3));
+const summary = Object.fromEntries(
+  cases.map((c) => [
+    c,
+    {
+      p50: round(median(runs[c].map((q) => q.p50))),
+      p99: round(median(runs[c].map((q) => q.p99))),
+    },
+  ]),
+) as Record<Case, { p50: number; p99: number }>;
+const serverMs = Object.fromEntries(
+  cases.map((c) => [c, round((server[c].sum / server[c].count) * 1000)]),
+) as Record<Case, number>;
+const result = {
+  ...summary,
+  serverMs,
+  promptTokens,
+  exchanges: EXCHANGES,
+  runs: RUNS,
+};
+if (json) process.stdout.write(`${JSON.stringify(result)}\n`);
+else {
+  process.stdout.write(
+    `kvroute epp, one ext_proc exchange over loopback gRPC, ${promptTokens}-token chat, median of ${RUNS} runs x ${EXCHANGES}\n` +
+      `  seed shape (6,000-token system prompt seen before + 2,000 new): p50 ${summary.pickMs.p50} ms, p99 ${summary.pickMs.p99} ms (target p50 <= 1 ms)\n` +
+      `  same chat repeated:                                               p50 ${summary.repeatMs.p50} ms, p99 ${summary.repeatMs.p99} ms\n` +
+      `  all 8,000 tokens new:                                             p50 ${summary.uniqueMs.p50} ms, p99 ${summary.uniqueMs.p99} ms\n` +
+      `  the picker's own share, mean: ${serverMs.pickMs} / ${serverMs.repeatMs} / ${serverMs.uniqueMs} ms\n`,
+  );
+}

@@ -1,0 +1,127 @@
+/**
+ * `kvroute epp`: kvroute as the endpoint picker of the Gateway API inference extension (Envoy's
+ * external processing gRPC protocol, `src/epp/`). It takes `serve`'s backend, config, events,
+ * tokenizer, policy and admission options (the same reader, `readServeConfig`), plus the pool's
+ * pods as `--pool-backends ip:port,...`; with no backend at all it starts an embedded simulated
+ * fleet, as `serve` does.
+ */
+import { type BackendConfig, parseBackendFlag } from '../gateway/config.ts';
+import { makeLogger } from '../gateway/log.ts';
+import { startEppWithFleet } from '../embedded/epp.ts';
+import { hostPortOf, joinHostPort } from '../epp/endpoints.ts';
+import { EPP_PROTOCOL_VERSION } from '../epp/messages.ts';
+import {
+  DEFAULT_EPP_HEALTH_PORT,
+  DEFAULT_EPP_METRICS_PORT,
+  DEFAULT_EPP_PORT,
+} from '../epp/server.ts';
+import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { readServeConfig } from './serve.ts';
+import { serveUntilSignal } from './untilSignal.ts';
+
+const FLAGS = flagSpec({
+  string:
+    'port health-port metrics-port host config policy index tokenizer chat-template tokenize ' +
+    'stale-ms kv-threshold scrape-ms block-size replicas speedup seed log-level max-queue-ms ' +
+    'prefill-us-per-token pool-events-port pool-replay-port',
+  multiple: 'backend pool-backends',
+});
+
+const HELP = `usage: kvroute epp [flags]
+
+The endpoint picker (EPP) of the Gateway API inference extension: a gRPC server speaking
+Envoy's external processing protocol (envoy.service.ext_proc.v3.ExternalProcessor, endpoint
+picker protocol ${EPP_PROTOCOL_VERSION}). For each request it reads the body, asks kvroute's
+router for the replica where the prompt adds the least prefill work and names it to the data
+plane (header x-gateway-destination-endpoint and envoy.lb dynamic metadata); it follows the
+response to release the router's ledger. The data plane forwards the bytes itself.
+
+  --port N               ext_proc port, plaintext HTTP/2; 0 picks a free one (default ${DEFAULT_EPP_PORT})
+  --health-port N        gRPC health service (also served on --port) (default ${DEFAULT_EPP_HEALTH_PORT})
+  --metrics-port N       /metrics, /router/replicas, /health over HTTP (default ${DEFAULT_EPP_METRICS_PORT})
+  --host H               interface of all three (default 127.0.0.1; 0.0.0.0 in a pod)
+  --pool-backends LIST   the pool's endpoints: ip:port (or URLs) separated by commas,
+                         repeatable; each is a backend at http://ip:port
+  --pool-events-port N   KV events of every pool backend at tcp://ip:N (vLLM's publisher)
+  --pool-replay-port N   and their replay at tcp://ip:N
+  --backend SPEC         a backend as kvroute serve takes it: URL[,events=tcp://H:P]
+                         [,replay=tcp://H:P][,model=NAME][,api-key=KEY]; repeatable
+  --config FILE          kvroute serve's YAML config: backends, policy, tokenizer, tenants
+                         and admission; its port and host keys are the gateway's, not used
+serve's routing flags, same meaning and defaults (kvroute serve --help):
+  --policy --index --tokenizer --chat-template --tokenize --stale-ms --kv-threshold
+  --scrape-ms --block-size --seed --log-level --max-queue-ms --prefill-us-per-token
+  --replicas N --speedup F   the embedded simulated fleet, when no backend is given
+
+The data plane: Envoy's ext_proc filter with processing_mode request_body_mode and
+response_body_mode FULL_DUPLEX_STREAMED (or BUFFERED), header and trailer modes SEND, and an
+ORIGINAL_DST cluster reading x-gateway-destination-endpoint (README: kvroute epp).
+`;
+
+/** `--pool-backends 10.0.0.5:8000,10.0.0.6:8000` (and the pool's event ports) as backends. */
+export function readPoolBackends(flags: Flags): BackendConfig[] {
+  const eventsPort = flags.number('pool-events-port', { min: 1, max: 65535, integer: true });
+  const replayPort = flags.number('pool-replay-port', { min: 1, max: 65535, integer: true });
+  const entries = flags
+    .strings('pool-backends')
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim());
+  if (entries.some((e) => e === '')) {
+    throw new UsageError('--pool-backends takes ip:port entries separated by commas');
+  }
+  if (entries.length === 0 && (eventsPort !== undefined || replayPort !== undefined)) {
+    throw new UsageError('--pool-events-port and --pool-replay-port need --pool-backends');
+  }
+  return entries.map((entry) => {
+    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(entry)?.[1];
+    if (scheme !== undefined && scheme !== 'http' && scheme !== 'https') {
+      throw new UsageError(`--pool-backends takes ip:port or http(s) URLs; got '${entry}'`);
+    }
+    const backend = parseBackendFlag(scheme ? entry : `http://${entry}`, '--pool-backends');
+    const { host } = hostPortOf(backend.url);
+    const at = (port: number | undefined) =>
+      port === undefined ? null : `tcp://${joinHostPort(host, port)}`;
+    return { ...backend, events: at(eventsPort), replay: at(replayPort) };
+  });
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const flags = readFlags(argv, FLAGS);
+  if (flags === 'help') return printHelp(HELP);
+  let config = readServeConfig(flags);
+  const pool = readPoolBackends(flags);
+  if (pool.length > 0) {
+    const given = flags.strings('backend').length > 0 ? config.backends : [];
+    config = { ...config, backends: [...given, ...pool] };
+  }
+  const port = flags.number('port', { min: 0, max: 65535, integer: true }) ?? DEFAULT_EPP_PORT;
+  const healthPort =
+    flags.number('health-port', { min: 0, max: 65535, integer: true }) ?? DEFAULT_EPP_HEALTH_PORT;
+  const metricsPort =
+    flags.number('metrics-port', { min: 0, max: 65535, integer: true }) ?? DEFAULT_EPP_METRICS_PORT;
+  const speedup = flags.positive('speedup');
+  const logger = makeLogger({ level: config.logLevel });
+  const epp = await startEppWithFleet(config, {
+    port,
+    healthPort,
+    metricsPort,
+    logger,
+    ...(speedup !== undefined && { embeddedSpeedup: speedup }),
+  });
+  const out = process.stdout;
+  out.write(
+    `kvroute epp listening on ${epp.address} (ext_proc, endpoint picker protocol ${EPP_PROTOCOL_VERSION}; gRPC health on :${epp.port} and :${epp.healthPort}; metrics http://${config.host}:${epp.metricsPort}/metrics; policy ${config.policy}, index ${config.index})\n`,
+  );
+  out.write(`endpoints${epp.fleet ? ' (embedded simulated engines)' : ''}:\n`);
+  for (const r of await epp.replicas()) {
+    out.write(`  ${(r.endpoint ?? '(not resolved)').padEnd(22)} ${r.url}\n`);
+  }
+  if (config.apiKeys.length > 0) {
+    logger.warn(
+      { keys: config.apiKeys.length },
+      'kvroute epp does not authenticate (the Gateway does): the api-keys are not checked; tenants come from the x-kvroute-tenant header',
+    );
+  }
+  logger.info({ address: epp.address, policy: config.policy }, 'endpoint picker started');
+  return serveUntilSignal(() => epp.close());
+}

@@ -1,0 +1,388 @@
+/**
+ * One ext_proc stream: one HTTP request through the data plane, from its headers to the end of
+ * its response, as the endpoint picker protocol (v1.0.0) and the reference endpoint picker
+ * handle it. Messages are handled one at a time, in order (`server.ts` queues them).
+ *
+ * Request path, FULL_DUPLEX_STREAMED (the mode of the inference extension's guides): headers
+ * are kept and body chunks buffered until `end_of_stream` (or the trailers); then the pick, and
+ * the deferred answer to the headers (`x-gateway-destination-endpoint` set, `content-length` of
+ * the body sent back, `clear_route_cache`, `envoy.lb` dynamic metadata), then the body itself as
+ * `streamed_response` chunks of at most 62,000 bytes. BUFFERED: the headers are let through at
+ * once and the same mutation rides on the answer to the (whole) body. NONE, or headers with
+ * `end_of_stream` (no body): picked by load alone at the headers.
+ *
+ * Response path: the headers are answered (with `x-kvroute-replica`); body chunks are echoed
+ * (FULL_DUPLEX_STREAMED: at once for an event stream, whole at the end otherwise; other modes:
+ * an empty answer each); the first chunk with a generated token moves the prompt off the
+ * replica's queue; `end_of_stream` or the trailers end the exchange. Whatever ends it (the
+ * response, an immediate response, the data plane cancelling or closing the stream), the
+ * ledger entry is released exactly once.
+ */
+import { ApiError } from '../openai/errors.ts';
+import { toApiError } from '../gateway/errors.ts';
+import { FirstTokenDetector } from '../gateway/firstToken.ts';
+import { REPLICA_HEADER } from '../gateway/generate.ts';
+import type { Logger } from '../gateway/log.ts';
+import type { GatewayMetrics } from '../gateway/metrics.ts';
+import { CLIENT_CLOSED_STATUS } from '../gateway/metrics.ts';
+import { REQUEST_ID_HEADER } from '../gateway/requestLog.ts';
+import { randomUUID } from 'node:crypto';
+import {
+  type BodySendMode,
+  DESTINATION_HEADER,
+  destinationMetadata,
+  type HeaderValueOption,
+  headerOption,
+  immediateResponse,
+  type ProcessingRequest,
+  type ProcessingResponse,
+  readHeaders,
+  servedEndpoint,
+  streamedBody,
+  subsetHint,
+} from './messages.ts';
+import { type EppPicker, endpointOfPath, type Picked } from './picker.ts';
+
+/** Request body modes this picker serves; the others cannot carry a body-aware pick. */
+const REQUEST_MODES: readonly BodySendMode[] = ['FULL_DUPLEX_STREAMED', 'BUFFERED', 'NONE'];
+
+export interface ExchangeIo {
+  send(response: ProcessingResponse): void;
+  /** Closes the stream with status OK (after an immediate response). */
+  end(): void;
+  /** Closes the stream with a gRPC error. */
+  fail(code: 'UNIMPLEMENTED' | 'INTERNAL', message: string): void;
+}
+
+export interface ExchangeContext {
+  picker: Pick<EppPicker, 'pick' | 'firstToken' | 'finish'>;
+  metrics: GatewayMetrics;
+  logger: Logger;
+  bodyLimitBytes: number;
+}
+
+export class Exchange {
+  readonly #ctx: ExchangeContext;
+  readonly #io: ExchangeIo;
+  readonly #arrivedMs = performance.now();
+  #first = true;
+  #requestMode: BodySendMode = 'FULL_DUPLEX_STREAMED';
+  #responseMode: BodySendMode = 'FULL_DUPLEX_STREAMED';
+  #headers = new Map<string, string>();
+  #subset: string[] | null = null;
+  #generatedId: string | null = null;
+  #body: Buffer[] = [];
+  #bodyBytes = 0;
+  #answered = false;
+  #picked: Picked | null = null;
+  /** The ledger entry is released (at the end, or early when another endpoint served). */
+  #released = false;
+  #streaming: boolean | null = null;
+  readonly #detector = new FirstTokenDetector();
+  #firstToken = false;
+  #responseBody: Buffer[] = [];
+  #status: number | null = null;
+  #closed = false;
+  #settled = false;
+
+  constructor(ctx: ExchangeContext, io: ExchangeIo) {
+    this.#ctx = ctx;
+    this.#io = io;
+  }
+
+  /** The picked endpoint, once there is one. */
+  get picked(): Picked | null {
+    return this.#picked;
+  }
+
+  /** True once the exchange is over and its ledger entry released. */
+  get settled(): boolean {
+    return this.#settled;
+  }
+
+  async handle(req: ProcessingRequest): Promise<void> {
+    if (this.#closed) return;
+    if (this.#first) {
+      this.#first = false;
+      const config = req.protocol_config;
+      if (config) {
+        this.#requestMode = config.request_body_mode ?? 'NONE';
+        this.#responseMode = config.response_body_mode ?? 'NONE';
+      }
+      if (!REQUEST_MODES.includes(this.#requestMode)) {
+        this.#fail(
+          'UNIMPLEMENTED',
+          `request_body_mode ${this.#requestMode} cannot carry a pick by prompt: configure FULL_DUPLEX_STREAMED (as the inference extension's guides do) or BUFFERED`,
+        );
+        return;
+      }
+    }
+    switch (req.request) {
+      case 'request_headers':
+        return this.#onRequestHeaders(req);
+      case 'request_body':
+        return this.#onRequestBody(req);
+      case 'request_trailers':
+        return this.#onRequestTrailers();
+      case 'response_headers':
+        return this.#onResponseHeaders(req);
+      case 'response_body':
+        return this.#onResponseBody(req);
+      case 'response_trailers':
+        return this.#onResponseTrailers();
+      default:
+        this.#fail('UNIMPLEMENTED', `unknown ext_proc request '${String(req.request)}'`);
+    }
+  }
+
+  /** The data plane cancelled the stream (its client went away): release, send nothing more. */
+  cancel(): void {
+    this.#status ??= CLIENT_CLOSED_STATUS;
+    this.#closed = true;
+    this.#settle();
+  }
+
+  /** The data plane closed its side: nothing more will come. */
+  endOfInput(): void {
+    if (!this.#closed) {
+      this.#closed = true;
+      this.#io.end();
+    }
+    this.#status ??= CLIENT_CLOSED_STATUS;
+    this.#settle();
+  }
+
+  /** Anything unexpected: the stream fails with INTERNAL, the ledger is released. */
+  crash(err: unknown): void {
+    this.#ctx.logger.error({ err }, 'endpoint picker: exchange failed');
+    this.#fail('INTERNAL', 'the endpoint picker failed on this request');
+  }
+
+  async #onRequestHeaders(req: ProcessingRequest): Promise<void> {
+    const h = req.request_headers;
+    this.#headers = readHeaders(h);
+    this.#subset = subsetHint(req);
+    if (!this.#headers.get(REQUEST_ID_HEADER)) this.#generatedId = randomUUID();
+    if (h?.end_of_stream || this.#requestMode === 'NONE') {
+      await this.#pickAndAnswer({ bodyless: true, endOfStream: true });
+    } else if (this.#requestMode === 'BUFFERED') {
+      this.#io.send({ request_headers: { response: {} } });
+    }
+  }
+
+  async #onRequestBody(req: ProcessingRequest): Promise<void> {
+    if (this.#answered) return;
+    const b = req.request_body;
+    const chunk = b?.body ?? Buffer.alloc(0);
+    this.#bodyBytes += chunk.length;
+    if (this.#bodyBytes > this.#ctx.bodyLimitBytes) {
+      this.#immediate(
+        new ApiError(
+          'ERR_BODY_TOO_LARGE',
+          `request body is larger than ${this.#ctx.bodyLimitBytes} bytes`,
+        ),
+      );
+      return;
+    }
+    this.#body.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    // BUFFERED sends the whole body in one message (end_of_stream unset when trailers follow).
+    if (b?.end_of_stream || this.#requestMode === 'BUFFERED') {
+      await this.#pickAndAnswer({ bodyless: false, endOfStream: true });
+    }
+  }
+
+  async #onRequestTrailers(): Promise<void> {
+    // Trailers end a FULL_DUPLEX_STREAMED body that came without end_of_stream.
+    if (!this.#answered) await this.#pickAndAnswer({ bodyless: false, endOfStream: false });
+    if (!this.#closed) this.#io.send({ request_trailers: {} });
+  }
+
+  async #pickAndAnswer(how: { bodyless: boolean; endOfStream: boolean }): Promise<void> {
+    this.#answered = true;
+    const body = this.#body.length === 1 ? this.#body[0]! : Buffer.concat(this.#body);
+    this.#body = [];
+    let picked: Picked;
+    try {
+      picked = await this.#ctx.picker.pick({
+        headers: this.#headers,
+        body,
+        subset: this.#subset,
+      });
+    } catch (err) {
+      this.#immediate(toApiError(err));
+      return;
+    }
+    this.#picked = picked;
+    if (this.#closed) {
+      // Cancelled while picking (already settled): nothing will be sent there.
+      this.#release();
+      return;
+    }
+    const setHeaders: HeaderValueOption[] = [headerOption(DESTINATION_HEADER, picked.endpoint)];
+    if (this.#generatedId !== null) {
+      setHeaders.push(headerOption(REQUEST_ID_HEADER, this.#generatedId));
+    }
+    const dynamic_metadata = destinationMetadata(picked.endpoint);
+    if (this.#requestMode === 'BUFFERED' && !how.bodyless) {
+      const mutated = picked.body !== body;
+      if (mutated) setHeaders.push(headerOption('content-length', String(picked.body.length)));
+      this.#io.send({
+        request_body: {
+          response: {
+            header_mutation: { set_headers: setHeaders },
+            ...(mutated && { body_mutation: { body: picked.body } }),
+            clear_route_cache: true,
+          },
+        },
+        dynamic_metadata,
+      });
+      this.#observePick(picked);
+      return;
+    }
+    // The body goes back whole, so the data plane must send its length, not the client's.
+    if (!how.bodyless && picked.body.length > 0) {
+      setHeaders.push(headerOption('content-length', String(picked.body.length)));
+    }
+    this.#io.send({
+      request_headers: {
+        response: { clear_route_cache: true, header_mutation: { set_headers: setHeaders } },
+      },
+      dynamic_metadata,
+    });
+    this.#observePick(picked);
+    if (how.bodyless) return;
+    for (const r of streamedBody('request_body', picked.body, how.endOfStream)) this.#io.send(r);
+  }
+
+  /** From the request's headers to the answer naming its endpoint (the gateway's pre-upstream). */
+  #observePick(picked: Picked): void {
+    const m = this.#ctx.metrics;
+    m.preUpstreamSeconds.observe(
+      { model: m.modelLabel(picked.model), tenant: m.tenantLabel(picked.tenant) },
+      (performance.now() - this.#arrivedMs) / 1000,
+    );
+  }
+
+  #onResponseHeaders(req: ProcessingRequest): void {
+    const h = readHeaders(req.response_headers);
+    const status = Number(h.get(':status') ?? h.get('status'));
+    if (Number.isInteger(status) && status > 0) this.#status = status;
+    const picked = this.#picked;
+    this.#streaming =
+      (h.get('content-type') ?? '').includes('text/event-stream') || (picked?.stream ?? false);
+    let replica = picked?.replica ?? null;
+    const served = servedEndpoint(req);
+    if (picked && served !== null && served !== picked.endpoint) {
+      // The data plane sent it elsewhere (a retry, fail-open): the picked replica's ledger
+      // must not keep a request it never got.
+      this.#ctx.logger.info(
+        { picked: picked.endpoint, served },
+        'endpoint picker: another endpoint served the request; its ledger entry is released',
+      );
+      this.#release();
+      replica = served;
+    }
+    this.#io.send({
+      response_headers: {
+        response:
+          replica === null
+            ? {}
+            : { header_mutation: { set_headers: [headerOption(REPLICA_HEADER, replica)] } },
+      },
+    });
+    if (req.response_headers?.end_of_stream) this.#settle();
+  }
+
+  #onResponseBody(req: ProcessingRequest): void {
+    const b = req.response_body;
+    const raw = b?.body ?? Buffer.alloc(0);
+    const chunk = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+    const endOfStream = b?.end_of_stream ?? false;
+    const streaming = this.#streaming ?? this.#picked?.stream ?? false;
+    if (streaming && !this.#firstToken && this.#detector.feed(chunk)) this.#onFirstToken();
+    if (this.#responseMode !== 'FULL_DUPLEX_STREAMED') {
+      this.#io.send({ response_body: { response: {} } });
+    } else if (streaming) {
+      for (const r of streamedBody('response_body', chunk, endOfStream)) this.#io.send(r);
+    } else {
+      this.#responseBody.push(chunk);
+      if (endOfStream) this.#flushResponseBody(true);
+    }
+    if (endOfStream) this.#settle();
+  }
+
+  #onResponseTrailers(): void {
+    this.#flushResponseBody(false);
+    this.#io.send({ response_trailers: {} });
+    this.#settle();
+  }
+
+  #flushResponseBody(endOfStream: boolean): void {
+    if (this.#responseBody.length === 0 && !endOfStream) return;
+    const body = Buffer.concat(this.#responseBody);
+    this.#responseBody = [];
+    for (const r of streamedBody('response_body', body, endOfStream)) this.#io.send(r);
+  }
+
+  #onFirstToken(): void {
+    this.#firstToken = true;
+    const picked = this.#picked;
+    if (!picked || this.#released) return;
+    this.#ctx.picker.firstToken(picked, Date.now());
+    const m = this.#ctx.metrics;
+    m.ttftSeconds.observe(
+      {
+        model: m.modelLabel(picked.model),
+        tenant: m.tenantLabel(picked.tenant),
+        replica: picked.replica,
+      },
+      (performance.now() - this.#arrivedMs) / 1000,
+    );
+  }
+
+  #immediate(err: ApiError): void {
+    if (this.#closed) return;
+    this.#status = err.status;
+    if (err.status >= 500) {
+      this.#ctx.logger.warn({ err: err.message, status: err.status }, 'endpoint picker: no pick');
+    }
+    this.#io.send(immediateResponse(err));
+    this.#closed = true;
+    this.#io.end();
+    this.#settle();
+  }
+
+  #fail(code: 'UNIMPLEMENTED' | 'INTERNAL', message: string): void {
+    if (!this.#closed) {
+      this.#closed = true;
+      this.#io.fail(code, message);
+    }
+    this.#status ??= 500;
+    this.#settle();
+  }
+
+  #release(): void {
+    if (this.#released || !this.#picked) return;
+    this.#released = true;
+    this.#ctx.picker.finish(this.#picked, Date.now());
+  }
+
+  #settle(): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#release();
+    const m = this.#ctx.metrics;
+    const endpoint = endpointOfPath(this.#headers.get(':path')) ?? 'other';
+    const picked = this.#picked;
+    const model = m.modelLabel(picked?.model ?? null);
+    const tenant = m.tenantLabel(picked?.tenant ?? null);
+    m.requests.inc({
+      endpoint,
+      status: String(this.#status ?? CLIENT_CLOSED_STATUS),
+      model,
+      tenant,
+    });
+    if (picked)
+      m.e2eSeconds.observe({ model, tenant }, (performance.now() - this.#arrivedMs) / 1000);
+  }
+}

@@ -1,0 +1,213 @@
+/**
+ * The endpoint picker's decision, over the gateway's model pools (`src/gateway/pool.ts`, its
+ * contract in that folder's README): the request is read as the gateway reads it (the model
+ * picks the pool, whose tokenizer gives the prompt's ids and salted block keys), admitted as
+ * the gateway admits it, and routed by the pool's router among the candidates the data plane
+ * allows. What it returns holds the router's ledger entry until `finish`.
+ *
+ * An endpoint picker does not authenticate: the Gateway in front of it does. The tenant, when
+ * there is one, is the `x-kvroute-tenant` header (set by the Gateway, e.g. from a verified
+ * token's claim); it salts the block keys and the `cache_salt` written into the forwarded body,
+ * and its admission limits apply, exactly as in `kvroute serve` without client keys.
+ */
+import { ApiError } from '../openai/errors.ts';
+import { asObject, optString } from '../openai/fields.ts';
+import { parseJson } from '../openai/http.ts';
+import type { Endpoint } from '../openai/request.ts';
+import type { GatewayAdmission } from '../gateway/admission.ts';
+import { type Authenticator, TENANT_HEADER } from '../gateway/auth.ts';
+import { toApiError } from '../gateway/errors.ts';
+import { resolveModel } from '../gateway/generate.ts';
+import type { GatewayMetrics } from '../gateway/metrics.ts';
+import type { ModelPool, PoolRoute } from '../gateway/pool.ts';
+import type { ModelPools } from '../gateway/pools.ts';
+import { parseRequest } from '../gateway/request.ts';
+import { type EndpointBook, splitEndpoint } from './endpoints.ts';
+
+/** The generate paths: their prompts are tokenized and routed by cache; any other by load. */
+const GENERATE_PATHS: Record<string, Endpoint> = {
+  '/v1/completions': 'completions',
+  '/v1/chat/completions': 'chat',
+};
+
+/** The generate endpoint of a request's `:path` (its query left out), or null. */
+export function endpointOfPath(path: string | undefined): Endpoint | null {
+  return GENERATE_PATHS[(path ?? '/').split('?')[0]!] ?? null;
+}
+
+export interface PickerContext {
+  pools: ModelPools;
+  /** No client keys: it only turns the tenant header into a tenant and its salt. */
+  auth: Authenticator;
+  admission: GatewayAdmission;
+  metrics: GatewayMetrics;
+  endpoints: EndpointBook;
+  blockSize: number;
+  nextLedgerId(): string;
+}
+
+export interface PickInput {
+  /** Request headers, names in lower case (`:path`, `:method` among them). */
+  headers: ReadonlyMap<string, string>;
+  /** The whole request body (empty for a request without one). */
+  body: Buffer;
+  /** The subset hint: null when none was set. */
+  subset: readonly string[] | null;
+}
+
+/** A picked endpoint. Hand it back to `finish` once the exchange is over, however it ended. */
+export interface Picked {
+  /** `ip:port` for the header and the metadata. */
+  readonly endpoint: string;
+  /** The replica's name in the router (`/router/replicas`, `x-kvroute-replica`). */
+  readonly replica: string;
+  /** The body to forward: the client's, or with the tenant's salt or priority written in. */
+  readonly body: Buffer;
+  /** The request asked for a stream (`"stream": true`). */
+  readonly stream: boolean;
+  readonly model: string | null;
+  readonly tenant: string | null;
+  readonly pool: ModelPool;
+  readonly route: PoolRoute;
+  readonly release: () => void;
+}
+
+export class EppPicker {
+  readonly #ctx: PickerContext;
+
+  constructor(ctx: PickerContext) {
+    this.#ctx = ctx;
+  }
+
+  /**
+   * Reads, admits and routes one request. Throws an ApiError: 400 for a malformed body, 404 for
+   * an unknown model, 429 when admission refuses, 503 when no candidate endpoint can take it.
+   */
+  async pick(input: PickInput): Promise<Picked> {
+    const { headers } = input;
+    const endpoint = endpointOfPath(headers.get(':path'));
+    const caller = this.#ctx.auth.authenticate(undefined, headers.get(TENANT_HEADER));
+    const json = endpoint ? parseJson(input.body) : lenientJson(input.body);
+    const model = endpoint ? optString(asObject(json), 'model') : modelOf(json);
+    const { pool, adapter } = endpoint
+      ? await resolveModel(this.#ctx, endpoint, json, model)
+      : await this.#ctx.pools.resolve(model);
+    const parsed = endpoint
+      ? await parseRequest(endpoint, input.body, {
+          tokenizer: pool.requestTokenizer,
+          blockSize: this.#ctx.blockSize,
+          tenantSalt: caller.tenantSalt,
+          maxModelLen: pool.maxModelLen(),
+          loraName: adapter,
+          json,
+        })
+      : null;
+    const avoid = await this.#outsideSubset(pool, input.subset);
+    const admitted = this.#ctx.admission.admit(
+      {
+        tenant: caller.tenant,
+        promptTokens: parsed?.promptTokens ?? 0,
+        priority: parsed?.priority ?? null,
+        body: parsed?.body ?? input.body,
+        queues: () => pool.queues(Date.now()),
+      },
+      Date.now(),
+    );
+    let route: PoolRoute;
+    const startedNs = process.hrtime.bigint();
+    try {
+      route = pool.route(
+        {
+          id: this.#ctx.nextLedgerId(),
+          blockKeys: parsed?.blockKeys ?? [],
+          promptTokens: parsed?.promptTokens ?? 0,
+          blockSize: this.#ctx.blockSize,
+          ...(caller.tenant !== null && { tenant: caller.tenant }),
+          ...(avoid.length > 0 && { avoid }),
+          ...(adapter !== null && { lora: adapter }),
+        },
+        Date.now(),
+      );
+    } catch (err) {
+      admitted.release();
+      throw toApiError(err);
+    }
+    const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9;
+    this.#ctx.metrics.recordDecision(route.decision, seconds, pool.model);
+    const stream = parsed?.stream ?? false;
+    if (parsed !== null && !stream) pool.watchPrefill(route, parsed.blockKeys);
+    return {
+      // Every candidate resolved before routing (#outsideSubset avoids the rest).
+      endpoint: this.#ctx.endpoints.get(route.backend.config.url)!,
+      replica: route.backend.name,
+      body: admitted.body,
+      stream,
+      model,
+      tenant: caller.tenant,
+      pool,
+      route,
+      release: admitted.release,
+    };
+  }
+
+  /** The first generated token passed: the prompt leaves the replica's queue. */
+  firstToken(picked: Picked, nowMs: number): void {
+    picked.pool.firstToken(picked.route, nowMs);
+  }
+
+  /** The exchange is over: the ledger entry and the admission slot are released. */
+  finish(picked: Picked, nowMs: number): void {
+    picked.pool.finish(picked.route, nowMs);
+    picked.release();
+  }
+
+  /**
+   * Names of the pool's backends the data plane does not allow, or whose address is not known.
+   * The subset hint allows an `ip:port` exactly, or every port of a bare address. An empty
+   * hint, or one naming none of the pool's endpoints, is the protocol's 503.
+   */
+  async #outsideSubset(pool: ModelPool, subset: readonly string[] | null): Promise<string[]> {
+    if (subset !== null && subset.length === 0) {
+      throw noEndpoint('the subset hint (envoy.lb.subset_hint) is empty');
+    }
+    const exact = new Set<string>();
+    const anyPort = new Set<string>();
+    for (const entry of subset ?? []) {
+      const { ip, port } = splitEndpoint(entry);
+      if (port === null) anyPort.add(ip);
+      else exact.add(entry);
+    }
+    const avoid: string[] = [];
+    let allowed = 0;
+    for (const b of pool.backends()) {
+      if (b.state !== 'active' && b.state !== 'down') continue;
+      const endpoint = await this.#ctx.endpoints.resolve(b.url);
+      const ok =
+        endpoint !== null &&
+        (subset === null || exact.has(endpoint) || anyPort.has(splitEndpoint(endpoint).ip));
+      if (ok) allowed++;
+      else avoid.push(b.name);
+    }
+    if (subset !== null && allowed === 0) {
+      throw noEndpoint(`no endpoint of the subset hint is in the pool: ${subset.join(', ')}`);
+    }
+    return avoid;
+  }
+}
+
+const noEndpoint = (message: string): ApiError => new ApiError('ERR_NO_HEALTHY_BACKEND', message);
+
+/** A body outside the generate paths is not ours to judge: its JSON `model` if it has one. */
+function lenientJson(body: Buffer): unknown {
+  if (body.length === 0) return null;
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch {
+    return null;
+  }
+}
+
+function modelOf(json: unknown): string | null {
+  const model = (json as { model?: unknown } | null)?.model;
+  return typeof json === 'object' && typeof model === 'string' ? model : null;
+}

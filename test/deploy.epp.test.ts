@@ -1,0 +1,159 @@
+/**
+ * The endpoint picker's manifests (`deploy/kubernetes/epp/`) agree with the code and with the
+ * inference extension's API: the InferencePool (inference.networking.k8s.io/v1) selects the
+ * test fleet's pods on their serving port and names the picker's Service and ext_proc port; the
+ * picker's args, container ports and Service use the code's default ports (9002, 9003, 9090);
+ * its gRPC probes ask service names a live picker answers SERVING; its config passes
+ * `--check-config` and lists the pods the pool selects; the HTTPRoute sends to the pool.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { checkHealth } from '../src/epp/dataPlane.ts';
+import {
+  DEFAULT_EPP_HEALTH_PORT,
+  DEFAULT_EPP_METRICS_PORT,
+  DEFAULT_EPP_PORT,
+} from '../src/epp/server.ts';
+import { ROOT, runCli } from './support/cli.ts';
+import { type EppFleetHandle, startTestEpp } from './support/epp.ts';
+
+// biome-ignore lint/suspicious/noExplicitAny: manifests are untyped YAML, checked field by field
+type Doc = any;
+
+const manifests = (path: string): Doc[] =>
+  parseAllDocuments(readFileSync(join(ROOT, path), 'utf8')).map((d) => {
+    assert.equal(d.errors.length, 0, `${path}: ${d.errors.join('; ')}`);
+    return d.toJS();
+  });
+const kustomization = manifests('deploy/kubernetes/epp/kustomization.yaml')[0];
+const docs: Doc[] = kustomization.resources.flatMap((r: string) =>
+  manifests(`deploy/kubernetes/epp/${r}`),
+);
+const fleet: Doc[] = manifests('deploy/kubernetes/test-fleet/engines.yaml');
+const find = (kind: string, from: Doc[] = docs): Doc => {
+  const found = from.filter((d) => d.kind === kind);
+  assert.equal(found.length, 1, `one ${kind}`);
+  return found[0];
+};
+const pool = find('InferencePool');
+const deployment = find('Deployment');
+const service = find('Service');
+const configMap = find('ConfigMap');
+const route = find('HTTPRoute');
+const gateway = find('Gateway');
+const container = deployment.spec.template.spec.containers[0];
+const argOf = (flag: string): string | undefined => {
+  const at = container.args.indexOf(flag);
+  return at < 0 ? undefined : container.args[at + 1];
+};
+const portNamed = (name: string): number =>
+  container.ports.find((p: Doc) => p.name === name)?.containerPort;
+const engines = find('StatefulSet', fleet);
+const engineContainer = engines.spec.template.spec.containers[0];
+
+describe('the endpoint picker manifests', () => {
+  test('the InferencePool: v1, the fleet pods on their serving port, the picker by its Service', () => {
+    assert.equal(pool.apiVersion, 'inference.networking.k8s.io/v1');
+    assert.deepEqual(pool.spec.selector.matchLabels, engines.spec.template.metadata.labels);
+    const servingPort = engineContainer.ports.find((p: Doc) => p.name === 'http').containerPort;
+    assert.deepEqual(pool.spec.targetPorts, [{ number: servingPort }]);
+    const ref = pool.spec.endpointPickerRef;
+    assert.equal(ref.name, service.metadata.name);
+    assert.ok(['FailOpen', 'FailClose'].includes(ref.failureMode));
+    const grpc = service.spec.ports.find((p: Doc) => p.port === ref.port.number);
+    assert.ok(grpc, 'the pool names a port of the Service');
+    assert.equal(grpc.appProtocol, 'http2');
+    assert.equal(portNamed(grpc.targetPort), DEFAULT_EPP_PORT);
+  });
+
+  test("the picker's args and ports are the code's defaults, as the reference picker's", () => {
+    assert.equal(container.args[0], 'epp');
+    assert.equal(argOf('--host'), '0.0.0.0', 'listens beyond loopback in a pod');
+    assert.equal(Number(argOf('--port')), DEFAULT_EPP_PORT);
+    assert.equal(Number(argOf('--health-port')), DEFAULT_EPP_HEALTH_PORT);
+    assert.equal(Number(argOf('--metrics-port')), DEFAULT_EPP_METRICS_PORT);
+    assert.deepEqual(
+      [portNamed('grpc'), portNamed('grpc-health'), portNamed('metrics')],
+      [9002, 9003, 9090],
+    );
+    for (const probe of [container.livenessProbe, container.readinessProbe]) {
+      assert.equal(probe.grpc.port, DEFAULT_EPP_HEALTH_PORT);
+    }
+    assert.deepEqual(service.spec.selector, deployment.spec.selector.matchLabels);
+    const metrics = service.spec.ports.find((p: Doc) => p.name === 'http-metrics');
+    assert.equal(portNamed(metrics.targetPort), DEFAULT_EPP_METRICS_PORT);
+  });
+
+  test('the image holds the .proto files the picker loads, and exposes its ports', () => {
+    const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+    assert.match(dockerfile, /^COPY proto \.\/proto$/m);
+    const exposed = /^EXPOSE (.*)$/m.exec(dockerfile)?.[1]?.split(/\s+/).map(Number) ?? [];
+    for (const port of [DEFAULT_EPP_PORT, DEFAULT_EPP_HEALTH_PORT, DEFAULT_EPP_METRICS_PORT]) {
+      assert.ok(exposed.includes(port), `EXPOSE ${port}`);
+    }
+  });
+
+  test('the HTTPRoute sends to the pool, on the Gateway of these manifests', () => {
+    const refs = route.spec.rules.flatMap((r: Doc) => r.backendRefs);
+    assert.deepEqual(refs, [
+      { group: 'inference.networking.k8s.io', kind: 'InferencePool', name: pool.metadata.name },
+    ]);
+    assert.deepEqual(route.spec.parentRefs, [
+      { group: 'gateway.networking.k8s.io', kind: 'Gateway', name: gateway.metadata.name },
+    ]);
+  });
+
+  describe("the picker's config", () => {
+    const config: string = configMap.data['kvroute.yaml'];
+    const dir = mkdtempSync(join(tmpdir(), 'kvroute-epp-deploy-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+
+    test('is mounted where the args read it and passes --check-config', () => {
+      const mount = container.volumeMounts.find((m: Doc) => m.name === 'config');
+      const volume = deployment.spec.template.spec.volumes.find((v: Doc) => v.name === 'config');
+      assert.equal(volume.configMap.name, configMap.metadata.name);
+      assert.equal(argOf('--config'), `${mount.mountPath}/kvroute.yaml`);
+      const path = join(dir, 'kvroute.yaml');
+      writeFileSync(path, config);
+      const out = runCli(['serve', '--check-config', path]);
+      assert.equal(out.status, 0, out.stderr);
+    });
+
+    test('lists exactly the pods the pool selects, on its target port', () => {
+      const urls = [...config.matchAll(/url: http:\/\/([\w-]+)-(\d+)\.([\w-]+):(\d+)/g)];
+      assert.equal(urls.length, engines.spec.replicas, 'one backend per engine pod');
+      const indexes = urls.map(([, set, index, svc, port]) => {
+        assert.equal(set, engines.metadata.name);
+        assert.equal(svc, engines.spec.serviceName);
+        assert.equal(Number(port), pool.spec.targetPorts[0].number);
+        return Number(index);
+      });
+      assert.deepEqual(
+        indexes.sort(),
+        Array.from({ length: engines.spec.replicas }, (_, i) => i),
+      );
+    });
+  });
+
+  describe('the probes against a live picker', () => {
+    let epp: EppFleetHandle;
+    before(async () => {
+      epp = await startTestEpp(1);
+    });
+    after(() => epp?.close());
+
+    test('every probed service name is SERVING on the health port', async () => {
+      for (const probe of [container.livenessProbe, container.readinessProbe]) {
+        assert.deepEqual(
+          await checkHealth(`127.0.0.1:${epp.healthPort}`, probe.grpc.service),
+          { status: 'SERVING' },
+          probe.grpc.service,
+        );
+      }
+    });
+  });
+});
