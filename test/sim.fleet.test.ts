@@ -100,10 +100,14 @@ test('the HTML report is self-contained SVG', () => {
     simulate(small({ durationMs: 10_000, warmupMs: 0, replicas: 3 })),
     simulate(small({ durationMs: 10_000, warmupMs: 0, replicas: 3 }, 'least-queued')),
   ];
-  const html = renderReport(results, [{ policy: 'cost', minReplicas: 3, probes: [] }], {
-    title: 'test <&>',
-    command: 'kvroute sim',
-  });
+  const html = renderReport(
+    results,
+    [{ policy: 'cost', minReplicas: 3, monotone: true, misses: [], unmet: null, probes: [] }],
+    {
+      title: 'test <&>',
+      command: 'kvroute sim',
+    },
+  );
   assert.match(html, /^<!doctype html>/);
   assert.ok((html.match(/<svg /g) ?? []).length >= 4);
   assert.doesNotMatch(html, /<script|<link|https?:\/\//);

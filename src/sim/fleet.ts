@@ -21,7 +21,6 @@ import { EventQueue, PRIORITY, type SimEvent } from './eventQueue.ts';
 import { runLoop, type SimClock } from './loop.ts';
 import { BusyTracker, RequestLog } from './metrics.ts';
 import { OwnerTracker } from './owners.ts';
-import type { SloTargets } from '../results/slo.ts';
 import type { Arrival, Workload } from '../workload/workloads.ts';
 import type { FaultSpec, ViewOptions } from './types.ts';
 
@@ -80,8 +79,17 @@ export interface FleetOptions {
   durationMs: number;
   /** Requests arriving before this do not count towards latency and hit rate. */
   warmupMs: number;
-  /** Stop as soon as the SLO cannot be met (search probes); needs `expectedMeasured`. */
-  earlyStop?: { slo: SloTargets; expectedMeasured: number; expectedMeasuredTpot: number };
+  /**
+   * Stop as soon as the SLO cannot be met (search probes): more measured requests over their
+   * TTFT limit (by prompt length: `ttftLimitMs` in `src/results/slo.ts`) or the TPOT limit than
+   * a p99 over `expectedMeasured` requests allows.
+   */
+  earlyStop?: {
+    ttftLimitMs: (promptTokens: number) => number;
+    tpotLimitMs: number;
+    expectedMeasured: number;
+    expectedMeasuredTpot: number;
+  };
   sampleMs: number;
   loadBucketMs: number;
   onProgress?: (fraction: number) => void;
@@ -449,9 +457,11 @@ export class Fleet {
         req.blockKeys = null;
         r.queuedPromptTokens -= req.uncachedTokens;
         this.#o.router.onFirstToken(req.id, nowMs);
+        const stop = this.#o.earlyStop;
         if (
           req.measured &&
-          nowMs - req.arrival.atMs > (this.#o.earlyStop?.slo.ttftP99Ms ?? Infinity)
+          stop !== undefined &&
+          nowMs - req.arrival.atMs > stop.ttftLimitMs(req.arrival.promptLength)
         ) {
           this.#ttftViolations++;
           this.#checkEarlyStop();
@@ -480,7 +490,7 @@ export class Fleet {
       const ttftMs = req.firstTokenMs - req.arrival.atMs;
       const tpotMs =
         f.outputTokens > 1 ? (nowMs - req.firstTokenMs) / (f.outputTokens - 1) : Number.NaN;
-      if (tpotMs > (this.#o.earlyStop?.slo.tpotP99Ms ?? Infinity)) {
+      if (tpotMs > (this.#o.earlyStop?.tpotLimitMs ?? Infinity)) {
         this.#tpotViolations++;
         this.#checkEarlyStop();
       }
