@@ -24,15 +24,19 @@ export function idlePrefillMs(
   return stepsToFirstToken(config, rules, promptTokens, cachedTokens);
 }
 
-/** `idlePrefillMs` of a cold prompt, memoized by length: the simulator asks once per request. */
-export function makeIdlePrefill(config: EngineConfig): (promptTokens: number) => number {
+/** `idlePrefillMs` for one engine config, memoized: the simulator asks once per request. */
+export function makeIdlePrefill(
+  config: EngineConfig,
+): (promptTokens: number, cachedTokens?: number) => number {
   const rules = resolveSchedulerConfig(config, config.blockSize);
   const known = new Map<number, number>();
-  return (promptTokens) => {
-    let ms = known.get(promptTokens);
+  return (promptTokens, cachedTokens = 0) => {
+    // Exact in a double for prompts under 2^37 tokens.
+    const key = promptTokens * 65_536 + Math.floor(cachedTokens / config.blockSize);
+    let ms = known.get(key);
     if (ms === undefined) {
-      ms = stepsToFirstToken(config, rules, promptTokens, 0);
-      known.set(promptTokens, ms);
+      ms = stepsToFirstToken(config, rules, promptTokens, cachedTokens);
+      known.set(key, ms);
     }
     return ms;
   };

@@ -10,7 +10,7 @@
  *   p99 allows (n - ceil(0.99 n)), no replica count and no policy meets the SLO: a fixed target
  *   under a long prompt's own prefill, or a run so short that cold starts are over 1 % of it.
  */
-import { idlePrefillMs, makeIdlePrefill } from '../engine/idlePrefill.ts';
+import { makeIdlePrefill } from '../engine/idlePrefill.ts';
 import { makeEngineConfig } from '../engine/options.ts';
 import type { SearchUnmet } from '../results/result.ts';
 import { ttftLimitMs } from '../results/slo.ts';
@@ -37,7 +37,7 @@ export function diagnoseUnmet(config: SimConfig, maxReplicas: number): SearchUnm
     if (arrival.atMs < config.warmupMs) continue;
     measured++;
     const prompt = arrival.promptLength;
-    const bestMs = idlePrefillMs(engine, prompt, cachedBlocks * blockSize);
+    const bestMs = idleMs(prompt, cachedBlocks * blockSize);
     if (bestMs > ttftLimitMs(config.slo, idleMs(prompt))) outOfReach++;
   }
   const reason =

@@ -44,6 +44,8 @@ export interface BatchSpec {
 export interface BatchResult {
   results: SimulatedRun[];
   search: SearchResult[];
+  /** Simulations started, and of those the ones cancelled (speculative probes not needed). */
+  work: { simulations: number; cancelled: number };
 }
 
 /** A search probe: `replicas`, the faults that still name a replica, early stop on. */
@@ -80,22 +82,25 @@ function runSerial(spec: BatchSpec): BatchResult {
   const total = spec.runs.length + spec.searches.length;
   const report = (label: string, done: number) => (f: number) =>
     spec.onProgress?.(label, (done + f) / total);
+  let simulations = spec.runs.length;
   const results = spec.runs.map((config, i) =>
     simulate({ ...config, onProgress: report(spec.runLabels?.[i] ?? config.router.policy, i) }),
   );
   const search = spec.searches.map((s, i) =>
     searchMinReplicas(s.label, {
       ...spec.bounds,
-      probe: (n) =>
-        simulate({
+      probe: (n) => {
+        simulations++;
+        return simulate({
           ...probeConfig(s.config, n),
           onProgress: report(`search ${s.label} x ${n}`, spec.runs.length + i),
-        }),
+        });
+      },
       diagnose: () => diagnose(s.config),
       slo: s.config.slo,
     }),
   );
-  return { results, search };
+  return { results, search, work: { simulations, cancelled: 0 } };
 }
 
 interface SearchState {
@@ -124,6 +129,8 @@ class ParallelBatch {
   #nextRun = 0;
   #runsDone = 0;
   #running = 0;
+  #started = 0;
+  #cancelled = 0;
 
   constructor(spec: BatchSpec, threads: number) {
     this.#spec = spec;
@@ -168,6 +175,7 @@ class ParallelBatch {
     return {
       results: this.#results as SimulatedRun[],
       search: this.#searches.map((s) => s.result!),
+      work: { simulations: this.#started, cancelled: this.#cancelled },
     };
   }
 
@@ -201,6 +209,7 @@ class ParallelBatch {
 
   #start(next: { search: SearchState; replicas: number } | { run: number }): void {
     this.#running++;
+    this.#started++;
     const push = (c: Completion) => {
       this.#running--;
       this.#completions.push(c);
@@ -229,6 +238,7 @@ class ParallelBatch {
     const s = c.search;
     s.running.delete(c.replicas);
     if (c.outcome !== null) s.runs.set(c.replicas, c.outcome);
+    else this.#cancelled++;
     if (s.result !== null) return;
     const step = planSearch(this.#spec.bounds, (n) => s.runs.get(n)?.sloMet);
     if ('answer' in step) {
