@@ -39,6 +39,10 @@ test('same seed, same output, byte for byte', async () => {
     'cost,random',
     '--json',
     '--quiet',
+    // In this thread: stdout is captured in-process, and while worker threads run, the test
+    // runner's own writes would land in it too (threads are compared in sim.search.test.ts).
+    '--threads',
+    '1',
   ];
   const a = await captureStdout(() => runSimCli(argv));
   const b = await captureStdout(() => runSimCli(argv));

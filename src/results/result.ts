@@ -53,8 +53,11 @@ export interface RunResult {
     /** Mean owners over all tracked prefixes, per sample. */
     meanAll: number[];
   };
-  /** Busy fraction per replica and time bucket (left out of --json). */
-  load?: { bucketMs: number; perReplica: number[][] };
+  /**
+   * Per replica and time bucket (left out of --json): mean queued prompt tokens (routed there,
+   * first token not back) and mean KV usage (0..1); NaN while the replica was down.
+   */
+  load?: { bucketMs: number; queuedPromptTokens: number[][]; kvUsage: number[][] };
   faults?: FaultImpact[];
   slo?: SloTargets;
   sloMet?: boolean;

@@ -19,7 +19,7 @@ import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { EventQueue, PRIORITY, type SimEvent } from './eventQueue.ts';
 import { runLoop, type SimClock } from './loop.ts';
-import { BusyTracker, RequestLog } from './metrics.ts';
+import { BusyTracker, LoadSampler, RequestLog } from './metrics.ts';
 import { OwnerTracker } from './owners.ts';
 import type { Arrival, Workload } from '../workload/workloads.ts';
 import type { FaultSpec, ViewOptions } from './types.ts';
@@ -158,6 +158,7 @@ class Replica {
 export interface FleetOutcome {
   log: RequestLog;
   busy: BusyTracker;
+  load: LoadSampler;
   owners: OwnerTracker;
   arrived: number;
   completed: number;
@@ -195,6 +196,7 @@ export class Fleet {
   readonly #arrivals: Iterator<Arrival>;
   readonly #log = new RequestLog();
   readonly #busy: BusyTracker;
+  readonly #load: LoadSampler;
   readonly #owners: OwnerTracker;
   readonly #errors: Record<string, number> = {};
   readonly #faultLog: FleetOutcome['faultLog'] = [];
@@ -221,7 +223,8 @@ export class Fleet {
       (_, i) => new Replica(i, opts.makeEngine(i)),
     );
     this.#arrivals = opts.workload.arrivals();
-    this.#busy = new BusyTracker(opts.replicas, opts.durationMs * 3, opts.loadBucketMs);
+    this.#busy = new BusyTracker(opts.replicas);
+    this.#load = new LoadSampler(opts.replicas, opts.durationMs * 3, opts.loadBucketMs);
     this.#owners = new OwnerTracker(opts.workload, opts.replicas);
     this.#freshReports = opts.view.staleMs === 0;
     this.#keepPrompts = opts.faults.some((f) => f.kind === 'kill');
@@ -248,6 +251,7 @@ export class Fleet {
     return {
       log: this.#log,
       busy: this.#busy,
+      load: this.#load,
       owners: this.#owners,
       arrived: this.#arrived,
       completed: this.#completed,
@@ -437,7 +441,7 @@ export class Fleet {
     const result = r.pending;
     r.pending = null;
     r.busy = false;
-    this.#busy.add(index, r.stepStartMs, nowMs - r.stepStartMs);
+    this.#busy.add(index, nowMs - r.stepStartMs);
     this.#onEmitted(r, result.emitted, nowMs);
     this.#onFinished(r, result.finished, nowMs);
     if (result.events.length > 0) this.#onKvEvents(r, result.events, nowMs);
@@ -545,7 +549,10 @@ export class Fleet {
   #onReportTick(nowMs: number): void {
     const reports: [number, number, ReplicaReport][] = [];
     for (const r of this.#replicas) {
-      if (r.engine !== null) reports.push([r.index, r.gen, this.#report(r, nowMs)]);
+      if (r.engine === null) continue;
+      const report = this.#report(r, nowMs);
+      reports.push([r.index, r.gen, report]);
+      this.#load.add(r.index, nowMs, report.queuedPromptTokens, report.kvUsage);
     }
     const { staleMs, reportMs } = this.#o.view;
     if (staleMs <= 0) this.#handle({ kind: 'report', reports, timeMs: nowMs, priority: 0, seq: 0 });
@@ -562,7 +569,7 @@ export class Fleet {
     r.engine = null;
     r.gen++;
     r.stepEvent = r.makeStepEvent();
-    if (r.busy) this.#busy.add(r.index, r.stepStartMs, nowMs - r.stepStartMs);
+    if (r.busy) this.#busy.add(r.index, nowMs - r.stepStartMs);
     r.busy = false;
     r.pending = null;
     r.queuedPromptTokens = 0;

@@ -72,7 +72,7 @@ export function summarizeRun(input: SummaryInput, out: FleetOutcome): SimulatedR
       watched: out.owners.watchedSeries,
       meanAll: out.owners.meanSeries,
     },
-    load: { bucketMs: out.busy.bucketMs, perReplica: out.busy.loadSeries(wallMs) },
+    load: { bucketMs: out.load.bucketMs, ...out.load.series(wallMs) },
     ttftCdf: cdfPoints(ttft),
     faults: out.faultLog.map((f) => faultImpact(out, f)),
     slo: input.slo,
