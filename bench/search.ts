@@ -13,10 +13,10 @@
  */
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
+import { benchFlags } from './flags.ts';
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 import { resultsJson } from '../src/results/result.ts';
 import { DEFAULT_SLO } from '../src/results/slo.ts';
-import { POLICY_NAMES } from '../src/router/registry.ts';
 import { type BatchResult, runBatch } from '../src/sim/parallel.ts';
 import type { SimConfig } from '../src/sim/run.ts';
 
@@ -31,27 +31,9 @@ const { values } = parseArgs({
   },
 });
 
-function fail(message: string): never {
-  process.stderr.write(`bench:search: ${message}\n`);
-  process.exit(2);
-}
+const { fail, positiveInt, policies: readPolicies } = benchFlags('bench:search');
 
-function positiveInt(flag: string, raw: string | undefined, fallback: number): number {
-  if (raw === undefined) return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) fail(`--${flag} takes a positive integer, got '${raw}'`);
-  return n;
-}
-
-const policies =
-  values.policy === undefined || values.policy === 'all'
-    ? [...POLICY_NAMES]
-    : values.policy.split(',').map((s) => s.trim());
-for (const p of policies) {
-  if (!(POLICY_NAMES as readonly string[]).includes(p)) {
-    fail(`--policy takes a list of ${POLICY_NAMES.join(', ')} or all, got '${p}'`);
-  }
-}
+const policies = readPolicies(values.policy);
 const durationS = positiveInt('duration', values.duration, 300);
 const threads = positiveInt('threads', values.threads, availableParallelism());
 const runs = positiveInt('runs', values.runs ?? process.env.BENCH_RUNS, 1);
