@@ -129,7 +129,7 @@ test('100k-token prompts: a fixed TTFT target is out of reach, a slowdown finds 
     const trace = longPromptTrace(dir);
     // 570 ms: the long prompts' own prefill (7.3 s) is over 1 % of the requests. Proven before
     // any probe, for every policy.
-    const fixed = searchTrace(trace, ['--policy', 'all', '--max-replicas', '16']);
+    const fixed = searchTrace(trace, ['--policy', 'all', '--max-replicas', '8']);
     assert.equal(fixed.length, 11);
     for (const s of fixed) {
       assert.equal(s.minReplicas, null, s.policy);
@@ -148,7 +148,7 @@ test('100k-token prompts: a fixed TTFT target is out of reach, a slowdown finds 
     // Room for one long prefill ahead of a request (7.3 s over ~0.3 s) and for decodes sharing
     // its 146 ms steps: every policy meets it at some count.
     const loose = searchTrace(trace, [
-      ...['--policy', 'all', '--max-replicas', '32'],
+      ...['--policy', 'all', '--max-replicas', '8'],
       ...['--slo-ttft-slowdown', '25', '--slo-tpot-p99-ms', '200'],
     ]);
     for (const s of loose) assert.ok(s.minReplicas !== null, JSON.stringify(s));
