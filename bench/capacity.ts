@@ -20,7 +20,8 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
-import { POLICY_NAMES, type PolicyOptions } from '../src/router/registry.ts';
+import { benchFlags } from './flags.ts';
+import type { PolicyOptions } from '../src/router/registry.ts';
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 import { DEFAULT_SLO } from '../src/results/slo.ts';
 import { type SimConfig, simulate } from '../src/sim/run.ts';
@@ -44,17 +45,7 @@ const { values } = parseArgs({
   },
 });
 
-function fail(message: string): never {
-  process.stderr.write(`capacity: ${message}\n`);
-  process.exit(2);
-}
-
-function positiveInt(flag: string, raw: string | undefined, fallback: number): number {
-  if (raw === undefined) return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) fail(`--${flag} takes a positive integer, got '${raw}'`);
-  return n;
-}
+const { fail, positiveInt, policies: readPolicies } = benchFlags('capacity');
 
 const tracePath = values.trace;
 const workloadName = (values.workload ?? 'seed') as WorkloadName;
@@ -68,15 +59,7 @@ const durationS =
       ? undefined
       : 300;
 const seed = values.seed === undefined ? 1 : Number(values.seed);
-const policies =
-  values.policy === undefined || values.policy === 'all'
-    ? [...POLICY_NAMES]
-    : values.policy.split(',').map((s) => s.trim());
-for (const p of policies) {
-  if (!(POLICY_NAMES as readonly string[]).includes(p)) {
-    fail(`--policy takes a list of ${POLICY_NAMES.join(', ')} or all, got '${p}'`);
-  }
-}
+const policies = readPolicies(values.policy);
 let policyOptions: PolicyOptions = {};
 if (values.options !== undefined) {
   try {

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { EventQueue, PRIORITY, type SimEvent } from '../src/sim/eventQueue.ts';
 import { runLoop } from '../src/sim/loop.ts';
 import { LogHistogram, percentile, summarize } from '../src/results/stats.ts';
-import { BusyTracker } from '../src/sim/metrics.ts';
+import { BusyTracker, LoadSampler } from '../src/sim/metrics.ts';
 import { searchMinReplicas } from '../src/sim/search.ts';
 import type { SimulatedRun } from '../src/results/result.ts';
 
@@ -106,14 +106,23 @@ test('the log histogram is within 1 % of the exact quantile', () => {
   }
 });
 
-test('busy time is split across load buckets', () => {
-  const b = new BusyTracker(2, 10_000, 1000);
-  b.add(0, 500, 1000);
-  b.add(1, 0, 2000);
+test('utilization is busy time over wall time; load is averaged per bucket, NaN while down', () => {
+  const b = new BusyTracker(2);
+  b.add(0, 1000);
+  b.add(1, 2000);
   assert.deepEqual(b.utilization(2000), [0.5, 1]);
-  const series = b.loadSeries(2000);
-  assert.deepEqual(series[0], [0.5, 0.5]);
-  assert.deepEqual(series[1], [1, 1]);
+  const load = new LoadSampler(2, 10_000, 1000);
+  load.add(0, 0, 100, 0.5);
+  load.add(0, 500, 300, 0.7);
+  load.add(0, 1500, 50, 0.2);
+  load.add(1, 0, 10, 0.1);
+  const series = load.series(2000);
+  assert.deepEqual(series.queuedPromptTokens, [
+    [200, 50],
+    [10, Number.NaN],
+  ]);
+  assert.ok(Math.abs(series.kvUsage[0]![0]! - 0.6) < 1e-12);
+  assert.equal(load.bucketMs, 1000);
 });
 
 test('the search finds the fewest replicas that meet the SLO with few probes', () => {

@@ -17,8 +17,8 @@ import { ROOT, runCli } from './support/cli.ts';
 const DIGESTS = {
   seedJson: '64c962a8b9a74ddcf5ba35dfbf1703edca10ba88e47f63c970c3ab73700b610d',
   hotTable: '1a81d150c216cc1cfa170f2b24155825cdc6915b62099ae3e0128f6ed100754a',
-  traceJson: '8875839ee7abf29feb57354fd4441a0aef786d7561c8be589ba2b8253186db29',
-  traceHtml: 'b8fb2e78e151a988ebf73d7ee623544266f8f0e4a7b8c05f0405ffd1c35cc368',
+  traceJson: '39e4612b5dc80152a8dfd01084e9a97e24635e18813243ae9e78eecafa95d548',
+  traceHtml: '5bec1c4032d648e9d972859817e7e730da9cb291ed7743e8cf188c1f9b5f93de',
 };
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');

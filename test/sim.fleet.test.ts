@@ -39,6 +39,10 @@ test('same seed, same output, byte for byte', async () => {
     'cost,random',
     '--json',
     '--quiet',
+    // In this thread: stdout is captured in-process, and while worker threads run, the test
+    // runner's own writes would land in it too (threads are compared in sim.search.test.ts).
+    '--threads',
+    '1',
   ];
   const a = await captureStdout(() => runSimCli(argv));
   const b = await captureStdout(() => runSimCli(argv));
@@ -100,10 +104,14 @@ test('the HTML report is self-contained SVG', () => {
     simulate(small({ durationMs: 10_000, warmupMs: 0, replicas: 3 })),
     simulate(small({ durationMs: 10_000, warmupMs: 0, replicas: 3 }, 'least-queued')),
   ];
-  const html = renderReport(results, [{ policy: 'cost', minReplicas: 3, probes: [] }], {
-    title: 'test <&>',
-    command: 'kvroute sim',
-  });
+  const html = renderReport(
+    results,
+    [{ policy: 'cost', minReplicas: 3, monotone: true, misses: [], unmet: null, probes: [] }],
+    {
+      title: 'test <&>',
+      command: 'kvroute sim',
+    },
+  );
   assert.match(html, /^<!doctype html>/);
   assert.ok((html.match(/<svg /g) ?? []).length >= 4);
   assert.doesNotMatch(html, /<script|<link|https?:\/\//);

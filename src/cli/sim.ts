@@ -4,6 +4,7 @@
  * prints a table, JSON, or a self-contained HTML report.
  */
 import { writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import {
   DEFAULT_KV_THRESHOLD,
   DEFAULT_POLICY,
@@ -12,16 +13,16 @@ import {
   QUEUE_SOURCES,
 } from '../router/defaults.ts';
 import { renderReport } from '../results/report.ts';
-import { resultsJson, type SearchResult, type SimulatedRun } from '../results/result.ts';
-import { DEFAULT_SLO } from '../results/slo.ts';
+import { resultsJson } from '../results/result.ts';
+import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
 import { formatAdmission } from '../results/admissionTable.ts';
 import { formatResults, formatSearch } from '../results/table.ts';
 import { LORA_AWARE_POLICIES } from '../router/registry.ts';
-import { type SimConfig, simulate } from '../sim/run.ts';
-import { searchMinReplicas } from '../sim/search.ts';
+import { runBatch } from '../sim/parallel.ts';
+import type { SimConfig } from '../sim/run.ts';
 import type { FaultSpec } from '../sim/types.ts';
 import type { WorkloadName } from '../workload/workloads.ts';
-import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
@@ -29,7 +30,8 @@ import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
-    'overlay-ttl-ms slo-ttft-p99-ms slo-tpot-p99-ms max-replicas report max-queue-ms',
+    'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
+    'max-queue-ms threads',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -81,9 +83,14 @@ faults
 SLO and search
   --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: a cold 8,000-token prefill, 143 ms warm +
                         the 428 ms a hit saves: the cost rule's own promise)
+  --slo-ttft-slowdown X instead: p99 over requests of TTFT / the request's own cold TTFT on an
+                        idle replica at most X (>= 1): a target that scales with each prompt,
+                        for traces whose prompts alone take longer than a fixed one
   --slo-tpot-p99-ms MS  (default ${DEFAULT_SLO.tpotP99Ms}: three 33.5 ms decode steps at batch 64)
   --search              fewest replicas meeting the SLO, per policy, by bisection
   --max-replicas N      search limit (default 256)
+  --threads N           worker threads for the runs and the search's probes (default: the
+                        machine's cores); 1 runs everything in this thread. Same output either way
 admission
   --max-queue-ms MS     refuse arrivals while every live replica has more than MS of modelled
                         prefill queued (the gateway's --max-queue-ms); each policy runs with
@@ -107,6 +114,8 @@ interface Parsed {
   quiet: boolean;
   /** --max-queue-ms: each policy runs without, then with, this bound. */
   maxQueueMs: number | undefined;
+  /** Worker threads for runs and search probes (1: all in this thread). */
+  threads: number;
 }
 
 function parseFault(kind: 'kill' | 'revive', raw: string, replicas: number): FaultSpec {
@@ -157,10 +166,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
       eventDelayMs: flags.number('event-delay-ms', { min: 0 }) ?? 0,
     },
     faults,
-    slo: {
-      ttftP99Ms: flags.positive('slo-ttft-p99-ms') ?? DEFAULT_SLO.ttftP99Ms,
-      tpotP99Ms: flags.positive('slo-tpot-p99-ms') ?? DEFAULT_SLO.tpotP99Ms,
-    },
+    slo: readSlo(flags),
   };
   return {
     base,
@@ -172,7 +178,22 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     reportPath: flags.string('report'),
     quiet: flags.bool('quiet'),
     maxQueueMs: readMaxQueueMs(flags.positive('max-queue-ms'), flags.bool('search')),
+    threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
   };
+}
+
+function readSlo(flags: Flags): SloTargets {
+  const tpotP99Ms = flags.positive('slo-tpot-p99-ms') ?? DEFAULT_SLO.tpotP99Ms;
+  const slowdown = flags.number('slo-ttft-slowdown', { min: 1 });
+  if (slowdown === undefined) {
+    return { ttftP99Ms: flags.positive('slo-ttft-p99-ms') ?? DEFAULT_SLO.ttftP99Ms, tpotP99Ms };
+  }
+  if (flags.has('slo-ttft-p99-ms')) {
+    throw new UsageError(
+      '--slo-ttft-p99-ms and --slo-ttft-slowdown are alternative TTFT targets; give one',
+    );
+  }
+  return { ttftSlowdown: slowdown, tpotP99Ms };
 }
 
 function readMaxQueueMs(value: number | undefined, search: boolean): number | undefined {
@@ -218,8 +239,6 @@ export async function run(argv: string[]): Promise<number> {
   const parsed = parseSimFlags(argv);
   if (parsed === 'help') return printHelp(HELP);
   const progress = new Progress(!parsed.quiet);
-  const onProgress = (f: number) => progress.update(f);
-  const results: SimulatedRun[] = [];
   const runs = parsed.policies.flatMap((policy) =>
     parsed.loraBlind && (LORA_AWARE_POLICIES as readonly string[]).includes(policy)
       ? [{ policy }, { policy, loraBlind: true }]
@@ -229,41 +248,32 @@ export async function run(argv: string[]): Promise<number> {
     r.loraBlind ? `${r.policy}/lora-blind` : r.policy;
   // With a bound, each policy runs twice on the same arrivals: without it, then with it.
   const bounds = parsed.maxQueueMs === undefined ? [undefined] : [null, parsed.maxQueueMs];
-  for (const run of runs) {
-    for (const maxQueueMs of bounds) {
-      progress.label(`${label(run)} x ${parsed.base.replicas}`);
-      const config: SimConfig = {
+  const fixed = runs.flatMap((run) =>
+    bounds.map((maxQueueMs) => ({
+      label: `${label(run)} x ${parsed.base.replicas}`,
+      config: {
         ...parsed.base,
         router: { ...parsed.base.router, ...run },
-        onProgress,
         ...(maxQueueMs !== undefined && { admission: { maxQueueMs } }),
-      };
-      results.push(simulate(config));
-    }
-  }
-  const search: SearchResult[] = [];
-  if (parsed.search) {
-    for (const run of runs) {
-      const { policy } = run;
-      search.push(
-        searchMinReplicas(label(run), {
-          start: parsed.base.replicas,
-          max: parsed.maxReplicas,
-          probe: (replicas) => {
-            progress.label(`search ${label(run)} x ${replicas}`);
-            return simulate({
-              ...parsed.base,
-              replicas,
-              faults: parsed.base.faults.filter((f) => f.replica < replicas),
-              router: { ...parsed.base.router, ...run, policy },
-              earlyStop: true,
-              onProgress,
-            });
-          },
-        }),
-      );
-    }
-  }
+      } satisfies SimConfig,
+    })),
+  );
+  const { results, search } = await runBatch({
+    runs: fixed.map((f) => f.config),
+    runLabels: fixed.map((f) => f.label),
+    searches: parsed.search
+      ? runs.map((run) => ({
+          label: label(run),
+          config: { ...parsed.base, router: { ...parsed.base.router, ...run } },
+        }))
+      : [],
+    bounds: { start: parsed.base.replicas, max: parsed.maxReplicas },
+    threads: parsed.threads,
+    onProgress: (text, fraction) => {
+      progress.label(text);
+      progress.update(fraction);
+    },
+  });
   progress.done();
   if (parsed.reportPath !== undefined) {
     writeFileSync(

@@ -1,62 +1,24 @@
 /**
- * The HTML report: one self-contained page (inline CSS and SVG, no scripts) with the summary
- * table, the TTFT CDF per policy, replicas needed per policy, per-replica load over time and
- * the owners of the watched prefix over time.
+ * The HTML report: one self-contained page (inline CSS and SVG, no scripts) with a search's
+ * capacity curves and answers (`simCharts.ts`), the summary table, the TTFT CDF per policy, the
+ * owners of the watched prefix over time and per-replica load over time.
  */
 import type { RunResult, SearchResult } from './result.ts';
-import { DEFAULT_SLO, meetsSlo } from './slo.ts';
+import { capacitySection, legend, loadSection } from './simCharts.ts';
+import { DEFAULT_SLO, describeTtftSlo, meetsSlo } from './slo.ts';
+import { COLORS, DASHES, escapeHtml, fmt, marker, ticks } from './svg.ts';
 
-const COLORS = [
-  '#1f77b4',
-  '#d62728',
-  '#2ca02c',
-  '#ff7f0e',
-  '#9467bd',
-  '#8c564b',
-  '#e377c2',
-  '#7f7f7f',
-  '#bcbd22',
-  '#17becf',
-];
+export { escapeHtml };
 
 const W = 720;
 const H = 320;
 const PAD = { left: 64, right: 150, top: 20, bottom: 44 };
-
-export function escapeHtml(text: string): string {
-  return text
-    .replaceAll('&', '&amp;')
-    .replaceAll('<', '&lt;')
-    .replaceAll('>', '&gt;')
-    .replaceAll('"', '&quot;');
-}
-
-const fmt = (v: number, digits = 0): string =>
-  Number.isFinite(v) ? v.toLocaleString('en-US', { maximumFractionDigits: digits }) : '–';
 
 export interface Series {
   name: string;
   points: [number, number][];
   /** Draw the points as dots (measurements) instead of a line. */
   dots?: boolean;
-}
-
-/** Tick values: 1-2-5 steps for linear axes, powers of ten for log axes. */
-function ticks(lo: number, hi: number, log: boolean): number[] {
-  if (log) {
-    const out: number[] = [];
-    for (let e = Math.floor(Math.log10(lo)); 10 ** e <= hi * 1.0001; e++) {
-      if (10 ** e >= lo / 1.0001) out.push(10 ** e);
-    }
-    return out;
-  }
-  const span = hi - lo || 1;
-  const raw = span / 5;
-  const mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? mag * 10;
-  const out: number[] = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(v);
-  return out;
 }
 
 export function lineChart(
@@ -100,24 +62,34 @@ export function lineChart(
   }
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length]!;
-    const pts: string[] = [];
+    const pts: [number, number][] = [];
     let prevY: number | null = null;
     for (const [x, y] of s.points) {
       if (!Number.isFinite(x + y)) continue;
-      if (opts.step && prevY !== null) pts.push(`${sx(x).toFixed(1)},${sy(prevY).toFixed(1)}`);
-      pts.push(`${sx(x).toFixed(1)},${sy(y).toFixed(1)}`);
+      if (opts.step && prevY !== null) pts.push([sx(x), sy(prevY)]);
+      pts.push([sx(x), sy(y)]);
       prevY = y;
     }
-    const marks = s.dots
-      ? pts.map((p) => {
-          const [cx, cy] = p.split(',');
-          return `<circle cx="${cx}" cy="${cy}" r="3.5" fill="${color}"/>`;
-        })
-      : [`<polyline fill="none" stroke="${color}" stroke-width="1.8" points="${pts.join(' ')}"/>`];
+    const xy = ([x, y]: [number, number]) => `${x.toFixed(1)},${y.toFixed(1)}`;
+    if (s.dots) {
+      for (const p of pts) parts.push(marker(i, p[0], p[1], color, s.name));
+    } else {
+      // A dash pattern per series and a few markers along it, at places that differ per series,
+      // so lines lying on top of each other stay apart.
+      parts.push(
+        `<polyline fill="none" stroke="${color}" stroke-width="1.8" stroke-opacity="0.85" stroke-dasharray="${DASHES[i % DASHES.length]}" points="${pts.map(xy).join(' ')}"/>`,
+      );
+      const every = Math.max(1, Math.floor(pts.length / 5));
+      const offset = Math.floor((every * (i % 5)) / 5);
+      for (let k = offset; k < pts.length; k += every) {
+        parts.push(marker(i, pts[k]![0], pts[k]![1], color, s.name));
+      }
+    }
+    const ly = PAD.top + i * 18;
     parts.push(
-      ...marks,
-      `<rect x="${PAD.left + iw + 12}" y="${PAD.top + i * 18}" width="12" height="12" fill="${color}"/>`,
-      `<text x="${PAD.left + iw + 30}" y="${PAD.top + i * 18 + 10}">${escapeHtml(s.name)}</text>`,
+      `<line x1="${PAD.left + iw + 8}" x2="${PAD.left + iw + 28}" y1="${ly + 6}" y2="${ly + 6}" stroke="${color}" stroke-width="1.8" stroke-dasharray="${s.dots ? 'none' : DASHES[i % DASHES.length]}"/>`,
+      marker(i, PAD.left + iw + 18, ly + 6, color, s.name),
+      `<text x="${PAD.left + iw + 34}" y="${ly + 10}">${escapeHtml(s.name)}</text>`,
     );
   });
   parts.push(
@@ -128,57 +100,14 @@ export function lineChart(
   return `<h2>${escapeHtml(title)}</h2><svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}">${parts.join('')}</svg>`;
 }
 
-export function barChart(title: string, bars: { name: string; value: number | null }[]): string {
-  const max = Math.max(1, ...bars.map((b) => b.value ?? 0));
-  const rowH = 22;
-  const h = bars.length * rowH + 20;
-  const labelW = 130;
-  const iw = W - labelW - 80;
-  const rows = bars.map((b, i) => {
-    const y = 10 + i * rowH;
-    const w = b.value === null ? 0 : (b.value / max) * iw;
-    const label = b.value === null ? 'not met' : String(b.value);
-    return (
-      `<text x="${labelW - 8}" y="${y + 14}" text-anchor="end">${escapeHtml(b.name)}</text>` +
-      `<rect x="${labelW}" y="${y}" width="${w.toFixed(1)}" height="${rowH - 6}" fill="${COLORS[i % COLORS.length]}"/>` +
-      `<text x="${labelW + w + 6}" y="${y + 14}">${label}</text>`
-    );
-  });
-  return `<h2>${escapeHtml(title)}</h2><svg viewBox="0 0 ${W} ${h}" width="${W}" height="${h}">${rows.join('')}</svg>`;
-}
-
-/** Rows = replicas, columns = time buckets, darker = busier. */
-export function heatmap(title: string, rows: number[][], bucketMs: number): string {
-  const cols = Math.max(1, ...rows.map((r) => r.length));
-  const cellW = Math.max(1, Math.min(8, (W - PAD.left - 20) / cols));
-  const cellH = Math.max(3, Math.min(14, 360 / Math.max(1, rows.length)));
-  const h = rows.length * cellH + 40;
-  const cells: string[] = [];
-  rows.forEach((row, r) => {
-    cells.push(
-      `<text x="${PAD.left - 6}" y="${20 + r * cellH + cellH - 2}" text-anchor="end" font-size="${Math.min(11, cellH)}">${r}</text>`,
-    );
-    row.forEach((v, c) => {
-      const shade = Math.round(255 * (1 - Math.min(1, Math.max(0, v))));
-      cells.push(
-        `<rect x="${(PAD.left + c * cellW).toFixed(1)}" y="${20 + r * cellH}" width="${cellW.toFixed(2)}" height="${cellH}" fill="rgb(${shade},${shade},255)"/>`,
-      );
-    });
-  });
-  const totalS = (cols * bucketMs) / 1000;
-  cells.push(
-    `<text x="${PAD.left}" y="${h - 6}">0 s</text>`,
-    `<text x="${PAD.left + cols * cellW}" y="${h - 6}" text-anchor="end">${fmt(totalS)} s (busy fraction per ${fmt(bucketMs / 1000, 1)} s; white 0, blue 1)</text>`,
-  );
-  return `<h3>${escapeHtml(title)}</h3><svg viewBox="0 0 ${W} ${h}" width="${W}" height="${h}">${cells.join('')}</svg>`;
-}
-
 function summaryTable(results: RunResult[]): string {
+  const slowdown = results.some((r) => r.ttftSlowdown !== undefined);
   const head = [
     'policy',
     'replicas',
     'TTFT p50',
     'TTFT p99',
+    ...(slowdown ? ['TTFT/idle p99'] : []),
     'TPOT p99',
     'hit rate',
     'util',
@@ -192,6 +121,7 @@ function summaryTable(results: RunResult[]): string {
       r.replicas === null ? '–' : String(r.replicas),
       fmt(r.ttftMs.p50),
       fmt(r.ttftMs.p99),
+      ...(slowdown ? [fmt(r.ttftSlowdown?.p99 ?? Number.NaN, 2)] : []),
       fmt(r.tpotMs.p99, 1),
       percent(r.hitRate, 1),
       percent(r.utilization?.mean ?? null, 0),
@@ -220,7 +150,9 @@ export function renderReport(
 ): string {
   const first = results[0];
   const sections: string[] = [];
-  sections.push(summaryTable(results));
+  // A search's answer first: p99s against replicas for every policy, the SLO line across.
+  sections.push(...capacitySection(search, first?.slo));
+  sections.push(summaryTable(results), summaryLegend(results));
   sections.push(
     lineChart(
       'TTFT CDF per policy',
@@ -228,14 +160,6 @@ export function renderReport(
       { xLabel: 'TTFT (ms, log scale)', yLabel: 'fraction of requests', logX: true, yMax: 1 },
     ),
   );
-  if (search.length > 0) {
-    sections.push(
-      barChart(
-        `Replicas needed to meet the SLO (TTFT p99 ≤ ${fmt(first?.slo?.ttftP99Ms ?? Number.NaN)} ms, TPOT p99 ≤ ${fmt(first?.slo?.tpotP99Ms ?? Number.NaN)} ms)`,
-        search.map((s) => ({ name: s.policy, value: s.minReplicas })),
-      ),
-    );
-  }
   // Owners, load and customers come from the simulator; a live run has none of them.
   const ownersSeries = results.flatMap((r) =>
     r.owners !== undefined && r.owners.watched.length > 0
@@ -252,13 +176,27 @@ export function renderReport(
       }),
     );
   }
-  const heatmaps = results.flatMap((r) =>
-    r.load?.perReplica.some((row) => row.length > 0)
-      ? [heatmap(`${label(r)} (${r.replicas} replicas)`, r.load.perReplica, r.load.bucketMs)]
-      : [],
-  );
-  if (heatmaps.length > 0) sections.push('<h2>Per-replica load over time</h2>', ...heatmaps);
+  sections.push(...loadSection(results, label));
   return htmlPage(meta, sections);
+}
+
+/** What each column of the summary table means. */
+function summaryLegend(results: RunResult[]): string {
+  const slo = results[0]?.slo ?? DEFAULT_SLO;
+  return legend(
+    '<b>replicas</b>: replicas behind the router. <b>TTFT p50, p99</b>: time to first token, ms, ' +
+      'median and 99th percentile over measured requests (arrivals after the warm-up). ' +
+      (results.some((r) => r.ttftSlowdown !== undefined)
+        ? "<b>TTFT/idle p99</b>: 99th percentile of each request's TTFT over its own TTFT on an " +
+          'idle replica (its whole prompt prefilled cold). '
+        : '') +
+      '<b>TPOT p99</b>: time per output token after the first, ms. <b>hit rate</b>: prompt tokens ' +
+      'served from the prefix cache over prompt tokens. <b>util</b>: mean fraction of time a ' +
+      'replica was running a step (decodes count, so it reads high while requests are held). ' +
+      '<b>completed</b>: requests finished. <b>errors</b>: requests that did not finish (killed ' +
+      'mid-stream, no replica, still in flight at the end). <b>SLO</b>: ' +
+      `${escapeHtml(describeTtftSlo(slo))} and TPOT p99 ≤ ${fmt(slo.tpotP99Ms)} ms with no errors.`,
+  );
 }
 
 /** One self-contained page: inline style, a title, the command that made it, the sections. */
@@ -269,6 +207,7 @@ export function htmlPage(meta: { title: string; command: string }, sections: str
 body{font:14px system-ui,sans-serif;margin:24px;max-width:900px;color:#222}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th{background:#f3f3f3}svg text{font:11px system-ui,sans-serif;fill:#222}
+.legend{font-size:12px;color:#555;max-width:720px}
 .grid{stroke:#e4e4e4}code{background:#f3f3f3;padding:1px 4px}
 </style></head><body>
 <h1>${escapeHtml(meta.title)}</h1>

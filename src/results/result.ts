@@ -18,6 +18,11 @@ export interface RunResult {
   durationS: number | null;
   warmupS: number;
   ttftMs: Percentiles;
+  /**
+   * TTFT / the request's own cold TTFT on an idle replica, per measured request: present only
+   * when the run is judged by a slowdown SLO (`SloTargets.ttftSlowdown`).
+   */
+  ttftSlowdown?: Percentiles;
   tpotMs: Percentiles;
   itlMs: Percentiles;
   e2eMs: Percentiles;
@@ -48,8 +53,11 @@ export interface RunResult {
     /** Mean owners over all tracked prefixes, per sample. */
     meanAll: number[];
   };
-  /** Busy fraction per replica and time bucket (left out of --json). */
-  load?: { bucketMs: number; perReplica: number[][] };
+  /**
+   * Per replica and time bucket (left out of --json): mean queued prompt tokens (routed there,
+   * first token not back) and mean KV usage (0..1); NaN while the replica was down.
+   */
+  load?: { bucketMs: number; queuedPromptTokens: number[][]; kvUsage: number[][] };
   faults?: FaultImpact[];
   slo?: SloTargets;
   sloMet?: boolean;
@@ -127,7 +135,38 @@ export interface SearchResult {
   policy: string;
   /** Fewest replicas that met the SLO; null when none up to the limit did. */
   minReplicas: number | null;
-  probes: { replicas: number; sloMet: boolean; ttftP99Ms: number; tpotP99Ms: number }[];
+  /** False when a count above `minReplicas` missed the SLO: one more replica can hurt. */
+  monotone: boolean;
+  /** Counts above `minReplicas` that missed (probed upward until two counts in a row met). */
+  misses: number[];
+  /** Why no count met the SLO; null when one did. */
+  unmet: SearchUnmet | null;
+  probes: SearchProbe[];
+}
+
+export interface SearchProbe {
+  replicas: number;
+  sloMet: boolean;
+  /** Stopped once the SLO was certainly missed: the p99s cover the requests done by then. */
+  stoppedEarly: boolean;
+  ttftP99Ms: number;
+  tpotP99Ms: number;
+  /** With a slowdown SLO: p99 of TTFT / idle-replica TTFT. */
+  ttftSlowdownP99?: number;
+}
+
+export interface SearchUnmet {
+  /**
+   * too-few-measured: under 100 measured requests, a p99 is their maximum; out-of-reach: more
+   * measured requests than a p99 allows miss their TTFT limit even alone on a replica caching
+   * every earlier prompt, so no count meets it; not-met: none up to `maxReplicas` did.
+   */
+  reason: 'too-few-measured' | 'out-of-reach' | 'not-met';
+  /** Arrivals after the warm-up. */
+  measured: number;
+  /** Of those, requests out of reach (see `reason`). */
+  outOfReach: number;
+  maxReplicas: number;
 }
 
 /**

@@ -49,6 +49,12 @@ export function formatResults(results: SimulatedRun[]): string {
     );
   }
   for (const r of results) {
+    if (r.ttftSlowdown !== undefined && r.slo.ttftSlowdown !== undefined) {
+      lines.push(
+        `${r.policy}: TTFT / idle-replica TTFT p50 ${n1(r.ttftSlowdown.p50)}, p99 ${n1(r.ttftSlowdown.p99)} ` +
+          `(SLO: p99 at most ${r.slo.ttftSlowdown})`,
+      );
+    }
     for (const f of r.faults) {
       if (f.kind === 'revive') {
         lines.push(`${r.policy}: replica ${f.replica} came back cold at ${n1(f.atMs / 1000)} s`);
@@ -80,14 +86,79 @@ export function formatResults(results: SimulatedRun[]): string {
 }
 
 export function formatSearch(search: SearchResult[]): string {
-  return grid(
+  const table = grid(
     ['policy', 'min replicas', 'probes (replicas: TTFT p99 ms, met?)'],
     search.map((s) => [
       s.policy,
-      s.minReplicas === null ? 'not met' : String(s.minReplicas),
-      s.probes.map((p) => `${p.replicas}: ${n0(p.ttftP99Ms)}${p.sloMet ? ' ok' : ' x'}`).join(', '),
+      searchVerdict(s),
+      s.probes
+        .map((p) => {
+          const ttft =
+            p.ttftSlowdownP99 === undefined ? n0(p.ttftP99Ms) : `x${n1(p.ttftSlowdownP99)}`;
+          return `${p.replicas}: ${ttft}${p.sloMet ? ' ok' : p.stoppedEarly ? ' x*' : ' x'}`;
+        })
+        .join(', '),
     ]),
   );
+  // One line per distinct note, naming every policy it applies to.
+  const byNote = new Map<string, string[]>();
+  for (const s of search) {
+    const note =
+      s.unmet !== null
+        ? unmetAdvice(s.unmet)
+        : s.monotone
+          ? null
+          : `met at ${s.minReplicas} but missed at ${s.misses.join(', ')}: more replicas did ` +
+            'not help (not monotone); plan with a count past the last miss';
+    if (note !== null) byNote.set(note, [...(byNote.get(note) ?? []), s.policy]);
+  }
+  const notes = [...byNote].map(([note, policies]) => `${policies.join(', ')}: ${note}`);
+  if (search.some((s) => s.probes.some((p) => p.ttftSlowdownP99 !== undefined))) {
+    notes.push("xN: TTFT p99 as a multiple of the request's own idle-replica TTFT");
+  }
+  if (search.some((s) => s.probes.some((p) => p.stoppedEarly))) {
+    notes.push(
+      'x*: stopped as soon as the SLO was certainly missed (p99 of the requests done by then)',
+    );
+  }
+  return [table, ...notes].join('\n');
+}
+
+/** The fewest replicas, with the counts above it that missed; or why there is none. */
+function searchVerdict(s: SearchResult): string {
+  if (s.minReplicas !== null) {
+    return s.monotone
+      ? String(s.minReplicas)
+      : `${s.minReplicas} (misses at ${s.misses.join(', ')})`;
+  }
+  switch (s.unmet?.reason) {
+    case 'too-few-measured':
+      return 'too few requests';
+    case 'out-of-reach':
+      return 'out of reach';
+    default:
+      return `not met (≤ ${s.unmet?.maxReplicas ?? '?'})`;
+  }
+}
+
+function unmetAdvice(u: NonNullable<SearchResult['unmet']>): string {
+  switch (u.reason) {
+    case 'too-few-measured':
+      return (
+        `too few measured requests (n=${u.measured}) for a p99 (at least 100); ` +
+        'raise --duration or lower --warmup'
+      );
+    case 'out-of-reach':
+      return (
+        `${u.outOfReach} of ${u.measured} measured requests cannot meet the TTFT target even ` +
+        'alone on a replica caching every earlier prompt (their own prefill is longer; a p99 ' +
+        `allows ${u.measured - Math.ceil(0.99 * u.measured)}), so no replica count meets it. A ` +
+        'longer --duration dilutes cold starts; --slo-ttft-slowdown sets a target that scales ' +
+        'with each prompt'
+      );
+    default:
+      return `not met up to ${u.maxReplicas} replicas (--max-replicas)`;
+  }
 }
 
 /** A live run's table: what a client can measure, then its send lag and wall time. */

@@ -10,7 +10,6 @@
  */
 import { type QueueView, queueBoundVerdict } from '../admission/queueBound.ts';
 import type { AdmissionResult } from '../results/result.ts';
-import type { SloTargets } from '../results/slo.ts';
 import type { RequestLog } from './metrics.ts';
 
 export interface SimAdmission {
@@ -28,12 +27,19 @@ export function queueGate(
   return (replicas) => queueBoundVerdict(replicas, prefillUsPerToken, maxQueueMs).admitted;
 }
 
+/** The per-request limits of an SLO: TTFT by prompt length (`ttftLimitMs` in results/slo.ts). */
+export interface RequestLimits {
+  ttftLimitMs: (promptTokens: number) => number;
+  tpotLimitMs: number;
+}
+
 /** Measured requests in `log` that met both SLO targets. */
-export function requestsMeetingSlo(log: RequestLog, slo: SloTargets): number {
+export function requestsMeetingSlo(log: RequestLog, limits: RequestLimits): number {
   let met = 0;
   for (let i = 0; i < log.length; i++) {
     const tpotMs = log.tpotMs.get(i);
-    if (log.ttftMs.get(i) <= slo.ttftP99Ms && !(tpotMs > slo.tpotP99Ms)) met++;
+    const ttftOk = log.ttftMs.get(i) <= limits.ttftLimitMs(log.promptTokens.get(i));
+    if (ttftOk && !(tpotMs > limits.tpotLimitMs)) met++;
   }
   return met;
 }
@@ -41,13 +47,13 @@ export function requestsMeetingSlo(log: RequestLog, slo: SloTargets): number {
 export function summarizeAdmission(
   admission: SimAdmission,
   outcome: { log: RequestLog; rejectedMeasured: number; arrivedMeasured: number },
-  window: { durationMs: number; warmupMs: number; slo: SloTargets },
+  window: { durationMs: number; warmupMs: number } & RequestLimits,
 ): AdmissionResult {
   const seconds = Math.max(1e-9, (window.durationMs - window.warmupMs) / 1000);
   return {
     maxQueueMs: admission.maxQueueMs,
     rejected: outcome.rejectedMeasured,
-    goodputRps: requestsMeetingSlo(outcome.log, window.slo) / seconds,
+    goodputRps: requestsMeetingSlo(outcome.log, window) / seconds,
     offeredRps: outcome.arrivedMeasured / seconds,
   };
 }

@@ -19,9 +19,8 @@ import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { EventQueue, PRIORITY, type SimEvent } from './eventQueue.ts';
 import { runLoop, type SimClock } from './loop.ts';
-import { BusyTracker, RequestLog } from './metrics.ts';
+import { BusyTracker, LoadSampler, RequestLog } from './metrics.ts';
 import { OwnerTracker } from './owners.ts';
-import type { SloTargets } from '../results/slo.ts';
 import type { Arrival, Workload } from '../workload/workloads.ts';
 import type { FaultSpec, ViewOptions } from './types.ts';
 
@@ -80,8 +79,17 @@ export interface FleetOptions {
   durationMs: number;
   /** Requests arriving before this do not count towards latency and hit rate. */
   warmupMs: number;
-  /** Stop as soon as the SLO cannot be met (search probes); needs `expectedMeasured`. */
-  earlyStop?: { slo: SloTargets; expectedMeasured: number; expectedMeasuredTpot: number };
+  /**
+   * Stop as soon as the SLO cannot be met (search probes): more measured requests over their
+   * TTFT limit (by prompt length: `ttftLimitMs` in `src/results/slo.ts`) or the TPOT limit than
+   * a p99 over `expectedMeasured` requests allows.
+   */
+  earlyStop?: {
+    ttftLimitMs: (promptTokens: number) => number;
+    tpotLimitMs: number;
+    expectedMeasured: number;
+    expectedMeasuredTpot: number;
+  };
   sampleMs: number;
   loadBucketMs: number;
   onProgress?: (fraction: number) => void;
@@ -150,6 +158,7 @@ class Replica {
 export interface FleetOutcome {
   log: RequestLog;
   busy: BusyTracker;
+  load: LoadSampler;
   owners: OwnerTracker;
   arrived: number;
   completed: number;
@@ -187,6 +196,7 @@ export class Fleet {
   readonly #arrivals: Iterator<Arrival>;
   readonly #log = new RequestLog();
   readonly #busy: BusyTracker;
+  readonly #load: LoadSampler;
   readonly #owners: OwnerTracker;
   readonly #errors: Record<string, number> = {};
   readonly #faultLog: FleetOutcome['faultLog'] = [];
@@ -213,7 +223,8 @@ export class Fleet {
       (_, i) => new Replica(i, opts.makeEngine(i)),
     );
     this.#arrivals = opts.workload.arrivals();
-    this.#busy = new BusyTracker(opts.replicas, opts.durationMs * 3, opts.loadBucketMs);
+    this.#busy = new BusyTracker(opts.replicas);
+    this.#load = new LoadSampler(opts.replicas, opts.durationMs * 3, opts.loadBucketMs);
     this.#owners = new OwnerTracker(opts.workload, opts.replicas);
     this.#freshReports = opts.view.staleMs === 0;
     this.#keepPrompts = opts.faults.some((f) => f.kind === 'kill');
@@ -240,6 +251,7 @@ export class Fleet {
     return {
       log: this.#log,
       busy: this.#busy,
+      load: this.#load,
       owners: this.#owners,
       arrived: this.#arrived,
       completed: this.#completed,
@@ -429,7 +441,7 @@ export class Fleet {
     const result = r.pending;
     r.pending = null;
     r.busy = false;
-    this.#busy.add(index, r.stepStartMs, nowMs - r.stepStartMs);
+    this.#busy.add(index, nowMs - r.stepStartMs);
     this.#onEmitted(r, result.emitted, nowMs);
     this.#onFinished(r, result.finished, nowMs);
     if (result.events.length > 0) this.#onKvEvents(r, result.events, nowMs);
@@ -449,9 +461,11 @@ export class Fleet {
         req.blockKeys = null;
         r.queuedPromptTokens -= req.uncachedTokens;
         this.#o.router.onFirstToken(req.id, nowMs);
+        const stop = this.#o.earlyStop;
         if (
           req.measured &&
-          nowMs - req.arrival.atMs > (this.#o.earlyStop?.slo.ttftP99Ms ?? Infinity)
+          stop !== undefined &&
+          nowMs - req.arrival.atMs > stop.ttftLimitMs(req.arrival.promptLength)
         ) {
           this.#ttftViolations++;
           this.#checkEarlyStop();
@@ -480,7 +494,7 @@ export class Fleet {
       const ttftMs = req.firstTokenMs - req.arrival.atMs;
       const tpotMs =
         f.outputTokens > 1 ? (nowMs - req.firstTokenMs) / (f.outputTokens - 1) : Number.NaN;
-      if (tpotMs > (this.#o.earlyStop?.slo.tpotP99Ms ?? Infinity)) {
+      if (tpotMs > (this.#o.earlyStop?.tpotLimitMs ?? Infinity)) {
         this.#tpotViolations++;
         this.#checkEarlyStop();
       }
@@ -535,7 +549,10 @@ export class Fleet {
   #onReportTick(nowMs: number): void {
     const reports: [number, number, ReplicaReport][] = [];
     for (const r of this.#replicas) {
-      if (r.engine !== null) reports.push([r.index, r.gen, this.#report(r, nowMs)]);
+      if (r.engine === null) continue;
+      const report = this.#report(r, nowMs);
+      reports.push([r.index, r.gen, report]);
+      this.#load.add(r.index, nowMs, report.queuedPromptTokens, report.kvUsage);
     }
     const { staleMs, reportMs } = this.#o.view;
     if (staleMs <= 0) this.#handle({ kind: 'report', reports, timeMs: nowMs, priority: 0, seq: 0 });
@@ -552,7 +569,7 @@ export class Fleet {
     r.engine = null;
     r.gen++;
     r.stepEvent = r.makeStepEvent();
-    if (r.busy) this.#busy.add(r.index, r.stepStartMs, nowMs - r.stepStartMs);
+    if (r.busy) this.#busy.add(r.index, nowMs - r.stepStartMs);
     r.busy = false;
     r.pending = null;
     r.queuedPromptTokens = 0;

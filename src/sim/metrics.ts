@@ -31,50 +31,68 @@ export class F64List {
   }
 }
 
-/** Busy time per replica, total and per time bucket (for utilization and load over time). */
+/** Busy time per replica (for utilization). */
 export class BusyTracker {
-  readonly #bucketMs: number;
   readonly #totals: Float64Array;
-  readonly #buckets: Float64Array[];
 
-  constructor(replicas: number, horizonMs: number, bucketMs: number) {
-    this.#bucketMs = bucketMs;
+  constructor(replicas: number) {
     this.#totals = new Float64Array(replicas);
-    const n = Math.max(1, Math.ceil(horizonMs / bucketMs));
-    this.#buckets = Array.from({ length: replicas }, () => new Float64Array(n));
   }
 
-  get bucketMs(): number {
-    return this.#bucketMs;
-  }
-
-  /** Adds a busy interval [startMs, startMs + durationMs), split across buckets. */
-  add(replica: number, startMs: number, durationMs: number): void {
+  /** Adds a busy interval of `durationMs`. */
+  add(replica: number, durationMs: number): void {
     this.#totals[replica]! += durationMs;
-    const buckets = this.#buckets[replica]!;
-    let t = startMs;
-    const end = startMs + durationMs;
-    while (t < end) {
-      const b = Math.floor(t / this.#bucketMs);
-      if (b >= buckets.length) break;
-      const bucketEnd = (b + 1) * this.#bucketMs;
-      const upTo = Math.min(end, bucketEnd);
-      buckets[b]! += upTo - t;
-      t = upTo;
-    }
   }
 
   /** Busy fraction of each replica over [0, wallMs). */
   utilization(wallMs: number): number[] {
     return Array.from(this.#totals, (busy) => (wallMs > 0 ? Math.min(1, busy / wallMs) : 0));
   }
+}
 
-  /** Per replica, busy fraction of each bucket up to `wallMs`. */
-  loadSeries(wallMs: number): number[][] {
-    const n = Math.max(1, Math.ceil(wallMs / this.#bucketMs));
-    return this.#buckets.map((b) =>
-      Array.from(b.subarray(0, n), (busy) => Math.min(1, busy / this.#bucketMs)),
-    );
+/**
+ * What each replica holds over time, for the report's heat maps: queued prompt tokens (routed
+ * there, first token not back yet) and KV usage, each the mean of the report ticks in a bucket.
+ */
+export class LoadSampler {
+  readonly #bucketMs: number;
+  readonly #buckets: number;
+  readonly #queued: Float64Array[];
+  readonly #kv: Float64Array[];
+  readonly #samples: Float64Array[];
+
+  constructor(replicas: number, horizonMs: number, bucketMs: number) {
+    this.#bucketMs = bucketMs;
+    this.#buckets = Math.max(1, Math.ceil(horizonMs / bucketMs));
+    const make = () => Array.from({ length: replicas }, () => new Float64Array(this.#buckets));
+    this.#queued = make();
+    this.#kv = make();
+    this.#samples = make();
+  }
+
+  get bucketMs(): number {
+    return this.#bucketMs;
+  }
+
+  add(replica: number, nowMs: number, queuedPromptTokens: number, kvUsage: number): void {
+    const b = Math.floor(nowMs / this.#bucketMs);
+    if (b >= this.#buckets) return;
+    this.#queued[replica]![b]! += queuedPromptTokens;
+    this.#kv[replica]![b]! += kvUsage;
+    this.#samples[replica]![b]! += 1;
+  }
+
+  /** Per replica, each bucket's means up to `wallMs`; NaN where the replica was down. */
+  series(wallMs: number): { queuedPromptTokens: number[][]; kvUsage: number[][] } {
+    const n = Math.min(this.#buckets, Math.max(1, Math.ceil(wallMs / this.#bucketMs)));
+    const mean = (sums: Float64Array[]) =>
+      sums.map((row, r) =>
+        Array.from(row.subarray(0, n), (v, b) => {
+          const count = this.#samples[r]![b]!;
+          return count > 0 ? v / count : Number.NaN;
+        }),
+      );
+    return { queuedPromptTokens: mean(this.#queued), kvUsage: mean(this.#kv) };
   }
 }
 

@@ -3,10 +3,11 @@
  * clock. `simulate` builds the pieces from plain options, runs the fleet and summarizes it.
  */
 import { EngineCore } from '../engine/core.ts';
+import { makeIdlePrefill } from '../engine/idlePrefill.ts';
 import { DEFAULT_MAX_LORAS } from '../engine/lora.ts';
 import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import type { SimulatedRun } from '../results/result.ts';
-import type { SloTargets } from '../results/slo.ts';
+import { type SloTargets, ttftLimitMs } from '../results/slo.ts';
 import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
 import type { Workload } from '../workload/workloads.ts';
 import { prefillUsPerToken } from '../model/cost.ts';
@@ -64,17 +65,22 @@ export function countArrivals(
   return { arrivals, measured, measuredTpot, lastMs };
 }
 
-export function simulate(
-  config: SimConfig,
-  makeRouter: (c: SimConfig) => SimRouter = makeSimRouter,
-): SimulatedRun {
-  const workload = buildWorkload(config.workload, {
+/** The run's workload: its arrivals in [0, duration), its prompts and keys. */
+export function makeWorkload(config: SimConfig): Workload {
+  return buildWorkload(config.workload, {
     seed: config.seed,
     blockSize: config.engine.blockSize,
     durationMs:
       config.durationMs ??
       (config.workload.kind === 'synthetic' ? SYNTHETIC_DURATION_MS : undefined),
   });
+}
+
+export function simulate(
+  config: SimConfig,
+  makeRouter: (c: SimConfig) => SimRouter = makeSimRouter,
+): SimulatedRun {
+  const workload = makeWorkload(config);
   // A workload of adapters runs on engines with LoRA on (vLLM's limits unless given).
   if (workload.adapters && config.engine.lora === undefined) {
     config = { ...config, engine: { ...config.engine, lora: { maxLoras: DEFAULT_MAX_LORAS } } };
@@ -88,6 +94,9 @@ export function simulate(
   const wrapEngine = config.instrument?.engine ?? ((e: SimEngine) => e);
   const wrapRouter = config.instrument?.router ?? ((r: SimRouter) => r);
   const sampleMs = Math.max(250, Math.round(durationMs / 400));
+  const idleTtftMs = makeIdlePrefill(engineConfig);
+  const slo = config.slo;
+  const limitMs = (promptTokens: number) => ttftLimitMs(slo, idleTtftMs(promptTokens));
   const admit =
     config.admission &&
     queueGate(config.admission, prefillUsPerToken(engineConfig.spec, config.engine.budgetTokens));
@@ -103,7 +112,8 @@ export function simulate(
     ...(config.earlyStop &&
       counts && {
         earlyStop: {
-          slo: config.slo,
+          ttftLimitMs: limitMs,
+          tpotLimitMs: slo.tpotP99Ms,
           expectedMeasured: counts.measured,
           expectedMeasuredTpot: counts.measuredTpot,
         },
@@ -121,8 +131,9 @@ export function simulate(
       workload: workload.name,
       durationMs,
       warmupMs: config.warmupMs,
-      slo: config.slo,
+      slo,
       sampleMs,
+      idleTtftMs,
     },
     outcome,
   );
@@ -132,7 +143,8 @@ export function simulate(
     admission: summarizeAdmission(config.admission, outcome, {
       durationMs,
       warmupMs: config.warmupMs,
-      slo: config.slo,
+      ttftLimitMs: limitMs,
+      tpotLimitMs: slo.tpotP99Ms,
     }),
   };
 }

@@ -1,79 +1,83 @@
 /**
- * Replica-count search: the fewest replicas with which a policy meets the SLO, by bisection.
- * Starts from a guess, doubles until the SLO is met (or a limit is passed), halves until it is
- * not, then bisects the bracket. Assumes more replicas never hurt, which holds for every policy
- * here up to simulation noise. Probes stop early once the SLO is certainly missed.
+ * Replica-count search, serially: the fewest replicas with which a policy meets the SLO
+ * (`searchPlan.ts` says how it searches and checks the answer). Probes stop early once the SLO
+ * is certainly missed. `parallel.ts` runs the same search on worker threads.
  */
-import type { SearchResult, SimulatedRun } from '../results/result.ts';
+import type { SearchProbe, SearchResult, SearchUnmet, SimulatedRun } from '../results/result.ts';
+import type { SloTargets } from '../results/slo.ts';
+import { type SearchAnswer, type SearchBounds, planSearch } from './searchPlan.ts';
 
-export interface SearchOptions {
-  /** First replica count to try. */
-  start: number;
-  /** Give up above this many replicas. */
-  max: number;
+export interface SearchOptions extends SearchBounds {
   /** Runs one simulation at `replicas` (the caller fixes policy, workload and seed). */
   probe: (replicas: number) => SimulatedRun;
   onProbe?: (result: SimulatedRun) => void;
+  /** Why nothing met the SLO (`feasibility.ts`): asked first, and when nothing met it. */
+  diagnose?: () => SearchUnmet;
 }
 
-export function searchMinReplicas(policy: string, opts: SearchOptions): SearchResult {
-  const probes = new Map<number, SimulatedRun>();
-  const met = (n: number): boolean => {
-    let r = probes.get(n);
-    if (r === undefined) {
-      r = opts.probe(n);
-      probes.set(n, r);
-      opts.onProbe?.(r);
-    }
-    return r.sloMet;
-  };
-  let hi = Math.max(1, Math.min(opts.start, opts.max));
-  let lo = 0; // 0 replicas never meet an SLO
-  if (met(hi)) {
-    // Halve down to a failing count.
-    for (let n = Math.floor(hi / 2); n >= 1; n = Math.floor(n / 2)) {
-      if (!met(n)) {
-        lo = n;
-        break;
-      }
-      hi = n;
-    }
-  } else {
-    lo = hi;
-    let found = false;
-    while (hi < opts.max) {
-      hi = Math.min(opts.max, hi * 2);
-      if (met(hi)) {
-        found = true;
-        break;
-      }
-      lo = hi;
-    }
-    if (!found) return finish(policy, null, probes);
-  }
-  while (hi - lo > 1) {
-    const mid = Math.floor((lo + hi) / 2);
-    if (met(mid)) hi = mid;
-    else lo = mid;
-  }
-  return finish(policy, hi, probes);
+/**
+ * A diagnosis that proves no count can meet the SLO ('out-of-reach'), asked before any probe.
+ * Only a fixed TTFT target can be out of reach: a request alone on a replica meets a slowdown
+ * of 1 or more.
+ */
+export function provenUnmet(slo: SloTargets, diagnose: () => SearchUnmet): SearchUnmet | null {
+  if (slo.ttftSlowdown !== undefined) return null;
+  const unmet = diagnose();
+  return unmet.reason === 'out-of-reach' ? unmet : null;
 }
 
-function finish(
+export function searchMinReplicas(
   policy: string,
-  minReplicas: number | null,
-  probes: Map<number, SimulatedRun>,
+  opts: SearchOptions & { slo?: SloTargets },
+): SearchResult {
+  const runs = new Map<number, SimulatedRun>();
+  const proven = opts.diagnose && opts.slo && provenUnmet(opts.slo, opts.diagnose);
+  if (proven)
+    return searchResult(policy, { minReplicas: null, misses: [], probed: [] }, runs, proven);
+  for (;;) {
+    const step = planSearch(opts, (n) => runs.get(n)?.sloMet);
+    if ('answer' in step) {
+      const unmet =
+        step.answer.minReplicas === null ? (opts.diagnose?.() ?? notMet(opts.max)) : null;
+      return searchResult(policy, step.answer, runs, unmet);
+    }
+    const run = opts.probe(step.probe);
+    runs.set(step.probe, run);
+    opts.onProbe?.(run);
+  }
+}
+
+/** The search's result from its answer and the runs behind it (extra runs are left out). */
+export function searchResult(
+  policy: string,
+  answer: SearchAnswer,
+  runs: ReadonlyMap<number, SimulatedRun>,
+  unmet: SearchUnmet | null,
 ): SearchResult {
   return {
     policy,
-    minReplicas,
-    probes: [...probes.values()]
-      .sort((a, b) => a.replicas - b.replicas)
-      .map((r) => ({
-        replicas: r.replicas,
-        sloMet: r.sloMet,
-        ttftP99Ms: r.ttftMs.p99,
-        tpotP99Ms: r.tpotMs.p99,
-      })),
+    minReplicas: answer.minReplicas,
+    monotone: answer.misses.length === 0,
+    misses: answer.misses,
+    unmet,
+    probes: answer.probed.map((n) => probeOf(runs.get(n)!)),
+  };
+}
+
+const notMet = (maxReplicas: number): SearchUnmet => ({
+  reason: 'not-met',
+  measured: Number.NaN,
+  outOfReach: Number.NaN,
+  maxReplicas,
+});
+
+function probeOf(r: SimulatedRun): SearchProbe {
+  return {
+    replicas: r.replicas,
+    sloMet: r.sloMet,
+    stoppedEarly: r.stoppedEarly,
+    ttftP99Ms: r.ttftMs.p99,
+    tpotP99Ms: r.tpotMs.p99,
+    ...(r.ttftSlowdown !== undefined && { ttftSlowdownP99: r.ttftSlowdown.p99 }),
   };
 }

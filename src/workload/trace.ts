@@ -178,6 +178,10 @@ export interface SyntheticTraceOptions {
   /** Unique 512-token blocks per request, uniform in [1, maxUniqueBlocks]. */
   maxUniqueBlocks: number;
   outputTokens: number;
+  /** Every this many requests, one (the last of each run of that many) is long... */
+  longPromptEvery?: number;
+  /** ...with this many unique 512-token blocks after its root (196: a ~100k-token prompt). */
+  longPromptBlocks?: number;
 }
 
 /** A small trace in the Mooncake format, as JSONL text (for tests where ../shared is absent). */
@@ -194,7 +198,10 @@ export function makeSyntheticTrace(opts: SyntheticTraceOptions): string {
     while (root < opts.roots - 1 && u >= weights[root]!) u -= weights[root++]!;
     const ids: number[] = [];
     for (let b = 0; b < opts.sharedBlocks; b++) ids.push(root * opts.sharedBlocks + b);
-    const unique = rng.range(1, opts.maxUniqueBlocks);
+    const drawn = rng.range(1, opts.maxUniqueBlocks);
+    const long =
+      opts.longPromptEvery !== undefined && i % opts.longPromptEvery === opts.longPromptEvery - 1;
+    const unique = long ? (opts.longPromptBlocks ?? drawn) : drawn;
     for (let b = 0; b < unique; b++) ids.push(nextId++);
     const inputLength = (ids.length - 1) * TRACE_BLOCK_TOKENS + rng.range(1, TRACE_BLOCK_TOKENS);
     lines.push(

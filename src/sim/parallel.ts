@@ -1,0 +1,290 @@
+/**
+ * A CLI's simulations, serially or on worker threads, with the same results: the runs at a fixed
+ * replica count and the replica searches, one per policy.
+ *
+ * In parallel, every simulation is a task on `SimPool`. A search is replayed from its decided
+ * probes (`planSearch`) each time one completes, so it asks for exactly the counts the serial
+ * search asks for, in the same order. Workers with nothing needed to run probe the counts a search
+ * may ask next, under each outcome of the probes still running (up to SPECULATE_DEPTH deep);
+ * a speculative probe whose premise turned out false is cancelled. A search's result lists only
+ * the probes its replay used, so speculation changes how soon the answer comes, never the answer.
+ * Needed search probes run first (a search is a chain of them), then the fixed runs, then
+ * speculation.
+ */
+import type { SearchResult, SearchUnmet, SimulatedRun } from '../results/result.ts';
+import { diagnoseUnmet } from './feasibility.ts';
+import { type SimConfig, simulate } from './run.ts';
+import { provenUnmet, searchMinReplicas, searchResult } from './search.ts';
+import { type SearchBounds, planSearch } from './searchPlan.ts';
+import { SimPool, type TaskOutcome } from './workerPool.ts';
+
+/** How many undecided probes deep a search's next counts are guessed. */
+export const SPECULATE_DEPTH = 3;
+
+export interface SearchSpec {
+  /** The search's name in its result (the policy, or POLICY/lora-blind). */
+  label: string;
+  /** The probes' config: replicas, faults past the count and early stop are set per probe. */
+  config: SimConfig;
+}
+
+export interface BatchSpec {
+  /** Runs at their own replica count, in result order. */
+  runs: SimConfig[];
+  /** Run labels for progress. */
+  runLabels?: string[];
+  searches: SearchSpec[];
+  bounds: SearchBounds;
+  /** Worker threads; 1 runs everything in this thread. */
+  threads: number;
+  /** What is running and how far along the batch is, 0..1. */
+  onProgress?: (label: string, fraction: number) => void;
+}
+
+export interface BatchResult {
+  results: SimulatedRun[];
+  search: SearchResult[];
+  /** Simulations started, and of those the ones cancelled (speculative probes not needed). */
+  work: { simulations: number; cancelled: number };
+}
+
+/** A search probe: `replicas`, the faults that still name a replica, early stop on. */
+export function probeConfig(base: SimConfig, replicas: number): SimConfig {
+  return {
+    ...base,
+    replicas,
+    faults: base.faults.filter((f) => f.replica < replicas),
+    earlyStop: true,
+  };
+}
+
+export async function runBatch(spec: BatchSpec): Promise<BatchResult> {
+  const tasks = spec.runs.length + spec.searches.length;
+  const threads = Math.min(spec.threads, spec.runs.length + spec.searches.length * 8);
+  if (threads <= 1 || tasks <= 1) return runSerial(spec);
+  return new ParallelBatch(spec, threads).run();
+}
+
+/** Why nothing met the SLO: once per workload, shared by every search on it. */
+function makeDiagnose(bounds: SearchBounds): (config: SimConfig) => SearchUnmet {
+  const known = new Map<string, SearchUnmet>();
+  return (config) => {
+    const { workload, seed, durationMs, warmupMs, engine, slo } = config;
+    const key = JSON.stringify({ workload, seed, durationMs, warmupMs, engine, slo });
+    let unmet = known.get(key);
+    if (unmet === undefined) known.set(key, (unmet = diagnoseUnmet(config, bounds.max)));
+    return unmet;
+  };
+}
+
+function runSerial(spec: BatchSpec): BatchResult {
+  const diagnose = makeDiagnose(spec.bounds);
+  const total = spec.runs.length + spec.searches.length;
+  const report = (label: string, done: number) => (f: number) =>
+    spec.onProgress?.(label, (done + f) / total);
+  let simulations = spec.runs.length;
+  const results = spec.runs.map((config, i) =>
+    simulate({ ...config, onProgress: report(spec.runLabels?.[i] ?? config.router.policy, i) }),
+  );
+  const search = spec.searches.map((s, i) =>
+    searchMinReplicas(s.label, {
+      ...spec.bounds,
+      probe: (n) => {
+        simulations++;
+        return simulate({
+          ...probeConfig(s.config, n),
+          onProgress: report(`search ${s.label} x ${n}`, spec.runs.length + i),
+        });
+      },
+      diagnose: () => diagnose(s.config),
+      slo: s.config.slo,
+    }),
+  );
+  return { results, search, work: { simulations, cancelled: 0 } };
+}
+
+interface SearchState {
+  spec: SearchSpec;
+  runs: Map<number, SimulatedRun>;
+  /** Probes running: count -> task id. */
+  running: Map<number, number>;
+  result: SearchResult | null;
+  /** Asked whether the SLO is out of reach before its first probe. */
+  checked: boolean;
+}
+
+type Completion =
+  | { kind: 'run'; index: number; outcome: TaskOutcome }
+  | { kind: 'probe'; search: SearchState; replicas: number; outcome: TaskOutcome }
+  | { kind: 'error'; error: unknown };
+
+class ParallelBatch {
+  readonly #spec: BatchSpec;
+  readonly #pool: SimPool;
+  readonly #diagnose: (config: SimConfig) => SearchUnmet;
+  readonly #results: (SimulatedRun | undefined)[];
+  readonly #searches: SearchState[];
+  readonly #completions: Completion[] = [];
+  #wake: (() => void) | null = null;
+  #nextRun = 0;
+  #runsDone = 0;
+  #running = 0;
+  #started = 0;
+  #cancelled = 0;
+
+  constructor(spec: BatchSpec, threads: number) {
+    this.#spec = spec;
+    this.#pool = new SimPool(threads);
+    this.#diagnose = makeDiagnose(spec.bounds);
+    this.#results = new Array(spec.runs.length);
+    this.#searches = spec.searches.map((s) => ({
+      spec: s,
+      runs: new Map(),
+      running: new Map(),
+      result: null,
+      checked: false,
+    }));
+  }
+
+  async run(): Promise<BatchResult> {
+    try {
+      // The fixed runs start while this thread asks whether each search can succeed at all.
+      this.#fill();
+      for (const s of this.#searches) {
+        const proven = provenUnmet(s.spec.config.slo, () => this.#diagnose(s.spec.config));
+        const none = { minReplicas: null, misses: [], probed: [] };
+        if (proven) s.result = searchResult(s.spec.label, none, s.runs, proven);
+        s.checked = true;
+      }
+      for (;;) {
+        this.#fill();
+        if (this.#running === 0) break;
+        await new Promise<void>((resolve) => {
+          this.#wake = resolve;
+          if (this.#completions.length > 0) resolve();
+        });
+        this.#wake = null;
+        for (let c = this.#completions.shift(); c !== undefined; c = this.#completions.shift()) {
+          this.#complete(c);
+        }
+        this.#progress();
+      }
+    } finally {
+      await this.#pool.close();
+    }
+    return {
+      results: this.#results as SimulatedRun[],
+      search: this.#searches.map((s) => s.result!),
+      work: { simulations: this.#started, cancelled: this.#cancelled },
+    };
+  }
+
+  /** Starts tasks while workers are idle: needed probes, fixed runs, then speculation. */
+  #fill(): void {
+    while (this.#pool.idle > 0) {
+      const next = this.#nextTask();
+      if (next === null) return;
+      this.#start(next);
+    }
+  }
+
+  #nextTask(): { search: SearchState; replicas: number } | { run: number } | null {
+    let best: { search: SearchState; replicas: number; depth: number } | null = null;
+    for (const s of this.#searches) {
+      if (s.result !== null || !s.checked) continue;
+      for (const [replicas, depth] of this.#explore(s).candidates) {
+        if (
+          best === null ||
+          depth < best.depth ||
+          (depth === best.depth && s.running.size < best.search.running.size)
+        ) {
+          best = { search: s, replicas, depth };
+        }
+      }
+    }
+    if (best !== null && best.depth === 0) return best;
+    if (this.#nextRun < this.#spec.runs.length) return { run: this.#nextRun++ };
+    return best;
+  }
+
+  #start(next: { search: SearchState; replicas: number } | { run: number }): void {
+    this.#running++;
+    this.#started++;
+    const push = (c: Completion) => {
+      this.#running--;
+      this.#completions.push(c);
+      this.#wake?.();
+    };
+    const fail = (error: unknown) => push({ kind: 'error', error });
+    if ('run' in next) {
+      const index = next.run;
+      const { outcome } = this.#pool.run(this.#spec.runs[index]!);
+      outcome.then((o) => push({ kind: 'run', index, outcome: o }), fail);
+      return;
+    }
+    const { search, replicas } = next;
+    const { id, outcome } = this.#pool.run(probeConfig(search.spec.config, replicas));
+    search.running.set(replicas, id);
+    outcome.then((o) => push({ kind: 'probe', search, replicas, outcome: o }), fail);
+  }
+
+  #complete(c: Completion): void {
+    if (c.kind === 'error') throw c.error;
+    if (c.kind === 'run') {
+      this.#results[c.index] = c.outcome!;
+      this.#runsDone++;
+      return;
+    }
+    const s = c.search;
+    s.running.delete(c.replicas);
+    if (c.outcome !== null) s.runs.set(c.replicas, c.outcome);
+    else this.#cancelled++;
+    if (s.result !== null) return;
+    const step = planSearch(this.#spec.bounds, (n) => s.runs.get(n)?.sloMet);
+    if ('answer' in step) {
+      const unmet = step.answer.minReplicas === null ? this.#diagnose(s.spec.config) : null;
+      s.result = searchResult(s.spec.label, step.answer, s.runs, unmet);
+      for (const id of s.running.values()) this.#pool.cancel(id);
+      return;
+    }
+    // Probes no outcome of the running ones leads to are of no use any more.
+    const { useful } = this.#explore(s);
+    for (const [n, id] of s.running) if (!useful.has(n)) this.#pool.cancel(id);
+  }
+
+  /**
+   * The counts the search may ask for next: its replay under every outcome of the probes still
+   * running, up to SPECULATE_DEPTH of them. `candidates`: counts neither known nor running, with
+   * how many undecided probes precede them (0: needed now); `useful`: every count on the way.
+   */
+  #explore(s: SearchState): { candidates: [number, number][]; useful: Set<number> } {
+    const candidates: [number, number][] = [];
+    const useful = new Set<number>();
+    const walk = (assumed: Map<number, boolean>, depth: number): void => {
+      const step = planSearch(this.#spec.bounds, (n) => s.runs.get(n)?.sloMet ?? assumed.get(n));
+      if ('answer' in step) return;
+      const n = step.probe;
+      useful.add(n);
+      if (!s.running.has(n)) {
+        candidates.push([n, depth]);
+        return;
+      }
+      if (depth >= SPECULATE_DEPTH) return;
+      walk(new Map(assumed).set(n, true), depth + 1);
+      walk(new Map(assumed).set(n, false), depth + 1);
+    };
+    walk(new Map(), 0);
+    return { candidates, useful };
+  }
+
+  #progress(): void {
+    const answered = this.#searches.filter((s) => s.result !== null).length;
+    const total = this.#spec.runs.length + this.#searches.length;
+    const searching =
+      this.#searches.length > 0 ? `, ${answered}/${this.#searches.length} searches` : '';
+    this.#spec.onProgress?.(
+      `${this.#runsDone}/${this.#spec.runs.length} runs${searching}, ${this.#running} on ${this.#pool.threads} threads`,
+      (this.#runsDone + answered) / total,
+    );
+  }
+}

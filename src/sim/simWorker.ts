@@ -1,0 +1,36 @@
+/**
+ * A worker thread of `workerPool.ts`: runs one simulation per message, from a plain `SimConfig`,
+ * and posts the plain result back. A task is cancelled when the pool writes its id into this
+ * worker's slot of the shared cancel array; the run notices at its next progress check.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { simulate } from './run.ts';
+import type { TaskMessage, WorkerReply } from './workerPool.ts';
+
+const { cancel, slot } = workerData as { cancel: Int32Array; slot: number };
+
+class Cancelled extends Error {}
+
+parentPort!.on('message', (task: TaskMessage) => {
+  let reply: WorkerReply;
+  try {
+    const result = simulate({
+      ...task.config,
+      onProgress: () => {
+        if (Atomics.load(cancel, slot) === task.id) throw new Cancelled();
+      },
+    });
+    reply = { id: task.id, kind: 'done', result };
+  } catch (err) {
+    reply =
+      err instanceof Cancelled
+        ? { id: task.id, kind: 'cancelled' }
+        : {
+            id: task.id,
+            kind: 'error',
+            message: err instanceof Error ? err.message : String(err),
+            code: (err as { code?: unknown }).code,
+          };
+  }
+  parentPort!.postMessage(reply);
+});

@@ -1,0 +1,121 @@
+/**
+ * Simulations on worker threads: each worker runs one `simulate` at a time from a plain config
+ * (callbacks are dropped; the pool reports completions instead) and sends back the plain result.
+ * A simulation is deterministic, so a result from a worker is the one `simulate` gives in-process.
+ *
+ * Workers run the TypeScript sources through tsx, registered in the worker itself before the
+ * entry is imported: the same loader `bin/kvroute.js` and the tests use.
+ */
+import { Worker } from 'node:worker_threads';
+import type { SimulatedRun } from '../results/result.ts';
+import type { SimConfig } from './run.ts';
+
+export interface TaskMessage {
+  id: number;
+  config: SimConfig;
+}
+
+export type WorkerReply =
+  | { id: number; kind: 'done'; result: SimulatedRun }
+  | { id: number; kind: 'cancelled' }
+  | { id: number; kind: 'error'; message: string; code: unknown };
+
+/** A task's end: its result, or null when it was cancelled. */
+export type TaskOutcome = SimulatedRun | null;
+
+interface Slot {
+  worker: Worker;
+  /** The task it runs, if any. */
+  task: { id: number; resolve: (o: TaskOutcome) => void; reject: (e: Error) => void } | null;
+  /** Crashed or exited: takes no more tasks. */
+  dead: boolean;
+}
+
+/** A worker's failure with the simulation's own message and code (e.g. ERR_TRACE). */
+export class SimWorkerError extends Error {
+  readonly code: unknown;
+  constructor(message: string, code: unknown) {
+    super(message);
+    this.code = code;
+  }
+}
+
+export class SimPool {
+  readonly #slots: Slot[];
+  readonly #cancel: Int32Array;
+  #nextId = 1;
+  #closed = false;
+
+  constructor(threads: number) {
+    this.#cancel = new Int32Array(new SharedArrayBuffer(4 * threads));
+    const entry = new URL('./simWorker.ts', import.meta.url).href;
+    const tsx = import.meta.resolve('tsx/esm/api');
+    // A CommonJS bootstrap: register tsx's loader in this thread, then import the entry.
+    const bootstrap = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}); });`;
+    this.#slots = Array.from({ length: threads }, (_, slot) => {
+      const worker = new Worker(bootstrap, {
+        eval: true,
+        workerData: { cancel: this.#cancel, slot },
+      });
+      const s: Slot = { worker, task: null, dead: false };
+      worker.on('message', (reply: WorkerReply) => this.#onReply(s, reply));
+      worker.on('error', (err) => this.#onCrash(s, err));
+      worker.on('exit', (code) => {
+        if (!this.#closed) this.#onCrash(s, new Error(`simulation worker exited (${code})`));
+      });
+      return s;
+    });
+  }
+
+  get threads(): number {
+    return this.#slots.length;
+  }
+
+  /** Workers without a task. */
+  get idle(): number {
+    return this.#slots.reduce((n, s) => n + (s.task === null && !s.dead ? 1 : 0), 0);
+  }
+
+  /**
+   * Runs `config` on an idle worker (there must be one); resolves with the result, or null once
+   * `cancel()` stopped it. Callbacks in `config` are not carried over.
+   */
+  run(config: SimConfig): { id: number; outcome: Promise<TaskOutcome> } {
+    const slot = this.#slots.find((s) => s.task === null && !s.dead);
+    if (slot === undefined) throw new Error('SimPool.run: no idle worker');
+    const id = this.#nextId++;
+    const { onProgress: _p, instrument: _i, ...plain } = config;
+    const outcome = new Promise<TaskOutcome>((resolve, reject) => {
+      slot.task = { id, resolve, reject };
+    });
+    slot.worker.postMessage({ id, config: plain } satisfies TaskMessage);
+    return { id, outcome };
+  }
+
+  /** Stops task `id` at its next progress check, if it is still running. */
+  cancel(id: number): void {
+    const i = this.#slots.findIndex((s) => s.task?.id === id);
+    if (i >= 0) Atomics.store(this.#cancel, i, id);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.#slots.map((s) => s.worker.terminate()));
+  }
+
+  #onReply(slot: Slot, reply: WorkerReply): void {
+    const task = slot.task;
+    if (task === null || task.id !== reply.id) return;
+    slot.task = null;
+    if (reply.kind === 'done') task.resolve(reply.result);
+    else if (reply.kind === 'cancelled') task.resolve(null);
+    else task.reject(new SimWorkerError(reply.message, reply.code));
+  }
+
+  #onCrash(slot: Slot, err: Error): void {
+    const task = slot.task;
+    slot.task = null;
+    slot.dead = true;
+    task?.reject(err);
+  }
+}
