@@ -9,6 +9,7 @@ import { renderReport } from '../results/report.ts';
 import { type LiveRun, resultsJson } from '../results/result.ts';
 import { formatLiveResults } from '../results/table.ts';
 import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { Progress } from './progress.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
 const FLAGS = flagSpec({
@@ -41,12 +42,12 @@ output
   --label NAME          result's "policy" (default null)   --replicas N  result's "replicas"
   --json                {"results": [...]} with sim's keys
   --report FILE.html    the simulator's HTML report for this run
-  --quiet               no progress line
+  --quiet               no progress (a line on a TTY, else a line to stderr every ~10 s)
 Errors and dropped connections are counted, not fatal. Ctrl-C prints the summary so far.
 `;
 
 /** The run's options plus what only the CLI needs (output format, report file). */
-export interface ParsedBench extends Omit<BenchOptions, 'requests' | 'signal' | 'progress'> {
+export interface ParsedBench extends Omit<BenchOptions, 'requests' | 'signal' | 'onProgress'> {
   requests: number | undefined;
   json: boolean;
   reportPath: string | undefined;
@@ -93,16 +94,21 @@ export async function run(argv: string[]): Promise<number> {
   const interrupt = new AbortController();
   const onSigint = () => interrupt.abort();
   process.once('SIGINT', onSigint);
+  const progress = new Progress({ command: 'kvroute bench', quiet: parsed.quiet });
+  progress.phase(parsed.label ?? 'bench', { of: 'requests' });
+  const task = progress.task(parsed.workload.kind === 'trace' ? 'trace' : parsed.workload.name);
   let result: LiveRun;
   try {
     result = await runBench({
       ...parsed,
       ...(parsed.requests !== undefined && { requests: parsed.requests }),
       signal: interrupt.signal,
-      progress: !parsed.quiet && !parsed.json,
+      onProgress: (f, detail) => task.update(f, detail),
     });
   } finally {
     process.off('SIGINT', onSigint);
+    task.end();
+    progress.done();
   }
   writeOutputs([result], parsed, `kvroute bench ${argv.join(' ')}`);
   return interrupt.signal.aborted ? 130 : 0;

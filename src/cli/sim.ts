@@ -24,6 +24,7 @@ import type { WorkloadName } from '../workload/workloads.ts';
 import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
+import { Progress } from './progress.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
 const FLAGS = flagSpec({
@@ -92,7 +93,7 @@ admission
 output
   --json                {"results": [...], "search": [...]}
   --report FILE.html    self-contained HTML report with SVG charts
-  --quiet               no progress bar
+  --quiet               no progress (a bar on a TTY, else a line to stderr every ~10 s)
 `;
 
 interface Parsed {
@@ -182,43 +183,10 @@ function readMaxQueueMs(value: number | undefined, search: boolean): number | un
   return value;
 }
 
-/** A one-line progress bar on a TTY stderr, shown once a run has taken more than a second. */
-class Progress {
-  readonly #enabled: boolean;
-  readonly #startMs = performance.now();
-  #shown = false;
-  #label = '';
-
-  constructor(enabled: boolean) {
-    this.#enabled = enabled && process.stderr.isTTY === true;
-  }
-
-  label(text: string): void {
-    this.#label = text;
-  }
-
-  update(fraction: number): void {
-    if (!this.#enabled || performance.now() - this.#startMs < 1000) return;
-    const width = 30;
-    const filled = Math.round(fraction * width);
-    const bar = `${'#'.repeat(filled)}${'.'.repeat(width - filled)}`;
-    process.stderr.write(
-      `\r[${bar}] ${(fraction * 100).toFixed(0).padStart(3)}% ${this.#label}\x1b[K`,
-    );
-    this.#shown = true;
-  }
-
-  done(): void {
-    if (this.#shown) process.stderr.write('\r\x1b[K');
-    this.#shown = false;
-  }
-}
-
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseSimFlags(argv);
   if (parsed === 'help') return printHelp(HELP);
-  const progress = new Progress(!parsed.quiet);
-  const onProgress = (f: number) => progress.update(f);
+  const progress = new Progress({ command: 'kvroute sim', quiet: parsed.quiet });
   const results: SimulatedRun[] = [];
   const runs = parsed.policies.flatMap((policy) =>
     parsed.loraBlind && (LORA_AWARE_POLICIES as readonly string[]).includes(policy)
@@ -229,36 +197,45 @@ export async function run(argv: string[]): Promise<number> {
     r.loraBlind ? `${r.policy}/lora-blind` : r.policy;
   // With a bound, each policy runs twice on the same arrivals: without it, then with it.
   const bounds = parsed.maxQueueMs === undefined ? [undefined] : [null, parsed.maxQueueMs];
+  progress.phase('runs', {
+    total: runs.length * bounds.length,
+    unit: 'runs',
+    of: 'simulated time',
+  });
   for (const run of runs) {
     for (const maxQueueMs of bounds) {
-      progress.label(`${label(run)} x ${parsed.base.replicas}`);
+      const task = progress.task(`${label(run)} x ${parsed.base.replicas}`);
       const config: SimConfig = {
         ...parsed.base,
         router: { ...parsed.base.router, ...run },
-        onProgress,
+        onProgress: (f) => task.update(f),
         ...(maxQueueMs !== undefined && { admission: { maxQueueMs } }),
       };
       results.push(simulate(config));
+      task.end();
     }
   }
   const search: SearchResult[] = [];
   if (parsed.search) {
     for (const run of runs) {
       const { policy } = run;
+      progress.phase(`search ${label(run)}`, { unit: 'probes', of: 'simulated time' });
       search.push(
         searchMinReplicas(label(run), {
           start: parsed.base.replicas,
           max: parsed.maxReplicas,
           probe: (replicas) => {
-            progress.label(`search ${label(run)} x ${replicas}`);
-            return simulate({
+            const task = progress.task(`${replicas} replicas`);
+            const probe = simulate({
               ...parsed.base,
               replicas,
               faults: parsed.base.faults.filter((f) => f.replica < replicas),
               router: { ...parsed.base.router, ...run, policy },
               earlyStop: true,
-              onProgress,
+              onProgress: (f) => task.update(f),
             });
+            task.end();
+            return probe;
           },
         }),
       );

@@ -5,7 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { Agent, request } from 'undici';
 import { Collector } from './collect.ts';
-import { ProgressLine } from './progress.ts';
+import { type BenchProgress, expectedRequests, watchProgress } from './progress.ts';
 import type { LiveRun } from '../results/result.ts';
 import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
 import { promptStream } from './prompts.ts';
@@ -29,7 +29,8 @@ export interface BenchOptions {
   replicas: number | null;
   /** Stops the run early; what completed is still summarized. */
   signal?: AbortSignal;
-  progress?: boolean;
+  /** Polled every 500 ms while the run lasts: the fraction of its requests finished, a status. */
+  onProgress?: BenchProgress;
 }
 
 /** Block size only shapes the workload's block keys, never arrivals or tokens. */
@@ -42,10 +43,11 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
     durationMs: o.durationMs,
   });
   const collector = new Collector(o.speedup, o.warmupMs);
-  const progress = new ProgressLine(collector, o.label ?? 'bench');
   const { dispatcher, abort, close } = openClient(o.signal);
   const model = o.model ?? (await discoverModel(o.url, o.apiKey, dispatcher));
-  if (o.progress) progress.start();
+  const stopProgress = o.onProgress
+    ? watchProgress(collector, expectedRequests(workload, o.requests), o.onProgress)
+    : () => undefined;
   const wallStart = performance.now();
   try {
     const stats = await sendOpenLoop(promptStream(workload, o.requests), {
@@ -71,7 +73,7 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
       sendLagMs: stats.sendLagMs,
     });
   } finally {
-    progress.stop();
+    stopProgress();
     await close();
   }
 }
