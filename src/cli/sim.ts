@@ -19,10 +19,10 @@ import { formatResults, formatSearch } from '../results/table.ts';
 import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import { type SimConfig, simulate } from '../sim/run.ts';
 import { searchMinReplicas } from '../sim/search.ts';
-import type { FaultSpec } from '../sim/types.ts';
 import type { WorkloadName } from '../workload/workloads.ts';
 import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
+import { readFaults, traceEndMs } from './faultFlags.ts';
 import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
 import { Progress } from './progress.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
@@ -75,10 +75,11 @@ ${ENGINE_HELP}router view
                         not exist: no load term, no free-slot guard, no LoRA affinity (rows
                         POLICY/lora-blind)
 faults
-  --kill R@S            replica R dies at S seconds (repeatable): requests without a token
-                        are re-routed, streaming ones count as errors
-  --revive R@S          replica R comes back, cold, at S seconds (repeatable); a killed
-                        replica without --revive stays down
+  --kill R@S            replica R (0..replicas-1) dies at S seconds, within the arrivals
+                        (repeatable): requests without a token are re-routed, streaming
+                        ones count as errors
+  --revive R@S          replica R comes back, cold, at S seconds, after a --kill of it
+                        (repeatable); a killed replica without --revive stays down
 SLO and search
   --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: a cold 8,000-token prefill, 143 ms warm +
                         the 428 ms a hit saves: the cost rule's own promise)
@@ -110,16 +111,6 @@ interface Parsed {
   maxQueueMs: number | undefined;
 }
 
-function parseFault(kind: 'kill' | 'revive', raw: string, replicas: number): FaultSpec {
-  const m = /^(\d+)@(\d+(?:\.\d+)?)$/.exec(raw.trim());
-  if (!m) throw new UsageError(`--${kind} takes REPLICA@SECONDS (e.g. 3@120), got '${raw}'`);
-  const replica = Number(m[1]);
-  if (replica >= replicas) {
-    throw new UsageError(`--${kind} replica must be below --replicas ${replicas}, got ${replica}`);
-  }
-  return { kind, replica, atMs: Number(m[2]) * 1000 };
-}
-
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
   const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS, ENGINE_FLAGS);
   if (flags === 'help') return 'help';
@@ -132,10 +123,16 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
   const engine = readEngineFlags(flags);
   const staleMs = flags.number('stale-ms', { min: 0 }) ?? 0;
-  const faults = [
-    ...flags.strings('kill').map((k) => parseFault('kill', k, replicas)),
-    ...flags.strings('revive').map((k) => parseFault('revive', k, replicas)),
-  ];
+  const faults = readFaults(flags.strings('kill'), flags.strings('revive'), {
+    replicas,
+    end: () => {
+      const from = w.durationS === undefined ? 'the default --duration' : '--duration';
+      const duration = { ms: (durationS ?? Number.POSITIVE_INFINITY) * 1000, from };
+      if (!isTrace) return duration;
+      const last = traceEndMs(w.workload, w.seed, engine.blockSize);
+      return last < duration.ms ? { ms: last, from: "the trace's last arrival" } : duration;
+    },
+  });
   const kvThreshold = flags.fraction('kv-threshold');
   const overlayTtlMs = flags.number('overlay-ttl-ms', { min: 0 });
   const base: SimConfig = {
