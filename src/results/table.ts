@@ -1,9 +1,20 @@
 /** Plain-text rendering of results for the terminal: simulated runs, live runs, searches. */
 import { grid, n0, n1, pct } from '../util/textTable.ts';
 import type { LiveRun, RunResult, SearchResult, SimulatedRun } from './result.ts';
+import type { SloTargets } from './slo.ts';
 
 /** The latency columns sim and bench print alike. */
 const LATENCY_HEAD = ['TTFT p50', 'p90', 'p99 ms', 'TPOT p50', 'p99 ms', 'ITL p99'];
+
+/** What the latency columns mean, for the legend under a table. */
+const LATENCY_LEGEND =
+  'TTFT: time to first token, ms; TPOT: per output token after the first; ITL: between tokens';
+
+/** The SLO a run was judged against, in words. */
+export function sloText(slo: SloTargets): string {
+  const ms = (v: number) => (Number.isInteger(v) ? n0(v) : n1(v));
+  return `TTFT p99 <= ${ms(slo.ttftP99Ms)} ms, TPOT p99 <= ${ms(slo.tpotP99Ms)} ms, no errors`;
+}
 
 function latencyCells(r: Pick<RunResult, 'ttftMs' | 'tpotMs' | 'itlMs'>): string[] {
   return [
@@ -29,6 +40,11 @@ export function formatResults(results: SimulatedRun[]): string {
     r.stoppedEarly ? 'missed*' : r.sloMet ? 'met' : 'missed',
   ]);
   const lines = [grid(head, rows)];
+  const slo = results[0]?.slo;
+  lines.push(
+    `${LATENCY_LEGEND}; hit rate: prompt tokens from cache; util: mean busy share of the ` +
+      `replicas; done, errors: requests${slo ? `; SLO: met when ${sloText(slo)}` : ''}`,
+  );
   const watched = results.filter((r) => r.customers.watchedTtftMs !== null);
   if (watched.length > 0) {
     const c = watched[0]!.customers.watched;
@@ -46,6 +62,8 @@ export function formatResults(results: SimulatedRun[]): string {
           String(r.owners.watched.at(-1) ?? 0),
         ]),
       ),
+      `cust ${c}: the watched customer's requests (the hot one, else customer 0); others: every ` +
+        "other customer's; owners max, last: most replicas holding its prefix at once, and at the end",
     );
   }
   for (const r of results) {
@@ -80,13 +98,17 @@ export function formatResults(results: SimulatedRun[]): string {
 }
 
 export function formatSearch(search: SearchResult[]): string {
-  return grid(
+  const table = grid(
     ['policy', 'min replicas', 'probes (replicas: TTFT p99 ms, met?)'],
     search.map((s) => [
       s.policy,
       s.minReplicas === null ? 'not met' : String(s.minReplicas),
       s.probes.map((p) => `${p.replicas}: ${n0(p.ttftP99Ms)}${p.sloMet ? ' ok' : ' x'}`).join(', '),
     ]),
+  );
+  return (
+    `${table}\nmin replicas: the fewest meeting the SLO (not met: none up to --max-replicas); ` +
+    'probes: each replica count simulated, its TTFT p99 in ms, ok (met) or x (missed)'
   );
 }
 
