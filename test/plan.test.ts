@@ -154,7 +154,7 @@ describe('kvroute plan CLI', () => {
     const r = runCli(['plan', '--preset', 'seed-scheduler']);
     assert.equal(r.status, 0, r.stderr);
     const lines = r.stdout.split('\n');
-    const last = lines.findLastIndex((l) => /^ +8,192 +146\.0 +5$/.test(l));
+    const last = lines.findIndex((l) => /^ +8,192 +146\.0 +5$/.test(l));
     assert.ok(last > 0, r.stdout);
     assert.match(
       lines[last + 1]!,

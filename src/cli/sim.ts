@@ -25,12 +25,14 @@ import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { readFaults, traceEndMs } from './faultFlags.ts';
 import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
 import { Progress } from './progress.ts';
+import { REQUESTS_OUT_HELP, RequestsFile } from './requestsOut.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
-    'overlay-ttl-ms slo-ttft-p99-ms slo-tpot-p99-ms max-replicas report max-queue-ms',
+    'overlay-ttl-ms slo-ttft-p99-ms slo-tpot-p99-ms max-replicas report max-queue-ms ' +
+    'requests-out',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -94,6 +96,7 @@ admission
 output
   --json                {"results": [...], "search": [...]}
   --report FILE.html    self-contained HTML report with SVG charts
+${REQUESTS_OUT_HELP}                        of every run (not the search's probes), warm-up included
   --quiet               no progress (a bar on a TTY, else a line to stderr every ~10 s)
 `;
 
@@ -106,6 +109,8 @@ interface Parsed {
   maxReplicas: number;
   json: boolean;
   reportPath: string | undefined;
+  /** --requests-out: a JSONL file of every run's requests. */
+  requestsOut: string | undefined;
   quiet: boolean;
   /** --max-queue-ms: each policy runs without, then with, this bound. */
   maxQueueMs: number | undefined;
@@ -168,6 +173,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     maxReplicas: flags.positive('max-replicas', true) ?? 256,
     json: flags.bool('json'),
     reportPath: flags.string('report'),
+    requestsOut: flags.string('requests-out'),
     quiet: flags.bool('quiet'),
     maxQueueMs: readMaxQueueMs(flags.positive('max-queue-ms'), flags.bool('search')),
   };
@@ -194,6 +200,7 @@ export async function run(argv: string[]): Promise<number> {
     r.loraBlind ? `${r.policy}/lora-blind` : r.policy;
   // With a bound, each policy runs twice on the same arrivals: without it, then with it.
   const bounds = parsed.maxQueueMs === undefined ? [undefined] : [null, parsed.maxQueueMs];
+  const requests = parsed.requestsOut === undefined ? null : new RequestsFile(parsed.requestsOut);
   progress.phase('runs', {
     total: runs.length * bounds.length,
     unit: 'runs',
@@ -207,8 +214,12 @@ export async function run(argv: string[]): Promise<number> {
         router: { ...parsed.base.router, ...run },
         onProgress: (f) => task.update(f),
         ...(maxQueueMs !== undefined && { admission: { maxQueueMs } }),
+        ...(requests && {
+          onRequest: (r) => requests.add(maxQueueMs === undefined ? r : { ...r, maxQueueMs }),
+        }),
       };
       results.push(simulate(config));
+      requests?.endRun();
       task.end();
     }
   }
@@ -239,6 +250,7 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   progress.done();
+  requests?.close();
   if (parsed.reportPath !== undefined) {
     writeFileSync(
       parsed.reportPath,
@@ -255,6 +267,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(`${table(results)}\n`);
     if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
     if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);
+    if (requests) process.stdout.write(`requests: ${parsed.requestsOut}\n`);
   }
   return 0;
 }
