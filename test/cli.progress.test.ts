@@ -75,7 +75,10 @@ describe('Progress', () => {
     assert.equal(written.length, 0, 'no bar in the first second');
     advance(2_000);
     t.update(0.5, 'sent 10');
-    assert.match(written[0]!, /^\r\[#{15}\.{15}\] {2}50 % bench: seed 50 % of requests \(sent 10\)/);
+    assert.match(
+      written[0]!,
+      /^\r\[#{15}\.{15}\] {2}50 % bench: seed 50 % of requests \(sent 10\)/,
+    );
     progress.record('a measurement');
     assert.equal(written.length, 1, 'records show in the bar, not as lines, on a TTY');
     progress.done();

@@ -158,7 +158,7 @@ describe('kvroute plan CLI', () => {
     assert.ok(last > 0, r.stdout);
     assert.match(
       lines[last + 1]!,
-      /^  budget: tokens per step; step ms: .*; steps to first token: /,
+      /^ {2}budget: tokens per step; step ms: .*; steps to first token: /,
     );
   });
 

@@ -3,6 +3,7 @@
  * table, the TTFT CDF per policy, replicas needed per policy, per-replica load over time and
  * the owners of the watched prefix over time.
  */
+import { liveCharts, liveNotes } from './liveReport.ts';
 import type { RunResult, SearchResult } from './result.ts';
 import { DEFAULT_SLO, meetsSlo } from './slo.ts';
 
@@ -220,6 +221,7 @@ export function renderReport(
 ): string {
   const first = results[0];
   const sections: string[] = [];
+  sections.push(...liveNotes(results));
   sections.push(summaryTable(results));
   sections.push(
     lineChart(
@@ -228,6 +230,7 @@ export function renderReport(
       { xLabel: 'TTFT (ms, log scale)', yLabel: 'fraction of requests', logX: true, yMax: 1 },
     ),
   );
+  sections.push(...liveCharts(results));
   if (search.length > 0) {
     sections.push(
       barChart(

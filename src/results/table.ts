@@ -1,7 +1,7 @@
 /** Plain-text rendering of results for the terminal: simulated runs, live runs, searches. */
 import { grid, n0, n1, pct } from '../util/textTable.ts';
 import type { LiveRun, RunResult, SearchResult, SimulatedRun } from './result.ts';
-import type { SloTargets } from './slo.ts';
+import { DEFAULT_SLO, type SloTargets } from './slo.ts';
 
 /** The latency columns sim and bench print alike. */
 const LATENCY_HEAD = ['TTFT p50', 'p90', 'p99 ms', 'TPOT p50', 'p99 ms', 'ITL p99'];
@@ -9,6 +9,13 @@ const LATENCY_HEAD = ['TTFT p50', 'p90', 'p99 ms', 'TPOT p50', 'p99 ms', 'ITL p9
 /** What the latency columns mean, for the legend under a table. */
 const LATENCY_LEGEND =
   'TTFT: time to first token, ms; TPOT: per output token after the first; ITL: between tokens';
+
+/** Where the targets came from: the defaults, or flags. */
+function sloSource(slo: SloTargets): string {
+  return slo.ttftP99Ms === DEFAULT_SLO.ttftP99Ms && slo.tpotP99Ms === DEFAULT_SLO.tpotP99Ms
+    ? "kvroute sim's default, the router seed's; --slo-ttft-p99-ms, --slo-tpot-p99-ms change it"
+    : 'from --slo-ttft-p99-ms, --slo-tpot-p99-ms';
+}
 
 /** The SLO a run was judged against, in words. */
 export function sloText(slo: SloTargets): string {
@@ -114,7 +121,16 @@ export function formatSearch(search: SearchResult[]): string {
 
 /** A live run's table: what a client can measure, then its send lag and wall time. */
 export function formatLiveResults(results: LiveRun[]): string {
-  const head = ['policy', 'replicas', ...LATENCY_HEAD, 'E2E p50', 'hit rate', 'done', 'errors'];
+  const head = [
+    'policy',
+    'replicas',
+    ...LATENCY_HEAD,
+    'E2E p50',
+    'hit rate',
+    'done',
+    'errors',
+    'SLO',
+  ];
   const rows = results.map((r) => [
     r.policy ?? '-',
     r.replicas === null ? '-' : String(r.replicas),
@@ -123,8 +139,14 @@ export function formatLiveResults(results: LiveRun[]): string {
     pct(r.hitRate),
     String(r.completed),
     String(r.errors),
+    r.sloMet ? 'met' : 'missed',
   ]);
-  const lines = [grid(head, rows)];
+  const slo = results[0]?.slo ?? DEFAULT_SLO;
+  const lines = [
+    grid(head, rows),
+    `${LATENCY_LEGEND}; E2E: arrival to last token; hit rate: cached prompt tokens as the ` +
+      `server reports them; done, errors: requests; SLO: met when ${sloText(slo)} (${sloSource(slo)})`,
+  ];
   for (const r of results) {
     const who = r.policy ?? 'bench';
     const kinds = Object.entries(r.errorsByKind);
