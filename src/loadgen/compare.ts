@@ -215,6 +215,8 @@ export function formatCompare(rows: CompareRow[], tolerance = 0.15): string {
   const a = agreement(rows, tolerance);
   const lines = [
     table,
+    'sim: kvroute sim on the same workload; live: measured through the gateway; diff: |live - sim| / sim; ' +
+      'hit: prefix-cache hit rate; done: completed requests; errors: live errors',
     '',
     `ranking by TTFT p99: sim ${a.simRanking.join(' < ')}; live ${a.liveRanking.join(' < ')}`,
     a.ok
