@@ -19,6 +19,7 @@ import { coldStartCheck } from '../src/loadgen/warmStart.ts';
 import { runBench } from '../src/loadgen/run.ts';
 import type { RequestRecord } from '../src/results/requestRecord.ts';
 import { startTestEngine } from './engineServerHelpers.ts';
+import { REQUEST_LINE_KEYS } from './support/sim.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'bench-report-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -190,19 +191,7 @@ describe('through a kvroute gateway', () => {
       .split('\n')
       .map((l) => JSON.parse(l));
     assert.equal(lines.length, 24);
-    assert.deepEqual(Object.keys(lines[0]), [
-      'id',
-      'policy',
-      'replicas',
-      'customer',
-      'arrivalMs',
-      'replica',
-      'promptTokens',
-      'cachedTokens',
-      'ttftMs',
-      'tpotMs',
-      'endMs',
-    ]);
+    assert.deepEqual(Object.keys(lines[0]), REQUEST_LINE_KEYS);
     assert.ok(lines.every((l) => typeof l.replica === 'string' && l.replicas === 2));
   });
 });

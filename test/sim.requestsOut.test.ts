@@ -9,39 +9,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { summarize } from '../src/results/stats.ts';
+import type { RequestRecord } from '../src/results/requestRecord.ts';
 import { runCli } from './support/cli.ts';
+import { REQUEST_LINE_KEYS } from './support/sim.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvroute-requests-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-const KEYS = [
-  'id',
-  'policy',
-  'replicas',
-  'customer',
-  'arrivalMs',
-  'replica',
-  'promptTokens',
-  'cachedTokens',
-  'ttftMs',
-  'tpotMs',
-  'endMs',
-];
-
-interface Line {
-  id: number;
-  policy: string;
-  replicas: number;
-  arrivalMs: number;
-  replica: number | null;
-  promptTokens: number;
-  cachedTokens: number | null;
-  ttftMs: number | null;
-  tpotMs: number | null;
-  endMs: number | null;
-  error?: string;
-  maxQueueMs?: number | null;
-}
+/** A line as the simulator writes it: its replica an index, its policy a name. */
+type Line = RequestRecord & { policy: string; replica: number | null };
 
 interface Result {
   policy: string;
@@ -81,7 +57,7 @@ test('one line per request and run; the measured lines give back the run figures
   assert.equal(withFile.stdout, plain.stdout, 'the printed results do not change');
   const lines = readLines(file);
   for (const line of lines) {
-    const expected = line.error === undefined ? KEYS : [...KEYS, 'error'];
+    const expected = [...REQUEST_LINE_KEYS, ...(line.error === undefined ? [] : ['error'])];
     assert.deepEqual(Object.keys(line), expected);
   }
   for (const r of withFile.results) {
