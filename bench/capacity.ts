@@ -16,6 +16,7 @@
  *
  * `--options JSON` passes knobs to the policy's constructor (variants are cached apart);
  * `--at 12,16` runs just those counts and prints them. `--json` prints the table as JSON.
+ * `--quiet` drops the progress within runs (the line per finished run stays).
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -24,6 +25,7 @@ import { benchFlags } from './flags.ts';
 import type { PolicyOptions } from '../src/router/registry.ts';
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 import { DEFAULT_SLO } from '../src/results/slo.ts';
+import { Progress } from '../src/cli/progress.ts';
 import { type SimConfig, simulate } from '../src/sim/run.ts';
 import { WORKLOAD_NAMES, type WorkloadName } from '../src/workload/workloads.ts';
 
@@ -42,10 +44,14 @@ const { values } = parseArgs({
     at: { type: 'string' },
     out: { type: 'string' },
     json: { type: 'boolean' },
+    quiet: { type: 'boolean' },
   },
 });
 
 const { fail, positiveInt, policies: readPolicies } = benchFlags('capacity');
+
+/** Progress within each run (a run can take minutes): a bar on a TTY, else a line every ~10 s. */
+const progress = new Progress({ command: 'capacity', quiet: values.quiet === true });
 
 const tracePath = values.trace;
 const workloadName = (values.workload ?? 'seed') as WorkloadName;
@@ -150,7 +156,12 @@ function probe(policy: string, replicas: number, sloMs: number, stopAtMs = sloMs
   const decisive = known.find((r) => meets(r, sloMs) !== undefined);
   if (decisive) return decisive;
   const t0 = performance.now();
-  const result = simulate(config(policy, replicas, stopAtMs));
+  const task = progress.task(`${policy} x ${replicas}`);
+  const result = simulate({
+    ...config(policy, replicas, stopAtMs),
+    onProgress: (f) => task.update(f),
+  });
+  task.end();
   const rec: RunRecord = {
     key,
     replicas,
@@ -170,6 +181,7 @@ function probe(policy: string, replicas: number, sloMs: number, stopAtMs = sloMs
   mkdirSync(dirname(cachePath), { recursive: true });
   appendFileSync(cachePath, `${JSON.stringify(rec)}\n`);
   cache.set(`${key}#${replicas}`, [...known, rec]);
+  progress.done();
   process.stderr.write(`${describe(policy, rec)}\n`);
   return rec;
 }
@@ -215,6 +227,7 @@ interface PolicyRow {
 }
 
 function sweep(policy: string): PolicyRow {
+  progress.phase(policy, { unit: 'runs', of: 'simulated time' });
   const start = Math.min(16, toReplicas);
   let loose: number | null;
   if (meets(probe(policy, start, loosest), loosest)) {

@@ -142,6 +142,24 @@ describe('kvroute plan CLI', () => {
     assert.match(r.stdout, /558,136 tokens/);
     assert.match(r.stdout, /6,000 tokens \(428 ms of prefill\)/);
     assert.match(r.stdout, /Verdict: affinity is worth having/);
+    // The decode step's KV term in numbers: 327,680 B per token over TP 2.
+    assert.match(
+      r.stdout,
+      /step {14}= \(35\.3 GB \+ 64 x 8,150 x 163,840 B\) \/ \(4\.80e12 x 0\.75\) = 33\.5 ms/,
+    );
+    assert.doesNotMatch(r.stdout, /KV B/);
+  });
+
+  test('the scheduler table says what its columns mean', () => {
+    const r = runCli(['plan', '--preset', 'seed-scheduler']);
+    assert.equal(r.status, 0, r.stderr);
+    const lines = r.stdout.split('\n');
+    const last = lines.findIndex((l) => /^ +8,192 +146\.0 +5$/.test(l));
+    assert.ok(last > 0, r.stdout);
+    assert.match(
+      lines[last + 1]!,
+      /^ {2}budget: tokens per step; step ms: .*; steps to first token: /,
+    );
   });
 
   const bad: [string[], RegExp][] = [

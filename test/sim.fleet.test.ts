@@ -125,7 +125,10 @@ test('bad flags are one-line usage errors naming the flag', () => {
     [['--index', 'tree'], /--index must be one of events, approx/],
     [['--queue-source', 'x'], /--queue-source must be one of ledger, reports/],
     [['--kill', 'one@two'], /--kill takes REPLICA@SECONDS/],
-    [['--kill', '40@5'], /--kill replica must be below --replicas 22/],
+    [
+      ['--kill', '40@5'],
+      /--kill 40@5: replica 40 does not exist; --replicas 22 gives replicas 0 to 21/,
+    ],
     [['--replicas', '0'], /--replicas must be greater than 0/],
     [['--stale-ms', '-1'], /--stale-ms must be at least 0/],
     [['--trace', 'f.jsonl', '--workload', 'seed'], /--trace and --workload/],

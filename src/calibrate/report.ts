@@ -4,7 +4,9 @@
  * the roofline defaults, and the error of each at every point.
  */
 import type { CostProfile, ProfileCurve, ProfilePoint } from '../model/calibration.ts';
-import { escapeHtml, htmlPage, lineChart, type Series } from '../results/report.ts';
+import { lineChart, type Series } from '../results/lineChart.ts';
+import { htmlPage } from '../results/report.ts';
+import { escapeHtml } from '../results/svg.ts';
 
 const ms = (v: number): string => v.toLocaleString('en-US', { maximumFractionDigits: 2 });
 const pct = (v: number): string => `${v >= 0 ? '+' : ''}${v.toFixed(1)} %`;

@@ -8,11 +8,18 @@ import { type BenchOptions, runBench } from '../loadgen/run.ts';
 import { renderReport } from '../results/report.ts';
 import { type LiveRun, resultsJson } from '../results/result.ts';
 import { formatLiveResults } from '../results/table.ts';
+import type { RequestRecord } from '../results/requestRecord.ts';
+import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
+import { warmStartWarning } from '../loadgen/warmStart.ts';
 import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { Progress } from './progress.ts';
+import { REQUESTS_OUT_HELP, RequestsFile } from './requestsOut.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
 const FLAGS = flagSpec({
-  string: 'url requests concurrency speedup model api-key label replicas report',
+  string:
+    'url requests concurrency speedup model api-key label replicas report requests-out ' +
+    'slo-ttft-p99-ms slo-tpot-p99-ms',
   boolean: 'json quiet',
 });
 
@@ -37,20 +44,30 @@ sending
                         latencies multiplied by X, so they read in workload ms like sim's
   --model NAME          "model" sent (default: the first of GET /v1/models, else omitted)
   --api-key KEY         sent as Authorization: Bearer KEY
+SLO (the run's verdict: met when both p99s are within target and nothing failed)
+  --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: kvroute sim's, the router seed's cold prefill)
+  --slo-tpot-p99-ms MS  (default ${DEFAULT_SLO.tpotP99Ms})
 output
-  --label NAME          result's "policy" (default null)   --replicas N  result's "replicas"
-  --json                {"results": [...]} with sim's keys
-  --report FILE.html    the simulator's HTML report for this run
-  --quiet               no progress line
+  --label NAME          result's "policy" (default null)
+  --replicas N          result's "replicas" (default: a kvroute gateway's /router/replicas, else null)
+  --json                {"results": [...]} with sim's keys, and "slo", "sloMet", "coldStart"
+  --report FILE.html    HTML report: summary, SLO, TTFT CDF, latency, hit rate and load over time
+${REQUESTS_OUT_HELP}                        (replica: the gateway's x-kvroute-replica header, else null)
+  --quiet               no progress (a line on a TTY, else a line to stderr every ~10 s)
 Errors and dropped connections are counted, not fatal. Ctrl-C prints the summary so far.
+A warning (stderr and the report) says when the first requests of new customers already hit
+the cache: the fleet was warm from an earlier run.
 `;
 
 /** The run's options plus what only the CLI needs (output format, report file). */
-export interface ParsedBench extends Omit<BenchOptions, 'requests' | 'signal' | 'progress'> {
+export interface ParsedBench
+  extends Omit<BenchOptions, 'requests' | 'signal' | 'onProgress' | 'onRequest'> {
   requests: number | undefined;
   json: boolean;
   reportPath: string | undefined;
+  requestsOut: string | undefined;
   quiet: boolean;
+  slo: SloTargets;
 }
 
 export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
@@ -82,7 +99,12 @@ export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
     replicas: flags.positive('replicas', true) ?? null,
     json: flags.bool('json'),
     reportPath: flags.string('report'),
+    requestsOut: flags.string('requests-out'),
     quiet: flags.bool('quiet'),
+    slo: {
+      ttftP99Ms: flags.positive('slo-ttft-p99-ms') ?? DEFAULT_SLO.ttftP99Ms,
+      tpotP99Ms: flags.positive('slo-tpot-p99-ms') ?? DEFAULT_SLO.tpotP99Ms,
+    },
   };
 }
 
@@ -93,18 +115,29 @@ export async function run(argv: string[]): Promise<number> {
   const interrupt = new AbortController();
   const onSigint = () => interrupt.abort();
   process.once('SIGINT', onSigint);
+  const requests = parsed.requestsOut === undefined ? null : new RequestsFile(parsed.requestsOut);
+  const progress = new Progress({ command: 'kvroute bench', quiet: parsed.quiet });
+  progress.phase(parsed.label ?? 'bench', { unit: 'runs', of: 'requests' });
+  const task = progress.task(parsed.workload.kind === 'trace' ? 'trace' : parsed.workload.name);
   let result: LiveRun;
   try {
     result = await runBench({
       ...parsed,
       ...(parsed.requests !== undefined && { requests: parsed.requests }),
       signal: interrupt.signal,
-      progress: !parsed.quiet && !parsed.json,
+      onProgress: (f, detail) => task.update(f, detail),
+      ...(requests && { onRequest: (r: RequestRecord) => requests.add(0, r) }),
     });
   } finally {
     process.off('SIGINT', onSigint);
+    task.end();
+    progress.done();
+    requests?.close();
   }
+  const warning = warmStartWarning(result.coldStart);
+  if (warning !== null) process.stderr.write(`kvroute bench: warning: ${warning}\n`);
   writeOutputs([result], parsed, `kvroute bench ${argv.join(' ')}`);
+  if (requests && !parsed.json) process.stdout.write(`requests: ${parsed.requestsOut}\n`);
   return interrupt.signal.aborted ? 130 : 0;
 }
 

@@ -7,7 +7,6 @@ import { writeFileSync } from 'node:fs';
 import { Agent } from 'undici';
 import { liveProfile, measureLive } from '../calibrate/live.ts';
 import { writeProfile } from '../calibrate/profileFile.ts';
-import { CalibrationProgress } from '../calibrate/progress.ts';
 import { renderCalibrationReport } from '../calibrate/report.ts';
 import { calibrateFromVidur, guessFromVidurPath } from '../calibrate/vidur.ts';
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
@@ -24,6 +23,7 @@ import {
   SEED_REPLICA,
 } from '../model/index.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { Progress } from './progress.ts';
 
 const FLAGS = flagSpec({
   string:
@@ -71,7 +71,7 @@ fit and output
   --out FILE            profile file to write (default ${DEFAULT_OUT})
   --report FILE.html    self-contained HTML report with the points and the fitted curves
   --json                print the profile as JSON instead of the summary
-  --quiet               no progress
+  --quiet               no progress (a bar on a TTY, else a line per measurement and a status line every ~10 s on stderr)
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -161,7 +161,9 @@ async function fromLive(
     flags.oneOf('gpu', Object.keys(GPUS)) ?? SEED_REPLICA.gpu,
     tp,
   );
-  const progress = new CalibrationProgress(flags.bool('quiet'));
+  const progress = new Progress({ command: 'kvroute calibrate', quiet: flags.bool('quiet') });
+  progress.phase('calibrate', { of: 'the probes' });
+  const task = progress.task('measuring');
   const controller = new AbortController();
   const onSignal = () => controller.abort();
   process.once('SIGINT', onSignal);
@@ -178,13 +180,18 @@ async function fromLive(
       maxBatch: flags.positive('max-batch', true) ?? 64,
       repeats: flags.positive('repeats', true) ?? 5,
       seed: flags.number('seed', { integer: true }) ?? 0,
-      onProgress: (e) => progress.update(e),
+      onProgress: (e) => {
+        // Off a TTY, a line per measurement (a log of the run); on one, the bar's detail.
+        if (e.result !== undefined) progress.record(`calibrate: ${e.label}: ${e.result}`);
+        task.update(e.fraction, e.result === undefined ? e.label : `${e.label}: ${e.result}`);
+      },
       signal: controller.signal,
     });
     progress.done();
     for (const s of m.skipped) process.stderr.write(`calibrate: skipped ${s}\n`);
     return liveProfile(m, spec, { url, budgetTokens, speedup });
   } finally {
+    task.end();
     progress.done();
     process.off('SIGINT', onSignal);
   }

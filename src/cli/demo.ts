@@ -7,7 +7,7 @@
  * workload ms. Every process it started is killed at the end, and on Ctrl-C.
  *
  *   npm run demo -- [--workload seed] [--rate 4] [--replicas 4] [--duration 120]
- *                   [--speedup 1] [--policy cost,random,round-robin] [--inprocess] [--json]
+ *                   [--speedup 1] [--policy cost,random,round-robin] [--inprocess] [--json] [--quiet]
  */
 import { compareLiveSim, formatCompare } from '../loadgen/compare.ts';
 import { killAll } from '../loadgen/stack.ts';
@@ -16,9 +16,10 @@ import { formatLiveResults } from '../results/table.ts';
 import { flagSpec, printHelp, readFlags } from './args.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
+import { Progress } from './progress.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
-const FLAGS = flagSpec({ string: 'replicas speedup policy', boolean: 'inprocess json' });
+const FLAGS = flagSpec({ string: 'replicas speedup policy', boolean: 'inprocess json quiet' });
 
 /**
  * Defaults sized for a small machine: the router seed's workload at an eighth of its rate on
@@ -50,6 +51,7 @@ ${POLICY_LIST_HELP} (default ${DEFAULTS.policies.join(',')})
   --inprocess           engines and gateway in this process instead of child processes
 ${ENGINE_HELP}output
   --json                the live results as kvroute bench --json writes them
+  --quiet               no progress (a bar on a TTY, else a line to stderr every ~10 s)
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -66,6 +68,8 @@ export async function run(argv: string[]): Promise<number> {
     void killAll();
   };
   process.on('SIGINT', onSigint);
+  const progress = new Progress({ command: 'demo', quiet: flags.bool('quiet') });
+  progress.phase('demo', { total: policies.length * 2, unit: 'runs' });
   try {
     const rows = await compareLiveSim({
       workload: w.workload,
@@ -78,8 +82,13 @@ export async function run(argv: string[]): Promise<number> {
       engine,
       mode: flags.bool('inprocess') ? 'inprocess' : 'process',
       signal: interrupt.signal,
-      log: (line) => process.stderr.write(`${line}\n`),
+      log: (line) => {
+        progress.done(); // a bar on a TTY is cleared, then redrawn under the line
+        process.stderr.write(`${line}\n`);
+      },
+      task: (label) => progress.task(label),
     });
+    progress.done();
     if (flags.bool('json')) {
       process.stdout.write(`${resultsJson(rows.map((r) => r.live))}\n`);
     } else {

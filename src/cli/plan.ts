@@ -5,7 +5,7 @@
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { curveMfu } from '../model/calibration.ts';
 import { DTYPES, GPUS, gpuByName, MODELS, modelByName } from '../model/catalog.ts';
-import { mbuOf, replicaSpecProblem, type ReplicaSpec } from '../model/cost.ts';
+import { kvBytesPerToken, mbuOf, replicaSpecProblem, type ReplicaSpec } from '../model/cost.ts';
 import {
   type LoadInput,
   planRouter,
@@ -218,13 +218,13 @@ function routerText(spec: ReplicaSpec, load: LoadInput, p: RouterPlan, stepToken
     `  TTFT compute      = ${fmt(load.promptTokens)} x ${fmt(p.prefillUsPerToken, 1)} us = ${fmt(p.ttftColdMs)} ms cold, ${fmt(unique)} x ${fmt(p.prefillUsPerToken, 1)} us = ${fmt(p.ttftWarmMs)} ms warm`,
     '',
     'KV fit',
-    `  KV pool/replica   = (${spec.tp} x (${gb(spec.gpu.hbmBytes)} x ${spec.memoryUtilization} - ${gb(spec.activationReserveBytes)}) - ${gb(p.weightBytesPerGpu * spec.tp)}) / ${fmt(spec.model.layers * spec.model.kvHeads * spec.model.headDim * 2 * (spec.kvDtype === 'fp8' ? 1 : 2))} B = ${fmt(p.kvPoolTokens)} tokens`,
+    `  KV pool/replica   = (${spec.tp} x (${gb(spec.gpu.hbmBytes)} x ${spec.memoryUtilization} - ${gb(spec.activationReserveBytes)}) - ${gb(p.weightBytesPerGpu * spec.tp)}) / ${fmt(kvBytesPerToken(spec.model, spec.kvDtype))} B = ${fmt(p.kvPoolTokens)} tokens`,
     `  unshared KV       = ${fmt(load.batch)} x (${fmt(unique)} + ${fmt(load.outputTokens / 2)}) = ${fmt(p.unsharedTokens)} tokens`,
     `  room for prefixes = (${fmt(p.kvPoolTokens)} - ${fmt(p.unsharedTokens)}) / ${fmt(load.sharedTokens)} = ${fmt(p.prefixesPerReplica)} prefixes per replica`,
     `  all prefixes      = ${fmt(load.prefixes)} x ${fmt(load.sharedTokens)} = ${fmt(p.prefixSetTokens)} tokens, ${fmt(p.prefixSetPools, 1)}x one pool`,
     '',
     `Decode at batch ${fmt(load.batch)} and ${fmt(p.decodeContextTokens)} tokens of context`,
-    `  step              = ${overhead}(${gb(p.weightBytesPerGpu)} + ${fmt(load.batch)} x ${fmt(p.decodeContextTokens)} x KV B / ${spec.tp}) / (${fmt(spec.gpu.hbmBytesPerS / 1e12, 2)}e12 x ${spec.calibration ? mbuOf(spec).toFixed(3) : spec.mbu}) = ${fmt(p.decodeStepMs, 1)} ms`,
+    `  step              = ${overhead}(${gb(p.weightBytesPerGpu)} + ${fmt(load.batch)} x ${fmt(p.decodeContextTokens)} x ${fmt(kvBytesPerToken(spec.model, spec.kvDtype) / spec.tp)} B) / (${fmt(spec.gpu.hbmBytesPerS / 1e12, 2)}e12 x ${spec.calibration ? mbuOf(spec).toFixed(3) : spec.mbu}) = ${fmt(p.decodeStepMs, 1)} ms`,
     `  replica tok/s     = ${fmt(load.batch)} / ${fmt(p.decodeStepMs, 1)} ms = ${fmt(Math.floor(p.replicaDecodeTokensPerS))}`,
     `  decode demand     = ${fmt(load.rate * load.outputTokens)} / ${fmt(Math.floor(p.replicaDecodeTokensPerS))} = ${fmt(p.decodeReplicaSeconds, 2)} replica-seconds per second`,
     '',
@@ -265,6 +265,7 @@ function schedulerText(spec: ReplicaSpec, p: SchedulerPlan): string {
       (b) =>
         `  ${fmt(b.budget).padStart(6)}   ${fmt(b.stepMs, 1).padStart(7)}   ${b.stepsToFirstToken === null ? 'never (decodes take the whole budget)' : fmt(b.stepsToFirstToken)}`,
     ),
+    "  budget: tokens per step; step ms: a step that spends the whole budget; steps to first token: steps until the prompt's last chunk, each decode taking one token per step",
     '',
     `  decode-only step floor (weights only) = ${fmt(p.decodeFloorMs, 1)} ms`,
   ];

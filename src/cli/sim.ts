@@ -18,20 +18,23 @@ import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
 import { formatAdmission } from '../results/admissionTable.ts';
 import { formatResults, formatSearch } from '../results/table.ts';
 import { LORA_AWARE_POLICIES } from '../router/registry.ts';
+import type { RequestRecord } from '../results/requestRecord.ts';
 import { runBatch } from '../sim/parallel.ts';
 import type { SimConfig } from '../sim/run.ts';
-import type { FaultSpec } from '../sim/types.ts';
 import type { WorkloadName } from '../workload/workloads.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
+import { readFaults, traceEndMs } from './faultFlags.ts';
 import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
+import { Progress } from './progress.ts';
+import { REQUESTS_OUT_HELP, RequestsFile } from './requestsOut.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
-    'max-queue-ms threads',
+    'max-queue-ms threads requests-out',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -76,10 +79,11 @@ ${ENGINE_HELP}router view
                         not exist: no load term, no free-slot guard, no LoRA affinity (rows
                         POLICY/lora-blind)
 faults
-  --kill R@S            replica R dies at S seconds (repeatable): requests without a token
-                        are re-routed, streaming ones count as errors
-  --revive R@S          replica R comes back, cold, at S seconds (repeatable); a killed
-                        replica without --revive stays down
+  --kill R@S            replica R (0..replicas-1) dies at S seconds, within the arrivals
+                        (repeatable): requests without a token are re-routed, streaming
+                        ones count as errors
+  --revive R@S          replica R comes back, cold, at S seconds, after a --kill of it
+                        (repeatable); a killed replica without --revive stays down
 SLO and search
   --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: a cold 8,000-token prefill, 143 ms warm +
                         the 428 ms a hit saves: the cost rule's own promise)
@@ -99,7 +103,8 @@ admission
 output
   --json                {"results": [...], "search": [...]}
   --report FILE.html    self-contained HTML report with SVG charts
-  --quiet               no progress bar
+${REQUESTS_OUT_HELP}                        of every run (not the search's probes), warm-up included
+  --quiet               no progress (a bar on a TTY, else a line to stderr every ~10 s)
 `;
 
 interface Parsed {
@@ -111,21 +116,13 @@ interface Parsed {
   maxReplicas: number;
   json: boolean;
   reportPath: string | undefined;
+  /** --requests-out: a JSONL file of every run's requests. */
+  requestsOut: string | undefined;
   quiet: boolean;
   /** --max-queue-ms: each policy runs without, then with, this bound. */
   maxQueueMs: number | undefined;
   /** Worker threads for runs and search probes (1: all in this thread). */
   threads: number;
-}
-
-function parseFault(kind: 'kill' | 'revive', raw: string, replicas: number): FaultSpec {
-  const m = /^(\d+)@(\d+(?:\.\d+)?)$/.exec(raw.trim());
-  if (!m) throw new UsageError(`--${kind} takes REPLICA@SECONDS (e.g. 3@120), got '${raw}'`);
-  const replica = Number(m[1]);
-  if (replica >= replicas) {
-    throw new UsageError(`--${kind} replica must be below --replicas ${replicas}, got ${replica}`);
-  }
-  return { kind, replica, atMs: Number(m[2]) * 1000 };
 }
 
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
@@ -140,10 +137,16 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
   const engine = readEngineFlags(flags);
   const staleMs = flags.number('stale-ms', { min: 0 }) ?? 0;
-  const faults = [
-    ...flags.strings('kill').map((k) => parseFault('kill', k, replicas)),
-    ...flags.strings('revive').map((k) => parseFault('revive', k, replicas)),
-  ];
+  const faults = readFaults(flags.strings('kill'), flags.strings('revive'), {
+    replicas,
+    end: () => {
+      const from = w.durationS === undefined ? 'the default --duration' : '--duration';
+      const duration = { ms: (durationS ?? Number.POSITIVE_INFINITY) * 1000, from };
+      if (!isTrace) return duration;
+      const last = traceEndMs(w.workload, w.seed, engine.blockSize);
+      return last < duration.ms ? { ms: last, from: "the trace's last arrival" } : duration;
+    },
+  });
   const kvThreshold = flags.fraction('kv-threshold');
   const overlayTtlMs = flags.number('overlay-ttl-ms', { min: 0 });
   const base: SimConfig = {
@@ -176,6 +179,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     maxReplicas: flags.positive('max-replicas', true) ?? 256,
     json: flags.bool('json'),
     reportPath: flags.string('report'),
+    requestsOut: flags.string('requests-out'),
     quiet: flags.bool('quiet'),
     maxQueueMs: readMaxQueueMs(flags.positive('max-queue-ms'), flags.bool('search')),
     threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
@@ -203,42 +207,10 @@ function readMaxQueueMs(value: number | undefined, search: boolean): number | un
   return value;
 }
 
-/** A one-line progress bar on a TTY stderr, shown once a run has taken more than a second. */
-class Progress {
-  readonly #enabled: boolean;
-  readonly #startMs = performance.now();
-  #shown = false;
-  #label = '';
-
-  constructor(enabled: boolean) {
-    this.#enabled = enabled && process.stderr.isTTY === true;
-  }
-
-  label(text: string): void {
-    this.#label = text;
-  }
-
-  update(fraction: number): void {
-    if (!this.#enabled || performance.now() - this.#startMs < 1000) return;
-    const width = 30;
-    const filled = Math.round(fraction * width);
-    const bar = `${'#'.repeat(filled)}${'.'.repeat(width - filled)}`;
-    process.stderr.write(
-      `\r[${bar}] ${(fraction * 100).toFixed(0).padStart(3)}% ${this.#label}\x1b[K`,
-    );
-    this.#shown = true;
-  }
-
-  done(): void {
-    if (this.#shown) process.stderr.write('\r\x1b[K');
-    this.#shown = false;
-  }
-}
-
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseSimFlags(argv);
   if (parsed === 'help') return printHelp(HELP);
-  const progress = new Progress(!parsed.quiet);
+  const progress = new Progress({ command: 'kvroute sim', quiet: parsed.quiet });
   const runs = parsed.policies.flatMap((policy) =>
     parsed.loraBlind && (LORA_AWARE_POLICIES as readonly string[]).includes(policy)
       ? [{ policy }, { policy, loraBlind: true }]
@@ -248,8 +220,10 @@ export async function run(argv: string[]): Promise<number> {
     r.loraBlind ? `${r.policy}/lora-blind` : r.policy;
   // With a bound, each policy runs twice on the same arrivals: without it, then with it.
   const bounds = parsed.maxQueueMs === undefined ? [undefined] : [null, parsed.maxQueueMs];
+  const requests = parsed.requestsOut === undefined ? null : new RequestsFile(parsed.requestsOut);
   const fixed = runs.flatMap((run) =>
     bounds.map((maxQueueMs) => ({
+      maxQueueMs,
       label: `${label(run)} x ${parsed.base.replicas}`,
       config: {
         ...parsed.base,
@@ -269,12 +243,16 @@ export async function run(argv: string[]): Promise<number> {
       : [],
     bounds: { start: parsed.base.replicas, max: parsed.maxReplicas },
     threads: parsed.threads,
-    onProgress: (text, fraction) => {
-      progress.label(text);
-      progress.update(fraction);
-    },
+    progress,
+    ...(requests && {
+      onRequest: (i: number, r: RequestRecord) => {
+        const { maxQueueMs } = fixed[i]!;
+        requests.add(i, maxQueueMs === undefined ? r : { ...r, maxQueueMs });
+      },
+    }),
   });
   progress.done();
+  requests?.close();
   if (parsed.reportPath !== undefined) {
     writeFileSync(
       parsed.reportPath,
@@ -291,6 +269,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(`${table(results)}\n`);
     if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
     if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);
+    if (requests) process.stdout.write(`requests: ${parsed.requestsOut}\n`);
   }
   return 0;
 }

@@ -4,7 +4,9 @@
  * a late send is the client's queueing, not free time); TPOT = (last token - first token) /
  * (output tokens - 1); ITL is every gap between token chunks. As in the simulator, requests
  * that arrive before the warm-up are sent but not measured, and the hit rate is cached prompt
- * tokens / prompt tokens as the server reports them in `usage`.
+ * tokens / prompt tokens as the server reports them in `usage`. Every request, warm-up and
+ * failures included, is also kept as a record (`requests`) for `--requests-out`, the report's
+ * charts over time and the warm-fleet check.
  */
 import { LogHistogram } from '../results/stats.ts';
 import type { PromptRequest } from './prompts.ts';
@@ -21,6 +23,21 @@ export interface BenchSample {
   cachedTokens: number | null;
 }
 
+/** One request's outcome from the client, in workload ms from the start of the run. */
+export interface BenchRequest {
+  index: number;
+  customer: number;
+  arrivalMs: number;
+  /** The gateway's `x-kvroute-replica`; null without one. */
+  replica: string | null;
+  promptTokens: number;
+  cachedTokens: number | null;
+  ttftMs: number | null;
+  tpotMs: number | null;
+  endMs: number;
+  error: string | null;
+}
+
 export class Collector {
   readonly #speedup: number;
   readonly #warmupMs: number;
@@ -29,6 +46,8 @@ export class Collector {
   readonly errorsByKind: Record<string, number> = {};
   /** First message seen per error kind (for the summary). */
   readonly errorDetails: Record<string, string> = {};
+  /** Every request that ended, in the order they ended. */
+  readonly requests: BenchRequest[] = [];
   arrived = 0;
   completed = 0;
   cancelled = 0;
@@ -55,12 +74,13 @@ export class Collector {
   }
 
   onDone(req: PromptRequest, scheduledAt: number, out: StreamOutcome): void {
+    const first = out.tokenTimes[0];
+    if (out.error === null && first === undefined) out.error = 'no-tokens';
+    this.requests.push(this.#record(req, scheduledAt, out));
     if (out.error === 'cancelled') {
       this.cancelled++;
       return;
     }
-    const first = out.tokenTimes[0];
-    if (out.error === null && first === undefined) out.error = 'no-tokens';
     if (out.error !== null) {
       this.errorsByKind[out.error] = (this.errorsByKind[out.error] ?? 0) + 1;
       if (out.detail !== undefined) this.errorDetails[out.error] ??= out.detail;
@@ -84,5 +104,26 @@ export class Collector {
       promptTokens: out.promptTokens ?? a.promptLength,
       cachedTokens: out.cachedTokens,
     });
+  }
+
+  #record(req: PromptRequest, scheduledAt: number, out: StreamOutcome): BenchRequest {
+    const x = this.#speedup;
+    const a = req.arrival;
+    const first = out.tokenTimes[0];
+    const last = out.tokenTimes.at(-1);
+    const tokens = out.completionTokens ?? out.tokenTimes.length;
+    const ok = out.error === null;
+    return {
+      index: req.index,
+      customer: a.customer,
+      arrivalMs: a.atMs,
+      replica: out.replica,
+      promptTokens: out.promptTokens ?? a.promptLength,
+      cachedTokens: out.cachedTokens,
+      ttftMs: first === undefined ? null : (first - scheduledAt) * x,
+      tpotMs: ok && tokens > 1 ? ((last! - first!) * x) / (tokens - 1) : null,
+      endMs: a.atMs + (out.endAt - scheduledAt) * x,
+      error: out.error,
+    };
   }
 }

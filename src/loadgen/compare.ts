@@ -32,6 +32,8 @@ export interface CompareOptions {
   scrapeMs?: number;
   signal?: AbortSignal;
   log?: (line: string) => void;
+  /** Starts a task of the comparison (a simulation, a live run) whose progress is reported. */
+  task?: (label: string) => { update(fraction: number, detail?: string): void; end(): void };
 }
 
 export interface CompareRow {
@@ -71,7 +73,12 @@ export async function compareLiveSim(o: CompareOptions): Promise<CompareRow[]> {
   for (const policy of o.policies) {
     if (o.signal?.aborted) break;
     // Simulate first: it is synchronous and must not steal the event loop from live servers.
-    const sim = simulate(simConfigFor(o, policy));
+    const simTask = o.task?.(`${policy} simulated`);
+    const sim = simulate({
+      ...simConfigFor(o, policy),
+      ...(simTask && { onProgress: (f: number) => simTask.update(f) }),
+    });
+    simTask?.end();
     log(`${policy}: simulated; starting ${o.replicas} engines + gateway (${o.mode})`);
     const stack = await startStack({
       replicas: o.replicas,
@@ -82,6 +89,7 @@ export async function compareLiveSim(o: CompareOptions): Promise<CompareRow[]> {
       ...(o.scrapeMs !== undefined && { scrapeMs: o.scrapeMs }),
     });
     let live: LiveRun;
+    const liveTask = o.task?.(`${policy} live`);
     try {
       live = await runBench({
         url: stack.url,
@@ -93,9 +101,10 @@ export async function compareLiveSim(o: CompareOptions): Promise<CompareRow[]> {
         label: policy,
         replicas: o.replicas,
         ...(o.signal && { signal: o.signal }),
-        progress: true,
+        ...(liveTask && { onProgress: (f: number, detail: string) => liveTask.update(f, detail) }),
       });
     } finally {
+      liveTask?.end();
       await stack.close();
     }
     log(`${policy}: live run done in ${live.wallS.toFixed(1)} s wall`);
@@ -206,6 +215,8 @@ export function formatCompare(rows: CompareRow[], tolerance = 0.15): string {
   const a = agreement(rows, tolerance);
   const lines = [
     table,
+    'sim: kvroute sim on the same workload; live: measured through the gateway; diff: |live - sim| / sim; ' +
+      'hit: prefix-cache hit rate; done: completed requests; errors: live errors',
     '',
     `ranking by TTFT p99: sim ${a.simRanking.join(' < ')}; live ${a.liveRanking.join(' < ')}`,
     a.ok

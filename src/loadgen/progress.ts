@@ -1,39 +1,51 @@
-/** The one updating progress line on stderr while a bench runs (TTY only). */
+/**
+ * A bench run's progress, as data: the fraction of its requests finished and a one-line status
+ * (sent, in flight, done, errors, recent TTFT p50), polled on a timer and handed to whoever
+ * renders it (`src/cli/progress.ts`).
+ */
 import { percentile } from '../results/stats.ts';
+import type { Workload } from '../workload/workloads.ts';
 import type { Collector } from './collect.ts';
 
-export class ProgressLine {
-  readonly #collector: Collector;
-  readonly #label: string;
-  readonly #startAt = performance.now();
-  #timer: NodeJS.Timeout | null = null;
+/** Called on every poll: the fraction of expected requests finished and a short status. */
+export type BenchProgress = (fraction: number, detail: string) => void;
 
-  constructor(collector: Collector, label: string) {
-    this.#collector = collector;
-    this.#label = label;
-  }
+const POLL_MS = 500;
 
-  start(intervalMs = 500): void {
-    if (process.stderr.isTTY !== true) return;
-    this.#timer = setInterval(() => this.#draw(), intervalMs);
-    this.#timer.unref();
-  }
+/** Requests a run will send: the workload's arrivals, at most `limit`. */
+export function expectedRequests(workload: Workload, limit = Number.POSITIVE_INFINITY): number {
+  const it = workload.arrivals();
+  let n = 0;
+  while (n < limit && !it.next().done) n++;
+  return n;
+}
 
-  #draw(): void {
-    const c = this.#collector;
-    const recent = Float64Array.from(c.samples.slice(-200), (s) => s.ttftMs).sort();
-    const p50 = percentile(recent, 0.5);
-    const elapsedS = (performance.now() - this.#startAt) / 1000;
-    process.stderr.write(
-      `\r${this.#label} ${elapsedS.toFixed(0)}s sent ${c.arrived} in flight ${c.inFlight} ` +
-        `done ${c.completed} errors ${c.errors} TTFT p50 ${Number.isFinite(p50) ? p50.toFixed(0) : '-'} ms\x1b[K`,
-    );
-  }
+export function benchStatus(c: Collector, expected: number): { fraction: number; detail: string } {
+  const recent = Float64Array.from(c.samples.slice(-200), (s) => s.ttftMs).sort();
+  const p50 = percentile(recent, 0.5);
+  const finished = c.completed + c.errors + c.cancelled;
+  return {
+    fraction: expected > 0 ? finished / expected : 0,
+    detail:
+      `sent ${c.arrived}/${expected}, in flight ${c.inFlight}, done ${c.completed}, ` +
+      `errors ${c.errors}, TTFT p50 ${Number.isFinite(p50) ? p50.toFixed(0) : '-'} ms`,
+  };
+}
 
-  stop(): void {
-    if (this.#timer === null) return;
-    clearInterval(this.#timer);
-    this.#timer = null;
-    process.stderr.write('\r\x1b[K');
-  }
+/** Polls the collector until the returned stop function is called (which polls a last time). */
+export function watchProgress(
+  c: Collector,
+  expected: number,
+  onProgress: BenchProgress,
+): () => void {
+  const poll = () => {
+    const s = benchStatus(c, expected);
+    onProgress(s.fraction, s.detail);
+  };
+  const timer = setInterval(poll, POLL_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    poll();
+  };
 }

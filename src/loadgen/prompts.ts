@@ -9,6 +9,8 @@ import type { Arrival, Workload } from '../workload/workloads.ts';
 import { builtinVocab, type WordVocab } from './words.ts';
 
 export interface PromptRequest {
+  /** The arrival's index in the workload (0-based). */
+  index: number;
   arrival: Arrival;
   /** The prompt text: exactly `arrival.promptLength` tokens for the builtin tokenizer. */
   text: string;
@@ -25,6 +27,6 @@ export function* promptStream(
     const next = it.next();
     if (next.done) return;
     const { tokens } = workload.materialize(next.value);
-    yield { arrival: next.value, text: vocab.text(tokens) };
+    yield { index: n, arrival: next.value, text: vocab.text(tokens) };
   }
 }

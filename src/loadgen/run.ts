@@ -4,9 +4,11 @@
  */
 import { setMaxListeners } from 'node:events';
 import { Agent, request } from 'undici';
-import { Collector } from './collect.ts';
-import { ProgressLine } from './progress.ts';
+import { type BenchRequest, Collector } from './collect.ts';
+import { type BenchProgress, expectedRequests, watchProgress } from './progress.ts';
+import type { RequestRecord } from '../results/requestRecord.ts';
 import type { LiveRun } from '../results/result.ts';
+import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
 import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
 import { promptStream } from './prompts.ts';
 import { sendOpenLoop } from './sender.ts';
@@ -26,10 +28,16 @@ export interface BenchOptions {
   model: string | null;
   apiKey: string | null;
   label: string | null;
+  /** Replicas behind the endpoint; null: asked of a kvroute gateway's /router/replicas. */
   replicas: number | null;
+  /** The targets the run is judged by; default the router seed's (`DEFAULT_SLO`). */
+  slo?: SloTargets;
+  /** At the end, every request's outcome in arrival order (`--requests-out`). */
+  onRequest?: (r: RequestRecord) => void;
   /** Stops the run early; what completed is still summarized. */
   signal?: AbortSignal;
-  progress?: boolean;
+  /** Polled every 500 ms while the run lasts: the fraction of its requests finished, a status. */
+  onProgress?: BenchProgress;
 }
 
 /** Block size only shapes the workload's block keys, never arrivals or tokens. */
@@ -42,10 +50,12 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
     durationMs: o.durationMs,
   });
   const collector = new Collector(o.speedup, o.warmupMs);
-  const progress = new ProgressLine(collector, o.label ?? 'bench');
   const { dispatcher, abort, close } = openClient(o.signal);
   const model = o.model ?? (await discoverModel(o.url, o.apiKey, dispatcher));
-  if (o.progress) progress.start();
+  const replicas = o.replicas ?? (await discoverReplicas(o.url, o.apiKey, dispatcher));
+  const stopProgress = o.onProgress
+    ? watchProgress(collector, expectedRequests(workload, o.requests), o.onProgress)
+    : () => undefined;
   const wallStart = performance.now();
   try {
     const stats = await sendOpenLoop(promptStream(workload, o.requests), {
@@ -60,20 +70,47 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
       onDone: (req, scheduledAt, outcome) => collector.onDone(req, scheduledAt, outcome),
     });
     const wallS = (performance.now() - wallStart) / 1000;
+    if (o.onRequest) {
+      const done = [...collector.requests].sort((a, b) => a.index - b.index);
+      for (const r of done) o.onRequest(requestRecord(r, o.label, replicas));
+    }
     return buildResult(collector, {
       policy: o.label,
-      replicas: o.replicas,
+      replicas,
       workload: workload.name,
       durationS: o.durationMs === undefined ? null : o.durationMs / 1000,
       warmupS: o.warmupMs / 1000,
       speedup: o.speedup,
       wallS,
       sendLagMs: stats.sendLagMs,
+      slo: o.slo ?? { ...DEFAULT_SLO },
     });
   } finally {
-    progress.stop();
+    stopProgress();
     await close();
   }
+}
+
+/** A request's outcome with the run's labels, as `--requests-out` writes it. */
+function requestRecord(
+  r: BenchRequest,
+  policy: string | null,
+  replicas: number | null,
+): RequestRecord {
+  return {
+    id: r.index,
+    policy,
+    replicas,
+    customer: r.customer,
+    arrivalMs: r.arrivalMs,
+    replica: r.replica,
+    promptTokens: r.promptTokens,
+    cachedTokens: r.cachedTokens,
+    ttftMs: r.ttftMs,
+    tpotMs: r.tpotMs,
+    endMs: r.endMs,
+    ...(r.error !== null && { error: r.error }),
+  };
 }
 
 /**
@@ -140,8 +177,31 @@ export async function discoverModelCard(
   }
 }
 
-async function fetchJson(url: string, apiKey: string | null, dispatcher: Agent): Promise<unknown> {
-  const res = await request(`${url}/v1/models`, {
+/**
+ * Replicas behind a kvroute gateway, from `/router/replicas` (readable without a key unless the
+ * gateway has keys; the --api-key is sent); null from any other endpoint or on any failure.
+ */
+export async function discoverReplicas(
+  url: string,
+  apiKey: string | null,
+  dispatcher: Agent,
+): Promise<number | null> {
+  try {
+    const res = await fetchJson(url, apiKey, dispatcher, '/router/replicas');
+    const list = (res as { replicas?: unknown } | null)?.replicas;
+    return Array.isArray(list) && list.length > 0 ? list.length : null;
+  } catch {
+    return null;
+  }
+}
+
+async function fetchJson(
+  url: string,
+  apiKey: string | null,
+  dispatcher: Agent,
+  path = '/v1/models',
+): Promise<unknown> {
+  const res = await request(`${url}${path}`, {
     dispatcher,
     headers: apiKey === null ? {} : { authorization: `Bearer ${apiKey}` },
     headersTimeout: 5_000,

@@ -8,6 +8,9 @@
 import { type Dispatcher, errors, request } from 'undici';
 import { SseError, SseFramer } from '../openai/sse.ts';
 
+/** kvroute's gateway names the replica that served a response (`src/gateway/generate.ts`). */
+const REPLICA_HEADER = 'x-kvroute-replica';
+
 export interface CompletionRequest {
   /** Base URL, e.g. http://127.0.0.1:8080 (no trailing slash). */
   url: string;
@@ -30,6 +33,8 @@ export interface StreamOutcome {
   completionTokens: number | null;
   /** `usage.prompt_tokens_details.cached_tokens`; null when the server does not report it. */
   cachedTokens: number | null;
+  /** The replica that served it, from kvroute's `x-kvroute-replica` header; null without one. */
+  replica: string | null;
   /** null on success; otherwise a stable kind such as `http-500`, `dropped`, `truncated`. */
   error: string | null;
   /** A short human detail for the first errors of each kind. */
@@ -54,6 +59,7 @@ export async function streamCompletion(req: CompletionRequest): Promise<StreamOu
     promptTokens: null,
     completionTokens: null,
     cachedTokens: null,
+    replica: null,
     error: null,
   };
   const body = JSON.stringify({
@@ -74,6 +80,8 @@ export async function streamCompletion(req: CompletionRequest): Promise<StreamOu
       dispatcher: req.dispatcher,
       ...(req.signal && { signal: req.signal }),
     });
+    const replica = res.headers[REPLICA_HEADER];
+    if (typeof replica === 'string') out.replica = replica;
     if (res.statusCode !== 200) {
       const text = await res.body.text().catch(() => '');
       return finish(out, `http-${res.statusCode}`, text.slice(0, 200));

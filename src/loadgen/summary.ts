@@ -1,11 +1,15 @@
 /**
  * A live run's result from the client's measurements: the keys of `kvroute sim --json` that a
  * client can measure (policy and replicas come from flags and may be null), plus what only a
- * live run has (speedup, wall time, the client's send lag).
+ * live run has (speedup, wall time, the client's send lag, the warm-fleet check), the SLO it was
+ * judged by, and its requests over time for the report.
  */
 import type { LiveRun } from '../results/result.ts';
+import { meetsSlo, type SloTargets } from '../results/slo.ts';
 import { cdfPoints, summarize } from '../results/stats.ts';
+import { buildTimeline } from '../results/timeline.ts';
 import type { Collector } from './collect.ts';
+import { coldStartCheck } from './warmStart.ts';
 
 export interface ResultMeta {
   policy: string | null;
@@ -16,6 +20,8 @@ export interface ResultMeta {
   speedup: number;
   wallS: number;
   sendLagMs: number[];
+  /** The targets the run is judged by (`sloMet`). */
+  slo: SloTargets;
 }
 
 export function buildResult(c: Collector, meta: ResultMeta): LiveRun {
@@ -31,14 +37,16 @@ export function buildResult(c: Collector, meta: ResultMeta): LiveRun {
       cached += v.cachedTokens;
     }
   }
+  const ttftMs = summarize(s.map((v) => v.ttftMs));
+  const tpotMs = summarize(tpot);
   return {
     policy: meta.policy,
     replicas: meta.replicas,
     workload: meta.workload,
     durationS: meta.durationS,
     warmupS: meta.warmupS,
-    ttftMs: summarize(s.map((v) => v.ttftMs)),
-    tpotMs: summarize(tpot),
+    ttftMs,
+    tpotMs,
     itlMs: c.itlMs.summary(),
     e2eMs: summarize(s.map((v) => v.e2eMs)),
     hitRate: reported && prompt > 0 ? cached / prompt : null,
@@ -52,5 +60,9 @@ export function buildResult(c: Collector, meta: ResultMeta): LiveRun {
     sendLagMs: summarize(meta.sendLagMs),
     promptMismatches: c.promptMismatches,
     ttftCdf: cdfPoints(s.map((v) => v.ttftMs)),
+    slo: meta.slo,
+    sloMet: meetsSlo({ errors: c.errors, ttftMs, tpotMs }, meta.slo),
+    timeline: buildTimeline(c.requests),
+    coldStart: coldStartCheck(c.requests),
   };
 }

@@ -7,6 +7,7 @@
  */
 import type { SloTargets } from './slo.ts';
 import type { Percentiles } from './stats.ts';
+import type { Timeline } from './timeline.ts';
 
 export interface RunResult {
   /** The routing policy; a live run's --label, null when not given. */
@@ -80,6 +81,21 @@ export interface RunResult {
   sendLagMs?: Percentiles;
   /** Requests whose prompt the server counted differently from the workload's length. */
   promptMismatches?: number;
+  /** Requests bucketed by arrival time, for the report's charts (left out of --json). */
+  timeline?: Timeline;
+  /** The warm-fleet check on the first requests of new customers; null when not possible. */
+  coldStart?: ColdStart | null;
+}
+
+/**
+ * The first request of each customer is cold by design on a fresh fleet: of the first ones
+ * (`requests`), how many found a tenth or more of their prompt cached, and whether that is more
+ * than half (the fleet was warm before the run).
+ */
+export interface ColdStart {
+  requests: number;
+  cached: number;
+  warm: boolean;
 }
 
 type SimulatorKey =
@@ -95,7 +111,16 @@ type SimulatorKey =
   | 'engineSteps'
   | 'events'
   | 'router';
-type LiveKey = 'cancelled' | 'speedup' | 'wallS' | 'sendLagMs' | 'promptMismatches';
+type LiveKey =
+  | 'cancelled'
+  | 'speedup'
+  | 'wallS'
+  | 'sendLagMs'
+  | 'promptMismatches'
+  | 'timeline'
+  | 'coldStart'
+  | 'slo'
+  | 'sloMet';
 
 /** A simulator's result: every simulator field present, policy and replicas known. */
 export type SimulatedRun = RunResult &
@@ -171,14 +196,14 @@ export interface SearchUnmet {
 
 /**
  * `{"results": [...], "search": [...]}` as `kvroute sim --json` and `kvroute bench --json` write
- * it (`search` only when given): per-replica load and the CDF left out, floats rounded to µs,
+ * it (`search` only when given): per-replica load, the timeline and the CDF left out, floats rounded to µs,
  * non-finite numbers written as null.
  */
 export function resultsJson(
   results: readonly RunResult[],
   search?: readonly SearchResult[],
 ): string {
-  const slim = results.map(({ load: _load, ttftCdf: _cdf, ...rest }) => rest);
+  const slim = results.map(({ load: _load, ttftCdf: _cdf, timeline: _timeline, ...rest }) => rest);
   return JSON.stringify(
     search === undefined ? { results: slim } : { results: slim, search },
     jsonNumbers,

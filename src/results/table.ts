@@ -1,9 +1,29 @@
 /** Plain-text rendering of results for the terminal: simulated runs, live runs, searches. */
 import { grid, n0, n1, pct } from '../util/textTable.ts';
 import type { LiveRun, RunResult, SearchResult, SimulatedRun } from './result.ts';
+import { DEFAULT_SLO, describeTtftSlo, type SloTargets } from './slo.ts';
 
 /** The latency columns sim and bench print alike. */
 const LATENCY_HEAD = ['TTFT p50', 'p90', 'p99 ms', 'TPOT p50', 'p99 ms', 'ITL p99'];
+
+/** What the latency columns mean, for the legend under a table. */
+const LATENCY_LEGEND =
+  'TTFT: time to first token, ms; TPOT: per output token after the first; ITL: between tokens';
+
+/** Where the targets came from: the defaults, or flags. */
+function sloSource(slo: SloTargets): string {
+  return slo.ttftP99Ms === DEFAULT_SLO.ttftP99Ms &&
+    slo.ttftSlowdown === undefined &&
+    slo.tpotP99Ms === DEFAULT_SLO.tpotP99Ms
+    ? "kvroute sim's default, the router seed's; --slo-ttft-p99-ms, --slo-tpot-p99-ms change it"
+    : 'from --slo-ttft-p99-ms or --slo-ttft-slowdown, --slo-tpot-p99-ms';
+}
+
+/** The SLO a run was judged against, in words. */
+export function sloText(slo: SloTargets): string {
+  const ms = (v: number) => (Number.isInteger(v) ? n0(v) : n1(v));
+  return `${describeTtftSlo(slo)}, TPOT p99 ≤ ${ms(slo.tpotP99Ms)} ms, no errors`;
+}
 
 function latencyCells(r: Pick<RunResult, 'ttftMs' | 'tpotMs' | 'itlMs'>): string[] {
   return [
@@ -29,6 +49,11 @@ export function formatResults(results: SimulatedRun[]): string {
     r.stoppedEarly ? 'missed*' : r.sloMet ? 'met' : 'missed',
   ]);
   const lines = [grid(head, rows)];
+  const slo = results[0]?.slo;
+  lines.push(
+    `${LATENCY_LEGEND}; hit rate: prompt tokens from cache; util: mean busy share of the ` +
+      `replicas; done, errors: requests${slo ? `; SLO: met when ${sloText(slo)}` : ''}`,
+  );
   const watched = results.filter((r) => r.customers.watchedTtftMs !== null);
   if (watched.length > 0) {
     const c = watched[0]!.customers.watched;
@@ -46,6 +71,8 @@ export function formatResults(results: SimulatedRun[]): string {
           String(r.owners.watched.at(-1) ?? 0),
         ]),
       ),
+      `cust ${c}: the watched customer's requests (the hot one, else customer 0); others: every ` +
+        "other customer's; owners max, last: most replicas holding its prefix at once, and at the end",
     );
   }
   for (const r of results) {
@@ -121,7 +148,10 @@ export function formatSearch(search: SearchResult[]): string {
       'x*: stopped as soon as the SLO was certainly missed (p99 of the requests done by then)',
     );
   }
-  return [table, ...notes].join('\n');
+  const legend =
+    'min replicas: the fewest meeting the SLO (a note below says why when none); probes: each replica count simulated, its TTFT ' +
+    'p99 in ms, ok (met) or x (missed)';
+  return [table, legend, ...notes].join('\n');
 }
 
 /** The fewest replicas, with the counts above it that missed; or why there is none. */
@@ -163,7 +193,16 @@ function unmetAdvice(u: NonNullable<SearchResult['unmet']>): string {
 
 /** A live run's table: what a client can measure, then its send lag and wall time. */
 export function formatLiveResults(results: LiveRun[]): string {
-  const head = ['policy', 'replicas', ...LATENCY_HEAD, 'E2E p50', 'hit rate', 'done', 'errors'];
+  const head = [
+    'policy',
+    'replicas',
+    ...LATENCY_HEAD,
+    'E2E p50',
+    'hit rate',
+    'done',
+    'errors',
+    'SLO',
+  ];
   const rows = results.map((r) => [
     r.policy ?? '-',
     r.replicas === null ? '-' : String(r.replicas),
@@ -172,8 +211,14 @@ export function formatLiveResults(results: LiveRun[]): string {
     pct(r.hitRate),
     String(r.completed),
     String(r.errors),
+    r.sloMet ? 'met' : 'missed',
   ]);
-  const lines = [grid(head, rows)];
+  const slo = results[0]?.slo ?? DEFAULT_SLO;
+  const lines = [
+    grid(head, rows),
+    `${LATENCY_LEGEND}; E2E: arrival to last token; hit rate: cached prompt tokens as the ` +
+      `server reports them; done, errors: requests; SLO: met when ${sloText(slo)} (${sloSource(slo)})`,
+  ];
   for (const r of results) {
     const who = r.policy ?? 'bench';
     const kinds = Object.entries(r.errorsByKind);

@@ -22,6 +22,7 @@ import { runLoop, type SimClock } from './loop.ts';
 import { BusyTracker, LoadSampler, RequestLog } from './metrics.ts';
 import { OwnerTracker } from './owners.ts';
 import type { Arrival, Workload } from '../workload/workloads.ts';
+import type { RequestRecord } from '../results/requestRecord.ts';
 import type { FaultSpec, ViewOptions } from './types.ts';
 
 /** What the fleet needs of an engine core. */
@@ -95,10 +96,17 @@ export interface FleetOptions {
   onProgress?: (fraction: number) => void;
   /** Admission at arrival (`admission.ts`): false refuses the request, counted as rejected. */
   admit?: (replicas: readonly QueueView[]) => boolean;
+  /** Every request's outcome as it ends, warm-up included (`--requests-out`); off when absent. */
+  onRequest?: (r: FleetRequestRecord) => void;
 }
+
+/** A request's outcome: `RequestRecord` without the run's labels (policy, replicas). */
+export type FleetRequestRecord = Omit<RequestRecord, 'policy' | 'replicas' | 'maxQueueMs'>;
 
 interface Req {
   id: string;
+  /** The arrival's index in the workload. */
+  index: number;
   arrival: Arrival;
   /** Kept until the first token, for re-routing after a failure (only when one can happen). */
   tokens: Int32Array | null;
@@ -245,9 +253,9 @@ export class Fleet {
       },
     });
     // Whatever is still in flight is counted (an early stop leaves requests behind by design).
-    for (let i = 0; i < this.#requests.size; i++) {
-      this.#error(this.#stoppedEarly ? 'stopped' : 'unfinished');
-    }
+    const leftKind = this.#stoppedEarly ? 'stopped' : 'unfinished';
+    for (let i = 0; i < this.#requests.size; i++) this.#error(leftKind);
+    if (o.onRequest) for (const req of this.#requests.values()) this.#record(req, leftKind, null);
     return {
       log: this.#log,
       busy: this.#busy,
@@ -341,6 +349,7 @@ export class Fleet {
     const measured = arrival.atMs >= this.#o.warmupMs;
     if (measured) this.#arrivedMeasured++;
     if (this.#o.admit !== undefined && !this.#o.admit(this.#queues())) {
+      this.#o.onRequest?.(refusedRecord(this.#arrived, arrival, nowMs));
       this.#arrived++;
       this.#rejected++;
       if (measured) this.#rejectedMeasured++;
@@ -349,6 +358,7 @@ export class Fleet {
     const { tokens, blockKeys } = this.#o.workload.materialize(arrival);
     const req: Req = {
       id: `r${this.#nextId++}`,
+      index: this.#arrived,
       arrival,
       tokens,
       blockKeys,
@@ -487,13 +497,25 @@ export class Fleet {
       this.#o.router.onFinished(f.id, nowMs);
       if (f.reason === 'abort' || Number.isNaN(req.firstTokenMs)) {
         this.#error('aborted');
+        this.#record(req, 'aborted', nowMs, f.cachedTokens);
         continue;
       }
       this.#completed++;
-      if (!req.measured) continue;
       const ttftMs = req.firstTokenMs - req.arrival.atMs;
       const tpotMs =
         f.outputTokens > 1 ? (nowMs - req.firstTokenMs) / (f.outputTokens - 1) : Number.NaN;
+      this.#o.onRequest?.({
+        id: req.index,
+        customer: req.arrival.customer,
+        arrivalMs: req.arrival.atMs,
+        replica: r.index,
+        promptTokens: f.promptTokens,
+        cachedTokens: f.cachedTokens,
+        ttftMs,
+        tpotMs,
+        endMs: nowMs,
+      });
+      if (!req.measured) continue;
       if (tpotMs > (this.#o.earlyStop?.tpotLimitMs ?? Infinity)) {
         this.#tpotViolations++;
         this.#checkEarlyStop();
@@ -619,9 +641,29 @@ export class Fleet {
     return views;
   }
 
-  #fail(req: Req, kind: string, _nowMs: number): void {
+  #fail(req: Req, kind: string, nowMs: number): void {
     this.#requests.delete(req.id);
     this.#error(kind);
+    this.#record(req, kind, nowMs);
+  }
+
+  /** A failed or unfinished request's record (`onRequest`); `endMs` null: it never ended. */
+  #record(req: Req, error: string, endMs: number | null, cachedTokens: number | null = null): void {
+    const onRequest = this.#o.onRequest;
+    if (onRequest === undefined) return;
+    const ttftMs = req.firstTokenMs - req.arrival.atMs;
+    onRequest({
+      id: req.index,
+      customer: req.arrival.customer,
+      arrivalMs: req.arrival.atMs,
+      replica: req.replica >= 0 ? req.replica : null,
+      promptTokens: req.arrival.promptLength,
+      cachedTokens,
+      ttftMs: Number.isNaN(ttftMs) ? null : ttftMs,
+      tpotMs: null,
+      endMs,
+      error,
+    });
   }
 
   #error(kind: string): void {
@@ -640,4 +682,20 @@ export class Fleet {
       this.#stoppedEarly = true;
     }
   }
+}
+
+/** A request refused at arrival by admission: it never reached a replica. */
+function refusedRecord(index: number, arrival: Arrival, nowMs: number): FleetRequestRecord {
+  return {
+    id: index,
+    customer: arrival.customer,
+    arrivalMs: arrival.atMs,
+    replica: null,
+    promptTokens: arrival.promptLength,
+    cachedTokens: null,
+    ttftMs: null,
+    tpotMs: null,
+    endMs: nowMs,
+    error: 'rejected',
+  };
 }

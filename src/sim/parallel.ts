@@ -11,6 +11,7 @@
  * Needed search probes run first (a search is a chain of them), then the fixed runs, then
  * speculation.
  */
+import type { RequestRecord } from '../results/requestRecord.ts';
 import type { SearchResult, SearchUnmet, SimulatedRun } from '../results/result.ts';
 import { diagnoseUnmet } from './feasibility.ts';
 import { type SimConfig, simulate } from './run.ts';
@@ -28,6 +29,12 @@ export interface SearchSpec {
   config: SimConfig;
 }
 
+/** Where a batch says how far it is (`src/cli/progress.ts`'s `Progress` fits). */
+export interface BatchProgress {
+  phase(label: string, opts?: { total?: number; unit?: string; of?: string }): void;
+  task(label: string): { update(fraction: number): void; end(): void };
+}
+
 export interface BatchSpec {
   /** Runs at their own replica count, in result order. */
   runs: SimConfig[];
@@ -37,8 +44,9 @@ export interface BatchSpec {
   bounds: SearchBounds;
   /** Worker threads; 1 runs everything in this thread. */
   threads: number;
-  /** What is running and how far along the batch is, 0..1. */
-  onProgress?: (label: string, fraction: number) => void;
+  progress?: BatchProgress;
+  /** Every request of fixed run `run`, as it ends; the runs then stay in this thread. */
+  onRequest?: (run: number, r: RequestRecord) => void;
 }
 
 export interface BatchResult {
@@ -59,6 +67,19 @@ export function probeConfig(base: SimConfig, replicas: number): SimConfig {
 }
 
 export async function runBatch(spec: BatchSpec): Promise<BatchResult> {
+  if (spec.onRequest !== undefined && spec.runs.length > 0) {
+    // A callback cannot cross to a worker: the recorded runs go first, here, then the searches.
+    const fixed = runSerial({ ...spec, searches: [] });
+    const rest = await runBatch({ ...spec, runs: [], onRequest: undefined });
+    return {
+      results: fixed.results,
+      search: rest.search,
+      work: {
+        simulations: fixed.work.simulations + rest.work.simulations,
+        cancelled: rest.work.cancelled,
+      },
+    };
+  }
   const tasks = spec.runs.length + spec.searches.length;
   const threads = Math.min(spec.threads, spec.runs.length + spec.searches.length * 8);
   if (threads <= 1 || tasks <= 1) return runSerial(spec);
@@ -79,27 +100,34 @@ function makeDiagnose(bounds: SearchBounds): (config: SimConfig) => SearchUnmet 
 
 function runSerial(spec: BatchSpec): BatchResult {
   const diagnose = makeDiagnose(spec.bounds);
-  const total = spec.runs.length + spec.searches.length;
-  const report = (label: string, done: number) => (f: number) =>
-    spec.onProgress?.(label, (done + f) / total);
-  let simulations = spec.runs.length;
+  const { progress, onRequest } = spec;
+  /** Runs `config` as a progress task. */
+  const simulateTask = (label: string, config: SimConfig): SimulatedRun => {
+    const task = progress?.task(label);
+    const run = simulate(task ? { ...config, onProgress: (f) => task.update(f) } : config);
+    task?.end();
+    return run;
+  };
+  progress?.phase('runs', { total: spec.runs.length, unit: 'runs', of: 'simulated time' });
   const results = spec.runs.map((config, i) =>
-    simulate({ ...config, onProgress: report(spec.runLabels?.[i] ?? config.router.policy, i) }),
+    simulateTask(spec.runLabels?.[i] ?? config.router.policy, {
+      ...config,
+      ...(onRequest && { onRequest: (r: RequestRecord) => onRequest(i, r) }),
+    }),
   );
-  const search = spec.searches.map((s, i) =>
-    searchMinReplicas(s.label, {
+  let simulations = spec.runs.length;
+  const search = spec.searches.map((s) => {
+    progress?.phase(`search ${s.label}`, { unit: 'probes', of: 'simulated time' });
+    return searchMinReplicas(s.label, {
       ...spec.bounds,
       probe: (n) => {
         simulations++;
-        return simulate({
-          ...probeConfig(s.config, n),
-          onProgress: report(`search ${s.label} x ${n}`, spec.runs.length + i),
-        });
+        return simulateTask(`${n} replicas`, probeConfig(s.config, n));
       },
       diagnose: () => diagnose(s.config),
       slo: s.config.slo,
-    }),
-  );
+    });
+  });
   return { results, search, work: { simulations, cancelled: 0 } };
 }
 
@@ -127,7 +155,6 @@ class ParallelBatch {
   readonly #completions: Completion[] = [];
   #wake: (() => void) | null = null;
   #nextRun = 0;
-  #runsDone = 0;
   #running = 0;
   #started = 0;
   #cancelled = 0;
@@ -147,6 +174,10 @@ class ParallelBatch {
   }
 
   async run(): Promise<BatchResult> {
+    // Workers report no fractions: a simulation shows as a task from its start to its end.
+    this.#spec.progress?.phase(`runs and searches on ${this.#pool.threads} threads`, {
+      unit: 'simulations',
+    });
     try {
       // The fixed runs start while this thread asks whether each search can succeed at all.
       this.#fill();
@@ -167,7 +198,6 @@ class ParallelBatch {
         for (let c = this.#completions.shift(); c !== undefined; c = this.#completions.shift()) {
           this.#complete(c);
         }
-        this.#progress();
       }
     } finally {
       await this.#pool.close();
@@ -210,7 +240,13 @@ class ParallelBatch {
   #start(next: { search: SearchState; replicas: number } | { run: number }): void {
     this.#running++;
     this.#started++;
+    const label =
+      'run' in next
+        ? (this.#spec.runLabels?.[next.run] ?? this.#spec.runs[next.run]!.router.policy)
+        : `search ${next.search.spec.label} x ${next.replicas}`;
+    const task = this.#spec.progress?.task(label);
     const push = (c: Completion) => {
+      task?.end();
       this.#running--;
       this.#completions.push(c);
       this.#wake?.();
@@ -232,7 +268,6 @@ class ParallelBatch {
     if (c.kind === 'error') throw c.error;
     if (c.kind === 'run') {
       this.#results[c.index] = c.outcome!;
-      this.#runsDone++;
       return;
     }
     const s = c.search;
@@ -275,16 +310,5 @@ class ParallelBatch {
     };
     walk(new Map(), 0);
     return { candidates, useful };
-  }
-
-  #progress(): void {
-    const answered = this.#searches.filter((s) => s.result !== null).length;
-    const total = this.#spec.runs.length + this.#searches.length;
-    const searching =
-      this.#searches.length > 0 ? `, ${answered}/${this.#searches.length} searches` : '';
-    this.#spec.onProgress?.(
-      `${this.#runsDone}/${this.#spec.runs.length} runs${searching}, ${this.#running} on ${this.#pool.threads} threads`,
-      (this.#runsDone + answered) / total,
-    );
   }
 }

@@ -7,12 +7,13 @@ import { makeIdlePrefill } from '../engine/idlePrefill.ts';
 import { DEFAULT_MAX_LORAS } from '../engine/lora.ts';
 import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import type { SimulatedRun } from '../results/result.ts';
+import type { RequestRecord } from '../results/requestRecord.ts';
 import { type SloTargets, ttftLimitMs } from '../results/slo.ts';
 import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
 import type { Workload } from '../workload/workloads.ts';
 import { prefillUsPerToken } from '../model/cost.ts';
 import { queueGate, type SimAdmission, summarizeAdmission } from './admission.ts';
-import { Fleet, type SimEngine, type SimRouter } from './fleet.ts';
+import { Fleet, type FleetRequestRecord, type SimEngine, type SimRouter } from './fleet.ts';
 import { makeSimRouter } from './routerAdapter.ts';
 import { summarizeRun } from './summary.ts';
 import type { FaultSpec, RouterOptions, ViewOptions } from './types.ts';
@@ -37,6 +38,8 @@ export interface SimConfig {
   onProgress?: (fraction: number) => void;
   /** The fleet-wide queue bound at arrival, and goodput in the result (`admission.ts`). */
   admission?: SimAdmission;
+  /** Every request's outcome as it ends, warm-up included (`--requests-out`). */
+  onRequest?: (r: RequestRecord) => void;
   /** Wraps the engines and the router (the benchmark times them this way). */
   instrument?: { engine?: (e: SimEngine) => SimEngine; router?: (r: SimRouter) => SimRouter };
 }
@@ -100,6 +103,9 @@ export function simulate(
   const admit =
     config.admission &&
     queueGate(config.admission, prefillUsPerToken(engineConfig.spec, config.engine.budgetTokens));
+  const policy = config.router.loraBlind
+    ? `${config.router.policy}/lora-blind`
+    : config.router.policy;
   const fleet = new Fleet({
     replicas: config.replicas,
     workload,
@@ -122,11 +128,12 @@ export function simulate(
     loadBucketMs: Math.max(1000, Math.round(durationMs / 120 / 1000) * 1000),
     ...(config.onProgress && { onProgress: config.onProgress }),
     ...(admit && { admit }),
+    ...(config.onRequest && { onRequest: labelled(config.onRequest, policy, config.replicas) }),
   });
   const outcome = fleet.run();
   const run = summarizeRun(
     {
-      policy: config.router.loraBlind ? `${config.router.policy}/lora-blind` : config.router.policy,
+      policy,
       replicas: config.replicas,
       workload: workload.name,
       durationMs,
@@ -147,4 +154,13 @@ export function simulate(
       tpotLimitMs: slo.tpotP99Ms,
     }),
   };
+}
+
+/** The fleet's request outcomes with the run's labels, as `--requests-out` writes them. */
+function labelled(
+  onRequest: (r: RequestRecord) => void,
+  policy: string,
+  replicas: number,
+): (r: FleetRequestRecord) => void {
+  return (r) => onRequest({ ...r, policy, replicas });
 }

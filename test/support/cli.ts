@@ -10,12 +10,16 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `kvroute ARGS` as a user would, in a child process, bounded in time. */
-export function runCli(args: string[], timeoutMs = 60_000): CliResult {
+/**
+ * Runs `kvroute ARGS` as a user would, in a child process, bounded in time; `env` adds to the
+ * environment. stdout and stderr are pipes, never a TTY.
+ */
+export function runCli(args: string[], timeoutMs = 60_000, env: NodeJS.ProcessEnv = {}): CliResult {
   const r = spawnSync(process.execPath, [BIN, ...args], {
     cwd: ROOT,
     encoding: 'utf8',
     timeout: timeoutMs,
+    env: { ...process.env, ...env },
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }

@@ -32,3 +32,18 @@ export const RESULT_JSON_KEYS = [
   'completed',
   'errors',
 ] as const;
+
+/** The keys of a `--requests-out` line of a completed request, in order (sim and bench alike). */
+export const REQUEST_LINE_KEYS = [
+  'id',
+  'policy',
+  'replicas',
+  'customer',
+  'arrivalMs',
+  'replica',
+  'promptTokens',
+  'cachedTokens',
+  'ttftMs',
+  'tpotMs',
+  'endMs',
+] as const;
