@@ -23,12 +23,14 @@ import type { WorkloadName } from '../workload/workloads.ts';
 import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
+import { readRouterSetups, ROUTER_SETUPS_HELP, type RouterSetup } from './routerSetups.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
-    'overlay-ttl-ms slo-ttft-p99-ms slo-tpot-p99-ms max-replicas report max-queue-ms',
+    'overlay-ttl-ms slo-ttft-p99-ms slo-tpot-p99-ms max-replicas report max-queue-ms ' +
+    'routers sync-ms sync',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -72,7 +74,7 @@ ${ENGINE_HELP}router view
   --lora-blind          also run each LoRA-aware policy (${LORA_AWARE_POLICIES.join(', ')}) as if adapters did
                         not exist: no load term, no free-slot guard, no LoRA affinity (rows
                         POLICY/lora-blind)
-faults
+${ROUTER_SETUPS_HELP}faults
   --kill R@S            replica R dies at S seconds (repeatable): requests without a token
                         are re-routed, streaming ones count as errors
   --revive R@S          replica R comes back, cold, at S seconds (repeatable); a killed
@@ -106,6 +108,8 @@ interface Parsed {
   quiet: boolean;
   /** --max-queue-ms: each policy runs without, then with, this bound. */
   maxQueueMs: number | undefined;
+  /** --routers / --sync-ms: each policy runs once per setup; null: one router, as always. */
+  setups: RouterSetup[] | null;
 }
 
 function parseFault(kind: 'kill' | 'revive', raw: string, replicas: number): FaultSpec {
@@ -171,6 +175,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     reportPath: flags.string('report'),
     quiet: flags.bool('quiet'),
     maxQueueMs: readMaxQueueMs(flags.positive('max-queue-ms'), flags.bool('search')),
+    setups: readRouterSetups(flags),
   };
 }
 
@@ -219,13 +224,16 @@ export async function run(argv: string[]): Promise<number> {
   const progress = new Progress(!parsed.quiet);
   const onProgress = (f: number) => progress.update(f);
   const results: SimulatedRun[] = [];
-  const runs = parsed.policies.flatMap((policy) =>
-    parsed.loraBlind && (LORA_AWARE_POLICIES as readonly string[]).includes(policy)
-      ? [{ policy }, { policy, loraBlind: true }]
-      : [{ policy }],
-  );
-  const label = (r: { policy: string; loraBlind?: boolean }) =>
-    r.loraBlind ? `${r.policy}/lora-blind` : r.policy;
+  const setups = parsed.setups?.map((s) => ({ routers: s.routers, syncMs: s.syncMs })) ?? [{}];
+  const runs = parsed.policies
+    .flatMap((policy) =>
+      parsed.loraBlind && (LORA_AWARE_POLICIES as readonly string[]).includes(policy)
+        ? [{ policy }, { policy, loraBlind: true }]
+        : [{ policy }],
+    )
+    .flatMap((run) => setups.map((setup) => ({ ...run, ...setup })));
+  const label = (r: { policy: string; loraBlind?: boolean; routers?: number }) =>
+    `${r.loraBlind ? `${r.policy}/lora-blind` : r.policy}${(r.routers ?? 1) > 1 ? ` x${r.routers} routers` : ''}`;
   // With a bound, each policy runs twice on the same arrivals: without it, then with it.
   const bounds = parsed.maxQueueMs === undefined ? [undefined] : [null, parsed.maxQueueMs];
   for (const run of runs) {

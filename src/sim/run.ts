@@ -116,7 +116,7 @@ export function simulate(
   const outcome = fleet.run();
   const run = summarizeRun(
     {
-      policy: config.router.loraBlind ? `${config.router.policy}/lora-blind` : config.router.policy,
+      policy: runLabel(config.router),
       replicas: config.replicas,
       workload: workload.name,
       durationMs,
@@ -126,6 +126,9 @@ export function simulate(
     },
     outcome,
   );
+  if (config.router.routers !== undefined) {
+    run.gateways = { routers: config.router.routers, syncMs: config.router.syncMs ?? null };
+  }
   if (config.admission === undefined) return run;
   return {
     ...run,
@@ -135,4 +138,13 @@ export function simulate(
       slo: config.slo,
     }),
   };
+}
+
+/** A run's label: the policy (LoRA-blind or not), then its gateways when there are several. */
+function runLabel(router: RouterOptions): string {
+  const policy = router.loraBlind ? `${router.policy}/lora-blind` : router.policy;
+  const routers = router.routers ?? 1;
+  if (routers === 1) return policy;
+  const sync = router.syncMs == null ? 'no sync' : `sync ${router.syncMs} ms`;
+  return `${policy}/${routers} routers, ${sync}`;
 }
