@@ -27,7 +27,8 @@ export async function startGatewayWithFleet(
   options: ServeOptions = {},
 ): Promise<ServeHandle> {
   let fleet: EmbeddedFleet | null = null;
-  if (config.backends.length === 0) {
+  // With NATS and no backend, the gateway follows the engines registered there instead.
+  if (config.backends.length === 0 && config.nats === null) {
     fleet = await startEmbeddedFleet({
       replicas: config.embeddedReplicas,
       blockSize: config.blockSize,
@@ -58,6 +59,7 @@ export async function startGatewayWithFleet(
     },
     pools: gateway.pools,
     metrics: gateway.metrics,
+    sync: gateway.sync,
     backends: () => gateway.backends(),
     // A reloaded config without backends still means the embedded fleet.
     reload: (next) =>
