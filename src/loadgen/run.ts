@@ -13,7 +13,10 @@ import { sendOpenLoop } from './sender.ts';
 import { buildResult } from './summary.ts';
 
 export interface BenchOptions {
+  /** The endpoint (the first of `urls`: its /v1/models names the model). */
   url: string;
+  /** Several gateways of one stack, measured as one: requests round robin over them. */
+  urls?: readonly string[];
   workload: WorkloadSpec;
   seed: number;
   /** Workload ms of arrivals; undefined: the whole trace, or until `requests`. */
@@ -50,6 +53,7 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
   try {
     const stats = await sendOpenLoop(promptStream(workload, o.requests), {
       url: o.url,
+      ...(o.urls && { urls: o.urls }),
       model,
       apiKey: o.apiKey,
       dispatcher,
