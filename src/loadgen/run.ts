@@ -73,6 +73,7 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
       speedup: o.speedup,
       wallS,
       sendLagMs: stats.sendLagMs,
+      watchedCustomer: workload.watchedCustomer,
     });
   } finally {
     progress.stop();

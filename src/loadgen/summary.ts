@@ -5,7 +5,7 @@
  */
 import type { LiveRun } from '../results/result.ts';
 import { cdfPoints, summarize } from '../results/stats.ts';
-import type { Collector } from './collect.ts';
+import type { BenchSample, Collector } from './collect.ts';
 
 export interface ResultMeta {
   policy: string | null;
@@ -16,6 +16,8 @@ export interface ResultMeta {
   speedup: number;
   wallS: number;
   sendLagMs: number[];
+  /** The workload's watched customer (the hot one): its TTFT is reported apart. */
+  watchedCustomer?: number | null;
 }
 
 export function buildResult(c: Collector, meta: ResultMeta): LiveRun {
@@ -52,5 +54,23 @@ export function buildResult(c: Collector, meta: ResultMeta): LiveRun {
     sendLagMs: summarize(meta.sendLagMs),
     promptMismatches: c.promptMismatches,
     ttftCdf: cdfPoints(s.map((v) => v.ttftMs)),
+    ...(meta.watchedCustomer != null && { customers: watchedTtft(s, meta.watchedCustomer) }),
+  };
+}
+
+/** The watched customer's TTFT and everyone else's, as the simulator reports them. */
+function watchedTtft(
+  s: readonly BenchSample[],
+  watched: number,
+): NonNullable<LiveRun['customers']> {
+  const of = (keep: (v: BenchSample) => boolean) => {
+    const ttft = s.filter(keep).map((v) => v.ttftMs);
+    return ttft.length > 0 ? summarize(ttft) : null;
+  };
+  return {
+    watched,
+    watchedTtftMs: of((v) => v.customer === watched),
+    othersTtftMs: of((v) => v.customer !== watched),
+    perCustomerTtftP99Ms: null,
   };
 }

@@ -1,6 +1,6 @@
 /**
  * What gateways tell each other, as JSON. Small on purpose: one message per model pool per
- * event-loop turn carries every decision and release of that turn.
+ * flush (every 5 ms at most) carries every decision and release since the last one.
  *
  * route subject, `{"g": sender, "m": model, "r": [record...]}` with records
  *   ["r", id, replica, promptTokens, uncachedTokens, blockSize, fromBlock, [keys from fromBlock], lora|null]

@@ -24,7 +24,7 @@ export function modelToken(model: string | null): string {
 }
 
 export interface Subjects {
-  /** Decisions and releases of one model pool, batched per event-loop turn. */
+  /** Decisions and releases of one model pool, batched (every 5 ms at most). */
   route(model: string | null): string;
   /** Every pool's records (the subscription). */
   allRoutes: string;
