@@ -125,7 +125,11 @@ export async function startGateway(
   );
   const routes: RoutesContext = {
     generate,
-    replicaState: () => pools.snapshot(Date.now()),
+    // With --nats, the sync's state too: this gateway's id, its peers, records applied.
+    replicaState: () => ({
+      ...pools.snapshot(Date.now()),
+      ...(sync !== null && { sync: sync.stats() }),
+    }),
     accessLog: config.accessLog,
     extraRoutes: dashboardRoutes(dashboard, (h) => generate.auth.authorizeAdmin(h)),
   };
