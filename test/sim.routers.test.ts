@@ -8,6 +8,7 @@ import { Router } from '../src/router/index.ts';
 import { MultiRouter } from '../src/sim/multiRouter.ts';
 import { parseSimFlags } from '../src/cli/sim.ts';
 import { simulate } from '../src/sim/run.ts';
+import { renderReport } from '../src/results/report.ts';
 import { request, tokens } from './support/routing.ts';
 
 const NAMES = ['r0', 'r1', 'r2'];
@@ -131,6 +132,10 @@ describe('kvroute sim --routers', () => {
       unsynced.ttftMs.p99 > synced.ttftMs.p99,
       `no sync p99 ${unsynced.ttftMs.p99} vs sync ${synced.ttftMs.p99}`,
     );
+    const html = renderReport([one, synced, unsynced], [], { title: 't', command: 'c' });
+    assert.match(html, /TTFT p99 \(ms\) by router setup/);
+    assert.match(html, /4 routers, no sync/);
+    assert.doesNotMatch(renderReport([plain], [], { title: 't', command: 'c' }), /router setup/);
     assert.ok(
       Math.abs(synced.ttftMs.p99 - plain.ttftMs.p99) <
         Math.abs(unsynced.ttftMs.p99 - plain.ttftMs.p99),
