@@ -12,12 +12,18 @@
  *   connections), against two instant backends (a trivial HTTP server answering a short SSE
  *   stream, /metrics included), and nginxThroughputRps: the same load through nginx doing
  *   round-robin proxy_pass (keep-alive upstreams, buffering off) to the same two backends.
+ * - natsAddedMs: what sharing routing state over NATS (`serve --nats`) adds to the request
+ *   path: a gateway with --nats (publishing every decision and release to a nats-server spawned
+ *   here) against the same gateway without, in the same alternating rounds as addedMs. A peer
+ *   applying the records does that work in its own process, elsewhere in a deployment; here it
+ *   would only take CPU from the measured gateway, so none runs. Skipped with a message when
+ *   nats-server is not installed.
  * Every server is a child process of its own (the load generator runs here); all are stopped
  * at the end. Without nginx on PATH the nginx half is skipped with a message.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -279,6 +285,36 @@ http {
   }
 }
 
+function installed(cmd: string): boolean {
+  try {
+    execFileSync(cmd, ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** nats-server on a free loopback port; resolves with its URL once it accepts. */
+async function startNats(): Promise<string> {
+  const port = await freePort();
+  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
+  children.push(child);
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = netConnect(port, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    if (ok) return `nats://127.0.0.1:${port}`;
+    if (Date.now() > deadline) throw new Error('nats-server did not start');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 async function main(): Promise<void> {
   // 1. Added latency against the simulated engine, at a fixed rate.
   const engine = await kvroute(
@@ -301,10 +337,29 @@ async function main(): Promise<void> {
     /listening on (\S+)/,
   );
   const gatewayUrl = gateway[1]!;
+  // The same gateway with --nats, when nats-server is here.
+  const natsNote = installed('nats-server')
+    ? null
+    : 'skipped: nats-server is not installed (apt-get install -y nats-server)';
+  if (natsNote !== null) process.stderr.write(`bench:gateway: the NATS variant ${natsNote}\n`);
+  let natsGatewayUrl: string | null = null;
+  if (natsNote === null) {
+    const natsUrl = await startNats();
+    const backend = `${engineUrl},events=${events},replay=${replay}`;
+    const withNats = ['serve', '--port', '0', '--backend', backend, '--nats', natsUrl];
+    natsGatewayUrl = (await kvroute(withNats, /listening on (\S+)/))[1]!;
+  }
   log(`engine ${engineUrl}, gateway ${gatewayUrl}: ${RATE_PER_S} req/s, ${PHASE_S} s each`);
-  const [direct, via] = (await interleaved([engineUrl!, gatewayUrl])) as [Percentiles, Percentiles];
+  const [direct, via, viaNats] = (await interleaved([
+    engineUrl!,
+    gatewayUrl,
+    ...(natsGatewayUrl ? [natsGatewayUrl] : []),
+  ])) as [Percentiles, Percentiles, Percentiles | undefined];
   log(`  direct   p50 ${direct.p50.toFixed(3)} ms  p99 ${direct.p99.toFixed(3)} ms`);
   log(`  gateway  p50 ${via.p50.toFixed(3)} ms  p99 ${via.p99.toFixed(3)} ms`);
+  if (viaNats) {
+    log(`  gateway --nats  p50 ${viaNats.p50.toFixed(3)} ms  p99 ${viaNats.p99.toFixed(3)} ms`);
+  }
 
   // 2. Throughput against instant backends, gateway vs nginx.
   const backends: string[] = [];
@@ -377,6 +432,9 @@ async function main(): Promise<void> {
 
   const result = {
     addedMs: { p50: round3(via.p50 - direct.p50), p99: round3(via.p99 - direct.p99) },
+    natsAddedMs: viaNats
+      ? { p50: round3(viaNats.p50 - via.p50), p99: round3(viaNats.p99 - via.p99) }
+      : null,
     throughputRps: Math.round(throughputRps),
     nginxThroughputRps: nginxThroughputRps === null ? null : Math.round(nginxThroughputRps),
     ratioVsNginx: nginxThroughputRps === null ? null : round3(throughputRps / nginxThroughputRps),
@@ -386,6 +444,7 @@ async function main(): Promise<void> {
     directMs: { p50: round3(direct.p50), p99: round3(direct.p99) },
     gatewayMs: { p50: round3(via.p50), p99: round3(via.p99) },
     ...(nginxNote !== null && { nginx: nginxNote }),
+    ...(natsNote !== null && { nats: natsNote }),
   };
   if (JSON_OUT) process.stdout.write(`${JSON.stringify(result)}\n`);
   else log(JSON.stringify(result, null, 2));

@@ -157,6 +157,49 @@ describe('bench against a failing server', () => {
   });
 });
 
+describe('bench over several gateways (--url A,B)', () => {
+  test('requests go to each endpoint in turn, measured as one run', async () => {
+    const hits = [0, 0];
+    const servers = hits.map((_, i) =>
+      createServer((req, res) => {
+        if (req.url === '/v1/models') {
+          res.end('{"data":[{"id":"m"}]}');
+          return;
+        }
+        hits[i]!++;
+        req.resume();
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(
+          'data: {"choices":[{"index":0,"text":" a"}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":1}}\n\ndata: [DONE]\n\n',
+        );
+      }),
+    );
+    const urls: string[] = [];
+    for (const s of servers) {
+      await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+      urls.push(`http://127.0.0.1:${(s.address() as AddressInfo).port}`);
+    }
+    try {
+      const parsed = parseBenchFlags(['--url', `${urls[0]}/,${urls[1]}`]);
+      assert.ok(parsed !== 'help');
+      assert.deepEqual(parsed.urls, urls);
+      assert.equal(parsed.url, urls[0]);
+      const r = await runBench({ ...base, url: urls[0]!, urls, requests: 10 });
+      assert.equal(r.completed, 10);
+      assert.deepEqual(hits, [5, 5]);
+    } finally {
+      for (const s of servers) await new Promise<void>((resolve) => s.close(() => resolve()));
+    }
+  });
+
+  test('one URL has no list; a bad item names the flag', () => {
+    const one = parseBenchFlags(['--url', 'http://h:1']);
+    assert.ok(one !== 'help');
+    assert.equal(one.urls, undefined);
+    assert.throws(() => parseBenchFlags(['--url', 'http://h:1,h:2']), /--url must be/);
+  });
+});
+
 describe('bench flags', () => {
   test('defaults follow sim; bad values name the flag', () => {
     const p = parseBenchFlags(['--url', 'http://h:1/']);

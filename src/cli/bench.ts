@@ -25,14 +25,15 @@ const FLAGS = flagSpec({
 
 const DEFAULT_DURATION_S = 60;
 
-const HELP = `usage: kvroute bench --url URL [flags]
+const HELP = `usage: kvroute bench --url URL[,URL...] [flags]
 
 Open-loop load generator for any OpenAI-compatible endpoint (kvroute serve, kvroute engine,
 vLLM, SGLang). Sends the simulator's workload arrivals with real prompts to /v1/completions
 (stream, include_usage, ignore_eos, max_tokens = the workload's output length) and measures
 TTFT, TPOT, ITL, end to end, errors and the prefix-cache hit rate from the client.
 
-  --url URL             endpoint base URL (required), e.g. http://127.0.0.1:8080
+  --url URL[,URL...]    endpoint base URL (required), e.g. http://127.0.0.1:8080; several
+                        (gateways sharing state, --nats): requests round robin over them
 workload (as kvroute sim; the same --seed gives the same arrivals and lengths)
 ${workloadHelp({
   duration: `${DEFAULT_DURATION_S}; trace: whole trace`,
@@ -73,11 +74,17 @@ export interface ParsedBench
 export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
   const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS);
   if (flags === 'help') return 'help';
-  const url = flags.string('url');
-  if (url === undefined)
+  const raw = flags.string('url');
+  if (raw === undefined)
     throw new UsageError('--url is required, e.g. --url http://127.0.0.1:8080');
-  if (!/^https?:\/\/[^/]+/.test(url))
-    throw new UsageError(`--url must be http(s)://HOST:PORT, got '${url}'`);
+  const urls = raw.split(',').map((u) => u.trim().replace(/\/+$/, ''));
+  for (const u of urls) {
+    if (!/^https?:\/\/[^/]+/.test(u))
+      throw new UsageError(
+        `--url must be http(s)://HOST:PORT[,http(s)://HOST:PORT...], got '${u}'`,
+      );
+  }
+  const url = urls[0]!;
   const w = readWorkloadFlags(flags);
   const requests = flags.positive('requests', true);
   const durationS =
@@ -85,7 +92,8 @@ export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
     (w.workload.kind === 'trace' || requests !== undefined ? undefined : DEFAULT_DURATION_S);
   const warmupS = w.warmupS ?? (durationS === undefined ? 0 : Math.min(60, durationS / 10));
   return {
-    url: url.replace(/\/+$/, ''),
+    url,
+    ...(urls.length > 1 && { urls }),
     workload: w.workload,
     seed: w.seed,
     durationMs: durationS === undefined ? undefined : durationS * 1000,

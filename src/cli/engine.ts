@@ -16,13 +16,16 @@ import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.t
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
 import { translateVllmArgs } from './vllmFlags.ts';
+import { DEFAULT_ENGINE_TTL_MS, type Registration, registerEngine } from '../sync/discovery.ts';
+import { DEFAULT_CLUSTER, isClusterName } from '../sync/subjects.ts';
 
 export const FLAGS = flagSpec({
   string:
     'host port served-model-name max-model-len speedup seed tokenizer chat-template ' +
     'kv-events kv-replay kv-events-format kv-events-topic kv-replay-form kv-replay-buffer ' +
     'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser ' +
-    'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms',
+    'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms ' +
+    'nats advertise cluster',
   multiple: 'served-model-alias lora-modules',
   boolean:
     'enable-prefix-caching no-enable-prefix-caching enable-auto-tool-choice ' +
@@ -89,6 +92,14 @@ KV events
                         no-topic with array events, as older vLLM and SGLang)
   --kv-events-topic T   topic frame (default empty)
   --kv-replay-buffer N  batches kept for replay (vLLM's buffer_steps, default 10000)
+discovery (gateways started with --nats and no --backend follow the registered engines)
+  --nats URL            register in NATS (nats://HOST:4222; JetStream on: nats-server -js):
+                        URL, events, replay and model in the bucket kvroute_CLUSTER_engines,
+                        written again every ${DEFAULT_ENGINE_TTL_MS / 3000} s; the bucket forgets an entry not
+                        written for ${DEFAULT_ENGINE_TTL_MS / 1000} s; deleted when the engine stops
+  --advertise URL       the URL gateways reach this engine at (default: its listening URL);
+                        its host also replaces a wildcard host in the events/replay endpoints
+  --cluster NAME        the gateways' --cluster (default ${DEFAULT_CLUSTER})
 `;
 
 export function readEngineOptions(flags: Flags): EngineServerOptions {
@@ -203,9 +214,66 @@ export async function run(argv: string[]): Promise<number> {
   if ((options.loraModules?.length ?? 0) > 0 && !options.enableLora) {
     throw new UsageError('--lora-modules needs --enable-lora');
   }
+  const discovery = readDiscoveryFlags(flags);
   const server = await startEngineServer(options);
+  let registration: Registration | null = null;
+  if (discovery !== null) {
+    const advertise = discovery.advertise ?? server.url;
+    const host = new URL(advertise).hostname;
+    try {
+      registration = await registerEngine(
+        {
+          url: discovery.url,
+          cluster: discovery.cluster,
+          entry: {
+            url: advertise,
+            events: advertisedEndpoint(server.eventsEndpoint, host),
+            replay: advertisedEndpoint(server.replayEndpoint, host),
+            model: server.servedModelName,
+          },
+        },
+        (err) =>
+          process.stderr.write(`kvroute engine: NATS registration not refreshed: ${err.message}\n`),
+      );
+    } catch (err) {
+      await server.close();
+      throw err;
+    }
+  }
   process.stdout.write(
-    `kvroute engine ready url=${server.url} model=${server.servedModelName} events=${server.eventsEndpoint ?? '-'} replay=${server.replayEndpoint ?? '-'}\n`,
+    `kvroute engine ready url=${server.url} model=${server.servedModelName} events=${server.eventsEndpoint ?? '-'} replay=${server.replayEndpoint ?? '-'}${discovery ? ` registered=${discovery.url}` : ''}\n`,
   );
-  return serveUntilSignal(() => server.close());
+  return serveUntilSignal(async () => {
+    await registration?.close();
+    await server.close();
+  });
+}
+
+function readDiscoveryFlags(
+  flags: Flags,
+): { url: string; advertise: string | undefined; cluster: string } | null {
+  const url = flags.string('nats');
+  const advertise = flags.string('advertise');
+  const cluster = flags.string('cluster');
+  if (url === undefined) {
+    if (advertise !== undefined) throw new UsageError('--advertise needs --nats URL');
+    if (cluster !== undefined) throw new UsageError('--cluster needs --nats URL');
+    return null;
+  }
+  if (!/^(nats|tls|wss?):\/\/[^/]+/.test(url)) {
+    throw new UsageError(`--nats must be nats://HOST:PORT, got '${url}'`);
+  }
+  if (advertise !== undefined && !/^https?:\/\/[^/]+/.test(advertise)) {
+    throw new UsageError(`--advertise must be http(s)://HOST:PORT, got '${advertise}'`);
+  }
+  if (cluster !== undefined && !isClusterName(cluster)) {
+    throw new UsageError(`--cluster takes letters, digits, - and _, got '${cluster}'`);
+  }
+  return { url, advertise: advertise?.replace(/\/+$/, ''), cluster: cluster ?? DEFAULT_CLUSTER };
+}
+
+/** A ZMQ endpoint as a gateway elsewhere reaches it: a wildcard host becomes `host`. */
+function advertisedEndpoint(endpoint: string | null, host: string): string | null {
+  if (endpoint === null) return null;
+  return endpoint.replace(/^tcp:\/\/(\*|0\.0\.0\.0)(?=:)/, `tcp://${host}`);
 }

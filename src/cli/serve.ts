@@ -20,6 +20,13 @@ import { startGatewayWithFleet } from '../embedded/gateway.ts';
 import { type Logger, makeLogger } from '../gateway/log.ts';
 import { watchConfigFile } from '../gateway/reload.ts';
 import { INDEX_MODES, isPolicyName, POLICY_NAMES } from '../router/index.ts';
+import {
+  DEFAULT_HEARTBEAT_MS,
+  DEFAULT_PEER_TIMEOUT_MS,
+  DEFAULT_STATE_EVERY_MS,
+  type SyncConfig,
+} from '../sync/stateSync.ts';
+import { DEFAULT_CLUSTER, isClusterName } from '../sync/subjects.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { serveUntilSignal } from './untilSignal.ts';
 
@@ -27,7 +34,8 @@ const FLAGS = flagSpec({
   string:
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
-    'headers-timeout-ms request-timeout-ms log-level max-queue-ms prefill-us-per-token check-config',
+    'headers-timeout-ms request-timeout-ms log-level max-queue-ms prefill-us-per-token check-config ' +
+    'nats cluster nats-heartbeat-ms nats-peer-timeout-ms',
   multiple: 'backend api-key',
   boolean: 'access-log',
 });
@@ -81,6 +89,15 @@ admission (per-tenant limits and priority classes: the config file's tenants, se
   --prefill-us-per-token F   the served model's prefill cost for that bound (default
                         ${D.admission.prefillUsPerToken.toFixed(1)}, the seed replica)
   --check-config FILE   validate FILE (with the other flags) and exit: 0 valid, 2 not
+several gateways (see README, "Several gateways")
+  --nats URL            share routing state with the cluster's other gateways over NATS
+                        (nats://HOST:4222): every decision and release, so each sees every
+                        replica's whole queue; with no --backend, follow the engines registered
+                        there (kvroute engine --nats URL --advertise URL)
+  --cluster NAME        gateways and engines of one cluster share state (default ${DEFAULT_CLUSTER})
+  --nats-heartbeat-ms N      heartbeat period (default ${DEFAULT_HEARTBEAT_MS})
+  --nats-peer-timeout-ms N   a peer silent this long has its in-flight entries dropped
+                        (default ${DEFAULT_PEER_TIMEOUT_MS})
 `;
 
 /** Flags over the config file over the defaults. */
@@ -146,7 +163,47 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
       ...(prefillUs !== undefined && { prefillUsPerToken: prefillUs }),
     });
   }
+  set('nats', readNatsFlags(flags, config.nats));
   return config;
+}
+
+/** --nats and its companions; the others without --nats are an error (they would do nothing). */
+function readNatsFlags(flags: Flags, current: SyncConfig | null): SyncConfig | null {
+  const url = nonEmptyFlag(flags, 'nats');
+  const cluster = flags.string('cluster');
+  const heartbeatMs = flags.positive('nats-heartbeat-ms', true);
+  const peerTimeoutMs = flags.positive('nats-peer-timeout-ms', true);
+  if (url === undefined) {
+    const stray = [
+      cluster !== undefined && '--cluster',
+      heartbeatMs !== undefined && '--nats-heartbeat-ms',
+      peerTimeoutMs !== undefined && '--nats-peer-timeout-ms',
+    ].find(Boolean);
+    if (stray) throw new UsageError(`${stray} needs --nats URL`);
+    return current;
+  }
+  if (!/^(nats|tls|wss?):\/\/[^/]+/.test(url.split(',')[0]!)) {
+    throw new UsageError(
+      `--nats must be nats://HOST:PORT (comma-separated for several), got '${url}'`,
+    );
+  }
+  if (cluster !== undefined && !isClusterName(cluster)) {
+    throw new UsageError(`--cluster takes letters, digits, - and _, got '${cluster}'`);
+  }
+  const hb = heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+  const timeout = peerTimeoutMs ?? Math.max(DEFAULT_PEER_TIMEOUT_MS, 3 * hb);
+  if (timeout <= hb) {
+    throw new UsageError(
+      `--nats-peer-timeout-ms (${timeout}) must exceed --nats-heartbeat-ms (${hb})`,
+    );
+  }
+  return {
+    url,
+    cluster: cluster ?? DEFAULT_CLUSTER,
+    heartbeatMs: hb,
+    peerTimeoutMs: timeout,
+    stateEveryMs: DEFAULT_STATE_EVERY_MS,
+  };
 }
 
 /** `--check-config FILE`: the config as `serve` would run it, summarized; nothing starts. */
@@ -192,6 +249,11 @@ export async function run(argv: string[]): Promise<number> {
   out.write(
     `kvroute serve listening on ${gateway.url} (policy ${config.policy}, index ${config.index}, tokenizer ${config.tokenizer}${config.tokenize === 'remote' ? ' (remote)' : ''}${config.apiKeys.length > 0 ? `, ${config.apiKeys.length} API keys` : ''})\n`,
   );
+  if (config.nats !== null) {
+    out.write(
+      `sharing routing state over NATS ${config.nats.url} (cluster ${config.nats.cluster}${config.backends.length === 0 ? '; backends: the engines registered there' : ''})\n`,
+    );
+  }
   out.write(`replicas${gateway.replicas[0]?.embedded ? ' (embedded simulated engines)' : ''}:\n`);
   for (const r of gateway.replicas) {
     out.write(

@@ -28,13 +28,14 @@ import { readFaults, traceEndMs } from './faultFlags.ts';
 import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
 import { Progress } from './progress.ts';
 import { REQUESTS_OUT_HELP, RequestsFile } from './requestsOut.ts';
+import { readRouterSetups, ROUTER_SETUPS_HELP, type RouterSetup } from './routerSetups.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
-    'max-queue-ms threads requests-out',
+    'max-queue-ms threads requests-out routers sync-ms sync',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -78,7 +79,7 @@ ${ENGINE_HELP}router view
   --lora-blind          also run each LoRA-aware policy (${LORA_AWARE_POLICIES.join(', ')}) as if adapters did
                         not exist: no load term, no free-slot guard, no LoRA affinity (rows
                         POLICY/lora-blind)
-faults
+${ROUTER_SETUPS_HELP}faults
   --kill R@S            replica R (0..replicas-1) dies at S seconds, within the arrivals
                         (repeatable): requests without a token are re-routed, streaming
                         ones count as errors
@@ -123,6 +124,8 @@ interface Parsed {
   maxQueueMs: number | undefined;
   /** Worker threads for runs and search probes (1: all in this thread). */
   threads: number;
+  /** --routers / --sync-ms: each policy runs once per setup; null: one router, as always. */
+  setups: RouterSetup[] | null;
 }
 
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
@@ -183,6 +186,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     quiet: flags.bool('quiet'),
     maxQueueMs: readMaxQueueMs(flags.positive('max-queue-ms'), flags.bool('search')),
     threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
+    setups: readRouterSetups(flags),
   };
 }
 
@@ -211,13 +215,16 @@ export async function run(argv: string[]): Promise<number> {
   const parsed = parseSimFlags(argv);
   if (parsed === 'help') return printHelp(HELP);
   const progress = new Progress({ command: 'kvroute sim', quiet: parsed.quiet });
-  const runs = parsed.policies.flatMap((policy) =>
-    parsed.loraBlind && (LORA_AWARE_POLICIES as readonly string[]).includes(policy)
-      ? [{ policy }, { policy, loraBlind: true }]
-      : [{ policy }],
-  );
-  const label = (r: { policy: string; loraBlind?: boolean }) =>
-    r.loraBlind ? `${r.policy}/lora-blind` : r.policy;
+  const setups = parsed.setups?.map((s) => ({ routers: s.routers, syncMs: s.syncMs })) ?? [{}];
+  const runs = parsed.policies
+    .flatMap((policy) =>
+      parsed.loraBlind && (LORA_AWARE_POLICIES as readonly string[]).includes(policy)
+        ? [{ policy }, { policy, loraBlind: true }]
+        : [{ policy }],
+    )
+    .flatMap((run) => setups.map((setup) => ({ ...run, ...setup })));
+  const label = (r: { policy: string; loraBlind?: boolean; routers?: number }) =>
+    `${r.loraBlind ? `${r.policy}/lora-blind` : r.policy}${(r.routers ?? 1) > 1 ? ` x${r.routers} routers` : ''}`;
   // With a bound, each policy runs twice on the same arrivals: without it, then with it.
   const bounds = parsed.maxQueueMs === undefined ? [undefined] : [null, parsed.maxQueueMs];
   const requests = parsed.requestsOut === undefined ? null : new RequestsFile(parsed.requestsOut);

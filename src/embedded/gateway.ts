@@ -26,8 +26,9 @@ export async function startGatewayWithFleet(
   config: GatewayConfig,
   options: ServeOptions = {},
 ): Promise<ServeHandle> {
-  // The engines tokenize as the gateway does (and share its loaded tokenizer).
-  const fleet = await fleetFor(config, options.embeddedSpeedup);
+  // The engines tokenize as the gateway does (and share its loaded tokenizer). With NATS and no
+  // backend, the gateway follows the engines registered there instead.
+  const fleet = config.nats === null ? await fleetFor(config, options.embeddedSpeedup) : null;
   let gateway: GatewayHandle;
   try {
     gateway = await startGateway(
@@ -49,6 +50,7 @@ export async function startGatewayWithFleet(
     },
     pools: gateway.pools,
     metrics: gateway.metrics,
+    sync: gateway.sync,
     backends: () => gateway.backends(),
     // A reloaded config without backends still means the embedded fleet.
     reload: (next) =>

@@ -3,6 +3,7 @@
  * command-line flags. Everything is validated here, so the rest of the gateway reads a plain,
  * complete `GatewayConfig` and never re-checks a value.
  */
+import type { SyncConfig } from '../sync/stateSync.ts';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
@@ -108,6 +109,11 @@ export interface GatewayConfig {
   accessLog: boolean;
   /** Tenant limits, priority classes and the fleet queue bound (`admissionConfig.ts`). */
   admission: AdmissionConfig;
+  /**
+   * `--nats URL`: routing state shared with the cluster's other gateways; with no backend,
+   * the backends are those the engines register in NATS. Null: this gateway alone.
+   */
+  nats: SyncConfig | null;
 }
 
 export function defaultConfig(): GatewayConfig {
@@ -139,6 +145,7 @@ export function defaultConfig(): GatewayConfig {
     logLevel: 'info',
     accessLog: false,
     admission: defaultAdmission(),
+    nats: null,
   };
 }
 

@@ -24,6 +24,8 @@ import type { BackendInfo } from './pool.ts';
 import { ModelPools } from './pools.ts';
 import { applyLive, type ReloadResult } from './reload.ts';
 import { makeRequestListener, type RoutesContext } from './routes.ts';
+import { type EngineFollower, followEngines } from '../sync/discovery.ts';
+import { StateSync, type SyncConfig } from '../sync/stateSync.ts';
 
 export interface ReplicaInfo {
   name: string;
@@ -43,6 +45,8 @@ export interface GatewayHandle {
   readonly router: Router;
   pools: ModelPools;
   metrics: GatewayMetrics;
+  /** The routing state shared with other gateways (`--nats`), or null. */
+  sync: StateSync | null;
   /** Every backend now, with its state. */
   backends(): BackendInfo[];
   /**
@@ -63,11 +67,13 @@ export async function startGateway(
   options: GatewayOptions = {},
 ): Promise<GatewayHandle> {
   const logger = options.logger ?? silentLogger();
-  if (config.backends.length === 0) {
+  // With NATS and no backend, the backends are the engines registered there (discovery).
+  if (config.backends.length === 0 && config.nats === null) {
     throw new GatewayError('ERR_CONFIG', 'no backend configured', { param: 'backends' });
   }
   let lateMetrics: GatewayMetrics | null = null;
-  const pools = new ModelPools({
+  let sync: StateSync | null = null;
+  const pools: ModelPools = new ModelPools({
     config,
     logger,
     tokenizerFor: tokenizersOf(config),
@@ -76,7 +82,21 @@ export async function startGateway(
       lateMetrics?.remoteTokenizeFallbacks.inc();
       logger.warn({ err }, '--tokenize remote: no backend tokenized a request, tokenized locally');
     },
+    observer: {
+      routed: (model, decision, request) => sync?.routed(model, decision, request),
+      released: (model, requestId, stage) => sync?.released(model, requestId, stage),
+    },
   });
+  if (config.nats !== null) {
+    sync = new StateSync(
+      config.nats,
+      {
+        routerOf: (model) => pools.poolFor(model)?.router,
+        routers: () => pools.all().map((p) => ({ model: p.model, router: p.router })),
+      },
+      logger,
+    );
+  }
   const names = backendNames(config.backends);
   await pools.addConfigured(config.backends.map((c, i) => ({ config: c, name: names[i]! })));
   const metrics = new GatewayMetrics({
@@ -105,7 +125,11 @@ export async function startGateway(
   );
   const routes: RoutesContext = {
     generate,
-    replicaState: () => pools.snapshot(Date.now()),
+    // With --nats, the sync's state too: this gateway's id, its peers, records applied.
+    replicaState: () => ({
+      ...pools.snapshot(Date.now()),
+      ...(sync !== null && { sync: sync.stats() }),
+    }),
     accessLog: config.accessLog,
     extraRoutes: dashboardRoutes(dashboard, (h) => generate.auth.authorizeAdmin(h)),
   };
@@ -115,10 +139,19 @@ export async function startGateway(
     bound = await listen(server, config.port, config.host);
   } catch (err) {
     dashboard.close();
+    await sync?.close();
     await pools.close();
     throw err;
   }
   pools.start();
+  let discovery: EngineFollower | null = null;
+  let closing = false;
+  if (config.nats !== null && config.backends.length === 0) {
+    void followRegisteredEngines(config.nats, pools, logger).then((follower) => {
+      if (closing) void follower?.close();
+      else discovery = follower;
+    });
+  }
 
   let current = config;
   let closed: Promise<void> | null = null;
@@ -136,6 +169,7 @@ export async function startGateway(
     },
     pools,
     metrics,
+    sync,
     backends: () => pools.backends(),
     reload(next) {
       const result = applyLive(current, next, { pools, generate, routes, logger });
@@ -144,13 +178,55 @@ export async function startGateway(
     },
     close() {
       closed ??= (async () => {
+        closing = true;
         dashboard.close();
+        await discovery?.close();
         await closeServer(server);
+        await sync?.close();
         await pools.close();
       })();
       return closed;
     },
   };
+}
+
+/**
+ * `--nats` without backends: the engines registered in the cluster's bucket come and go as
+ * backends added (cold) and removed (drained), the admin API's path. Starts in the background:
+ * NATS may come up after the gateway.
+ */
+async function followRegisteredEngines(
+  nats: SyncConfig,
+  pools: ModelPools,
+  logger: Logger,
+): Promise<EngineFollower | null> {
+  try {
+    return await followEngines(
+      { url: nats.url, cluster: nats.cluster },
+      {
+        onAdd: (e) => {
+          try {
+            pools.add({
+              url: e.url,
+              events: e.events,
+              replay: e.replay,
+              model: e.model,
+              apiKey: null,
+            });
+          } catch (err) {
+            logger.warn({ err, url: e.url }, 'a registered engine could not be added');
+          }
+        },
+        onRemove: (e) => {
+          logger.info({ url: e.url }, 'a registered engine left NATS: draining it');
+          pools.remove(e.url);
+        },
+      },
+    );
+  } catch (err) {
+    logger.error({ err, url: nats.url }, 'NATS: cannot follow the registered engines');
+    return null;
+  }
 }
 
 /**

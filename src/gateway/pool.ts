@@ -68,6 +68,15 @@ export interface PoolSnapshot extends Omit<RouterSnapshot, 'replicas'> {
   replicas: PoolReplicaSnapshot[];
 }
 
+/**
+ * Told of every change the pool makes to its router's ledger (the state sync between gateways
+ * publishes them): a decision, and a request leaving prefill or ending.
+ */
+export interface RouteObserver {
+  routed(model: string | null, decision: RouteDecision, request: RouteRequest): void;
+  released(model: string | null, requestId: string, stage: 'prefill' | 'done'): void;
+}
+
 /** The settings a pool reads from the gateway's config. */
 export type PoolConfig = Pick<
   GatewayConfig,
@@ -88,6 +97,7 @@ export interface PoolOptions {
   onBackendUp?(name: string): void;
   /** A backend added cold entered routing. */
   onBackendActive?(name: string): void;
+  observer?: RouteObserver;
 }
 
 class Member {
@@ -144,7 +154,9 @@ export class ModelPool {
       staleMs: config.staleMs,
       seed: config.seed,
     });
-    this.#prefill = new PrefillWatch(this.router);
+    this.#prefill = new PrefillWatch(this.router, (requestId) =>
+      options.observer?.released(this.model, requestId, 'prefill'),
+    );
     this.checker = new TokenizerChecker(options.tokenizer, (backend, result) =>
       this.#reportAgreement(backend, result),
     );
@@ -281,6 +293,7 @@ export class ModelPool {
    */
   route(request: RouteRequest, nowMs: number): PoolRoute {
     const decision = this.router.route(this.#withAdapterReplicas(request), nowMs);
+    this.#options.observer?.routed(this.model, decision, request);
     const member = this.#members.get(decision.replica)!;
     member.inFlight++;
     return { decision, backend: member.backend };
@@ -293,13 +306,16 @@ export class ModelPool {
 
   /** The attempt's first token came back: its prompt leaves the replica's queue. */
   firstToken(route: PoolRoute, nowMs: number): void {
-    this.router.onFirstToken(route.decision.requestId, nowMs);
+    const id = route.decision.requestId;
+    if (this.router.onFirstToken(id, nowMs))
+      this.#options.observer?.released(this.model, id, 'prefill');
   }
 
   /** The attempt is over, however it ended. */
   finish(route: PoolRoute, nowMs: number): void {
     this.#prefill.unwatch(route.backend.name, route.decision.requestId);
-    this.router.onFinished(route.decision.requestId, nowMs);
+    const id = route.decision.requestId;
+    if (this.router.onFinished(id, nowMs)) this.#options.observer?.released(this.model, id, 'done');
     const m = this.#byBackend.get(route.backend);
     if (!m) return;
     m.inFlight--;

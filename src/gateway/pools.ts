@@ -36,6 +36,7 @@ import {
   type PoolConfig,
   type PoolReplicaSnapshot,
   type PoolSnapshot,
+  type RouteObserver,
 } from './pool.ts';
 
 /** A request names a model no pool serves: the backends are asked again at most this often. */
@@ -58,6 +59,8 @@ export interface PoolsOptions {
   /** 'local' or 'remote' (--tokenize), for every pool. */
   tokenize: TokenizeMode;
   onRemoteFallback?(error: Error): void;
+  /** Told of every pool's ledger changes (the state sync). */
+  observer?: RouteObserver;
 }
 
 /** A backend added at run time, not yet placed: waiting for its health and models. */
@@ -123,6 +126,16 @@ export class ModelPools {
   start(): void {
     this.#started = true;
     for (const pool of this.#pools.values()) pool.start();
+  }
+
+  /** The pool of `model` (null: the pool of unknown models), serving or not. */
+  poolFor(model: string | null): ModelPool | undefined {
+    return this.#pools.get(model ?? UNKNOWN);
+  }
+
+  /** Every pool, serving or not. */
+  all(): ModelPool[] {
+    return [...this.#pools.values()];
   }
 
   /** Pools that serve their model now (at least one backend in their router). */
@@ -368,6 +381,7 @@ export class ModelPools {
         tokenizer: this.#options.tokenizerFor(model),
         tokenize: this.#options.tokenize,
         ...(this.#options.onRemoteFallback && { onRemoteFallback: this.#options.onRemoteFallback }),
+        ...(this.#options.observer && { observer: this.#options.observer }),
         logger: this.#logger,
         onBackendUp: (name) => void this.#reread(pool!, name),
         onBackendActive: (name) => {

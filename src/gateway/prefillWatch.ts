@@ -16,11 +16,14 @@ interface Watched {
 
 export class PrefillWatch {
   readonly #router: Router;
+  readonly #onPrefillDone: ((requestId: string) => void) | undefined;
   /** Replica name -> non-streamed requests in prefill there. */
   readonly #byReplica = new Map<string, Map<string, Watched>>();
 
-  constructor(router: Router) {
+  /** `onPrefillDone`: told of each request whose prefill ended here (after the router). */
+  constructor(router: Router, onPrefillDone?: (requestId: string) => void) {
     this.#router = router;
+    this.#onPrefillDone = onPrefillDone;
   }
 
   /** Watches a request routed to `replica` until its last full block is stored there. */
@@ -46,7 +49,7 @@ export class PrefillWatch {
     for (const w of watched.values()) {
       if (!this.#router.storedOn(replica, w.lastBlockKey)) continue;
       watched.delete(w.requestId);
-      this.#router.onFirstToken(w.requestId, nowMs);
+      if (this.#router.onFirstToken(w.requestId, nowMs)) this.#onPrefillDone?.(w.requestId);
     }
   }
 }

@@ -62,6 +62,7 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   logLevel: 'log-level',
   accessLog: 'access-log',
   admission: 'max-queue-ms, priority-classes, tenant limits',
+  nats: '--nats, --cluster',
 };
 
 const AUTH_KEYS = ['apiKeys', 'tenantSalts', 'adminKey', 'metricsKey'] as const;

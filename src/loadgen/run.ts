@@ -15,7 +15,10 @@ import { sendOpenLoop } from './sender.ts';
 import { buildResult } from './summary.ts';
 
 export interface BenchOptions {
+  /** The endpoint (the first of `urls`: its /v1/models names the model). */
   url: string;
+  /** Several gateways of one stack, measured as one: requests round robin over them. */
+  urls?: readonly string[];
   workload: WorkloadSpec;
   seed: number;
   /** Workload ms of arrivals; undefined: the whole trace, or until `requests`. */
@@ -60,6 +63,7 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
   try {
     const stats = await sendOpenLoop(promptStream(workload, o.requests), {
       url: o.url,
+      ...(o.urls && { urls: o.urls }),
       model,
       apiKey: o.apiKey,
       dispatcher,
@@ -84,6 +88,7 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
       wallS,
       sendLagMs: stats.sendLagMs,
       slo: o.slo ?? { ...DEFAULT_SLO },
+      watchedCustomer: workload.watchedCustomer,
     });
   } finally {
     stopProgress();

@@ -11,6 +11,8 @@ import { type StreamOutcome, streamCompletion } from './sse.ts';
 
 export interface SenderOptions {
   url: string;
+  /** Several endpoints (gateways of one stack): requests go to each in turn, round robin. */
+  urls?: readonly string[];
   model: string | null;
   apiKey: string | null;
   dispatcher: Dispatcher;
@@ -51,10 +53,11 @@ export async function sendOpenLoop(
     }
     if (o.signal.aborted) break;
     stats.sendLagMs.push(performance.now() - scheduledAt);
+    const url = o.urls && o.urls.length > 0 ? o.urls[stats.sent % o.urls.length]! : o.url;
     stats.sent++;
     o.onSent?.(req);
     const task = streamCompletion({
-      url: o.url,
+      url,
       prompt: req.text,
       maxTokens: req.arrival.outputTokens,
       // A request for a LoRA adapter names it as its model (the lora workload).

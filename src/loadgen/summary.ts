@@ -8,7 +8,7 @@ import type { LiveRun } from '../results/result.ts';
 import { meetsSlo, type SloTargets } from '../results/slo.ts';
 import { cdfPoints, summarize } from '../results/stats.ts';
 import { buildTimeline } from '../results/timeline.ts';
-import type { Collector } from './collect.ts';
+import type { BenchSample, Collector } from './collect.ts';
 import { coldStartCheck } from './warmStart.ts';
 
 export interface ResultMeta {
@@ -22,6 +22,8 @@ export interface ResultMeta {
   sendLagMs: number[];
   /** The targets the run is judged by (`sloMet`). */
   slo: SloTargets;
+  /** The workload's watched customer (the hot one): its TTFT is reported apart. */
+  watchedCustomer?: number | null;
 }
 
 export function buildResult(c: Collector, meta: ResultMeta): LiveRun {
@@ -64,5 +66,23 @@ export function buildResult(c: Collector, meta: ResultMeta): LiveRun {
     sloMet: meetsSlo({ errors: c.errors, ttftMs, tpotMs }, meta.slo),
     timeline: buildTimeline(c.requests),
     coldStart: coldStartCheck(c.requests),
+    ...(meta.watchedCustomer != null && { customers: watchedTtft(s, meta.watchedCustomer) }),
+  };
+}
+
+/** The watched customer's TTFT and everyone else's, as the simulator reports them. */
+function watchedTtft(
+  s: readonly BenchSample[],
+  watched: number,
+): NonNullable<LiveRun['customers']> {
+  const of = (keep: (v: BenchSample) => boolean) => {
+    const ttft = s.filter(keep).map((v) => v.ttftMs);
+    return ttft.length > 0 ? summarize(ttft) : null;
+  };
+  return {
+    watched,
+    watchedTtftMs: of((v) => v.customer === watched),
+    othersTtftMs: of((v) => v.customer !== watched),
+    perCustomerTtftP99Ms: null,
   };
 }

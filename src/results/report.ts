@@ -7,6 +7,7 @@ import { liveCharts, liveNotes } from './liveReport.ts';
 import type { RunResult, SearchResult } from './result.ts';
 import { capacitySection, legend, loadSection } from './simCharts.ts';
 import { DEFAULT_SLO, describeTtftSlo, meetsSlo } from './slo.ts';
+import { barChart } from './barChart.ts';
 import { lineChart } from './lineChart.ts';
 import { escapeHtml, fmt } from './svg.ts';
 
@@ -72,6 +73,8 @@ export function renderReport(
     ),
   );
   sections.push(...liveCharts(results));
+  const gateways = results.filter((r) => r.gateways !== undefined);
+  if (gateways.length > 0) sections.push(...gatewayCharts(gateways));
   // Owners, load and customers come from the simulator; a live run has none of them.
   const ownersSeries = results.flatMap((r) =>
     r.owners !== undefined && r.owners.watched.length > 0
@@ -131,4 +134,30 @@ ${sections.join('\n')}
 
 function ownerPoints(owners: NonNullable<RunResult['owners']>): [number, number][] {
   return owners.watched.map((v, i): [number, number] => [(i * owners.sampleMs) / 1000, v]);
+}
+
+/**
+ * `kvroute sim --routers`: TTFT p99 and hit rate of each router setup (one router, several
+ * sharing state some ms late, several sharing nothing), side by side.
+ */
+function gatewayCharts(results: RunResult[]): string[] {
+  return [
+    barChart(
+      'TTFT p99 (ms) by router setup',
+      results.map((r) => ({ name: setupName(r), value: Math.round(r.ttftMs.p99) })),
+    ),
+    barChart(
+      'Prefix-cache hit rate (%) by router setup',
+      results.map((r) => ({
+        name: setupName(r),
+        value: r.hitRate === null ? null : Math.round(r.hitRate * 1000) / 10,
+      })),
+    ),
+  ];
+}
+
+function setupName(r: RunResult): string {
+  const g = r.gateways!;
+  if (g.routers === 1) return `${r.policy ?? ''} 1 router`;
+  return `${g.routers} routers, ${g.syncMs === null ? 'no sync' : `${g.syncMs} ms`}`;
 }

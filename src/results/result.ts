@@ -68,6 +68,8 @@ export interface RunResult {
   events?: number;
   /** The router's counters: decisions, spills, fail-opens, event batches... */
   router?: Record<string, number>;
+  /** `kvroute sim --routers`: router instances over the fleet and their sync delay (null: none). */
+  gateways?: { routers: number; syncMs: number | null };
   /** `kvroute sim --max-queue-ms`: the bound (null: the unbounded run beside it) and goodput. */
   admission?: AdmissionResult;
 

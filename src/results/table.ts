@@ -228,6 +228,12 @@ export function formatLiveResults(results: LiveRun[]): string {
     if (r.promptMismatches > 0) {
       lines.push(`${who}: ${r.promptMismatches} prompts counted differently by the server`);
     }
+    const hot = r.customers?.watchedTtftMs;
+    if (hot) {
+      lines.push(
+        `${who}: customer ${r.customers!.watched} TTFT p50 ${n0(hot.p50)} p99 ${n0(hot.p99)} ms (${hot.count} requests); others p99 ${n0(r.customers!.othersTtftMs?.p99 ?? Number.NaN)} ms`,
+      );
+    }
     const scale = r.speedup === 1 ? '' : `; latencies x ${r.speedup} (speedup) to workload ms`;
     lines.push(
       `${who}: ${r.arrived} sent in ${n1(r.wallS)} s wall, send lag p99 ${n1(r.sendLagMs.p99)} ms${scale}`,

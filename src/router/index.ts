@@ -43,6 +43,8 @@ export {
   type PolicyOptions,
 } from './registry.ts';
 export {
+  type InFlightRecord,
+  type PeerRoute,
   type ReplicaReport,
   type RouteDecision,
   Router,

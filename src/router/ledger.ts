@@ -4,7 +4,9 @@
  * cachedTokens there): the prefill work the assignment actually added. They count from
  * assignment until the first token comes back (prefill done), then the request's prompt blocks
  * count as active decode blocks until it finishes, aborts or fails. Engine reports never touch
- * the ledger: it is the term that must not go stale.
+ * the ledger: it is the term that must not go stale. Peer routers (other gateways sharing state)
+ * add their assignments under their own id, so request ids of different routers never collide,
+ * and they count towards the same totals.
  */
 
 export interface LedgerEntry {
@@ -13,6 +15,8 @@ export interface LedgerEntry {
   readonly uncachedTokens: number;
   readonly promptBlocks: number;
   readonly uncachedBlocks: number;
+  /** Tokens per block the blocks were counted with. */
+  readonly blockSize: number;
   /** The request's LoRA adapter, if any. */
   readonly lora?: string;
   /** False until the first token came back. */
@@ -46,6 +50,8 @@ export function emptyLoad(): ReplicaLoad {
 
 export class Ledger {
   #entries = new Map<string, LedgerEntry>();
+  /** Peers' entries: peer id -> request id -> entry (a namespace of its own per peer). */
+  #peers = new Map<string, Map<string, LedgerEntry>>();
   #loads: ReplicaLoad[] = [];
 
   ensureReplicas(count: number): void {
@@ -61,22 +67,102 @@ export class Ledger {
     return this.#entries.get(requestId);
   }
 
+  /** This router's own entries in flight. */
   get size(): number {
     return this.#entries.size;
   }
 
+  /** Peers' entries in flight, all peers together. */
+  get peerSize(): number {
+    let n = 0;
+    for (const entries of this.#peers.values()) n += entries.size;
+    return n;
+  }
+
   assign(requestId: string, entry: Omit<LedgerEntry, 'decoding'>): void {
     this.finish(requestId);
-    this.#entries.set(requestId, { ...entry, decoding: false });
+    const added = { ...entry, decoding: false };
+    this.#entries.set(requestId, added);
+    this.#add(added);
+  }
+
+  /** Prefill done: queued tokens leave, the prompt's blocks become decode load. */
+  firstToken(requestId: string): LedgerEntry | undefined {
+    return this.#toDecode(this.#entries.get(requestId));
+  }
+
+  /** Finished, aborted or failed: whatever it still held is freed. */
+  finish(requestId: string): LedgerEntry | undefined {
+    const entry = this.#entries.get(requestId);
+    if (!entry) return undefined;
+    this.#entries.delete(requestId);
+    this.#remove(entry);
+    return entry;
+  }
+
+  /** A peer router's assignment, counted like an own one; an id it already had is replaced. */
+  assignPeer(
+    peer: string,
+    requestId: string,
+    entry: Omit<LedgerEntry, 'decoding'>,
+    decoding = false,
+  ): void {
+    this.finishPeer(peer, requestId);
+    let entries = this.#peers.get(peer);
+    if (!entries) {
+      entries = new Map();
+      this.#peers.set(peer, entries);
+    }
+    const added = { ...entry, decoding: false };
+    entries.set(requestId, added);
+    this.#add(added);
+    if (decoding) this.#toDecode(added);
+  }
+
+  firstTokenPeer(peer: string, requestId: string): LedgerEntry | undefined {
+    return this.#toDecode(this.#peers.get(peer)?.get(requestId));
+  }
+
+  finishPeer(peer: string, requestId: string): LedgerEntry | undefined {
+    const entries = this.#peers.get(peer);
+    const entry = entries?.get(requestId);
+    if (!entries || !entry) return undefined;
+    entries.delete(requestId);
+    if (entries.size === 0) this.#peers.delete(peer);
+    this.#remove(entry);
+    return entry;
+  }
+
+  /** Frees every entry of `peer`; returns them (request id and entry). */
+  dropPeer(peer: string): [string, LedgerEntry][] {
+    const entries = this.#peers.get(peer);
+    if (!entries) return [];
+    this.#peers.delete(peer);
+    for (const entry of entries.values()) this.#remove(entry);
+    return [...entries];
+  }
+
+  /** Peers with entries in flight. */
+  peers(): string[] {
+    return [...this.#peers.keys()];
+  }
+
+  /** Own entries (peer null) and peers' entries, for a snapshot. */
+  *entries(): IterableIterator<[peer: string | null, requestId: string, entry: LedgerEntry]> {
+    for (const [id, entry] of this.#entries) yield [null, id, entry];
+    for (const [peer, entries] of this.#peers) {
+      for (const [id, entry] of entries) yield [peer, id, entry];
+    }
+  }
+
+  #add(entry: LedgerEntry): void {
     const load = this.#loads[entry.replica]!;
     load.queuedPromptTokens += entry.uncachedTokens;
     load.activePrefillBlocks += entry.uncachedBlocks;
     load.prefillRequests++;
   }
 
-  /** Prefill done: queued tokens leave, the prompt's blocks become decode load. */
-  firstToken(requestId: string): LedgerEntry | undefined {
-    const entry = this.#entries.get(requestId);
+  #toDecode(entry: LedgerEntry | undefined): LedgerEntry | undefined {
     if (!entry || entry.decoding) return undefined;
     entry.decoding = true;
     const load = this.#loads[entry.replica]!;
@@ -89,11 +175,7 @@ export class Ledger {
     return entry;
   }
 
-  /** Finished, aborted or failed: whatever it still held is freed. */
-  finish(requestId: string): LedgerEntry | undefined {
-    const entry = this.#entries.get(requestId);
-    if (!entry) return undefined;
-    this.#entries.delete(requestId);
+  #remove(entry: LedgerEntry): void {
     const load = this.#loads[entry.replica]!;
     if (entry.decoding) {
       load.decodeRequests--;
@@ -104,6 +186,5 @@ export class Ledger {
       load.activePrefillBlocks -= entry.uncachedBlocks;
       load.prefillRequests--;
     }
-    return entry;
   }
 }

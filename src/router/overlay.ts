@@ -58,17 +58,26 @@ export class RouteOverlay {
   /** Predicts `keys[fromBlock..]` cached on `replica` until nowMs + ttlMs. */
   add(replica: number, keys: readonly BlockKey[], fromBlock: number, nowMs: number): void {
     if (this.ttlMs <= 0 || fromBlock >= keys.length) return;
+    this.addTail(replica, keys.slice(fromBlock), fromBlock, nowMs);
+  }
+
+  /**
+   * Predicts `tail` (a request's block keys from position `fromBlock` on) cached on `replica`
+   * until nowMs + ttlMs. The overlay keeps `tail` as it is: the caller must not change it.
+   */
+  addTail(replica: number, tail: readonly BlockKey[], fromBlock: number, nowMs: number): void {
+    if (this.ttlMs <= 0 || tail.length === 0) return;
     const id = this.#firstId + this.#queue.length;
-    const slot = this.#starts.insert(keys[fromBlock]!);
+    const slot = this.#starts.insert(tail[0]!);
     const f64 = this.#starts.f64;
     // A new record's payload is 0, so `older` is -1.
     const older = f64[slot * 2 + 1]! - 1;
     f64[slot * 2 + 1] = id + 1;
-    this.#startCounts[bucketOf(keys[fromBlock]!)]!++;
+    this.#startCounts[bucketOf(tail[0]!)]!++;
     this.#queue.push({
       replica,
       fromBlock,
-      keys: keys.slice(fromBlock),
+      keys: tail,
       expiresAtMs: nowMs + this.ttlMs,
       older,
     });

@@ -89,6 +89,31 @@ export interface RouteDecision {
   scores?: Record<string, number>;
 }
 
+/** A peer router's assignment, as `applyPeerRoute` takes it. */
+export interface PeerRoute {
+  /** The peer's id: request ids are unique per peer only. */
+  peer: string;
+  requestId: string;
+  replica: string;
+  promptTokens: number;
+  /** Prompt tokens not cached on the replica when the peer routed there (queued). */
+  uncachedTokens: number;
+  blockSize: number;
+  /** The predicted prefix: block keys from `fromBlock` on (absent: no prediction). */
+  blockKeys?: readonly BlockKey[];
+  /** Position of blockKeys[0] in the request (blocks already cached there). */
+  fromBlock?: number;
+  lora?: string;
+  /** Already past its first token (a snapshot's entry). */
+  decoding?: boolean;
+}
+
+/** One ledger entry as a snapshot carries it: peer null is the router's own. */
+export interface InFlightRecord extends Omit<PeerRoute, 'peer' | 'blockKeys' | 'fromBlock'> {
+  peer: string | null;
+  decoding: boolean;
+}
+
 interface ReplicaState {
   readonly id: number;
   readonly name: string;
@@ -315,6 +340,103 @@ export class Router {
     return true;
   }
 
+  /**
+   * A peer router's assignment (another gateway sharing state): counted in the ledger under
+   * (peer, request id), its adapter noted, its predicted prefix recorded (approximate index,
+   * predict-on-route overlay from `nowMs`). Policy hooks are not called: they follow this
+   * router's own decisions. False when the replica is not in this router's fleet.
+   */
+  applyPeerRoute(record: PeerRoute, nowMs: number): boolean {
+    const id = this.#byName.get(record.replica);
+    if (id === undefined) return false;
+    const { peer, requestId, promptTokens, uncachedTokens, blockSize } = record;
+    const previous = this.#ledger.finishPeer(peer, requestId);
+    if (previous?.lora !== undefined) {
+      this.#adapters.finished(previous.replica, previous.lora, previous.decoding);
+    }
+    this.#ledger.assignPeer(
+      peer,
+      requestId,
+      {
+        replica: id,
+        promptTokens,
+        uncachedTokens,
+        promptBlocks: Math.ceil(promptTokens / blockSize),
+        uncachedBlocks: Math.ceil(uncachedTokens / blockSize),
+        blockSize,
+        ...(record.lora && { lora: record.lora }),
+      },
+      record.decoding ?? false,
+    );
+    if (record.lora) {
+      this.#adapters.routed(id, record.lora);
+      if (record.decoding) this.#adapters.firstToken(id, record.lora);
+    }
+    const tail = record.blockKeys;
+    if (tail !== undefined && tail.length > 0) {
+      // The keys the route added there: from the first block it did not cache on (fromBlock).
+      if (this.indexMode === 'approx') this.#index.recordRoute(id, tail);
+      this.#overlay?.addTail(id, tail, record.fromBlock ?? 0, nowMs);
+    }
+    return true;
+  }
+
+  /**
+   * A peer's request left prefill ('prefill': its first token came back) or ended ('done').
+   * False when unknown (never seen, already ended, or its peer dropped).
+   */
+  applyPeerRelease(peer: string, requestId: string, stage: 'prefill' | 'done'): boolean {
+    const entry =
+      stage === 'prefill'
+        ? this.#ledger.firstTokenPeer(peer, requestId)
+        : this.#ledger.finishPeer(peer, requestId);
+    if (!entry) return false;
+    if (entry.lora !== undefined) {
+      if (stage === 'prefill') this.#adapters.firstToken(entry.replica, entry.lora);
+      else this.#adapters.finished(entry.replica, entry.lora, entry.decoding);
+    }
+    return true;
+  }
+
+  /** A peer left (stopped beating, or said goodbye): its entries go; returns how many. */
+  dropPeer(peer: string): number {
+    const dropped = this.#ledger.dropPeer(peer);
+    for (const [, entry] of dropped) {
+      if (entry.lora !== undefined) {
+        this.#adapters.finished(entry.replica, entry.lora, entry.decoding);
+      }
+    }
+    return dropped.length;
+  }
+
+  /** Peers with entries in this router's ledger. */
+  peers(): string[] {
+    return this.#ledger.peers();
+  }
+
+  /**
+   * Every request in flight in the ledger, own (peer null) and peers', as records a peer can
+   * apply (without block keys: predictions are short-lived). A late joiner's snapshot.
+   */
+  inFlight(): InFlightRecord[] {
+    const records: InFlightRecord[] = [];
+    for (const [peer, requestId, e] of this.#ledger.entries()) {
+      const state = this.#replicas[e.replica]!;
+      if (state.removed) continue;
+      records.push({
+        peer,
+        requestId,
+        replica: state.name,
+        promptTokens: e.promptTokens,
+        uncachedTokens: e.uncachedTokens,
+        blockSize: e.blockSize,
+        decoding: e.decoding,
+        ...(e.lora !== undefined && { lora: e.lora }),
+      });
+    }
+    return records;
+  }
+
   /** An engine report: KV usage and queue gauges for the guards and report-based policies. */
   onReport(replica: string, report: ReplicaReport, nowMs: number): void {
     const state = this.#state(replica);
@@ -428,6 +550,7 @@ export class Router {
       uncachedTokens,
       promptBlocks: Math.ceil(request.promptTokens / request.blockSize),
       uncachedBlocks: Math.ceil(uncachedTokens / request.blockSize),
+      blockSize: request.blockSize,
       ...(request.lora && { lora: request.lora }),
     });
     if (request.lora) this.#adapters.routed(replicaId, request.lora);

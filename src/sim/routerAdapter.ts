@@ -7,9 +7,9 @@ import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { kvPoolTokens, prefillUsPerToken } from '../model/cost.ts';
 import { DEFAULT_STALE_MS } from '../router/defaults.ts';
-import { RouterError } from '../router/errors.ts';
 import { Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
+import { MultiRouter, routeOrNull } from './multiRouter.ts';
 import type { RouterOptions, ViewOptions } from './types.ts';
 
 /** Presizing the index past this (~96 MB of table and arena) is left to growth. */
@@ -25,10 +25,31 @@ export interface SimRouterConfig {
 }
 
 export function makeSimRouter(config: SimRouterConfig): SimRouter {
-  const names = Array.from({ length: config.replicas }, (_, i) => `r${i}`);
+  const routers = config.router.routers ?? 1;
+  if (routers > 1) {
+    const cores = Array.from({ length: routers }, (_, i) => makeRouterCore(config, i));
+    return new MultiRouter(cores, replicaNames(config.replicas), {
+      syncMs: config.router.syncMs ?? null,
+      wantsEvents: config.router.index === 'events',
+    });
+  }
+  return new RouterBridge(
+    makeRouterCore(config, 0),
+    replicaNames(config.replicas),
+    config.router.index === 'events',
+  );
+}
+
+export function replicaNames(count: number): string[] {
+  return Array.from({ length: count }, (_, i) => `r${i}`);
+}
+
+/** Router `index` of a simulation (several when gateways are modelled; each its own seed). */
+function makeRouterCore(config: SimRouterConfig, index: number): Router {
+  const names = replicaNames(config.replicas);
   const r = config.router;
   const engine = makeEngineConfig(config.engine);
-  const router = new Router({
+  return new Router({
     replicas: names,
     policy: r.policy,
     // What a policy may know of the engines: their sequence limit and prefill time per token.
@@ -45,12 +66,11 @@ export function makeSimRouter(config: SimRouterConfig): SimRouter {
     // Reports arrive every reportMs; only a replica that stopped reporting should look stale.
     staleMs: r.staleLimitMs ?? Math.max(DEFAULT_STALE_MS, 3 * config.view.reportMs),
     ...(r.overlayTtlMs !== undefined && { overlayTtlMs: r.overlayTtlMs }),
-    seed: config.seed,
+    seed: config.seed + index,
     // Every replica's pool full of distinct blocks, so the index need not grow mid-run; capped
     // because large fleets rarely fill that many (a search probes up to 256 replicas).
     expectedKeys: Math.min(config.replicas * kvBlocksPerReplica(config), MAX_PRESIZED_KEYS),
   });
-  return new RouterBridge(router, names, r.index === 'events');
 }
 
 /** The engines' adapter load time in prefill tokens: the cost policy's LoRA term. */
@@ -65,7 +85,7 @@ function kvBlocksPerReplica(config: SimRouterConfig): number {
   return engine.kvBlocks ?? Math.floor(kvPoolTokens(engine.spec) / engine.blockSize);
 }
 
-class RouterBridge implements SimRouter {
+export class RouterBridge implements SimRouter {
   readonly #router: Router;
   readonly #names: readonly string[];
   readonly wantsEvents: boolean;
@@ -77,21 +97,7 @@ class RouterBridge implements SimRouter {
   }
 
   route(req: SimRouteRequest, nowMs: number): { replicaId: number; uncachedTokens: number } | null {
-    try {
-      return this.#router.route(
-        {
-          id: req.id,
-          blockKeys: req.blockKeys,
-          promptTokens: req.promptTokens,
-          blockSize: req.blockSize,
-          ...(req.lora !== undefined && { lora: req.lora }),
-        },
-        nowMs,
-      );
-    } catch (err) {
-      if (err instanceof RouterError && err.code === 'ERR_NO_HEALTHY_REPLICA') return null;
-      throw err;
-    }
+    return routeOrNull(this.#router, req, nowMs);
   }
 
   onFirstToken(id: string, nowMs: number): void {

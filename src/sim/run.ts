@@ -103,9 +103,7 @@ export function simulate(
   const admit =
     config.admission &&
     queueGate(config.admission, prefillUsPerToken(engineConfig.spec, config.engine.budgetTokens));
-  const policy = config.router.loraBlind
-    ? `${config.router.policy}/lora-blind`
-    : config.router.policy;
+  const policy = runLabel(config.router);
   const fleet = new Fleet({
     replicas: config.replicas,
     workload,
@@ -144,6 +142,9 @@ export function simulate(
     },
     outcome,
   );
+  if (config.router.routers !== undefined) {
+    run.gateways = { routers: config.router.routers, syncMs: config.router.syncMs ?? null };
+  }
   if (config.admission === undefined) return run;
   return {
     ...run,
@@ -163,4 +164,13 @@ function labelled(
   replicas: number,
 ): (r: FleetRequestRecord) => void {
   return (r) => onRequest({ ...r, policy, replicas });
+}
+
+/** A run's label: the policy (LoRA-blind or not), then its gateways when there are several. */
+function runLabel(router: RouterOptions): string {
+  const policy = router.loraBlind ? `${router.policy}/lora-blind` : router.policy;
+  const routers = router.routers ?? 1;
+  if (routers === 1) return policy;
+  const sync = router.syncMs == null ? 'no sync' : `sync ${router.syncMs} ms`;
+  return `${policy}/${routers} routers, ${sync}`;
 }

@@ -21,6 +21,10 @@ export interface RouterOptions {
   overlayTtlMs?: number;
   /** Routes as if adapters did not exist (no load term, no slot guard, no LoRA affinity). */
   loraBlind?: boolean;
+  /** Router instances (gateways) over the fleet, arrivals spread round robin (default 1). */
+  routers?: number;
+  /** Several routers: each one's records reach the others this late; null: never (no sync). */
+  syncMs?: number | null;
 }
 
 export interface ViewOptions {
