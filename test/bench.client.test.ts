@@ -166,6 +166,11 @@ describe('bench over several gateways (--url A,B)', () => {
           res.end('{"data":[{"id":"m"}]}');
           return;
         }
+        if (!req.url?.startsWith('/v1/c')) {
+          // The bench asks a kvroute gateway for its replicas; this server is none.
+          res.writeHead(404).end();
+          return;
+        }
         hits[i]!++;
         req.resume();
         res.writeHead(200, { 'content-type': 'text/event-stream' });

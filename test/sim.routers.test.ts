@@ -88,7 +88,7 @@ describe('kvroute sim --routers', () => {
   const flags = (extra: string[]) => {
     const parsed = parseSimFlags([
       ...['--workload', 'hot', '--replicas', '6', '--rate', '10', '--duration', '40'],
-      ...['--warmup', '5', ...extra],
+      ...['--warmup', '5', '--policy', 'cost', ...extra],
     ]);
     assert.notEqual(parsed, 'help');
     return parsed as Exclude<typeof parsed, 'help'>;
@@ -96,7 +96,8 @@ describe('kvroute sim --routers', () => {
   const runOf = (extra: string[], at = 0) => {
     const parsed = flags(extra);
     const setup = parsed.setups?.[at];
-    return simulate({ ...parsed.base, router: { ...parsed.base.router, ...setup } });
+    const policy = parsed.policies[0]!;
+    return simulate({ ...parsed.base, router: { ...parsed.base.router, policy, ...setup } });
   };
 
   test('the flags: counts by delays, one run for one router, none for no sharing', () => {
