@@ -245,3 +245,39 @@ describe('concurrency limit and the fleet queue bound', () => {
     assert.equal((await complete(gw.url, prompt)).status, 200, 'the queue drained');
   });
 });
+
+describe('the TTFT bound after routing', () => {
+  const backend = new RecordingBackend();
+  let gw: GatewayHandle;
+  before(async () => {
+    gw = await gatewayOver(backend, {
+      // 1 ms of modelled prefill per token: a 4-token prompt alone is 4 ms, behind one more 8.
+      'max-ttft-ms': 6,
+      'prefill-us-per-token': 1000,
+    });
+  });
+  after(async () => {
+    await gw.close();
+    await backend.close();
+  });
+
+  test('a request that would wait past max-ttft-ms where it was routed gets 429; its route is undone', async () => {
+    backend.hold = true;
+    const first = complete(gw.url, prompt);
+    await waitFor(() => backend.held === 1, 'the first request to reach the backend');
+    const second = await complete(gw.url, prompt);
+    assert.equal(second.status, 429);
+    assert.equal(second.json?.error?.param, 'max_ttft_ms');
+    assert.match(second.json?.error?.message ?? '', /about 8 ms for its first token/);
+    assert.equal(backend.held, 1, 'the refused request never reached the backend');
+    const replicas = (await (await fetch(`${gw.url}/router/replicas`)).json()) as {
+      replicas: { queuedPromptTokens: number }[];
+    };
+    assert.equal(replicas.replicas[0]?.queuedPromptTokens, 4, 'only the first one is queued');
+    assert.match(await metricsText(gw), /limit="max_ttft_ms"[^\n]* 1\n/);
+    backend.hold = false;
+    backend.releaseAll();
+    assert.equal((await first).status, 200);
+    assert.equal((await complete(gw.url, prompt)).status, 200, 'alone again, it fits');
+  });
+});

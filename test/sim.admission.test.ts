@@ -1,5 +1,6 @@
 /**
- * `kvroute sim --max-queue-ms`: the gateway's fleet queue bound at arrival. Under overload the
+ * `kvroute sim --max-queue-ms`: the gateway's fleet queue bound at arrival (and `--max-ttft-ms`,
+ * its bound on the modelled TTFT where a request was routed). Under overload the
  * bounded run refuses some arrivals and serves the rest in time (goodput above the unbounded
  * run's); the arrivals are the same in both runs, and every arrival is accounted for.
  */
@@ -15,6 +16,7 @@ interface Result {
   sloMet: boolean;
   admission: {
     maxQueueMs: number | null;
+    maxTtftMs?: number | null;
     rejected: number;
     goodputRps: number;
     offeredRps: number;
@@ -53,4 +55,30 @@ test('--max-queue-ms with --search is refused, naming the flag', () => {
   const out = runCli(['sim', '--max-queue-ms', '50', '--search']);
   assert.equal(out.status, 2);
   assert.match(out.stderr, /--max-queue-ms/);
+});
+
+test('--max-ttft-ms: 1.5x overload of the seed fleet, the seed SLO met by the admitted requests', () => {
+  // The seed workload at 60 req/s on 14 replicas (cost meets 570 ms at 40 req/s there): the
+  // queue bound alone lets cold spills and deep owner queues in; the TTFT bound refuses them.
+  const [open, bounded] = sim([
+    ...['--workload', 'seed', '--replicas', '14', '--rate', '60', '--duration', '120'],
+    ...['--warmup', '30', '--max-ttft-ms', '300'],
+  ]);
+  assert.ok(open && bounded);
+  assert.equal(open.admission.maxTtftMs, null);
+  assert.equal(bounded.admission.maxTtftMs, 300);
+  assert.equal(bounded.admission.maxQueueMs, null);
+  assert.equal(open.arrived, bounded.arrived, 'the same arrivals');
+  assert.equal(open.sloMet, false);
+  assert.ok(bounded.admission.rejected > 0);
+  assert.equal(bounded.sloMet, true, `bounded TTFT p99 ${bounded.ttftMs.p99} ms`);
+  assert.ok(bounded.ttftMs.p99 <= 570);
+  assert.ok(bounded.admission.goodputRps > 40, `goodput ${bounded.admission.goodputRps}`);
+  assert.ok(bounded.completed + bounded.errors < bounded.arrived);
+});
+
+test('--max-ttft-ms with --search is refused, naming the flag', () => {
+  const out = runCli(['sim', '--max-ttft-ms', '300', '--search']);
+  assert.equal(out.status, 2);
+  assert.match(out.stderr, /--max-ttft-ms compares runs at one replica count/);
 });

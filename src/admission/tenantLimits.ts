@@ -23,7 +23,8 @@ export type LimitName =
   | 'requests_per_second'
   | 'concurrent_requests'
   | 'prompt_tokens_per_minute'
-  | 'max_queue_ms';
+  | 'max_queue_ms'
+  | 'max_ttft_ms';
 
 export type TenantAdmission =
   | {

@@ -23,7 +23,7 @@ const FLAGS = flagSpec({
   string:
     'port health-port metrics-port host config policy index tokenizer chat-template tokenize ' +
     'stale-ms kv-threshold scrape-ms block-size replicas speedup seed log-level max-queue-ms ' +
-    'prefill-us-per-token pool-events-port pool-replay-port',
+    'max-ttft-ms prefill-us-per-token pool-events-port pool-replay-port',
   multiple: 'backend pool-backends',
 });
 
@@ -50,7 +50,8 @@ response to release the router's ledger. The data plane forwards the bytes itsel
                          and admission; its port and host keys are the gateway's, not used
 serve's routing flags, same meaning and defaults (kvroute serve --help):
   --policy --index --tokenizer --chat-template --tokenize --stale-ms --kv-threshold
-  --scrape-ms --block-size --seed --log-level --max-queue-ms --prefill-us-per-token
+  --scrape-ms --block-size --seed --log-level --max-queue-ms --max-ttft-ms
+  --prefill-us-per-token
   --replicas N --speedup F   the embedded simulated fleet, when no backend is given
 
 The data plane: Envoy's ext_proc filter with processing_mode request_body_mode and

@@ -34,7 +34,7 @@ const FLAGS = flagSpec({
   string:
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
-    'headers-timeout-ms request-timeout-ms log-level max-queue-ms prefill-us-per-token check-config ' +
+    'headers-timeout-ms request-timeout-ms log-level max-queue-ms max-ttft-ms prefill-us-per-token check-config ' +
     'nats cluster nats-heartbeat-ms nats-peer-timeout-ms',
   multiple: 'backend api-key',
   boolean: 'access-log',
@@ -86,6 +86,8 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
 admission (per-tenant limits and priority classes: the config file's tenants, see README)
   --max-queue-ms N      429 while every eligible replica has more than N ms of modelled
                         prefill queued (default: no bound)
+  --max-ttft-ms N       429 when the request's modelled TTFT on the replica it was routed to
+                        (prefill queued there + its own uncached prefill) is over N ms
   --prefill-us-per-token F   the served model's prefill cost for that bound (default
                         ${D.admission.prefillUsPerToken.toFixed(1)}, the seed replica)
   --check-config FILE   validate FILE (with the other flags) and exit: 0 valid, 2 not
@@ -155,11 +157,13 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
   set('logLevel', flags.oneOf('log-level', LOG_LEVELS));
   if (flags.bool('access-log')) set('accessLog', true);
   const maxQueueMs = flags.positive('max-queue-ms');
+  const maxTtftMs = flags.positive('max-ttft-ms');
   const prefillUs = flags.positive('prefill-us-per-token');
-  if (maxQueueMs !== undefined || prefillUs !== undefined) {
+  if (maxQueueMs !== undefined || maxTtftMs !== undefined || prefillUs !== undefined) {
     set('admission', {
       ...config.admission,
       ...(maxQueueMs !== undefined && { maxQueueMs }),
+      ...(maxTtftMs !== undefined && { maxTtftMs }),
       ...(prefillUs !== undefined && { prefillUsPerToken: prefillUs }),
     });
   }
@@ -212,7 +216,7 @@ function checkConfig(flags: Flags, path: string): number {
   const a = config.admission;
   process.stdout.write(
     `${path}: valid (port ${config.port}, ${config.backends.length > 0 ? `${config.backends.length} backends` : `embedded fleet of ${config.embeddedReplicas}`}, policy ${config.policy}, ` +
-      `${Object.keys(a.tenantLimits).length} tenants with limits, max-queue-ms ${a.maxQueueMs ?? 'none'})\n`,
+      `${Object.keys(a.tenantLimits).length} tenants with limits, max-queue-ms ${a.maxQueueMs ?? 'none'}, max-ttft-ms ${a.maxTtftMs ?? 'none'})\n`,
   );
   return 0;
 }

@@ -20,6 +20,7 @@ import { formatResults, formatSearch } from '../results/table.ts';
 import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import { runBatch } from '../sim/parallel.ts';
+import type { SimAdmission } from '../sim/admission.ts';
 import type { SimConfig } from '../sim/run.ts';
 import type { WorkloadName } from '../workload/workloads.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
@@ -35,7 +36,7 @@ const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
-    'max-queue-ms threads requests-out routers sync-ms sync',
+    'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -101,6 +102,9 @@ admission
                         prefill queued (the gateway's --max-queue-ms); each policy runs with
                         and without the bound, and goodput (requests meeting the SLO per
                         second) is shown for both
+  --max-ttft-ms MS      refuse a request when, on the replica the router picked, the prefill
+                        queued ahead of it plus its own uncached prefill is modelled at more
+                        than MS (the gateway's --max-ttft-ms); with or without --max-queue-ms
 output
   --json                {"results": [...], "search": [...]}
   --report FILE.html    self-contained HTML report with SVG charts
@@ -120,8 +124,8 @@ interface Parsed {
   /** --requests-out: a JSONL file of every run's requests. */
   requestsOut: string | undefined;
   quiet: boolean;
-  /** --max-queue-ms: each policy runs without, then with, this bound. */
-  maxQueueMs: number | undefined;
+  /** --max-queue-ms / --max-ttft-ms: each policy runs without, then with, these bounds. */
+  admission: SimAdmission | undefined;
   /** Worker threads for runs and search probes (1: all in this thread). */
   threads: number;
   /** --routers / --sync-ms: each policy runs once per setup; null: one router, as always. */
@@ -184,7 +188,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     reportPath: flags.string('report'),
     requestsOut: flags.string('requests-out'),
     quiet: flags.bool('quiet'),
-    maxQueueMs: readMaxQueueMs(flags.positive('max-queue-ms'), flags.bool('search')),
+    admission: readAdmission(flags),
     threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
     setups: readRouterSetups(flags),
   };
@@ -204,11 +208,15 @@ function readSlo(flags: Flags): SloTargets {
   return { ttftSlowdown: slowdown, tpotP99Ms };
 }
 
-function readMaxQueueMs(value: number | undefined, search: boolean): number | undefined {
-  if (value !== undefined && search) {
-    throw new UsageError('--max-queue-ms compares runs at one replica count; drop --search');
+function readAdmission(flags: Flags): SimAdmission | undefined {
+  const maxQueueMs = flags.positive('max-queue-ms');
+  const maxTtftMs = flags.positive('max-ttft-ms');
+  if (maxQueueMs === undefined && maxTtftMs === undefined) return undefined;
+  if (flags.bool('search')) {
+    const flag = maxQueueMs !== undefined ? '--max-queue-ms' : '--max-ttft-ms';
+    throw new UsageError(`${flag} compares runs at one replica count; drop --search`);
   }
-  return value;
+  return { maxQueueMs: maxQueueMs ?? null, ...(maxTtftMs !== undefined && { maxTtftMs }) };
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -225,17 +233,21 @@ export async function run(argv: string[]): Promise<number> {
     .flatMap((run) => setups.map((setup) => ({ ...run, ...setup })));
   const label = (r: { policy: string; loraBlind?: boolean; routers?: number }) =>
     `${r.loraBlind ? `${r.policy}/lora-blind` : r.policy}${(r.routers ?? 1) > 1 ? ` x${r.routers} routers` : ''}`;
-  // With a bound, each policy runs twice on the same arrivals: without it, then with it.
-  const bounds = parsed.maxQueueMs === undefined ? [undefined] : [null, parsed.maxQueueMs];
+  // With bounds, each policy runs twice on the same arrivals: without them, then with them.
+  const bound = parsed.admission;
+  const bounds: (SimAdmission | undefined)[] =
+    bound === undefined
+      ? [undefined]
+      : [{ maxQueueMs: null, ...(bound.maxTtftMs !== undefined && { maxTtftMs: null }) }, bound];
   const requests = parsed.requestsOut === undefined ? null : new RequestsFile(parsed.requestsOut);
   const fixed = runs.flatMap((run) =>
-    bounds.map((maxQueueMs) => ({
-      maxQueueMs,
+    bounds.map((admission) => ({
+      admission,
       label: `${label(run)} x ${parsed.base.replicas}`,
       config: {
         ...parsed.base,
         router: { ...parsed.base.router, ...run },
-        ...(maxQueueMs !== undefined && { admission: { maxQueueMs } }),
+        ...(admission !== undefined && { admission }),
       } satisfies SimConfig,
     })),
   );
@@ -253,8 +265,8 @@ export async function run(argv: string[]): Promise<number> {
     progress,
     ...(requests && {
       onRequest: (i: number, r: RequestRecord) => {
-        const { maxQueueMs } = fixed[i]!;
-        requests.add(i, maxQueueMs === undefined ? r : { ...r, maxQueueMs });
+        const a = fixed[i]!.admission;
+        requests.add(i, a === undefined ? r : { ...r, ...a });
       },
     }),
   });
@@ -272,7 +284,7 @@ export async function run(argv: string[]): Promise<number> {
   if (parsed.json) {
     process.stdout.write(`${resultsJson(results, search)}\n`);
   } else {
-    const table = parsed.maxQueueMs === undefined ? formatResults : formatAdmission;
+    const table = parsed.admission === undefined ? formatResults : formatAdmission;
     process.stdout.write(`${table(results)}\n`);
     if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
     if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);

@@ -134,6 +134,13 @@ export class EppPicker {
     }
     const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9;
     this.#ctx.metrics.recordDecision(route.decision, seconds, pool.model);
+    try {
+      this.#ctx.admission.checkRoute(route.decision, caller.tenant);
+    } catch (err) {
+      pool.finish(route, Date.now());
+      admitted.release();
+      throw err;
+    }
     const stream = parsed?.stream ?? false;
     if (parsed !== null && !stream) pool.watchPrefill(route, parsed.blockKeys);
     return {

@@ -1,6 +1,7 @@
 /**
  * Admission control at the gateway, before routing: the fleet-wide queue bound first (it takes
- * nothing from anyone), then the tenant's limits. A refusal is a 429 in the project's error
+ * nothing from anyone), then the tenant's limits; after routing, the TTFT bound
+ * (`src/admission/ttftBound.ts`) on the replica the router picked. A refusal is a 429 in the project's error
  * shape (vLLM's, with the integer `code`) with OpenAI's `rate_limit_exceeded` as its `type`,
  * the limit that refused it as `param`, and `Retry-After` in whole seconds:
  *
@@ -12,6 +13,7 @@
  */
 import { type QueueView, queueBoundVerdict } from '../admission/queueBound.ts';
 import { type LimitName, TenantLimiter } from '../admission/tenantLimits.ts';
+import { ttftBoundVerdict } from '../admission/ttftBound.ts';
 import { ApiError } from '../openai/errors.ts';
 import type { AdmissionConfig } from './admissionConfig.ts';
 
@@ -75,6 +77,32 @@ export class GatewayAdmission {
           ? req.body
           : withPriority(req.body, priority),
     };
+  }
+
+  /**
+   * Throws a 429 when the routed request's modelled TTFT on its replica is over the TTFT bound;
+   * the caller then ends the route (its ledger entry goes). Nothing without a bound.
+   */
+  checkRoute(
+    decision: { replica: string; queuedAheadTokens: number; uncachedTokens: number },
+    tenant: string | null,
+  ): void {
+    const { maxTtftMs, prefillUsPerToken } = this.#config;
+    if (maxTtftMs === null) return;
+    const { queuedAheadTokens, uncachedTokens } = decision;
+    const verdict = ttftBoundVerdict(
+      queuedAheadTokens,
+      uncachedTokens,
+      prefillUsPerToken,
+      maxTtftMs,
+    );
+    if (verdict.admitted) return;
+    throw this.#refuse(
+      'max_ttft_ms',
+      tenant,
+      verdict.retryAfterMs,
+      `the fleet is overloaded: this request would wait about ${Math.round(verdict.predictedMs)} ms for its first token on ${decision.replica} (the bound is ${maxTtftMs} ms)`,
+    );
   }
 
   #refuse(

@@ -1,9 +1,10 @@
 /**
  * The admission part of `kvroute serve`'s config: per-tenant limits and priority classes under
- * `tenants`, named `priority-classes`, and the fleet-wide `max-queue-ms` bound with the prefill
- * cost it is measured in. Read from the same YAML document as the rest of the config:
+ * `tenants`, named `priority-classes`, the fleet-wide `max-queue-ms` bound and the per-request
+ * `max-ttft-ms` bound, with the prefill cost they are measured in. Read from the same YAML document as the rest of the config:
  *
  *   max-queue-ms: 600            # refuse new requests while every replica has more queued
+ *   max-ttft-ms: 300             # refuse a request whose modelled TTFT where it was routed is more
  *   prefill-us-per-token: 71.3   # the served model's prefill cost (default: the catalog's
  *                                # seed replica, Llama 3.3 70B on TP=2 H200)
  *   priority-classes: { interactive: -10, batch: 10 }   # vLLM priority, lower first
@@ -20,6 +21,8 @@ import { configError, int, isRecord, num, str } from './config.ts';
 export interface AdmissionConfig {
   /** Fleet-wide bound in ms of modelled prefill; null: none. */
   maxQueueMs: number | null;
+  /** Bound on a request's modelled TTFT on the replica it was routed to, ms; null: none. */
+  maxTtftMs: number | null;
   /** Prefill cost per uncached prompt token of the served model, µs. */
   prefillUsPerToken: number;
   /** Class name -> the `priority` written into a request that did not give one. */
@@ -36,6 +39,7 @@ export const DEFAULT_PREFILL_US_PER_TOKEN = prefillUsPerToken(makeReplicaSpec())
 export function defaultAdmission(): AdmissionConfig {
   return {
     maxQueueMs: null,
+    maxTtftMs: null,
     prefillUsPerToken: DEFAULT_PREFILL_US_PER_TOKEN,
     priorityClasses: {},
     tenantLimits: {},
@@ -59,6 +63,9 @@ export function readAdmissionDoc(
   const out = { ...base };
   if (doc['max-queue-ms'] !== undefined) {
     out.maxQueueMs = num(doc['max-queue-ms'], 'max-queue-ms', 1);
+  }
+  if (doc['max-ttft-ms'] !== undefined) {
+    out.maxTtftMs = num(doc['max-ttft-ms'], 'max-ttft-ms', 1);
   }
   if (doc['prefill-us-per-token'] !== undefined) {
     out.prefillUsPerToken = num(doc['prefill-us-per-token'], 'prefill-us-per-token', 1e-6);

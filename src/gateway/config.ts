@@ -201,6 +201,7 @@ const KNOWN_KEYS = new Set([
   'log-level',
   'access-log',
   'max-queue-ms',
+  'max-ttft-ms',
   'prefill-us-per-token',
   'priority-classes',
 ]);

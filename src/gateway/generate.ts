@@ -106,6 +106,14 @@ export async function handleGenerate(
     );
     const { decision, backend } = route;
     metrics.recordDecision(decision, Number(process.hrtime.bigint() - startedNs) / 1e9, pool.model);
+    if (attempt === 0) {
+      try {
+        ctx.admission.checkRoute(decision, caller.tenant);
+      } catch (err) {
+        pool.finish(route, Date.now());
+        throw err;
+      }
+    }
     record.attempts = attempt + 1;
     record.replica = decision.replica;
     record.cachedTokens = decision.cachedTokens;

@@ -61,7 +61,7 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   requestTimeoutMs: 'request-timeout-ms',
   logLevel: 'log-level',
   accessLog: 'access-log',
-  admission: 'max-queue-ms, priority-classes, tenant limits',
+  admission: 'max-queue-ms, max-ttft-ms, priority-classes, tenant limits',
   nats: '--nats, --cluster',
 };
 

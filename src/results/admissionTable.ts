@@ -1,11 +1,16 @@
-/** `kvroute sim --max-queue-ms`: each policy with and without the bound, goodput side by side. */
+/**
+ * `kvroute sim --max-queue-ms / --max-ttft-ms`: each policy with and without the bounds, goodput
+ * side by side.
+ */
 import { grid, n0, n1, pct } from '../util/textTable.ts';
 import type { SimulatedRun } from './result.ts';
 
 export function formatAdmission(results: readonly SimulatedRun[]): string {
+  const ttft = results.some((r) => r.admission?.maxTtftMs !== undefined);
   const head = [
     'policy',
     'max queue ms',
+    ...(ttft ? ['max TTFT ms'] : []),
     'offered/s',
     'rejected',
     'done',
@@ -22,6 +27,7 @@ export function formatAdmission(results: readonly SimulatedRun[]): string {
     return [
       r.policy,
       a?.maxQueueMs == null ? 'none' : n0(a.maxQueueMs),
+      ...(ttft ? [a?.maxTtftMs == null ? 'none' : n0(a.maxTtftMs)] : []),
       a === undefined ? '–' : n1(a.offeredRps),
       a === undefined ? '–' : n0(a.rejected),
       n0(r.completed),

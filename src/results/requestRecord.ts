@@ -30,6 +30,8 @@ export interface RequestRecord {
   error?: string;
   /** `kvroute sim --max-queue-ms`: the bound of this run (null: the unbounded run). */
   maxQueueMs?: number | null;
+  /** `kvroute sim --max-ttft-ms`: the TTFT bound of this run (null: the unbounded run). */
+  maxTtftMs?: number | null;
 }
 
 /** One JSONL line: floats rounded to µs, non-finite numbers as null, keys in a fixed order. */
@@ -51,5 +53,6 @@ export function requestLine(r: RequestRecord): string {
   };
   if (r.error !== undefined) out.error = r.error;
   if (r.maxQueueMs !== undefined) out.maxQueueMs = r.maxQueueMs;
+  if (r.maxTtftMs !== undefined) out.maxTtftMs = r.maxTtftMs;
   return JSON.stringify(out);
 }

@@ -150,6 +150,8 @@ export interface FaultImpact {
 
 export interface AdmissionResult {
   maxQueueMs: number | null;
+  /** `--max-ttft-ms`: the TTFT bound at the chosen replica (null: the run without it). */
+  maxTtftMs?: number | null;
   /** Measured arrivals refused by the bound (counted in `arrived`, not in `errors`). */
   rejected: number;
   /** Measured requests that met the SLO (TTFT and TPOT targets) per second of the window. */

@@ -79,6 +79,8 @@ export interface RouteDecision {
   cachedTokens: number;
   /** promptTokens - cachedTokens: what the ledger now counts as queued there. */
   uncachedTokens: number;
+  /** The ledger's queued prompt tokens on the chosen replica before this request. */
+  queuedAheadTokens: number;
   /** Most prompt tokens cached on any replica that was considered. */
   bestCachedTokens: number;
   /** The chosen replica caches less of the prompt than the best-cached one. */
@@ -288,6 +290,7 @@ export class Router {
     let bestCachedTokens = 0;
     for (const s of considered) bestCachedTokens = Math.max(bestCachedTokens, cached(s.id));
     const uncachedTokens = request.promptTokens - cachedTokens;
+    const queuedAheadTokens = this.#ledger.load(chosen.id).queuedPromptTokens;
     this.#apply(request, chosen.id, matched[chosen.id]!, cachedTokens, nowMs);
 
     const spilled = cachedTokens < bestCachedTokens;
@@ -305,6 +308,7 @@ export class Router {
       policy: this.policy.name,
       cachedTokens,
       uncachedTokens,
+      queuedAheadTokens,
       bestCachedTokens,
       spilled,
       failedOpen,

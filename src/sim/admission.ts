@@ -9,12 +9,15 @@
  * and most requests miss; with one, the excess is refused and the rest are served in time.
  */
 import { type QueueView, queueBoundVerdict } from '../admission/queueBound.ts';
+import { ttftBoundVerdict } from '../admission/ttftBound.ts';
 import type { AdmissionResult } from '../results/result.ts';
 import type { RequestLog } from './metrics.ts';
 
 export interface SimAdmission {
   /** The bound in ms of modelled prefill; null: none (the run is measured for comparison). */
   maxQueueMs: number | null;
+  /** The TTFT bound at the chosen replica (`ttftBound.ts`); null or absent: none. */
+  maxTtftMs?: number | null;
 }
 
 /** The fleet's admission hook for a bound, or undefined when there is none. */
@@ -25,6 +28,17 @@ export function queueGate(
   const { maxQueueMs } = admission;
   if (maxQueueMs === null) return undefined;
   return (replicas) => queueBoundVerdict(replicas, prefillUsPerToken, maxQueueMs).admitted;
+}
+
+/** The fleet's hook after routing for a TTFT bound, or undefined when there is none. */
+export function ttftGate(
+  admission: SimAdmission,
+  prefillUsPerToken: number,
+): ((queuedPromptTokens: number, uncachedTokens: number) => boolean) | undefined {
+  const maxTtftMs = admission.maxTtftMs ?? null;
+  if (maxTtftMs === null) return undefined;
+  return (queued, uncached) =>
+    ttftBoundVerdict(queued, uncached, prefillUsPerToken, maxTtftMs).admitted;
 }
 
 /** The per-request limits of an SLO: TTFT by prompt length (`ttftLimitMs` in results/slo.ts). */
@@ -52,6 +66,7 @@ export function summarizeAdmission(
   const seconds = Math.max(1e-9, (window.durationMs - window.warmupMs) / 1000);
   return {
     maxQueueMs: admission.maxQueueMs,
+    ...(admission.maxTtftMs !== undefined && { maxTtftMs: admission.maxTtftMs }),
     rejected: outcome.rejectedMeasured,
     goodputRps: requestsMeetingSlo(outcome.log, window) / seconds,
     offeredRps: outcome.arrivedMeasured / seconds,

@@ -96,12 +96,17 @@ export interface FleetOptions {
   onProgress?: (fraction: number) => void;
   /** Admission at arrival (`admission.ts`): false refuses the request, counted as rejected. */
   admit?: (replicas: readonly QueueView[]) => boolean;
+  /** After routing a new arrival: false refuses it (the TTFT bound, `admission.ts`). */
+  admitRoute?: (queuedPromptTokens: number, uncachedTokens: number) => boolean;
   /** Every request's outcome as it ends, warm-up included (`--requests-out`); off when absent. */
   onRequest?: (r: FleetRequestRecord) => void;
 }
 
 /** A request's outcome: `RequestRecord` without the run's labels (policy, replicas). */
-export type FleetRequestRecord = Omit<RequestRecord, 'policy' | 'replicas' | 'maxQueueMs'>;
+export type FleetRequestRecord = Omit<
+  RequestRecord,
+  'policy' | 'replicas' | 'maxQueueMs' | 'maxTtftMs'
+>;
 
 interface Req {
   id: string;
@@ -393,6 +398,19 @@ export class Fleet {
     if (decision === null || r?.engine == null) {
       if (decision !== null) router.onFinished(req.id, nowMs);
       this.#fail(req, 'no-replica', nowMs);
+      return;
+    }
+    const admitRoute = this.#o.admitRoute;
+    if (
+      admitRoute !== undefined &&
+      !req.rerouted &&
+      !admitRoute(r.queuedPromptTokens, decision.uncachedTokens)
+    ) {
+      router.onFinished(req.id, nowMs);
+      this.#requests.delete(req.id);
+      this.#o.onRequest?.(refusedRecord(req.index, req.arrival, nowMs));
+      this.#rejected++;
+      if (req.measured) this.#rejectedMeasured++;
       return;
     }
     try {

@@ -12,7 +12,7 @@ import { type SloTargets, ttftLimitMs } from '../results/slo.ts';
 import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
 import type { Workload } from '../workload/workloads.ts';
 import { prefillUsPerToken } from '../model/cost.ts';
-import { queueGate, type SimAdmission, summarizeAdmission } from './admission.ts';
+import { queueGate, type SimAdmission, summarizeAdmission, ttftGate } from './admission.ts';
 import { Fleet, type FleetRequestRecord, type SimEngine, type SimRouter } from './fleet.ts';
 import { makeSimRouter } from './routerAdapter.ts';
 import { summarizeRun } from './summary.ts';
@@ -36,7 +36,10 @@ export interface SimConfig {
   /** Stop a run as soon as it cannot meet the SLO (replica-count search). */
   earlyStop?: boolean;
   onProgress?: (fraction: number) => void;
-  /** The fleet-wide queue bound at arrival, and goodput in the result (`admission.ts`). */
+  /**
+   * The fleet-wide queue bound at arrival and the TTFT bound after routing, and goodput in the
+   * result (`admission.ts`).
+   */
   admission?: SimAdmission;
   /** Every request's outcome as it ends, warm-up included (`--requests-out`). */
   onRequest?: (r: RequestRecord) => void;
@@ -100,9 +103,9 @@ export function simulate(
   const idleTtftMs = makeIdlePrefill(engineConfig);
   const slo = config.slo;
   const limitMs = (promptTokens: number) => ttftLimitMs(slo, idleTtftMs(promptTokens));
-  const admit =
-    config.admission &&
-    queueGate(config.admission, prefillUsPerToken(engineConfig.spec, config.engine.budgetTokens));
+  const usPerToken = prefillUsPerToken(engineConfig.spec, config.engine.budgetTokens);
+  const admit = config.admission && queueGate(config.admission, usPerToken);
+  const admitRoute = config.admission && ttftGate(config.admission, usPerToken);
   const policy = runLabel(config.router);
   const fleet = new Fleet({
     replicas: config.replicas,
@@ -126,6 +129,7 @@ export function simulate(
     loadBucketMs: Math.max(1000, Math.round(durationMs / 120 / 1000) * 1000),
     ...(config.onProgress && { onProgress: config.onProgress }),
     ...(admit && { admit }),
+    ...(admitRoute && { admitRoute }),
     ...(config.onRequest && { onRequest: labelled(config.onRequest, policy, config.replicas) }),
   });
   const outcome = fleet.run();
