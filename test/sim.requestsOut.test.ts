@@ -119,3 +119,20 @@ test('a file that cannot be written is refused before any run, naming the flag',
     /^kvroute sim: --requests-out .*r\.jsonl: cannot write the file \(ENOENT\)\n$/,
   );
 });
+
+test('with --search on worker threads: the same output, the fixed runs recorded, no probe', () => {
+  const file = join(dir, 'search.jsonl');
+  const args = [
+    ...['--workload', 'groups', '--policy', 'cost,random', '--replicas', '2', '--rate', '8'],
+    ...['--duration', '30', '--warmup', '5', '--search', '--max-replicas', '4', '--json'],
+  ];
+  const serial = sim([...args, '--threads', '1']);
+  const threaded = sim([...args, '--threads', '2', '--requests-out', file]);
+  assert.equal(threaded.stdout, serial.stdout, 'the recorded runs and the search print the same');
+  const lines = readLines(file);
+  const policies = new Set(lines.map((l) => `${l.policy} x ${l.replicas}`));
+  assert.deepEqual([...policies], ['cost x 2', 'random x 2'], 'the fixed runs only, in order');
+  for (const r of threaded.results) {
+    assert.equal(lines.filter((l) => l.policy === r.policy).length, r.arrived);
+  }
+});

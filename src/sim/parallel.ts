@@ -70,6 +70,7 @@ export async function runBatch(spec: BatchSpec): Promise<BatchResult> {
   if (spec.onRequest !== undefined && spec.runs.length > 0) {
     // A callback cannot cross to a worker: the recorded runs go first, here, then the searches.
     const fixed = runSerial({ ...spec, searches: [] });
+    if (spec.searches.length === 0) return fixed;
     const rest = await runBatch({ ...spec, runs: [], onRequest: undefined });
     return {
       results: fixed.results,
