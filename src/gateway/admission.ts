@@ -1,9 +1,9 @@
 /**
  * Admission control at the gateway, before routing: the fleet-wide queue bound first (it takes
  * nothing from anyone), then the tenant's limits; after routing, the TTFT bound
- * (`src/admission/ttftBound.ts`) on the replica the router picked. A refusal is a 429 in the project's error
- * shape (vLLM's, with the integer `code`) with OpenAI's `rate_limit_exceeded` as its `type`,
- * the limit that refused it as `param`, and `Retry-After` in whole seconds:
+ * (`src/admission/ttftBound.ts`) on the replica the router picked. A refusal is a 429 in the
+ * project's error shape (vLLM's, with the integer `code`) with OpenAI's `rate_limit_exceeded` as
+ * its `type`, the limit that refused it as `param`, and `Retry-After` in whole seconds:
  *
  *   {"error": {"message": "...", "type": "rate_limit_exceeded",
  *              "param": "requests_per_second", "code": 429}}
