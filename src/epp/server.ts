@@ -16,13 +16,12 @@ import {
 } from '@grpc/grpc-js';
 import { GatewayAdmission } from '../gateway/admission.ts';
 import { Authenticator } from '../gateway/auth.ts';
-import { backendNames } from '../gateway/backends.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { GatewayError } from '../gateway/errors.ts';
-import { configuredTenants, tokenizersOf } from '../gateway/gateway.ts';
+import { metricsOf, poolsOf } from '../gateway/gateway.ts';
 import { type Logger, silentLogger } from '../gateway/log.ts';
 import { GatewayMetrics } from '../gateway/metrics.ts';
-import { ModelPools } from '../gateway/pools.ts';
+import type { ModelPools } from '../gateway/pools.ts';
 import { closeServer, listen } from '../openai/http.ts';
 import { EndpointBook } from './endpoints.ts';
 import { Exchange } from './exchange.ts';
@@ -79,22 +78,9 @@ export async function startEpp(
     throw new GatewayError('ERR_CONFIG', 'no backend configured', { param: 'backends' });
   }
   let lateMetrics: GatewayMetrics | null = null;
-  const pools = new ModelPools({
-    config,
-    logger,
-    tokenizerFor: tokenizersOf(config),
-    tokenize: config.tokenize,
-    onRemoteFallback: (err) => {
-      lateMetrics?.remoteTokenizeFallbacks.inc();
-      logger.warn({ err }, '--tokenize remote: no backend tokenized a request, tokenized locally');
-    },
-  });
-  const names = backendNames(config.backends);
-  await pools.addConfigured(config.backends.map((c, i) => ({ config: c, name: names[i]! })));
-  const metrics = new GatewayMetrics({
-    replicaLoads: () => pools.replicaLoads(),
-    knownTenants: configuredTenants(config),
-  });
+  const pools = poolsOf(config, logger, () => lateMetrics);
+  await pools.addConfigured(config.backends);
+  const metrics = metricsOf(config, pools);
   lateMetrics = metrics;
   const endpoints = new EndpointBook();
   let ledgerIds = 0;

@@ -20,7 +20,7 @@ import { GatewayError } from './errors.ts';
 import type { GenerateContext } from './generate.ts';
 import { type Logger, silentLogger } from './log.ts';
 import { GatewayMetrics } from './metrics.ts';
-import type { BackendInfo } from './pool.ts';
+import type { BackendInfo, RouteObserver } from './pool.ts';
 import { ModelPools } from './pools.ts';
 import { applyLive, type ReloadResult } from './reload.ts';
 import { makeRequestListener, type RoutesContext } from './routes.ts';
@@ -73,19 +73,9 @@ export async function startGateway(
   }
   let lateMetrics: GatewayMetrics | null = null;
   let sync: StateSync | null = null;
-  const pools: ModelPools = new ModelPools({
-    config,
-    logger,
-    tokenizerFor: tokenizersOf(config),
-    tokenize: config.tokenize,
-    onRemoteFallback: (err) => {
-      lateMetrics?.remoteTokenizeFallbacks.inc();
-      logger.warn({ err }, '--tokenize remote: no backend tokenized a request, tokenized locally');
-    },
-    observer: {
-      routed: (model, decision, request) => sync?.routed(model, decision, request),
-      released: (model, requestId, stage) => sync?.released(model, requestId, stage),
-    },
+  const pools: ModelPools = poolsOf(config, logger, () => lateMetrics, {
+    routed: (model, decision, request) => sync?.routed(model, decision, request),
+    released: (model, requestId, stage) => sync?.released(model, requestId, stage),
   });
   if (config.nats !== null) {
     sync = new StateSync(
@@ -97,12 +87,8 @@ export async function startGateway(
       logger,
     );
   }
-  const names = backendNames(config.backends);
-  await pools.addConfigured(config.backends.map((c, i) => ({ config: c, name: names[i]! })));
-  const metrics = new GatewayMetrics({
-    replicaLoads: () => pools.replicaLoads(),
-    knownTenants: configuredTenants(config),
-  });
+  await pools.addConfigured(config.backends);
+  const metrics = metricsOf(config, pools);
   lateMetrics = metrics;
 
   let ledgerIds = 0;
@@ -155,6 +141,7 @@ export async function startGateway(
 
   let current = config;
   let closed: Promise<void> | null = null;
+  const names = backendNames(config.backends);
   return {
     ...bound,
     replicas: config.backends.map((b, i) => ({
@@ -248,6 +235,37 @@ export function tokenizersOf(config: GatewayConfig): (model: string | null) => P
     ]),
   );
   return (model) => (model === null ? undefined : own.get(model)) ?? shared;
+}
+
+/**
+ * The config's model pools with their tokenizers. A `--tokenize remote` fallback is logged and
+ * counted in `metrics()` once that exists (the metrics are built over the pools).
+ */
+export function poolsOf(
+  config: GatewayConfig,
+  logger: Logger,
+  metrics: () => GatewayMetrics | null,
+  observer?: RouteObserver,
+): ModelPools {
+  return new ModelPools({
+    config,
+    logger,
+    tokenizerFor: tokenizersOf(config),
+    tokenize: config.tokenize,
+    onRemoteFallback: (err) => {
+      metrics()?.remoteTokenizeFallbacks.inc();
+      logger.warn({ err }, '--tokenize remote: no backend tokenized a request, tokenized locally');
+    },
+    ...(observer && { observer }),
+  });
+}
+
+/** The gateway's metrics over `pools`, labelled with the config's tenants. */
+export function metricsOf(config: GatewayConfig, pools: ModelPools): GatewayMetrics {
+  return new GatewayMetrics({
+    replicaLoads: () => pools.replicaLoads(),
+    knownTenants: configuredTenants(config),
+  });
 }
 
 /** Every tenant the config names: the metrics' `tenant` label takes only these. */

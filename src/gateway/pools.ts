@@ -19,6 +19,7 @@ import type { TokenizeMode } from './requestTokenizers.ts';
 import type { TokenizerAgreement } from './tokenizerCheck.ts';
 import {
   type Backend,
+  backendNames,
   closeBackend,
   makeBackend,
   type ModelCard,
@@ -110,9 +111,13 @@ export class ModelPools {
     this.#logger = options.logger;
   }
 
-  /** Places the configured backends, routed at once (their models read first, in parallel). */
-  async addConfigured(entries: readonly { config: BackendConfig; name: string }[]): Promise<void> {
-    const backends = entries.map((e) => makeBackend(e.config, e.name));
+  /**
+   * Places the configured backends under their names (`backendNames`), routed at once (their
+   * models read first, in parallel).
+   */
+  async addConfigured(configs: readonly BackendConfig[]): Promise<void> {
+    const names = backendNames(configs);
+    const backends = configs.map((c, i) => makeBackend(c, names[i]!));
     const cards = await Promise.all(backends.map((b) => readModelCards(b)));
     this.#refreshedAtMs = Date.now();
     backends.forEach((b, i) => {

@@ -9,7 +9,8 @@
 import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
 import { CustomerPrefixes, type Materialized, mixSeed } from './tokens.ts';
-import type { Arrival, Workload, WorkloadOptions } from './workloads.ts';
+import { type Arrival, loadArrival } from './arrival.ts';
+import type { Workload, WorkloadOptions } from './workloads.ts';
 
 export const DEFAULT_LORA_ADAPTERS = 16;
 export const DEFAULT_LORA_ZIPF = 1;
@@ -88,11 +89,7 @@ export class LoraWorkload implements Workload {
       const ofAdapter = Math.ceil((LOAD.customers - adapter) / K);
       const customer = adapter + K * picks.int(ofAdapter);
       yield {
-        atMs,
-        customer,
-        promptLength: LOAD.sharedTokens + LOAD.uniqueTokens,
-        outputTokens: LOAD.outputTokens,
-        seed: picks.nextU32(),
+        ...loadArrival(atMs, customer, LOAD, picks.nextU32()),
         lora: loraAdapterName(adapter),
       };
       atMs += gaps.exponential(meanGapMs);

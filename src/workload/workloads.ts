@@ -6,25 +6,12 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
+import { type Arrival, loadArrival } from './arrival.ts';
 import { LoraWorkload } from './lora.ts';
 import { CustomerPrefixes, fillTokens, KeyExtender, type Materialized, mixSeed } from './tokens.ts';
 
 export type { Materialized } from './tokens.ts';
-
-export interface Arrival {
-  /** Arrival time, ms from the start of the run. */
-  atMs: number;
-  /** Customer, prefix group or conversation; -1 when the workload has none. */
-  customer: number;
-  promptLength: number;
-  outputTokens: number;
-  /** Seed of the request's own tokens. */
-  seed: number;
-  /** Mooncake trace: the record's 512-token block hash ids. */
-  hashIds?: readonly number[];
-  /** The LoRA adapter the request runs with (its `model`); absent: the base model. */
-  lora?: string;
-}
+export type { Arrival } from './arrival.ts';
 
 export interface Workload {
   readonly name: string;
@@ -110,13 +97,7 @@ class SharedPrefixWorkload implements Workload {
       let customer: number;
       if (p.hotShare > 0 && picks.next() < p.hotShare) customer = 0;
       else customer = p.hotShare > 0 ? 1 + picks.int(p.customers - 1) : picks.int(p.customers);
-      yield {
-        atMs,
-        customer,
-        promptLength: p.sharedTokens + p.uniqueTokens,
-        outputTokens: p.outputTokens,
-        seed: picks.nextU32(),
-      };
+      yield loadArrival(atMs, customer, p, picks.nextU32());
       atMs += gaps.exponential(meanGapMs);
     }
   }

@@ -123,17 +123,30 @@ export class AdapterError extends Error {
   }
 }
 
-/** A string field, or null when absent, empty or not a string (vLLM's `not request.x`). */
-function field(body: Record<string, unknown>, name: string): string | null {
-  const v = body[name];
-  return typeof v === 'string' && v.length > 0 ? v : null;
+/**
+ * The string fields `names` of a request (vLLM's `not request.x` is a missing, empty or
+ * non-string value), or vLLM's 400 with `message` when any is missing.
+ */
+function required(fields: Record<string, unknown>, names: string[], message: string): string[] {
+  const values = names.map((n) => fields[n]);
+  if (values.some((v) => typeof v !== 'string' || v.length === 0)) {
+    throw new AdapterError(400, 'InvalidUserInput', message);
+  }
+  return values as string[];
 }
 
-/** Runs one API call: its success text as 200 text/plain, its AdapterError as vLLM's body. */
-function answer(res: ServerResponse, call: () => string): void {
+/**
+ * Runs one API call on the body's fields: its success text as 200 text/plain, its AdapterError
+ * as vLLM's body.
+ */
+function answer(
+  res: ServerResponse,
+  body: unknown,
+  call: (fields: Record<string, unknown>) => string,
+): void {
   let text: string;
   try {
-    text = call();
+    text = call(asObject(body));
   } catch (err) {
     if (!(err instanceof AdapterError)) throw err;
     sendJson(res, err.status, {
@@ -154,18 +167,13 @@ export function loadLoraAdapter(
   body: unknown,
   res: ServerResponse,
 ): void {
-  const fields = asObject(body);
-  answer(res, () => {
-    const name = field(fields, 'lora_name');
-    const path = field(fields, 'lora_path');
-    if (name === null || path === null) {
-      throw new AdapterError(
-        400,
-        'InvalidUserInput',
-        "Both 'lora_name' and 'lora_path' must be provided.",
-      );
-    }
-    registry.load({ name, path }, fields.load_inplace === true);
+  answer(res, body, (fields) => {
+    const [name, path] = required(
+      fields,
+      ['lora_name', 'lora_path'],
+      "Both 'lora_name' and 'lora_path' must be provided.",
+    );
+    registry.load({ name: name!, path: path! }, fields.load_inplace === true);
     return `Success: LoRA adapter '${name}' added successfully.`;
   });
 }
@@ -176,17 +184,13 @@ export function unloadLoraAdapter(
   body: unknown,
   res: ServerResponse,
 ): void {
-  const fields = asObject(body);
-  answer(res, () => {
-    const name = field(fields, 'lora_name');
-    if (name === null) {
-      throw new AdapterError(
-        400,
-        'InvalidUserInput',
-        "'lora_name' needs to be provided to unload a LoRA adapter.",
-      );
-    }
-    registry.unload(name);
+  answer(res, body, (fields) => {
+    const [name] = required(
+      fields,
+      ['lora_name'],
+      "'lora_name' needs to be provided to unload a LoRA adapter.",
+    );
+    registry.unload(name!);
     return `Success: LoRA adapter '${name}' removed successfully.`;
   });
 }
