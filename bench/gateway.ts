@@ -23,11 +23,16 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, connect as netConnect } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
+import {
+  type NatsServer,
+  natsServerInstalled,
+  startNatsServer,
+} from '../test/support/natsServer.ts';
 
 const JSON_OUT = process.argv.includes('--json');
 const BIN = fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
@@ -285,36 +290,6 @@ http {
   }
 }
 
-function installed(cmd: string): boolean {
-  try {
-    execFileSync(cmd, ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** nats-server on a free loopback port; resolves with its URL once it accepts. */
-async function startNats(): Promise<string> {
-  const port = await freePort();
-  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
-  children.push(child);
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = netConnect(port, '127.0.0.1');
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (ok) return `nats://127.0.0.1:${port}`;
-    if (Date.now() > deadline) throw new Error('nats-server did not start');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 async function main(): Promise<void> {
   // 1. Added latency against the simulated engine, at a fixed rate.
   const engine = await kvroute(
@@ -338,13 +313,14 @@ async function main(): Promise<void> {
   );
   const gatewayUrl = gateway[1]!;
   // The same gateway with --nats, when nats-server is here.
-  const natsNote = installed('nats-server')
+  const natsNote = natsServerInstalled()
     ? null
     : 'skipped: nats-server is not installed (apt-get install -y nats-server)';
   if (natsNote !== null) process.stderr.write(`bench:gateway: the NATS variant ${natsNote}\n`);
   let natsGatewayUrl: string | null = null;
   if (natsNote === null) {
-    const natsUrl = await startNats();
+    nats = await startNatsServer();
+    const natsUrl = nats.url;
     const backend = `${engineUrl},events=${events},replay=${replay}`;
     const withNats = ['serve', '--port', '0', '--backend', backend, '--nats', natsUrl];
     natsGatewayUrl = (await kvroute(withNats, /listening on (\S+)/))[1]!;
@@ -450,8 +426,12 @@ async function main(): Promise<void> {
   else log(JSON.stringify(result, null, 2));
 }
 
+/** The NATS variant's server (test/support's: a free loopback port, waited on until it accepts). */
+let nats = null as NatsServer | null;
+
 try {
   await main();
 } finally {
   for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+  await nats?.close();
 }
