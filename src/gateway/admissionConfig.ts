@@ -16,7 +16,7 @@
  */
 import type { TenantLimits } from '../admission/tenantLimits.ts';
 import { makeReplicaSpec, prefillUsPerToken } from '../model/index.ts';
-import { configError, int, isRecord, num, str } from './config.ts';
+import { configError, int, isRecord, num, str } from './configValues.ts';
 
 export interface AdmissionConfig {
   /** Fleet-wide bound in ms of modelled prefill; null: none. */

@@ -15,6 +15,7 @@ import {
   type IndexMode,
 } from '../router/defaults.ts';
 import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admissionConfig.ts';
+import { configError, int, isRecord, num, str } from './configValues.ts';
 import { GatewayError } from './errors.ts';
 import { TOKENIZE_MODES, type TokenizeMode } from './requestTokenizers.ts';
 
@@ -150,11 +151,6 @@ export function defaultConfig(): GatewayConfig {
 }
 
 /** Flag problems name the flag; file problems name the key path. */
-export const configError = (key: string, message: string): GatewayError =>
-  new GatewayError('ERR_CONFIG', `${key.startsWith('--') ? '' : 'config: '}${key} ${message}`, {
-    param: key,
-  });
-
 /** Reads and validates a YAML config file on top of the defaults. */
 export function loadConfigFile(path: string, base: GatewayConfig = defaultConfig()): GatewayConfig {
   let text: string;
@@ -374,33 +370,9 @@ export function tenantOfKey(key: string): string {
   return `key-${createHash('sha256').update(key).digest('hex').slice(0, 12)}`;
 }
 
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-export function str(v: unknown, key: string): string {
-  if (typeof v !== 'string') throw configError(key, 'must be a string');
-  return v;
-}
-
 function nonEmpty(v: string, key: string): string {
   if (v.length === 0) throw configError(key, 'must not be empty');
   return v;
-}
-
-/** Optional inclusive bounds of a number. */
-type Bounds = [min?: number, max?: number];
-
-export function num(v: unknown, key: string, ...[min = -Infinity, max = Infinity]: Bounds): number {
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw configError(key, 'must be a number');
-  if (v < min || v > max) throw configError(key, `must be within [${min}, ${max}], got ${v}`);
-  return v;
-}
-
-export function int(v: unknown, key: string, ...bounds: Bounds): number {
-  const n = num(v, key, ...bounds);
-  if (!Number.isInteger(n)) throw configError(key, `must be an integer, got ${n}`);
-  return n;
 }
 
 function oneOf<T extends string>(v: unknown, key: string, allowed: readonly T[]): T {
