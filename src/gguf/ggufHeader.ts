@@ -68,19 +68,24 @@ function writeValue(sink: ByteSink, value: GgufValue): void {
   switch (value.type) {
     case 'u32':
       sink.u32(GgufType.UINT32);
-      return sink.u32(value.value);
+      sink.u32(value.value);
+      return;
     case 'i32':
       sink.u32(GgufType.INT32);
-      return sink.i32(value.value);
+      sink.i32(value.value);
+      return;
     case 'f32':
       sink.u32(GgufType.FLOAT32);
-      return sink.f32(value.value);
+      sink.f32(value.value);
+      return;
     case 'bool':
       sink.u32(GgufType.BOOL);
-      return sink.u8(value.value ? 1 : 0);
+      sink.u8(value.value ? 1 : 0);
+      return;
     case 'string':
       sink.u32(GgufType.STRING);
-      return sink.string(value.value);
+      sink.string(value.value);
+      return;
     case 'strings':
       sink.u32(GgufType.ARRAY);
       sink.u32(GgufType.STRING);

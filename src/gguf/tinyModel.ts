@@ -43,23 +43,24 @@ export async function writeTinyModel(
   const problem = shapeProblem(shape);
   if (problem) throw new ModelFileError('ERR_MODEL_SHAPE', problem);
   const seed = opts.seed ?? DEFAULT_SEED;
-  const tokenizer = tokenizerMetadata(opts.tokenizer);
-  const alignment = GGUF_DEFAULT_ALIGNMENT;
-  const kvs: GgufKv[] = [
-    ['general.architecture', str('llama')],
-    ['general.name', str(MODEL_NAME)],
-    ['general.alignment', u32(alignment)],
-    ...llamaMetadata(shape),
-    ...tokenizer.kvs,
-  ];
-  const tensors = llamaTensors(shape, tokenizer.vocabSize);
-  const { placements, dataBytes } = tensorLayout(tensors, alignment);
-  const header = encodeGgufHeader(kvs, placements, alignment);
-
   const tmp = join(dirname(opts.out), `.${basename(opts.out)}.${randomUUID().slice(0, 8)}.tmp`);
-  let file: FileHandle | null = null;
+  const file = await open(tmp, 'w').catch((err: unknown) => {
+    throw outError(opts.out, err);
+  });
+  let closed = false;
   try {
-    file = await open(tmp, 'w');
+    const tokenizer = tokenizerMetadata(opts.tokenizer);
+    const alignment = GGUF_DEFAULT_ALIGNMENT;
+    const kvs: GgufKv[] = [
+      ['general.architecture', str('llama')],
+      ['general.name', str(MODEL_NAME)],
+      ['general.alignment', u32(alignment)],
+      ...llamaMetadata(shape),
+      ...tokenizer.kvs,
+    ];
+    const tensors = llamaTensors(shape, tokenizer.vocabSize);
+    const { placements, dataBytes } = tensorLayout(tensors, alignment);
+    const header = encodeGgufHeader(kvs, placements, alignment);
     await writeAll(file, header);
     let written = 0;
     for (let i = 0; i < tensors.length; i++) {
@@ -72,16 +73,29 @@ export async function writeTinyModel(
       }
     }
     if (dataBytes > written) await writeAll(file, new Uint8Array(dataBytes - written));
+    closed = true;
     await file.close();
-    file = null;
     await rename(tmp, opts.out);
+    return { path: opts.out, bytes: header.length + dataBytes };
   } catch (err) {
-    await file?.close().catch(() => {});
+    if (!closed) await file.close().catch(() => {});
     await unlink(tmp).catch(() => {});
-    const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    throw new ModelFileError('ERR_MODEL_OUT', `--out ${opts.out}: cannot write (${reason})`);
+    throw err instanceof Error &&
+      typeof (err as { code?: unknown }).code === 'string' &&
+      !isIoError(err)
+      ? err
+      : outError(opts.out, err);
   }
-  return { path: opts.out, bytes: header.length + dataBytes };
+}
+
+/** An error from the file system (it has an errno), as opposed to a coded error of kvroute's. */
+function isIoError(err: Error): boolean {
+  return typeof (err as NodeJS.ErrnoException).errno === 'number';
+}
+
+function outError(out: string, err: unknown): ModelFileError {
+  const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+  return new ModelFileError('ERR_MODEL_OUT', `--out ${out}: cannot write (${reason})`);
 }
 
 /** FileHandle.write may write less than asked; loop until the chunk is out. */
