@@ -70,7 +70,7 @@ export function tokenizerMetadata(folderPath: string): TokenizerMetadata {
   }
   for (const t of added) {
     tokens[t.id] = t.content;
-    types[t.id] = t.special ? TokenType.CONTROL : TokenType.USER_DEFINED;
+    types[t.id] = t.special || looksSpecial(t.content) ? TokenType.CONTROL : TokenType.USER_DEFINED;
   }
   for (let id = 0; id < vocabSize; id++) {
     if (tokens[id] === undefined) {
@@ -117,6 +117,21 @@ export function tokenizerMetadata(folderPath: string): TokenizerMetadata {
     }
   }
   return { kvs, vocabSize };
+}
+
+/**
+ * `convert_hf_to_gguf.py`'s `does_token_look_special`: added tokens some models leave unmarked
+ * (Qwen's `<|fim_prefix|>`...) that llama.cpp would otherwise warn about and retype as control.
+ * Text matches them either way: Hugging Face cuts the text at every added token, llama.cpp at
+ * control tokens when special tokens are parsed.
+ */
+function looksSpecial(text: string): boolean {
+  return (
+    ['<pad>', '<mask>', '<2mass>', '[@BOS@]'].includes(text) ||
+    (text.startsWith('<|') && text.endsWith('|>')) ||
+    (text.startsWith('<｜') && text.endsWith('｜>')) ||
+    (text.startsWith('<unused') && text.endsWith('>'))
+  );
 }
 
 /** llama.cpp's name for the file's pre-tokenizer, or null when it has none. */
