@@ -33,7 +33,11 @@ real, so tests and demos can run a real engine without a download.
 
 export async function run(argv: string[]): Promise<number> {
   const [kind, ...rest] = argv;
-  if (kind === undefined || kind === '--help' || kind === '-h') return printHelp(HELP);
+  if (kind === '--help' || kind === '-h') return printHelp(HELP);
+  if (kind === undefined) {
+    printHelp(HELP);
+    return 2; // as `kvroute` with no command: the usage, and a usage error
+  }
   if (!(KINDS as readonly string[]).includes(kind)) {
     throw new UsageError(`unknown model '${kind}'; models: ${KINDS.join(', ')}`);
   }
