@@ -80,17 +80,13 @@ export async function writeTinyModel(
   } catch (err) {
     if (!closed) await file.close().catch(() => {});
     await unlink(tmp).catch(() => {});
-    throw err instanceof Error &&
-      typeof (err as { code?: unknown }).code === 'string' &&
-      !isIoError(err)
-      ? err
-      : outError(opts.out, err);
+    throw isIoError(err) ? outError(opts.out, err) : err;
   }
 }
 
 /** An error from the file system (it has an errno), as opposed to a coded error of kvroute's. */
-function isIoError(err: Error): boolean {
-  return typeof (err as NodeJS.ErrnoException).errno === 'number';
+function isIoError(err: unknown): boolean {
+  return err instanceof Error && typeof (err as NodeJS.ErrnoException).errno === 'number';
 }
 
 function outError(out: string, err: unknown): ModelFileError {
