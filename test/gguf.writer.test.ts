@@ -319,6 +319,41 @@ describe('writeTinyModel', () => {
     }
   });
 
+  test('added tokens: special or special-looking are control, others user-defined; holes are unused', async () => {
+    const folder = writeTinyTokenizerFolder(join(dir, 'tok-added'), { bosStep: false });
+    const json = JSON.parse(readFileSync(join(folder, 'tokenizer.json'), 'utf8'));
+    const next = Math.max(...json.added_tokens.map((t: { id: number }) => t.id)) + 1;
+    const plain = {
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+      special: false,
+    };
+    json.added_tokens.push(
+      { ...plain, id: next, content: '<|fim_prefix|>' },
+      { ...plain, id: next + 1, content: '<tool_call>' },
+      { ...plain, id: next + 3, content: '<unused7>' },
+    );
+    writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(json));
+    const { path } = await writeTinyModel({
+      ...SMALL,
+      out: join(dir, 'added.gguf'),
+      tokenizer: folder,
+    });
+    const t = (await readGgufFileInfo(path, { logWarnings: false })).metadata.tokenizer.ggml;
+    assert.equal(t.tokens.length, next + 4);
+    assert.deepEqual(
+      [0, 1, 2, 3].map((i) => [t.tokens[next + i], t.token_type[next + i]]),
+      [
+        ['<|fim_prefix|>', 3],
+        ['<tool_call>', 4],
+        [`[PAD${next + 2}]`, 5],
+        ['<unused7>', 3],
+      ],
+    );
+  });
+
   test('a shape llama.cpp cannot run, and a tokenizer it cannot name, are refused before any file', async () => {
     assert.equal(shapeProblem(DEFAULT_SHAPE), null);
     assert.match(
