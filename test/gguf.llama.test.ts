@@ -21,9 +21,11 @@ import {
 } from 'node-llama-cpp';
 import { writeTinyModel } from '../src/gguf/tinyModel.ts';
 import { chatInput } from '../src/tokenizer/chat.ts';
+import { HfTokenizer } from '../src/tokenizer/hfTokenizer.ts';
 import { loadModelFolder } from '../src/tokenizer/modelFolder.ts';
 import { loadPromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
 import { tinyModelPath } from './support/tinyModel.ts';
+import { writeTinyTokenizerFolder } from './support/tinyTokenizer.ts';
 import { LLAMA3_DIR, QWEN3_DIR } from './support/tokenizerFixtures.ts';
 
 const require = createRequire(import.meta.url);
@@ -241,5 +243,37 @@ describe('a Qwen3 tokenizer folder (pre-tokenizer qwen2)', () => {
     const info = await readGgufFileInfo(path, { logWarnings: false });
     assert.equal(info.metadata.tokenizer.ggml.pre, 'qwen2');
     assert.equal(model.tokens.eos, hf.encode('<|im_end|>')[0]);
+  });
+});
+
+describe('small byte-level folders (pre-tokenizers llama-bpe and gpt-2)', () => {
+  test('load with no warning and tokenize as the gateway tokenizer', async () => {
+    for (const pre of ['llama3', 'gpt2'] as const) {
+      const folder = writeTinyTokenizerFolder(join(dir, `tok-${pre}`), { bosStep: true, pre });
+      const { path } = await writeTinyModel({
+        out: join(dir, `tiny-${pre}.gguf`),
+        tokenizer: folder,
+        layers: 1,
+        dim: 64,
+        ffn: 128,
+        contextTokens: 512,
+      });
+      const before = warnings.length;
+      const model = await load(path);
+      assert.deepEqual(warnings.slice(before), [], pre);
+      const info = await readGgufFileInfo(path, { logWarnings: false });
+      assert.equal(info.metadata.tokenizer.ggml.pre, pre === 'gpt2' ? 'gpt-2' : 'llama-bpe');
+      const hf = new HfTokenizer(
+        JSON.parse(readFileSync(join(folder, 'tokenizer.json'), 'utf8')),
+        JSON.parse(readFileSync(join(folder, 'tokenizer_config.json'), 'utf8')),
+      );
+      for (const text of [...fixtureTexts(), 'hello world, the llama model and the token cache']) {
+        assert.deepEqual(
+          Array.from(model.tokenize(text, true)),
+          hf.encode(text, false),
+          `${pre}: ${JSON.stringify(text.slice(0, 60))}`,
+        );
+      }
+    }
   });
 });

@@ -389,6 +389,16 @@ describe('writeTinyModel', () => {
       );
       return true;
     });
+    json.pre_tokenizer = JSON.parse(
+      readFileSync(join(tinyFolder, 'tokenizer.json'), 'utf8'),
+    ).pre_tokenizer;
+    json.model.ignore_merges = false;
+    writeFileSync(join(wordPiece, 'tokenizer.json'), JSON.stringify(json));
+    await assert.rejects(writeTinyModel({ ...SMALL, out, tokenizer: wordPiece }), {
+      code: 'ERR_MODEL_TOKENIZER',
+      message:
+        /model.ignore_merges is false, but llama.cpp's llama-bpe pre-tokenizer looks whole words up first/,
+    });
     assert.deepEqual(
       readdirSync(dir).filter((f) => f.startsWith('.refused') || f === 'refused.gguf'),
       [],

@@ -27,6 +27,13 @@ const PRE_TOKENIZERS: Record<string, string> = {
     'qwen2',
 };
 
+/**
+ * The pre-tokenizers for which llama.cpp looks a whole word up in the vocabulary before merging
+ * (`ignore_merges`, Llama 3's rule); for the others it always merges. A file that says otherwise
+ * would tokenize differently there.
+ */
+const IGNORES_MERGES = new Set(['llama-bpe']);
+
 type Json = Record<string, unknown>;
 
 export interface TokenizerMetadata {
@@ -52,6 +59,13 @@ export function tokenizerMetadata(folderPath: string): TokenizerMetadata {
     fail(
       `its pre-tokenizer has no llama.cpp name (known: ${[...Object.values(PRE_TOKENIZERS), 'gpt-2'].join(', ')})`,
     );
+  const ignoreMerges = model.ignore_merges === true;
+  if (ignoreMerges !== IGNORES_MERGES.has(pre!)) {
+    fail(
+      `model.ignore_merges is ${ignoreMerges}, but llama.cpp's ${pre} pre-tokenizer ` +
+        `${IGNORES_MERGES.has(pre!) ? 'looks whole words up first' : 'merges every word'}`,
+    );
+  }
 
   const vocab = (model.vocab ?? {}) as Record<string, number>;
   const added = (Array.isArray(json.added_tokens) ? json.added_tokens : []) as {
