@@ -276,4 +276,36 @@ describe('small byte-level folders (pre-tokenizers llama-bpe and gpt-2)', () => 
       }
     }
   });
+
+  test('other shapes (MHA, MQA, more layers) load and compute a token', async () => {
+    const folder = writeTinyTokenizerFolder(join(dir, 'tok-shapes'), { bosStep: false });
+    const shapes = [
+      { layers: 1, dim: 64, heads: 8, kvHeads: 8, ffn: 96 },
+      { layers: 3, dim: 96, heads: 4, kvHeads: 1, ffn: 160 },
+    ];
+    for (const [i, shape] of shapes.entries()) {
+      const { path } = await writeTinyModel({
+        ...shape,
+        contextTokens: 256,
+        out: join(dir, `shape-${i}.gguf`),
+        tokenizer: folder,
+        seed: i,
+      });
+      const before = warnings.length;
+      const model = await load(path);
+      assert.deepEqual(warnings.slice(before), [], JSON.stringify(shape));
+      const context = await model.createContext({ contextSize: 256, batchSize: 32, threads: 1 });
+      try {
+        const iterator = context.getSequence().evaluate(model.tokenize('hello the world', true), {
+          temperature: 0,
+        });
+        const first = await iterator.next();
+        await iterator.return();
+        const vocab = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
+        assert.ok(Number.isInteger(first.value) && first.value! >= 0 && first.value! < vocab);
+      } finally {
+        await context.dispose();
+      }
+    }
+  });
 });

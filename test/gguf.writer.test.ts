@@ -212,6 +212,52 @@ describe('writeTinyModel', () => {
     );
   });
 
+  test('any valid shape: every tensor aligned, in order, inside the file (property)', async () => {
+    const shapes = fc
+      .record({
+        layers: fc.integer({ min: 1, max: 3 }),
+        kvHeads: fc.integer({ min: 1, max: 3 }),
+        group: fc.integer({ min: 1, max: 3 }),
+        headDim: fc.integer({ min: 1, max: 12 }).map((n) => 2 * n),
+        ffn: fc.integer({ min: 1, max: 100 }),
+        seed: fc.integer({ min: 0, max: 2 ** 32 - 1 }),
+      })
+      .map(({ kvHeads, group, headDim, ...rest }) => ({
+        ...rest,
+        kvHeads,
+        heads: kvHeads * group,
+        dim: kvHeads * group * headDim,
+      }));
+    await fc.assert(
+      fc.asyncProperty(shapes, async (shape) => {
+        const out = join(dir, 'prop.gguf');
+        const { bytes } = await writeTinyModel({
+          ...shape,
+          contextTokens: 64,
+          out,
+          tokenizer: tinyFolder,
+        });
+        assert.equal(statSync(out).size, bytes);
+        const info = await readGgufFileInfo(out, { logWarnings: false });
+        assert.equal(info.tensorInfo!.length, 2 + 9 * shape.layers);
+        let end = info.infoEndOffset!;
+        for (const t of info.tensorInfo!) {
+          assert.equal(Number(t.offset) % 32, 0);
+          assert.ok(Number(t.fileOffset) >= end, `${t.name} after the one before`);
+          const size =
+            t.dimensions.map(Number).reduce((x, y) => x * y, 1) *
+            (t.ggmlType === UpstreamGgmlType.F16 ? 2 : 4);
+          end = Number(t.fileOffset) + size;
+        }
+        assert.ok(
+          end <= bytes && bytes - end < 32,
+          'the data ends the file, padded to the alignment',
+        );
+      }),
+      { seed: 27, numRuns: 15 },
+    );
+  });
+
   test('tensors: names, shapes (ne0 first), types, aligned offsets; no output.weight', async () => {
     const { path, bytes } = await writeTinyModel({
       ...SMALL,
