@@ -64,5 +64,8 @@ test('fault flags: values checked, the flag and the accepted values named', () =
   });
   assert.throws(() => read('--fault-drop-events', 'some'), /--fault-drop-events.*removed/);
   assert.throws(() => read('--fault-silent-reset-s', '-1'), /--fault-silent-reset-s/);
-  assert.throws(() => read('--fault-chat-template', '/no/such/file.jinja'), /--fault-chat-template/);
+  assert.throws(
+    () => read('--fault-chat-template', '/no/such/file.jinja'),
+    /--fault-chat-template/,
+  );
 });

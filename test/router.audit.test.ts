@@ -8,6 +8,9 @@ import {
   classify,
   thresholdFor,
 } from '../src/router/audit/index.ts';
+import { computeBlockKeys } from '../src/kv/blockKey.ts';
+import type { KvEvent } from '../src/kv/events.ts';
+import { Router } from '../src/router/index.ts';
 import { Rng } from '../src/util/rng.ts';
 
 const BLOCK = 16;
@@ -53,10 +56,22 @@ describe('audit bound', () => {
   });
 
   test('classify: within a block or 10 % of the prompt is no miss', () => {
-    assert.equal(classify({ predictedTokens: 1024, reportedTokens: 1008, promptTokens: 1025 }, BLOCK), 0);
-    assert.equal(classify({ predictedTokens: 1024, reportedTokens: 0, promptTokens: 1025 }, BLOCK), 1);
-    assert.equal(classify({ predictedTokens: 0, reportedTokens: 512, promptTokens: 1025 }, BLOCK), -1);
-    assert.equal(classify({ predictedTokens: 100, reportedTokens: 0, promptTokens: 1025 }, BLOCK), 0);
+    assert.equal(
+      classify({ predictedTokens: 1024, reportedTokens: 1008, promptTokens: 1025 }, BLOCK),
+      0,
+    );
+    assert.equal(
+      classify({ predictedTokens: 1024, reportedTokens: 0, promptTokens: 1025 }, BLOCK),
+      1,
+    );
+    assert.equal(
+      classify({ predictedTokens: 0, reportedTokens: 512, promptTokens: 1025 }, BLOCK),
+      -1,
+    );
+    assert.equal(
+      classify({ predictedTokens: 100, reportedTokens: 0, promptTokens: 1025 }, BLOCK),
+      0,
+    );
   });
 });
 
@@ -145,7 +160,78 @@ describe('audit verdicts (properties)', () => {
     audit.reset('r');
     assert.equal(audit.verdict('r'), 'ok');
     assert.equal(audit.state('r').window.requests, 0);
-    const back = audit.record('r', { predictedTokens: 1000, reportedTokens: 992, promptTokens: 1100 });
+    const back = audit.record('r', {
+      predictedTokens: 1000,
+      reportedTokens: 992,
+      promptTokens: 1100,
+    });
     assert.deepEqual([back.verdict, back.changed], ['ok', false]);
+  });
+});
+
+describe('approximate fallback for one replica', () => {
+  const B = 4;
+  const tokens = (n: number, base: number) => Array.from({ length: n }, (_, i) => base + i);
+  const storedEvent = (toks: number[]): KvEvent =>
+    ({
+      type: 'BlockStored',
+      blockKeys: computeBlockKeys(toks, B),
+      parentKey: null,
+      tokenIds: toks,
+      blockSize: B,
+    }) as unknown as KvEvent;
+
+  test('distrusted replica: its events ignored, its routes recorded within its capacity; the other untouched', () => {
+    const router = new Router({ replicas: ['a', 'b'], overlayTtlMs: 0, policy: 'cost' });
+    const p1 = tokens(16, 1);
+    const p2 = tokens(16, 100);
+    router.applyEvents('a', [storedEvent(p1)], 0);
+    router.applyEvents('b', [storedEvent(p2)], 0);
+    router.distrustEvents('a', 4);
+    assert.equal(router.indexSourceOf('a'), 'approx');
+    assert.equal(router.indexSourceOf('b'), 'events');
+    const snap = () =>
+      Object.fromEntries(router.snapshot().replicas.map((r) => [r.name, r.indexedBlocks]));
+    assert.deepEqual(snap(), { a: 0, b: 4 });
+    // Events for a are not believed now.
+    router.applyEvents('a', [storedEvent(p1)], 1);
+    assert.deepEqual(snap(), { a: 0, b: 4 });
+    // b still matches p2 by its events.
+    const d2 = router.route(
+      { id: 'x', blockKeys: computeBlockKeys(p2, B), promptTokens: 16, blockSize: B },
+      2,
+    );
+    assert.equal(d2.replica, 'b');
+    assert.equal(d2.cachedTokens, 16);
+    router.onFinished('x', 3);
+    // A route to a is recorded (4 blocks, its capacity) and predicted next time.
+    const p3 = tokens(16, 200);
+    const avoidB = { avoid: ['b'] };
+    const d3 = router.route(
+      { id: 'y', blockKeys: computeBlockKeys(p3, B), promptTokens: 16, blockSize: B, ...avoidB },
+      4,
+    );
+    assert.equal(d3.replica, 'a');
+    router.onFinished('y', 5);
+    assert.deepEqual(snap(), { a: 4, b: 4 });
+    const again = router.route(
+      { id: 'z', blockKeys: computeBlockKeys(p3, B), promptTokens: 16, blockSize: B },
+      6,
+    );
+    assert.deepEqual([again.replica, again.cachedTokens], ['a', 16]);
+    router.onFinished('z', 7);
+    // A longer prompt pushes the oldest blocks out (LRU within 4 blocks).
+    const p4 = tokens(24, 300);
+    router.route(
+      { id: 'w', blockKeys: computeBlockKeys(p4, B), promptTokens: 24, blockSize: B, ...avoidB },
+      8,
+    );
+    assert.equal(snap().a, 4);
+    // Trusted again: cleared, and its events count once more.
+    router.trustEvents('a');
+    assert.equal(router.indexSourceOf('a'), 'events');
+    assert.equal(snap().a, 0);
+    router.applyEvents('a', [storedEvent(p1)], 9);
+    assert.equal(snap().a, 4);
   });
 });

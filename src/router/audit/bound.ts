@@ -35,7 +35,11 @@ export function binomialTail(n: number, p: number, k: number): number {
  * The smallest mismatch count k in a window of n requests with P(Bin(n, p0) >= k) <= alpha;
  * n + 1 (never) when even n mismatches are too likely.
  */
-export function thresholdFor(windowRequests: number, healthyMismatchRate: number, alpha: number): number {
+export function thresholdFor(
+  windowRequests: number,
+  healthyMismatchRate: number,
+  alpha: number,
+): number {
   for (let k = 0; k <= windowRequests; k++) {
     if (binomialTail(windowRequests, healthyMismatchRate, k) <= alpha) return k;
   }

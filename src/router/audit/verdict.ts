@@ -139,7 +139,8 @@ export class CacheAudit {
 
   constructor(options: AuditOptions) {
     const n = options.windowRequests ?? DEFAULT_AUDIT_WINDOW;
-    if (!Number.isInteger(n) || n < 1) throw new RangeError(`windowRequests must be an integer >= 1, got ${n}`);
+    if (!Number.isInteger(n) || n < 1)
+      throw new RangeError(`windowRequests must be an integer >= 1, got ${n}`);
     if (!Number.isInteger(options.blockSize) || options.blockSize < 1) {
       throw new RangeError(`blockSize must be an integer >= 1, got ${options.blockSize}`);
     }
@@ -184,8 +185,7 @@ export class CacheAudit {
         under: w.under,
         threshold: this.threshold,
       },
-      hitRateError:
-        w.sumPrompt > 0 ? Math.abs(w.sumPredicted - w.sumReported) / w.sumPrompt : null,
+      hitRateError: w.sumPrompt > 0 ? Math.abs(w.sumPredicted - w.sumReported) / w.sumPrompt : null,
       judged: w.judged,
     };
   }
