@@ -186,6 +186,8 @@ export class ModelPool {
         },
         kvBlocks: (name) => this.#kvBlocks.get(name),
       }),
+      indexSource: (name) =>
+        this.router.replicaNames.includes(name) ? this.router.indexSourceOf(name) : 'events',
     });
     const local = localTokenizer(options.tokenizer);
     this.requestTokenizer =

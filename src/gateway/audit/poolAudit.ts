@@ -30,6 +30,8 @@ export interface AuditActions {
 export interface ReplicaAudit extends AuditState {
   /** Where its predictions come from now and what the last repair was. */
   repair: { stage: RepairStage; last: RepairAction | null; repairs: number };
+  /** What its predictions come from now: its KV events, or the router's own record. */
+  indexSource: 'events' | 'approx';
   /** Where reported counts came from: responses' usage, the hit counter. */
   sources: { usage: number; hitCounter: number };
 }
@@ -47,6 +49,7 @@ export class PoolAudit {
   readonly #model: string | null;
   readonly #logger: Logger;
   readonly #actions: AuditActions;
+  readonly #indexSource: (replica: string) => 'events' | 'approx';
   readonly #plans = new Map<string, RepairPlan>();
   readonly #last = new Map<string, { action: RepairAction | null; repairs: number }>();
   readonly #sources = new Map<string, { usage: number; hitCounter: number }>();
@@ -59,8 +62,10 @@ export class PoolAudit {
     blockSize: number;
     logger: Logger;
     actions: AuditActions;
+    indexSource: (replica: string) => 'events' | 'approx';
     windowRequests?: number;
   }) {
+    this.#indexSource = options.indexSource;
     this.#model = options.model;
     this.#logger = options.logger;
     this.#actions = options.actions;
@@ -133,6 +138,7 @@ export class PoolAudit {
         last: last.action,
         repairs: last.repairs,
       },
+      indexSource: this.#indexSource(replica),
       sources: { ...(this.#sources.get(replica) ?? { usage: 0, hitCounter: 0 }) },
     };
   }
