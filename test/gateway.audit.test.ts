@@ -259,3 +259,20 @@ describe('gateway audit against a fake vLLM', () => {
     assert.equal(after_.window.requests, before.window.requests + 1);
   });
 });
+
+test('the dashboard row carries the audit: verdict, error, index source', async () => {
+  const { sampleGateway } = await import('../src/gateway/dashboard/state.ts');
+  const { GatewayMetrics } = await import('../src/gateway/metrics.ts');
+  const { Router } = await import('../src/router/index.ts');
+  const snap = new Router({ replicas: ['a'] }).snapshot(0);
+  const replicas = snap.replicas.map((r) => ({
+    ...r,
+    audit: { verdict: 'over-predicts', hitRateError: 0.4, indexSource: 'events' },
+  }));
+  const sample = sampleGateway({ replicas }, new GatewayMetrics({ replicaLoads: () => [] }), 0, 0);
+  assert.deepEqual(sample.replicas[0]!.audit, {
+    verdict: 'over-predicts',
+    hitRateError: 0.4,
+    indexSource: 'events',
+  });
+});
