@@ -276,3 +276,35 @@ test('the dashboard row carries the audit: verdict, error, index source', async 
     indexSource: 'events',
   });
 });
+
+test('repair plan: replay, then approx, events retried after ok requests (doubling)', async () => {
+  const { RepairPlan } = await import('../src/gateway/audit/repair.ts');
+  const plan = new RepairPlan(4, 3);
+  const change = (verdict: 'ok' | 'over-predicts' | 'under-predicts', changed: boolean) => ({
+    replica: 'r',
+    verdict,
+    previous: 'ok' as const,
+    changed,
+    miss: 0 as const,
+  });
+  assert.equal(plan.next(change('ok', false)), null);
+  assert.equal(plan.next(change('over-predicts', true)), 'replay');
+  assert.equal(plan.stage, 'replay');
+  plan.replayFailed();
+  assert.equal(plan.stage, 'approx');
+  assert.equal(plan.next(change('ok', false)), null);
+  assert.equal(plan.next(change('ok', false)), null);
+  assert.equal(plan.next(change('ok', false)), 'retry-events');
+  assert.equal(plan.stage, 'replay');
+  assert.equal(plan.retryAfter, 6);
+  // Events over-predict again: straight back to the fallback.
+  assert.equal(plan.next(change('over-predicts', true)), 'approx');
+  assert.equal(plan.next(change('under-predicts', true)), 'diagnose');
+  assert.equal(plan.stage, 'approx');
+  // A replay that mended it: back to events after a clean window.
+  const mended = new RepairPlan(2);
+  assert.equal(mended.next(change('over-predicts', true)), 'replay');
+  assert.equal(mended.next(change('ok', true)), null);
+  assert.equal(mended.next(change('ok', false)), 'recovered');
+  assert.equal(mended.stage, 'events');
+});

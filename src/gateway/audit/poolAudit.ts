@@ -186,9 +186,15 @@ export class PoolAudit {
     this.#last.set(replica, last);
     const where = { replica, model: this.#model, action };
     switch (action) {
-      case 'replay':
       case 'retry-events':
-        if (action === 'retry-events') this.#actions.trust(replica);
+        // Events tried again: believed and replayed; the audit judges whether they agree now.
+        this.#actions.trust(replica);
+        this.audit.reset(replica);
+        void this.#actions.replay(replica).then((result) => {
+          this.#logger.info({ ...where, result }, 'cache audit repair: its events tried again');
+        });
+        return;
+      case 'replay':
         this.audit.reset(replica);
         void this.#actions.replay(replica).then((result) => {
           if (result === 'mended') {
