@@ -273,7 +273,7 @@ export class Exchange {
     const picked = this.#picked;
     this.#streaming =
       (h.get('content-type') ?? '').includes('text/event-stream') || (picked?.stream ?? false);
-    if (picked) {
+    if (picked?.auditable) {
       this.#audit = new ResponseAudit(picked);
       this.#audit.headers(this.#status ?? 0, h.get('content-type') ?? '');
     }
