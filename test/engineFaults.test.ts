@@ -69,3 +69,31 @@ test('fault flags: values checked, the flag and the accepted values named', () =
     /--fault-chat-template/,
   );
 });
+
+test('the engine server empties its cache silently every N modelled seconds', async () => {
+  const { startEngineServer } = await import('../src/engine/server/server.ts');
+  const prompt = Array.from({ length: 160 }, (_, i) => 1000 + i);
+  const ask = async (url: string) => {
+    const res = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt, max_tokens: 1 }),
+    });
+    const json = (await res.json()) as {
+      usage: { prompt_tokens_details: { cached_tokens: number } };
+    };
+    return json.usage.prompt_tokens_details.cached_tokens;
+  };
+  // 1 modelled second at speedup 20: a reset every 50 ms of wall time.
+  const faulty = await startEngineServer({ speedup: 20, faults: { silentResetS: 1 } });
+  const healthy = await startEngineServer({ speedup: 20 });
+  try {
+    for (const e of [faulty, healthy]) assert.equal(await ask(e.url), 0);
+    await new Promise((r) => setTimeout(r, 250));
+    assert.equal(await ask(healthy.url), 144);
+    assert.equal(await ask(faulty.url), 0);
+  } finally {
+    await faulty.close();
+    await healthy.close();
+  }
+});
