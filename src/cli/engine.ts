@@ -13,6 +13,12 @@ import { DEFAULT_MAX_LOGPROBS } from '../engine/server/validation.ts';
 import { REPLAY_FORMS, WIRE_FORMATS } from '../kv/wire.ts';
 import { DEFAULT_MEMORY_UTILIZATION } from '../model/cost.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import {
+  ENGINE_CHAT_FAULT_HELP,
+  ENGINE_FAULT_FLAGS,
+  ENGINE_FAULT_HELP,
+  readEngineFaultFlags,
+} from './engineFaultFlags.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
 import { translateVllmArgs } from './vllmFlags.ts';
@@ -74,7 +80,7 @@ server
                         chat_template.jinja), as vLLM's --tokenizer (default: builtin cl100k_base)
   --chat-template FILE  a Jinja chat template, as vLLM's --chat-template (default: the
                         tokenizer's own)
-${ENGINE_HELP}LoRA adapters (a request whose "model" names an adapter runs with it)
+${ENGINE_HELP}${ENGINE_FAULT_HELP}${ENGINE_CHAT_FAULT_HELP}LoRA adapters (a request whose "model" names an adapter runs with it)
   --enable-lora / --no-enable-lora  serve LoRA adapters (default off, as vLLM); the limits are
                         --max-loras, --max-cpu-loras, --max-lora-rank, --lora-load-gbps above
   --lora-modules M...   adapters loaded at start: name=path, or vLLM's JSON
@@ -197,12 +203,14 @@ function onOff(flags: Flags, name: string): boolean | undefined {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const spec = { ...FLAGS, ...ENGINE_FLAGS };
+  const spec = { ...FLAGS, ...ENGINE_FLAGS, ...ENGINE_FAULT_FLAGS };
   const vllm = translateVllmArgs(argv, spec);
-  const flags = readFlags(vllm.args, FLAGS, ENGINE_FLAGS);
+  const flags = readFlags(vllm.args, FLAGS, ENGINE_FLAGS, ENGINE_FAULT_FLAGS);
   if (flags === 'help') return printHelp(HELP);
   for (const warning of vllm.warnings) process.stderr.write(`kvroute engine: ${warning}\n`);
   const options = readEngineOptions(flags);
+  const faults = readEngineFaultFlags(flags);
+  if (faults) options.faults = faults;
   if (options.kvReplay && !options.kvEvents) {
     throw new UsageError('--kv-replay needs --kv-events');
   }

@@ -24,19 +24,22 @@ import type { SimAdmission } from '../sim/admission.ts';
 import type { SimConfig } from '../sim/run.ts';
 import type { WorkloadName } from '../workload/workloads.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { ENGINE_FAULT_FLAGS } from './engineFaultFlags.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { readFaults, traceEndMs } from './faultFlags.ts';
 import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
 import { Progress } from './progress.ts';
 import { REQUESTS_OUT_HELP, RequestsFile } from './requestsOut.ts';
 import { readRouterSetups, ROUTER_SETUPS_HELP, type RouterSetup } from './routerSetups.ts';
+import { readSimFaults, runAuditComparison, SIM_AUDIT_HELP } from './simAudit.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
+import type { SimFaults } from '../sim/audit.ts';
 
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
-    'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync',
+    'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -86,7 +89,7 @@ ${ROUTER_SETUPS_HELP}faults
                         ones count as errors
   --revive R@S          replica R comes back, cold, at S seconds, after a --kill of it
                         (repeatable); a killed replica without --revive stays down
-SLO and search
+${SIM_AUDIT_HELP}SLO and search
   --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: a cold 8,000-token prefill, 143 ms warm +
                         the 428 ms a hit saves: the cost rule's own promise)
   --slo-ttft-slowdown X instead: p99 over requests of TTFT / the request's own cold TTFT on an
@@ -130,10 +133,12 @@ interface Parsed {
   threads: number;
   /** --routers / --sync-ms: each policy runs once per setup; null: one router, as always. */
   setups: RouterSetup[] | null;
+  /** --fault-drop-events / --fault-silent-reset-s: the audit's three runs instead. */
+  auditFaults: SimFaults | null;
 }
 
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
-  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS, ENGINE_FLAGS);
+  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS, ENGINE_FLAGS, ENGINE_FAULT_FLAGS);
   if (flags === 'help') return 'help';
   const w = readWorkloadFlags(flags);
   const isTrace = w.workload.kind === 'trace';
@@ -191,6 +196,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     admission: readAdmission(flags),
     threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
     setups: readRouterSetups(flags),
+    auditFaults: readSimFaults(flags, replicas),
   };
 }
 
@@ -222,6 +228,12 @@ function readAdmission(flags: Flags): SimAdmission | undefined {
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseSimFlags(argv);
   if (parsed === 'help') return printHelp(HELP);
+  if (parsed.auditFaults !== null) {
+    const base = { ...parsed.base, router: { ...parsed.base.router, policy: parsed.policies[0]! } };
+    process.stdout.write(`${runAuditComparison(base, parsed.auditFaults, parsed.json)}
+`);
+    return 0;
+  }
   const progress = new Progress({ command: 'kvroute sim', quiet: parsed.quiet });
   const setups = parsed.setups?.map((s) => ({ routers: s.routers, syncMs: s.syncMs })) ?? [{}];
   const runs = parsed.policies

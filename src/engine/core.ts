@@ -225,6 +225,11 @@ export class EngineCore {
     return this.#pool.resetCache();
   }
 
+  /** A fault: the prefix cache is emptied with no event (see `server/faults.ts`). */
+  forgetCacheSilently(): number {
+    return this.#pool.forgetAllSilently();
+  }
+
   /** Events recorded outside a step (by `reset`), for a driver that publishes them at once. */
   takeEvents(): StepResult['events'] {
     return this.#pool.takeEvents();

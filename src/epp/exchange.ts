@@ -41,6 +41,7 @@ import {
   streamedBody,
   subsetHint,
 } from './messages.ts';
+import { ResponseAudit } from './audit.ts';
 import { type EppPicker, endpointOfPath, type Picked } from './picker.ts';
 
 /** Request body modes this picker serves; the others cannot carry a body-aware pick. */
@@ -81,6 +82,8 @@ export class Exchange {
   readonly #detector = new FirstTokenDetector();
   #firstToken = false;
   #responseBody: Buffer[] = [];
+  /** Reads the response's cached-token count for the pool's audit. */
+  #audit: ResponseAudit | null = null;
   #status: number | null = null;
   #closed = false;
   #settled = false;
@@ -270,6 +273,10 @@ export class Exchange {
     const picked = this.#picked;
     this.#streaming =
       (h.get('content-type') ?? '').includes('text/event-stream') || (picked?.stream ?? false);
+    if (picked?.auditable) {
+      this.#audit = new ResponseAudit(picked);
+      this.#audit.headers(this.#status ?? 0, h.get('content-type') ?? '');
+    }
     let replica = picked?.replica ?? null;
     const served = servedEndpoint(req);
     if (picked && served !== null && served !== picked.endpoint) {
@@ -280,6 +287,7 @@ export class Exchange {
         'endpoint picker: another endpoint served the request; its ledger entry is released',
       );
       this.#release();
+      this.#audit = null;
       replica = served;
     }
     this.#io.send({
@@ -300,6 +308,8 @@ export class Exchange {
     const endOfStream = b?.end_of_stream ?? false;
     const streaming = this.#streaming ?? this.#picked?.stream ?? false;
     if (streaming && !this.#firstToken && this.#detector.feed(chunk)) this.#onFirstToken();
+    this.#audit?.body(chunk);
+    if (endOfStream) this.#endAudit();
     if (this.#responseMode !== 'FULL_DUPLEX_STREAMED') {
       this.#io.send({ response_body: { response: {} } });
     } else if (streaming) {
@@ -311,7 +321,13 @@ export class Exchange {
     if (endOfStream) this.#settle();
   }
 
+  #endAudit(): void {
+    this.#audit?.end(this.#ctx.metrics);
+    this.#audit = null;
+  }
+
   #onResponseTrailers(): void {
+    this.#endAudit();
     this.#flushResponseBody(false);
     this.#io.send({ response_trailers: {} });
     this.#settle();

@@ -15,6 +15,7 @@ import { asObject, optString } from '../openai/fields.ts';
 import { parseJson } from '../openai/http.ts';
 import type { Endpoint } from '../openai/request.ts';
 import type { GatewayAdmission } from '../gateway/admission.ts';
+import { auditable } from '../gateway/audit/observe.ts';
 import { type Authenticator, TENANT_HEADER } from '../gateway/auth.ts';
 import { toApiError } from '../gateway/errors.ts';
 import { resolveModel } from '../gateway/generate.ts';
@@ -70,6 +71,10 @@ export interface Picked {
   readonly pool: ModelPool;
   readonly route: PoolRoute;
   readonly release: () => void;
+  /** The router's prediction is for this many prompt tokens (the audit's denominator). */
+  readonly promptTokens: number;
+  /** A response the audit can grade (a generate request, not a completions batch). */
+  readonly auditable: boolean;
 }
 
 export class EppPicker {
@@ -154,6 +159,8 @@ export class EppPicker {
       pool,
       route,
       release: admitted.release,
+      promptTokens: parsed?.promptTokens ?? 0,
+      auditable: parsed !== null && auditable(json),
     };
   }
 

@@ -6,6 +6,7 @@
  * embedded fleet first: `src/embedded/`.)
  */
 import type { Server } from 'node:http';
+import { verdictsOf } from './audit/observe.ts';
 import { closeServer, createHttpServer, listen } from '../openai/http.ts';
 import type { Router } from '../router/index.ts';
 import { loadPromptTokenizer, type PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
@@ -262,10 +263,12 @@ export function poolsOf(
 
 /** The gateway's metrics over `pools`, labelled with the config's tenants. */
 export function metricsOf(config: GatewayConfig, pools: ModelPools): GatewayMetrics {
-  return new GatewayMetrics({
+  const metrics = new GatewayMetrics({
     replicaLoads: () => pools.replicaLoads(),
     knownTenants: configuredTenants(config),
   });
+  metrics.audit.follow(verdictsOf(pools));
+  return metrics;
 }
 
 /** Every tenant the config names: the metrics' `tenant` label takes only these. */

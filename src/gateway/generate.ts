@@ -15,6 +15,9 @@ import { asObject, optString } from '../openai/fields.ts';
 import { parseJson, readBody } from '../openai/http.ts';
 import { type Endpoint, readGenerationRequest } from '../openai/request.ts';
 import type { GatewayAdmission } from './admission.ts';
+import { auditable, auditResponse } from './audit/observe.ts';
+import { requestUsage } from './audit/streamUsage.ts';
+import { UsageTap } from './audit/usageTap.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
 import type { Logger } from './log.ts';
@@ -89,6 +92,11 @@ export async function handleGenerate(
   let lastError: Error | null = null;
   /** Replicas that went silent on this request: not tried again for it. */
   const avoid: string[] = [];
+  // The audit reads each response's cached tokens; a stream is asked for its usage if need be.
+  const audited = auditable(json);
+  const usage = audited
+    ? requestUsage(admitted.body, json)
+    : { body: admitted.body, asked: false, reports: false };
 
   for (let attempt = 0; attempt <= ctx.maxRetries; attempt++) {
     const startedNs = process.hrtime.bigint();
@@ -120,11 +128,13 @@ export async function handleGenerate(
 
     if (!parsed.stream) pool.watchPrefill(route, parsed.blockKeys);
     record.preUpstreamMs ??= performance.now() - arrivedMs;
+    const tap = audited ? new UsageTap({ stream: parsed.stream, strip: usage.asked }) : undefined;
+    const hitsAtRoute = pool.audit.hitsNow(decision.replica);
     const outcome = await proxyAttempt(
       backend.pool,
       {
         path: req.url ?? '/',
-        body: admitted.body,
+        body: usage.body,
         headers: upstreamHeaders(ctx, backend, req, reqId),
         replyHeaders: { [REPLICA_HEADER]: backend.name },
       },
@@ -135,6 +145,7 @@ export async function handleGenerate(
           pool.firstToken(route, Date.now());
         },
         firstByteTimeoutMs: ctx.firstByteTimeoutMs,
+        ...(tap && { tap }),
         onSilence: async () => {
           logger.warn(
             { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
@@ -147,6 +158,9 @@ export async function handleGenerate(
       },
     );
     pool.finish(route, Date.now());
+    if (tap && outcome.kind === 'completed' && outcome.status < 400) {
+      auditResponse(pool, metrics, decision, parsed.promptTokens, tap.cachedTokens, hitsAtRoute);
+    }
     switch (outcome.kind) {
       case 'unreachable':
       case 'silent':

@@ -12,6 +12,7 @@
 import type { ServerResponse } from 'node:http';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { RouteDecision } from '../router/index.ts';
+import { AuditMetrics } from './audit/metrics.ts';
 import { LatencyWindow } from './latency.ts';
 import type { RequestRecord } from './requestLog.ts';
 import type { TokenizerAgreement } from './tokenizerCheck.ts';
@@ -60,6 +61,8 @@ export interface ReplicaTally {
 
 export class GatewayMetrics {
   readonly registry = new Registry();
+  /** The cache audit's counters and error histogram (`audit/`). */
+  readonly audit = new AuditMetrics(this.registry);
   readonly decisions: Counter<'policy' | 'replica' | 'model'>;
   readonly promptTokens: Counter<'kind' | 'model'>;
   readonly spills: Counter<'policy' | 'model'>;

@@ -19,6 +19,8 @@ import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
 import type { RequestTokenizer } from './request.ts';
 import { localTokenizer, remoteTokenizer, type TokenizeMode } from './requestTokenizers.ts';
 import { type CheckResult, TokenizerChecker, type TokenizerAgreement } from './tokenizerCheck.ts';
+import { makeAuditActions } from './audit/actions.ts';
+import { PoolAudit, type ReplicaAudit } from './audit/poolAudit.ts';
 import { type Backend, closeBackend } from './backends.ts';
 import type { GatewayConfig } from './config.ts';
 import { type Logger, RateLimitedLog } from './log.ts';
@@ -61,6 +63,8 @@ export interface PoolReplicaSnapshot extends ReplicaSnapshot {
   /** Whether the gateway's token ids match the replica's (the tokenizer agreement check). */
   tokenizer: TokenizerAgreement;
   subscriber: SubscriberStats | null;
+  /** Its predictions graded against what it reported reusing (`audit/`). */
+  audit: ReplicaAudit;
 }
 
 export interface PoolSnapshot extends Omit<RouterSnapshot, 'replicas'> {
@@ -80,7 +84,7 @@ export interface RouteObserver {
 /** The settings a pool reads from the gateway's config. */
 export type PoolConfig = Pick<
   GatewayConfig,
-  'policy' | 'index' | 'kvThreshold' | 'staleMs' | 'seed' | 'scrapeMs'
+  'policy' | 'index' | 'kvThreshold' | 'staleMs' | 'seed' | 'scrapeMs' | 'blockSize'
 >;
 
 export interface PoolOptions {
@@ -130,6 +134,9 @@ export class ModelPool {
   readonly requestTokenizer: RequestTokenizer;
   /** Does each member tokenize as the pool does? Probed when it joins and when it comes back. */
   readonly checker: TokenizerChecker;
+  /** Each replica's predictions against what its engine reported reusing; repairs. */
+  readonly audit: PoolAudit;
+  readonly #kvBlocks = new Map<string, number>();
   readonly #prefill: PrefillWatch;
   readonly #options: PoolOptions;
   readonly #logger: Logger;
@@ -160,6 +167,28 @@ export class ModelPool {
     this.checker = new TokenizerChecker(options.tokenizer, (backend, result) =>
       this.#reportAgreement(backend, result),
     );
+    this.audit = new PoolAudit({
+      model: this.model,
+      blockSize: config.blockSize,
+      logger: this.#logger,
+      actions: makeAuditActions({
+        router: this.router,
+        checker: this.checker,
+        member: (name) => {
+          const m = this.#members.get(name);
+          return (
+            m && {
+              backend: m.backend,
+              rebuild: () => m.watch.rebuild(),
+              stats: () => m.watch.stats(),
+            }
+          );
+        },
+        kvBlocks: (name) => this.#kvBlocks.get(name),
+      }),
+      indexSource: (name) =>
+        this.router.replicaNames.includes(name) ? this.router.indexSourceOf(name) : 'events',
+    });
     const local = localTokenizer(options.tokenizer);
     this.requestTokenizer =
       options.tokenize === 'remote'
@@ -272,6 +301,7 @@ export class ModelPool {
     if (!m) return false;
     this.#members.delete(name);
     if (m.phase === 'active') this.router.removeReplica(name);
+    this.audit.remove(name);
     m.phase = 'draining';
     m.drained = new Promise<void>((resolve) => {
       m.release = resolve;
@@ -371,6 +401,7 @@ export class ModelPool {
           probing: m.watch.probing,
           tokenizer: this.checker.agreement(m.backend),
           subscriber: m.watch.stats(),
+          audit: this.audit.view(r.name),
         };
       }),
     };
@@ -462,6 +493,10 @@ export class ModelPool {
         onReport: (report, nowMs) => {
           if (m.phase === 'starting') this.#activate(m, report, nowMs);
           else if (m.phase === 'active') this.router.onReport(name, report, nowMs);
+          if (report.kvBlocks !== undefined) this.#kvBlocks.set(name, report.kvBlocks);
+          if (m.phase === 'active' && report.prefixCacheHitsTokens !== undefined) {
+            this.audit.onHitCounter(name, report.prefixCacheHitsTokens);
+          }
         },
         onUnreachable: (err) => this.markDown(m.backend, err.message),
         onSilent: () => void this.probe(m.backend),

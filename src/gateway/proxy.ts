@@ -31,6 +31,16 @@ export interface AttemptHooks {
   firstByteTimeoutMs: number;
   /** Whether to give the attempt up (true) or keep waiting for the backend (false). */
   onSilence(): Promise<boolean>;
+  /** Sees (and may hold back or drop) the response's bytes: the audit's usage reader. */
+  tap?: ResponseTap;
+}
+
+/** A reader in the response path: the bytes it returns are what the client gets. */
+export interface ResponseTap {
+  start(status: number, contentType: string): void;
+  data(chunk: Buffer): Buffer;
+  /** What it still held, sent before the response ends. */
+  end(): Buffer;
 }
 
 export interface UpstreamRequest {
@@ -144,11 +154,14 @@ export function proxyAttempt(
         if (upstream.replyHeaders) Object.assign(headers, upstream.replyHeaders);
         const type = String(responseHeaders['content-type'] ?? '');
         isSse = type.startsWith('text/event-stream');
+        hooks.tap?.start(statusCode, type);
         // A non-streamed answer comes back whole: its first token is already generated.
         if (!isSse && statusCode < 400) hooks.onFirstToken();
       },
-      onResponseData(c, chunk) {
+      onResponseData(c, data) {
         if (clientGone) return;
+        const chunk = hooks.tap ? hooks.tap.data(data) : data;
+        if (chunk.length === 0) return;
         if (!headWritten) writeHead();
         if (!corked) {
           corked = true;
@@ -168,6 +181,8 @@ export function proxyAttempt(
       onResponseEnd() {
         if (clientGone) return;
         if (!headWritten) writeHead();
+        const rest = hooks.tap?.end();
+        if (rest && rest.length > 0) res.write(rest);
         res.end();
         settle({ kind: 'completed', status });
       },
@@ -180,6 +195,12 @@ export function proxyAttempt(
         if (!headWritten) {
           settle({ kind: 'unreachable', error });
           return;
+        }
+        const rest = hooks.tap?.end();
+        if (rest && rest.length > 0) {
+          res.write(rest);
+          atEventBoundary =
+            rest.length >= 2 && rest[rest.length - 1] === 10 && rest[rest.length - 2] === 10;
         }
         if (isSse) endWithErrorEvent(res, error, atEventBoundary);
         else res.destroy(error);

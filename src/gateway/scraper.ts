@@ -4,8 +4,10 @@
  * A backend that cannot be scraped sends no report, so the router's staleness filter drops it.
  */
 import { Client } from 'undici';
+import { type EngineCacheFacts, parseEngineCacheFacts } from './audit/engineFacts.ts';
 
-export interface EngineReport {
+/** The audit's figures (`audit/engineFacts.ts`) ride along when the page has them. */
+export interface EngineReport extends EngineCacheFacts {
   /** Fraction of KV blocks in use, 0..1. */
   kvUsage: number;
   running: number;
@@ -119,7 +121,8 @@ export class MetricsScraper {
   async #scrape(client: Client): Promise<EngineReport | null> {
     const { statusCode, body } = await client.request({ path: '/metrics', method: 'GET' });
     const text = await body.text();
-    return statusCode === 200 ? parseEngineMetrics(text) : null;
+    const report = statusCode === 200 ? parseEngineMetrics(text) : null;
+    return report && { ...report, ...parseEngineCacheFacts(text) };
   }
 
   async close(): Promise<void> {

@@ -189,10 +189,10 @@ export class EventSubscriber {
    * The router forgot this replica (it came back from down, cold): relearn what its current
    * incarnation holds from the replay buffer, in order behind anything already queued.
    */
-  rebuild(replica: number): void {
+  rebuild(replica: number): Promise<void> {
     const feed = this.#feeds.get(replica);
-    if (!feed) return;
-    void feed.run(async () => {
+    if (!feed) return Promise.resolve();
+    return feed.run(async () => {
       feed.lastSeq = null;
       feed.lastPayload = null;
       // A replica back from down deserves a fresh try at its replay socket.

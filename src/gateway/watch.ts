@@ -87,8 +87,8 @@ export class BackendWatch {
   }
 
   /** Relearn the backend's cache from its replay buffer (it came back, or just joined). */
-  rebuild(): void {
-    this.#subscriber?.rebuild(ONLY);
+  rebuild(): Promise<void> {
+    return this.#subscriber?.rebuild(ONLY) ?? Promise.resolve();
   }
 
   stats(): SubscriberStats | null {

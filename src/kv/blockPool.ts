@@ -225,6 +225,17 @@ export class BlockPool {
     return true;
   }
 
+  /**
+   * Forgets every cached key, in use or not, and records no event: a fault (an engine whose
+   * cache is lost without telling). Returns how many keys went.
+   */
+  forgetAllSilently(): number {
+    const forgotten = this.#blockByKey.size;
+    this.#keys.fill(NO_KEY);
+    this.#blockByKey.clear();
+    return forgotten;
+  }
+
   /** Events recorded since the last call, oldest first. */
   takeEvents(): KvEvent[] {
     const events = this.#events;

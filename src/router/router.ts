@@ -28,6 +28,7 @@ import {
   DEFAULT_STALE_MS,
   type IndexMode,
 } from './defaults.ts';
+import { ApproxFallback } from './audit/fallback.ts';
 import { RouterError } from './errors.ts';
 import { type FilterThresholds, judge, leastLoaded, type Verdict } from './filters.ts';
 import { ForeignKeyMap, type ForeignKvEvent } from './foreignKeys.ts';
@@ -140,6 +141,8 @@ export class Router {
   #overlay: RouteOverlay | null;
   #ledger = new Ledger();
   #adapters = new AdapterTracker();
+  /** Replicas whose events are not trusted (the audit's repair): routed on their own record. */
+  #fallback = new Map<number, ApproxFallback>();
   #rng: Rng;
   #matched = new Int32Array(0);
   #counters: Omit<RouterCounters, 'policy'> = {
@@ -452,6 +455,12 @@ export class Router {
   applyEvents(replica: string, events: readonly KvEvent[], nowMs: number): number {
     const state = this.#state(replica);
     state.lastEventAtMs = nowMs;
+    const fallback = this.#fallback.get(state.id);
+    if (fallback) {
+      // Not trusted: only a restart's clear is believed.
+      if (events.some((e) => e.type === 'AllBlocksCleared')) fallback.clear();
+      return 0;
+    }
     const changed = this.#index.applyEvents(state.id, events);
     if (this.#overlay && events.some((e) => e.type === 'AllBlocksCleared')) {
       this.#overlay.clearReplica(state.id);
@@ -478,6 +487,46 @@ export class Router {
   storedOn(replica: string, key: BlockKey): boolean {
     if (this.indexMode !== 'events') return false;
     return this.#index.blocks.has(key, this.#state(replica).id);
+  }
+
+  /**
+   * The audit's last repair of a replica (events mode): forget what its events said and route it
+   * on the router's own record of what it sent there, at most `capacityBlocks` blocks (its KV
+   * pool), until `trustEvents`. Its events are ignored meanwhile (a clear excepted). Other
+   * replicas are untouched.
+   */
+  distrustEvents(replica: string, capacityBlocks: number): void {
+    const state = this.#state(replica);
+    this.#index.clearReplica(state.id);
+    this.#overlay?.clearReplica(state.id);
+    state.foreign?.clear();
+    this.#fallback.get(state.id)?.clear();
+    this.#fallback.set(state.id, new ApproxFallback(this.#index.blocks, state.id, capacityBlocks));
+  }
+
+  /** Events are believed again: the replica's record is cleared, its cache relearned by events. */
+  trustEvents(replica: string): void {
+    const state = this.#state(replica);
+    const fallback = this.#fallback.get(state.id);
+    if (!fallback) return;
+    fallback.clear();
+    this.#fallback.delete(state.id);
+    state.foreign?.clear();
+  }
+
+  /** Forgets what the index holds for a replica (its events will be replayed). */
+  clearReplica(replica: string): void {
+    const state = this.#state(replica);
+    this.#index.clearReplica(state.id);
+    this.#overlay?.clearReplica(state.id);
+    this.#fallback.get(state.id)?.clear();
+    state.foreign?.clear();
+  }
+
+  /** Where a replica's predictions come from: its events, or the router's own record. */
+  indexSourceOf(replica: string): 'events' | 'approx' {
+    if (this.indexMode === 'approx') return 'approx';
+    return this.#fallback.has(this.#state(replica).id) ? 'approx' : 'events';
   }
 
   /** Health check failed: no new requests; the ledger keeps its in-flight requests. */
@@ -559,6 +608,7 @@ export class Router {
     });
     if (request.lora) this.#adapters.routed(replicaId, request.lora);
     this.#index.recordRoute(replicaId, request.blockKeys);
+    this.#fallback.get(replicaId)?.recordRoute(request.blockKeys);
     this.#overlay?.add(replicaId, request.blockKeys, matchedBlocks, nowMs);
     this.policy.onRouted?.({ request, replicaId, cachedTokens, nowMs });
   }
@@ -613,6 +663,7 @@ export class Router {
 
   #forget(state: ReplicaState): void {
     this.#index.clearReplica(state.id);
+    this.#fallback.get(state.id)?.clear();
     this.#overlay?.clearReplica(state.id);
     state.foreign?.clear();
     this.#adapters.forget(state.id);

@@ -128,4 +128,22 @@ export class RouterBridge implements SimRouter {
   markUp(replica: number): void {
     this.#router.markUp(this.#names[replica]!);
   }
+
+  // The audit's repairs (`audit.ts`).
+  clearReplica(replica: number): void {
+    this.#router.clearReplica(this.#names[replica]!);
+  }
+
+  distrustEvents(replica: number, capacityBlocks: number): void {
+    this.#router.distrustEvents(this.#names[replica]!, capacityBlocks);
+  }
+
+  trustEvents(replica: number): void {
+    this.#router.trustEvents(this.#names[replica]!);
+  }
+
+  indexedBlocks(replica: number): number {
+    const name = this.#names[replica]!;
+    return this.#router.snapshot().replicas.find((r) => r.name === name)?.indexedBlocks ?? 0;
+  }
 }

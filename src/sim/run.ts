@@ -44,7 +44,10 @@ export interface SimConfig {
   /** Every request's outcome as it ends, warm-up included (`--requests-out`). */
   onRequest?: (r: RequestRecord) => void;
   /** Wraps the engines and the router (the benchmark times them this way). */
-  instrument?: { engine?: (e: SimEngine) => SimEngine; router?: (r: SimRouter) => SimRouter };
+  instrument?: {
+    engine?: (e: SimEngine, replica: number) => SimEngine;
+    router?: (r: SimRouter) => SimRouter;
+  };
 }
 
 /** A synthetic workload's duration when none is given (the CLI's default, 600 s). */
@@ -97,7 +100,7 @@ export function simulate(
       ? countArrivals(workload, config.warmupMs)
       : undefined;
   const durationMs = config.durationMs ?? Math.ceil(counts!.lastMs + 1);
-  const wrapEngine = config.instrument?.engine ?? ((e: SimEngine) => e);
+  const wrapEngine = config.instrument?.engine ?? ((e: SimEngine, _replica: number) => e);
   const wrapRouter = config.instrument?.router ?? ((r: SimRouter) => r);
   const sampleMs = Math.max(250, Math.round(durationMs / 400));
   const idleTtftMs = makeIdlePrefill(engineConfig);
@@ -111,7 +114,7 @@ export function simulate(
     replicas: config.replicas,
     workload,
     router: wrapRouter(makeRouter(config)),
-    makeEngine: () => wrapEngine(new EngineCore(engineConfig)),
+    makeEngine: (replica) => wrapEngine(new EngineCore(engineConfig), replica),
     view: config.view,
     faults: config.faults,
     durationMs,

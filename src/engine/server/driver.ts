@@ -22,6 +22,8 @@ export interface SteppableEngine {
   /** LoRA adapters loaded and unloaded outside steps (EngineCore has them when LoRA is on). */
   loadAdapter?(name: string): void;
   unloadAdapter?(name: string): boolean;
+  /** A fault: the prefix cache emptied with no event (EngineCore has it). */
+  forgetCacheSilently?(): number;
 }
 
 /** Where one request's output goes. */

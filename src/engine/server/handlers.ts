@@ -26,6 +26,8 @@ export interface HandlerContext extends GenerationContext {
   adapters: AdapterRegistry;
   /** Prompts and chats to ids (the `tokenizer` of GenerationContext is its `text`). */
   prompts: PromptTokenizer;
+  /** Generation's own rendering when it differs from /tokenize's (a fault: `faults.ts`). */
+  generationPrompts?: PromptTokenizer;
 }
 
 /**
@@ -65,7 +67,7 @@ async function promptTokensOf(ctx: HandlerContext, body: Body, gen: Generation):
   }
   // More prompt tokens than this can never run: stop counting there.
   const limit = Math.max(0, ctx.maxModelLen - gen.maxTokens);
-  const tokenized = await tokenizeInput(ctx.prompts, input, limit);
+  const tokenized = await tokenizeInput(ctx.generationPrompts ?? ctx.prompts, input, limit);
   if (!tokenized.complete) {
     throw new ApiError(
       'ERR_CONTEXT_LENGTH',

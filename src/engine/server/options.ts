@@ -11,6 +11,7 @@ import { DEFAULT_MAX_LORAS } from '../lora.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
 import { type EngineConfig, EngineError } from '../types.ts';
 import type { LoraModule } from './adapters.ts';
+import type { EngineFaults } from './faults.ts';
 import type { SteppableEngine } from './driver.ts';
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from './streamWriter.ts';
 import { DEFAULT_MAX_LOGPROBS } from './validation.ts';
@@ -80,6 +81,8 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
    * from --allow-runtime-lora-updating).
    */
   allowRuntimeLoraUpdating?: boolean;
+  /** Faults to show the router's audit (`faults.ts`); none by default. */
+  faults?: EngineFaults;
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }

@@ -24,6 +24,7 @@ import { toApiError } from './errors.ts';
 import * as handlers from './handlers.ts';
 import { EngineMetrics } from './metrics.ts';
 import { defaultReplayForm, type EngineServerOptions, resolveEngineOptions } from './options.ts';
+import { withDroppedEvents } from './faults.ts';
 import { KvEventPublisher } from './publisher.ts';
 import { simulatedModel } from './textGen.ts';
 
@@ -106,21 +107,33 @@ export async function startEngineServer(
         loraIdOf: (name: string) => adapters.idOf(name),
       })
     : null;
+  const faults = options.faults ?? {};
   const driver = new WallClockDriver(core, {
     speedup: o.speedup,
     onStepEnd: (result, lagMs) => {
       metrics.observeStepLag(lagMs / 1000);
       metrics.observeIteration(result.prefillTokens + result.decodeTokens);
-      publisher?.publish(result.events);
+      publisher?.publish(withDroppedEvents(result.events, faults.dropEvents));
     },
   });
   let engineIds = 0;
   const tokenizer = prompts.text;
+  const resetTimer =
+    faults.silentResetS === undefined
+      ? null
+      : setInterval(() => core.forgetCacheSilently?.(), (faults.silentResetS * 1000) / o.speedup);
+  resetTimer?.unref();
   const ctx: handlers.HandlerContext = {
     driver,
     metrics,
     tokenizer,
     prompts,
+    ...(faults.chatTemplate !== undefined && {
+      generationPrompts: loadPromptTokenizer({
+        tokenizer: options.tokenizer ?? BUILTIN_TOKENIZER,
+        chatTemplate: faults.chatTemplate,
+      }),
+    }),
     servedModelName: o.servedModelName,
     servedModelNames: o.servedModelNames,
     modelName: o.modelName,
@@ -202,6 +215,7 @@ export async function startEngineServer(
     close() {
       closed ??= (async () => {
         closing = true;
+        if (resetTimer) clearInterval(resetTimer);
         driver.close();
         await closeServer(server);
         await publisher?.close();

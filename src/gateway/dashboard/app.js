@@ -37,6 +37,11 @@
   });
 
   function renderTable(sample) {
+    // The cache audit: verdict, prediction error over its window, and where predictions come from.
+    const auditCell = (a) =>
+      a === null || a === undefined
+        ? '–'
+        : `${a.verdict}${a.hitRateError === null ? '' : ` (${pct(a.hitRateError)} off)`}${a.indexSource === 'approx' ? ' · approx' : ''}`;
     const rows = sample.replicas.map((r) => {
       const routed = r.cachedTokens + r.uncachedTokens;
       const kv = r.kvUsage === null ? 0 : Math.min(1, r.kvUsage);
@@ -48,7 +53,8 @@
         `<td>${fmt(r.waiting)}</td><td>${fmt(r.inFlight)}</td>` +
         `<td data-field="hit-rate">${routed > 0 ? pct(r.cachedTokens / routed) : '–'}</td>` +
         `<td data-field="indexed">${fmt(r.indexedBlocks)}</td>` +
-        `<td data-field="decisions">${fmt(r.decisions)}</td><td>${fmt(r.spills)}</td></tr>`
+        `<td data-field="decisions">${fmt(r.decisions)}</td><td>${fmt(r.spills)}</td>` +
+        `<td data-field="audit">${auditCell(r.audit)}</td></tr>`
       );
     });
     document.getElementById('replicas').innerHTML = rows.join('');

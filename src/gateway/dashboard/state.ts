@@ -4,7 +4,7 @@
  * from two consecutive samples. `sampleGateway` assembles a sample from one router and the
  * metrics; a gateway with several routers concatenates their replicas and adds their totals.
  */
-import type { RouterSnapshot } from '../../router/index.ts';
+import type { ReplicaSnapshot } from '../../router/index.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 
 /** TTFT percentiles in the series are over this much of the recent past. */
@@ -28,7 +28,14 @@ export interface ReplicaRow {
   cachedTokens: number;
   uncachedTokens: number;
   spills: number;
+  /** The cache audit's verdict, its window's prediction error and index source; null: none. */
+  audit?: { verdict: string; hitRateError: number | null; indexSource: string } | null;
 }
+
+/** A replica as the pools' snapshot gives it (the audit is the gateway's, not the router's). */
+type SampledReplica = ReplicaSnapshot & {
+  audit?: { verdict: string; hitRateError: number | null; indexSource: string };
+};
 
 export interface DashboardSample {
   /** Wall clock, ms since the epoch. */
@@ -53,7 +60,7 @@ export interface DashboardPoint {
 
 /** One router's replicas and the metrics' totals, at `atMs` (wall) / `nowMs` (performance). */
 export function sampleGateway(
-  snapshot: Pick<RouterSnapshot, 'replicas'>,
+  snapshot: { replicas: SampledReplica[] },
   metrics: GatewayMetrics,
   atMs: number,
   nowMs: number,
@@ -77,6 +84,13 @@ export function sampleGateway(
         cachedTokens: tally?.cachedTokens ?? 0,
         uncachedTokens: tally?.uncachedTokens ?? 0,
         spills: tally?.spills ?? 0,
+        audit: r.audit
+          ? {
+              verdict: r.audit.verdict,
+              hitRateError: r.audit.hitRateError,
+              indexSource: r.audit.indexSource,
+            }
+          : null,
       };
     }),
     decisionsByPolicy: Object.fromEntries(metrics.policyDecisions),

@@ -1,0 +1,31 @@
+/**
+ * Faults the engine server can be told to have, so the router's self-audit
+ * (`src/router/audit/`) can be shown to catch them. Each is a way a real engine's cache and the
+ * router's index have been seen to drift apart:
+ * - `dropEvents`: KV events of a kind are never published (nor kept for replay): an event
+ *   stream with loss, or a publisher that skips them;
+ * - `silentResetS`: every N seconds of modelled time the prefix cache is emptied with no
+ *   `AllBlocksCleared` and no sequence restart (a restart or sleep mode the router is not told of);
+ * - `chatTemplate`: chats are rendered for generation with this Jinja template, while
+ *   `/tokenize` keeps the configured one (so the gateway's tokenizer probe does not notice).
+ * A differing engine hash seed is not a fault here: kvroute keys its index on the token ids in
+ * `BlockStored`, never on the engine's hashes.
+ */
+import type { KvEvent } from '../../kv/events.ts';
+
+export const DROP_EVENT_KINDS = ['removed', 'stored', 'all'] as const;
+export type DropEventKind = (typeof DROP_EVENT_KINDS)[number];
+
+export interface EngineFaults {
+  dropEvents?: DropEventKind;
+  silentResetS?: number;
+  chatTemplate?: string;
+}
+
+/** The events a publisher with the fault sends: those of the dropped kind are gone. */
+export function withDroppedEvents(events: KvEvent[], drop: DropEventKind | undefined): KvEvent[] {
+  if (drop === undefined || events.length === 0) return events;
+  if (drop === 'all') return [];
+  const type = drop === 'removed' ? 'BlockRemoved' : 'BlockStored';
+  return events.filter((e) => e.type !== type);
+}

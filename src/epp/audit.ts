@@ -1,0 +1,49 @@
+/**
+ * The endpoint picker's part of the cache audit: it follows each response (ext_proc sends the
+ * picker the response's headers and body), reads the cached-token count off it as the gateway
+ * does (`UsageTap`, watching only: the picker does not rewrite a stream, so it does not ask
+ * upstream for usage a client did not ask for) and hands it to the pool's audit when the
+ * response ends whole with a status under 400. A response without the count (a stream without
+ * usage, vLLM without --enable-prompt-tokens-details) is judged by the replica's hit counter.
+ */
+import { auditResponse } from '../gateway/audit/observe.ts';
+import { UsageTap } from '../gateway/audit/usageTap.ts';
+import type { GatewayMetrics } from '../gateway/metrics.ts';
+import type { Picked } from './picker.ts';
+
+export class ResponseAudit {
+  readonly #picked: Picked;
+  readonly #tap: UsageTap;
+  readonly #hitsAtRoute: number | undefined;
+  #status = 0;
+
+  constructor(picked: Picked) {
+    this.#picked = picked;
+    this.#tap = new UsageTap({ stream: picked.stream, strip: false });
+    this.#hitsAtRoute = picked.pool.audit.hitsNow(picked.replica);
+  }
+
+  headers(status: number, contentType: string): void {
+    this.#status = status;
+    this.#tap.start(status, contentType);
+  }
+
+  body(chunk: Buffer): void {
+    this.#tap.data(chunk);
+  }
+
+  /** The response ended whole: judge it. */
+  end(metrics: GatewayMetrics): void {
+    this.#tap.end();
+    if (this.#status === 0 || this.#status >= 400 || !this.#picked.auditable) return;
+    const p = this.#picked;
+    auditResponse(
+      p.pool,
+      metrics,
+      p.route.decision,
+      p.promptTokens,
+      this.#tap.cachedTokens,
+      this.#hitsAtRoute,
+    );
+  }
+}

@@ -1,0 +1,17 @@
+/** The router's self-audit: predicted against reported cached tokens, per replica. */
+export { type AuditBound, auditBound, binomialTail, thresholdFor } from './bound.ts';
+export {
+  type AuditChange,
+  type AuditOptions,
+  type AuditSample,
+  type AuditState,
+  type AuditVerdict,
+  CacheAudit,
+  classify,
+  DEFAULT_AUDIT_WINDOW,
+  DEFAULT_FALSE_ALARM_RATE,
+  DEFAULT_HEALTHY_MISMATCH_RATE,
+  DEFAULT_TOLERANCE_BLOCKS,
+  DEFAULT_TOLERANCE_FRACTION,
+  judgeCounts,
+} from './verdict.ts';
