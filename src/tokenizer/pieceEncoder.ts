@@ -11,7 +11,6 @@
  */
 
 import { type PieceScanner, scannerFor } from './splitScanner.ts';
-import { WordCache } from './wordCache.ts';
 
 /** A resumable piece of work. */
 export interface Job {
@@ -65,9 +64,11 @@ const SECTION_CACHE_BUDGET_CHARS = 16 << 20;
 /** Pieces between two looks at the clock. */
 const PIECES_PER_CLOCK_READ = 64;
 
+type CachedIds = number | number[];
+
 /** Caches of one position class (first section or any other, when that matters). */
 class Caches {
-  readonly words = new WordCache(WORD_CACHE_MAX_ENTRIES);
+  readonly words = new Map<string, CachedIds>();
   readonly sections = new Map<string, number[]>();
   sectionChars = 0;
 
@@ -189,29 +190,13 @@ class SectionJob implements Job {
         sinceClock = 0;
         if (performance.now() > deadlineMs) return false;
       }
-      let piece: string;
-      const scan = this.#scan;
-      if (scan !== null) {
-        // The scanner's pieces are looked up by range: a hit makes no string.
-        const start = this.#prev;
-        if (start >= this.#text.length) return this.#finish(true);
-        const end = scan(this.#text, start);
-        this.#prev = end;
-        if (
-          end - start <= WORD_CACHE_MAX_CHARS &&
-          this.#pushCached(words.get(this.#text, start, end))
-        )
-          continue;
-        piece = this.#text.slice(start, end);
-      } else {
-        const next = this.#nextPiece();
-        if (next === null) return this.#finish(true);
-        if (
-          next.length <= WORD_CACHE_MAX_CHARS &&
-          this.#pushCached(words.get(next, 0, next.length))
-        )
-          continue;
-        piece = next;
+      const piece = this.#nextPiece();
+      if (piece === null) return this.#finish(true);
+      const cached = words.get(piece);
+      if (cached !== undefined) {
+        if (typeof cached === 'number') out.push(cached);
+        else for (let i = 0; i < cached.length; i++) out.push(cached[i]!);
+        continue;
       }
       if (piece.length > LONG_PIECE_CHARS) {
         this.#long = this.#model.longPiece(piece, this.#first);
@@ -220,18 +205,10 @@ class SectionJob implements Job {
       const start = out.length;
       this.#model.encodePiece(piece, this.#first, out);
       if (piece.length <= WORD_CACHE_MAX_CHARS) {
+        if (words.size >= WORD_CACHE_MAX_ENTRIES) words.clear();
         words.set(piece, out.length - start === 1 ? out[start]! : out.slice(start));
       }
     }
-  }
-
-  /** Appends cached ids; false when there were none. */
-  #pushCached(cached: number | number[] | undefined): boolean {
-    if (cached === undefined) return false;
-    const out = this.#out;
-    if (typeof cached === 'number') out.push(cached);
-    else for (let i = 0; i < cached.length; i++) out.push(cached[i]!);
-    return true;
   }
 
   #finish(complete: boolean): boolean {
@@ -249,6 +226,14 @@ class SectionJob implements Job {
       const match = this.#queued;
       this.#queued = null;
       return match;
+    }
+    const scan = this.#scan;
+    if (scan !== null) {
+      const start = this.#prev;
+      if (start >= text.length) return null;
+      const end = scan(text, start);
+      this.#prev = end;
+      return text.slice(start, end);
     }
     const re = this.#re;
     if (re === null) {
