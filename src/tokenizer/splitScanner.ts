@@ -222,8 +222,35 @@ function whitespaceRun(text: string, i: number, ws: number): { end: number; last
   return { end: j, lastNewline };
 }
 
+/** 1 for the ASCII letters (the only ASCII code points in \p{L}). */
+const ASCII_LETTER = new Uint8Array(0x80);
+for (let c = 0; c < 0x80; c++) ASCII_LETTER[c] = classes[c]! & LETTER;
+
+/**
+ * The commonest pieces, a word or a space and a word in ASCII, without the general path's
+ * calls: the end of `\p{L}+` or ` \p{L}+` from `i`, or -1 when the text there is not one.
+ */
+function asciiWordEnd(text: string, i: number): number {
+  const n = text.length;
+  let c = text.charCodeAt(i);
+  let j = i;
+  if (c === SPACE) {
+    if (++j >= n) return -1;
+    c = text.charCodeAt(j);
+  }
+  if (c >= 0x80 || ASCII_LETTER[c] === 0) return -1;
+  for (j++; j < n; j++) {
+    const d = text.charCodeAt(j);
+    if (d >= 0x80) return lettersEnd(text, j);
+    if (ASCII_LETTER[d] === 0) return j;
+  }
+  return j;
+}
+
 /** Llama 3 (maxDigits 3) and Qwen (1), as `@huggingface/tokenizers` compiles them. */
 function scanHf(text: string, i: number, maxDigits: number): number {
+  const fast = asciiWordEnd(text, i);
+  if (fast >= 0) return fast;
   const end = wordEnd(text, i, maxDigits, WS_UNICODE);
   if (end >= 0) return end;
   const run = whitespaceRun(text, i, WS_UNICODE);
@@ -236,6 +263,8 @@ function scanHf(text: string, i: number, maxDigits: number): number {
 
 /** cl100k_base as `gpt-tokenizer` writes it. */
 function scanCl100k(text: string, i: number): number {
+  const fast = asciiWordEnd(text, i);
+  if (fast >= 0) return fast;
   const end = wordEnd(text, i, 3, WS_JS);
   if (end >= 0) return end;
   const run = whitespaceRun(text, i, WS_JS);
