@@ -20,6 +20,7 @@
  *   `kvroute_gateway_pre_upstream_seconds` histogram (stream start to the header answer:
  *   decode, parse, tokenize, key, admit, route); the rest of an exchange is gRPC on both sides.
  * Text: TypeScript's ThirdPartyNoticeText.txt (English prose), cut at a new offset per message.
+ * `BENCH_EPP_CPU_PROF=DIR`: the picker runs under `node --cpu-prof` and leaves its profile in DIR.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -99,9 +100,13 @@ process.once('exit', () => {
   for (const c of children) c.kill('SIGTERM');
 });
 
+const PROFILE_DIR = process.env.BENCH_EPP_CPU_PROF;
+
 /** Starts `kvroute ARGS` and resolves with its first stdout line (its ready line). */
-function startCli(args: string[]): Promise<string> {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+function startCli(args: string[], nodeArgs: string[] = []): Promise<string> {
+  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   children.push(child);
   child.stdout.setEncoding('utf8');
   // The stream stays open after the first line: a closed pipe would end the child.
@@ -124,16 +129,10 @@ for (let i = 0; i < 4; i++) {
   if (!url) throw new Error(`unexpected engine ready line: ${ready}`);
   backendArgs.push('--backend', `${url},events=${events},replay=${replay}`);
 }
-const banner = await startCli([
-  'epp',
-  '--port',
-  '0',
-  '--health-port',
-  '0',
-  '--metrics-port',
-  '0',
-  ...backendArgs,
-]);
+const banner = await startCli(
+  ['epp', '--port', '0', '--health-port', '0', '--metrics-port', '0', ...backendArgs],
+  PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
+);
 const address = /listening on (\S+)/.exec(banner)?.[1];
 const metricsUrl = /metrics (http:\/\/[^\s;]+)/.exec(banner)?.[1];
 if (!address || !metricsUrl) throw new Error(`kvroute epp did not start: ${banner}`);

@@ -14,6 +14,9 @@
  * - libraryChatUs: the unique chats through `@huggingface/tokenizers`' own encode, the baseline
  *   the fast path is tested equal to.
  * - tokensPerS: chat tokens / chatUs p50; uniqueTokensPerS: the same for uniqueChatUs.
+ * - splitUs {regex, scanner, ratio}: cutting each steady-state user message (2,000 tokens) into
+ *   pieces with the Llama 3 split regex and with its hand-written scanner (`splitScanner.ts`),
+ *   in this process, on the message as a section of the rendered chat (a sliced string).
  * - hugePrompt: a 2 MB base64 completion prompt refused at a 131,072-token context window:
  *   refuseMs (until the early stop) and maxStallMs (the longest the event loop waited meanwhile).
  * Each figure is the median of RUNS runs (default 5).
@@ -30,6 +33,7 @@ import { HfTokenizer } from '../src/tokenizer/hfTokenizer.ts';
 import { JinjaChatTemplate } from '../src/tokenizer/jinjaChat.ts';
 import { loadModelFolder } from '../src/tokenizer/modelFolder.ts';
 import { PromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
+import { SPLIT_PATTERNS, scannerFor } from '../src/tokenizer/splitScanner.ts';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const JSON_OUT = process.argv.includes('--json');
@@ -105,7 +109,43 @@ function timeUs(work: () => void): number {
   return Number(process.hrtime.bigint() - startedNs) / 1e3;
 }
 
+const splitRegex = new RegExp(SPLIT_PATTERNS.llama3, 'gu');
+const splitScan = scannerFor(splitRegex)!;
+
+/** Pieces of `text` by the regex (its matches cover the text: no gaps), their total length. */
+function splitByRegex(text: string): number {
+  let chars = 0;
+  splitRegex.lastIndex = 0;
+  for (let m = splitRegex.exec(text); m !== null; m = splitRegex.exec(text)) chars += m[0].length;
+  return chars;
+}
+
+function splitByScanner(text: string): number {
+  let chars = 0;
+  for (let at = 0; at < text.length; ) {
+    const end = splitScan(text, at);
+    chars += text.slice(at, end).length;
+    at = end;
+  }
+  return chars;
+}
+
+/** Regex and scanner over the same sections, alternating; p50 µs of each. */
+function splitTimes(sections: string[]): { regexUs: number; scannerUs: number } {
+  const regex: number[] = [];
+  const scanner: number[] = [];
+  for (const s of sections) {
+    if (splitByRegex(s) !== s.length || splitByScanner(s) !== s.length) throw new Error('gaps');
+  }
+  for (const s of sections) {
+    regex.push(timeUs(() => splitByRegex(s)));
+    scanner.push(timeUs(() => splitByScanner(s)));
+  }
+  return { regexUs: median(regex), scannerUs: median(scanner) };
+}
+
 interface RunResult {
+  split: { regexUs: number; scannerUs: number };
   chat: { p50: number; p99: number };
   unique: { p50: number; p99: number };
   coldUs: number;
@@ -137,6 +177,16 @@ async function run(seed: number): Promise<RunResult> {
     timeUs(() => keyChat(prompts, chatOf(systems[i % SYSTEM_PROMPTS]!, u))),
   );
 
+  // Each user message as the tokenizer meets it: a slice of the rendered chat.
+  const sections = users.map((u) => {
+    const rendered = prompts.renderChat(chatOf(systems[0]!, u));
+    const text = u.trim();
+    const at = rendered.indexOf(text);
+    if (at < 0) throw new Error('the user message is not in the rendered chat');
+    return rendered.slice(at, at + text.length);
+  });
+  const split = splitTimes(sections);
+
   const uniqueChats = Array.from({ length: UNIQUE_CALLS }, (_, i) =>
     chatOf(textOf(prompts, seed * 3 + 20_000 + i * 1_231, SYSTEM_TOKENS), users[i]!),
   );
@@ -167,6 +217,7 @@ async function run(seed: number): Promise<RunResult> {
   if (refused.complete) throw new Error('the huge prompt was not refused');
 
   return {
+    split,
     chat: quantiles(steady),
     unique: quantiles(unique),
     coldUs,
@@ -189,6 +240,8 @@ const uniqueChatUs = {
   p99: us(median(runs.map((r) => r.unique.p99))),
 };
 const chatTokens = Math.round(median(runs.map((r) => r.chatTokens)));
+const regexUs = median(runs.map((r) => r.split.regexUs));
+const scannerUs = median(runs.map((r) => r.split.scannerUs));
 const result = {
   chatUs,
   tokensPerS: Math.round(chatTokens / (chatUs.p50 / 1e6)),
@@ -197,6 +250,11 @@ const result = {
   uniqueTokensPerS: Math.round(chatTokens / (uniqueChatUs.p50 / 1e6)),
   coldChatUs: us(median(runs.map((r) => r.coldUs))),
   libraryChatUs: us(median(runs.map((r) => r.libraryUs))),
+  splitUs: {
+    regex: us(regexUs),
+    scanner: us(scannerUs),
+    ratio: Number(median(runs.map((r) => r.split.scannerUs / r.split.regexUs)).toFixed(2)),
+  },
   hugePrompt: {
     refuseMs: Number(median(runs.map((r) => r.refuseMs)).toFixed(1)),
     maxStallMs: Number(median(runs.map((r) => r.maxStallMs)).toFixed(1)),
@@ -214,6 +272,8 @@ else {
     'unique chat (word cache warm)': { ...uniqueChatUs, unit: 'µs' },
     'cold (fresh tokenizer)': { p50: result.coldChatUs, p99: '', unit: 'µs' },
     '@huggingface/tokenizers encode': { p50: result.libraryChatUs, p99: '', unit: 'µs' },
+    'split a user message: regex': { p50: result.splitUs.regex, p99: '', unit: 'µs' },
+    'split a user message: scanner': { p50: result.splitUs.scanner, p99: '', unit: 'µs' },
   });
   console.log(
     `tokens/s: ${result.tokensPerS} steady, ${result.uniqueTokensPerS} unique; 2 MB prompt refused in ${result.hugePrompt.refuseMs} ms, event loop held at most ${result.hugePrompt.maxStallMs} ms`,

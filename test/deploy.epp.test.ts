@@ -4,7 +4,8 @@
  * test fleet's pods on their serving port and names the picker's Service and ext_proc port; the
  * picker's args, container ports and Service use the code's default ports (9002, 9003, 9090);
  * its gRPC probes ask service names a live picker answers SERVING; its config passes
- * `--check-config` and lists the pods the pool selects; the HTTPRoute sends to the pool.
+ * `--check-config` and lists the pods the pool selects; the HTTPRoute sends to the pool. Two
+ * pickers, active-active: they share their ledgers through the NATS Deployment of nats.yaml.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,6 +19,7 @@ import {
   DEFAULT_EPP_METRICS_PORT,
   DEFAULT_EPP_PORT,
 } from '../src/epp/server.ts';
+import { isClusterName } from '../src/sync/subjects.ts';
 import { ROOT, runCli } from './support/cli.ts';
 import { type EppFleetHandle, startTestEpp } from './support/epp.ts';
 
@@ -34,14 +36,18 @@ const docs: Doc[] = kustomization.resources.flatMap((r: string) =>
   manifests(`deploy/kubernetes/epp/${r}`),
 );
 const fleet: Doc[] = manifests('deploy/kubernetes/test-fleet/engines.yaml');
-const find = (kind: string, from: Doc[] = docs): Doc => {
-  const found = from.filter((d) => d.kind === kind);
-  assert.equal(found.length, 1, `one ${kind}`);
+const find = (kind: string, from: Doc[] = docs, name?: string): Doc => {
+  const found = from.filter(
+    (d) => d.kind === kind && (name === undefined || d.metadata.name === name),
+  );
+  assert.equal(found.length, 1, `one ${kind}${name ? ` ${name}` : ''}`);
   return found[0];
 };
 const pool = find('InferencePool');
-const deployment = find('Deployment');
-const service = find('Service');
+const deployment = find('Deployment', docs, 'kvroute-epp');
+const service = find('Service', docs, 'kvroute-epp');
+const natsDeployment = find('Deployment', docs, 'kvroute-nats');
+const natsService = find('Service', docs, 'kvroute-nats');
 const configMap = find('ConfigMap');
 const route = find('HTTPRoute');
 const gateway = find('Gateway');
@@ -54,6 +60,10 @@ const portNamed = (name: string): number =>
   container.ports.find((p: Doc) => p.name === name)?.containerPort;
 const engines = find('StatefulSet', fleet);
 const engineContainer = engines.spec.template.spec.containers[0];
+
+/** The entries of `labels` named in `keys`. */
+const pick = (labels: Record<string, string>, keys: Record<string, string>) =>
+  Object.fromEntries(Object.keys(keys).map((k) => [k, labels[k]]));
 
 describe('the endpoint picker manifests', () => {
   test('the InferencePool: v1, the fleet pods on their serving port, the picker by its Service', () => {
@@ -86,6 +96,27 @@ describe('the endpoint picker manifests', () => {
     assert.deepEqual(service.spec.selector, deployment.spec.selector.matchLabels);
     const metrics = service.spec.ports.find((p: Doc) => p.name === 'http-metrics');
     assert.equal(portNamed(metrics.targetPort), DEFAULT_EPP_METRICS_PORT);
+  });
+
+  test('two pickers share their ledgers through the NATS Service', () => {
+    assert.ok(deployment.spec.replicas >= 2, 'active-active');
+    const url = new URL(argOf('--nats')!);
+    assert.equal(url.protocol, 'nats:');
+    assert.equal(url.hostname, natsService.metadata.name);
+    const client = natsService.spec.ports.find((p: Doc) => p.port === Number(url.port));
+    assert.ok(client, 'the URL names a port of the NATS Service');
+    const nats = natsDeployment.spec.template.spec.containers[0];
+    assert.deepEqual(natsService.spec.selector, natsDeployment.spec.selector.matchLabels);
+    assert.deepEqual(
+      natsDeployment.spec.selector.matchLabels,
+      pick(natsDeployment.spec.template.metadata.labels, natsService.spec.selector),
+    );
+    const target = nats.ports.find((p: Doc) => p.name === client.targetPort);
+    assert.equal(target.containerPort, Number(nats.args[nats.args.indexOf('--port') + 1]));
+    assert.ok(isClusterName(argOf('--cluster')!), '--cluster is a valid cluster name');
+    const help = runCli(['epp', '--help']);
+    assert.equal(help.status, 0, help.stderr);
+    for (const flag of ['--nats', '--cluster']) assert.ok(help.stdout.includes(flag), flag);
   });
 
   test('the image holds the .proto files the picker loads, and exposes its ports', () => {

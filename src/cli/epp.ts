@@ -23,7 +23,8 @@ const FLAGS = flagSpec({
   string:
     'port health-port metrics-port host config policy index tokenizer chat-template tokenize ' +
     'stale-ms kv-threshold scrape-ms block-size replicas speedup seed log-level max-queue-ms ' +
-    'max-ttft-ms prefill-us-per-token pool-events-port pool-replay-port',
+    'max-ttft-ms prefill-us-per-token pool-events-port pool-replay-port ' +
+    'nats cluster nats-heartbeat-ms nats-peer-timeout-ms',
   multiple: 'backend pool-backends',
 });
 
@@ -53,6 +54,9 @@ serve's routing flags, same meaning and defaults (kvroute serve --help):
   --scrape-ms --block-size --seed --log-level --max-queue-ms --max-ttft-ms
   --prefill-us-per-token
   --replicas N --speedup F   the embedded simulated fleet, when no backend is given
+  --nats URL [--cluster NAME] [--nats-heartbeat-ms N] [--nats-peer-timeout-ms N]
+                         share routing state over NATS with the cluster's other pickers and
+                         gateways (as kvroute serve --nats): active-active pickers
 
 The data plane: Envoy's ext_proc filter with processing_mode request_body_mode and
 response_body_mode FULL_DUPLEX_STREAMED (or BUFFERED), header and trailer modes SEND, and an

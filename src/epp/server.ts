@@ -18,17 +18,19 @@ import { GatewayAdmission } from '../gateway/admission.ts';
 import { Authenticator } from '../gateway/auth.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { GatewayError } from '../gateway/errors.ts';
-import { metricsOf, poolsOf } from '../gateway/gateway.ts';
+import { metricsOf } from '../gateway/gateway.ts';
 import { type Logger, silentLogger } from '../gateway/log.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
 import type { ModelPools } from '../gateway/pools.ts';
 import { closeServer, listen } from '../openai/http.ts';
+import type { StateSync } from '../sync/stateSync.ts';
 import { EndpointBook } from './endpoints.ts';
 import { Exchange } from './exchange.ts';
 import { EppHealth } from './health.ts';
 import type { ProcessingRequest, ProcessingResponse } from './messages.ts';
 import { EppPicker } from './picker.ts';
 import { EXT_PROC_SERVICE, HEALTH_SERVICE, serviceDefinition } from './protos.ts';
+import { syncedPools } from './sync.ts';
 
 /** The reference endpoint picker's ports: ext_proc, gRPC health, metrics. */
 export const DEFAULT_EPP_PORT = 9002;
@@ -62,6 +64,8 @@ export interface EppHandle {
   healthPort: number | null;
   metricsPort: number | null;
   pools: ModelPools;
+  /** The routing state shared over NATS (`--nats`), or null. */
+  sync: StateSync | null;
   metrics: GatewayMetrics;
   health: EppHealth;
   replicas(): Promise<EppReplica[]>;
@@ -78,7 +82,7 @@ export async function startEpp(
     throw new GatewayError('ERR_CONFIG', 'no backend configured', { param: 'backends' });
   }
   let lateMetrics: GatewayMetrics | null = null;
-  const pools = poolsOf(config, logger, () => lateMetrics);
+  const { pools, sync } = syncedPools(config, logger, () => lateMetrics);
   await pools.addConfigured(config.backends);
   const metrics = metricsOf(config, pools);
   lateMetrics = metrics;
@@ -105,6 +109,7 @@ export async function startEpp(
     health.close();
     for (const s of servers) s.forceShutdown();
     if (metricsServer) await closeServer(metricsServer);
+    await sync?.close();
     await pools.close();
   };
   try {
@@ -142,6 +147,7 @@ export async function startEpp(
       healthPort,
       metricsPort,
       pools,
+      sync,
       metrics,
       health,
       replicas: () =>

@@ -22,10 +22,14 @@ export class WordSplitter {
   readonly #trie: TrieNode = Object.create(null);
   /** Code units that start some word: every other position is skipped at once. */
   readonly #starts = new Uint8Array(65536);
+  /** The one code unit every word starts with (`<` for the models shipped), or null. */
+  readonly #onlyStart: string | null;
   readonly empty: boolean;
 
   constructor(words: readonly string[]) {
+    const firsts = new Set<string>();
     for (const word of words) {
+      if (word.length > 0) firsts.add(word[0]!);
       if (word.length > 0) this.#starts[word.charCodeAt(0)] = 1;
       let node = this.#trie;
       for (let i = 0; i < word.length; i++) {
@@ -35,6 +39,7 @@ export class WordSplitter {
       node.end = word;
     }
     this.empty = words.length === 0;
+    this.#onlyStart = firsts.size === 1 ? [...firsts][0]! : null;
   }
 
   /** The text in order: stretches between words, and the words themselves. */
@@ -45,8 +50,13 @@ export class WordSplitter {
     let start = 0;
     let i = 0;
     const starts = this.#starts;
+    const onlyStart = this.#onlyStart;
     while (i < n) {
-      if (starts[text.charCodeAt(i)] === 0) {
+      if (onlyStart !== null) {
+        // String search skips to the next candidate faster than a loop over code units.
+        i = text.indexOf(onlyStart, i);
+        if (i < 0) break;
+      } else if (starts[text.charCodeAt(i)] === 0) {
         i++;
         continue;
       }

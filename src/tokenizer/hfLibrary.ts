@@ -33,6 +33,6 @@ export interface LibraryTokenizer {
 export const library = hfLibrary as unknown as {
   Tokenizer: new (tokenizerJson: Json, config: Json) => LibraryTokenizer;
   SequencePreTokenizer: new (config: Json) => PreTokenizerLike;
-  SplitPreTokenizer: new (config: Json) => { pattern: RegExp | null };
+  SplitPreTokenizer: new (config: Json) => PreTokenizerLike & { pattern: RegExp | null };
   ByteLevelPreTokenizer: new (config: Json) => { pattern: RegExp };
 };

@@ -11,7 +11,13 @@ import { BYTE_CHARS, utf8Bytes } from './byteLevel.ts';
 import { type BpeVocab, type Word, WordsJob } from './bpeWords.ts';
 import { type Json, type LibraryTokenizer, library } from './hfLibrary.ts';
 import { PairTable } from './pairTable.ts';
-import { PieceEncoder, type PieceJob, type PieceModel, type Splitter } from './pieceEncoder.ts';
+import {
+  PieceEncoder,
+  type PieceJob,
+  type PieceModel,
+  regexSplitter,
+  type Splitter,
+} from './pieceEncoder.ts';
 
 /** What the fast path reads of a loaded model. */
 export interface HfModelParts {
@@ -109,7 +115,7 @@ function bpeVocab(m: HfModelParts): BpeVocab | null {
 
 /** How the pre-tokenizer's first stage cuts a section, and the stages left for each piece. */
 function splitStage(pre: Json | null): { splitter: Splitter; rest: Json[] } {
-  const whole = (rest: Json[]) => ({ splitter: { re: null, gaps: false }, rest });
+  const whole = (rest: Json[]) => ({ splitter: { re: null, gaps: false, scan: null }, rest });
   if (pre === null) return whole([]);
   const stages =
     pre.type === 'Sequence' ? ((pre.pretokenizers as Json[] | undefined) ?? []) : [pre];
@@ -120,12 +126,12 @@ function splitStage(pre: Json | null): { splitter: Splitter; rest: Json[] } {
     const split = new library.SplitPreTokenizer(first);
     if (!split.pattern) return whole([pre]);
     const re = new RegExp(split.pattern.source, split.pattern.flags);
-    return { splitter: { re, gaps: first.invert !== true }, rest: stages.slice(1) };
+    return { splitter: regexSplitter(re, first.invert !== true), rest: stages.slice(1) };
   }
   if (pre.type === 'ByteLevel' && pre.use_regex !== false) {
     const byteLevel = new library.ByteLevelPreTokenizer(pre);
     const re = new RegExp(byteLevel.pattern.source, byteLevel.pattern.flags);
-    return { splitter: { re, gaps: false }, rest: [] };
+    return { splitter: regexSplitter(re, false), rest: [] };
   }
   return whole([pre]);
 }

@@ -10,6 +10,8 @@
  * and once the output holds more than `limitTokens` ids (the caller's early stop).
  */
 
+import { type PieceScanner, scannerFor } from './splitScanner.ts';
+
 /** A resumable piece of work. */
 export interface Job {
   /** Works until finished (true) or until `deadlineMs` (performance.now()) passed (false). */
@@ -36,6 +38,16 @@ export interface Splitter {
   re: RegExp | null;
   /** Keep the text between matches as pieces too (Split 'Isolated'); false: matches only. */
   gaps: boolean;
+  /**
+   * The hand-written scanner giving `re`'s matches (`splitScanner.ts`), used instead of it;
+   * null: the regex runs. Its patterns match everywhere, so there are never gaps.
+   */
+  scan: PieceScanner | null;
+}
+
+/** The splitter for `re`: its hand-written scanner when it has one, else the regex. */
+export function regexSplitter(re: RegExp, gaps: boolean): Splitter {
+  return { re, gaps, scan: scannerFor(re) };
 }
 
 /** Pieces longer than this are merged as resumable jobs, never in one go. */
@@ -118,6 +130,7 @@ export class PieceEncoder {
 class SectionJob implements Job {
   readonly #model: PieceModel;
   readonly #re: RegExp | null;
+  readonly #scan: PieceScanner | null;
   readonly #gaps: boolean;
   readonly #caches: Caches;
   readonly #text: string;
@@ -146,6 +159,7 @@ class SectionJob implements Job {
   ) {
     this.#model = model;
     this.#re = splitter.re;
+    this.#scan = splitter.scan;
     this.#gaps = splitter.gaps;
     this.#caches = caches;
     this.#text = text;
@@ -212,6 +226,14 @@ class SectionJob implements Job {
       const match = this.#queued;
       this.#queued = null;
       return match;
+    }
+    const scan = this.#scan;
+    if (scan !== null) {
+      const start = this.#prev;
+      if (start >= text.length) return null;
+      const end = scan(text, start);
+      this.#prev = end;
+      return text.slice(start, end);
     }
     const re = this.#re;
     if (re === null) {

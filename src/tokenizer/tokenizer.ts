@@ -17,7 +17,7 @@ import { CL100K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants
 import { BYTE_CHARS, toByteChars, utf8Bytes } from './byteLevel.ts';
 import { type BpeVocab, WordsJob } from './bpeWords.ts';
 import { type Pairs, PairTable } from './pairTable.ts';
-import { type Job, PieceEncoder } from './pieceEncoder.ts';
+import { type Job, PieceEncoder, regexSplitter } from './pieceEncoder.ts';
 
 export type { Job } from './pieceEncoder.ts';
 
@@ -84,10 +84,10 @@ class Cl100kTokenizer implements TextTokenizer {
         longPiece: (piece) => new WordsJob(bpe, words(piece)),
       },
       // gpt-tokenizer keeps the pattern's matches only (it matches every character).
-      {
-        re: new RegExp(CL100K_TOKEN_SPLIT_REGEX.source, CL100K_TOKEN_SPLIT_REGEX.flags),
-        gaps: false,
-      },
+      regexSplitter(
+        new RegExp(CL100K_TOKEN_SPLIT_REGEX.source, CL100K_TOKEN_SPLIT_REGEX.flags),
+        false,
+      ),
     );
   }
 
