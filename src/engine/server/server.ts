@@ -26,6 +26,7 @@ import { EngineMetrics } from './metrics.ts';
 import { defaultReplayForm, type EngineServerOptions, resolveEngineOptions } from './options.ts';
 import { KvEventPublisher } from './publisher.ts';
 import { simulatedModel } from './textGen.ts';
+import { startTransfers } from '../connector/serverWiring.ts';
 
 export type { EngineServerOptions } from './options.ts';
 
@@ -138,6 +139,8 @@ export async function startEngineServer(
     adapters,
     streamLimits: o.streamLimits,
   };
+  const transfers = startTransfers(options, o, core, () => port);
+  ctx.kvTransfer = transfers?.context ?? null;
   // Build the output vocabulary now (the tokenizer's first encodes are slow), not on the
   // first request, whose time to first token would pay for it.
   simulatedModel(tokenizer);
@@ -149,6 +152,7 @@ export async function startEngineServer(
     '/tokenize': { method: 'POST', handle: handlers.tokenize },
     '/detokenize': { method: 'POST', handle: handlers.detokenize },
     '/v1/models': { method: 'GET', handle: handlers.models },
+    ...transfers?.routes,
     ...(o.allowRuntimeLoraUpdating && {
       '/v1/load_lora_adapter': {
         method: 'POST',
@@ -190,6 +194,7 @@ export async function startEngineServer(
     serve(req, res).catch((err: unknown) => sendError(res, toApiError(err)));
   });
   const { port, url } = await listen(server, o.port, o.host);
+  transfers?.listening();
 
   let closed: Promise<void> | null = null;
   return {
@@ -202,6 +207,7 @@ export async function startEngineServer(
     close() {
       closed ??= (async () => {
         closing = true;
+        transfers?.close();
         driver.close();
         await closeServer(server);
         await publisher?.close();
