@@ -31,12 +31,14 @@ import { Progress } from './progress.ts';
 import { REQUESTS_OUT_HELP, RequestsFile } from './requestsOut.ts';
 import { readRouterSetups, ROUTER_SETUPS_HELP, type RouterSetup } from './routerSetups.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
+import { type PdFlags, readPdFlags, runSimPd, SIM_PD_HELP } from './simPd.ts';
 
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
-    'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync',
+    'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync ' +
+    'pd transfer-gbps transfer-latency-ms',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -86,7 +88,7 @@ ${ROUTER_SETUPS_HELP}faults
                         ones count as errors
   --revive R@S          replica R comes back, cold, at S seconds, after a --kill of it
                         (repeatable); a killed replica without --revive stays down
-SLO and search
+${SIM_PD_HELP}SLO and search
   --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: a cold 8,000-token prefill, 143 ms warm +
                         the 428 ms a hit saves: the cost rule's own promise)
   --slo-ttft-slowdown X instead: p99 over requests of TTFT / the request's own cold TTFT on an
@@ -130,6 +132,8 @@ interface Parsed {
   threads: number;
   /** --routers / --sync-ms: each policy runs once per setup; null: one router, as always. */
   setups: RouterSetup[] | null;
+  /** --pd P:D or auto (simPd.ts); null: an aggregated fleet. */
+  pd: PdFlags | null;
 }
 
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
@@ -191,6 +195,12 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     admission: readAdmission(flags),
     threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
     setups: readRouterSetups(flags),
+    pd: readPdFlags(
+      flags.string('pd'),
+      flags.positive('transfer-gbps'),
+      flags.number('transfer-latency-ms', { min: 0 }),
+      flags.bool('search'),
+    ),
   };
 }
 
@@ -222,6 +232,7 @@ function readAdmission(flags: Flags): SimAdmission | undefined {
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseSimFlags(argv);
   if (parsed === 'help') return printHelp(HELP);
+  if (parsed.pd !== null) return runSimPd(parsed.base, parsed.pd, parsed.json, parsed.maxReplicas);
   const progress = new Progress({ command: 'kvroute sim', quiet: parsed.quiet });
   const setups = parsed.setups?.map((s) => ({ routers: s.routers, syncMs: s.syncMs })) ?? [{}];
   const runs = parsed.policies

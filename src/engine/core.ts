@@ -319,6 +319,14 @@ export class EngineCore {
     return cached === undefined ? undefined : Math.max(0, cached - this.externalTokensOf(id));
   }
 
+  /** Leading prompt tokens the prefix cache holds now for these keys (a pull's local part). */
+  cachedPrefixTokens(blockKeys: readonly BlockKey[]): number {
+    return (
+      this.#pool.findCachedPrefix(blockKeys, blockKeys.length).blockIds.length *
+      this.#pool.blockSize
+    );
+  }
+
   /** Block keys the prefix cache holds now (a copy; for checks against the event stream). */
   cachedBlockKeys(): BlockKey[] {
     return this.#pool.cachedKeys();
