@@ -226,3 +226,45 @@ test('bad kv_transfer_params: 400 naming the field', async () => {
   assert.equal(r.status, 200);
   assert.equal(r.json.usage.completion_tokens, 2);
 });
+
+test('kvroute engine: --kv-transfer-config in JSON and dotted form; a bad one names the flag (exit 2)', async () => {
+  const { runCli, spawnEngine } = await import('./support/cli.ts');
+  const { child, readyLine } = await spawnEngine([
+    '--port',
+    '0',
+    '--kv-transfer-config.kv_connector=NixlConnector',
+    '--kv-transfer-config.kv_role',
+    'kv_both',
+    '--kv-transfer-gbps',
+    '100',
+  ]);
+  try {
+    const url = /url=(\S+)/.exec(readyLine)?.[1];
+    assert.ok(url, readyLine);
+    const res = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        prompt: 'hello there',
+        max_tokens: 1,
+        kv_transfer_params: { do_remote_decode: true },
+      }),
+    });
+    const body = (await res.json()) as { kv_transfer_params: Record<string, unknown> };
+    assert.deepEqual(Object.keys(body.kv_transfer_params), NIXL_FIELDS);
+  } finally {
+    child.kill('SIGTERM');
+  }
+  const bad = runCli([
+    'engine',
+    '--port',
+    '0',
+    '--kv-transfer-config',
+    '{"kv_connector":"NixlConnector","kv_role":"decode"}',
+  ]);
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--kv-transfer-config: Unsupported kv_role: decode/);
+  const stray = runCli(['engine', '--port', '0', '--kv-transfer-gbps', '10']);
+  assert.equal(stray.status, 2);
+  assert.match(stray.stderr, /need --kv-transfer-config/);
+});
