@@ -67,7 +67,7 @@ export function pdRunText(r: PdRunResult): string {
     `  requests   ${r.completed} of ${r.arrived} completed`,
     `  TTFT       p50 ${ms(r.ttftMs.p50)}  p99 ${ms(r.ttftMs.p99)}`,
     `  TPOT       p50 ${ms(r.tpotMs.p50)}  p99 ${ms(r.tpotMs.p99)}`,
-    `  transfer   p50 ${ms(r.transferMs.p50)}  p99 ${ms(r.transferMs.p99)}`,
+    `  TTFT parts prefill p50 ${ms(r.prefillMs.p50)} p99 ${ms(r.prefillMs.p99)}; transfer p50 ${ms(r.transferMs.p50)} p99 ${ms(r.transferMs.p99)}; decode first token p50 ${ms(r.decodeFirstMs.p50)} p99 ${ms(r.decodeFirstMs.p99)}`,
     `  prefill-pool hit rate ${(r.prefillHitRate * 100).toFixed(1)} %`,
   ].join('\n');
 }

@@ -49,6 +49,8 @@ interface Req {
   prefillCachedTokens: number;
   firstTokenMs: number;
   transferMs: number;
+  prefillDoneMs: number;
+  pulledMs: number;
 }
 
 type PdEvent = SimEvent &
@@ -72,6 +74,10 @@ export interface PdSample {
   promptTokens: number;
   prefillCachedTokens: number;
   transferMs: number;
+  /** Arrival to the prefill's end (the prefill pool's queue and compute). */
+  prefillMs: number;
+  /** The pull's landing to the decode replica's first token. */
+  decodeFirstMs: number;
 }
 
 export interface PdOutcome {
@@ -159,6 +165,8 @@ export class PdFleet {
   #onArrival(arrival: Arrival, nowMs: number): void {
     const { tokens, blockKeys } = this.#o.workload.materialize(arrival);
     const id = `r${this.#arrived++}`;
+    // Fresh reports of the whole prefill pool (the simulator's --stale-ms 0 view).
+    for (let i = 0; i < this.#prefill.length; i++) this.#report(i, nowMs);
     const decision = this.#o.router.route(
       {
         id,
@@ -180,6 +188,8 @@ export class PdFleet {
       prefillCachedTokens: 0,
       firstTokenMs: Number.NaN,
       transferMs: 0,
+      prefillDoneMs: Number.NaN,
+      pulledMs: Number.NaN,
     };
     this.#requests.set(id, req);
     const engine = this.#prefill[req.prefill]!;
@@ -235,6 +245,7 @@ export class PdFleet {
       const req = this.#requests.get(f.id);
       if (req === undefined || f.heldBlockIds === undefined) continue;
       req.prefillCachedTokens = f.cachedTokens;
+      req.prefillDoneMs = nowMs;
       req.decode = this.#pickDecode(req);
       const decoder = this.#decode[req.decode]!;
       decoder.inFlight++;
@@ -256,8 +267,12 @@ export class PdFleet {
         priority: PRIORITY.kvEvents,
       });
     }
-    const c = engine.core.counters();
-    router.onReport(
+    this.#report(replica, nowMs);
+  }
+
+  #report(replica: number, nowMs: number): void {
+    const c = this.#prefill[replica]!.core.counters();
+    this.#o.router.onReport(
       replica,
       {
         kvUsage: c.kvUsage,
@@ -293,6 +308,7 @@ export class PdFleet {
 
   #onPulled(id: string, nowMs: number): void {
     const req = this.#requests.get(id)!;
+    req.pulledMs = nowMs;
     this.#prefill[req.prefill]!.core.releaseTransfer(id);
     const decoder = this.#decode[req.decode]!;
     decoder.core.add({
@@ -324,6 +340,8 @@ export class PdFleet {
         promptTokens: f.promptTokens,
         prefillCachedTokens: req.prefillCachedTokens,
         transferMs: req.transferMs,
+        prefillMs: req.prefillDoneMs - req.arrival.atMs,
+        decodeFirstMs: req.firstTokenMs - req.pulledMs,
       });
     }
   }

@@ -35,6 +35,9 @@ export interface PdRunResult {
   ttftMs: Percentiles;
   tpotMs: Percentiles;
   transferMs: Percentiles;
+  /** TTFT's parts: arrival to the prefill's end; the pull's landing to the decode's first token. */
+  prefillMs: Percentiles;
+  decodeFirstMs: Percentiles;
   /** Prompt tokens cached on the prefill pool / prompt tokens (measured requests). */
   prefillHitRate: number;
   /** The P/D ledger at the end: blocks held by prefillers and waiting on decoders (0). */
@@ -73,6 +76,8 @@ export function simulatePd(config: SimConfig, pd: PdRunOptions): PdRunResult {
     ttftMs: summarize(s.map((x) => x.ttftMs)),
     tpotMs: summarize(s.map((x) => x.tpotMs).filter((x) => !Number.isNaN(x))),
     transferMs: summarize(s.map((x) => x.transferMs)),
+    prefillMs: summarize(s.map((x) => x.prefillMs)),
+    decodeFirstMs: summarize(s.map((x) => x.decodeFirstMs)),
     prefillHitRate: prompt > 0 ? cached / prompt : 0,
     heldBlocks: out.heldBlocks,
     injectedBlocks: out.injectedBlocks,
