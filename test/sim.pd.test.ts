@@ -57,3 +57,44 @@ test('sim --pd: bad values name the flag', () => {
     assert.match(r.stderr, msg);
   }
 });
+
+test('sim --search --pd auto: the JSON names the aggregated and disaggregated answers', () => {
+  const r = runCli(
+    [
+      'sim',
+      '--workload',
+      'groups',
+      '--duration',
+      '4',
+      '--warmup',
+      '1',
+      '--rate',
+      '4',
+      '--search',
+      '--pd',
+      'auto',
+      '--max-replicas',
+      '4',
+      '--slo-ttft-p99-ms',
+      '2000',
+      '--slo-tpot-p99-ms',
+      '100',
+      '--json',
+      '--quiet',
+    ],
+    300_000,
+  );
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as {
+    pd: { aggregated: any; disaggregated: any };
+    probes: number;
+  };
+  assert.deepEqual(Object.keys(out.pd), ['aggregated', 'disaggregated']);
+  assert.deepEqual(Object.keys(out.pd.aggregated), ['replicas', 'gpus']);
+  assert.deepEqual(Object.keys(out.pd.disaggregated), ['prefill', 'decode', 'gpus']);
+  assert.equal(out.pd.aggregated.gpus, out.pd.aggregated.replicas * 2);
+  assert.equal(
+    out.pd.disaggregated.gpus,
+    (out.pd.disaggregated.prefill + out.pd.disaggregated.decode) * 2,
+  );
+});
