@@ -1,6 +1,6 @@
 /**
  * The generate path of a P/D pool (one with `prefill` or `decode` backends): pick the decode
- * replica by decode load (decodePick.ts), let the decider (decider.ts) choose between the decode
+ * replica by decode load (model/decodePick.ts), let the decider (decider.ts) choose between the decode
  * replica alone and the two legs of vLLM's proxy protocol (protocol.ts): the prefill leg on a
  * prefill replica picked by the pool's policy (its prefill term: queued plus uncached prompt
  * tokens, among the prefill-capable replicas), then the decode leg, whose response streams back
@@ -20,7 +20,7 @@ import { proxyAttempt } from '../proxy.ts';
 import type { ParsedRequest } from '../request.ts';
 import type { RequestRecord } from '../requestLog.ts';
 import { decidePd, type PdPath } from './decider.ts';
-import { type DecodeCandidate, pickDecode } from './decodePick.ts';
+import { type DecodeCandidate, pickDecode } from '../../model/decodePick.ts';
 import type { PdMetrics } from './metrics.ts';
 import { decodeLegBody, type JsonObject, prefillLegBody, transferParamsOf } from './protocol.ts';
 import { canDecode, canPrefill } from './roles.ts';

@@ -1,7 +1,7 @@
 /**
  * A disaggregated fleet on the virtual clock: P prefill and D decode engine cores (the real
  * scheduler and block pool on both sides, with the NixlConnector beside each pool), the real
- * router over the prefill pool, the gateway's decode pick (`gateway/pd/decodePick.ts`), and the
+ * router over the prefill pool, the decode pick the gateway uses (`model/decodePick.ts`), and the
  * KV transfer between them as a delay: `transferMs` of the prompt's blocks the decode replica
  * does not cache yet.
  *
@@ -16,7 +16,7 @@
 import { EngineCore } from '../../engine/core.ts';
 import { transferMs } from '../../engine/connector/nixl.ts';
 import type { EngineConfig, StepResult } from '../../engine/types.ts';
-import { pickDecode } from '../../gateway/pd/decodePick.ts';
+import { pickDecode } from '../../model/decodePick.ts';
 import type { BlockKey } from '../../kv/blockKey.ts';
 import { kvBytesPerToken } from '../../model/cost.ts';
 import type { Arrival, Workload } from '../../workload/workloads.ts';

@@ -7,7 +7,9 @@
  * sets TPOT, so it finds the fewest prefill replicas meeting the TTFT target with decode
  * replicas to spare, the fewest decode replicas meeting the TPOT target with prefill replicas to
  * spare, then checks that pair and grows whichever pool misses until both are met (bounded by
- * `maxReplicas`). Every run is deterministic in its seed.
+ * `maxReplicas`): a TPOT miss grows the decode pool, and so does a TTFT miss whose prefill and
+ * link part fits the target (pulled requests waiting for room on full decode replicas); any
+ * other TTFT miss grows the prefill pool. Every run is deterministic in its seed.
  */
 import { makeEngineConfig } from '../../engine/options.ts';
 import { DEFAULT_KV_THRESHOLD } from '../../router/defaults.ts';
@@ -172,7 +174,10 @@ export class PdSearcher {
           disaggregated = { prefill: p, decode: d, gpus: (p + d) * tp };
           break;
         }
-        if (!ttftMet(r, slo)) p++;
+        // A TTFT miss is the prefill pool's unless its part (prefill and link) fits the target:
+        // then pulled requests wait for room on full decode replicas.
+        const prefillSide = r.prefillMs.p99 + r.transferMs.p99 > (slo.ttftP99Ms ?? Infinity);
+        if (!ttftMet(r, slo) && prefillSide) p++;
         else d++;
       }
     }

@@ -11,7 +11,7 @@
  * threshold are skipped while another is under it. A replica with no report yet counts as
  * empty (running 0, KV 0). Ties go to fewer requests in flight, then to the first listed.
  */
-import { kvPoolTokens, mixedStepMs, type ReplicaSpec } from '../../model/cost.ts';
+import { kvPoolTokens, mixedStepMs, type ReplicaSpec } from './cost.ts';
 
 export interface DecodeCandidate {
   name: string;
