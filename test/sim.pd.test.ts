@@ -27,6 +27,7 @@ test('sim --pd: the same seed prints the same bytes; every request completes; le
   const b = runCli(ARGS, 240_000);
   assert.equal(a.status, 0, a.stderr);
   assert.equal(a.stdout, b.stdout);
+  // biome-ignore lint/suspicious/noExplicitAny: the run's JSON, read field by field
   const { pd } = JSON.parse(a.stdout) as { pd: Record<string, any> };
   assert.equal(pd.prefill, 2);
   assert.equal(pd.decode, 2);
@@ -86,7 +87,10 @@ test('sim --search --pd auto: the JSON names the aggregated and disaggregated an
   );
   assert.equal(r.status, 0, r.stderr);
   const out = JSON.parse(r.stdout) as {
-    pd: { aggregated: any; disaggregated: any };
+    pd: {
+      aggregated: { replicas: number; gpus: number };
+      disaggregated: { prefill: number; decode: number; gpus: number };
+    };
     probes: number;
   };
   assert.deepEqual(Object.keys(out.pd), ['aggregated', 'disaggregated']);
