@@ -4,6 +4,11 @@
  *   kvroute engine ready url=http://127.0.0.1:8001 model=llama-3.3-70b events=tcp://... replay=-
  * that parents and tests parse, then serves until SIGINT or SIGTERM.
  */
+import {
+  KvTransferConfigError,
+  parseKvTransferConfig,
+} from '../engine/connector/kvTransferConfig.ts';
+import { DEFAULT_TRANSFER_GBPS, DEFAULT_TRANSFER_LATENCY_MS } from '../engine/connector/nixl.ts';
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { type LoraModule, runtimeLoraUpdatingFromEnv } from '../engine/server/adapters.ts';
 import { type EngineServerOptions, SERVER_DEFAULTS } from '../engine/server/options.ts';
@@ -31,8 +36,8 @@ export const FLAGS = flagSpec({
     'kv-events kv-replay kv-events-format kv-events-topic kv-replay-form kv-replay-buffer ' +
     'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser ' +
     'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms ' +
-    'nats advertise cluster',
-  multiple: 'served-model-alias lora-modules',
+    'nats advertise cluster kv-transfer-config kv-transfer-gbps kv-transfer-latency-ms',
+  multiple: 'served-model-alias lora-modules kv-transfer-config-part',
   boolean:
     'enable-prefix-caching no-enable-prefix-caching enable-auto-tool-choice ' +
     'no-enable-auto-tool-choice enable-lora no-enable-lora allow-runtime-lora-updating',
@@ -88,6 +93,13 @@ ${ENGINE_HELP}${ENGINE_FAULT_HELP}${ENGINE_CHAT_FAULT_HELP}LoRA adapters (a requ
   --allow-runtime-lora-updating  serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter
                         (vLLM serves them when VLLM_ALLOW_RUNTIME_LORA_UPDATING is 1 or true,
                         which this engine also reads)
+disaggregated prefill and decode (vLLM's NixlConnector, modelled)
+  --kv-transfer-config J  vLLM's JSON, e.g. '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
+                        or dotted: --kv-transfer-config.kv_connector=NixlConnector ...; then a
+                        request with kv_transfer_params takes part in vLLM's P/D protocol
+  --kv-transfer-gbps F  modelled KV link for pulls, GB/s (default ${DEFAULT_TRANSFER_GBPS})
+  --kv-transfer-latency-ms F  modelled latency per pull (default ${DEFAULT_TRANSFER_LATENCY_MS})
+                        (VLLM_NIXL_ABORT_REQUEST_TIMEOUT, seconds, frees unpulled blocks; default 480)
 KV events
   --kv-events-config J  vLLM's JSON: {"enable_kv_cache_events": true, "publisher": "zmq",
                         "endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558", "topic": ""}
@@ -145,6 +157,7 @@ export function readEngineOptions(flags: Flags): EngineServerOptions {
       runtimeLoraUpdatingFromEnv(process.env.VLLM_ALLOW_RUNTIME_LORA_UPDATING) ||
       undefined,
   };
+  Object.assign(server, readKvTransferFlags(flags));
   const kvCacheDtype = flags.oneOf('kv-cache-dtype', KV_CACHE_DTYPES);
   if (kvCacheDtype !== undefined) server.kvDtype = kvCacheDtype.startsWith('fp8') ? 'fp8' : 'bf16';
   // Leave out what was not given, so the server's defaults apply.
@@ -190,6 +203,48 @@ export function parseLoraModule(item: string): LoraModule {
     name: o.name as string,
     path: o.path as string,
     ...(typeof base === 'string' && { baseModelName: base }),
+  };
+}
+
+/** --kv-transfer-config (JSON and dotted parts), the modelled link and vLLM's abort timeout. */
+function readKvTransferFlags(flags: Flags): EngineServerOptions {
+  const json = flags.string('kv-transfer-config') ?? null;
+  const parts = flags.has('kv-transfer-config-part')
+    ? flags.strings('kv-transfer-config-part')
+    : [];
+  const gbps = flags.positive('kv-transfer-gbps');
+  const latency = flags.number('kv-transfer-latency-ms', { min: 0 });
+  if (json === null && parts.length === 0) {
+    if (gbps !== undefined || latency !== undefined) {
+      throw new UsageError(
+        '--kv-transfer-gbps and --kv-transfer-latency-ms need --kv-transfer-config',
+      );
+    }
+    return {};
+  }
+  let config: ReturnType<typeof parseKvTransferConfig>;
+  try {
+    config = parseKvTransferConfig(json, parts);
+  } catch (err) {
+    if (err instanceof KvTransferConfigError) throw new UsageError(err.message);
+    throw err;
+  }
+  const timeoutS = process.env.VLLM_NIXL_ABORT_REQUEST_TIMEOUT;
+  let kvAbortTimeoutMs: number | undefined;
+  if (timeoutS !== undefined && timeoutS !== '') {
+    const n = Number(timeoutS);
+    if (!Number.isInteger(n) || n < 0) {
+      throw new UsageError(
+        `VLLM_NIXL_ABORT_REQUEST_TIMEOUT must be whole seconds, got '${timeoutS}'`,
+      );
+    }
+    kvAbortTimeoutMs = n * 1000;
+  }
+  return {
+    kvTransferConfig: config,
+    ...(gbps !== undefined && { kvTransferGbps: gbps }),
+    ...(latency !== undefined && { kvTransferLatencyMs: latency }),
+    ...(kvAbortTimeoutMs !== undefined && { kvAbortTimeoutMs }),
   };
 }
 

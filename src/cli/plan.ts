@@ -17,7 +17,9 @@ import {
   type SchedulerPlan,
   schedulerPlanJson,
 } from '../model/plan.ts';
+import { type PdPlanInput, planPd, SEED_PD } from '../model/pdPlan.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
+import { pdPlanJson, pdPlanText } from './planPd.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { readProfileFlag } from './engineFlags.ts';
 
@@ -26,8 +28,9 @@ const PRESETS = ['seed-router', 'seed-scheduler'] as const;
 const FLAGS = flagSpec({
   string:
     'preset model gpu tp weights-dtype kv-dtype rate prompt-tokens shared-tokens prefixes ' +
-    'output-tokens mfu mbu utilization batch hit-rate hot-share budgets profile budget',
-  boolean: 'json',
+    'output-tokens mfu mbu utilization batch hit-rate hot-share budgets profile budget ' +
+    'transfer-gbps transfer-latency-ms tpot-slo-ms',
+  boolean: 'json pd',
 });
 
 const HELP = `usage: kvroute plan [flags]
@@ -49,6 +52,10 @@ affinity, the hot-customer load and the spill threshold. Defaults are the seed's
   --budgets LIST      seed-scheduler budgets (512,2048,8192)
   --profile FILE      calibrated cost model from kvroute calibrate instead of --mfu/--mbu
   --budget N          tokens per prefill step, for a profile's MFU (default ${ENGINE_DEFAULTS.budgetTokens})
+  --pd                the P/D split: prefill and decode demand apart, transfer bytes and link
+                      time, aggregated vs disaggregated counts, when disaggregation pays
+  --transfer-gbps F   --pd: KV link, GB/s (25)   --transfer-latency-ms F  per transfer (1)
+  --tpot-slo-ms F     --pd: the TPOT target of the verdict (40)
   --json              machine-readable output
 `;
 
@@ -74,6 +81,18 @@ export async function run(argv: string[]): Promise<number> {
   }
   const load = readLoad(flags);
   const stepTokens = flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens;
+  if (flags.bool('pd')) {
+    const pd: PdPlanInput = {
+      budgetTokens: stepTokens,
+      transferGbps: flags.positive('transfer-gbps') ?? SEED_PD.transferGbps,
+      transferLatencyMs:
+        flags.number('transfer-latency-ms', { min: 0 }) ?? SEED_PD.transferLatencyMs,
+      tpotSloMs: flags.positive('tpot-slo-ms') ?? SEED_PD.tpotSloMs,
+    };
+    const plan = planPd(spec, load, pd);
+    write(flags.bool('json') ? json(pdPlanJson(plan)) : pdPlanText(spec, load, pd, plan));
+    return 0;
+  }
   const plan = planRouter(spec, load, stepTokens);
   write(
     flags.bool('json')

@@ -35,7 +35,7 @@ const FLAGS = flagSpec({
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
     'headers-timeout-ms request-timeout-ms log-level max-queue-ms max-ttft-ms prefill-us-per-token check-config ' +
-    'nats cluster nats-heartbeat-ms nats-peer-timeout-ms',
+    'nats cluster nats-heartbeat-ms nats-peer-timeout-ms pd-threshold',
   multiple: 'backend api-key',
   boolean: 'access-log',
 });
@@ -50,7 +50,11 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --port N              listen port; 0 picks a free one (default ${D.port})
   --host H              interface (default ${D.host})
   --backend SPEC        a backend, repeatable: URL[,events=tcp://H:P][,replay=tcp://H:P]
-                        [,model=NAME][,api-key=KEY]; replaces the config file's list
+                        [,model=NAME][,api-key=KEY][,role=prefill|decode|both]; replaces
+                        the config file's list; role: a P/D fleet, prefill on the prefill
+                        pool then decode on the decode pool (vLLM's NixlConnector protocol)
+  --pd-threshold N      P/D: fewer uncached tokens than N on the decode replica run there
+                        alone (llm-d's prefix-based decider; default 0: always disaggregate)
   --config FILE         YAML config (see kvroute.example.yaml); flags override it; read
                         again on SIGHUP and when it changes (backends added start cold,
                         removed ones drain)
@@ -168,6 +172,7 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
     });
   }
   set('nats', readNatsFlags(flags, config.nats));
+  set('pdThreshold', flags.number('pd-threshold', { min: 0, integer: true }));
   return config;
 }
 

@@ -34,12 +34,14 @@ import { readRouterSetups, ROUTER_SETUPS_HELP, type RouterSetup } from './router
 import { readSimFaults, runAuditComparison, SIM_AUDIT_HELP } from './simAudit.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 import type { SimFaults } from '../sim/audit.ts';
+import { type PdFlags, readPdFlags, runSimPd, SIM_PD_HELP } from './simPd.ts';
 
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
-    'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas',
+    'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas ' +
+    'pd transfer-gbps transfer-latency-ms',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -89,7 +91,7 @@ ${ROUTER_SETUPS_HELP}faults
                         ones count as errors
   --revive R@S          replica R comes back, cold, at S seconds, after a --kill of it
                         (repeatable); a killed replica without --revive stays down
-${SIM_AUDIT_HELP}SLO and search
+${SIM_AUDIT_HELP}${SIM_PD_HELP}SLO and search
   --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: a cold 8,000-token prefill, 143 ms warm +
                         the 428 ms a hit saves: the cost rule's own promise)
   --slo-ttft-slowdown X instead: p99 over requests of TTFT / the request's own cold TTFT on an
@@ -135,6 +137,8 @@ interface Parsed {
   setups: RouterSetup[] | null;
   /** --fault-drop-events / --fault-silent-reset-s: the audit's three runs instead. */
   auditFaults: SimFaults | null;
+  /** --pd P:D or auto (simPd.ts); null: an aggregated fleet. */
+  pd: PdFlags | null;
 }
 
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
@@ -197,6 +201,12 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
     setups: readRouterSetups(flags),
     auditFaults: readSimFaults(flags, replicas),
+    pd: readPdFlags(
+      flags.string('pd'),
+      flags.positive('transfer-gbps'),
+      flags.number('transfer-latency-ms', { min: 0 }),
+      flags.bool('search'),
+    ),
   };
 }
 
@@ -234,6 +244,7 @@ export async function run(argv: string[]): Promise<number> {
 `);
     return 0;
   }
+  if (parsed.pd !== null) return runSimPd(parsed.base, parsed.pd, parsed.json, parsed.maxReplicas);
   const progress = new Progress({ command: 'kvroute sim', quiet: parsed.quiet });
   const setups = parsed.setups?.map((s) => ({ routers: s.routers, syncMs: s.syncMs })) ?? [{}];
   const runs = parsed.policies

@@ -251,6 +251,10 @@ export function translateVllmArgs(argv: readonly string[], kvroute: FlagSpec): V
     } else if (name.startsWith('kv-events-config.')) {
       const field = name.slice('kv-events-config.'.length).replaceAll('-', '_');
       kvEvents = { ...(kvEvents ?? {}), [field]: dottedValue(value()) };
+    } else if (name.startsWith('kv-transfer-config.')) {
+      // vLLM's dotted config form: one kvroute flag per field, read by the engine.
+      const field = name.slice('kv-transfer-config.'.length);
+      args.push('--kv-transfer-config-part', `${field}=${value()}`);
     } else if (name === 'max-model-len') {
       const raw = value();
       if (raw !== 'auto' && raw !== '-1') args.push('--max-model-len', humanReadableInt(name, raw));

@@ -10,6 +10,7 @@ import { type BlockKey, computeBlockKeys } from '../kv/blockKey.ts';
 import { BlockPool } from '../kv/blockPool.ts';
 import { kvPoolTokens, mixedStepMs, type ReplicaSpec } from '../model/cost.ts';
 import { Scheduler } from '../scheduler/scheduler.ts';
+import { NixlConnectorCore } from './connector/nixl.ts';
 import { AdapterCache, loraLoadMs, type ResolvedLoraConfig, resolveLoraConfig } from './lora.ts';
 import {
   type EngineConfig,
@@ -37,6 +38,13 @@ export class EngineCore {
   /** Aborts since the last step: reported in the next step's `finished`. */
   #aborted: RequestFinished[] = [];
   readonly #lora: LoraState | null = null;
+  /** The KV connector beside the pool (P/D); null without --kv-transfer-config. */
+  readonly #connector: NixlConnectorCore | null = null;
+  /** Remote-decode requests: their keys and prompt length, for the hold at their finish. */
+  readonly #remoteDecode = new Map<string, { keys: readonly BlockKey[]; promptTokens: number }>();
+  /** Remote-prefill requests: tokens written from the pull, until they finish. */
+  readonly #external = new Map<string, number>();
+  #externalTokens = 0;
 
   constructor(config: EngineConfig) {
     const { blockSize } = config;
@@ -58,6 +66,9 @@ export class EngineCore {
       lora ? { ...config, maxLoras: lora.maxLoras } : config,
       this.#pool,
     );
+    if (config.kvTransfer) {
+      this.#connector = new NixlConnectorCore(this.#pool, config.kvTransfer.abortTimeoutMs);
+    }
     if (lora) {
       this.#lora = {
         config: lora,
@@ -102,6 +113,11 @@ export class EngineCore {
       throw new EngineError('ERR_INVALID_REQUEST', `${req.id}: prompt must have at least 1 token`);
     }
     const scope = { cacheSalt: req.cacheSalt, loraName: req.loraName };
+    const tokenIds = this.#pool.cachingEnabled ? compactTokens(tokens) : null;
+    const blockKeys =
+      tokenIds === null
+        ? null
+        : (req.blockKeys ?? computeBlockKeys(tokens, this.#pool.blockSize, scope));
     this.#scheduler.add({
       id: req.id,
       promptTokens: tokens.length,
@@ -109,18 +125,47 @@ export class EngineCore {
       priority: req.priority ?? 0,
       arrivalMs: req.arrivalMs,
       ...(req.loraName && { loraName: req.loraName }),
-      ...(this.#pool.cachingEnabled && {
-        tokenIds: compactTokens(tokens),
-        blockKeys: req.blockKeys ?? computeBlockKeys(tokens, this.#pool.blockSize, scope),
-        cacheSalt: req.cacheSalt,
-      }),
+      ...(tokenIds !== null && { tokenIds, blockKeys: blockKeys!, cacheSalt: req.cacheSalt }),
     });
+    const connector = this.#connector;
+    if (connector === null || req.kvTransfer === undefined) return;
+    if (req.kvTransfer === 'remote-decode') {
+      this.#remoteDecode.set(req.id, { keys: blockKeys ?? [], promptTokens: tokens.length });
+    } else if (tokenIds !== null) {
+      const external = connector.inject(req.id, blockKeys!, tokenIds, scope);
+      if (external > 0) this.#external.set(req.id, external);
+    }
+  }
+
+  /** Prompt tokens of a remote-prefill request written from its pull (0 if none). */
+  externalTokensOf(id: string): number {
+    return this.#external.get(id) ?? 0;
+  }
+
+  /**
+   * Producer: the consumer pulled `requestId`'s blocks (`blockIds`, when given, must be the ones
+   * held): they are freed. False when they are not held (pulled, expired or never held).
+   */
+  releaseTransfer(requestId: string, blockIds?: readonly number[]): boolean {
+    const c = this.#connector;
+    if (c === null || !c.isHeld(requestId, blockIds)) return false;
+    return c.release(requestId);
+  }
+
+  /** Producer: whether `requestId`'s blocks (exactly `blockIds`, when given) are held. */
+  isTransferHeld(requestId: string, blockIds?: readonly number[]): boolean {
+    return this.#connector?.isHeld(requestId, blockIds) ?? false;
+  }
+
+  /** Producer: frees holds past the abort timeout (call after each step); returns how many. */
+  expireTransfers(nowMs: number): number {
+    return this.#connector?.expire(nowMs) ?? 0;
   }
 
   /** Drops a queued or running request and frees its KV now; false when it is unknown. */
   abort(id: string): boolean {
     const record = this.#scheduler.abort(id);
-    if (record !== null) this.#aborted.push(record);
+    if (record !== null) this.#aborted.push(this.#settleTransfer(record));
     return record !== null;
   }
 
@@ -129,7 +174,14 @@ export class EngineCore {
     const plan = this.#scheduler.schedule();
     // Before complete(): a request that finishes in this step is gone after it.
     const loadMs = this.#lora && plan.admitted.length > 0 ? this.#loadAdapters(plan.admitted) : 0;
-    const { emitted, finished } = this.#scheduler.complete(plan);
+    const outcome = this.#scheduler.complete(plan);
+    const { emitted } = outcome;
+    let finished: RequestFinished[] = outcome.finished;
+    if (this.#connector !== null) {
+      // The pulled blocks are the scheduler's now: the connector lets go of them.
+      for (const id of plan.admitted) this.#externalTokens += this.#connector.admitted(id);
+      finished = finished.map((f) => this.#settleTransfer(f));
+    }
     let allFinished: RequestFinished[] = finished;
     if (this.#aborted.length > 0) {
       allFinished = this.#aborted.concat(finished);
@@ -166,7 +218,38 @@ export class EngineCore {
       promptTokens: c.promptTokens,
       generationTokens: c.generationTokens,
       ...(this.#lora && { lora: this.#loraCounters() }),
+      ...(this.#connector && {
+        prefixCacheHitsTokens: c.prefixHitsTokens - this.#externalTokens,
+        kvTransfer: {
+          heldRequests: this.#connector.heldRequests,
+          heldBlocks: this.#connector.heldBlocks,
+          expiredHolds: this.#connector.expiredHolds,
+          externalTokens: this.#externalTokens,
+          injectedBlocks: this.#connector.injectedBlocks,
+        },
+      }),
     };
+  }
+
+  /**
+   * A finished request's transfer: a remote decode's blocks are held (when it ended at its
+   * length, as vLLM's request_finished), a remote prefill's pulled tokens leave its cached count.
+   */
+  #settleTransfer(f: RequestFinished): RequestFinished {
+    const connector = this.#connector;
+    if (connector === null) return f;
+    const remote = this.#remoteDecode.get(f.id);
+    if (remote !== undefined) {
+      this.#remoteDecode.delete(f.id);
+      if (f.reason !== 'length') return f;
+      return { ...f, heldBlockIds: connector.hold(f.id, remote.keys, remote.promptTokens) };
+    }
+    const external = this.#external.get(f.id);
+    if (external === undefined) return f;
+    this.#external.delete(f.id);
+    // Aborted before admission: the connector still holds the pulled blocks.
+    connector.admitted(f.id);
+    return { ...f, cachedTokens: Math.max(0, f.cachedTokens - external) };
   }
 
   /**
@@ -237,7 +320,16 @@ export class EngineCore {
 
   /** Prompt tokens served from the prefix cache at the request's (last) admission. */
   cachedTokensOf(id: string): number | undefined {
-    return this.#scheduler.cachedTokensOf(id);
+    const cached = this.#scheduler.cachedTokensOf(id);
+    return cached === undefined ? undefined : Math.max(0, cached - this.externalTokensOf(id));
+  }
+
+  /** Leading prompt tokens the prefix cache holds now for these keys (a pull's local part). */
+  cachedPrefixTokens(blockKeys: readonly BlockKey[]): number {
+    return (
+      this.#pool.findCachedPrefix(blockKeys, blockKeys.length).blockIds.length *
+      this.#pool.blockSize
+    );
   }
 
   /** Block keys the prefix cache holds now (a copy; for checks against the event stream). */

@@ -36,6 +36,11 @@ export interface EngineConfig {
    * `loraName` only keys its cache.
    */
   lora?: LoraConfig;
+  /**
+   * The NixlConnector (vLLM's --kv-transfer-config): requests may keep their blocks for a remote
+   * decode or bring blocks pulled from a remote prefill (`EngineRequest.kvTransfer`).
+   */
+  kvTransfer?: { abortTimeoutMs?: number };
 }
 
 export interface EngineRequest {
@@ -55,6 +60,12 @@ export interface EngineRequest {
    * avoid hashing twice.
    */
   blockKeys?: readonly number[];
+  /**
+   * With `EngineConfig.kvTransfer`: 'remote-decode' keeps the prompt's blocks when the request
+   * finishes at its length (vLLM's do_remote_decode); 'remote-prefill' says its prompt's blocks
+   * were pulled from a prefiller and are written into the pool at `add` (do_remote_prefill).
+   */
+  kvTransfer?: 'remote-decode' | 'remote-prefill';
 }
 
 export interface TokenEmitted {
@@ -70,6 +81,8 @@ export interface RequestFinished {
   cachedTokens: number;
   outputTokens: number;
   reason: 'length' | 'abort';
+  /** A remote-decode request's blocks held for the consumer (its `remote_block_ids`). */
+  heldBlockIds?: number[];
 }
 
 export interface StepResult {
@@ -100,6 +113,21 @@ export interface EngineCounters {
   generationTokens: number;
   /** Present when LoRA is on. */
   lora?: EngineLoraCounters;
+  /** Present with a KV connector. */
+  kvTransfer?: EngineKvTransferCounters;
+}
+
+/** The NixlConnector's state (vLLM's connector stats and P/D bookkeeping). */
+export interface EngineKvTransferCounters {
+  /** Producer: requests and blocks held for remote decodes. */
+  heldRequests: number;
+  heldBlocks: number;
+  /** Producer: holds freed by the abort timeout, never pulled. */
+  expiredHolds: number;
+  /** Consumer: prompt tokens written from pulls (computed, not prefix-cache hits). */
+  externalTokens: number;
+  /** Consumer: pulled blocks waiting for their request's admission. */
+  injectedBlocks: number;
 }
 
 /** Adapters in the engine now (what vLLM's `vllm:lora_requests_info` reports, and more). */

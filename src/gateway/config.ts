@@ -18,6 +18,7 @@ import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admi
 import { configError, int, isRecord, num, str } from './configValues.ts';
 import { GatewayError } from './errors.ts';
 import { TOKENIZE_MODES, type TokenizeMode } from './requestTokenizers.ts';
+import { BACKEND_ROLES, type BackendRole, isBackendRole } from './pd/roles.ts';
 
 export const DEFAULT_PORT = 8080;
 export const DEFAULT_HOST = '127.0.0.1';
@@ -54,6 +55,8 @@ export interface BackendConfig {
   model: string | null;
   /** Sent upstream as `Authorization: Bearer` in place of the client's key. */
   apiKey: string | null;
+  /** Its role in a P/D fleet (`pd/roles.ts`); absent: both. */
+  role?: BackendRole;
 }
 
 /** A model pool's own tokenizer and chat template (default: the gateway's). */
@@ -115,6 +118,8 @@ export interface GatewayConfig {
    * the backends are those the engines register in NATS. Null: this gateway alone.
    */
   nats: SyncConfig | null;
+  /** P/D: a request with fewer uncached tokens runs on its decode replica alone (llm-d's decider; 0: never). */
+  pdThreshold?: number;
 }
 
 export function defaultConfig(): GatewayConfig {
@@ -200,6 +205,7 @@ const KNOWN_KEYS = new Set([
   'max-ttft-ms',
   'prefill-us-per-token',
   'priority-classes',
+  'pd-threshold',
 ]);
 
 /** Validates a parsed config document (object form of the YAML) onto `base`. */
@@ -229,6 +235,8 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
   if (doc['max-retries'] !== undefined)
     out.maxRetries = int(doc['max-retries'], 'max-retries', 0, 10);
   if (doc.seed !== undefined) out.seed = int(doc.seed, 'seed', 0);
+  if (doc['pd-threshold'] !== undefined)
+    out.pdThreshold = int(doc['pd-threshold'], 'pd-threshold', 0);
   if (doc.replicas !== undefined) out.embeddedReplicas = int(doc.replicas, 'replicas', 1, 64);
   if (doc['admin-key'] !== undefined) {
     out.adminKey = nonEmpty(str(doc['admin-key'], 'admin-key'), 'admin-key');
@@ -309,7 +317,7 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
   if (typeof doc === 'string') return { ...emptyBackend(), url: httpUrl(doc, key) };
   if (!isRecord(doc)) throw configError(key, 'must be a URL or a mapping with url');
   for (const k of Object.keys(doc)) {
-    if (!['url', 'events', 'replay', 'model', 'api-key'].includes(k)) {
+    if (!['url', 'events', 'replay', 'model', 'api-key', 'role'].includes(k)) {
       throw configError(`${key}.${k}`, 'is not a known key');
     }
   }
@@ -319,7 +327,13 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
     replay: doc.replay == null ? null : zmqUrl(doc.replay, `${key}.replay`),
     model: doc.model == null ? null : str(doc.model, `${key}.model`),
     apiKey: doc['api-key'] == null ? null : str(doc['api-key'], `${key}.api-key`),
+    ...(doc.role != null && { role: roleOf(doc.role, `${key}.role`) }),
   };
+}
+
+function roleOf(v: unknown, key: string): BackendRole {
+  if (!isBackendRole(v)) throw configError(key, `must be one of ${BACKEND_ROLES.join(', ')}`);
+  return v;
 }
 
 function clientKeyFromDoc(doc: unknown, key: string): ClientKey {
@@ -352,7 +366,12 @@ export function parseBackendFlag(value: string, flag = '--backend'): BackendConf
     else if (name === 'replay') out.replay = zmqUrl(v, `${flag} replay`);
     else if (name === 'model') out.model = nonEmpty(v, `${flag} model`);
     else if (name === 'api-key') out.apiKey = nonEmpty(v, `${flag} api-key`);
-    else throw configError(flag, `has unknown option '${name}' (events, replay, model, api-key)`);
+    else if (name === 'role') out.role = roleOf(v, `${flag} role`);
+    else
+      throw configError(
+        flag,
+        `has unknown option '${name}' (events, replay, model, api-key, role)`,
+      );
   }
   return out;
 }

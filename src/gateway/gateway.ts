@@ -5,6 +5,9 @@
  * file of their own, with the wall clock read there. (With no backend, `kvroute serve` starts an
  * embedded fleet first: `src/embedded/`.)
  */
+import { DEFAULT_PD_THRESHOLD_TOKENS } from './pd/decider.ts';
+import { makePdContext } from './pd/handler.ts';
+import { PdMetrics } from './pd/metrics.ts';
 import type { Server } from 'node:http';
 import { verdictsOf } from './audit/observe.ts';
 import { closeServer, createHttpServer, listen } from '../openai/http.ts';
@@ -106,6 +109,13 @@ export async function startGateway(
     maxRetries: config.maxRetries,
     firstByteTimeoutMs: config.firstByteTimeoutMs,
     nextLedgerId: () => `gw-${++ledgerIds}`,
+    pd: makePdContext(
+      {
+        thresholdTokens: config.pdThreshold ?? DEFAULT_PD_THRESHOLD_TOKENS,
+        kvThreshold: config.kvThreshold,
+      },
+      new PdMetrics(metrics.registry),
+    ),
   };
   const dashboard = new DashboardFeed(() =>
     sampleGateway(pools.snapshot(Date.now()), metrics, Date.now(), performance.now()),

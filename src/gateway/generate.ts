@@ -22,6 +22,7 @@ import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
 import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
+import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
 import type { ModelPools, Target } from './pools.ts';
 import { proxyAttempt } from './proxy.ts';
 import { parseRequest } from './request.ts';
@@ -44,6 +45,8 @@ export interface GenerateContext {
   firstByteTimeoutMs: number;
   /** The ledger's id: unique while in flight, whatever id the client sent. */
   nextLedgerId(): string;
+  /** P/D routing for pools with prefill or decode backends (`pd/`). */
+  pd?: PdContext;
 }
 
 export async function handleGenerate(
@@ -89,6 +92,22 @@ export async function handleGenerate(
   const id = ctx.nextLedgerId();
   const { metrics, logger } = ctx;
   const reqId = record.id;
+  if (ctx.pd && isPdPool(pool)) {
+    return handlePdGenerate(ctx, ctx.pd, {
+      pool,
+      parsed,
+      body: admitted.body,
+      tenant: caller.tenant,
+      adapter,
+      req,
+      res,
+      record,
+      arrivedMs,
+      id,
+      blockSize: ctx.blockSize,
+      headersFor: (backend) => upstreamHeaders(ctx, backend, req, reqId),
+    });
+  }
   let lastError: Error | null = null;
   /** Replicas that went silent on this request: not tried again for it. */
   const avoid: string[] = [];

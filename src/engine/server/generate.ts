@@ -15,6 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { sendError } from '../../openai/http.ts';
+import type { GenerationTransfer } from '../connector/transfer.ts';
 import { SSE_DONE, sseData } from '../../openai/sse.ts';
 import type { Tokenizer } from '../../tokenizer/tokenizer.ts';
 import { type ChoiceStep, ChoiceText, type Finish } from './choice.ts';
@@ -66,6 +67,8 @@ interface Choice {
   streamedChars: number;
   started: boolean;
   done: boolean;
+  /** A remote-decode request's blocks held at its finish. */
+  heldBlockIds: number[] | null;
 }
 
 /** The text echoed before the output: a completion's prompt; chat's last assistant message. */
@@ -83,6 +86,8 @@ export function serveGeneration(
   gen: Generation,
   promptTokens: number[],
   res: ServerResponse,
+  /** A request of the P/D protocol (choice 0 carries it; connector/transfer.ts). */
+  transfer: GenerationTransfer | null = null,
 ): void {
   const chat = gen.endpoint === 'chat';
   // vLLM answers with the adapter's name for a LoRA request.
@@ -124,9 +129,13 @@ export function serveGeneration(
     streamedChars: 0,
     started: false,
     done: false,
+    heldBlockIds: null,
   }));
   let open = gen.n;
   let ended = false;
+  /** Choice 0's finish came from the core (with its held blocks, for a remote decode). */
+  let holdKnown = false;
+  let respondOnHold = false;
   let rolesSent = false;
   ctx.metrics.observeParams(gen.n, gen.maxTokens);
   // A client that does not read pauses its stream's writes; past the limits it loses the request.
@@ -262,7 +271,13 @@ export function serveGeneration(
       outputTokens: c.text.tokens,
       reason,
     });
-    if (open === 0 && reason !== 'abort') respond();
+    if (open !== 0 || reason === 'abort') return;
+    // A remote decode's answer names its held blocks: the core's finish (same step) brings them.
+    if (reason === 'length' && transfer?.kvTransfer === 'remote-decode' && !holdKnown) {
+      respondOnHold = true;
+      return;
+    }
+    respond();
   }
 
   function respond(): void {
@@ -278,6 +293,7 @@ export function serveGeneration(
       model: modelName,
       choices: choices.map(finalChoice),
       usage: usage(),
+      ...transfer?.responseFields?.(choices[0]!.engineId, choices[0]!.heldBlockIds),
     });
     res.writeHead(200, {
       'content-type': 'application/json',
@@ -321,7 +337,7 @@ export function serveGeneration(
   const sinkFor = (c: Choice): RequestSink => ({
     onScheduled(atMs, cachedTokens) {
       c.times.scheduledMs ??= atMs;
-      c.cachedTokens = cachedTokens;
+      c.cachedTokens = Math.max(0, cachedTokens - (transfer?.externalTokensOf(c.engineId) ?? 0));
     },
     onToken(index) {
       // Recomputation after a preemption can repeat an index: each token counts once.
@@ -347,6 +363,15 @@ export function serveGeneration(
     },
     onFinish(finished) {
       // The core ends a choice at max_tokens, after its last token made it finish here already.
+      if (c.index === 0) {
+        c.heldBlockIds = finished.heldBlockIds ?? null;
+        holdKnown = true;
+        if (respondOnHold && !ended) {
+          respondOnHold = false;
+          respond();
+          return;
+        }
+      }
       if (c.done || ended) return;
       c.cachedTokens = finished.cachedTokens;
       finishChoice(c, 'length');
@@ -369,6 +394,7 @@ export function serveGeneration(
           ...(gen.cacheSalt !== null && { cacheSalt: gen.cacheSalt }),
           ...(gen.loraName !== null && { loraName: gen.loraName }),
           ...(gen.priority !== null && { priority: gen.priority }),
+          ...(transfer !== null && c.index === 0 && { kvTransfer: transfer.kvTransfer }),
         },
         sinkFor(c),
       );

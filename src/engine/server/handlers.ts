@@ -12,6 +12,8 @@ import { type Endpoint, readGenerationRequest } from '../../openai/request.ts';
 import { completionAddSpecialTokens, readChatInput } from '../../openai/templateFields.ts';
 import { TokenizerError } from '../../tokenizer/errors.ts';
 import type { PromptInput, PromptTokenizer, Tokenized } from '../../tokenizer/promptTokenizer.ts';
+import { readKvTransferParams } from '../connector/params.ts';
+import { pullRemote, prefillTransfer, type TransferContext } from '../connector/transfer.ts';
 import type { AdapterRegistry } from './adapters.ts';
 import { type GenerationContext, serveGeneration } from './generate.ts';
 import { checkContextLength, type Generation, toGeneration } from './validation.ts';
@@ -28,6 +30,8 @@ export interface HandlerContext extends GenerationContext {
   prompts: PromptTokenizer;
   /** Generation's own rendering when it differs from /tokenize's (a fault: `faults.ts`). */
   generationPrompts?: PromptTokenizer;
+  /** The NixlConnector's side (--kv-transfer-config); null: kv_transfer_params are ignored. */
+  kvTransfer?: TransferContext | null;
 }
 
 /**
@@ -85,11 +89,24 @@ async function generate(
   res: ServerResponse,
 ): Promise<void> {
   const req = readGenerationRequest(endpoint, raw, ctx.prompts.vocabSize);
+  const params = readKvTransferParams(asObject(raw));
   const gen = toGeneration(req, ctx.limits);
   gen.loraName = resolveModel(ctx, req.model);
   const promptTokens = await promptTokensOf(ctx, asObject(raw), gen);
   checkContextLength(promptTokens.length, gen.maxTokens, ctx.maxModelLen);
-  serveGeneration(ctx, gen, promptTokens, res);
+  const t = ctx.kvTransfer ?? null;
+  if (t === null || params.kind === 'none') return serveGeneration(ctx, gen, promptTokens, res);
+  if (params.kind === 'prefill') {
+    return serveGeneration(ctx, gen, promptTokens, res, prefillTransfer(t));
+  }
+  if (params.kind === 'incomplete') {
+    // vLLM: "Got invalid KVTransferParams ... will not utilize KVTransfer".
+    t.failedTransfers++;
+    return serveGeneration(ctx, gen, promptTokens, res);
+  }
+  const transfer = await pullRemote(t, params, promptTokens.length, res);
+  if (res.destroyed) return;
+  serveGeneration(ctx, gen, promptTokens, res, transfer);
 }
 
 export function completions(ctx: HandlerContext, body: unknown, res: ServerResponse) {

@@ -10,6 +10,7 @@ import { makeReplicaSpec } from '../../model/spec.ts';
 import { DEFAULT_MAX_LORAS } from '../lora.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
 import { type EngineConfig, EngineError } from '../types.ts';
+import type { KvTransferConfig } from '../connector/kvTransferConfig.ts';
 import type { LoraModule } from './adapters.ts';
 import type { EngineFaults } from './faults.ts';
 import type { SteppableEngine } from './driver.ts';
@@ -83,6 +84,14 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   allowRuntimeLoraUpdating?: boolean;
   /** Faults to show the router's audit (`faults.ts`); none by default. */
   faults?: EngineFaults;
+  /** vLLM's --kv-transfer-config (connector/kvTransferConfig.ts); absent: no P/D. */
+  kvTransferConfig?: KvTransferConfig | null;
+  /** Modelled KV link bandwidth for pulls, GB/s (default 25). */
+  kvTransferGbps?: number;
+  /** Modelled latency per pull, ms (default 1). */
+  kvTransferLatencyMs?: number;
+  /** Held blocks are freed this long after a prefill if never pulled (vLLM's 480 s). */
+  kvAbortTimeoutMs?: number;
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }
@@ -172,6 +181,9 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       ...(o.kvBlocks !== undefined && { kvBlocks: o.kvBlocks }),
       ...(o.prefixCaching !== undefined && { prefixCaching: o.prefixCaching }),
       ...(o.enableLora && { lora: { maxLoras: DEFAULT_MAX_LORAS, ...o.lora } }),
+      ...(o.kvTransferConfig && {
+        kvTransfer: o.kvAbortTimeoutMs === undefined ? {} : { abortTimeoutMs: o.kvAbortTimeoutMs },
+      }),
     },
     modelName: spec.model.name,
     servedModelName,

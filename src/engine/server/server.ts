@@ -27,6 +27,7 @@ import { defaultReplayForm, type EngineServerOptions, resolveEngineOptions } fro
 import { withDroppedEvents } from './faults.ts';
 import { KvEventPublisher } from './publisher.ts';
 import { simulatedModel } from './textGen.ts';
+import { startTransfers } from '../connector/serverWiring.ts';
 
 export type { EngineServerOptions } from './options.ts';
 
@@ -151,6 +152,8 @@ export async function startEngineServer(
     adapters,
     streamLimits: o.streamLimits,
   };
+  const transfers = startTransfers(options, o, core, () => port);
+  ctx.kvTransfer = transfers?.context ?? null;
   // Build the output vocabulary now (the tokenizer's first encodes are slow), not on the
   // first request, whose time to first token would pay for it.
   simulatedModel(tokenizer);
@@ -162,6 +165,7 @@ export async function startEngineServer(
     '/tokenize': { method: 'POST', handle: handlers.tokenize },
     '/detokenize': { method: 'POST', handle: handlers.detokenize },
     '/v1/models': { method: 'GET', handle: handlers.models },
+    ...transfers?.routes,
     ...(o.allowRuntimeLoraUpdating && {
       '/v1/load_lora_adapter': {
         method: 'POST',
@@ -203,6 +207,7 @@ export async function startEngineServer(
     serve(req, res).catch((err: unknown) => sendError(res, toApiError(err)));
   });
   const { port, url } = await listen(server, o.port, o.host);
+  transfers?.listening();
 
   let closed: Promise<void> | null = null;
   return {
@@ -216,6 +221,7 @@ export async function startEngineServer(
       closed ??= (async () => {
         closing = true;
         if (resetTimer) clearInterval(resetTimer);
+        transfers?.close();
         driver.close();
         await closeServer(server);
         await publisher?.close();
