@@ -206,6 +206,11 @@ export async function run(argv: string[]): Promise<number> {
   if (options.kvReplay && !options.kvEvents) {
     throw new UsageError('--kv-replay needs --kv-events');
   }
+  if (options.kvEvents && /^tcp:\/\/0\.0\.0\.0:/.test(options.kvEvents)) {
+    process.stderr.write(
+      `kvroute engine: --kv-events ${options.kvEvents} connects to 0.0.0.0 (vLLM binds only endpoints with *, ::, ipc:// or inproc://); write tcp://*:PORT to listen\n`,
+    );
+  }
   if (flags.bool('no-enable-auto-tool-choice')) options.enableAutoToolChoice = false;
   if (options.enableAutoToolChoice && !options.toolCallParser) {
     // vLLM refuses this at startup ("--enable-auto-tool-choice requires --tool-call-parser").

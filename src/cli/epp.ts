@@ -23,7 +23,7 @@ const FLAGS = flagSpec({
   string:
     'port health-port metrics-port host config policy index tokenizer chat-template tokenize ' +
     'stale-ms kv-threshold scrape-ms block-size replicas speedup seed log-level max-queue-ms ' +
-    'max-ttft-ms prefill-us-per-token pool-events-port pool-replay-port',
+    'max-ttft-ms prefill-us-per-token pool-events-port pool-replay-port kv-events-bind',
   multiple: 'backend pool-backends',
 });
 
@@ -44,6 +44,9 @@ response to release the router's ledger. The data plane forwards the bytes itsel
                          repeatable; each is a backend at http://ip:port
   --pool-events-port N   KV events of every pool backend at tcp://ip:N (vLLM's publisher)
   --pool-replay-port N   and their replay at tcp://ip:N
+  --kv-events-bind EP    or bind one SUB socket (tcp://*:5557) that every pod's publisher
+                         connects to, pods told apart by topic kv@<pod-ip>@<model> (llm-d's
+                         deployment; kvroute serve --help)
   --backend SPEC         a backend as kvroute serve takes it: URL[,events=tcp://H:P]
                          [,replay=tcp://H:P][,model=NAME][,api-key=KEY]; repeatable
   --config FILE          kvroute serve's YAML config: backends, policy, tokenizer, tenants

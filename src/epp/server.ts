@@ -18,7 +18,7 @@ import { GatewayAdmission } from '../gateway/admission.ts';
 import { Authenticator } from '../gateway/auth.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { GatewayError } from '../gateway/errors.ts';
-import { metricsOf, poolsOf } from '../gateway/gateway.ts';
+import { centralEventsOf, metricsOf, poolsOf } from '../gateway/gateway.ts';
 import { type Logger, silentLogger } from '../gateway/log.ts';
 import { GatewayMetrics } from '../gateway/metrics.ts';
 import type { ModelPools } from '../gateway/pools.ts';
@@ -78,7 +78,13 @@ export async function startEpp(
     throw new GatewayError('ERR_CONFIG', 'no backend configured', { param: 'backends' });
   }
   let lateMetrics: GatewayMetrics | null = null;
-  const pools = poolsOf(config, logger, () => lateMetrics);
+  const pools = poolsOf(
+    config,
+    logger,
+    () => lateMetrics,
+    undefined,
+    await centralEventsOf(config, logger),
+  );
   await pools.addConfigured(config.backends);
   const metrics = metricsOf(config, pools);
   lateMetrics = metrics;

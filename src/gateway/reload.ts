@@ -63,6 +63,8 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   accessLog: 'access-log',
   admission: 'max-queue-ms, max-ttft-ms, priority-classes, tenant limits',
   nats: '--nats, --cluster',
+  kvEventsBind: 'kv-events-bind',
+  eventsCheckMs: 'events check period',
 };
 
 const AUTH_KEYS = ['apiKeys', 'tenantSalts', 'adminKey', 'metricsKey'] as const;
