@@ -130,7 +130,9 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
   set('index', flags.oneOf('index', INDEX_MODES));
   const bind = flags.string('kv-events-bind');
   if (bind !== undefined && !/^(tcp|ipc|inproc):\/\/.+/.test(bind)) {
-    throw new UsageError(`--kv-events-bind must be a ZMQ endpoint such as tcp://*:5557, got '${bind}'`);
+    throw new UsageError(
+      `--kv-events-bind must be a ZMQ endpoint such as tcp://*:5557, got '${bind}'`,
+    );
   }
   set('kvEventsBind', bind);
   const tokenizer = flags.string('tokenizer');

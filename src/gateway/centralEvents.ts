@@ -98,7 +98,11 @@ export class CentralEvents {
   }
 
   /** Binds `endpoint` (always: this is the side engines connect to); `flag` names it on error. */
-  static async bind(endpoint: string, logger: Logger, flag = '--kv-events-bind'): Promise<CentralEvents> {
+  static async bind(
+    endpoint: string,
+    logger: Logger,
+    flag = '--kv-events-bind',
+  ): Promise<CentralEvents> {
     const socket = new Subscriber({
       linger: 0,
       maxMessageSize: MAX_MESSAGE_BYTES,
@@ -129,7 +133,9 @@ export class CentralEvents {
   /** The backend a topic names, or null (unknown, or a host shared by several backends). */
   sinkOf(topic: string): BatchSink | null {
     for (const r of this.#registrations) if (r.topic === topic) return r.sink;
-    const pod = podOfTopic(topic)?.replace(/^\[|\]$/g, '').toLowerCase();
+    const pod = podOfTopic(topic)
+      ?.replace(/^\[|\]$/g, '')
+      .toLowerCase();
     if (pod === undefined) return null;
     let byHost: Registration | null = null;
     let hosts = 0;

@@ -300,7 +300,7 @@ export class ModelPool {
       if (source === 'own' && !stats.connected) {
         this.#logger.warn(
           where,
-          'KV events: nothing accepts a connection at this backend\'s events endpoint (an engine publishing to an address without * connects too, vLLM\'s rule): bind one side (the engine\'s --kv-events tcp://*:P, or kvroute\'s --kv-events-bind)',
+          "KV events: nothing accepts a connection at this backend's events endpoint (an engine publishing to an address without * connects too, vLLM's rule): bind one side (the engine's --kv-events tcp://*:P, or kvroute's --kv-events-bind)",
         );
         warned.push(m.backend.name);
       } else if (m.routed > 0) {
