@@ -80,6 +80,11 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
    * from --allow-runtime-lora-updating).
    */
   allowRuntimeLoraUpdating?: boolean;
+  /**
+   * vLLM's --api-key (or VLLM_API_KEY): requests on /v1 paths need `Authorization: Bearer` one
+   * of these (`auth.ts`); empty or absent: open, as vLLM without a key.
+   */
+  apiKeys?: string[];
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }
