@@ -38,7 +38,10 @@ const rssMb = (pid: number): number => {
   return Number(kb) / 1024;
 };
 
-async function startPicker(idleMs: number, keepaliveMs: number): Promise<{
+async function startPicker(
+  idleMs: number,
+  keepaliveMs: number,
+): Promise<{
   child: ChildProcess;
   port: number;
 }> {
@@ -92,7 +95,10 @@ interface Round {
 /** Established TCP connections whose local port is `port` (the picker's side). */
 function heldBy(port: number): number {
   const out = execFileSync('ss', ['-Htn', 'state', 'established', `sport = :${port}`]);
-  return out.toString().split('\n').filter((l) => l.trim() !== '').length;
+  return out
+    .toString()
+    .split('\n')
+    .filter((l) => l.trim() !== '').length;
 }
 
 async function round(idleMs: number, keepaliveMs: number): Promise<Round> {
@@ -165,7 +171,9 @@ if (json) console.log(JSON.stringify(result));
 else {
   const row = (name: string, r: ReturnType<typeof summary>) =>
     `${name.padEnd(16)} baseline ${r.baselineMb} MB, ${r.heldOpen} open ${r.openMb} MB, after the wait ${r.afterMb} MB with ${r.heldAfter} still held (${r.closedByServer} closed by the picker)`;
-  console.log(`kvroute epp RSS, ${CONNS} idle connections (half sent only the HTTP/2 preface), median of ${RUNS}`);
+  console.log(
+    `kvroute epp RSS, ${CONNS} idle connections (half sent only the HTTP/2 preface), median of ${RUNS}`,
+  );
   console.log(row(`idle ${IDLE_MS} ms`, result.withIdleLimit));
   console.log(row('no idle limit', result.withoutLimit));
 }
