@@ -412,7 +412,8 @@ describe('backends whose KV events do not arrive are warned about', () => {
         const res = await fetch(`${gw.url}/v1/completions`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ model: 'fake', prompt: 'hello', stream: true }),
+          // A full block of prompt at least: its prefill stores a block, so a KV event is due.
+          body: JSON.stringify({ model: 'fake', prompt: 'hello '.repeat(40), stream: true }),
         });
         await res.text();
         const noBatch = await waitFor(

@@ -112,7 +112,10 @@ class Member {
   phase: 'starting' | 'active' | 'draining';
   down = false;
   inFlight = 0;
-  /** Requests routed here (the events check: served, yet no KV event batch came). */
+  /**
+   * Requests routed here with at least one full block of prompt (whose prefill stores a block,
+   * so a KV event): the events check warns when some were served and no batch came.
+   */
   routed = 0;
   closed: Promise<void> | null = null;
   /** Resolves when a draining member has closed. */
@@ -355,7 +358,7 @@ export class ModelPool {
     this.#options.observer?.routed(this.model, decision, request);
     const member = this.#members.get(decision.replica)!;
     member.inFlight++;
-    member.routed++;
+    if (request.promptTokens >= request.blockSize) member.routed++;
     return { decision, backend: member.backend };
   }
 
