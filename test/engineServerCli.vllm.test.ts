@@ -136,9 +136,10 @@ describe('translateVllmArgs', () => {
       '9',
       '--nonsense',
     ]);
-    assert.deepEqual(r.args, ['--port', '9', '--nonsense']);
+    // --api-key is vLLM's nargs="+": each key becomes one kvroute --api-key (auth.ts).
+    assert.deepEqual(r.args, ['--api-key', 'k1', '--api-key', 'k2', '--port', '9', '--nonsense']);
     assert.deepEqual(r.warnings, [
-      'ignoring vLLM flags that do not change the simulation: --trust-remote-code --dtype --api-key --no-enable-log-requests --compilation-config',
+      'ignoring vLLM flags that do not change the simulation: --trust-remote-code --dtype --no-enable-log-requests --compilation-config',
     ]);
     assert.throws(() => t(['-dp', '2']), /--data-parallel-size 2 is not supported/);
     assert.deepEqual(t(['-pp', '1']).args, []);

@@ -11,6 +11,7 @@ import {
 import { DEFAULT_TRANSFER_GBPS, DEFAULT_TRANSFER_LATENCY_MS } from '../engine/connector/nixl.ts';
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { type LoraModule, runtimeLoraUpdatingFromEnv } from '../engine/server/adapters.ts';
+import { apiKeysOf } from '../engine/server/auth.ts';
 import { type EngineServerOptions, SERVER_DEFAULTS } from '../engine/server/options.ts';
 import { startEngineServer } from '../engine/server/server.ts';
 import { DEFAULT_STREAM_LIMITS } from '../engine/server/streamWriter.ts';
@@ -37,7 +38,7 @@ export const FLAGS = flagSpec({
     'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser ' +
     'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms ' +
     'nats advertise cluster kv-transfer-config kv-transfer-gbps kv-transfer-latency-ms',
-  multiple: 'served-model-alias lora-modules kv-transfer-config-part',
+  multiple: 'served-model-alias lora-modules kv-transfer-config-part api-key',
   boolean:
     'enable-prefix-caching no-enable-prefix-caching enable-auto-tool-choice ' +
     'no-enable-auto-tool-choice enable-lora no-enable-lora allow-runtime-lora-updating',
@@ -59,12 +60,16 @@ A \`vllm serve\` command line works unchanged: MODEL (or --model) maps onto the 
 --tensor-parallel-size/-tp, --max-num-seqs, --max-num-batched-tokens, --num-gpu-blocks-override
 stand for --tp, --max-seqs, --budget, --kv-blocks; --served-model-name takes several names;
 --kv-events-config takes vLLM's JSON; vLLM flags that change nothing here are accepted with one
-warning line.
+warning line; those that change who may call it and that kvroute lacks (--ssl-*, CORS, --uds,
+--middleware) are refused.
 
 server
   --host H              interface (default ${SERVER_DEFAULTS.host})
   --port N              port; 0 picks a free one (default ${DEFAULT_PORT})
   --served-model-name S name clients send as "model" (default: MODEL)
+  --api-key KEY...      /v1 paths need Authorization: Bearer KEY (one of several), else 401
+                        {"error": "Unauthorized"}, as vLLM; default: VLLM_API_KEY, else open.
+                        /health, /metrics, /tokenize, /detokenize stay open, as in vLLM
   --sim-model NAME      catalog model to simulate, one of --model's (default: the one MODEL
                         names, else ${ENGINE_DEFAULTS.model})
   --max-model-len N     context window (default: the model's)
@@ -152,6 +157,7 @@ export function readEngineOptions(flags: Flags): EngineServerOptions {
     loraModules: flags.has('lora-modules')
       ? flags.strings('lora-modules').map(parseLoraModule)
       : undefined,
+    apiKeys: apiKeysOf(flags.strings('api-key'), process.env.VLLM_API_KEY),
     allowRuntimeLoraUpdating:
       flags.bool('allow-runtime-lora-updating') ||
       runtimeLoraUpdatingFromEnv(process.env.VLLM_ALLOW_RUNTIME_LORA_UPDATING) ||
@@ -268,6 +274,11 @@ export async function run(argv: string[]): Promise<number> {
   if (faults) options.faults = faults;
   if (options.kvReplay && !options.kvEvents) {
     throw new UsageError('--kv-replay needs --kv-events');
+  }
+  if (options.kvEvents && /^tcp:\/\/0\.0\.0\.0:/.test(options.kvEvents)) {
+    process.stderr.write(
+      `kvroute engine: --kv-events ${options.kvEvents} connects to 0.0.0.0 (vLLM binds only endpoints with *, ::, ipc:// or inproc://); write tcp://*:PORT to listen\n`,
+    );
   }
   if (flags.bool('no-enable-auto-tool-choice')) options.enableAutoToolChoice = false;
   if (options.enableAutoToolChoice && !options.toolCallParser) {

@@ -14,6 +14,8 @@ import {
   DEFAULT_EPP_HEALTH_PORT,
   DEFAULT_EPP_METRICS_PORT,
   DEFAULT_EPP_PORT,
+  DEFAULT_GRPC_LIMITS,
+  type GrpcLimits,
 } from '../epp/server.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { readServeConfig } from './serve.ts';
@@ -23,11 +25,13 @@ const FLAGS = flagSpec({
   string:
     'port health-port metrics-port host config policy index tokenizer chat-template tokenize ' +
     'stale-ms kv-threshold scrape-ms block-size replicas speedup seed log-level max-queue-ms ' +
-    'max-ttft-ms prefill-us-per-token pool-events-port pool-replay-port ' +
+    'max-ttft-ms prefill-us-per-token pool-events-port pool-replay-port kv-events-bind ' +
+    'grpc-idle-ms grpc-keepalive-ms grpc-keepalive-timeout-ms grpc-max-age-ms grpc-max-age-grace-ms ' +
     'nats cluster nats-heartbeat-ms nats-peer-timeout-ms',
   multiple: 'backend pool-backends',
 });
 
+const D = DEFAULT_GRPC_LIMITS;
 const HELP = `usage: kvroute epp [flags]
 
 The endpoint picker (EPP) of the Gateway API inference extension: a gRPC server speaking
@@ -45,10 +49,21 @@ response to release the router's ledger. The data plane forwards the bytes itsel
                          repeatable; each is a backend at http://ip:port
   --pool-events-port N   KV events of every pool backend at tcp://ip:N (vLLM's publisher)
   --pool-replay-port N   and their replay at tcp://ip:N
+  --kv-events-bind EP    or bind one SUB socket (tcp://*:5557) that every pod's publisher
+                         connects to, pods told apart by topic kv@<pod-ip>@<model> (llm-d's
+                         deployment; kvroute serve --help)
   --backend SPEC         a backend as kvroute serve takes it: URL[,events=tcp://H:P]
                          [,replay=tcp://H:P][,model=NAME][,api-key=KEY]; repeatable
   --config FILE          kvroute serve's YAML config: backends, policy, tokenizer, tenants
                          and admission; its port and host keys are the gateway's, not used
+connection limits of the gRPC ports (grpc-js options; Envoy reconnects on its next request)
+  --grpc-idle-ms N       close a connection with no stream for N ms, one that only sent the
+                         HTTP/2 preface included (grpc.max_connection_idle_ms, default ${D.idleMs})
+  --grpc-keepalive-ms N  ping an idle peer every N ms (grpc.keepalive_time_ms, default ${D.keepaliveMs})
+  --grpc-keepalive-timeout-ms N  close it when a ping is not answered within N ms
+                         (grpc.keepalive_timeout_ms, default ${D.keepaliveTimeoutMs})
+  --grpc-max-age-ms N    close a connection N ms old once its streams end (grpc.max_connection_age_ms,
+                         default: no limit), forcibly --grpc-max-age-grace-ms N later (default: none)
 serve's routing flags, same meaning and defaults (kvroute serve --help):
   --policy --index --tokenizer --chat-template --tokenize --stale-ms --kv-threshold
   --scrape-ms --block-size --seed --log-level --max-queue-ms --max-ttft-ms
@@ -90,6 +105,18 @@ export function readPoolBackends(flags: Flags): BackendConfig[] {
   });
 }
 
+/** The gRPC ports' connection limits, each flag a whole number of ms >= 1. */
+export function readGrpcLimits(flags: Flags): GrpcLimits {
+  const ms = (name: string) => flags.positive(name, true);
+  return {
+    idleMs: ms('grpc-idle-ms') ?? D.idleMs,
+    keepaliveMs: ms('grpc-keepalive-ms') ?? D.keepaliveMs,
+    keepaliveTimeoutMs: ms('grpc-keepalive-timeout-ms') ?? D.keepaliveTimeoutMs,
+    maxAgeMs: ms('grpc-max-age-ms') ?? D.maxAgeMs,
+    maxAgeGraceMs: ms('grpc-max-age-grace-ms') ?? D.maxAgeGraceMs,
+  };
+}
+
 export async function run(argv: string[]): Promise<number> {
   const flags = readFlags(argv, FLAGS);
   if (flags === 'help') return printHelp(HELP);
@@ -105,12 +132,14 @@ export async function run(argv: string[]): Promise<number> {
   const metricsPort =
     flags.number('metrics-port', { min: 0, max: 65535, integer: true }) ?? DEFAULT_EPP_METRICS_PORT;
   const speedup = flags.positive('speedup');
+  const grpc = readGrpcLimits(flags);
   const logger = makeLogger({ level: config.logLevel });
   const epp = await startEppWithFleet(config, {
     port,
     healthPort,
     metricsPort,
     logger,
+    grpc,
     ...(speedup !== undefined && { embeddedSpeedup: speedup }),
   });
   const out = process.stdout;

@@ -35,7 +35,7 @@ const FLAGS = flagSpec({
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
     'headers-timeout-ms request-timeout-ms log-level max-queue-ms max-ttft-ms prefill-us-per-token check-config ' +
-    'nats cluster nats-heartbeat-ms nats-peer-timeout-ms pd-threshold',
+    'nats cluster nats-heartbeat-ms nats-peer-timeout-ms pd-threshold kv-events-bind',
   multiple: 'backend api-key',
   boolean: 'access-log',
 });
@@ -50,9 +50,10 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --port N              listen port; 0 picks a free one (default ${D.port})
   --host H              interface (default ${D.host})
   --backend SPEC        a backend, repeatable: URL[,events=tcp://H:P][,replay=tcp://H:P]
-                        [,model=NAME][,api-key=KEY][,role=prefill|decode|both]; replaces
-                        the config file's list; role: a P/D fleet, prefill on the prefill
-                        pool then decode on the decode pool (vLLM's NixlConnector protocol)
+                        [,model=NAME][,api-key=KEY][,role=prefill|decode|both][,topic=T];
+                        replaces the config file's list; role: a P/D fleet, prefill on the
+                        prefill pool then decode on the decode pool (vLLM's NixlConnector
+                        protocol); topic: its KV events' topic on --kv-events-bind
   --pd-threshold N      P/D: fewer uncached tokens than N on the decode replica run there
                         alone (llm-d's prefix-based decider; default 0: always disaggregate)
   --config FILE         YAML config (see kvroute.example.yaml); flags override it; read
@@ -61,6 +62,10 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --policy P            ${POLICY_NAMES.join(', ')} (default ${D.policy})
   --index M             events (KV events over ZMQ) | approx (the router's own record)
                         (default ${D.index})
+  --kv-events-bind EP   bind one ZMQ SUB socket here (tcp://*:5557) for engines to connect
+                        their publishers to, as llm-d deploys it; a batch goes to the backend
+                        its topic kv@<pod-ip>@<model> names (the pod being the backend URL's
+                        host) or whose topic= key it is; other topics are counted, not indexed
   --tokenizer DIR       a model folder (tokenizer.json, tokenizer_config.json, optional
                         chat_template.jinja), as vLLM's --tokenizer; builtin: the simulated
                         engines' cl100k_base (default ${D.tokenizer})
@@ -128,6 +133,13 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
     );
   }
   set('index', flags.oneOf('index', INDEX_MODES));
+  const bind = flags.string('kv-events-bind');
+  if (bind !== undefined && !/^(tcp|ipc|inproc):\/\/.+/.test(bind)) {
+    throw new UsageError(
+      `--kv-events-bind must be a ZMQ endpoint such as tcp://*:5557, got '${bind}'`,
+    );
+  }
+  set('kvEventsBind', bind);
   const tokenizer = flags.string('tokenizer');
   if (tokenizer !== undefined && tokenizer !== 'builtin') readable(tokenizer, '--tokenizer');
   set('tokenizer', tokenizer);

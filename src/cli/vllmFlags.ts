@@ -57,9 +57,8 @@ const IGNORED_VALUE_FLAGS = new Set(
     'max-long-partial-prefills long-prefill-token-threshold scheduling-policy scheduler-cls ' +
     'compilation-config attention-config speculative-config kv-transfer-config hf-overrides ' +
     'override-generation-config generation-config chat-template chat-template-content-format ' +
-    'response-role tool-parser-plugin reasoning-parser max-log-len root-path ssl-keyfile ' +
-    'ssl-certfile ssl-ca-certs ssl-cert-reqs allowed-origins allowed-methods allowed-headers ' +
-    'middleware uvicorn-log-level api-server-count config prefix-caching-hash-algo ' +
+    'response-role tool-parser-plugin reasoning-parser max-log-len root-path ' +
+    'uvicorn-log-level api-server-count config prefix-caching-hash-algo ' +
     'limit-mm-per-prompt mm-processor-kwargs max-seq-len-to-capture max-cudagraph-capture-size ' +
     'stream-interval model-impl lora-dtype ' +
     'data-parallel-rank data-parallel-start-rank data-parallel-size-local data-parallel-address ' +
@@ -72,7 +71,30 @@ const IGNORED_VALUE_FLAGS = new Set(
 );
 
 /** vLLM flags taking one or more values (argparse nargs="+") that change nothing here. */
-const IGNORED_LIST_FLAGS = new Set(['api-key', 'default-mm-loras']);
+const IGNORED_LIST_FLAGS = new Set(['default-mm-loras']);
+
+/**
+ * vLLM flags that change who may call the server, which kvroute does not implement: refused
+ * with one line rather than ignored (a launch line swapped to kvroute must not lose them).
+ * `--api-key` is implemented (engine/server/auth.ts); `--root-path` only moves the paths (an
+ * ignored one leaves /v1 where the key check looks for it).
+ */
+const REFUSED_FLAGS: Readonly<Record<string, string>> = {
+  'ssl-keyfile': 'kvroute engine serves plain HTTP; terminate TLS in front of it',
+  'ssl-certfile': 'kvroute engine serves plain HTTP; terminate TLS in front of it',
+  'ssl-ca-certs':
+    'kvroute engine serves plain HTTP (no client certificates); terminate TLS in front of it',
+  'ssl-cert-reqs':
+    'kvroute engine serves plain HTTP (no client certificates); terminate TLS in front of it',
+  'allowed-origins':
+    'kvroute engine sends no CORS headers (no browser origin may read it); drop the flag or put a proxy in front',
+  'allowed-methods': 'kvroute engine sends no CORS headers; drop the flag or put a proxy in front',
+  'allowed-headers': 'kvroute engine sends no CORS headers; drop the flag or put a proxy in front',
+  'allow-credentials':
+    'kvroute engine sends no CORS headers; drop the flag or put a proxy in front',
+  middleware: 'kvroute engine runs no ASGI middleware; put what it checks in front of the engine',
+  uds: 'kvroute engine listens on TCP only (--host, --port)',
+};
 
 /** vLLM's boolean flags (each also as --no-NAME) that change nothing in the simulation. */
 const IGNORED_BOOLEAN_FLAGS = new Set(
@@ -238,7 +260,14 @@ export function translateVllmArgs(argv: readonly string[], kvroute: FlagSpec): V
         );
       }
     } else if (name === 'served-model-name') servedNames.push(...values());
-    else if (name === 'lora-modules') {
+    else if (name === 'api-key') {
+      // argparse nargs="+" in vLLM: one kvroute flag per key.
+      for (const key of values()) args.push('--api-key', key);
+    } else if (Object.hasOwn(REFUSED_FLAGS, name.replace(/^no-/, ''))) {
+      throw new UsageError(
+        `--${name} is not supported: ${REFUSED_FLAGS[name.replace(/^no-/, '')]}`,
+      );
+    } else if (name === 'lora-modules') {
       // argparse nargs="+": one kvroute flag per module.
       for (const module of values()) args.push('--lora-modules', module);
     } else if (name === 'kv-events-config') {

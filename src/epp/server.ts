@@ -18,7 +18,7 @@ import { GatewayAdmission } from '../gateway/admission.ts';
 import { Authenticator } from '../gateway/auth.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { GatewayError } from '../gateway/errors.ts';
-import { metricsOf } from '../gateway/gateway.ts';
+import { centralEventsOf, metricsOf } from '../gateway/gateway.ts';
 import { type Logger, silentLogger } from '../gateway/log.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
 import type { ModelPools } from '../gateway/pools.ts';
@@ -39,7 +39,51 @@ export const DEFAULT_EPP_METRICS_PORT = 9090;
 /** gRPC framing on top of the largest body a BUFFERED data plane sends in one message. */
 const MESSAGE_OVERHEAD_BYTES = 64 * 1024;
 
+/**
+ * Connection limits of the gRPC ports (grpc-js server options). A connection with no stream
+ * open for `idleMs` is closed (GOAWAY), whether it ever sent a request or only the HTTP/2
+ * preface; the server pings every `keepaliveMs` and closes a connection whose peer does not
+ * answer within `keepaliveTimeoutMs` (one that sends nothing at all); a connection older than
+ * `maxAgeMs` is closed once its streams end, or `maxAgeGraceMs` later. Envoy reconnects to the
+ * picker on its next request, so closing an idle connection costs one handshake.
+ */
+export interface GrpcLimits {
+  /** `grpc.max_connection_idle_ms` */
+  idleMs: number;
+  /** `grpc.keepalive_time_ms` */
+  keepaliveMs: number;
+  /** `grpc.keepalive_timeout_ms` */
+  keepaliveTimeoutMs: number;
+  /** `grpc.max_connection_age_ms`; null: no limit (gRPC's default). */
+  maxAgeMs: number | null;
+  /** `grpc.max_connection_age_grace_ms`; null: no limit. */
+  maxAgeGraceMs: number | null;
+}
+
+export const DEFAULT_GRPC_LIMITS: GrpcLimits = {
+  idleMs: 60_000,
+  keepaliveMs: 30_000,
+  keepaliveTimeoutMs: 10_000,
+  maxAgeMs: null,
+  maxAgeGraceMs: null,
+};
+
+/** The grpc-js channel options of `limits`. */
+export function grpcServerOptions(limits: GrpcLimits): Record<string, number> {
+  return {
+    'grpc.max_connection_idle_ms': limits.idleMs,
+    'grpc.keepalive_time_ms': limits.keepaliveMs,
+    'grpc.keepalive_timeout_ms': limits.keepaliveTimeoutMs,
+    ...(limits.maxAgeMs !== null && { 'grpc.max_connection_age_ms': limits.maxAgeMs }),
+    ...(limits.maxAgeGraceMs !== null && {
+      'grpc.max_connection_age_grace_ms': limits.maxAgeGraceMs,
+    }),
+  };
+}
+
 export interface EppOptions {
+  /** Idle, keepalive and age limits of the gRPC ports (default DEFAULT_GRPC_LIMITS). */
+  grpc?: Partial<GrpcLimits>;
   host?: string;
   /** ext_proc (and health) port; 0 picks a free one (default 9002). */
   port?: number;
@@ -82,7 +126,12 @@ export async function startEpp(
     throw new GatewayError('ERR_CONFIG', 'no backend configured', { param: 'backends' });
   }
   let lateMetrics: GatewayMetrics | null = null;
-  const { pools, sync } = syncedPools(config, logger, () => lateMetrics);
+  const { pools, sync } = syncedPools(
+    config,
+    logger,
+    () => lateMetrics,
+    await centralEventsOf(config, logger),
+  );
   await pools.addConfigured(config.backends);
   const metrics = metricsOf(config, pools);
   lateMetrics = metrics;
@@ -113,7 +162,9 @@ export async function startEpp(
     await pools.close();
   };
   try {
+    const limits = grpcServerOptions({ ...DEFAULT_GRPC_LIMITS, ...options.grpc });
     const main = new Server({
+      ...limits,
       'grpc.max_receive_message_length': maxMessageBytes,
       'grpc.max_send_message_length': maxMessageBytes,
     });
@@ -128,7 +179,7 @@ export async function startEpp(
     const healthOption =
       options.healthPort === undefined ? DEFAULT_EPP_HEALTH_PORT : options.healthPort;
     if (healthOption !== null) {
-      const healthServer = new Server();
+      const healthServer = new Server(limits);
       servers.push(healthServer);
       healthServer.addService(serviceDefinition(HEALTH_SERVICE), health.implementation());
       healthPort = await bind(healthServer, host, healthOption);

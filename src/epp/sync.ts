@@ -6,6 +6,7 @@
  * has its entries dropped. Several pickers behind one data plane then see one fleet-wide queue
  * per replica instead of the share each routed itself.
  */
+import type { CentralEvents } from '../gateway/centralEvents.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { poolsOf } from '../gateway/gateway.ts';
 import type { Logger } from '../gateway/log.ts';
@@ -23,13 +24,22 @@ export function syncedPools(
   config: GatewayConfig,
   logger: Logger,
   metrics: () => GatewayMetrics | null,
+  central: CentralEvents | null = null,
 ): SyncedPools {
-  if (config.nats === null) return { pools: poolsOf(config, logger, metrics), sync: null };
+  if (config.nats === null) {
+    return { pools: poolsOf(config, logger, metrics, undefined, central), sync: null };
+  }
   let sync: StateSync | null = null;
-  const pools = poolsOf(config, logger, metrics, {
-    routed: (model, decision, request) => sync?.routed(model, decision, request),
-    released: (model, requestId, stage) => sync?.released(model, requestId, stage),
-  });
+  const pools = poolsOf(
+    config,
+    logger,
+    metrics,
+    {
+      routed: (model, decision, request) => sync?.routed(model, decision, request),
+      released: (model, requestId, stage) => sync?.released(model, requestId, stage),
+    },
+    central,
+  );
   sync = new StateSync(
     config.nats,
     {

@@ -40,6 +40,8 @@ export const DEFAULT_EMBEDDED_REPLICAS = 4;
 export const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 15_000;
 /** A client must send its headers within this (slowloris), and its whole request within the next. */
 export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
+/** A backend whose KV events never arrived while it served requests: warned about this often. */
+export const DEFAULT_EVENTS_CHECK_MS = 60_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -57,6 +59,11 @@ export interface BackendConfig {
   apiKey: string | null;
   /** Its role in a P/D fleet (`pd/roles.ts`); absent: both. */
   role?: BackendRole;
+  /**
+   * The topic its engine publishes KV events under to the bound socket (`kv-events-bind`);
+   * absent: llm-d's `kv@<host of url>@<model>` (centralEvents.ts).
+   */
+  topic?: string | null;
 }
 
 /** A model pool's own tokenizer and chat template (default: the gateway's). */
@@ -120,6 +127,13 @@ export interface GatewayConfig {
   nats: SyncConfig | null;
   /** P/D: a request with fewer uncached tokens runs on its decode replica alone (llm-d's decider; 0: never). */
   pdThreshold?: number;
+  /**
+   * `--kv-events-bind tcp://*:P`: one SUB socket bound here that engines' publishers connect to,
+   * batches attributed to backends by topic (centralEvents.ts). Null: none.
+   */
+  kvEventsBind: string | null;
+  /** How often a backend whose events never arrived while it served requests is warned about. */
+  eventsCheckMs: number;
 }
 
 export function defaultConfig(): GatewayConfig {
@@ -143,6 +157,8 @@ export function defaultConfig(): GatewayConfig {
     tenantSalts: {},
     seed: 1,
     embeddedReplicas: DEFAULT_EMBEDDED_REPLICAS,
+    kvEventsBind: null,
+    eventsCheckMs: DEFAULT_EVENTS_CHECK_MS,
     adminKey: null,
     metricsKey: null,
     firstByteTimeoutMs: DEFAULT_FIRST_BYTE_TIMEOUT_MS,
@@ -206,6 +222,7 @@ const KNOWN_KEYS = new Set([
   'prefill-us-per-token',
   'priority-classes',
   'pd-threshold',
+  'kv-events-bind',
 ]);
 
 /** Validates a parsed config document (object form of the YAML) onto `base`. */
@@ -259,6 +276,9 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
     if (typeof doc['access-log'] !== 'boolean')
       throw configError('access-log', 'must be true or false');
     out.accessLog = doc['access-log'];
+  }
+  if (doc['kv-events-bind'] !== undefined) {
+    out.kvEventsBind = zmqUrl(doc['kv-events-bind'], 'kv-events-bind');
   }
   if (doc.backends !== undefined) {
     if (!Array.isArray(doc.backends)) throw configError('backends', 'must be a list');
@@ -317,7 +337,7 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
   if (typeof doc === 'string') return { ...emptyBackend(), url: httpUrl(doc, key) };
   if (!isRecord(doc)) throw configError(key, 'must be a URL or a mapping with url');
   for (const k of Object.keys(doc)) {
-    if (!['url', 'events', 'replay', 'model', 'api-key', 'role'].includes(k)) {
+    if (!['url', 'events', 'replay', 'model', 'api-key', 'role', 'topic'].includes(k)) {
       throw configError(`${key}.${k}`, 'is not a known key');
     }
   }
@@ -328,6 +348,7 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
     model: doc.model == null ? null : str(doc.model, `${key}.model`),
     apiKey: doc['api-key'] == null ? null : str(doc['api-key'], `${key}.api-key`),
     ...(doc.role != null && { role: roleOf(doc.role, `${key}.role`) }),
+    ...(doc.topic != null && { topic: nonEmpty(str(doc.topic, `${key}.topic`), `${key}.topic`) }),
   };
 }
 
@@ -352,7 +373,7 @@ const emptyBackend = (): BackendConfig => ({
 });
 
 /**
- * `--backend URL[,events=tcp://H:P][,replay=tcp://H:P][,model=NAME][,api-key=KEY]`.
+ * `--backend URL[,events=tcp://H:P][,replay=tcp://H:P][,model=NAME][,api-key=KEY][,topic=T]`.
  * Throws with the flag's name so the CLI can print it.
  */
 export function parseBackendFlag(value: string, flag = '--backend'): BackendConfig {
@@ -367,10 +388,11 @@ export function parseBackendFlag(value: string, flag = '--backend'): BackendConf
     else if (name === 'model') out.model = nonEmpty(v, `${flag} model`);
     else if (name === 'api-key') out.apiKey = nonEmpty(v, `${flag} api-key`);
     else if (name === 'role') out.role = roleOf(v, `${flag} role`);
+    else if (name === 'topic') out.topic = nonEmpty(v, `${flag} topic`);
     else
       throw configError(
         flag,
-        `has unknown option '${name}' (events, replay, model, api-key, role)`,
+        `has unknown option '${name}' (events, replay, model, api-key, role, topic)`,
       );
   }
   return out;

@@ -10,6 +10,7 @@ import { makePdContext } from './pd/handler.ts';
 import { PdMetrics } from './pd/metrics.ts';
 import type { Server } from 'node:http';
 import { verdictsOf } from './audit/observe.ts';
+import { CentralEvents } from './centralEvents.ts';
 import { closeServer, createHttpServer, listen } from '../openai/http.ts';
 import type { Router } from '../router/index.ts';
 import { loadPromptTokenizer, type PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
@@ -77,10 +78,16 @@ export async function startGateway(
   }
   let lateMetrics: GatewayMetrics | null = null;
   let sync: StateSync | null = null;
-  const pools: ModelPools = poolsOf(config, logger, () => lateMetrics, {
-    routed: (model, decision, request) => sync?.routed(model, decision, request),
-    released: (model, requestId, stage) => sync?.released(model, requestId, stage),
-  });
+  const pools: ModelPools = poolsOf(
+    config,
+    logger,
+    () => lateMetrics,
+    {
+      routed: (model, decision, request) => sync?.routed(model, decision, request),
+      released: (model, requestId, stage) => sync?.released(model, requestId, stage),
+    },
+    await centralEventsOf(config, logger),
+  );
   if (config.nats !== null) {
     sync = new StateSync(
       config.nats,
@@ -257,6 +264,7 @@ export function poolsOf(
   logger: Logger,
   metrics: () => GatewayMetrics | null,
   observer?: RouteObserver,
+  central?: CentralEvents | null,
 ): ModelPools {
   return new ModelPools({
     config,
@@ -268,7 +276,22 @@ export function poolsOf(
       logger.warn({ err }, '--tokenize remote: no backend tokenized a request, tokenized locally');
     },
     ...(observer && { observer }),
+    central: central ?? null,
   });
+}
+
+/** The bound KV event socket of `kv-events-bind` (events mode only), or null. */
+export async function centralEventsOf(
+  config: GatewayConfig,
+  logger: Logger,
+): Promise<CentralEvents | null> {
+  if (config.kvEventsBind === null || config.index !== 'events') return null;
+  const central = await CentralEvents.bind(config.kvEventsBind, logger);
+  logger.info(
+    { endpoint: central.endpoint },
+    'KV events: bound for engines to connect to (topics kv@<pod-ip>@<model>)',
+  );
+  return central;
 }
 
 /** The gateway's metrics over `pools`, labelled with the config's tenants. */

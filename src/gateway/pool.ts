@@ -29,9 +29,12 @@ import { PrefillWatch } from './prefillWatch.ts';
 import type { EngineReport } from './scraper.ts';
 import type { SubscriberStats } from './subscriber.ts';
 import { BackendWatch } from './watch.ts';
+import type { CentralEvents } from './centralEvents.ts';
 
-/** A replica whose KV events fail to decode logs at most this often. */
+/** A replica whose KV events fail to decode, or whose engine restarts, logs at most this often. */
 const DECODE_ERROR_LOG_MS = 10_000;
+/** The first check for backends whose KV events do not arrive, after the pool starts. */
+const FIRST_EVENTS_CHECK_MS = 10_000;
 
 /** What `/router/backends` says of a backend. */
 export type BackendState = 'starting' | 'active' | 'down' | 'draining';
@@ -85,7 +88,8 @@ export interface RouteObserver {
 export type PoolConfig = Pick<
   GatewayConfig,
   'policy' | 'index' | 'kvThreshold' | 'staleMs' | 'seed' | 'scrapeMs' | 'blockSize'
->;
+> &
+  Partial<Pick<GatewayConfig, 'eventsCheckMs'>>;
 
 export interface PoolOptions {
   /** The base model; null gathers the backends whose model is not known. */
@@ -102,6 +106,8 @@ export interface PoolOptions {
   /** A backend added cold entered routing. */
   onBackendActive?(name: string): void;
   observer?: RouteObserver;
+  /** The gateway's bound KV event socket (`--kv-events-bind`), shared by every pool. */
+  central?: CentralEvents | null;
 }
 
 class Member {
@@ -110,6 +116,11 @@ class Member {
   phase: 'starting' | 'active' | 'draining';
   down = false;
   inFlight = 0;
+  /**
+   * Requests routed here with at least one full block of prompt (whose prefill stores a block,
+   * so a KV event): the events check warns when some were served and no batch came.
+   */
+  routed = 0;
   closed: Promise<void> | null = null;
   /** Resolves when a draining member has closed. */
   drained: Promise<void> | null = null;
@@ -141,6 +152,8 @@ export class ModelPool {
   readonly #options: PoolOptions;
   readonly #logger: Logger;
   readonly #decodeErrors = new RateLimitedLog(DECODE_ERROR_LOG_MS);
+  readonly #restarts = new RateLimitedLog(DECODE_ERROR_LOG_MS);
+  #eventsCheck: NodeJS.Timeout | null = null;
   /** Starting and active members by replica name. */
   readonly #members = new Map<string, Member>();
   /** Every member still open, draining ones included, by its backend. */
@@ -284,6 +297,55 @@ export class ModelPool {
       m.watch.start();
       if (m.phase === 'active') void this.checker.check(m.backend);
     }
+    if (this.#options.config.index === 'events') {
+      const everyMs = this.#options.config.eventsCheckMs ?? 60_000;
+      this.#eventsCheck = setTimeout(
+        () => {
+          this.checkEvents();
+          this.#eventsCheck = setInterval(() => this.checkEvents(), everyMs);
+          this.#eventsCheck.unref();
+        },
+        Math.min(FIRST_EVENTS_CHECK_MS, everyMs),
+      );
+      this.#eventsCheck.unref();
+    }
+  }
+
+  /**
+   * Warns about each routed backend with an events source whose KV events have not arrived:
+   * its own endpoint never connected (nothing listens there: two sides that both connect, as
+   * vLLM connects to an endpoint without `*`), or no batch came while it served requests.
+   * Runs shortly after start and then every `eventsCheckMs`; returns the backends warned about.
+   */
+  checkEvents(): string[] {
+    const warned: string[] = [];
+    for (const m of this.#members.values()) {
+      const stats = m.watch.stats();
+      const source = m.watch.eventsSource;
+      if (m.phase !== 'active' || m.down || !stats || stats.batches > 0) continue;
+      const where = {
+        replica: m.backend.name,
+        model: this.model,
+        events: m.backend.config.events ?? this.#options.central?.endpoint ?? null,
+        served: m.routed,
+      };
+      if (source === 'own' && !stats.connected) {
+        this.#logger.warn(
+          where,
+          "KV events: nothing accepts a connection at this backend's events endpoint (an engine publishing to an address without * connects too, vLLM's rule): bind one side (the engine's --kv-events tcp://*:P, or kvroute's --kv-events-bind)",
+        );
+        warned.push(m.backend.name);
+      } else if (m.routed > 0) {
+        this.#logger.warn(
+          where,
+          source === 'central'
+            ? 'KV events: no batch from this backend while it served requests: does its engine publish to the bound endpoint, under a topic naming it (kv@<its host>@<model>, or its topic= key)?'
+            : 'KV events: no batch from this backend while it served requests: is its engine publishing there (--kv-events)?',
+        );
+        warned.push(m.backend.name);
+      }
+    }
+    return warned;
   }
 
   /** New `/v1/models` of a member (same base model; its adapters may differ). */
@@ -326,6 +388,7 @@ export class ModelPool {
     this.#options.observer?.routed(this.model, decision, request);
     const member = this.#members.get(decision.replica)!;
     member.inFlight++;
+    if (request.promptTokens >= request.blockSize) member.routed++;
     return { decision, backend: member.backend };
   }
 
@@ -409,6 +472,7 @@ export class ModelPool {
 
   /** Closes every member now, in-flight requests or not (the gateway is shutting down). */
   async close(): Promise<void> {
+    if (this.#eventsCheck) clearTimeout(this.#eventsCheck);
     this.checker.close();
     this.#members.clear();
     await Promise.all([...this.#byBackend.values()].map((m) => this.#close(m)));
@@ -473,7 +537,11 @@ export class ModelPool {
     const config = this.#options.config;
     return new BackendWatch(
       m.backend,
-      { scrapeMs: config.scrapeMs, events: config.index === 'events' },
+      {
+        scrapeMs: config.scrapeMs,
+        events: config.index === 'events',
+        central: this.#options.central ?? null,
+      },
       {
         isDown: () => m.down,
         onUp: () => {
@@ -508,12 +576,26 @@ export class ModelPool {
         },
         onRestart: () => {
           if (m.phase !== 'active') return;
-          this.#logger.warn(
-            { replica: name, model: this.model },
-            'engine restarted (its event sequence went back): its cached blocks are forgotten',
+          this.#restarts.maybe(name, Date.now(), (heldBack) =>
+            this.#logger.warn(
+              { replica: name, model: this.model, heldBack },
+              'engine restarted (its event sequence went back): its cached blocks are forgotten',
+            ),
           );
           this.router.applyForeignEvents(name, [{ type: 'AllBlocksCleared' }], Date.now());
         },
+        onBroken: (restarts) => {
+          this.#logger.error(
+            { replica: name, model: this.model, restarts },
+            'broken KV event publisher: its sequence went back too often to be a restart; its events are ignored (its cache looks empty) until it sends in order for 10 s',
+          );
+          this.router.applyForeignEvents(name, [{ type: 'AllBlocksCleared' }], Date.now());
+        },
+        onTrusted: () =>
+          this.#logger.info(
+            { replica: name, model: this.model },
+            'KV event publisher in order again: its events are applied again (its cache relearned from its replay buffer)',
+          ),
         onDecodeError: (err) =>
           this.#decodeErrors.maybe(name, Date.now(), (heldBack) =>
             this.#logger.warn(

@@ -39,6 +39,7 @@ import {
   type PoolSnapshot,
   type RouteObserver,
 } from './pool.ts';
+import type { CentralEvents } from './centralEvents.ts';
 
 /** A request names a model no pool serves: the backends are asked again at most this often. */
 export const UNKNOWN_MODEL_REFRESH_MS = 1_000;
@@ -62,6 +63,8 @@ export interface PoolsOptions {
   onRemoteFallback?(error: Error): void;
   /** Told of every pool's ledger changes (the state sync). */
   observer?: RouteObserver;
+  /** The bound KV event socket (`--kv-events-bind`); the pools own it and close it. */
+  central?: CentralEvents | null;
 }
 
 /** A backend added at run time, not yet placed: waiting for its health and models. */
@@ -328,6 +331,7 @@ export class ModelPools {
         ...rest,
         replicas: rs.map((r) => r.name),
       })),
+      ...(this.#options.central && { kvEventsBind: this.#options.central.stats() }),
     };
   }
 
@@ -356,6 +360,7 @@ export class ModelPools {
       ...[...this.#pending.values()].map((p) => closeBackend(p.backend)),
       ...[...this.#pools.values()].map((p) => p.close()),
     ]);
+    await this.#options.central?.close();
     this.#pending.clear();
   }
 
@@ -387,6 +392,7 @@ export class ModelPools {
         tokenize: this.#options.tokenize,
         ...(this.#options.onRemoteFallback && { onRemoteFallback: this.#options.onRemoteFallback }),
         ...(this.#options.observer && { observer: this.#options.observer }),
+        central: this.#options.central ?? null,
         logger: this.#logger,
         onBackendUp: (name) => void this.#reread(pool!, name),
         onBackendActive: (name) => {

@@ -64,6 +64,8 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   admission: 'max-queue-ms, max-ttft-ms, priority-classes, tenant limits',
   nats: '--nats, --cluster',
   pdThreshold: 'pd-threshold',
+  kvEventsBind: 'kv-events-bind',
+  eventsCheckMs: 'events check period',
 };
 
 const AUTH_KEYS = ['apiKeys', 'tenantSalts', 'adminKey', 'metricsKey'] as const;

@@ -26,6 +26,7 @@ import {
   encodeSeq,
   readReplayReply,
   type WireEvent,
+  WireError,
 } from '../kv/wire.ts';
 import type { ForeignKvEvent } from '../router/index.ts';
 
@@ -51,12 +52,31 @@ export const DEFAULT_REPLAY_LIMITS: ReplayLimits = {
   backoffMs: 5_000,
 };
 
+/**
+ * When a publisher counts as broken: it "restarts" (its sequence goes back) more than
+ * `maxRestarts` times within `windowMs`. A broken publisher's batches are not applied (nor
+ * replayed) until it has sent batches in order, each one after the other, for `recoverMs`; then
+ * it is trusted again as a fresh start (its blocks forgotten, its replay buffer read).
+ */
+export interface BrokenLimits {
+  maxRestarts: number;
+  windowMs: number;
+  recoverMs: number;
+}
+
+export const DEFAULT_BROKEN_LIMITS: BrokenLimits = {
+  maxRestarts: 3,
+  windowMs: 1_000,
+  recoverMs: 10_000,
+};
+
 /** A single message larger than this is refused by ZMQ itself (one engine step's events). */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 export interface SubscriberTarget {
   replica: number;
-  events: string;
+  /** The PUB endpoint to connect to; null: its batches are pushed in (`push`, a bound socket). */
+  events: string | null;
   replay: string | null;
 }
 
@@ -66,6 +86,10 @@ export interface SubscriberHooks {
   onRestart(replica: number): void;
   /** A batch that could not be decoded (counted in stats either way). */
   onDecodeError?(replica: number, error: Error): void;
+  /** Its publisher restarts too often to be believed: its events are ignored from now on. */
+  onBroken?(replica: number, restartsInWindow: number): void;
+  /** A broken publisher sent in order long enough: trusted again (as a fresh start). */
+  onTrusted?(replica: number): void;
 }
 
 export interface SubscriberStats {
@@ -87,6 +111,16 @@ export interface SubscriberStats {
   restarts: number;
   reconnects: number;
   decodeErrors: number;
+  /** Events refused on their values (kv/wire.ts: a bad block size or token ids); none indexed. */
+  malformedEvents: number;
+  /** Its SUB socket has connected at least once (always true for pushed batches). */
+  connected: boolean;
+  /** The publisher is broken (too many restarts) and its batches are ignored now. */
+  distrusted: boolean;
+  /** Times it was found broken. */
+  brokenEpisodes: number;
+  /** Batches not applied because the publisher was broken at the time. */
+  batchesIgnored: number;
 }
 
 interface Batch {
@@ -119,6 +153,16 @@ class Feed {
   restarts = 0;
   reconnects = 0;
   decodeErrors = 0;
+  malformedEvents = 0;
+  connected = false;
+  /** Times (performance.now() ms) of the latest restarts, at most maxRestarts + 1. */
+  restartTimesMs: number[] = [];
+  distrusted = false;
+  brokenEpisodes = 0;
+  batchesIgnored = 0;
+  /** While distrusted: the last sequence seen, and since when they have come in order. */
+  distrustSeq: bigint | null = null;
+  inOrderSinceMs: number | null = null;
   /** No replay before this (performance.now() ms). */
   replayBackoffUntilMs = 0;
   socket: Subscriber | null = null;
@@ -139,6 +183,7 @@ class Feed {
 export class EventSubscriber {
   readonly #hooks: SubscriberHooks;
   readonly #limits: ReplayLimits;
+  readonly #broken: BrokenLimits;
   readonly #feeds = new Map<number, Feed>();
   #closed = false;
   #loops: Promise<void>[] = [];
@@ -148,14 +193,20 @@ export class EventSubscriber {
     targets: readonly SubscriberTarget[],
     hooks: SubscriberHooks,
     limits: Partial<ReplayLimits> = {},
+    broken: Partial<BrokenLimits> = {},
   ) {
     this.#hooks = hooks;
     this.#limits = { ...DEFAULT_REPLAY_LIMITS, ...limits };
+    this.#broken = { ...DEFAULT_BROKEN_LIMITS, ...broken };
     for (const t of targets) this.#feeds.set(t.replica, new Feed(t));
   }
 
   start(): void {
     for (const feed of this.#feeds.values()) {
+      if (feed.target.events === null) {
+        feed.connected = true;
+        continue;
+      }
       const socket = new Subscriber({ linger: 0, maxMessageSize: MAX_MESSAGE_BYTES });
       // Watch before connecting: the monitor only sees events after it exists.
       this.#loops.push(this.#watchConnections(feed, socket));
@@ -182,7 +233,22 @@ export class EventSubscriber {
       restarts: f.restarts,
       reconnects: f.reconnects,
       decodeErrors: f.decodeErrors,
+      malformedEvents: f.malformedEvents,
+      connected: f.connected,
+      distrusted: f.distrusted,
+      brokenEpisodes: f.brokenEpisodes,
+      batchesIgnored: f.batchesIgnored,
     };
+  }
+
+  /**
+   * One batch that arrived elsewhere (a bound SUB socket that engines connect to, its topic
+   * naming this replica), applied exactly as if this subscriber's own socket had read it.
+   */
+  push(replica: number, seq: bigint, payload: Buffer): void {
+    const feed = this.#feeds.get(replica);
+    if (!feed || this.#closed) return;
+    void feed.run(() => this.#onBatch(feed, seq, payload));
   }
 
   /**
@@ -193,6 +259,8 @@ export class EventSubscriber {
     const feed = this.#feeds.get(replica);
     if (!feed) return Promise.resolve();
     return feed.run(async () => {
+      // A broken publisher's buffer is not believed either; it is read when it is trusted again.
+      if (feed.distrusted) return;
       feed.lastSeq = null;
       feed.lastPayload = null;
       // A replica back from down deserves a fresh try at its replay socket.
@@ -219,6 +287,7 @@ export class EventSubscriber {
     let lost = false;
     try {
       for await (const event of socket.events) {
+        if (event.type === 'connect') feed.connected = true;
         if (event.type === 'disconnect') lost = true;
         else if (event.type === 'connect' && lost) {
           lost = false;
@@ -232,10 +301,18 @@ export class EventSubscriber {
   }
 
   async #onBatch(feed: Feed, seq: bigint, payload: Buffer): Promise<void> {
+    if (feed.distrusted && !this.#behaves(feed, seq)) {
+      feed.batchesIgnored++;
+      return;
+    }
     const last = feed.lastSeq;
     if (last !== null && seq <= last) {
       // The sequence restarts at 0 with the engine: what we knew of its cache is gone.
       this.#restarted(feed);
+      if (this.#isBroken(feed)) {
+        feed.batchesIgnored++;
+        return;
+      }
       await this.#replayInto(feed, 0n, seq);
     } else if (last === null && seq > 0n) {
       // Joined late: take what the replay buffer still holds of this incarnation.
@@ -270,7 +347,47 @@ export class EventSubscriber {
     feed.restarts++;
     feed.lastSeq = null;
     feed.lastPayload = null;
+    const times = feed.restartTimesMs;
+    times.push(performance.now());
+    if (times.length > this.#broken.maxRestarts + 1) times.shift();
     this.#hooks.onRestart(feed.target.replica);
+  }
+
+  /** More than maxRestarts restarts within windowMs: stop believing it (said once). */
+  #isBroken(feed: Feed): boolean {
+    const times = feed.restartTimesMs;
+    const { maxRestarts, windowMs } = this.#broken;
+    if (times.length <= maxRestarts || times.at(-1)! - times[0]! > windowMs) return false;
+    feed.distrusted = true;
+    feed.brokenEpisodes++;
+    feed.distrustSeq = null;
+    feed.inOrderSinceMs = null;
+    feed.restartTimesMs = [];
+    this.#hooks.onBroken?.(feed.target.replica, times.length);
+    return true;
+  }
+
+  /**
+   * While distrusted: true once batches have come one after the other (seq = previous + 1) for
+   * recoverMs; the feed then starts afresh with this batch (a late join: replay, then apply).
+   */
+  #behaves(feed: Feed, seq: bigint): boolean {
+    const nowMs = performance.now();
+    const prev = feed.distrustSeq;
+    feed.distrustSeq = seq;
+    if (prev === null || seq !== prev + 1n) {
+      feed.inOrderSinceMs = null;
+      return false;
+    }
+    feed.inOrderSinceMs ??= nowMs;
+    if (nowMs - feed.inOrderSinceMs < this.#broken.recoverMs) return false;
+    feed.distrusted = false;
+    feed.distrustSeq = null;
+    feed.inOrderSinceMs = null;
+    feed.lastSeq = null;
+    feed.lastPayload = null;
+    this.#hooks.onTrusted?.(feed.target.replica);
+    return true;
   }
 
   /**
@@ -365,7 +482,15 @@ export class EventSubscriber {
     feed.lastPayload = batch.payload;
     let events: WireEvent[];
     try {
-      events = decodeEventBatch(batch.payload).events;
+      const decoded = decodeEventBatch(batch.payload);
+      events = decoded.events;
+      if (decoded.malformedEvents > 0) {
+        feed.malformedEvents += decoded.malformedEvents;
+        this.#hooks.onDecodeError?.(
+          feed.target.replica,
+          new WireError(`${decoded.malformedEvents} event(s) refused: ${decoded.malformedReason}`),
+        );
+      }
     } catch (err) {
       feed.decodeErrors++;
       this.#hooks.onDecodeError?.(feed.target.replica, err as Error);

@@ -6,6 +6,7 @@
  */
 import type { ForeignKvEvent } from '../router/index.ts';
 import type { Backend } from './backends.ts';
+import type { CentralEvents } from './centralEvents.ts';
 import { HealthChecker } from './health.ts';
 import { type EngineReport, MetricsScraper } from './scraper.ts';
 import { EventSubscriber, type SubscriberStats } from './subscriber.ts';
@@ -27,23 +28,37 @@ export interface WatchHooks {
   /** Its event sequence went back: the engine restarted, its cache is gone. */
   onRestart(): void;
   onDecodeError(error: Error): void;
+  /** Its publisher restarts too often to be believed; its events are ignored until it behaves. */
+  onBroken(restartsInWindow: number): void;
+  onTrusted(): void;
 }
 
 export interface WatchOptions {
   scrapeMs: number;
   /** Subscribe to its KV events (events mode, and the backend has an endpoint). */
   events: boolean;
+  /**
+   * The gateway's bound KV event socket (`--kv-events-bind`): a backend without an `events`
+   * endpoint of its own gets the batches whose topic names it from there.
+   */
+  central?: CentralEvents | null;
 }
 
 export class BackendWatch {
   readonly #health: HealthChecker;
   readonly #scraper: MetricsScraper;
   readonly #subscriber: EventSubscriber | null;
+  readonly #central: CentralEvents | null;
+  #unregister: (() => void) | null = null;
+  readonly #url: string;
+  readonly #topic: string | null;
   #started = false;
   #closed: Promise<void> | null = null;
 
   constructor(backend: Backend, options: WatchOptions, hooks: WatchHooks) {
     const target = { replica: ONLY, url: backend.config.url };
+    this.#url = backend.config.url;
+    this.#topic = backend.config.topic ?? null;
     this.#health = new HealthChecker([target], () => hooks.onUp());
     this.#scraper = new MetricsScraper([target], {
       intervalMs: options.scrapeMs,
@@ -53,14 +68,23 @@ export class BackendWatch {
       onSilent: () => hooks.onSilent(),
     });
     const { events, replay } = backend.config;
+    this.#central = options.events && !events ? (options.central ?? null) : null;
     this.#subscriber =
-      options.events && events
-        ? new EventSubscriber([{ replica: ONLY, events, replay }], {
+      options.events && (events || this.#central)
+        ? new EventSubscriber([{ replica: ONLY, events: events ?? null, replay }], {
             onEvents: (_r, batch, nowMs) => hooks.onEvents(batch, nowMs),
             onRestart: () => hooks.onRestart(),
             onDecodeError: (_r, err) => hooks.onDecodeError(err),
+            onBroken: (_r, n) => hooks.onBroken(n),
+            onTrusted: () => hooks.onTrusted(),
           })
         : null;
+  }
+
+  /** Where its KV events come from: its own endpoint, the bound socket, or nowhere. */
+  get eventsSource(): 'own' | 'central' | null {
+    if (!this.#subscriber) return null;
+    return this.#central ? 'central' : 'own';
   }
 
   /** Starts scraping and subscribing (once). */
@@ -69,6 +93,13 @@ export class BackendWatch {
     this.#started = true;
     this.#scraper.start();
     this.#subscriber?.start();
+    const subscriber = this.#subscriber;
+    if (this.#central && subscriber) {
+      this.#unregister = this.#central.register(
+        { url: this.#url, topic: this.#topic },
+        (seq, payload) => subscriber.push(ONLY, seq, payload),
+      );
+    }
   }
 
   /** Probes `/health` with backoff until it answers, then calls `onUp`. */
@@ -96,6 +127,7 @@ export class BackendWatch {
   }
 
   close(): Promise<void> {
+    this.#unregister?.();
     this.#closed ??= Promise.allSettled([
       this.#scraper.close(),
       this.#health.close(),

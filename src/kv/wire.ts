@@ -252,6 +252,14 @@ export interface WireEventBatch {
   dpRank: number | null;
   /** Events with a tag this decoder does not know (skipped, not fatal). */
   skippedEvents: number;
+  /**
+   * BlockStored events refused as malformed (nothing of them indexed): a block size that is not
+   * an integer >= 1, token ids that are not integers >= 0, or a token count other than
+   * block_size x block hashes (vLLM and SGLang always send whole blocks).
+   */
+  malformedEvents: number;
+  /** Why the first malformed event was refused (null when none was). */
+  malformedReason: string | null;
 }
 
 const unpackr = new Unpackr({ mapsAsObjects: true, useRecords: false, int64AsType: 'bigint' });
@@ -279,9 +287,19 @@ export function decodeEventBatch(payload: Uint8Array): WireEventBatch {
     events: [],
     dpRank: dpRank === undefined || dpRank === null ? null : toNumber(dpRank, 'dp_rank'),
     skippedEvents: 0,
+    malformedEvents: 0,
+    malformedReason: null,
   };
   for (const e of events) {
-    const event = decodeEvent(e);
+    let event: WireEvent | null;
+    try {
+      event = decodeEvent(e);
+    } catch (err) {
+      if (!(err instanceof MalformedEvent)) throw err;
+      out.malformedEvents++;
+      out.malformedReason ??= err.message;
+      continue;
+    }
     if (event) out.events.push(event);
     else out.skippedEvents++;
   }
@@ -338,10 +356,18 @@ function decodeEvent(raw: unknown): WireEvent | null {
   }
 }
 
+/** One event refused on its values (the batch's other events still count). */
+class MalformedEvent extends WireError {}
+
 function decodeStored(f: Record<string, unknown>): WireBlockStored {
   const blockHashes = toHashes(f.block_hashes);
   if (!Array.isArray(f.token_ids)) throw new WireError('BlockStored without token_ids');
-  const tokenIds = f.token_ids.map((t) => toNumber(t, 'token_ids'));
+  const tokenIds = f.token_ids.map((t) => {
+    if (typeof t !== 'number' && typeof t !== 'bigint') {
+      throw new MalformedEvent(`BlockStored with a token id of type ${typeof t}`);
+    }
+    return Number(t);
+  });
   const parentBlockHash =
     f.parent_block_hash === undefined || f.parent_block_hash === null
       ? null
@@ -352,6 +378,7 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
         ? tokenIds.length / blockHashes.length
         : 0
       : toNumber(f.block_size, 'block_size');
+  checkStored(blockHashes.length, tokenIds, blockSize);
   const loraName = optString(f.lora_name);
   const extraKeys = Array.isArray(f.extra_keys)
     ? f.extra_keys.map((k) => (Array.isArray(k) ? k : null))
@@ -374,6 +401,22 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
     groupIdx: optNumber(f.group_idx, 'group_idx'),
     kvCacheSpecKind: optString(f.kv_cache_spec_kind),
   };
+}
+
+/** A stored event indexes whole blocks of real token ids, or nothing. */
+function checkStored(blocks: number, tokenIds: readonly number[], blockSize: number): void {
+  if (!(Number.isSafeInteger(blockSize) && blockSize >= 1)) {
+    throw new MalformedEvent(`BlockStored with block_size ${blockSize} (an integer >= 1)`);
+  }
+  const bad = tokenIds.find((t) => !(Number.isSafeInteger(t) && t >= 0));
+  if (bad !== undefined) {
+    throw new MalformedEvent(`BlockStored with token id ${bad} (integers >= 0)`);
+  }
+  if (tokenIds.length !== blocks * blockSize) {
+    throw new MalformedEvent(
+      `BlockStored with ${tokenIds.length} token ids for ${blocks} blocks of ${blockSize}`,
+    );
+  }
 }
 
 /**

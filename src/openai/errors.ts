@@ -23,6 +23,9 @@ export type ApiErrorCode =
   | 'ERR_METHOD_NOT_ALLOWED'
   | 'ERR_CLIENT_TIMEOUT'
   | 'ERR_BODY_TOO_LARGE'
+  | 'ERR_UNSUPPORTED_ENCODING'
+  | 'ERR_EXPECTATION_FAILED'
+  | 'ERR_HEADERS_TOO_LARGE'
   | 'ERR_RATE_LIMITED'
   | 'ERR_INTERNAL'
   | 'ERR_UPSTREAM'
@@ -39,7 +42,10 @@ const TYPE_BY_STATUS = {
   408: 'RequestTimeoutError',
   409: 'ConflictError',
   413: 'RequestEntityTooLargeError',
+  415: 'UnsupportedMediaTypeError',
+  417: 'ExpectationFailedError',
   429: 'RateLimitError',
+  431: 'RequestHeaderFieldsTooLargeError',
   500: 'InternalServerError',
   502: 'BadGatewayError',
   503: 'ServiceUnavailableError',
@@ -61,6 +67,9 @@ const STATUS: Record<ApiErrorCode, ApiStatus> = {
   ERR_METHOD_NOT_ALLOWED: 405,
   ERR_CLIENT_TIMEOUT: 408,
   ERR_BODY_TOO_LARGE: 413,
+  ERR_UNSUPPORTED_ENCODING: 415,
+  ERR_EXPECTATION_FAILED: 417,
+  ERR_HEADERS_TOO_LARGE: 431,
   ERR_RATE_LIMITED: 429,
   ERR_INTERNAL: 500,
   ERR_UPSTREAM: 502,
@@ -132,5 +141,7 @@ export function errorResponse(err: ApiError): ErrorResponse {
   if (err.retryAfterS !== null) headers['retry-after'] = String(err.retryAfterS);
   else if (err.status === 503) headers['retry-after'] = String(RETRY_AFTER_S);
   if (err.status === 401) headers['www-authenticate'] = 'Bearer';
+  // RFC 7694: a 415 for a content coding says which codings the server reads.
+  if (err.code === 'ERR_UNSUPPORTED_ENCODING') headers['accept-encoding'] = 'identity';
   return { status: err.status, headers, body: JSON.stringify({ error: errorInfo(err) }) };
 }

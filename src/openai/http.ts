@@ -1,22 +1,52 @@
 /**
  * node:http plumbing both servers share: a bounded body reader, JSON and error writers, path
- * routing with 404/405 answers, and listening on / closing a server.
+ * routing with 404/405 answers, listening on / closing a server, and the answers node's own
+ * parser would give with an empty body (400, 408, 417, 431, CONNECT) written in the error shape.
  */
 import {
   createServer,
   type IncomingMessage,
   type RequestListener,
+  STATUS_CODES,
   type Server,
   type ServerResponse,
 } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { ApiError, errorResponse } from './errors.ts';
 
 /**
- * Reads the whole body; refuses one above `limitBytes` with 413 without buffering the rest, and
- * a client that closes before the end with 408.
+ * A body in a coding the servers do not decode is refused (415) rather than read as plain
+ * bytes: any Transfer-Encoding but `chunked` alone (node's parser accepts `gzip, chunked` and
+ * hands over the still-gzipped bytes), any Content-Encoding but `identity`.
+ */
+export function checkBodyCoding(req: IncomingMessage): void {
+  const te = req.headers['transfer-encoding'];
+  if (te !== undefined && te.trim().toLowerCase() !== 'chunked') {
+    throw new ApiError(
+      'ERR_UNSUPPORTED_ENCODING',
+      `Transfer-Encoding '${te}' is not supported: send the body chunked or with Content-Length`,
+    );
+  }
+  const ce = req.headers['content-encoding'];
+  if (ce !== undefined && ce.trim().toLowerCase() !== 'identity') {
+    throw new ApiError(
+      'ERR_UNSUPPORTED_ENCODING',
+      `Content-Encoding '${ce}' is not supported: send the body uncompressed`,
+    );
+  }
+}
+
+/**
+ * Reads the whole body; refuses one above `limitBytes` with 413 without buffering the rest, one
+ * in a coding it does not decode with 415, and a client that closes before the end with 408.
  */
 export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+  try {
+    checkBodyCoding(req);
+  } catch (err) {
+    return Promise.reject(err);
+  }
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limitBytes) {
     req.resume();
@@ -75,8 +105,8 @@ export function sendError(res: ServerResponse, err: ApiError): void {
     return;
   }
   const { status, headers, body } = errorResponse(err);
-  // After a 413 the rest of the body is not worth reading: close instead of draining it.
-  if (status === 413) headers.connection = 'close';
+  // After a 413 or 415 the rest of the body is not worth reading: close instead of draining it.
+  if (status === 413 || status === 415) headers.connection = 'close';
   res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
@@ -141,7 +171,68 @@ export function createHttpServer(timeouts: ServerTimeouts, listener: RequestList
   // node:http's own switch (net's allowHalfOpen is already on): after the client's FIN, finish
   // the responses in progress and then end the socket, instead of aborting them.
   (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  answerParserErrors(server);
   return server;
+}
+
+/**
+ * What node answers on its own with an empty body, answered in the error shape instead:
+ * - parser errors (`clientError`): a header block over node's limit 431, the request timeout
+ *   408, any other (`Content-Length: -1`, a broken chunk, a bad request line) 400; the
+ *   connection is closed after it, as node does;
+ * - an `Expect` other than `100-continue` (`checkExpectation`): 417;
+ * - CONNECT (node closes the socket without a word when nobody listens): 405.
+ */
+function answerParserErrors(server: Server): void {
+  server.on('clientError', (err: Error & { code?: string }, socket: Duplex) => {
+    const pending = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+    if (err.code === 'ECONNRESET' || !socket.writable || pending?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    writeRaw(socket, parserError(err));
+  });
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    req.resume();
+    sendError(
+      res,
+      new ApiError(
+        'ERR_EXPECTATION_FAILED',
+        `Expect '${req.headers.expect}' is not supported (only 100-continue)`,
+      ),
+    );
+  });
+  server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    writeRaw(
+      socket,
+      new ApiError('ERR_METHOD_NOT_ALLOWED', `CONNECT is not allowed on ${req.url ?? '/'}`),
+      { allow: 'GET, POST, DELETE' },
+    );
+  });
+}
+
+function parserError(err: Error & { code?: string }): ApiError {
+  if (err.code === 'HPE_HEADER_OVERFLOW') {
+    return new ApiError('ERR_HEADERS_TOO_LARGE', 'request header fields are too large');
+  }
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return new ApiError('ERR_CLIENT_TIMEOUT', 'the request did not arrive in time');
+  }
+  const reason = (err as { reason?: string }).reason ?? err.message;
+  return new ApiError('ERR_BAD_REQUEST', `malformed HTTP request: ${reason}`);
+}
+
+/** A whole response written on a socket that has no ServerResponse, then the socket closed. */
+function writeRaw(socket: Duplex, err: ApiError, extra: Record<string, string> = {}): void {
+  const { status, headers, body } = errorResponse(err);
+  const lines = Object.entries({
+    ...headers,
+    ...extra,
+    'content-length': String(Buffer.byteLength(body)),
+    connection: 'close',
+  }).map(([k, v]) => `${k}: ${v}\r\n`);
+  const head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${lines.join('')}\r\n`;
+  socket.end(head + body, () => socket.destroy());
 }
 
 /** Listens on host:port (0: a free port); resolves with the port and a connectable base URL. */

@@ -92,6 +92,11 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   kvTransferLatencyMs?: number;
   /** Held blocks are freed this long after a prefill if never pulled (vLLM's 480 s). */
   kvAbortTimeoutMs?: number;
+  /**
+   * vLLM's --api-key (or VLLM_API_KEY): requests on /v1 paths need `Authorization: Bearer` one
+   * of these (`auth.ts`); empty or absent: open, as vLLM without a key.
+   */
+  apiKeys?: string[];
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }

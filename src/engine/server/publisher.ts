@@ -7,11 +7,17 @@
  * (replay form `topic`, the default), or `[empty, seq, payload]` ... `[empty, 0xFF x 8, ""]` as
  * older vLLM and SGLang do (`no-topic`).
  *
- * Like vLLM, an endpoint with a wildcard (`tcp://*:5557`, `tcp://127.0.0.1:*`), `::`, ipc:// or
- * inproc:// is bound; any other endpoint is connected to.
+ * Like vLLM (`ZmqEventPublisher._socket_setup`), a PUB endpoint with a wildcard (`tcp://*:5557`,
+ * `tcp://127.0.0.1:*`), `::`, ipc:// or inproc:// is bound; any other endpoint is connected to
+ * (a central subscriber that binds, as llm-d deploys it). `tcp://0.0.0.0:P` is connected to as
+ * well, as vLLM's rule reads (SGLang's publisher binds it): the engine says so in one line. The
+ * replay ROUTER is always bound, whatever its address, as vLLM binds it
+ * (`self._replay.bind(self._replay_endpoint)`). An IPv6 literal (`tcp://[::1]:P`) turns on the
+ * socket's IPv6 option; a bind that fails is one error line naming the flag.
  */
 import { Publisher, Router } from 'zeromq';
 import type { KvEvent } from '../../kv/events.ts';
+import { EngineError } from '../types.ts';
 import {
   encodeEventBatch,
   encodeSeq,
@@ -40,7 +46,7 @@ export interface KvPublisherOptions {
 const DEFAULT_BUFFER_BATCHES = 10_000;
 const SEND_HIGH_WATER_MARK = 100_000;
 
-const shouldBind = (endpoint: string): boolean =>
+export const shouldBind = (endpoint: string): boolean =>
   endpoint.includes('*') ||
   endpoint.includes('::') ||
   endpoint.startsWith('ipc://') ||
@@ -52,12 +58,28 @@ function connectable(socket: Publisher | Router, endpoint: string): string {
   return (socket.lastEndpoint ?? endpoint).replace('//0.0.0.0:', '//127.0.0.1:');
 }
 
+/** A bound socket's endpoint as a peer on this host connects to it. */
+function bound(socket: Router, endpoint: string): string {
+  return (socket.lastEndpoint ?? endpoint).replace('//0.0.0.0:', '//127.0.0.1:');
+}
+
 /** How long a bind retries a port that a just-closed socket of this process still holds. */
 const BIND_RETRY_MS = 2_000;
 
-async function attach(socket: Publisher | Router, endpoint: string): Promise<void> {
-  if (!shouldBind(endpoint)) {
-    socket.connect(endpoint);
+const isIpv6 = (endpoint: string): boolean => /^tcp:\/\/\[/.test(endpoint);
+
+async function attach(
+  socket: Publisher | Router,
+  endpoint: string,
+  bind: boolean,
+  flag: string,
+): Promise<void> {
+  if (!bind) {
+    try {
+      socket.connect(endpoint);
+    } catch (err) {
+      throw attachError(flag, endpoint, 'connect', err);
+    }
     return;
   }
   const deadline = performance.now() + BIND_RETRY_MS;
@@ -67,10 +89,23 @@ async function attach(socket: Publisher | Router, endpoint: string): Promise<voi
       return;
     } catch (err) {
       const inUse = (err as { code?: string }).code === 'EADDRINUSE';
-      if (!inUse || performance.now() > deadline) throw err;
+      if (!inUse || performance.now() > deadline) throw attachError(flag, endpoint, 'bind', err);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
+}
+
+/** One line naming the flag: `No such device` is ZMQ's answer to IPv6 where it is off. */
+function attachError(flag: string, endpoint: string, verb: string, err: unknown): EngineError {
+  const code = (err as { code?: string }).code;
+  const hint =
+    code === 'ENODEV' && isIpv6(endpoint)
+      ? ' (IPv6 looks off on this host: use an IPv4 address, e.g. tcp://*:PORT)'
+      : '';
+  return new EngineError(
+    'ERR_CONFIG',
+    `${flag} ${endpoint}: cannot ${verb}: ${(err as Error).message ?? String(err)}${hint}`,
+  );
 }
 
 export class KvEventPublisher {
@@ -116,13 +151,17 @@ export class KvEventPublisher {
   }
 
   static async open(options: KvPublisherOptions): Promise<KvEventPublisher> {
-    const pub = new Publisher({ linger: 0, sendHighWaterMark: SEND_HIGH_WATER_MARK });
+    const pub = new Publisher({
+      linger: 0,
+      sendHighWaterMark: SEND_HIGH_WATER_MARK,
+      ipv6: isIpv6(options.endpoint),
+    });
     let router: Router | null = null;
     try {
-      await attach(pub, options.endpoint);
+      await attach(pub, options.endpoint, shouldBind(options.endpoint), '--kv-events');
       if (options.replayEndpoint) {
-        router = new Router({ linger: 0 });
-        await attach(router, options.replayEndpoint);
+        router = new Router({ linger: 0, ipv6: isIpv6(options.replayEndpoint) });
+        await attach(router, options.replayEndpoint, true, '--kv-replay');
       }
     } catch (err) {
       pub.close();
@@ -133,7 +172,7 @@ export class KvEventPublisher {
       pub,
       router,
       connectable(pub, options.endpoint),
-      router && options.replayEndpoint ? connectable(router, options.replayEndpoint) : null,
+      router && options.replayEndpoint ? bound(router, options.replayEndpoint) : null,
       options,
     );
   }

@@ -17,6 +17,7 @@ import {
 } from '../../openai/http.ts';
 import { BUILTIN_TOKENIZER, loadPromptTokenizer } from '../../tokenizer/promptTokenizer.ts';
 import { EngineCore } from '../core.ts';
+import { ApiKeyCheck } from './auth.ts';
 import { AdapterRegistry, loadLoraAdapter, unloadLoraAdapter } from './adapters.ts';
 import type { EngineCounters } from '../types.ts';
 import { WallClockDriver } from './driver.ts';
@@ -195,7 +196,14 @@ export async function startEngineServer(
     },
   };
 
+  const apiKeys = new ApiKeyCheck(options.apiKeys ?? []);
+
   async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // vLLM's middleware runs before routing: an unknown /v1 path without the key is a 401 too.
+    if (!apiKeys.admit(req, res)) {
+      req.resume();
+      return;
+    }
     const route = findRoute(routes, req, res);
     if (route.method === 'GET') return route.handle(ctx, res);
     if (closing) throw new ApiError('ERR_UNAVAILABLE', 'the engine is shutting down');
