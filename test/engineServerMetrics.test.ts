@@ -35,6 +35,8 @@ test('/metrics gauges match the scheduler queues; a disconnect frees KV at once'
       3_000,
       '2 running, both past their first token',
     );
+    // A few decode tokens out, so that inter-token latencies have been observed.
+    await waitFor(() => server.counters().generationTokens >= 6, 5_000, 'decode tokens');
     // Decodes keep running while the scrape is answered: KV usage may grow a block meanwhile,
     // so the scraped value must lie between the core's value before and after the scrape.
     const c0 = server.counters();
@@ -53,7 +55,13 @@ test('/metrics gauges match the scheduler queues; a disconnect frees KV at once'
     assert.ok(metric(samples, 'vllm:prefix_cache_queries_total', LABELS) >= 400);
     assert.equal(metric(samples, 'vllm:num_preemptions_total', LABELS), 0);
     assert.equal(metric(samples, 'vllm:time_to_first_token_seconds_count', LABELS), 2);
-    assert.ok(metric(samples, 'vllm:inter_token_latency_seconds_count', LABELS) >= 0);
+    // One inter-token latency per output token after each request's first (2 first tokens).
+    const itl = metric(samples, 'vllm:inter_token_latency_seconds_count', LABELS);
+    assert.ok(
+      itl >= c0.generationTokens - 2 && itl <= c.generationTokens - 2,
+      `${c0.generationTokens} - 2 <= ${itl} <= ${c.generationTokens} - 2`,
+    );
+    assert.ok(itl >= 4, `${itl}`);
     assert.ok(metric(samples, 'kvroute_engine_step_lag_seconds_count', LABELS) > 0);
 
     for (const s of streams) s.disconnect();

@@ -127,7 +127,10 @@ test("/metrics: vLLM's names, types, labels and buckets; request phases observed
       assert.match(name, /^(vllm:[a-z0-9_]+|kvroute_[a-z0-9_]+)$/, name);
       assert.ok(!name.startsWith('kvroute:'), name);
     }
-    assert.ok(families.some((name) => name.startsWith('kvroute_')), 'kvroute_engine_step_lag_seconds');
+    assert.ok(
+      families.some((name) => name.startsWith('kvroute_')),
+      'kvroute_engine_step_lag_seconds',
+    );
     const expected: [string, string][] = [
       ...GAUGES.map((n): [string, string] => [n, 'gauge']),
       ...COUNTERS.map((n): [string, string] => [n, 'counter']),

@@ -203,5 +203,8 @@ test('lora: customers spread over K adapters, adapters drawn by a Zipf law, keys
   );
   const top = uniform.filter((u) => u.lora === 'lora-0').length / uniform.length;
   assert.ok(Math.abs(top - 0.25) < 0.03, `uniform: ${top}`);
-  assert.throws(() => makeWorkload('lora', { seed: 1, durationMs: 1, blockSize: 16, adapters: 0 }));
+  assert.throws(
+    () => makeWorkload('lora', { seed: 1, durationMs: 1, blockSize: 16, adapters: 0 }),
+    { name: 'RangeError', message: /^adapters must be an integer in 1\.\.\d+, got 0$/ },
+  );
 });
