@@ -110,6 +110,7 @@ describe('delay-cost: the spill and who waits behind it', () => {
     // load + 1 prefilling + Lq(32 of 64 busy), the M/M/c queue length at load 0.5, 4.26e-7.
     const lq = mmcQueueLength(SLOTS, 32 / SLOTS);
     assert.ok(Math.abs(lq - 4.2637e-7) < 1e-10, `${lq}`);
+    assert.ok(scores);
     assert.equal(scores.length, 2);
     assert.ok(Math.abs(scores[0]! - 600) < 1e-9, `${scores[0]}`);
     assert.ok(Math.abs(scores[1]! - (1_800 + 600 * lq)) < 1e-9, `${scores[1]}`);
