@@ -269,10 +269,7 @@ test('KV events of an adapter carry lora_id and lora_name; a router keys them wi
   const engine = makeEngine(1);
   engine.add({ id: 'e', promptTokens: prompt, maxNewTokens: 1, arrivalMs: 0, loraName: 'sql' });
   const events = engine.step().events;
-  for (const [format, era] of [
-    ['map', V026],
-    ['array', V025],
-  ] as const) {
+  for (const era of [V026, V025]) {
     // The bytes a vLLM engine sends for these blocks, built from vLLM's definitions.
     const payload = encode(
       make(era.EventBatch, {
