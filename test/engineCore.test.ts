@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { EngineCore } from '../src/engine/core.ts';
 import { type EngineConfig, EngineError, type StepResult } from '../src/engine/types.ts';
 import { computeBlockKeys } from '../src/kv/blockKey.ts';
-import { kvPoolTokens, makeReplicaSpec, mixedStepMs } from '../src/model/index.ts';
+import { kvPoolTokens, makeReplicaSpec } from '../src/model/index.ts';
 import { Rng } from '../src/util/rng.ts';
 import { applyEvents } from './support/schedulerHarness.ts';
 
@@ -200,18 +200,21 @@ test('step time is the cost model of the plan; an idle step takes no time', () =
   assert.deepEqual(idle.emitted, []);
   engine.add({ id: 'a', promptTokens: range(100), maxNewTokens: 3, arrivalMs: 0 });
   engine.add({ id: 'b', promptTokens: range(300, 5000), maxNewTokens: 3, arrivalMs: 0 });
+  // The seed replica (Llama 3.3 70B, FP8 weights, TP=2 H200): a step takes the slower of its
+  // compute at 50 % MFU and its HBM reads at 75 % MBU.
   const first = engine.step();
   assert.equal(first.prefillTokens, 400);
-  assert.equal(
-    first.durationMs,
-    mixedStepMs(spec, { prefillTokens: 400, decodeTokens: 0, kvTokensRead: 0 }),
-  );
+  // Compute-bound: 400 x 2 x 70.55e9 FLOP / (2 x 1979e12 FLOP/s x 0.50) = 28.519 ms (71.3 us a
+  // token), above the weights' read, 70.55e9 B / (2 x 4.8e12 B/s x 0.75) = 9.799 ms.
+  const prefillMs = ((400 * 2 * 70.55e9) / (2 * 1979e12 * 0.5)) * 1e3;
+  assert.ok(Math.abs(first.durationMs - prefillMs) < 1e-9, `${first.durationMs} vs ${prefillMs}`);
+  assert.ok(Math.abs(first.durationMs - 28.519) < 1e-3);
   const second = engine.step();
   assert.equal(second.decodeTokens, 2);
-  assert.equal(
-    second.durationMs,
-    mixedStepMs(spec, { prefillTokens: 0, decodeTokens: 2, kvTokensRead: 101 + 301 }),
-  );
+  // Memory-bound: the weights plus the KV of 101 + 301 tokens at 327,680 B each.
+  const decodeMs = ((70.55e9 + (101 + 301) * 327_680) / (2 * 4.8e12 * 0.75)) * 1e3;
+  assert.ok(Math.abs(second.durationMs - decodeMs) < 1e-9, `${second.durationMs} vs ${decodeMs}`);
+  assert.ok(Math.abs(second.durationMs - 9.817) < 1e-3);
 });
 
 test('abort frees KV at once and shows up in the next step as finished', () => {

@@ -2,15 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Dealer, Subscriber } from 'zeromq';
 import { type BlockKey, computeBlockKeys, extendBlockKey } from '../src/kv/blockKey.ts';
-import {
-  decodeEventBatch,
-  decodeSeq,
-  encodeSeq,
-  type WireEventBatch,
-  wireHashToBlockKey,
-} from '../src/kv/wire.ts';
+import { decodeSeq, encodeSeq, wireHashToBlockKey } from '../src/kv/wire.ts';
 import type { EngineServerHandle } from '../src/engine/server/server.ts';
 import { clientFor, startTestEngine, waitFor } from './engineServerHelpers.ts';
+import { readBatch, V025, V026 } from './support/msgspec.ts';
 
 const BLOCK = 16;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -74,26 +69,71 @@ async function replay(
   }
 }
 
+type Era = typeof V025 | typeof V026;
+
+/** A hash as sent: an unsigned 64-bit integer (msgpack's smaller int forms for small values). */
+function hashOf(v: unknown): bigint {
+  if (typeof v === 'bigint') return v;
+  if (typeof v === 'number' && Number.isInteger(v) && v >= 0) return BigInt(v);
+  throw new TypeError(`not a 64-bit hash: ${String(v)}`);
+}
+
 /**
- * What a router's index does with the events: keep the set of cached keys, and check that its
- * own chained hash over the token ids (with the salt from extra_keys) gives the same keys.
+ * The salt of a chain's first block, as vLLM puts it in extra_keys (kv_cache_utils.py,
+ * generate_block_hash_extra_keys): (lora_name?, multimodal keys..., cache_salt), so the last
+ * string of the first block's keys, when the chain starts here. These prompts carry no LoRA.
  */
-function applyBatches(batches: WireEventBatch[], cached: Set<BlockKey>): { removed: number } {
+function saltOf(fields: Record<string, unknown>): string | undefined {
+  if (fields.parent_block_hash !== null) return undefined;
+  const first = (fields.extra_keys as unknown[] | null)?.[0];
+  if (!Array.isArray(first)) return undefined;
+  assert.equal(fields.lora_name, null);
+  const salt = first.at(-1);
+  assert.equal(typeof salt, 'string', 'cache_salt is a str');
+  return salt as string;
+}
+
+/**
+ * What a router's index does with the events, read independently of kvroute's decoder (msgpackr
+ * and vLLM's struct definitions, test/support/msgspec.ts): keep the set of cached keys, and check
+ * that its own chained hash over the token ids (with the salt from extra_keys) gives the keys.
+ */
+function applyBatches(
+  era: Era,
+  payloads: readonly Buffer[],
+  cached: Set<BlockKey>,
+): { removed: number } {
   let removed = 0;
-  for (const batch of batches) {
-    for (const e of batch.events) {
-      if (e.type === 'BlockStored') {
-        let parent = e.parentBlockHash === null ? null : wireHashToBlockKey(e.parentBlockHash);
-        const scope = { cacheSalt: e.cacheSalt ?? undefined };
-        e.blockHashes.forEach((hash, b) => {
-          const tokens = e.tokenIds.slice(b * e.blockSize, (b + 1) * e.blockSize);
+  for (const payload of payloads) {
+    const batch = readBatch(era, payload);
+    assert.equal(batch.dpRank, 0);
+    for (const { type, fields: f } of batch.events) {
+      if (type === 'BlockStored') {
+        assert.equal(f.medium, 'GPU');
+        assert.equal(f.lora_id, null);
+        if (era === V026) {
+          assert.equal(f.group_idx, 0);
+          assert.equal(f.kv_cache_spec_kind, 'full_attention');
+        }
+        const hashes = (f.block_hashes as unknown[]).map(hashOf);
+        const blockSize = f.block_size as number;
+        const tokenIds = f.token_ids as number[];
+        assert.equal(tokenIds.length, hashes.length * blockSize, 'full blocks only');
+        const extraKeys = f.extra_keys as unknown[] | null;
+        if (extraKeys !== null) assert.equal(extraKeys.length, hashes.length, 'a key per block');
+        let parent =
+          f.parent_block_hash === null ? null : wireHashToBlockKey(hashOf(f.parent_block_hash));
+        const scope = { cacheSalt: saltOf(f) };
+        hashes.forEach((hash, b) => {
+          const tokens = tokenIds.slice(b * blockSize, (b + 1) * blockSize);
           const own = extendBlockKey(parent, tokens, parent === null ? scope : undefined);
           assert.equal(own, wireHashToBlockKey(hash), 'token ids rebuild the key');
           cached.add(own);
           parent = own;
         });
-      } else if (e.type === 'BlockRemoved') {
-        for (const hash of e.blockHashes) {
+      } else if (type === 'BlockRemoved') {
+        assert.equal(f.medium, 'GPU');
+        for (const hash of (f.block_hashes as unknown[]).map(hashOf)) {
           assert.ok(cached.delete(wireHashToBlockKey(hash)), 'only stored blocks are removed');
           removed++;
         }
@@ -150,12 +190,18 @@ async function syncTo(
 }
 
 /** A router-like view: bootstrap from replay, then apply live batches after it, in order. */
-async function bootstrap(server: EngineServerHandle, sub: Sub, form: 'topic' | 'no-topic') {
+async function bootstrap(
+  server: EngineServerHandle,
+  sub: Sub,
+  form: 'topic' | 'no-topic',
+  era: Era,
+) {
   const cached = new Set<BlockKey>();
   const replayed = await replay(server.replayEndpoint!, 0n, form);
   let applied = replayed.at(-1)?.seq ?? -1n;
   applyBatches(
-    replayed.map((r) => decodeEventBatch(r.payload)),
+    era,
+    replayed.map((r) => r.payload),
     cached,
   );
   let removed = 0;
@@ -168,7 +214,8 @@ async function bootstrap(server: EngineServerHandle, sub: Sub, form: 'topic' | '
       await syncTo(server, sub, form);
       const fresh = sub.received.filter((r) => r.seq > applied);
       removed += applyBatches(
-        fresh.map((r) => decodeEventBatch(r.payload)),
+        era,
+        fresh.map((r) => r.payload),
         cached,
       ).removed;
       applied = sub.received.at(-1)!.seq;
@@ -213,7 +260,8 @@ test('map-form events rebuild exactly the pool cached set; replay answers a DEAL
     }
     const cached = new Set<BlockKey>();
     applyBatches(
-      replayed.map((r) => decodeEventBatch(r.payload)),
+      V026,
+      replayed.map((r) => r.payload),
       cached,
     );
     assert.deepEqual([...cached].sort(), [...expected].sort());
@@ -240,7 +288,7 @@ test('array-form events under eviction predict the engine cache hit to the token
   try {
     await untilLive(server, sub, 2);
     // Array events go with vLLM < 0.26's replay framing (no topic frame) by default.
-    const view = await bootstrap(server, sub, 'no-topic');
+    const view = await bootstrap(server, sub, 'no-topic', V025);
     const prompts = Array.from({ length: 6 }, (_, i) => tokensOf(10 + i, 400));
     for (const p of prompts) await complete(server, p);
     await view.catchUp();

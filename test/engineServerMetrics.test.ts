@@ -35,6 +35,8 @@ test('/metrics gauges match the scheduler queues; a disconnect frees KV at once'
       3_000,
       '2 running, both past their first token',
     );
+    // A few decode tokens out, so that inter-token latencies have been observed.
+    await waitFor(() => server.counters().generationTokens >= 6, 5_000, 'decode tokens');
     // Decodes keep running while the scrape is answered: KV usage may grow a block meanwhile,
     // so the scraped value must lie between the core's value before and after the scrape.
     const c0 = server.counters();
@@ -53,7 +55,13 @@ test('/metrics gauges match the scheduler queues; a disconnect frees KV at once'
     assert.ok(metric(samples, 'vllm:prefix_cache_queries_total', LABELS) >= 400);
     assert.equal(metric(samples, 'vllm:num_preemptions_total', LABELS), 0);
     assert.equal(metric(samples, 'vllm:time_to_first_token_seconds_count', LABELS), 2);
-    assert.ok(metric(samples, 'vllm:inter_token_latency_seconds_count', LABELS) >= 0);
+    // One inter-token latency per output token after each request's first (2 first tokens).
+    const itl = metric(samples, 'vllm:inter_token_latency_seconds_count', LABELS);
+    assert.ok(
+      itl >= c0.generationTokens - 2 && itl <= c.generationTokens - 2,
+      `${c0.generationTokens} - 2 <= ${itl} <= ${c.generationTokens} - 2`,
+    );
+    assert.ok(itl >= 4, `${itl}`);
     assert.ok(metric(samples, 'kvroute_engine_step_lag_seconds_count', LABELS) > 0);
 
     for (const s of streams) s.disconnect();
@@ -105,41 +113,40 @@ test('a disconnect mid-request leaves the other requests and the KV of others in
   }
 });
 
-test('timing: a cold 8,000-token prompt at --speedup 1 gets its first token after ~570 ms', async () => {
-  // The seed's hardware (llama-3.3-70b, FP8 weights, TP 2 H200, 50 % MFU): 71.3 us/token.
+test('timing: a cold 8,000-token prompt at --speedup 1 gets no first token before ~570 ms', async () => {
+  // The seed's hardware (llama-3.3-70b, FP8 weights, TP 2 H200, 50 % MFU): 71.3 us/token, so
+  // 8,000 x 71.3 us = 570.4 ms of modeled prefill. The driver waits out each step's modeled time
+  // before delivering it and a timer never fires early: the first token cannot come sooner, on
+  // any host. How close to 570 ms it comes on an idle one is a speed figure, not a test.
   const server = await startTestEngine({ speedup: 1 });
   try {
-    // Warm both ends first (JIT, connection): the test is about the model, not start-up.
-    await fetch(`${server.url}/v1/completions`, {
+    const before = await scrape(server);
+    const prompt = Array.from({ length: 8_000 }, (_, t) => 10 + ((t * 7919) % 100_000));
+    const started = performance.now();
+    const res = await fetch(`${server.url}/v1/completions`, {
       method: 'POST',
-      body: JSON.stringify({ model: MODEL, prompt: [1, 2, 3], max_tokens: 1 }),
-    }).then((r) => r.text());
-    // Each try is cold (its own token ids). A busy machine can only make a try slower, so up to
-    // three tries are made and the first inside the band counts; the lower bound stays strict.
-    const tries: number[] = [];
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const prompt = Array.from({ length: 8_000 }, (_, t) => 10 + ((t * 7919 + attempt) % 100_000));
-      const started = performance.now();
-      const res = await fetch(`${server.url}/v1/completions`, {
-        method: 'POST',
-        body: JSON.stringify({ model: MODEL, prompt, max_tokens: 2, stream: true }),
-      });
-      const reader = res.body!.getReader();
-      const first = await reader.read();
-      tries.push(performance.now() - started);
-      assert.match(new TextDecoder().decode(first.value), /^data: /);
-      while (!(await reader.read()).done) {}
-      if (tries.at(-1)! < 570 * 1.1) break;
-    }
-    const ttftMs = tries.at(-1)!;
-    const shown = tries.map((t) => t.toFixed(1)).join(', ');
-    assert.ok(ttftMs > 570 * 0.9 && ttftMs < 570 * 1.1, `TTFT ${shown} ms`);
+      body: JSON.stringify({ model: MODEL, prompt, max_tokens: 2, stream: true }),
+    });
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    const ttftMs = performance.now() - started;
+    assert.match(new TextDecoder().decode(first.value), /^data: /);
+    while (!(await reader.read()).done) {}
+    assert.ok(ttftMs >= 570, `TTFT ${ttftMs.toFixed(1)} ms, before the modeled 570.4 ms`);
     const samples = await scrape(server);
-    // The server's own histogram saw the in-band try in its (0.5 s, 0.75 s] bucket.
+    // The server's own histogram: one TTFT, above 0.5 s.
+    const delta = (name: string, labels = LABELS) =>
+      metric(samples, name, labels) - metric(before, name, labels);
+    assert.equal(delta('vllm:time_to_first_token_seconds_count'), 1);
     const bucket = (le: string) =>
-      metric(samples, 'vllm:time_to_first_token_seconds_bucket', `le="${le}"`);
-    const inBand = bucket('0.75') - bucket('0.5');
-    assert.ok(inBand >= 1 && inBand <= tries.length, `${inBand} TTFTs in (0.5, 0.75]`);
+      metric(samples, 'vllm:time_to_first_token_seconds_bucket', `le="${le}"`) -
+      metric(before, 'vllm:time_to_first_token_seconds_bucket', `le="${le}"`);
+    assert.equal(bucket('0.5'), 0, 'no TTFT at or under 0.5 s');
+    assert.ok(delta('vllm:time_to_first_token_seconds_sum') >= 0.57);
+    // Budget 2,048: 2,048 + 2,048 + 2,048 + 1,856 prompt tokens in 4 steps, then 1 decode.
+    assert.equal(delta('vllm:prompt_tokens_total'), 8_000);
+    assert.equal(delta('vllm:iteration_tokens_total_count'), 5);
+    assert.equal(delta('vllm:iteration_tokens_total_sum'), 8_001);
   } finally {
     await server.close();
   }

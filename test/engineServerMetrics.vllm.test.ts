@@ -119,7 +119,18 @@ test("/metrics: vLLM's names, types, labels and buckets; request phases observed
   });
   try {
     const before = await scrape(server);
-    for (const name of Object.keys(before)) assert.ok(!name.includes('kvroute:'), name);
+    // Every family is vLLM's (`vllm:`) or kvroute's own, in Prometheus' plain form (`kvroute_`):
+    // kvroute never writes into vLLM's colon namespace style with a name of its own.
+    const families = [...before.keys()];
+    assert.ok(families.length >= GAUGES.length + COUNTERS.length, `${families.length} families`);
+    for (const name of families) {
+      assert.match(name, /^(vllm:[a-z0-9_]+|kvroute_[a-z0-9_]+)$/, name);
+      assert.ok(!name.startsWith('kvroute:'), name);
+    }
+    assert.ok(
+      families.some((name) => name.startsWith('kvroute_')),
+      'kvroute_engine_step_lag_seconds',
+    );
     const expected: [string, string][] = [
       ...GAUGES.map((n): [string, string] => [n, 'gauge']),
       ...COUNTERS.map((n): [string, string] => [n, 'counter']),

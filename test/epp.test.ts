@@ -1,6 +1,8 @@
 /**
  * `kvroute epp` end to end: the test plays Envoy's ext_proc filter with a gRPC client over the
  * vendored protos (FULL_DUPLEX_STREAMED, as the inference extension's guides configure it),
+ * written by field number and checked against the definitions (test/support/envoy.ts), not
+ * with kvroute's own data-plane client,
  * forwards each request to the endpoint the picker named (embedded simulated engines on
  * 127.0.0.1) and feeds the response back through the picker, checking the router's ledger at
  * each step. Loopback only; every wait is bounded.
@@ -8,14 +10,16 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import {
-  DataPlaneStream,
-  type Decoded,
-  dataPlaneClient,
+  EnvoyStream as DataPlaneStream,
+  envoyClient as dataPlaneClient,
+  httpBody,
+  httpHeaders,
+  metadata,
   requestHeaders,
   servedMetadata,
   setHeader,
   subsetMetadata,
-} from '../src/epp/dataPlane.ts';
+} from './support/envoy.ts';
 import { BODY_CHUNK_BYTES } from '../src/epp/messages.ts';
 import { waitFor, within } from './gateway.harness.ts';
 import { type EppFleetHandle, startTestEpp } from './support/epp.ts';
@@ -75,16 +79,15 @@ describe('kvroute epp over an embedded fleet', () => {
     stream.send(requestHeaders(CHAT, options));
     for (let at = 0; at < body.length; at += chunkBytes) {
       const end = Math.min(body.length, at + chunkBytes);
-      stream.send({
-        request_body: { body: body.subarray(at, end), end_of_stream: end === body.length },
-      });
+      stream.send({ 4: httpBody(body.subarray(at, end), end === body.length) });
     }
-    const head: Decoded = await stream.next();
+    const head = await stream.next();
     assert.equal(head.response, 'request_headers', JSON.stringify(head));
     const echoed: Buffer[] = [];
-    const chunks: Decoded[] = [];
+    // biome-ignore lint/suspicious/noExplicitAny: decoded answers
+    const chunks: any[] = [];
     for (;;) {
-      const r: Decoded = await stream.next();
+      const r = await stream.next();
       assert.equal(r.response, 'request_body');
       const s = r.request_body.response.body_mutation.streamed_response;
       chunks.push(s);
@@ -102,26 +105,19 @@ describe('kvroute epp over an embedded fleet', () => {
       body,
     });
     stream.send({
-      response_headers: {
-        headers: {
-          headers: [
-            { key: ':status', raw_value: Buffer.from(String(res.status)) },
-            {
-              key: 'content-type',
-              raw_value: Buffer.from(res.headers.get('content-type') ?? ''),
-            },
-          ],
-        },
-      },
+      3: httpHeaders({
+        ':status': String(res.status),
+        'content-type': res.headers.get('content-type') ?? '',
+      }),
     });
-    const head: Decoded = await stream.next();
+    const head = await stream.next();
     assert.equal(head.response, 'response_headers');
     const text: string[] = [];
     const reader = res.body!.getReader();
     for (;;) {
       const { value, done } = await reader.read();
-      stream.send({ response_body: { body: Buffer.from(value ?? []), end_of_stream: !!done } });
-      const echo: Decoded = await stream.next();
+      stream.send({ 5: httpBody(Buffer.from(value ?? []), !!done) });
+      const echo = await stream.next();
       const s = echo.response_body.response.body_mutation.streamed_response;
       text.push(Buffer.from(s.body).toString('utf8'));
       assert.equal(s.end_of_stream, !!done);
@@ -158,7 +154,7 @@ describe('kvroute epp over an embedded fleet', () => {
       assert.equal(head.request_headers.response.clear_route_cache, true);
       assert.equal(setHeader(head.request_headers, 'content-length'), String(body.length));
       assert.deepEqual(echoed, body, 'the body comes back as sent');
-      assert.ok(chunks.every((c: Decoded) => c.body.length <= BODY_CHUNK_BYTES));
+      assert.ok(chunks.every((c) => c.body.length <= BODY_CHUNK_BYTES));
       // Routed and not yet answered: in the ledger, its uncached prompt queued.
       const during = ledger();
       assert.equal(during.inFlight, before.inFlight + 1);
@@ -194,28 +190,19 @@ describe('kvroute epp over an embedded fleet', () => {
     );
     const stream = new DataPlaneStream(client);
     stream.send(requestHeaders('/v1/completions'));
-    stream.send({ request_body: { body, end_of_stream: true } });
+    stream.send({ 4: httpBody(body, true) });
     await stream.next();
     await stream.next();
     assert.ok(ledger().queuedPromptTokens > 0);
-    stream.send({
-      response_headers: {
-        headers: {
-          headers: [{ key: 'content-type', raw_value: Buffer.from('text/event-stream') }],
-        },
-      },
-    });
+    stream.send({ 3: httpHeaders({ 'content-type': 'text/event-stream' }) });
     await stream.next();
     stream.send({
-      response_body: {
-        body: Buffer.from('data: {"choices":[{"index":0,"text":"Hi"}]}\n\n'),
-        end_of_stream: false,
-      },
+      5: httpBody(Buffer.from('data: {"choices":[{"index":0,"text":"Hi"}]}\n\n'), false),
     });
     await stream.next();
     assert.deepEqual(ledger(), { inFlight: 1, queuedPromptTokens: 0 });
-    stream.send({ response_body: { body: Buffer.from('data: [DONE]\n\n'), end_of_stream: true } });
-    const last: Decoded = await stream.next();
+    stream.send({ 5: httpBody(Buffer.from('data: [DONE]\n\n'), true) });
+    const last = await stream.next();
     assert.equal(last.response_body.response.body_mutation.streamed_response.end_of_stream, true);
     assert.deepEqual(ledger(), { inFlight: 0, queuedPromptTokens: 0 });
     stream.end();
@@ -230,8 +217,8 @@ describe('kvroute epp over an embedded fleet', () => {
     ] as const) {
       const stream = new DataPlaneStream(client);
       stream.send(requestHeaders(CHAT));
-      stream.send({ request_body: { body: Buffer.from(raw), end_of_stream: true } });
-      const r: Decoded = await within(10_000, stream.next(), 'the immediate response');
+      stream.send({ 4: httpBody(Buffer.from(raw), true) });
+      const r = await within(10_000, stream.next(), 'the immediate response');
       assert.equal(r.response, 'immediate_response', raw);
       const ir = r.immediate_response;
       assert.equal(ir.status.code, status === 400 ? 'BadRequest' : 'NotFound');
@@ -256,13 +243,7 @@ describe('kvroute epp over an embedded fleet', () => {
     const stream = new DataPlaneStream(client);
     const { head } = await sendRequest(stream, body);
     assert.ok(setHeader(head.request_headers, 'x-gateway-destination-endpoint'));
-    stream.send({
-      response_headers: {
-        headers: {
-          headers: [{ key: 'content-type', raw_value: Buffer.from('text/event-stream') }],
-        },
-      },
-    });
+    stream.send({ 3: httpHeaders({ 'content-type': 'text/event-stream' }) });
     await stream.next();
     assert.equal(ledger().inFlight, 1);
     stream.cancel();
@@ -272,7 +253,7 @@ describe('kvroute epp over an embedded fleet', () => {
   test('a cancel while the picker is still reading the body leaves nothing behind', async () => {
     const stream = new DataPlaneStream(client);
     stream.send(requestHeaders(CHAT));
-    stream.send({ request_body: { body: Buffer.from('{"messages": ['), end_of_stream: false } });
+    stream.send({ 4: httpBody(Buffer.from('{"messages": ['), false) });
     stream.cancel();
     await within(10_000, stream.status, 'stream end');
     await drained();
@@ -293,8 +274,8 @@ describe('kvroute epp over an embedded fleet', () => {
     for (const subset of [[], ['10.9.9.9:8000']]) {
       const stream = new DataPlaneStream(client);
       stream.send(requestHeaders(CHAT, { metadata: subsetMetadata(subset) }));
-      stream.send({ request_body: { body, end_of_stream: true } });
-      const r: Decoded = await stream.next();
+      stream.send({ 4: httpBody(body, true) });
+      const r = await stream.next();
       assert.equal(r.immediate_response.status.code, 'ServiceUnavailable', JSON.stringify(subset));
       assert.equal(JSON.parse(Buffer.from(r.immediate_response.body).toString()).error.code, 503);
       await within(10_000, stream.status, 'stream end');
@@ -308,8 +289,8 @@ describe('kvroute epp over an embedded fleet', () => {
     assert.ok(body.length > 2 * BODY_CHUNK_BYTES);
     const stream = new DataPlaneStream(client);
     stream.send(requestHeaders('/v1/completions'));
-    stream.send({ request_body: { body, end_of_stream: true } });
-    const head: Decoded = await stream.next();
+    stream.send({ 4: httpBody(body, true) });
+    const head = await stream.next();
     assert.equal(setHeader(head.request_headers, 'content-length'), String(body.length));
     const sizes: number[] = [];
     for (;;) {
@@ -325,15 +306,11 @@ describe('kvroute epp over an embedded fleet', () => {
       sizes.reduce((a, b) => a + b, 0),
       body.length,
     );
-    stream.send({
-      response_headers: {
-        headers: { headers: [{ key: 'content-type', raw_value: Buffer.from('application/json') }] },
-      },
-    });
+    stream.send({ 3: httpHeaders({ 'content-type': 'application/json' }) });
     await stream.next();
     const json = Buffer.from(JSON.stringify({ choices: [{ text: 'x'.repeat(130_000) }] }));
-    stream.send({ response_body: { body: json.subarray(0, 70_000), end_of_stream: false } });
-    stream.send({ response_body: { body: json.subarray(70_000), end_of_stream: true } });
+    stream.send({ 5: httpBody(json.subarray(0, 70_000), false) });
+    stream.send({ 5: httpBody(json.subarray(70_000), true) });
     const back: Buffer[] = [];
     for (;;) {
       const s = (await stream.next()).response_body.response.body_mutation.streamed_response;
@@ -353,11 +330,11 @@ describe('kvroute epp over an embedded fleet', () => {
     );
     const stream = new DataPlaneStream(client);
     stream.send(requestHeaders(CHAT, { mode: 'BUFFERED' }));
-    const first: Decoded = await stream.next();
+    const first = await stream.next();
     assert.equal(first.response, 'request_headers');
     assert.equal(first.request_headers.response.header_mutation, null);
-    stream.send({ request_body: { body, end_of_stream: true } });
-    const r: Decoded = await stream.next();
+    stream.send({ 4: httpBody(body, true) });
+    const r = await stream.next();
     assert.equal(r.response, 'request_body');
     const endpoint = setHeader(r.request_body, 'x-gateway-destination-endpoint');
     assert.ok(endpoint);
@@ -365,10 +342,10 @@ describe('kvroute epp over an embedded fleet', () => {
     assert.equal(r.request_body.response.body_mutation, null, 'the body is not rewritten');
     const lb = r.dynamic_metadata.fields['envoy.lb'].structValue.fields;
     assert.equal(lb['x-gateway-destination-endpoint'].stringValue, endpoint);
-    stream.send({ response_headers: { headers: { headers: [] } } });
+    stream.send({ 3: httpHeaders({}) });
     await stream.next();
-    stream.send({ response_body: { body: Buffer.from('{}'), end_of_stream: true } });
-    const echo: Decoded = await stream.next();
+    stream.send({ 5: httpBody(Buffer.from('{}'), true) });
+    const echo = await stream.next();
     assert.equal(echo.response_body.response.body_mutation, null, 'an empty answer');
     await drained();
     stream.end();
@@ -382,10 +359,10 @@ describe('kvroute epp over an embedded fleet', () => {
     const other = (await epp.replicas()).map((r) => r.endpoint!).find((e) => e !== picked)!;
     assert.equal(ledger().inFlight, 1);
     stream.send({
-      response_headers: { headers: { headers: [] } },
-      metadata_context: { filter_metadata: servedMetadata(other) },
+      3: httpHeaders({}),
+      8: metadata(servedMetadata(other)),
     });
-    const r: Decoded = await stream.next();
+    const r = await stream.next();
     assert.equal(setHeader(r.response_headers, 'x-kvroute-replica'), other);
     assert.equal(ledger().inFlight, 0);
     stream.cancel();
@@ -394,7 +371,7 @@ describe('kvroute epp over an embedded fleet', () => {
   test('a body-less request is routed at its headers; an unsupported body mode is refused', async () => {
     const get = new DataPlaneStream(client);
     get.send(requestHeaders('/v1/models', { endOfStream: true }));
-    const r: Decoded = await get.next();
+    const r = await get.next();
     assert.match(setHeader(r.request_headers, 'x-gateway-destination-endpoint')!, /^127\./);
     assert.equal(setHeader(r.request_headers, 'content-length'), undefined);
     get.cancel();

@@ -3,8 +3,10 @@
  * to be tokenized whole, in one go, before the context window was checked (24 s of a blocked
  * event loop through the gateway, 15 s for 1 MB straight to an engine). Now a cheap length bound
  * comes first, tokenizing stops once past the window, and it yields every few milliseconds.
- * Gateway and engine run in this process, so the event loop measured here is theirs; the figure
- * asserted is generous (a busy 2-core machine), the strict one is in `npm run bench:tokenize`.
+ * Gateway and engine run in this process, so the event loop measured here is theirs. Asserted is
+ * the shape, which does not depend on the host's speed: /health is answered while the refusal is
+ * being worked out, and no single stall of the loop covers most of the work (the old code's one
+ * stall was the whole work). The figure, the longest stall in ms, is `npm run bench:tokenize`.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -19,8 +21,8 @@ import {
   waitFor,
 } from './gateway.harness.ts';
 
-/** Far above the tens of milliseconds a sliced tokenizer holds the loop; far below the seconds before. */
-const MAX_LOOP_BLOCK_MS = 1_000;
+/** The longest stall of the loop over the work's whole duration: under this share. */
+const MAX_STALL_SHARE = 0.5;
 
 let engine: EngineServerHandle;
 let gateway: GatewayHandle;
@@ -34,7 +36,13 @@ after(async () => {
 async function whileHealthy<T>(
   healthUrl: string,
   work: () => Promise<T>,
-): Promise<{ result: T; loopMaxMs: number; healthMaxMs: number; probes: number }> {
+): Promise<{
+  result: T;
+  loopMaxMs: number;
+  healthMaxMs: number;
+  probes: number;
+  workMs: number;
+}> {
   const loop = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
   let done = false;
@@ -52,8 +60,10 @@ async function whileHealthy<T>(
     }
   })();
   try {
+    const startedMs = performance.now();
     const result = await work();
-    return { result, loopMaxMs: loop.max / 1e6, healthMaxMs, probes };
+    const workMs = performance.now() - startedMs;
+    return { result, loopMaxMs: loop.max / 1e6, healthMaxMs, probes, workMs };
   } finally {
     done = true;
     await probing;
@@ -86,9 +96,10 @@ test('a 2 MB prompt is refused by the gateway without freezing it', {
     assert.equal(status, 400, `${shape}: ${JSON.stringify(json)}`);
     assert.equal(json?.error?.code, 400);
     assert.match(json?.error?.message ?? '', /maximum context length is 131072 tokens/);
+    assert.ok(run.probes >= 1, `${shape}: /health not answered during ${run.workMs} ms`);
     assert.ok(
-      run.loopMaxMs < MAX_LOOP_BLOCK_MS,
-      `${shape}: the event loop stalled ${run.loopMaxMs.toFixed(0)} ms (/health waited up to ${run.healthMaxMs.toFixed(0)} ms over ${run.probes} probes)`,
+      run.loopMaxMs < run.workMs * MAX_STALL_SHARE,
+      `${shape}: the event loop stalled ${run.loopMaxMs.toFixed(0)} ms of ${run.workMs.toFixed(0)} ms (/health waited up to ${run.healthMaxMs.toFixed(0)} ms over ${run.probes} probes)`,
     );
   }
 });
@@ -102,9 +113,10 @@ test('a 1 MB prompt straight to an engine is refused without freezing it', {
       complete(engine.url, { prompt, max_tokens: 4 }),
     );
     assert.equal(run.result.status, 400, run.result.text.slice(0, 300));
+    assert.ok(run.probes >= 1, `/health not answered during ${run.workMs} ms`);
     assert.ok(
-      run.loopMaxMs < MAX_LOOP_BLOCK_MS,
-      `the event loop stalled ${run.loopMaxMs.toFixed(0)} ms`,
+      run.loopMaxMs < run.workMs * MAX_STALL_SHARE,
+      `the event loop stalled ${run.loopMaxMs.toFixed(0)} ms of ${run.workMs.toFixed(0)} ms`,
     );
   }
   // What fits is still served, and /tokenize of a big prompt answers (sliced, no limit).

@@ -145,6 +145,7 @@ describe('gateway logs', () => {
     const restart = await waitFor(() => find(/engine restarted/)[0], 'the restart line');
     assert.equal(restart.level, 'warn');
     assert.equal(restart.replica, `127.0.0.1:${port}`);
+    const firstBadMs = Date.now();
     for (let seq = 1n; seq <= 5n; seq++) await send(seq, Buffer.from('not msgpack at all'));
     await waitFor(
       async () =>
@@ -155,8 +156,12 @@ describe('gateway logs', () => {
         ).replicas[0]!.subscriber.decodeErrors >= 5,
       'five decode errors counted',
     );
+    // One line per 10 s window at most: one here, unless this host took over 10 s to deliver
+    // five batches (then a line per window begun), never one per error.
+    const windows = 1 + Math.floor((Date.now() - firstBadMs) / 10_000);
     const decode = find(/could not be decoded/);
-    assert.equal(decode.length, 1, 'five errors within 10 s log once');
+    assert.ok(decode.length >= 1, 'the first error is logged');
+    assert.ok(decode.length <= Math.min(windows, 4), `${decode.length} lines, ${windows} windows`);
     assert.equal(decode[0]!.replica, `127.0.0.1:${port}`);
     assert.ok((decode[0]!.err as { message: string }).message.length > 0);
   });

@@ -12,6 +12,7 @@ import { after, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { readChatInput } from '../src/openai/templateFields.ts';
+import { DEFAULT_OVERLAY_TTL_MS } from '../src/router/defaults.ts';
 import { chatInput } from '../src/tokenizer/chat.ts';
 import { loadPromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
 import {
@@ -224,10 +225,19 @@ describe('a gateway whose tokenizer differs from its backends', () => {
         { role: 'system', content: `${SYSTEM} Topic: ${topic}.` },
         { role: 'user', content: 'Summarize the topic.' },
       ];
+      const indexedBefore = gw.router.snapshot().indexedKeys;
       const first = await client.chat.completions.create({ model, messages: turn1, max_tokens: 6 });
+      const answeredMs = Date.now();
       // A user's next turn comes seconds later: by then the router's predict-on-route overlay
-      // (2 s) has expired and only the KV events say where the first turn's blocks are.
-      await new Promise((r) => setTimeout(r, 2_500));
+      // (made when turn 1 was routed, before its answer) has expired and only the KV events say
+      // where the first turn's blocks are. Wait for both: the events indexed, the TTL past.
+      await waitFor(
+        () =>
+          gw.router.snapshot().indexedKeys > indexedBefore &&
+          Date.now() > answeredMs + DEFAULT_OVERLAY_TTL_MS,
+        'the first turn’s KV events, and the overlay to expire',
+        20_000,
+      );
       const before = await routedCachedTokens(gw);
       const second = await client.chat.completions.create({
         model,

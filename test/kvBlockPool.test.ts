@@ -19,8 +19,11 @@ test('free queue: push, pop and remove from the middle keep the order', () => {
   assert.equal(q.popFront(), 5);
   assert.deepEqual(q.toArray(), [3, 4, 0]);
   assert.equal(q.size, 3);
-  assert.throws(() => q.pushBack(4));
-  assert.throws(() => q.remove(1));
+  assert.throws(() => q.pushBack(4), {
+    name: 'Error',
+    message: 'block 4 is already in the free list',
+  });
+  assert.throws(() => q.remove(1), { name: 'Error', message: 'block 1 is not in the free list' });
   q.remove(0);
   q.remove(3);
   assert.equal(q.popFront(), 4);
@@ -121,7 +124,10 @@ test('resetCache clears every key only when no block is in use', () => {
   assert.deepEqual(pool.takeEvents(), [{ type: 'AllBlocksCleared' }]);
   assert.equal(pool.cachedBlocks, 0);
   assert.equal(pool.findCachedPrefix([11, 12], 2).blockIds.length, 0);
-  assert.throws(() => pool.release(a));
+  assert.throws(() => pool.release(a), {
+    name: 'Error',
+    message: /^block \d+ released more often than acquired$/,
+  });
 });
 
 test('a pool without caching finds nothing and records no events', () => {

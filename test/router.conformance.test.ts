@@ -9,6 +9,30 @@ const tokens = (seed: number, count: number): number[] => tokenStream(seed, coun
 
 const names = (n: number): string[] => Array.from({ length: n }, (_, i) => `r${i}`);
 
+/**
+ * The spread each policy promises for 300 distinct prompts on 100 idle replicas that never
+ * finish anything (no cache hits, so only the load term or the hash decides):
+ * - `least-load`: every request adds load, so the first 100 go to 100 different replicas;
+ * - `hash`: a hash or a random draw (or all-equal scores broken at random): balls into bins,
+ *   100 x (1 - 0.99^300) = 95.1 replicas expected, standard deviation about 2; at least 85;
+ * - `bounded`: CHWBL's bound, in-flight <= 1.25 x (total + 1) / 100 <= 3.76 before a pick, so
+ *   at most 4 requests per replica, at least 300 / 4 = 75 replicas, and at least the hash's 85.
+ * A policy not listed here is held to the weakest of them.
+ */
+const SPREAD: Record<string, 'least-load' | 'hash' | 'bounded'> = {
+  cost: 'least-load',
+  'delay-cost': 'least-load',
+  'round-robin': 'least-load',
+  'least-queued': 'least-load',
+  sglang: 'least-load',
+  dynamo: 'least-load',
+  aibrix: 'least-load',
+  random: 'hash',
+  'consistent-hash': 'hash',
+  llmd: 'hash',
+  chwbl: 'bounded',
+};
+
 for (const policy of POLICY_NAMES) {
   describe(`policy conformance: ${policy}`, () => {
     test('always picks a healthy, eligible replica when one exists', () => {
@@ -112,13 +136,23 @@ for (const policy of POLICY_NAMES) {
       for (let i = 0; i < 5; i++)
         assert.equal(one.route(request(`a${i}`, tokens(i, 100)), i).replica, 'solo');
       const many = new Router({ replicas: names(100), policy, seed: 3 });
-      const seen = new Set<string>();
+      const seen = new Map<string, number>();
+      let firstHundred = 0;
       for (let i = 0; i < 300; i++) {
         const d = many.route(request(`b${i}`, tokens(i, 64 + (i % 10) * 16)), i);
         assert.ok(d.replicaId >= 0 && d.replicaId < 100);
-        seen.add(d.replica);
+        seen.set(d.replica, (seen.get(d.replica) ?? 0) + 1);
+        if (i === 99) firstHundred = seen.size;
       }
-      assert.ok(seen.size >= 1);
+      const spread = SPREAD[policy] ?? 'bounded';
+      if (spread === 'least-load') {
+        assert.equal(firstHundred, 100, 'the first 100 requests on 100 replicas');
+        assert.equal(seen.size, 100);
+        if (policy === 'round-robin') assert.ok([...seen.values()].every((n) => n === 3));
+      } else {
+        assert.ok(seen.size >= 85, `${seen.size} replicas of 100 for 300 requests`);
+      }
+      if (spread === 'bounded') assert.ok(Math.max(...seen.values()) <= 4, 'the load bound');
       many.markDown('r99');
       for (let i = 0; i < 50; i++) {
         assert.notEqual(many.route(request(`c${i}`, tokens(i, 100)), 400 + i).replica, 'r99');

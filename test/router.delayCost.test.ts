@@ -19,6 +19,24 @@ const PROMPT = SHARED + UNIQUE;
 const US = 100;
 const SLOTS = 64;
 
+/**
+ * Mean queue length of an M/M/c queue at `load` (rho), from the closed form rather than the
+ * policy's Erlang B recursion: P(wait) = (a^c / c!) (c / (c - a)) / (sum_{k<c} a^k / k! +
+ * (a^c / c!) (c / (c - a))), a = rho c, and Lq = P(wait) rho / (1 - rho). Terms in log space.
+ */
+function mmcQueueLength(c: number, load: number): number {
+  const a = load * c;
+  const term = (k: number): number => {
+    let log = k * Math.log(a);
+    for (let j = 2; j <= k; j++) log -= Math.log(j);
+    return Math.exp(log);
+  };
+  let below = 0;
+  for (let k = 0; k < c; k++) below += term(k);
+  const top = (term(c) * c) / (c - a);
+  return ((top / (below + top)) * load) / (1 - load);
+}
+
 /** The policy knowing the engines' slot limit, or not (`null`). */
 const policy = (maxSeqs: number | null = SLOTS): DelayCostPolicy =>
   new DelayCostPolicy({ prefillUsPerToken: US, ...(maxSeqs !== null && { maxSeqs }) });
@@ -87,11 +105,30 @@ describe('delay-cost: the spill and who waits behind it', () => {
         view(1, { queued: 1_000, prefill: 1, decode: 31 }),
       ]),
     );
-    const followers = 32 / SLOTS + 1 + slotQueueLengths(SLOTS, 0.95)[32]!;
-    assert.deepEqual(scores, [
-      (4_000 + UNIQUE) * US * 1e-3,
-      (1_000 + PROMPT + SHARED * followers) * US * 1e-3,
-    ]);
+    // Owner: (4,000 queued + 2,000 uncached) x 0.1 ms = 600 ms, no extra prefill.
+    // Spill: (1,000 + 8,000) x 0.1 + 6,000 extra x 0.1 x followers, followers = 32 / 64 slot
+    // load + 1 prefilling + Lq(32 of 64 busy), the M/M/c queue length at load 0.5, 4.26e-7.
+    const lq = mmcQueueLength(SLOTS, 32 / SLOTS);
+    assert.ok(Math.abs(lq - 4.2637e-7) < 1e-10, `${lq}`);
+    assert.ok(scores);
+    assert.equal(scores.length, 2);
+    assert.ok(Math.abs(scores[0]! - 600) < 1e-9, `${scores[0]}`);
+    assert.ok(Math.abs(scores[1]! - (1_800 + 600 * lq)) < 1e-9, `${scores[1]}`);
+  });
+
+  test('the slot queue lengths are the M/M/c queue lengths, the load capped at 0.95', () => {
+    const table = slotQueueLengths(SLOTS, 0.95);
+    assert.equal(table.length, SLOTS + 1);
+    assert.equal(table[0], 0);
+    for (const k of [1, 16, 32, 48, 56, 60]) {
+      const expected = mmcQueueLength(SLOTS, k / SLOTS);
+      assert.ok(Math.abs(table[k]! - expected) <= 1e-9 * Math.max(1, expected), `Lq(${k})`);
+    }
+    // 61..64 busy slots are all read at the cap, 0.95: a = 60.8 offered, Lq = 11.17.
+    for (const k of [61, 62, 63, 64]) {
+      assert.ok(Math.abs(table[k]! - mmcQueueLength(SLOTS, 0.95)) < 1e-9, `Lq(${k})`);
+    }
+    assert.ok(Math.abs(table[64]! - 11.1722) < 1e-4, `${table[64]}`);
   });
 
   test('no cache anywhere: no extra prefill, least queued prompt tokens', () => {

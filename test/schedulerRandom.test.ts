@@ -20,6 +20,8 @@ interface Params {
   /** Adapters the requests use (0: none) and the engine's max_loras. */
   loras?: number;
   maxLoras?: number;
+  /** Abort about a third of the requests, each at a random step after its arrival. */
+  aborts?: boolean;
 }
 
 const blocksFor = (tokens: number, blockSize: number) => Math.ceil(tokens / blockSize);
@@ -33,6 +35,12 @@ function makeSetup(p: Params): SimSetup {
     withTokens: p.caching,
     ...(p.loras && { loras: p.loras }),
   });
+  if (p.aborts) {
+    const r = new Rng(p.seed ^ 0xab0);
+    for (const req of requests) {
+      if (r.int(3) === 0) req.abortAtStep = req.arrivalStep + r.int(120);
+    }
+  }
   const largest = Math.max(
     ...requests.map((r) => blocksFor(r.promptTokens + r.maxNewTokens, p.blockSize)),
   );
@@ -119,6 +127,39 @@ test('rotating decodes: 200 random simulations keep the other invariants', () =>
     }),
     { numRuns: 200 },
   );
+});
+
+test('aborts: 400 random simulations abort requests waiting, mid-prefill and decoding', () => {
+  const seen = { waiting: 0, prefill: 0, decode: 0 };
+  let preempted = 0;
+  fc.assert(
+    fc.property(
+      fc.constantFrom<KvPolicyName>('reserve', 'paged'),
+      fc.boolean(),
+      params('paged', false),
+      fc.integer({ min: 0, max: 3 }),
+      (policy, options, base, loras) => {
+        const p: Params = {
+          ...base,
+          policy,
+          options,
+          aborts: true,
+          requests: base.requests + 5,
+          ...(loras > 0 && { loras, maxLoras: Math.max(1, loras - 1) }),
+        };
+        const result = runSim(makeSetup(p));
+        for (const k of ['waiting', 'prefill', 'decode'] as const) seen[k] += result.aborts[k];
+        preempted += result.preemptions;
+      },
+    ),
+    { numRuns: 400 },
+  );
+  // Every place an abort can find a request was exercised, many times over.
+  assert.ok(seen.waiting > 50, `aborted while waiting: ${seen.waiting}`);
+  assert.ok(seen.prefill > 20, `aborted part way through prefill: ${seen.prefill}`);
+  assert.ok(seen.decode > 50, `aborted while decoding: ${seen.decode}`);
+  assert.ok(preempted > 0, 'with preemptions among them');
+  console.log('aborts', seen, { preempted });
 });
 
 test('LoRA: never more than max_loras distinct adapters among running requests (300 simulations)', () => {

@@ -57,7 +57,11 @@ test('idle prefill time is what an idle engine takes to the first token', () => 
   const seed = makeIdlePrefill(makeEngineConfig(ENGINE_DEFAULTS));
   // The router seed's figure: 8,000 cold tokens at 71.3 us each.
   assert.ok(Math.abs(seed(8000) - 570.4) < 0.5, `${seed(8000)}`);
-  assert.equal(seed(8000), seed(8000));
+  // Warm: 2,000 uncached tokens x 71.3 us = 142.6 ms (the seed's 143 ms); the cache counts whole
+  // blocks only, so 6,015 cached tokens are 375 blocks = 6,000 tokens, the same figure.
+  assert.ok(Math.abs(seed(8000, 6000) - 142.6) < 0.5, `${seed(8000, 6000)}`);
+  assert.equal(seed(8000, 6015), seed(8000, 6000));
+  assert.ok(seed(8000, 6016) < seed(8000, 6000), 'a 376th cached block saves its 16 tokens');
 });
 
 test('a slowdown SLO bounds each request by its own idle time; the p99 decides', () => {

@@ -68,12 +68,14 @@ test('hot sends 10 % to customer 0; low-shared shares 15 % of the prompt', () =>
   assert.ok(Math.abs(share - 0.1) < 0.015, `hot share ${share}`);
   const low = makeWorkload('low-shared', { seed: 1, durationMs: 5_000, blockSize: 16 });
   const ys = take(low);
-  const same = ys.filter((x) => x.customer === ys[0]!.customer);
-  if (same.length >= 2) {
-    const [p, q] = same.slice(0, 2).map((x) => low.materialize(x));
-    assert.deepEqual(p!.tokens.slice(0, 1200), q!.tokens.slice(0, 1200));
-    assert.notDeepEqual(p!.tokens.slice(1200, 1216), q!.tokens.slice(1200, 1216));
-  }
+  // The first customer seen twice (200 customers, about 200 requests in 5 s).
+  const twice = ys.find((x, i) => ys.findIndex((y) => y.customer === x.customer) < i);
+  assert.ok(twice, 'some customer sends two requests in 5 s');
+  const same = ys.filter((x) => x.customer === twice.customer);
+  assert.ok(same.length >= 2, `${same.length} requests of customer ${twice.customer}`);
+  const [p, q] = same.slice(0, 2).map((x) => low.materialize(x));
+  assert.deepEqual(p!.tokens.slice(0, 1200), q!.tokens.slice(0, 1200));
+  assert.notDeepEqual(p!.tokens.slice(1200, 1216), q!.tokens.slice(1200, 1216));
 });
 
 test('multiturn: each turn of a conversation extends the previous prompt', () => {
@@ -201,5 +203,8 @@ test('lora: customers spread over K adapters, adapters drawn by a Zipf law, keys
   );
   const top = uniform.filter((u) => u.lora === 'lora-0').length / uniform.length;
   assert.ok(Math.abs(top - 0.25) < 0.03, `uniform: ${top}`);
-  assert.throws(() => makeWorkload('lora', { seed: 1, durationMs: 1, blockSize: 16, adapters: 0 }));
+  assert.throws(
+    () => makeWorkload('lora', { seed: 1, durationMs: 1, blockSize: 16, adapters: 0 }),
+    { name: 'RangeError', message: /^adapters must be an integer in 1\.\.\d+, got 0$/ },
+  );
 });

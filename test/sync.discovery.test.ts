@@ -129,9 +129,19 @@ describe('engines registered in NATS', { skip }, () => {
       assert.deepEqual(removed, []);
       await waitFor(() => removed.length === 1, 'the entry to expire', 5_000);
       assert.equal(await kv.get('x'), null, 'the server forgot it too');
+      // The watcher reads the bucket in order: once the valid entry written after the malformed
+      // one has been added, the malformed one has been read (and must have been ignored).
       await kv.put('bad', 'not json');
-      await new Promise((r) => setTimeout(r, 200));
-      assert.deepEqual(added, ['http://127.0.0.1:9'], 'a malformed entry is ignored');
+      await kv.put(
+        'y',
+        JSON.stringify({ url: 'http://127.0.0.1:10', events: null, replay: null, model: null }),
+      );
+      await waitFor(() => added.length >= 2, 'the entry written after the malformed one');
+      assert.deepEqual(
+        added,
+        ['http://127.0.0.1:9', 'http://127.0.0.1:10'],
+        'a malformed entry is ignored',
+      );
       await nc.close();
     } finally {
       await follower.close();

@@ -13,6 +13,7 @@ import {
   WireError,
   wireHashToBlockKey,
 } from '../src/kv/wire.ts';
+import { encode, make, PyFloat, V025, V026 } from './support/msgspec.ts';
 
 const packr = new Packr({ useRecords: false });
 const pack = (v: unknown): Buffer => packr.pack(v);
@@ -183,6 +184,86 @@ test('tolerance: unknown keys, missing trailing fields, extra positions, unknown
     groupIdx: 4,
   });
   assert.deepEqual(batch.events[3], { type: 'AllBlocksCleared' });
+});
+
+test('LoRA fields as vLLM defines them: lora_id, lora_name, the name first in extra_keys', () => {
+  // vLLM (block_pool.py, kv_cache_utils.py): lora_id = the adapter's integer id, lora_name its
+  // name, extra_keys one tuple per block: (lora_name, cache_salt on the prompt's first block).
+  const toks = Array.from({ length: 48 }, (_, i) => 100 + i);
+  const keys = computeBlockKeys(toks, 16, { cacheSalt: 'tenant', loraName: 'adapter-x' });
+  const hashes = keys.map(toWireHash);
+  const fields = {
+    block_hashes: hashes,
+    parent_block_hash: null,
+    token_ids: toks,
+    block_size: 16,
+    lora_id: 12,
+    medium: 'GPU',
+    lora_name: 'adapter-x',
+    extra_keys: [['adapter-x', 'tenant'], ['adapter-x'], ['adapter-x']],
+  };
+  const event: KvEvent = {
+    type: 'BlockStored',
+    blockKeys: keys,
+    parentKey: null,
+    tokenIds: toks,
+    blockSize: 16,
+    loraName: 'adapter-x',
+    cacheSalt: 'tenant',
+  };
+  for (const [format, era] of [
+    ['map', V026],
+    ['array', V025],
+  ] as const) {
+    const vllm = encode(
+      make(era.EventBatch, {
+        ts: new PyFloat(2),
+        events: [
+          make(era.BlockStored, {
+            ...fields,
+            ...(era === V026 && { group_idx: 0, kv_cache_spec_kind: 'full_attention' }),
+          }),
+        ],
+        data_parallel_rank: 0,
+      }),
+    );
+    // kvroute's encoder gives vLLM's bytes...
+    const ours = encodeEventBatch([event], {
+      tsS: 2,
+      dpRank: 0,
+      format,
+      loraIdOf: (n) => (n === 'adapter-x' ? 12 : null),
+    });
+    assert.equal(ours.toString('hex'), vllm.toString('hex'), format);
+    // ...and its decoder reads vLLM's: the salt past the LoRA name, the name not taken for one.
+    const s = decodeEventBatch(vllm).events[0] as WireBlockStored;
+    assert.equal(s.loraId, 12);
+    assert.equal(s.loraName, 'adapter-x');
+    assert.equal(s.cacheSalt, 'tenant');
+    assert.deepEqual(s.extraKeys, fields.extra_keys);
+    assert.deepEqual(s.blockHashes, hashes);
+  }
+  // A continuation (parent set): no salt anywhere, the LoRA name on every block.
+  const tail = encode(
+    make(V026.EventBatch, {
+      ts: new PyFloat(2),
+      events: [
+        make(V026.BlockStored, {
+          ...fields,
+          block_hashes: hashes.slice(1),
+          parent_block_hash: hashes[0]!,
+          token_ids: toks.slice(16),
+          extra_keys: [['adapter-x'], ['adapter-x']],
+          group_idx: 0,
+          kv_cache_spec_kind: 'full_attention',
+        }),
+      ],
+      data_parallel_rank: 0,
+    }),
+  );
+  const t = decodeEventBatch(tail).events[0] as WireBlockStored;
+  assert.equal(t.cacheSalt, null);
+  assert.equal(t.loraName, 'adapter-x');
 });
 
 test('outer batch without dp rank; salt found past a LoRA name in extra keys', () => {

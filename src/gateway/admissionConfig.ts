@@ -5,8 +5,8 @@
  *
  *   max-queue-ms: 600            # refuse new requests while every replica has more queued
  *   max-ttft-ms: 300             # refuse a request whose modelled TTFT where it was routed is more
- *   prefill-us-per-token: 71.3   # the served model's prefill cost (default: the catalog's
- *                                # seed replica, Llama 3.3 70B on TP=2 H200)
+ *   prefill-us-per-token: 71.3   # the served model's prefill cost (default: the router's,
+ *                                # the seed replica, Llama 3.3 70B on TP=2 H200)
  *   priority-classes: { interactive: -10, batch: 10 }   # vLLM priority, lower first
  *   tenants:
  *     acme:
@@ -15,7 +15,7 @@
  *                 prompt-tokens-per-minute: 500000 }
  */
 import type { TenantLimits } from '../admission/tenantLimits.ts';
-import { makeReplicaSpec, prefillUsPerToken } from '../model/index.ts';
+import { DEFAULT_PREFILL_US_PER_TOKEN as ROUTER_PREFILL_US_PER_TOKEN } from '../router/defaults.ts';
 import { configError, int, isRecord, num, str } from './configValues.ts';
 
 export interface AdmissionConfig {
@@ -33,8 +33,8 @@ export interface AdmissionConfig {
   tenantPriority: Record<string, number>;
 }
 
-/** The router seed's replica: what `kvroute engine` simulates by default. */
-export const DEFAULT_PREFILL_US_PER_TOKEN = prefillUsPerToken(makeReplicaSpec());
+/** The router seed's replica, what `kvroute engine` simulates by default: the router's figure. */
+export const DEFAULT_PREFILL_US_PER_TOKEN = ROUTER_PREFILL_US_PER_TOKEN;
 
 export function defaultAdmission(): AdmissionConfig {
   return {

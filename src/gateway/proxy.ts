@@ -63,10 +63,21 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
+/**
+ * The headers to pass on: all but the hop-by-hop ones, which are the list above and whatever the
+ * message's own Connection field names (RFC 9110 section 7.6.1: a proxy removes those too).
+ */
 export function copyableHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const named = new Set(
+    [headers.connection ?? []]
+      .flat()
+      .flatMap((v) => v.split(','))
+      .map((v) => v.trim().toLowerCase())
+      .filter((v) => v !== ''),
+  );
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+    if (value !== undefined && !HOP_BY_HOP.has(name) && !named.has(name)) out[name] = value;
   }
   return out;
 }

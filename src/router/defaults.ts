@@ -27,6 +27,14 @@ export const QUEUE_SOURCES = ['ledger', 'reports'] as const;
 export type QueueSource = (typeof QUEUE_SOURCES)[number];
 
 /**
+ * Prefill time per uncached prompt token, µs: the router seed's replica (Llama 3.3 70B, FP8
+ * weights, TP=2 H200 at 50 % MFU), 2 x 70.55e9 / (2 x 1979e12 x 0.50) = 71.3 us. The one source
+ * of this default: delay-cost's time scale and the gateway's admission bounds both read it (the
+ * router may not import the model catalog; a test holds it to the catalog's figure).
+ */
+export const DEFAULT_PREFILL_US_PER_TOKEN = 71.3;
+
+/**
  * A LoRA adapter's load time in prefill tokens, the cost policy's term where the adapter is not
  * resident: the engine's model (src/engine/lora.ts) for the seed replica, a rank-16 Llama 3.3 70B
  * adapter (167.8 MB) read at 2 GB/s in 83.9 ms, over 71.3 us per prefill token. A router in front

@@ -12,6 +12,8 @@
  * equal to their default: any such field in a map, only the trailing ones in an array.
  */
 
+import { Unpackr } from 'msgpackr';
+
 /** A Python float (JS numbers are otherwise encoded as ints). */
 export class PyFloat {
   constructor(readonly value: number) {}
@@ -252,4 +254,77 @@ export function seqBytes(seq: number | bigint): Buffer {
   const b = Buffer.alloc(8);
   b.writeBigUInt64BE(BigInt(seq));
   return b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading: msgpack by msgpackr (not kvroute's decoder), the structure by the definitions above
+
+/**
+ * One struct read strictly by its definition, as msgspec would have written it: an array_like
+ * struct is `[tag?, fields in declaration order]` with only trailing defaults left out; a map is
+ * `{type: tag?, fields in declaration order}`, any default left out, and no key the definition
+ * does not have. Throws on anything else (an unknown or misplaced field fails here). Returns
+ * every field, defaults filled in.
+ */
+export function readStruct(def: StructDef, value: unknown): Record<string, unknown> {
+  const required = def.fields.filter((f) => f.default === NO_DEFAULT).length;
+  const out: Record<string, unknown> = {};
+  if (def.arrayLike) {
+    if (!Array.isArray(value)) throw new TypeError(`${def.name}: not an array`);
+    const items = def.tag ? value.slice(1) : value;
+    if (def.tag && value[0] !== def.name) throw new TypeError(`${def.name}: tag ${value[0]}`);
+    if (items.length < required || items.length > def.fields.length) {
+      throw new TypeError(`${def.name}: ${items.length} fields`);
+    }
+    def.fields.forEach((f, i) => {
+      out[f.name] = i < items.length ? items[i] : f.default;
+    });
+    return out;
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new TypeError(`${def.name}: not a map`);
+  }
+  const keys = Object.keys(value);
+  const entries = value as Record<string, unknown>;
+  if (def.tag) {
+    if (keys[0] !== 'type' || entries.type !== def.name) {
+      throw new TypeError(`${def.name}: tag ${String(entries.type)}`);
+    }
+    keys.shift();
+  }
+  let at = 0;
+  for (const key of keys) {
+    const i = def.fields.findIndex((f) => f.name === key);
+    if (i < 0) throw new TypeError(`${def.name}: unknown field ${key}`);
+    if (i < at) throw new TypeError(`${def.name}: ${key} out of declaration order`);
+    at = i + 1;
+  }
+  for (const f of def.fields) {
+    if (Object.hasOwn(entries, f.name)) out[f.name] = entries[f.name];
+    else if (f.default === NO_DEFAULT) throw new TypeError(`${def.name}: ${f.name} missing`);
+    else out[f.name] = f.default;
+  }
+  return out;
+}
+
+const unpacker = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: 'bigint' });
+
+/** A batch payload read by msgpackr and `era`'s definitions: the batch and its tagged events. */
+export function readBatch(
+  era: typeof V025 | typeof V026,
+  payload: Uint8Array,
+): { ts: number; dpRank: unknown; events: { type: string; fields: Record<string, unknown> }[] } {
+  const batch = readStruct(era.EventBatch, unpacker.unpack(payload));
+  if (!Array.isArray(batch.events)) throw new TypeError('events: not an array');
+  const events = batch.events.map((e: unknown) => {
+    const type = Array.isArray(e) ? e[0] : (e as { type?: unknown } | null)?.type;
+    const def = {
+      BlockStored: era.BlockStored,
+      BlockRemoved: era.BlockRemoved,
+      AllBlocksCleared: era.AllBlocksCleared,
+    }[String(type) as 'BlockStored'];
+    if (!def) throw new TypeError(`unknown event ${String(type)}`);
+    return { type: def.name, fields: readStruct(def, e) };
+  });
+  return { ts: batch.ts as number, dpRank: batch.data_parallel_rank, events };
 }

@@ -20,6 +20,8 @@ export interface SimRequest {
   tokenIds: number[] | null;
   cacheSalt?: string;
   loraName?: string;
+  /** Step at which the request is aborted, if it is still in the scheduler then. */
+  abortAtStep?: number;
 }
 
 export interface SimSetup {
@@ -38,6 +40,8 @@ export interface SimResult {
   traceHash: number;
   /** Admissions that passed a request held back for its adapter (max_loras). */
   loraPassed: number;
+  /** Requests aborted, by where they were: waiting, part way through prefill, decoding. */
+  aborts: Record<Phase, number>;
 }
 
 type Phase = 'waiting' | 'prefill' | 'decode';
@@ -103,6 +107,57 @@ export function runSim(setup: SimSetup): SimResult {
   let steps = 0;
   let preemptions = 0;
   let loraPassed = 0;
+  const aborts: Record<Phase, number> = { waiting: 0, prefill: 0, decode: 0 };
+  const aborted = new Set<string>();
+
+  /** Aborts `t` and checks what must hold right after: its KV back, its counts gone. */
+  const abortNow = (t: Track): void => {
+    const id = t.req.id;
+    const usedBefore = pool.usedBlocks;
+    const record = sched.abort(id);
+    assert.ok(record, `${id} is in the scheduler`);
+    assert.equal(record.reason, 'abort');
+    assert.equal(record.id, id);
+    assert.equal(record.outputTokens, t.emitted, `${id}: the tokens it had emitted`);
+    assert.equal(sched.abort(id), null, 'a second abort finds nothing');
+    aborts[t.phase]++;
+    tracks.delete(id);
+    aborted.add(id);
+    assert.ok(!sched.runningIds().includes(id) && !sched.waitingIds().includes(id));
+    // The queues and the per-adapter counts are those of the requests still tracked.
+    const live = [...tracks.values()].filter((x) => arrivals.indexOf(x.req) < next);
+    const runningTracks = live.filter((x) => x.phase !== 'waiting');
+    const c = sched.counters();
+    assert.equal(c.running, runningTracks.length, 'running after an abort');
+    assert.equal(c.waiting, live.length - runningTracks.length, 'waiting after an abort');
+    const count = (xs: Track[]) => {
+      const m = new Map<string, number>();
+      for (const x of xs) {
+        if (x.req.loraName !== undefined) m.set(x.req.loraName, (m.get(x.req.loraName) ?? 0) + 1);
+      }
+      return [...m].sort();
+    };
+    const lora = sched.loraCounts();
+    assert.deepEqual([...lora.running].sort(), count(runningTracks), 'running adapters');
+    assert.deepEqual(
+      [...lora.waiting].sort(),
+      count(live.filter((x) => x.phase === 'waiting')),
+      'waiting adapters',
+    );
+    // Partial prefills: those left are the tracked ones (the cap is checked on the next plan).
+    if (setup.sched.maxPartialPrefills !== undefined) {
+      assert.ok(live.filter((x) => x.phase === 'prefill').length <= setup.sched.maxPartialPrefills);
+    }
+    // KV: nothing more held than before; all of it back when nothing else runs.
+    assert.ok(pool.usedBlocks <= usedBefore, `${pool.usedBlocks} > ${usedBefore} blocks`);
+    if (t.phase === 'waiting') assert.equal(pool.usedBlocks, usedBefore, 'a waiting one held none');
+    if (runningTracks.length === 0) assert.equal(pool.usedBlocks, 0, 'every block back');
+    assertPoolConsistent(pool);
+    if (setup.caching) {
+      applyEvents(replayed, pool.takeEvents());
+      assert.equal(replayed.size, pool.cachedBlocks);
+    }
+  };
 
   for (let step = 0; ; step++) {
     if (!sched.hasWork()) {
@@ -138,6 +193,10 @@ export function runSim(setup: SimSetup): SimResult {
         }),
       });
     }
+    for (const t of [...tracks.values()]) {
+      if (t.req.abortAtStep !== undefined && t.req.abortAtStep <= step) abortNow(t);
+    }
+    if (!sched.hasWork()) continue;
     const readyDecodes = sched.runningIds().filter((id) => tracks.get(id)!.phase === 'decode');
     const queued = setup.sched.maxLoras !== undefined ? sched.waitingIds() : [];
     const plan = sched.schedule();
@@ -243,12 +302,23 @@ export function runSim(setup: SimSetup): SimResult {
   const groupOf = (r: SimRequest) => `${r.priority}/${r.loraName ?? ''}`;
   const groups = new Set(setup.requests.map(groupOf));
   for (const group of groups) {
-    const arrived = arrivals.filter((r) => groupOf(r) === group).map((r) => r.id);
+    // An aborted request never admitted has no place in that order.
+    const arrived = arrivals
+      .filter((r) => groupOf(r) === group)
+      .map((r) => r.id)
+      .filter((id) => !aborted.has(id) || firstAdmits.includes(id));
     const admitted = firstAdmits.filter((id) => arrived.includes(id));
     assert.deepEqual(admitted, arrived, `admission order, priority/adapter ${group}`);
   }
   const c = sched.counters();
-  return { steps, preemptions, prefixHitsTokens: c.prefixHitsTokens, traceHash, loraPassed };
+  return {
+    steps,
+    preemptions,
+    prefixHitsTokens: c.prefixHitsTokens,
+    traceHash,
+    loraPassed,
+    aborts,
+  };
 }
 
 function checkPlan(

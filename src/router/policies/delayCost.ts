@@ -40,12 +40,12 @@
  * time (loraLoadTokens x p), and the router offers only replicas with a free adapter slot while
  * any has one (loraAware); `loraBlind` drops both.
  */
-import { DEFAULT_LORA_LOAD_TOKENS } from '../defaults.ts';
+import { DEFAULT_LORA_LOAD_TOKENS, DEFAULT_PREFILL_US_PER_TOKEN } from '../defaults.ts';
 import type { Pick, PickInput, Policy } from '../policy.ts';
 import { argMin } from './pickBest.ts';
 
-/** Llama 3.3 70B, FP8 weights, TP=2 H200 at 50 % MFU: the router seed's figure. */
-export const DEFAULT_PREFILL_US_PER_TOKEN = 71.3;
+/** Llama 3.3 70B, FP8 weights, TP=2 H200 at 50 % MFU: the router seed's figure (defaults.ts). */
+export { DEFAULT_PREFILL_US_PER_TOKEN };
 /** Highest slot load the queue-length table uses (Lq grows without bound at 1). */
 export const DEFAULT_MAX_SLOT_LOAD = 0.95;
 /** Weight of each new decode time in the running mean. */
