@@ -28,12 +28,18 @@ export async function startLlamaEngine(
   });
 }
 
+/** The fields the tests read from an answer (a success or vLLM's error body). */
+export interface Answer {
+  tokens: number[];
+  error: { type: string; param: string | null; message: string; code: number };
+}
+
 /** POST a JSON body; the status and the parsed answer. */
 export async function postJson(
   server: EngineServerHandle,
   path: string,
   body: unknown,
-): Promise<{ status: number; body: any }> {
+): Promise<{ status: number; body: Answer }> {
   const res = await fetch(`${server.url}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
