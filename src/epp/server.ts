@@ -20,7 +20,7 @@ import type { GatewayConfig } from '../gateway/config.ts';
 import { GatewayError } from '../gateway/errors.ts';
 import { metricsOf, poolsOf } from '../gateway/gateway.ts';
 import { type Logger, silentLogger } from '../gateway/log.ts';
-import { GatewayMetrics } from '../gateway/metrics.ts';
+import type { GatewayMetrics } from '../gateway/metrics.ts';
 import type { ModelPools } from '../gateway/pools.ts';
 import { closeServer, listen } from '../openai/http.ts';
 import { EndpointBook } from './endpoints.ts';

@@ -41,7 +41,11 @@ export function ggufHeaderProblem(path: string): string | null {
     if (at + n > length)
       throw new RangeError(size > length ? 'header too large' : 'the file ends inside its header');
   };
-  const u32 = () => (need(4), (at += 4), buf.readUInt32LE(at - 4));
+  const u32 = () => {
+    need(4);
+    at += 4;
+    return buf.readUInt32LE(at - 4);
+  };
   const u64 = () => {
     need(8);
     const v = buf.readBigUInt64LE(at);
@@ -55,7 +59,10 @@ export function ggufHeaderProblem(path: string): string | null {
     at += n;
   };
   const skipValue = (type: number): void => {
-    if (type === 8) return skipString();
+    if (type === 8) {
+      skipString();
+      return;
+    }
     if (type === 9) {
       const item = u32();
       const count = u64();

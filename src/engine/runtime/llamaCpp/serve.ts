@@ -27,6 +27,16 @@ export interface LlamaCppServerOptions {
   traceTokens?: boolean;
 }
 
+/** Real engines for a fleet or a stack: their model, threads, and the gateway's tokenizer. */
+export interface RealEngines {
+  gguf: string;
+  threads: number;
+  /** The tokenizer folder the gateway must use to key blocks as the engines do, or null. */
+  gatewayTokenizer: string | null;
+  /** Context window per sequence (default: the model's). */
+  maxModelLen?: number;
+}
+
 /** `--max-seqs` when the llama.cpp runtime is not told: a CPU runs a few sequences well. */
 export const LLAMA_CPP_DEFAULT_MAX_SEQS = 4;
 export const LLAMA_CPP_DEFAULT_THREADS = 1;
