@@ -40,10 +40,17 @@ const DEFAULTS = {
 } as const;
 
 /**
- * Real engines on a 2-core machine: two of them, a light load, a short run, and a context that
- * holds the seed workload's 8,000-token prompts (the tiny model was trained on none anyway).
+ * Real engines on a 2-core machine: two of them, the groups workload (2,176-token prompts
+ * sharing 2,048 tokens per group) at a light rate, a short run, and a context that also holds the
+ * seed workload's 8,000-token prompts when asked for (the tiny model was trained on none anyway).
  */
-const REAL_DEFAULTS = { replicas: 2, rate: 0.5, durationS: 60, maxModelLen: 10_240 } as const;
+const REAL_DEFAULTS = {
+  replicas: 2,
+  workload: 'groups',
+  rate: 0.5,
+  durationS: 60,
+  maxModelLen: 10_240,
+} as const;
 
 const HELP = `usage: npm run demo -- [flags]
 
@@ -60,7 +67,7 @@ ${POLICY_LIST_HELP} (default ${DEFAULTS.policies.join(',')})
   --replicas N          (default ${DEFAULTS.replicas})
   --speedup X           engines' modeled time / wall time (default ${DEFAULTS.speedup})
   --inprocess           engines and gateway in this process instead of child processes
-${ENGINE_HELP}${RUNTIME_HELP}  With --runtime llama.cpp: --replicas defaults to ${REAL_DEFAULTS.replicas}, --max-seqs to ${LLAMA_CPP_DEFAULT_MAX_SEQS},
+${ENGINE_HELP}${RUNTIME_HELP}  With --runtime llama.cpp: --replicas defaults to ${REAL_DEFAULTS.replicas}, --workload to ${REAL_DEFAULTS.workload}, --max-seqs to ${LLAMA_CPP_DEFAULT_MAX_SEQS},
   --rate to ${REAL_DEFAULTS.rate}, --duration to ${REAL_DEFAULTS.durationS}, the engines' context to ${REAL_DEFAULTS.maxModelLen}, and --speedup must be 1; the simulated side still
   models the catalog replica (pass --profile from kvroute calibrate --url to model the CPU)
 output
@@ -73,7 +80,12 @@ export async function run(argv: string[]): Promise<number> {
   if (flags === 'help') return printHelp(HELP);
   const flagged = await readRuntimeFlags(flags);
   const real = flagged && { maxModelLen: REAL_DEFAULTS.maxModelLen, ...flagged };
-  const w = readWorkloadFlags(flags, { ratePerS: real ? REAL_DEFAULTS.rate : DEFAULTS.rate });
+  const w = readWorkloadFlags(
+    flags,
+    real
+      ? { ratePerS: REAL_DEFAULTS.rate, workload: REAL_DEFAULTS.workload }
+      : { ratePerS: DEFAULTS.rate },
+  );
   const durationS = w.durationS ?? (real ? REAL_DEFAULTS.durationS : DEFAULTS.durationS);
   const policies = readPolicyList(flags, DEFAULTS.policies);
   const engine = readEngineFlags(flags);

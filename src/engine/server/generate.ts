@@ -121,22 +121,24 @@ export function serveGeneration(
     maxTokens: gen.maxTokens,
     eosTokenIds: output !== null && !sampling.ignoreEos ? output.eosTokenIds : [],
   };
-  const choices: Choice[] = Array.from({ length: gen.n }, (_, index) => ({
-    index,
-    engineId: ctx.nextEngineId(),
-    source:
+  const choices: Choice[] = Array.from({ length: gen.n }, (_, index) => {
+    const source =
       output === null
         ? new TokenSampler(model!, ctx.seed, promptTokens, gen.seed, index, knobs)
-        : new EmittedTokens(output.text()),
-    text: null as unknown as ChoiceText,
-    positions: topN === null ? null : [],
-    times: { arrivalMs, scheduledMs: null, firstTokenMs: null, lastTokenMs: null },
-    cachedTokens: 0,
-    streamedChars: 0,
-    started: false,
-    done: false,
-  }));
-  for (const c of choices) c.text = new ChoiceText(c.source, rules);
+        : new EmittedTokens(output.text());
+    return {
+      index,
+      engineId: ctx.nextEngineId(),
+      source,
+      text: new ChoiceText(source, rules),
+      positions: topN === null ? null : [],
+      times: { arrivalMs, scheduledMs: null, firstTokenMs: null, lastTokenMs: null },
+      cachedTokens: 0,
+      streamedChars: 0,
+      started: false,
+      done: false,
+    };
+  });
   let open = gen.n;
   let ended = false;
   let rolesSent = false;

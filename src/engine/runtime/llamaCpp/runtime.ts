@@ -24,7 +24,7 @@ import type {
 } from 'node-llama-cpp';
 import { type BlockKey, computeBlockKeys } from '../../../kv/blockKey.ts';
 import type { StepPlan } from '../../../scheduler/types.ts';
-import type { EngineRequest, SamplingParams } from '../../types.ts';
+import { type EngineRequest, EngineError, type SamplingParams } from '../../types.ts';
 import { PlanBatching, type RecordedBatch } from './batching.ts';
 import { type Placement, SequenceMap } from './sequences.ts';
 
@@ -105,13 +105,29 @@ export class LlamaCppRuntime {
 
   static async create(options: LlamaCppRuntimeOptions): Promise<LlamaCppRuntime> {
     const batching = new PlanBatching(options.traceTokens ?? false);
-    const context = await options.model.createContext({
-      sequences: options.sequences,
-      contextSize: options.contextTokens,
-      batchSize: options.batchTokens,
-      threads: { ideal: options.threads, min: options.threads },
-      batching: { itemPrioritizationStrategy: batching.strategy },
-    });
+    const sizes = `${options.sequences} sequences of ${options.contextTokens} tokens (--max-seqs, --max-model-len)`;
+    let context: LlamaContext;
+    try {
+      context = await options.model.createContext({
+        sequences: options.sequences,
+        contextSize: options.contextTokens,
+        batchSize: options.batchTokens,
+        threads: { ideal: options.threads, min: options.threads },
+        batching: { itemPrioritizationStrategy: batching.strategy },
+      });
+    } catch (err) {
+      throw new EngineError(
+        'ERR_CONFIG',
+        `llama.cpp could not make ${sizes}: ${(err as Error).message}`,
+      );
+    }
+    if (context.contextSize < options.contextTokens) {
+      await context.dispose();
+      throw new EngineError(
+        'ERR_CONFIG',
+        `llama.cpp made ${context.contextSize} tokens per sequence, not ${sizes}`,
+      );
+    }
     return new LlamaCppRuntime(context, batching, options);
   }
 
