@@ -273,7 +273,8 @@ export async function run(argv: string[]): Promise<number> {
       `sharing routing state over NATS ${config.nats.url} (cluster ${config.nats.cluster}${config.backends.length === 0 ? '; backends: the engines registered there' : ''})\n`,
     );
   }
-  out.write(`replicas${gateway.replicas[0]?.embedded ? ' (embedded simulated engines)' : ''}:\n`);
+  const kind = real ? 'embedded llama.cpp engines' : 'embedded simulated engines';
+  out.write(`replicas${gateway.replicas[0]?.embedded ? ` (${kind})` : ''}:\n`);
   for (const r of gateway.replicas) {
     out.write(
       `  ${r.name.padEnd(22)} ${r.url}  model=${r.model ?? '?'} events=${r.events ?? '-'} replay=${r.replay ?? '-'}\n`,
