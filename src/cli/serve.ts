@@ -28,6 +28,7 @@ import {
 } from '../sync/stateSync.ts';
 import { DEFAULT_CLUSTER, isClusterName } from '../sync/subjects.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { RUNTIME_FLAG_NAMES, readRuntimeFlags } from './runtimeFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
 
 const FLAGS = flagSpec({
@@ -35,7 +36,7 @@ const FLAGS = flagSpec({
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
     'headers-timeout-ms request-timeout-ms log-level max-queue-ms max-ttft-ms prefill-us-per-token check-config ' +
-    'nats cluster nats-heartbeat-ms nats-peer-timeout-ms pd-threshold kv-events-bind',
+    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms pd-threshold kv-events-bind ${RUNTIME_FLAG_NAMES}`,
   multiple: 'backend api-key',
   boolean: 'access-log',
 });
@@ -91,6 +92,8 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --block-size N        tokens per KV block, as the engines use (default ${D.blockSize})
   --replicas N          embedded fleet size (default ${DEFAULT_EMBEDDED_REPLICAS})
   --speedup F           embedded engines' modeled time / wall time (default 1)
+  --runtime llama.cpp [--gguf FILE] [--threads N]  real embedded engines on the CPU (default
+                        model: the tiny one, with --tokenizer set to Llama 3's to match it)
   --seed N              router seed: tie-breaks and the random policy (default ${D.seed}, as sim)
 admission (per-tenant limits and priority classes: the config file's tenants, see README)
   --max-queue-ms N      429 while every eligible replica has more than N ms of modelled
@@ -261,10 +264,22 @@ export async function run(argv: string[]): Promise<number> {
   if (checkPath !== undefined) return checkConfig(flags, checkPath);
   const config = readServeConfig(flags);
   const speedup = flags.positive('speedup');
+  const real = await readRuntimeFlags(flags);
+  if (real && config.backends.length > 0) {
+    throw new UsageError('--runtime llama.cpp is for the embedded fleet: give no --backend');
+  }
+  if (real && speedup !== undefined && speedup !== 1) {
+    throw new UsageError('--speedup: real engines run in real time (1 only)');
+  }
+  // Two real engines at most on a small machine, unless told.
+  if (real && !flags.has('replicas')) config.embeddedReplicas = 2;
+  // The gateway keys blocks with the tokenizer the tiny model was made from.
+  if (real?.gatewayTokenizer && !flags.has('tokenizer')) config.tokenizer = real.gatewayTokenizer;
   const logger = makeLogger({ level: config.logLevel });
   const gateway = await startGatewayWithFleet(config, {
     logger,
     ...(speedup !== undefined && { embeddedSpeedup: speedup }),
+    ...(real && { embeddedReal: real }),
   });
   const out = process.stdout;
   out.write(
@@ -275,7 +290,8 @@ export async function run(argv: string[]): Promise<number> {
       `sharing routing state over NATS ${config.nats.url} (cluster ${config.nats.cluster}${config.backends.length === 0 ? '; backends: the engines registered there' : ''})\n`,
     );
   }
-  out.write(`replicas${gateway.replicas[0]?.embedded ? ' (embedded simulated engines)' : ''}:\n`);
+  const kind = real ? 'embedded llama.cpp engines' : 'embedded simulated engines';
+  out.write(`replicas${gateway.replicas[0]?.embedded ? ` (${kind})` : ''}:\n`);
   for (const r of gateway.replicas) {
     out.write(
       `  ${r.name.padEnd(22)} ${r.url}  model=${r.model ?? '?'} events=${r.events ?? '-'} replay=${r.replay ?? '-'}\n`,

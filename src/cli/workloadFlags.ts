@@ -49,7 +49,7 @@ export interface WorkloadFlags {
 /** `ratePerS`: the command's rate when --rate is absent (default: the workload's own). */
 export function readWorkloadFlags(
   flags: Flags,
-  defaults: { ratePerS?: number } = {},
+  defaults: { ratePerS?: number; workload?: (typeof WORKLOAD_NAMES)[number] } = {},
 ): WorkloadFlags {
   const tracePath = flags.string('trace');
   if (tracePath !== undefined && flags.has('workload')) {
@@ -62,7 +62,7 @@ export function readWorkloadFlags(
     throw new UsageError('--rate applies to synthetic workloads; use --rate-scale with --trace');
   }
   const ratePerS = flags.positive('rate') ?? defaults.ratePerS;
-  const name = flags.oneOf('workload', WORKLOAD_NAMES) ?? 'seed';
+  const name = flags.oneOf('workload', WORKLOAD_NAMES) ?? defaults.workload ?? 'seed';
   for (const flag of ['adapters', 'zipf']) {
     if (flags.has(flag) && (tracePath !== undefined || name !== 'lora')) {
       throw new UsageError(`--${flag} applies to --workload lora`);

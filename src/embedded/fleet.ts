@@ -11,6 +11,7 @@ import {
   type EngineServerOptions,
   startEngineServer,
 } from '../engine/server/index.ts';
+import type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
 import type { BackendConfig, GatewayConfig } from '../gateway/config.ts';
 
 export interface EmbeddedFleetOptions {
@@ -78,13 +79,17 @@ export async function fleetFor(
     'backends' | 'embeddedReplicas' | 'blockSize' | 'tokenizer' | 'chatTemplate'
   >,
   speedup?: number,
+  real?: RealEngines,
 ): Promise<EmbeddedFleet | null> {
   if (config.backends.length > 0) return null;
   return startEmbeddedFleet({
     replicas: config.embeddedReplicas,
     blockSize: config.blockSize,
     host: '127.0.0.1',
-    engine: { tokenizer: config.tokenizer, chatTemplate: config.chatTemplate },
-    ...(speedup !== undefined && { speedup }),
+    // Real engines tokenize with their model file's tokenizer.
+    engine: real
+      ? { runtime: 'llama.cpp', llamaCpp: { gguf: real.gguf, threads: real.threads } }
+      : { tokenizer: config.tokenizer, chatTemplate: config.chatTemplate },
+    ...(speedup !== undefined && !real && { speedup }),
   });
 }

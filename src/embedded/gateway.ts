@@ -11,11 +11,14 @@ import {
   type ReplicaInfo,
   startGateway,
 } from '../gateway/gateway.ts';
+import type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
 import { fleetFor } from './fleet.ts';
 
 export interface ServeOptions extends GatewayOptions {
   /** Modeled speedup of the embedded fleet's engines (only when no backend is configured). */
   embeddedSpeedup?: number;
+  /** Real embedded engines (the llama.cpp runtime) instead of simulated ones. */
+  embeddedReal?: RealEngines;
 }
 
 export interface ServeHandle extends GatewayHandle {
@@ -28,7 +31,10 @@ export async function startGatewayWithFleet(
 ): Promise<ServeHandle> {
   // The engines tokenize as the gateway does (and share its loaded tokenizer). With NATS and no
   // backend, the gateway follows the engines registered there instead.
-  const fleet = config.nats === null ? await fleetFor(config, options.embeddedSpeedup) : null;
+  const fleet =
+    config.nats === null
+      ? await fleetFor(config, options.embeddedSpeedup, options.embeddedReal)
+      : null;
   let gateway: GatewayHandle;
   try {
     gateway = await startGateway(

@@ -9,6 +9,7 @@
  * on loopback arrive within a millisecond (`eventDelayMs` 0); both routers draw from seed 1
  * (the gateway's default), so `random` picks the same replicas for the same arrivals.
  */
+import type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
 import type { EngineOptions } from '../engine/options.ts';
 import type { LiveRun, SimulatedRun } from '../results/result.ts';
 import { DEFAULT_SLO } from '../results/slo.ts';
@@ -30,6 +31,8 @@ export interface CompareOptions {
   mode: 'process' | 'inprocess';
   /** Gateway scrape interval, wall ms (the gateway's default is 100). */
   scrapeMs?: number;
+  /** Real engines (the llama.cpp runtime) on the live side; the simulated side is unchanged. */
+  real?: RealEngines | null;
   signal?: AbortSignal;
   log?: (line: string) => void;
   /** Starts a task of the comparison (a simulation, a live run) whose progress is reported. */
@@ -87,6 +90,7 @@ export async function compareLiveSim(o: CompareOptions): Promise<CompareRow[]> {
       engine: o.engine,
       mode: o.mode,
       ...(o.scrapeMs !== undefined && { scrapeMs: o.scrapeMs }),
+      real: o.real ?? null,
     });
     let live: LiveRun;
     const liveTask = o.task?.(`${policy} live`);

