@@ -9,10 +9,16 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { SequenceMap } from '../src/engine/runtime/llamaCpp/sequences.ts';
 
-/** A prompt's block keys: `shared` blocks of its customer's prefix, then its own. */
+/**
+ * A prompt's block keys: `shared` blocks of its customer's prefix, then its own. Keys are chained
+ * as the pool's are: an own key names its whole prefix (customer, shared length, variant), so
+ * one key never stands after two different parents.
+ */
 function promptKeys(customer: number, variant: number, shared: number, blocks: number): number[] {
   return Array.from({ length: blocks }, (_, i) =>
-    i < shared ? customer * 10_000 + i : customer * 10_000 + (variant + 1) * 100 + i,
+    i < shared
+      ? customer * 100_000 + i
+      : customer * 100_000 + (shared + 1) * 1_000 + (variant + 1) * 100 + i,
   );
 }
 
