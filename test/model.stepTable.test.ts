@@ -139,8 +139,8 @@ describe('fit', () => {
     assert.ok(close(fit.requestOverheadMs, 3), String(fit.requestOverheadMs));
     assert.ok(close(fit.table.overheadMs, 1.5), String(fit.table.overheadMs));
     assert.ok(close(fit.table.msPerContextPair, 2e-5));
-    fit.table.prefillMs.forEach((v, i) => assert.ok(close(v, truth.prefillMs[i]!), `${v}`));
-    fit.table.decodeMs.forEach((v, i) => assert.ok(close(v, truth.decodeMs[i]!), `${v}`));
+    for (const [i, v] of fit.table.prefillMs.entries()) assert.ok(close(v, truth.prefillMs[i]!));
+    for (const [i, v] of fit.table.decodeMs.entries()) assert.ok(close(v, truth.decodeMs[i]!));
     assert.ok(fit.maxErrorPct < 1e-6);
   });
 
