@@ -31,6 +31,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandMod
     summary: 'fit the cost model to a server or a Vidur profile',
     load: () => import('./calibrate.ts'),
   },
+  model: {
+    summary: 'write a tiny llama.cpp model (GGUF) for tests and demos',
+    load: () => import('./model.ts'),
+  },
 };
 
 function usage(): string {

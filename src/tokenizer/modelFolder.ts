@@ -62,10 +62,20 @@ function folderOf(path: string): string {
   return dir;
 }
 
-function readFolder(dir: string): ModelFolder {
+/** A model folder's files as read, before any tokenizer is built (the GGUF writer reads these). */
+export interface ModelFolderFiles {
+  dir: string;
+  tokenizerJson: Record<string, unknown>;
+  config: Record<string, unknown>;
+  template: TemplateSource | null;
+  templateOrigin: string;
+}
+
+/** Reads a folder's files by vLLM's rules; `path` as `loadModelFolder` takes it. */
+export function readModelFolderFiles(path: string): ModelFolderFiles {
+  const dir = folderOf(path);
   const tokenizerJson = readJson(join(dir, 'tokenizer.json'), true)!;
   const config = readJson(join(dir, 'tokenizer_config.json'), false) ?? {};
-  const tokenizer = new HfTokenizer(tokenizerJson, config, basename(dir));
   const jinjaPath = join(dir, 'chat_template.jinja');
   const jinja = readText(jinjaPath);
   let template: TemplateSource | null = null;
@@ -75,16 +85,22 @@ function readFolder(dir: string): ModelFolder {
     template = config.chat_template as TemplateSource;
     templateOrigin = join(dir, 'tokenizer_config.json');
   }
+  return { dir, tokenizerJson, config, template, templateOrigin };
+}
+
+function readFolder(dir: string): ModelFolder {
+  const { tokenizerJson, config, template, templateOrigin } = readModelFolderFiles(dir);
+  const tokenizer = new HfTokenizer(tokenizerJson, config, basename(dir));
   const specialTokens: Record<string, string> = {};
   for (const name of SPECIAL_TOKEN_NAMES) {
-    const value = tokenText(config[name]);
+    const value = specialTokenText(config[name]);
     if (value !== null) specialTokens[name] = value;
   }
   return { dir, tokenizer, template, templateOrigin, specialTokens };
 }
 
 /** A special token as text: configs store a string or an AddedToken object. */
-function tokenText(value: unknown): string | null {
+export function specialTokenText(value: unknown): string | null {
   if (typeof value === 'string') return value;
   const content = (value as { content?: unknown } | null)?.content;
   return typeof content === 'string' ? content : null;
