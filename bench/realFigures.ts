@@ -54,8 +54,8 @@ export function warmColdFigure(samples: readonly WarmColdSample[]): WarmColdFigu
 }
 
 /**
- * The inter-token gaps of streams already decoding that end inside [fromMs, toMs] (the window
- * in which long prompts arrive and prefill): each gap is the step, or steps, a stream waited.
+ * The inter-token gaps of streams already decoding that overlap (fromMs, toMs), the window in
+ * which long prompts arrive and prefill: each gap is the step, or steps, a stream waited.
  */
 export function gapsInWindow(
   streams: readonly (readonly number[])[],
