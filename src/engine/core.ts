@@ -8,8 +8,10 @@
  */
 import { type BlockKey, computeBlockKeys } from '../kv/blockKey.ts';
 import { BlockPool } from '../kv/blockPool.ts';
-import { kvPoolTokens, mixedStepMs, type ReplicaSpec } from '../model/cost.ts';
+import { kvPoolTokens, type ReplicaSpec } from '../model/cost.ts';
 import { Scheduler } from '../scheduler/scheduler.ts';
+import type { StepPlan } from '../scheduler/types.ts';
+import { simStepMs } from './runtime/sim.ts';
 import { AdapterCache, loraLoadMs, type ResolvedLoraConfig, resolveLoraConfig } from './lora.ts';
 import {
   type EngineConfig,
@@ -37,6 +39,8 @@ export class EngineCore {
   /** Aborts since the last step: reported in the next step's `finished`. */
   #aborted: RequestFinished[] = [];
   readonly #lora: LoraState | null = null;
+  /** Adapter load time of the scheduled step (LoRA). */
+  #pendingLoadMs = 0;
 
   constructor(config: EngineConfig) {
     const { blockSize } = config;
@@ -126,10 +130,32 @@ export class EngineCore {
 
   /** Schedules and applies one step; the caller advances its clock by `durationMs`. */
   step(): StepResult {
+    const plan = this.schedule();
+    return this.complete(plan, this.modeledStepMs(plan));
+  }
+
+  /**
+   * The next step's plan, for a runtime to execute before `complete(plan, durationMs)` applies
+   * it (`step()` is the two with the cost model's duration). Nothing else may be scheduled in
+   * between; requests may be added and aborted.
+   */
+  schedule(): StepPlan {
     const plan = this.#scheduler.schedule();
     // Before complete(): a request that finishes in this step is gone after it.
-    const loadMs = this.#lora && plan.admitted.length > 0 ? this.#loadAdapters(plan.admitted) : 0;
+    this.#pendingLoadMs =
+      this.#lora && plan.admitted.length > 0 ? this.#loadAdapters(plan.admitted) : 0;
+    return plan;
+  }
+
+  /** The cost model's duration of a scheduled plan (the sim runtime's clock). */
+  modeledStepMs(plan: StepPlan): number {
+    return simStepMs(this.#spec, plan, this.#pendingLoadMs);
+  }
+
+  /** Applies the plan the last `schedule()` returned, once it ran for `durationMs`. */
+  complete(plan: StepPlan, durationMs: number): StepResult {
     const { emitted, finished } = this.#scheduler.complete(plan);
+    this.#pendingLoadMs = 0;
     let allFinished: RequestFinished[] = finished;
     if (this.#aborted.length > 0) {
       allFinished = this.#aborted.concat(finished);
@@ -137,7 +163,7 @@ export class EngineCore {
     }
     return {
       plan,
-      durationMs: mixedStepMs(this.#spec, plan) + loadMs,
+      durationMs,
       prefillTokens: plan.prefillTokens,
       decodeTokens: plan.decodeTokens,
       emitted,
@@ -145,6 +171,14 @@ export class EngineCore {
       preempted: plan.preempted,
       events: this.#pool.takeEvents(),
     };
+  }
+
+  /**
+   * Drops from the prefix cache the keys among `keys` that no running request holds (a
+   * runtime lost their physical copy): BlockRemoved in the next step's events.
+   */
+  uncache(keys: Iterable<BlockKey>): number {
+    return this.#pool.uncache(keys);
   }
 
   hasWork(): boolean {

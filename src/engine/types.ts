@@ -55,12 +55,27 @@ export interface EngineRequest {
    * avoid hashing twice.
    */
   blockKeys?: readonly number[];
+  /** How a runtime that computes logits draws this request's tokens (the sim runtime ignores it). */
+  sampling?: SamplingParams;
+}
+
+/** vLLM's sampling knobs as a real runtime applies them; null: off. */
+export interface SamplingParams {
+  /** Below 1e-5: greedy. */
+  temperature: number;
+  topK: number | null;
+  topP: number | null;
+  minP: number | null;
+  /** Seeds the draws (the request's seed, or one the server derives). */
+  seed: number;
 }
 
 export interface TokenEmitted {
   id: string;
   /** 0-based index of this output token. */
   index: number;
+  /** The sampled token, from a runtime that samples (absent from the sim runtime). */
+  tokenId?: number;
 }
 
 export interface RequestFinished {

@@ -216,6 +216,28 @@ export class BlockPool {
     if (runStart !== -1) this.#recordStored(keys, runStart, toBlock, tokenIds, scope);
   }
 
+  /**
+   * Forgets the cached keys among `keys` whose blocks are free (ref count 0): one BlockRemoved
+   * with those keys, and the blocks go to the front of the free list (they hold nothing now).
+   * Keys not cached or held by a running request are left alone. For a runtime whose physical KV
+   * lost blocks the pool still names. Returns how many keys were dropped.
+   */
+  uncache(keys: Iterable<BlockKey>): number {
+    let removed: BlockKey[] | null = null;
+    for (const key of keys) {
+      const block = this.#blockByKey.get(key);
+      if (block === -1 || this.#refs[block] !== 0) continue;
+      this.#blockByKey.delete(key);
+      this.#keys[block] = NO_KEY;
+      this.#free.remove(block);
+      this.#free.pushFront(block);
+      (removed ??= []).push(key);
+    }
+    if (removed === null) return 0;
+    this.#events.push({ type: 'BlockRemoved', blockKeys: removed });
+    return removed.length;
+  }
+
   /** Drops every cached key (AllBlocksCleared); refused (false) while any block is in use. */
   resetCache(): boolean {
     if (this.usedBlocks > 0) return false;

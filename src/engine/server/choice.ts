@@ -21,6 +21,11 @@ export interface StopRules {
   includeStopStrInOutput: boolean;
   minTokens: number;
   maxTokens: number;
+  /**
+   * End-of-generation ids of a real model (vLLM's EOS check, off with ignore_eos): the choice
+   * stops with stop_reason null and the token's text left out; not before min_tokens.
+   */
+  eosTokenIds?: readonly number[];
 }
 
 export interface Finish {
@@ -67,6 +72,7 @@ export class ChoiceText {
   readonly #sampler: TokenSource;
   readonly #rules: StopRules;
   readonly #stopIds: ReadonlySet<number>;
+  readonly #eosIds: ReadonlySet<number>;
   /** Characters a stop string can reach back before new text (longest stop string - 1). */
   readonly #reach: number;
   readonly #holdback: number;
@@ -84,6 +90,7 @@ export class ChoiceText {
     this.#sampler = sampler;
     this.#rules = rules;
     this.#stopIds = new Set(rules.stopTokenIds);
+    this.#eosIds = new Set(rules.eosTokenIds ?? []);
     this.#reach = rules.stop.length > 0 ? Math.max(...rules.stop.map((s) => s.length)) - 1 : 0;
     this.#holdback = rules.includeStopStrInOutput ? 0 : this.#reach;
   }
@@ -101,12 +108,14 @@ export class ChoiceText {
     const token = this.#sampler.next(banned);
     this.tokens++;
     const stopToken = this.#stopIds.has(token.tokenId) && this.tokens >= rules.minTokens;
-    const piece = stopToken && !rules.includeStopStrInOutput ? '' : token.text;
+    const eos = !stopToken && this.#eosIds.has(token.tokenId) && this.tokens >= rules.minTokens;
+    const piece = (stopToken && !rules.includeStopStrInOutput) || eos ? '' : token.text;
     this.#pieces.push(piece);
     this.#length += piece.length;
     this.#pending += piece;
     let finish: Finish | null = null;
     if (stopToken) finish = { reason: 'stop', stopReason: token.tokenId };
+    else if (eos) finish = { reason: 'stop', stopReason: null };
     else if (rules.stop.length > 0) {
       // Text of the first min_tokens tokens is never searched (vLLM's stop_check_offset).
       const window = this.#tail + piece;

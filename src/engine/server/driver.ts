@@ -31,10 +31,21 @@ export interface RequestSink {
    * `atMs` (the driver's clock), with `cachedTokens` of its prompt served from the prefix cache.
    */
   onScheduled?(atMs: number, cachedTokens: number): void;
-  onToken(index: number): void;
+  /** Output token `index` is out; `tokenId` is the sampled id when the runtime samples. */
+  onToken(index: number, tokenId?: number): void;
   onFinish(finished: RequestFinished): void;
   /** The engine failed (a bug in the core): the request will never finish. */
   onFail(err: Error): void;
+}
+
+/** What the request code needs from a driver (WallClockDriver, StepLoopDriver). */
+export interface EngineDriver {
+  readonly dead: EngineDeadError | null;
+  readonly steps: number;
+  counters(): EngineCounters;
+  submit(req: Omit<EngineRequest, 'arrivalMs'>, sink: RequestSink): void;
+  abort(id: string): void;
+  close(): void;
 }
 
 export class EngineDeadError extends Error {
@@ -58,7 +69,7 @@ const POLL_WINDOW_MS = 1.5;
 /** Steps run back to back at most this many times before yielding to I/O. */
 const MAX_STEPS_PER_TURN = 32;
 
-export class WallClockDriver {
+export class WallClockDriver implements EngineDriver {
   readonly #core: SteppableEngine;
   readonly #speedup: number;
   readonly #onStepEnd: DriverOptions['onStepEnd'];

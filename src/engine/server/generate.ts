@@ -18,7 +18,8 @@ import { sendError } from '../../openai/http.ts';
 import { SSE_DONE, sseData } from '../../openai/sse.ts';
 import type { Tokenizer } from '../../tokenizer/tokenizer.ts';
 import { type ChoiceStep, ChoiceText, type Finish } from './choice.ts';
-import type { RequestSink, WallClockDriver } from './driver.ts';
+import type { EngineDriver, RequestSink } from './driver.ts';
+import { EmittedTokens, type TextStream } from './emittedTokens.ts';
 import { toApiError } from './errors.ts';
 import { chatLogprobs, completionLogprobs, type TokenAt } from './logprobs.ts';
 import type { EngineMetrics, FinishReason, RequestTimes } from './metrics.ts';
@@ -27,7 +28,7 @@ import { type StreamLimits, StreamWriter } from './streamWriter.ts';
 import type { Generation, ServingLimits } from './validation.ts';
 
 export interface GenerationContext {
-  driver: WallClockDriver;
+  driver: EngineDriver;
   metrics: EngineMetrics;
   tokenizer: Tokenizer;
   servedModelName: string;
@@ -39,6 +40,11 @@ export interface GenerationContext {
   nextEngineId(): string;
   /** How much of a stream may wait for a client that does not read. */
   streamLimits: StreamLimits;
+  /**
+   * A runtime that samples real tokens: each choice's text from the sampled ids (no simulated
+   * model, no log-probabilities); its end-of-generation ids; absent: the simulated model.
+   */
+  output?: { text(): TextStream; eosTokenIds: readonly number[] };
 }
 
 interface Usage {
@@ -57,6 +63,7 @@ const SSE_HEADERS = {
 interface Choice {
   index: number;
   engineId: string;
+  source: TokenSampler | EmittedTokens;
   text: ChoiceText;
   /** Every generated token's position, when log-probabilities were asked for. */
   positions: TokenAt[] | null;
@@ -89,9 +96,11 @@ export function serveGeneration(
   const modelName = gen.loraName ?? ctx.servedModelName;
   const responseId = `${chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replaceAll('-', '')}`;
   const created = Math.floor(Date.now() / 1000);
-  const model = simulatedModel(ctx.tokenizer);
+  const output = ctx.output ?? null;
+  // The simulated model, unless a runtime samples real tokens (then no log-probabilities).
+  const model = output === null ? simulatedModel(ctx.tokenizer) : null;
   const sampling = gen.sampling;
-  const topN = sampling.logprobs === -1 ? model.size : sampling.logprobs;
+  const topN = model === null ? null : sampling.logprobs === -1 ? model.size : sampling.logprobs;
   const echo = echoText(ctx.tokenizer, gen);
   // An echoed prompt's log-probabilities (completions): vLLM's prompt_logprobs = logprobs.
   const echoPositions =
@@ -110,14 +119,16 @@ export function serveGeneration(
     includeStopStrInOutput: sampling.includeStopStrInOutput,
     minTokens: sampling.minTokens,
     maxTokens: gen.maxTokens,
+    eosTokenIds: output !== null && !sampling.ignoreEos ? output.eosTokenIds : [],
   };
   const choices: Choice[] = Array.from({ length: gen.n }, (_, index) => ({
     index,
     engineId: ctx.nextEngineId(),
-    text: new ChoiceText(
-      new TokenSampler(model, ctx.seed, promptTokens, gen.seed, index, knobs),
-      rules,
-    ),
+    source:
+      output === null
+        ? new TokenSampler(model!, ctx.seed, promptTokens, gen.seed, index, knobs)
+        : new EmittedTokens(output.text()),
+    text: null as unknown as ChoiceText,
     positions: topN === null ? null : [],
     times: { arrivalMs, scheduledMs: null, firstTokenMs: null, lastTokenMs: null },
     cachedTokens: 0,
@@ -125,6 +136,7 @@ export function serveGeneration(
     started: false,
     done: false,
   }));
+  for (const c of choices) c.text = new ChoiceText(c.source, rules);
   let open = gen.n;
   let ended = false;
   let rolesSent = false;
@@ -144,8 +156,8 @@ export function serveGeneration(
       return {
         tokenId,
         text,
-        logprob: model.logprobOf(prev, tokenId, ctx.seed),
-        offset: model.offsetAfter(prev, ctx.seed),
+        logprob: model!.logprobOf(prev, tokenId, ctx.seed),
+        offset: model!.offsetAfter(prev, ctx.seed),
       };
     });
   }
@@ -178,8 +190,8 @@ export function serveGeneration(
 
   function streamLogprobs(c: Choice, positions: (TokenAt | { text: string; logprob: null })[]) {
     if (topN === null) return null;
-    if (chat) return { content: chatLogprobs(model, positions as TokenAt[], topN) };
-    return completionLogprobs(model, positions, topN, c.streamedChars);
+    if (chat) return { content: chatLogprobs(model!, positions as TokenAt[], topN) };
+    return completionLogprobs(model!, positions, topN, c.streamedChars);
   }
 
   /** vLLM's first chat chunks: each choice's role, then the echoed last message. */
@@ -293,7 +305,7 @@ export function serveGeneration(
       return {
         index: c.index,
         message: { role: 'assistant', content: text, tool_calls: [] },
-        logprobs: topN === null ? null : { content: chatLogprobs(model, c.positions!, topN) },
+        logprobs: topN === null ? null : { content: chatLogprobs(model!, c.positions!, topN) },
         finish_reason: finish.reason,
         stop_reason: finish.stopReason,
       };
@@ -302,7 +314,7 @@ export function serveGeneration(
     return {
       index: c.index,
       text,
-      logprobs: topN === null ? null : completionLogprobs(model, positions, topN, 0),
+      logprobs: topN === null ? null : completionLogprobs(model!, positions, topN, 0),
       finish_reason: finish.reason,
       stop_reason: finish.stopReason,
     };
@@ -323,9 +335,10 @@ export function serveGeneration(
       c.times.scheduledMs ??= atMs;
       c.cachedTokens = cachedTokens;
     },
-    onToken(index) {
+    onToken(index, tokenId) {
       // Recomputation after a preemption can repeat an index: each token counts once.
       if (c.done || ended || index !== c.text.tokens) return;
+      if (c.source instanceof EmittedTokens) c.source.offer(tokenId!);
       const nowMs = performance.now();
       if (c.times.firstTokenMs === null) {
         ctx.metrics.observeTtft(toModeledS(nowMs - arrivalMs));
@@ -336,7 +349,7 @@ export function serveGeneration(
       c.positions?.push({
         tokenId: step.token.tokenId,
         text: step.token.text,
-        logprob: model.rankLogprobs[step.token.rank]!,
+        logprob: model!.rankLogprobs[step.token.rank]!,
         offset: step.token.offset,
       });
       if (gen.stream) writeStep(c, step);
@@ -369,6 +382,19 @@ export function serveGeneration(
           ...(gen.cacheSalt !== null && { cacheSalt: gen.cacheSalt }),
           ...(gen.loraName !== null && { loraName: gen.loraName }),
           ...(gen.priority !== null && { priority: gen.priority }),
+          ...(output !== null && {
+            sampling: {
+              temperature: knobs.temperature ?? 1,
+              topK: knobs.topK,
+              topP: knobs.topP,
+              minP: knobs.minP,
+              // vLLM: choice i of a seeded request draws with seed + i.
+              seed:
+                gen.seed === null
+                  ? (ctx.seed ^ Math.imul(seqOfId(c.engineId), 0x9e3779b1)) >>> 0
+                  : (gen.seed + c.index) >>> 0,
+            },
+          }),
         },
         sinkFor(c),
       );
@@ -386,4 +412,10 @@ export function serveGeneration(
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
   }
+}
+
+/** The number in a server's engine request id (`req-12` -> 12), to vary unseeded draws. */
+function seqOfId(engineId: string): number {
+  const n = Number.parseInt(engineId.slice(engineId.lastIndexOf('-') + 1), 10);
+  return Number.isFinite(n) ? n : 0;
 }

@@ -84,6 +84,9 @@ async function generate(
 ): Promise<void> {
   const req = readGenerationRequest(endpoint, raw, ctx.prompts.vocabSize);
   const gen = toGeneration(req, ctx.limits);
+  if (ctx.output && gen.sampling.logprobs !== null) {
+    throw badRequest('logprobs are not served by the llama.cpp runtime', 'logprobs');
+  }
   gen.loraName = resolveModel(ctx, req.model);
   const promptTokens = await promptTokensOf(ctx, asObject(raw), gen);
   checkContextLength(promptTokens.length, gen.maxTokens, ctx.maxModelLen);

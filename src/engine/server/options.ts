@@ -11,6 +11,7 @@ import { DEFAULT_MAX_LORAS } from '../lora.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
 import { type EngineConfig, EngineError } from '../types.ts';
 import type { LoraModule } from './adapters.ts';
+import type { LlamaCppServerOptions } from '../runtime/llamaCpp/serve.ts';
 import type { SteppableEngine } from './driver.ts';
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from './streamWriter.ts';
 import { DEFAULT_MAX_LOGPROBS } from './validation.ts';
@@ -80,9 +81,19 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
    * from --allow-runtime-lora-updating).
    */
   allowRuntimeLoraUpdating?: boolean;
+  /**
+   * `sim` (the default): the cost model's clock and the simulated model's text. `llama.cpp`:
+   * real forward passes on the CPU, with `llamaCpp` saying which model.
+   */
+  runtime?: RuntimeName;
+  llamaCpp?: LlamaCppServerOptions;
   /** Builds the core (default: EngineCore); a seam for tests. */
   makeCore?: (config: EngineConfig) => SteppableEngine;
 }
+
+/** The engine's runtimes: what executes a step's plan. */
+export const RUNTIME_NAMES = ['sim', 'llama.cpp'] as const;
+export type RuntimeName = (typeof RUNTIME_NAMES)[number];
 
 /** The server's own defaults (the engine's are ENGINE_DEFAULTS). */
 export const SERVER_DEFAULTS = {

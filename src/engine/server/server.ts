@@ -19,7 +19,17 @@ import { BUILTIN_TOKENIZER, loadPromptTokenizer } from '../../tokenizer/promptTo
 import { EngineCore } from '../core.ts';
 import { AdapterRegistry, loadLoraAdapter, unloadLoraAdapter } from './adapters.ts';
 import type { EngineCounters } from '../types.ts';
-import { WallClockDriver } from './driver.ts';
+import { type SteppableEngine, WallClockDriver } from './driver.ts';
+import { StepLoopDriver } from './stepLoop.ts';
+import { LlamaCppEngine } from '../runtime/llamaCpp/engine.ts';
+import type { PlacementCounts } from '../runtime/llamaCpp/runtime.ts';
+import {
+  LLAMA_CPP_DEFAULT_MAX_SEQS,
+  type LlamaCppServerOptions,
+  openLlamaCpp,
+} from '../runtime/llamaCpp/serve.ts';
+import type { PromptTokenizer } from '../../tokenizer/promptTokenizer.ts';
+import { EngineError, type StepResult } from '../types.ts';
 import { toApiError } from './errors.ts';
 import * as handlers from './handlers.ts';
 import { EngineMetrics } from './metrics.ts';
@@ -39,6 +49,8 @@ export interface EngineServerHandle {
   servedModelName: string;
   /** The core's counters now (what /metrics reports). */
   counters(): EngineCounters;
+  /** The llama.cpp runtime: how admissions found their cached prefix. */
+  placements?(): PlacementCounts;
   /** Stops accepting, aborts what is in flight, closes sockets. Idempotent. */
   close(): Promise<void>;
 }
@@ -60,19 +72,52 @@ type Route =
 export async function startEngineServer(
   options: EngineServerOptions = {},
 ): Promise<EngineServerHandle> {
-  const o = resolveEngineOptions(options);
-  // One per process and folder: engines started in one process share it.
-  const prompts = loadPromptTokenizer({
-    tokenizer: options.tokenizer ?? BUILTIN_TOKENIZER,
-    chatTemplate: options.chatTemplate ?? null,
-  });
-  const core = options.makeCore ? options.makeCore(o.engineConfig) : new EngineCore(o.engineConfig);
+  const real =
+    options.runtime === 'llama.cpp'
+      ? await openLlamaCpp(requireLlamaCppOptions(options), {
+          tokenizer: options.tokenizer,
+          chatTemplate: options.chatTemplate,
+          enableLora: options.enableLora,
+          speedup: options.speedup,
+        })
+      : null;
+  let o: ReturnType<typeof resolveEngineOptions>;
+  let core: SteppableEngine | LlamaCppEngine;
+  let prompts: PromptTokenizer;
+  try {
+    o = resolveEngineOptions(
+      real === null
+        ? options
+        : {
+            ...options,
+            maxModelLen: options.maxModelLen ?? real.defaultMaxModelLen,
+            servedModelName: options.servedModelName ?? real.defaultName,
+            maxSeqs: options.maxSeqs ?? LLAMA_CPP_DEFAULT_MAX_SEQS,
+          },
+    );
+    // One per process and folder: engines started in one process share it.
+    prompts =
+      real?.prompts ??
+      loadPromptTokenizer({
+        tokenizer: options.tokenizer ?? BUILTIN_TOKENIZER,
+        chatTemplate: options.chatTemplate ?? null,
+      });
+    core = real
+      ? await real.makeEngine(o.engineConfig, o.maxModelLen)
+      : options.makeCore
+        ? options.makeCore(o.engineConfig)
+        : new EngineCore(o.engineConfig);
+  } catch (err) {
+    await real?.dispose();
+    throw err;
+  }
+  const llama = core instanceof LlamaCppEngine ? core : null;
   const spec = o.engineConfig.spec;
   const adapters = new AdapterRegistry(
     o.engineConfig.lora
       ? {
-          loadAdapter: (name) => core.loadAdapter?.(name),
-          unloadAdapter: (name) => core.unloadAdapter?.(name) ?? false,
+          loadAdapter: (name) => (core as SteppableEngine).loadAdapter?.(name),
+          unloadAdapter: (name) => (core as SteppableEngine).unloadAdapter?.(name) ?? false,
         }
       : null,
   );
@@ -106,14 +151,15 @@ export async function startEngineServer(
         loraIdOf: (name: string) => adapters.idOf(name),
       })
     : null;
-  const driver = new WallClockDriver(core, {
-    speedup: o.speedup,
-    onStepEnd: (result, lagMs) => {
-      metrics.observeStepLag(lagMs / 1000);
-      metrics.observeIteration(result.prefillTokens + result.decodeTokens);
-      publisher?.publish(result.events);
-    },
-  });
+  const onStepEnd = (result: StepResult, lagMs: number) => {
+    metrics.observeStepLag(lagMs / 1000);
+    metrics.observeIteration(result.prefillTokens + result.decodeTokens);
+    publisher?.publish(result.events);
+  };
+  const driver =
+    llama !== null
+      ? new StepLoopDriver(llama, { onStepEnd })
+      : new WallClockDriver(core as SteppableEngine, { speedup: o.speedup, onStepEnd });
   let engineIds = 0;
   const tokenizer = prompts.text;
   const ctx: handlers.HandlerContext = {
@@ -137,10 +183,11 @@ export async function startEngineServer(
     nextEngineId: () => `req-${++engineIds}`,
     adapters,
     streamLimits: o.streamLimits,
+    ...(real && { output: real.output }),
   };
   // Build the output vocabulary now (the tokenizer's first encodes are slow), not on the
   // first request, whose time to first token would pay for it.
-  simulatedModel(tokenizer);
+  if (real === null) simulatedModel(tokenizer);
   let closing = false;
 
   const routes: Record<string, Route> = {
@@ -199,14 +246,25 @@ export async function startEngineServer(
     replayEndpoint: publisher?.replayEndpoint ?? null,
     servedModelName: o.servedModelName,
     counters: () => core.counters(),
+    ...(llama && { placements: () => llama.placements() }),
     close() {
       closed ??= (async () => {
         closing = true;
         driver.close();
+        if (driver instanceof StepLoopDriver) await driver.idle();
         await closeServer(server);
         await publisher?.close();
+        await llama?.dispose();
+        await real?.dispose();
       })();
       return closed;
     },
   };
+}
+
+function requireLlamaCppOptions(options: EngineServerOptions): LlamaCppServerOptions {
+  if (!options.llamaCpp?.gguf) {
+    throw new EngineError('ERR_CONFIG', '--runtime llama.cpp needs --gguf FILE');
+  }
+  return options.llamaCpp;
 }
