@@ -1,26 +1,28 @@
 /**
  * Real engine benchmarks: llama.cpp (`kvroute engine --runtime llama.cpp`, the tiny model,
- * `--threads 1`, at most two engines at once) behind kvroute's gateway, as processes.
+ * `--threads 1`, at most two engines at once) behind kvroute's gateway, every server a process.
  * `npm run bench:real [-- --json] [-- --quick] [-- --runtime sim]` prints one JSON object:
  *
  * - warmTtftMs.p50 / coldTtftMs.p50: conversations through the gateway over two engines
  *   (delay-cost): a cold prompt of fresh token ids, then a first turn, then its second turn
- *   (the first turn's prompt plus new tokens), which should be served from the owner's cache;
- *   the cold prompt has the second turn's length. Target: warm <= 0.5 x cold.
- * - stall: one engine, two streams decoding while ~4k-token prompts arrive one after another,
- *   at a small and a large --budget: p99 of the running streams' inter-token gaps in that
- *   window (runningTpotP99Ms). The scheduler seed's claim: the small budget bounds the stall.
- * - routing: a seed-like trace scaled to the tiny model (a few customers with 1,024-token shared
- *   prefixes, Zipf popularity, short answers; kv-blocks too few for every prefix on both
- *   engines) through the gateway over two engines, delay-cost and random, each on fresh engines.
- *   Target: delay-cost's TTFT p99 below random's.
- * - fidelity: `kvroute calibrate --url --step-table` against one engine, then the same trace at
- *   half the rate straight to that engine (`kvroute bench`'s client), and `kvroute sim --trace
- *   --profile` of the same trace, fleet (1), budget and pool. Target: TTFT p50 and p99 within
- *   15 %. `withRequestOverhead` adds the profile's per-request overhead to the simulated TTFTs.
+ *   (the first turn's prompt plus 64 new tokens), which the gateway sends to the engine holding
+ *   the first turn's KV; the cold prompt has the second turn's length. Target: warm <= 0.5 x cold.
+ * - routing: a seed-like trace scaled to the tiny model (6 customers with 1,024-token shared
+ *   prefixes, 1 / rank popularity, prompts of 1,025 to 1,536 tokens, 1 to 4 output tokens,
+ *   1 req/s; 320 KV blocks per engine, too few for every prefix on both) through the gateway over
+ *   two engines: delay-cost on the engines that served warm/cold (their cache holds none of the
+ *   trace's prefixes), random on fresh ones. Target: delay-cost's TTFT p99 below random's.
+ * - stall: one engine, two streams decoding while ~4k-token prompts arrive one after another, at
+ *   --budget 256 and 4096: p99 of the running streams' inter-token gaps in that window
+ *   (runningTpotP99Ms). The scheduler seed's claim: the small budget bounds the stall.
+ * - fidelity: on the budget-256 engine, `kvroute calibrate --url --step-table`, then the routing
+ *   trace's arrivals at half the rate sent straight to that engine (the load generator), and
+ *   `kvroute sim --trace --profile` of the same trace, fleet (1), budget, sequences and pool.
+ *   Target: TTFT p50 and p99 within 15 %. `withRequestOverhead` adds the profile's per-request
+ *   overhead (HTTP, the first token's logits) to the simulated TTFTs.
  *
- * `--runtime sim` runs the same stacks on simulated engines (a check of the plumbing: its
- * figures are the cost model's, not a real engine's). Every child is stopped at the end.
+ * `--runtime sim` runs the same stacks on simulated engines: a check of the plumbing, whose
+ * figures are the cost model's, not a real engine's. Every child is stopped at the end.
  */
 import type { ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
@@ -61,33 +63,40 @@ const BIN = fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
 const execFileAsync = promisify(execFile);
 
 const BLOCK_SIZE = 16;
-/** The engines' shape: a sequence per running request, a small pool. */
-const ENGINE = { budget: 512, maxSeqs: 4, kvBlocks: 512 };
+/** The routing engines: a few sequences, a pool too small for every customer's prefix. */
+const ENGINE = { budget: 512, maxSeqs: 4, kvBlocks: 320 };
+/** The stall's small budget; the fidelity engine runs at it too (prompts of 1 to 6 chunks). */
+const SMALL_ENGINE = { budget: 256, maxSeqs: 4, kvBlocks: 1024 };
+const LARGE_BUDGET = 4096;
 const SIZES = QUICK
-  ? { conversations: 3, longPrompts: 1, routingRequests: 30, fidelityRequests: 30, calibrateS: 40 }
-  : { conversations: 7, longPrompts: 3, routingRequests: 80, fidelityRequests: 60, calibrateS: 90 };
-const STALL_BUDGETS = [256, 4096];
+  ? { conversations: 3, longPrompts: 1, routingRequests: 24, fidelityRequests: 20, calibrateS: 45 }
+  : { conversations: 5, longPrompts: 2, routingRequests: 60, fidelityRequests: 40, calibrateS: 90 };
 const LONG_PROMPT_TOKENS = 3900;
-const TURN_TOKENS = 1536;
+const TURN_TOKENS = 1024;
 const FOLLOW_UP_TOKENS = 64;
 /** The routing trace: a few customers with shared prefixes, as the seed has 200 of them. */
 const TRACE = {
   seed: 27,
-  ratePerS: 1.5,
+  ratePerS: 1,
   roots: 6,
   sharedBlocks: 2,
   maxUniqueBlocks: 1,
-  outputTokens: 8,
+  outputTokens: 2,
 };
+/** The fidelity run: the same trace at half the rate, on one engine. */
+const FIDELITY_RATE_SCALE = 0.5;
 /** The sim's view of a live gateway (src/loadgen/compare.ts): reports every scrape, events at once. */
 const SIM_VIEW = ['--stale-ms', '1', '--report-ms', '100', '--event-delay-ms', '0'];
 /** Catalog names for the profile and the sim; a step table's times do not depend on them. */
 const CATALOG = ['--tp', '1', '--gpu', 'h200'];
 
-const log = (line: string) => {
-  if (!JSON_OUT) process.stderr.write(`${line}\n`);
-  else process.stderr.write(`bench:real: ${line}\n`);
-};
+const log = (line: string) => process.stderr.write(`${JSON_OUT ? 'bench:real: ' : ''}${line}\n`);
+
+interface EngineShape {
+  budget: number;
+  maxSeqs: number;
+  kvBlocks: number;
+}
 
 interface Engine {
   url: string;
@@ -97,6 +106,8 @@ interface Engine {
 }
 
 let model = '';
+/** Every child started, stopped at the end whatever happens. */
+const children = new Set<ChildProcess>();
 
 function runtimeArgs(): string[] {
   return RUNTIME === 'llama.cpp'
@@ -104,7 +115,7 @@ function runtimeArgs(): string[] {
     : ['--model', 'llama-3.1-8b', ...CATALOG];
 }
 
-async function startEngine(o: { budget: number; maxSeqs: number; kvBlocks: number; seed: number }) {
+async function startEngine(o: EngineShape & { seed: number }): Promise<Engine> {
   const child = spawnKvroute([
     'engine',
     '--port',
@@ -125,15 +136,13 @@ async function startEngine(o: { budget: number; maxSeqs: number; kvBlocks: numbe
     '--seed',
     String(o.seed),
   ]);
+  children.add(child);
   const line = await readyLine(child, /^kvroute engine ready (.*)$/);
   const field = (name: string) => new RegExp(`${name}=(\\S+)`).exec(line)?.[1] ?? '-';
-  return { url: field('url'), events: field('events'), replay: field('replay'), child } as Engine;
+  return { url: field('url'), events: field('events'), replay: field('replay'), child };
 }
 
-async function startGateway(
-  engines: Engine[],
-  policy: string,
-): Promise<{ url: string; child: ChildProcess }> {
+async function startGateway(engines: Engine[], policy: string): Promise<string> {
   const child = spawnKvroute([
     'serve',
     '--port',
@@ -152,32 +161,21 @@ async function startGateway(
       ].join(','),
     ]),
   ]);
+  children.add(child);
   const line = await readyLine(child, /^kvroute serve listening on (\S+)/);
-  return { url: /listening on (\S+)/.exec(line)![1]!, child };
+  return /listening on (\S+)/.exec(line)![1]!;
 }
 
-/** Starts `count` engines and a gateway, runs `body`, stops them all. */
-async function withStack<T>(
-  count: number,
-  policy: string,
-  engine: { budget: number; maxSeqs: number; kvBlocks: number },
-  body: (url: string, engines: Engine[]) => Promise<T>,
-): Promise<T> {
-  const children: ChildProcess[] = [];
-  try {
-    const engines: Engine[] = [];
-    // One at a time: two model loads at once only slow each other.
-    for (let i = 0; i < count; i++) {
-      const e = await startEngine({ ...engine, seed: i });
-      children.push(e.child);
-      engines.push(e);
-    }
-    const gateway = policy === 'none' ? null : await startGateway(engines, policy);
-    if (gateway) children.push(gateway.child);
-    return await body(gateway?.url ?? engines[0]!.url, engines);
-  } finally {
-    await Promise.all(children.map(stopChild));
-  }
+async function stopAll(): Promise<void> {
+  const all = [...children];
+  children.clear();
+  await Promise.all(all.map(stopChild));
+}
+
+/** Two engines (started side by side) and a gateway in front of them. */
+async function startPair(policy: string): Promise<string> {
+  const engines = await Promise.all([0, 1].map((seed) => startEngine({ ...ENGINE, seed })));
+  return startGateway(engines, policy);
 }
 
 const rng = Rng.derive(27, 'bench-real');
@@ -206,69 +204,56 @@ async function send(url: string, prompt: number[], maxTokens: number, signal?: A
 
 const ttftOf = (o: { sentAt: number; tokenTimes: number[] }) => o.tokenTimes[0]! - o.sentAt;
 
-async function warmCold(): Promise<ReturnType<typeof warmColdFigure>> {
+async function warmCold(url: string) {
   log(`warm/cold: ${SIZES.conversations} conversations through the gateway over 2 engines`);
-  return withStack(2, 'delay-cost', ENGINE, async (url) => {
-    await send(url, freshIds(64), 2); // warm-up
-    const samples: WarmColdSample[] = [];
-    for (let i = 0; i < SIZES.conversations; i++) {
-      const cold = await send(url, freshIds(TURN_TOKENS + FOLLOW_UP_TOKENS), 1);
-      const first = freshIds(TURN_TOKENS);
-      await send(url, first, 4);
-      // The KV events of the first turn reach the gateway's index within milliseconds.
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      const second = await send(url, [...first, ...freshIds(FOLLOW_UP_TOKENS)], 1);
-      samples.push({
-        warmTtftMs: ttftOf(second),
-        coldTtftMs: ttftOf(cold),
-        warmCachedTokens: second.cachedTokens,
-        promptTokens: TURN_TOKENS + FOLLOW_UP_TOKENS,
-      });
-      log(
-        `  conversation ${i + 1}: warm ${ttftOf(second).toFixed(0)} ms (cached ${second.cachedTokens}), cold ${ttftOf(cold).toFixed(0)} ms`,
-      );
-    }
-    return warmColdFigure(samples);
-  });
-}
-
-async function stallAt(budget: number): Promise<StallRun> {
-  const engine = { budget, maxSeqs: 4, kvBlocks: 1024 };
-  return withStack(1, 'none', engine, async (url) => {
-    await send(url, freshIds(64), 2);
-    const stop = new AbortController();
-    const streams = [0, 1].map(() => send(url, freshIds(64), 3000, stop.signal));
-    // Until both stream: their prompts are short, a few steps.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    const from = performance.now();
-    const longTtftMs: number[] = [];
-    let to = from;
-    for (let i = 0; i < SIZES.longPrompts; i++) {
-      const long = await send(url, freshIds(LONG_PROMPT_TOKENS), 1);
-      longTtftMs.push(ttftOf(long));
-      to = long.tokenTimes[0]!;
-    }
-    stop.abort();
-    const outcomes = await Promise.all(streams);
-    const gapsMs = gapsInWindow(
-      outcomes.map((o) => o.tokenTimes),
-      from,
-      to,
-    );
+  await send(url, freshIds(64), 2); // warm-up
+  const samples: WarmColdSample[] = [];
+  for (let i = 0; i < SIZES.conversations; i++) {
+    const cold = await send(url, freshIds(TURN_TOKENS + FOLLOW_UP_TOKENS), 1);
+    const first = freshIds(TURN_TOKENS);
+    await send(url, first, 2);
+    // The first turn's KV events reach the gateway's index within milliseconds.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const second = await send(url, [...first, ...freshIds(FOLLOW_UP_TOKENS)], 1);
+    samples.push({
+      warmTtftMs: ttftOf(second),
+      coldTtftMs: ttftOf(cold),
+      warmCachedTokens: second.cachedTokens,
+      promptTokens: TURN_TOKENS + FOLLOW_UP_TOKENS,
+    });
     log(
-      `  budget ${budget}: ${gapsMs.length} gaps, long prompt TTFT ${longTtftMs.map((x) => x.toFixed(0)).join(', ')} ms`,
+      `  conversation ${i + 1}: warm ${ttftOf(second).toFixed(0)} ms (cached ${second.cachedTokens}), cold ${ttftOf(cold).toFixed(0)} ms`,
     );
-    return { budget, gapsMs, longTtftMs, longPromptTokens: LONG_PROMPT_TOKENS };
-  });
+  }
+  return warmColdFigure(samples);
 }
 
-async function stall() {
-  log(
-    `stall: 2 streams decoding while ${SIZES.longPrompts} x ${LONG_PROMPT_TOKENS}-token prompts arrive, budgets ${STALL_BUDGETS.join(', ')}`,
+/** Two streams decoding on one engine while long prompts arrive one after another. */
+async function stallOn(url: string, budget: number): Promise<StallRun> {
+  await send(url, freshIds(64), 2);
+  const stop = new AbortController();
+  const streams = [0, 1].map(() => send(url, freshIds(64), 3000, stop.signal));
+  // Until both stream: their prompts are a step each.
+  await new Promise((resolve) => setTimeout(resolve, 2000));
+  const from = performance.now();
+  const longTtftMs: number[] = [];
+  let to = from;
+  for (let i = 0; i < SIZES.longPrompts; i++) {
+    const long = await send(url, freshIds(LONG_PROMPT_TOKENS), 1);
+    longTtftMs.push(ttftOf(long));
+    to = long.tokenTimes[0]!;
+  }
+  stop.abort();
+  const outcomes = await Promise.all(streams);
+  const gapsMs = gapsInWindow(
+    outcomes.map((o) => o.tokenTimes),
+    from,
+    to,
   );
-  const runs: StallRun[] = [];
-  for (const b of STALL_BUDGETS) runs.push(await stallAt(b));
-  return stallFigure(runs);
+  log(
+    `  budget ${budget}: ${gapsMs.length} gaps, long prompts' TTFT ${longTtftMs.map((x) => x.toFixed(0)).join(', ')} ms`,
+  );
+  return { budget, gapsMs, longTtftMs, longPromptTokens: LONG_PROMPT_TOKENS };
 }
 
 function writeTrace(dir: string, requests: number): string {
@@ -281,7 +266,7 @@ async function liveRun(
   url: string,
   trace: string,
   rateScale: number,
-  policy: string,
+  label: string,
   replicas: number,
 ) {
   const result = await runBench({
@@ -294,81 +279,56 @@ async function liveRun(
     concurrency: Number.POSITIVE_INFINITY,
     model: null,
     apiKey: null,
-    label: policy,
+    label,
     replicas,
   });
   log(
-    `  ${policy}: TTFT p50 ${result.ttftMs.p50.toFixed(0)} p99 ${result.ttftMs.p99.toFixed(0)} ms, hit rate ${result.hitRate?.toFixed(3)}, ${result.completed} done, ${result.errors} errors, ${result.wallS.toFixed(0)} s`,
+    `  ${label}: TTFT p50 ${result.ttftMs.p50.toFixed(0)} p99 ${result.ttftMs.p99.toFixed(0)} ms, hit rate ${result.hitRate?.toFixed(3)}, ${result.completed} done, ${result.errors} errors, ${result.wallS.toFixed(0)} s`,
   );
   return result;
 }
 
-async function routing(dir: string) {
-  const trace = writeTrace(dir, SIZES.routingRequests);
-  log(
-    `routing: ${SIZES.routingRequests} requests (${TRACE.roots} customers) through the gateway over 2 engines`,
-  );
-  const figures = [];
-  for (const policy of ['delay-cost', 'random']) {
-    const r = await withStack(2, policy, ENGINE, (url) => liveRun(url, trace, 1, policy, 2));
-    figures.push(runFigures(r));
-  }
-  return routingFigure(figures[0]!, figures[1]!);
-}
-
 async function kvroute(args: string[]): Promise<string> {
-  const { stdout } = await execFileAsync(process.execPath, [BIN, ...args], { maxBuffer: 64 << 20 });
+  const { stdout } = await execFileAsync(process.execPath, [BIN, ...args], {
+    maxBuffer: 64 << 20,
+  });
   return stdout;
 }
 
-async function fidelity(dir: string) {
-  const trace = writeTrace(dir, SIZES.fidelityRequests);
-  const rateScale = 0.5;
-  const profile = join(dir, 'profile.yaml');
-  const engine = { ...ENGINE, kvBlocks: 1024 };
-  log(
-    `fidelity: calibrate (${SIZES.calibrateS} s), then ${SIZES.fidelityRequests} requests live and simulated on 1 engine`,
-  );
-  const live = await withStack(1, 'none', engine, async (url) => {
-    const calibrateArgs = [
-      'calibrate',
-      '--url',
-      url,
-      '--step-table',
-      '--budget',
-      String(engine.budget),
-      '--catalog-model',
-      'llama-3.1-8b',
-      ...CATALOG,
-      '--weights-dtype',
-      'bf16',
-      '--budget-s',
-      String(SIZES.calibrateS),
-      '--max-prompt-tokens',
-      '2048',
-      '--max-batch',
-      String(engine.maxSeqs),
-      '--repeats',
-      '3',
-      '--out',
-      profile,
-      '--quiet',
-    ];
-    log(`  kvroute ${calibrateArgs.join(' ').replace(url, 'URL')}`);
-    log(
-      (await kvroute(calibrateArgs))
-        .split('\n')
-        .map((l) => `    ${l}`)
-        .join('\n'),
-    );
-    return liveRun(url, trace, rateScale, 'live', 1);
-  });
-  const simArgs = [
+function calibrateArgs(url: string, profile: string): string[] {
+  return [
+    'calibrate',
+    '--url',
+    url,
+    '--step-table',
+    '--budget',
+    String(SMALL_ENGINE.budget),
+    '--catalog-model',
+    'llama-3.1-8b',
+    ...CATALOG,
+    '--weights-dtype',
+    'bf16',
+    '--budget-s',
+    String(SIZES.calibrateS),
+    '--max-prompt-tokens',
+    '1024',
+    '--max-batch',
+    String(SMALL_ENGINE.maxSeqs),
+    '--repeats',
+    '3',
+    '--out',
+    profile,
+    '--quiet',
+  ];
+}
+
+function simArgs(trace: string, profile: string): string[] {
+  return [
     'sim',
     '--trace',
     trace,
     '--rate-scale',
-    String(rateScale),
+    String(FIDELITY_RATE_SCALE),
     '--replicas',
     '1',
     '--policy',
@@ -377,11 +337,11 @@ async function fidelity(dir: string) {
     'llama-3.1-8b',
     ...CATALOG,
     '--budget',
-    String(engine.budget),
+    String(SMALL_ENGINE.budget),
     '--max-seqs',
-    String(engine.maxSeqs),
+    String(SMALL_ENGINE.maxSeqs),
     '--kv-blocks',
-    String(engine.kvBlocks),
+    String(SMALL_ENGINE.kvBlocks),
     '--block-size',
     String(BLOCK_SIZE),
     '--warmup',
@@ -391,14 +351,6 @@ async function fidelity(dir: string) {
     ...SIM_VIEW,
     '--json',
   ];
-  log(`  kvroute ${simArgs.join(' ')}`);
-  const sim = JSON.parse(await kvroute(simArgs)).results[0];
-  const requestOverheadMs = readProfile(profile).curves[0]!.table?.requestOverheadMs ?? 0;
-  return fidelityFigure(
-    { ttftP50Ms: live.ttftMs.p50, ttftP99Ms: live.ttftMs.p99 },
-    { ttftP50Ms: sim.ttftMs.p50, ttftP99Ms: sim.ttftMs.p99 },
-    requestOverheadMs,
-  );
 }
 
 process.once('SIGINT', () => {
@@ -412,10 +364,50 @@ try {
     model = await tinyModelPath();
     log(`model: ${model}`);
   }
-  const warm = await warmCold();
-  const stallFig = await stall();
-  const routingFig = await routing(dir);
-  const fidelityFig = await fidelity(dir);
+  const routingTrace = writeTrace(dir, SIZES.routingRequests);
+  const routingRuns = [];
+
+  // Two engines and a delay-cost gateway: warm/cold, then the routing trace (fresh prefixes).
+  let url = await startPair('delay-cost');
+  const warm = await warmCold(url);
+  log(`routing: ${SIZES.routingRequests} requests (${TRACE.roots} customers) over 2 engines`);
+  routingRuns.push(runFigures(await liveRun(url, routingTrace, 1, 'delay-cost', 2)));
+  await stopAll();
+  // Fresh engines for random.
+  url = await startPair('random');
+  routingRuns.push(runFigures(await liveRun(url, routingTrace, 1, 'random', 2)));
+  await stopAll();
+
+  // One engine at the small budget: the stall, then calibrate and the fidelity run on it.
+  log(
+    `stall: 2 streams decoding while ${SIZES.longPrompts} x ${LONG_PROMPT_TOKENS}-token prompts arrive`,
+  );
+  const small = await startEngine({ ...SMALL_ENGINE, seed: 0 });
+  const stallRuns = [await stallOn(small.url, SMALL_ENGINE.budget)];
+  const profile = join(dir, 'profile.yaml');
+  const fidelityTrace = writeTrace(dir, SIZES.fidelityRequests);
+  log(
+    `fidelity: calibrate (${SIZES.calibrateS} s), then ${SIZES.fidelityRequests} requests live and simulated on 1 engine`,
+  );
+  const cArgs = calibrateArgs(small.url, profile);
+  log(`  kvroute ${cArgs.join(' ').replace(small.url, 'URL')}`);
+  const summary = await kvroute(cArgs);
+  log(
+    summary
+      .split('\n')
+      .map((l) => `    ${l}`)
+      .join('\n'),
+  );
+  const live = await liveRun(small.url, fidelityTrace, FIDELITY_RATE_SCALE, 'live', 1);
+  await stopAll();
+  const large = await startEngine({ ...SMALL_ENGINE, budget: LARGE_BUDGET, seed: 0 });
+  stallRuns.push(await stallOn(large.url, LARGE_BUDGET));
+  await stopAll();
+
+  const sArgs = simArgs(fidelityTrace, profile);
+  log(`  kvroute ${sArgs.join(' ')}`);
+  const sim = JSON.parse(await kvroute(sArgs)).results[0];
+  const requestOverheadMs = readProfile(profile).curves[0]!.table?.requestOverheadMs ?? 0;
   const out = {
     runtime: RUNTIME,
     quick: QUICK,
@@ -428,13 +420,22 @@ try {
       warmCachedTokensP50: warm.warmCachedTokensP50,
       promptTokens: warm.promptTokens,
     },
-    stall: stallFig,
-    routing: routingFig,
-    fidelity: fidelityFig,
+    stall: stallFigure(stallRuns),
+    routing: routingFigure(routingRuns[0]!, routingRuns[1]!),
+    fidelity: {
+      ...fidelityFigure(
+        { ttftP50Ms: live.ttftMs.p50, ttftP99Ms: live.ttftMs.p99 },
+        { ttftP50Ms: sim.ttftMs.p50, ttftP99Ms: sim.ttftMs.p99 },
+        requestOverheadMs,
+      ),
+      engine: { ...SMALL_ENGINE, blockSize: BLOCK_SIZE },
+      requests: SIZES.fidelityRequests,
+    },
     wallS: Math.round((performance.now() - startedAt) / 1000),
   };
   process.stdout.write(JSON_OUT ? `${JSON.stringify(out)}\n` : `${JSON.stringify(out, null, 2)}\n`);
 } finally {
+  await stopAll();
   await killAll();
   rmSync(dir, { recursive: true, force: true });
 }

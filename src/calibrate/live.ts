@@ -197,7 +197,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
         probe.kind === 'prefill'
           ? await measurePrefill(client, probe.promptTokens, o)
           : probe.kind === 'mixed'
-            ? await measureMixed(client, probe, o)
+            ? await measureMixed(client, probe, o, contextLimit)
             : await measureDecode(client, probe, o.speedup);
       if (typeof result === 'string') {
         skipped.push(`${label}: ${result}`);
@@ -318,11 +318,13 @@ async function measureMixed(
   client: Client,
   probe: Extract<Probe, { kind: 'mixed' }>,
   o: LiveOptions,
+  contextLimit: number,
 ): Promise<Observation | string> {
   const stop = new AbortController();
   let streamDone = false;
+  const streamTokens = Math.min(MIXED_STREAM_TOKENS, contextLimit - probe.contextTokens);
   const stream = client
-    .send(client.freshPrompt(probe.contextTokens), MIXED_STREAM_TOKENS, stop.signal)
+    .send(client.freshPrompt(probe.contextTokens), streamTokens, stop.signal)
     .finally(() => {
       streamDone = true;
     });

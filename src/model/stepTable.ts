@@ -165,15 +165,19 @@ export function fitStepTable(
   // Dropped first when the system is rank deficient: the step overhead, the request overhead,
   // the pair rate.
   const dropOrder = [1, 0, 2];
-  let x: number[];
-  for (;;) {
-    const free = names.map((_, j) => j).filter((j) => !held.has(j));
+  const system = (heldNow: Set<number>) => {
+    const free = names.map((_, j) => j).filter((j) => !heldNow.has(j));
     const colScale = free.map((j) => Math.hypot(...rows.map((r) => r[j]!)) || 1);
     const a = rows.map((r, i) => free.map((j, k) => r[j]! / colScale[k]! / scales[i]!));
-    const b = good.map((o, i) => o.measuredMs / scales[i]!);
     const m = new Matrix(a);
     const sv = new SingularValueDecomposition(m, { autoTranspose: true }).diagonal;
     const deficient = sv.length < free.length || sv[sv.length - 1]! < sv[0]! * 1e-9;
+    return { free, colScale, m, deficient };
+  };
+  let x: number[];
+  for (;;) {
+    const { free, colScale, m, deficient } = system(held);
+    const b = good.map((o, i) => o.measuredMs / scales[i]!);
     const droppable = dropOrder.filter((j) => !held.has(j));
     if (deficient) {
       if (droppable.length === 0) {
@@ -181,7 +185,10 @@ export function fitStepTable(
           'the measurements do not determine the table: measure more prompt lengths and batch sizes',
         );
       }
-      held.add(droppable[0]!);
+      // The first unknown whose hold makes the rest determined (prompts of one chunk only
+      // cannot tell the request overhead from the step overhead); else the first in order.
+      const enough = droppable.find((j) => !system(new Set([...held, j])).deficient);
+      held.add(enough ?? droppable[0]!);
       continue;
     }
     const solved = solve(m, Matrix.columnVector(b), true).to1DArray();
