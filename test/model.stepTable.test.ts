@@ -18,6 +18,7 @@ import {
   knotWeights,
   makeReplicaSpec,
   mixedStepMs,
+  nonDecreasing,
   PROFILE_FORMAT,
   ProfileError,
   prefillUsPerToken,
@@ -153,7 +154,7 @@ describe('fit', () => {
     assert.ok(fit.maxErrorPct < 1e-6, String(fit.maxErrorPct));
   });
 
-  test('property: any positive table with a mixed step is recovered and reproduces its points', () => {
+  test('property: any rising table with a mixed step is recovered and reproduces its points', () => {
     const positive = fc.double({ min: 0.1, max: 100, noNaN: true });
     fc.assert(
       fc.property(
@@ -163,10 +164,13 @@ describe('fit', () => {
         fc.double({ min: 0, max: 10, noNaN: true }),
         fc.double({ min: 0, max: 10, noNaN: true }),
         (p, d, pair, overhead, request) => {
+          // Knots rise with the step's size (what the fit keeps): increments summed.
+          const rising = (xs: number[]) =>
+            xs.map((_, i) => xs.slice(0, i + 1).reduce((a, b) => a + b, 0));
           const table = {
             ...truth,
-            prefillMs: p,
-            decodeMs: d,
+            prefillMs: rising(p),
+            decodeMs: rising(d),
             msPerContextPair: pair,
             overheadMs: overhead,
           };
@@ -187,6 +191,18 @@ describe('fit', () => {
     const obs = observationsOf(truth, 3).map((o) => ({ ...o, measuredMs: o.measuredMs * noise() }));
     const fit = fitStepTable(obs);
     assert.ok(fit.maxErrorPct < 5, String(fit.maxErrorPct));
+  });
+
+  test('knots come out non-decreasing: a slower small step is pooled with the next', () => {
+    assert.deepEqual(nonDecreasing([1, 3, 2, 4]), [1, 2.5, 2.5, 4]);
+    assert.deepEqual(nonDecreasing([5, 1, 1]), [7 / 3, 7 / 3, 7 / 3]);
+    assert.deepEqual(nonDecreasing([1, 2, 3]), [1, 2, 3]);
+    // A 64-token prompt timed slower than the 128-token one (a busy moment).
+    const obs = observationsOf(truth, 3).map((o) =>
+      o.label === 'prompt 64' ? { ...o, measuredMs: o.measuredMs * 3 } : o,
+    );
+    const { prefillMs } = fitStepTable(obs).table;
+    for (let i = 1; i < prefillMs.length; i++) assert.ok(prefillMs[i]! >= prefillMs[i - 1]!);
   });
 
   test('too few points is an error', () => {

@@ -12,7 +12,7 @@
  * inside the chunk is in P); a decode at context c reads c + 1. The table is fitted by
  * `fitStepTable` to the same observations the roofline curve is (src/calibrate/live.ts): every
  * point is linear in the knot values, the overheads and the pair rate, so it is one weighted
- * least-squares solve. Pure: no I/O.
+ * least-squares solve; the knots are then made non-decreasing. Pure: no I/O.
  */
 import { Matrix, SingularValueDecomposition, solve } from 'ml-matrix';
 
@@ -202,9 +202,9 @@ export function fitStepTable(
   }
   const table: StepTable = {
     prefillTokens: prefillKnots,
-    prefillMs: prefillKnots.map((_, i) => x[3 + i]!),
+    prefillMs: nonDecreasing(prefillKnots.map((_, i) => x[3 + i]!)),
     decodeSeqs: decodeKnots,
-    decodeMs: decodeKnots.map((_, i) => x[3 + prefillKnots.length + i]!),
+    decodeMs: nonDecreasing(decodeKnots.map((_, i) => x[3 + prefillKnots.length + i]!)),
     msPerContextPair: x[2]!,
     overheadMs: x[1]!,
   };
@@ -222,6 +222,26 @@ export function fitStepTable(
     maxErrorPct: Math.max(...errorsPct.map(Math.abs)),
     rmsErrorPct: Math.sqrt(errorsPct.reduce((s, e) => s + e * e, 0) / errorsPct.length),
   };
+}
+
+/**
+ * The closest non-decreasing sequence in least squares (pool adjacent violators): a larger step
+ * never costs less. Noise (a busy machine) can make a measured knot cost more than the next.
+ */
+export function nonDecreasing(values: readonly number[]): number[] {
+  const blocks: { sum: number; n: number }[] = [];
+  for (const v of values) {
+    blocks.push({ sum: v, n: 1 });
+    while (blocks.length > 1) {
+      const last = blocks[blocks.length - 1]!;
+      const prev = blocks[blocks.length - 2]!;
+      if (prev.sum / prev.n <= last.sum / last.n) break;
+      prev.sum += last.sum;
+      prev.n += last.n;
+      blocks.pop();
+    }
+  }
+  return blocks.flatMap((b) => new Array<number>(b.n).fill(b.sum / b.n));
 }
 
 function distinct(xs: number[]): number[] {
