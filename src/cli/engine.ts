@@ -6,7 +6,15 @@
  */
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { type LoraModule, runtimeLoraUpdatingFromEnv } from '../engine/server/adapters.ts';
-import { type EngineServerOptions, SERVER_DEFAULTS } from '../engine/server/options.ts';
+import {
+  type EngineServerOptions,
+  RUNTIME_NAMES,
+  SERVER_DEFAULTS,
+} from '../engine/server/options.ts';
+import {
+  LLAMA_CPP_DEFAULT_MAX_SEQS,
+  LLAMA_CPP_DEFAULT_THREADS,
+} from '../engine/runtime/llamaCpp/serve.ts';
 import { startEngineServer } from '../engine/server/server.ts';
 import { DEFAULT_STREAM_LIMITS } from '../engine/server/streamWriter.ts';
 import { DEFAULT_MAX_LOGPROBS } from '../engine/server/validation.ts';
@@ -25,7 +33,7 @@ export const FLAGS = flagSpec({
     'kv-events kv-replay kv-events-format kv-events-topic kv-replay-form kv-replay-buffer ' +
     'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser ' +
     'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms ' +
-    'nats advertise cluster',
+    'nats advertise cluster runtime gguf threads',
   multiple: 'served-model-alias lora-modules',
   boolean:
     'enable-prefix-caching no-enable-prefix-caching enable-auto-tool-choice ' +
@@ -50,6 +58,14 @@ stand for --tp, --max-seqs, --budget, --kv-blocks; --served-model-name takes sev
 --kv-events-config takes vLLM's JSON; vLLM flags that change nothing here are accepted with one
 warning line.
 
+runtime
+  --runtime R           ${RUNTIME_NAMES.join(' | ')} (default sim: the cost model's clock and simulated
+                        text; llama.cpp: real forward passes on the CPU through node-llama-cpp)
+  --gguf FILE           the model llama.cpp runs (needs --runtime llama.cpp); its tokenizer and
+                        chat template serve the prompts and /tokenize (kvroute model tiny writes one)
+  --threads N           CPU threads per forward pass (llama.cpp; default ${LLAMA_CPP_DEFAULT_THREADS})
+                        With llama.cpp, --max-seqs defaults to ${LLAMA_CPP_DEFAULT_MAX_SEQS} and as many idle
+                        sequences keep KV as a prefix cache; --max-model-len defaults to the model's.
 server
   --host H              interface (default ${SERVER_DEFAULTS.host})
   --port N              port; 0 picks a free one (default ${DEFAULT_PORT})
@@ -214,6 +230,7 @@ export async function run(argv: string[]): Promise<number> {
   if ((options.loraModules?.length ?? 0) > 0 && !options.enableLora) {
     throw new UsageError('--lora-modules needs --enable-lora');
   }
+  readRuntimeFlags(flags, options);
   const discovery = readDiscoveryFlags(flags);
   const server = await startEngineServer(options);
   let registration: Registration | null = null;
@@ -247,6 +264,23 @@ export async function run(argv: string[]): Promise<number> {
     await registration?.close();
     await server.close();
   });
+}
+
+/** --runtime, --gguf and --threads into the server options (checked against each other). */
+function readRuntimeFlags(flags: Flags, options: EngineServerOptions): void {
+  const runtime = flags.oneOf('runtime', RUNTIME_NAMES) ?? 'sim';
+  const gguf = flags.string('gguf');
+  const threads = flags.positive('threads', true);
+  if (runtime === 'sim') {
+    if (gguf !== undefined) throw new UsageError('--gguf needs --runtime llama.cpp');
+    if (threads !== undefined) throw new UsageError('--threads needs --runtime llama.cpp');
+    return;
+  }
+  if (gguf === undefined) throw new UsageError('--runtime llama.cpp needs --gguf FILE');
+  options.runtime = runtime;
+  options.llamaCpp = { gguf, ...(threads !== undefined && { threads }) };
+  // The engine flags filled in the sim's default; the llama.cpp runtime has its own.
+  if (!flags.has('max-seqs')) delete options.maxSeqs;
 }
 
 function readDiscoveryFlags(

@@ -8,6 +8,7 @@
 import { existsSync, statSync } from 'node:fs';
 import type { Llama, LlamaModel } from 'node-llama-cpp';
 import { EngineError } from '../../types.ts';
+import { ggufHeaderProblem } from './ggufCheck.ts';
 
 let llama: Promise<Llama> | null = null;
 /** llama.cpp's last error-level log line (one process-wide log). */
@@ -56,6 +57,8 @@ export async function loadGgufModel(path: string, flag = '--gguf'): Promise<Llam
   if (!existsSync(path) || !statSync(path).isFile()) {
     throw new EngineError('ERR_CONFIG', `${flag} ${path}: no such file`);
   }
+  const problem = ggufHeaderProblem(path);
+  if (problem !== null) throw new EngineError('ERR_CONFIG', `${flag} ${path}: ${problem}`);
   const lib = await loadLlamaCpp();
   lastLogError = '';
   try {
