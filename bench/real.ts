@@ -9,7 +9,7 @@
  *   the first turn's KV; the cold prompt has the second turn's length. Target: warm <= 0.5 x cold.
  * - routing: a seed-like trace scaled to the tiny model (6 customers with 1,024-token shared
  *   prefixes, 1 / rank popularity, prompts of 1,025 to 1,536 tokens, 1 to 4 output tokens,
- *   1 req/s; 320 KV blocks per engine, too few for every prefix on both) through the gateway over
+ *   0.5 req/s; 320 KV blocks per engine, too few for every prefix on both) through the gateway over
  *   two engines: delay-cost on the engines that served warm/cold (their cache holds none of the
  *   trace's prefixes), random on fresh ones. Target: delay-cost's TTFT p99 below random's.
  * - stall: one engine, two streams decoding while ~4k-token prompts arrive one after another, at
@@ -69,15 +69,21 @@ const ENGINE = { budget: 512, maxSeqs: 4, kvBlocks: 320 };
 const SMALL_ENGINE = { budget: 256, maxSeqs: 4, kvBlocks: 1024 };
 const LARGE_BUDGET = 4096;
 const SIZES = QUICK
-  ? { conversations: 3, longPrompts: 1, routingRequests: 24, fidelityRequests: 20, calibrateS: 45 }
-  : { conversations: 5, longPrompts: 2, routingRequests: 60, fidelityRequests: 40, calibrateS: 90 };
+  ? { conversations: 3, longPrompts: 1, routingRequests: 20, fidelityRequests: 16, calibrateS: 60 }
+  : {
+      conversations: 5,
+      longPrompts: 2,
+      routingRequests: 40,
+      fidelityRequests: 24,
+      calibrateS: 120,
+    };
 const LONG_PROMPT_TOKENS = 3900;
 const TURN_TOKENS = 1024;
 const FOLLOW_UP_TOKENS = 64;
 /** The routing trace: a few customers with shared prefixes, as the seed has 200 of them. */
 const TRACE = {
   seed: 27,
-  ratePerS: 1,
+  ratePerS: 0.5,
   roots: 6,
   sharedBlocks: 2,
   maxUniqueBlocks: 1,
@@ -181,7 +187,13 @@ async function startPair(policy: string): Promise<string> {
 const rng = Rng.derive(27, 'bench-real');
 const freshIds = (n: number): number[] => Array.from({ length: n }, () => rng.range(1000, 29_999));
 
-async function send(url: string, prompt: number[], maxTokens: number, signal?: AbortSignal) {
+async function send(
+  url: string,
+  prompt: number[],
+  maxTokens: number,
+  signal?: AbortSignal,
+  onToken?: (tokens: number) => void,
+) {
   const { dispatcher, close } = openClient();
   try {
     const out = await streamCompletion({
@@ -192,6 +204,7 @@ async function send(url: string, prompt: number[], maxTokens: number, signal?: A
       apiKey: null,
       dispatcher,
       ...(signal && { signal }),
+      ...(onToken && { onToken }),
     });
     if (out.error !== null && out.error !== 'cancelled') {
       throw new Error(`${url}: ${out.error} ${out.detail ?? ''}`);
@@ -232,9 +245,19 @@ async function warmCold(url: string) {
 async function stallOn(url: string, budget: number): Promise<StallRun> {
   await send(url, freshIds(64), 2);
   const stop = new AbortController();
-  const streams = [0, 1].map(() => send(url, freshIds(64), 3000, stop.signal));
-  // Until both stream: their prompts are a step each.
-  await new Promise((resolve) => setTimeout(resolve, 2000));
+  // The long prompts go once both streams have a few tokens: they are decoding.
+  let decoding = 0;
+  let bothDecode: () => void = () => undefined;
+  const ready = new Promise<void>((resolve) => {
+    bothDecode = resolve;
+  });
+  const streams = [0, 1].map(() =>
+    send(url, freshIds(64), 3000, stop.signal, (tokens) => {
+      if (tokens === 3 && ++decoding === 2) bothDecode();
+    }),
+  );
+  // A stream that ends or fails first ends the wait too (no hang; Promise.all below reports it).
+  await Promise.race([ready, ...streams]);
   const from = performance.now();
   const longTtftMs: number[] = [];
   let to = from;
@@ -428,6 +451,7 @@ try {
         { ttftP50Ms: sim.ttftMs.p50, ttftP99Ms: sim.ttftMs.p99 },
         requestOverheadMs,
       ),
+      hitRate: { live: live.hitRate, sim: sim.hitRate },
       engine: { ...SMALL_ENGINE, blockSize: BLOCK_SIZE },
       requests: SIZES.fidelityRequests,
     },
