@@ -209,6 +209,10 @@ async function send(
     if (out.error !== null && out.error !== 'cancelled') {
       throw new Error(`${url}: ${out.error} ${out.detail ?? ''}`);
     }
+    // A one-token answer whose token has no text yet (a partial UTF-8 character): it ended with it.
+    if (out.tokenTimes.length === 0 && maxTokens === 1 && (out.completionTokens ?? 0) > 0) {
+      out.tokenTimes.push(out.endAt);
+    }
     return out;
   } finally {
     await close();

@@ -263,6 +263,11 @@ class Client {
         `${this.#o.url}: ${outcome.error}${outcome.detail ? ` (${outcome.detail.slice(0, 200)})` : ''}`,
       );
     }
+    // A real model's token can decode to no text yet (part of a UTF-8 character, a special
+    // token): a one-token completion then ends with the token, so its end is the token's time.
+    if (outcome.tokenTimes.length === 0 && maxTokens === 1 && (outcome.completionTokens ?? 0) > 0) {
+      outcome.tokenTimes.push(outcome.endAt);
+    }
     if (outcome.tokenTimes.length === 0) {
       throw new LiveError(`${this.#o.url}: a completion came back without tokens`);
     }
