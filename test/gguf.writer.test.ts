@@ -94,7 +94,7 @@ describe('half precision', () => {
   });
 
   test('the array form equals the scalar form', () => {
-    const src = new Float32Array([0.1, -0.02, 3.14159, 1e-7, -65504]);
+    const src = new Float32Array([0.1, -0.02, 2.5e3, 1e-7, -65504]);
     const dst = new Uint16Array(src.length);
     toF16(src, dst);
     assert.deepEqual(
@@ -212,6 +212,52 @@ describe('writeTinyModel', () => {
     );
   });
 
+  test('any valid shape: every tensor aligned, in order, inside the file (property)', async () => {
+    const shapes = fc
+      .record({
+        layers: fc.integer({ min: 1, max: 3 }),
+        kvHeads: fc.integer({ min: 1, max: 3 }),
+        group: fc.integer({ min: 1, max: 3 }),
+        headDim: fc.integer({ min: 1, max: 12 }).map((n) => 2 * n),
+        ffn: fc.integer({ min: 1, max: 100 }),
+        seed: fc.integer({ min: 0, max: 2 ** 32 - 1 }),
+      })
+      .map(({ kvHeads, group, headDim, ...rest }) => ({
+        ...rest,
+        kvHeads,
+        heads: kvHeads * group,
+        dim: kvHeads * group * headDim,
+      }));
+    await fc.assert(
+      fc.asyncProperty(shapes, async (shape) => {
+        const out = join(dir, 'prop.gguf');
+        const { bytes } = await writeTinyModel({
+          ...shape,
+          contextTokens: 64,
+          out,
+          tokenizer: tinyFolder,
+        });
+        assert.equal(statSync(out).size, bytes);
+        const info = await readGgufFileInfo(out, { logWarnings: false });
+        assert.equal(info.tensorInfo!.length, 2 + 9 * shape.layers);
+        let end = info.infoEndOffset!;
+        for (const t of info.tensorInfo!) {
+          assert.equal(Number(t.offset) % 32, 0);
+          assert.ok(Number(t.fileOffset) >= end, `${t.name} after the one before`);
+          const size =
+            t.dimensions.map(Number).reduce((x, y) => x * y, 1) *
+            (t.ggmlType === UpstreamGgmlType.F16 ? 2 : 4);
+          end = Number(t.fileOffset) + size;
+        }
+        assert.ok(
+          end <= bytes && bytes - end < 32,
+          'the data ends the file, padded to the alignment',
+        );
+      }),
+      { seed: 27, numRuns: 15 },
+    );
+  });
+
   test('tensors: names, shapes (ne0 first), types, aligned offsets; no output.weight', async () => {
     const { path, bytes } = await writeTinyModel({
       ...SMALL,
@@ -319,6 +365,41 @@ describe('writeTinyModel', () => {
     }
   });
 
+  test('added tokens: special or special-looking are control, others user-defined; holes are unused', async () => {
+    const folder = writeTinyTokenizerFolder(join(dir, 'tok-added'), { bosStep: false });
+    const json = JSON.parse(readFileSync(join(folder, 'tokenizer.json'), 'utf8'));
+    const next = Math.max(...json.added_tokens.map((t: { id: number }) => t.id)) + 1;
+    const plain = {
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+      special: false,
+    };
+    json.added_tokens.push(
+      { ...plain, id: next, content: '<|fim_prefix|>' },
+      { ...plain, id: next + 1, content: '<tool_call>' },
+      { ...plain, id: next + 3, content: '<unused7>' },
+    );
+    writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(json));
+    const { path } = await writeTinyModel({
+      ...SMALL,
+      out: join(dir, 'added.gguf'),
+      tokenizer: folder,
+    });
+    const t = (await readGgufFileInfo(path, { logWarnings: false })).metadata.tokenizer.ggml;
+    assert.equal(t.tokens.length, next + 4);
+    assert.deepEqual(
+      [0, 1, 2, 3].map((i) => [t.tokens[next + i], t.token_type[next + i]]),
+      [
+        ['<|fim_prefix|>', 3],
+        ['<tool_call>', 4],
+        [`[PAD${next + 2}]`, 5],
+        ['<unused7>', 3],
+      ],
+    );
+  });
+
   test('a shape llama.cpp cannot run, and a tokenizer it cannot name, are refused before any file', async () => {
     assert.equal(shapeProblem(DEFAULT_SHAPE), null);
     assert.match(
@@ -353,6 +434,16 @@ describe('writeTinyModel', () => {
         /^--tokenizer .*wordpiece: its pre-tokenizer has no llama.cpp name/,
       );
       return true;
+    });
+    json.pre_tokenizer = JSON.parse(
+      readFileSync(join(tinyFolder, 'tokenizer.json'), 'utf8'),
+    ).pre_tokenizer;
+    json.model.ignore_merges = false;
+    writeFileSync(join(wordPiece, 'tokenizer.json'), JSON.stringify(json));
+    await assert.rejects(writeTinyModel({ ...SMALL, out, tokenizer: wordPiece }), {
+      code: 'ERR_MODEL_TOKENIZER',
+      message:
+        /model.ignore_merges is false, but llama.cpp's llama-bpe pre-tokenizer looks whole words up first/,
     });
     assert.deepEqual(
       readdirSync(dir).filter((f) => f.startsWith('.refused') || f === 'refused.gguf'),

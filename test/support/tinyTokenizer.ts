@@ -1,7 +1,7 @@
 /**
  * A small byte-level BPE model folder, written for tests that need a tokenizer fast: GPT-2's 256
  * byte characters, the merges that spell a few English words, three Llama-3-style special tokens,
- * Llama 3's pre-tokenizer (so llama.cpp knows it as `llama-bpe`), a BOS step when asked and a
+ * Llama 3's pre-tokenizer (llama.cpp's `llama-bpe`) or GPT-2's (`gpt-2`), a BOS step when asked and a
  * one-line chat template.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -16,7 +16,10 @@ const LLAMA3_SPLIT =
   "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /** Writes the folder into `dir` (created) and returns it. */
-export function writeTinyTokenizerFolder(dir: string, opts: { bosStep: boolean }): string {
+export function writeTinyTokenizerFolder(
+  dir: string,
+  opts: { bosStep: boolean; pre?: 'llama3' | 'gpt2' },
+): string {
   const vocab: Record<string, number> = {};
   BYTE_CHARS.forEach((c, id) => {
     vocab[c] = id;
@@ -56,13 +59,21 @@ export function writeTinyTokenizerFolder(dir: string, opts: { bosStep: boolean }
     padding: null,
     added_tokens: added,
     normalizer: null,
-    pre_tokenizer: {
-      type: 'Sequence',
-      pretokenizers: [
-        { type: 'Split', pattern: { Regex: LLAMA3_SPLIT }, behavior: 'Isolated', invert: false },
-        byteLevel,
-      ],
-    },
+    pre_tokenizer:
+      opts.pre === 'gpt2'
+        ? { ...byteLevel, use_regex: true }
+        : {
+            type: 'Sequence',
+            pretokenizers: [
+              {
+                type: 'Split',
+                pattern: { Regex: LLAMA3_SPLIT },
+                behavior: 'Isolated',
+                invert: false,
+              },
+              byteLevel,
+            ],
+          },
     post_processor: opts.bosStep
       ? {
           type: 'TemplateProcessing',
@@ -89,7 +100,7 @@ export function writeTinyTokenizerFolder(dir: string, opts: { bosStep: boolean }
       end_of_word_suffix: null,
       fuse_unk: false,
       byte_fallback: false,
-      ignore_merges: true,
+      ignore_merges: opts.pre !== 'gpt2', // as Llama 3's file and GPT-2's
       vocab,
       merges,
     },
