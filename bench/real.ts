@@ -255,8 +255,12 @@ async function stallOn(url: string, budget: number): Promise<StallRun> {
   const ready = new Promise<void>((resolve) => {
     bothDecode = resolve;
   });
-  const streams = [0, 1].map(() =>
+  const counts = [0, 0];
+  let onCount: () => void = () => undefined;
+  const streams = [0, 1].map((i) =>
     send(url, freshIds(64), 3000, stop.signal, (tokens) => {
+      counts[i] = tokens;
+      onCount();
       if (tokens === 3 && ++decoding === 2) bothDecode();
     }),
   );
@@ -270,6 +274,18 @@ async function stallOn(url: string, budget: number): Promise<StallRun> {
     longTtftMs.push(ttftOf(long));
     to = long.tokenTimes[0]!;
   }
+  // The streams' tokens of the step that ended the last prompt's prefill close the stall's
+  // gap: wait for one more token from each (at most 10 s) before stopping them.
+  const seen = [...counts];
+  await Promise.race([
+    new Promise<void>((resolve) => {
+      onCount = () => {
+        if (counts.every((c, i) => c > seen[i]!)) resolve();
+      };
+    }),
+    new Promise((resolve) => setTimeout(resolve, 10_000)),
+    ...streams,
+  ]);
   stop.abort();
   const outcomes = await Promise.all(streams);
   const gapsMs = gapsInWindow(
