@@ -63,6 +63,7 @@ function exactObservations(truth: ReturnType<typeof makeReplicaSpec>): LiveMeasu
         measuredMs,
       };
     }
+    if (p.kind !== 'decode') throw new Error(`planProbes planned a ${p.kind} probe`);
     const kvTokensRead = Math.round((p.contextTokens + p.outputTokens / 2) * p.batch);
     const steps = [{ prefillTokens: 0, decodeTokens: p.batch, kvTokensRead }];
     return {

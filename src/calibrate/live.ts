@@ -19,6 +19,10 @@
  *   slope of each stream's token times against token index in that window (least squares, so a
  *   stall at either end, or tokens that arrive together in one read, move it little), the
  *   median over the streams; the streams' mean context in the window gives the KV it reads.
+ * - Mixed (with `stepTable`): one stream decodes while prompts of one chunk (a length the
+ *   prefill probes time alone) arrive one at a time; each runs as one step with the decode, and the stream's gap that ends
+ *   with the prompt's first token is that step's time (the fastest of several). It separates
+ *   the per-step overhead from the prefill and decode costs, which only a step table needs.
  * - Times are wall times x `speedup` (the modeled time of `kvroute engine --speedup X`).
  * - Probes run cheapest first, prefill and decode alternating, until `budgetS` runs out; one
  *   still running then is cancelled and left out.
@@ -28,7 +32,13 @@ import { discoverModelCard, openClient } from '../loadgen/run.ts';
 import { type StreamOutcome, streamCompletion } from '../loadgen/sse.ts';
 import type { StepWork } from '../model/cost.ts';
 import { fitCurve, type Observation } from '../model/fit.ts';
-import { type CostProfile, PROFILE_FORMAT, type ReplicaSpec } from '../model/index.ts';
+import {
+  type CostProfile,
+  fitStepTable,
+  PROFILE_FORMAT,
+  type ProfileCurve,
+  type ReplicaSpec,
+} from '../model/index.ts';
 import { Rng } from '../util/rng.ts';
 
 export interface LiveOptions {
@@ -54,6 +64,8 @@ export interface LiveOptions {
   /** Requests per prefill length (default 5). */
   repeats?: number;
   seed?: number;
+  /** Also run the mixed probes a step table needs (fitStepTable). */
+  stepTable?: boolean;
   /** Called before each probe and after it, with the fraction done. */
   onProgress?: (event: ProgressEvent) => void;
   signal?: AbortSignal;
@@ -69,7 +81,8 @@ export interface ProgressEvent {
 
 export type Probe =
   | { kind: 'prefill'; promptTokens: number }
-  | { kind: 'decode'; batch: number; contextTokens: number; outputTokens: number };
+  | { kind: 'decode'; batch: number; contextTokens: number; outputTokens: number }
+  | { kind: 'mixed'; chunkTokens: number; contextTokens: number };
 
 export interface LiveMeasurements {
   model: string | null;
@@ -118,7 +131,7 @@ export function planProbes(
     }
   }
   const cost = (p: Probe) =>
-    p.kind === 'prefill' ? p.promptTokens : p.batch * (p.contextTokens + p.outputTokens);
+    p.kind === 'decode' ? p.batch * (p.contextTokens + p.outputTokens) : 0;
   decode.sort((a, b) => cost(a) - cost(b));
   const out: Probe[] = [];
   for (let i = 0; i < Math.max(prefill.length, decode.length); i++) {
@@ -131,7 +144,20 @@ export function planProbes(
 export const probeLabel = (p: Probe): string =>
   p.kind === 'prefill'
     ? `prefill ${p.promptTokens} tokens`
-    : `decode batch ${p.batch} x ${p.contextTokens} tokens`;
+    : p.kind === 'mixed'
+      ? `mixed ${p.chunkTokens}-token chunk + 1 decode at ${p.contextTokens} tokens`
+      : `decode batch ${p.batch} x ${p.contextTokens} tokens`;
+
+/**
+ * The mixed probes a step table needs: one decode with a prompt chunk of a length the prefill
+ * probes also time alone (the largest 64 x 2^k under the budget), at two contexts.
+ */
+export function mixedProbes(budgetTokens: number, maxPromptTokens: number): Probe[] {
+  let chunkTokens = MIN_PREFILL_TOKENS;
+  while (chunkTokens * 2 <= Math.min(budgetTokens - 1, maxPromptTokens)) chunkTokens *= 2;
+  const contexts = [...new Set([64, Math.min(1024, maxPromptTokens)])];
+  return contexts.map((contextTokens) => ({ kind: 'mixed', chunkTokens, contextTokens }));
+}
 
 export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
   const { dispatcher, abort, close } = openClient(o.signal);
@@ -149,9 +175,13 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
     const client = new Client(o, model, dispatcher, abort.signal);
     // Warm the connection and both sides' code paths before anything counts.
     for (const tokens of WARMUP_PROMPTS) await client.send(client.freshPrompt(tokens), 2);
-    const probes = planProbes(o.budgetTokens, maxPrompt, o.maxBatch ?? 64, o.maxKvTokens).filter(
-      (p) => p.kind === 'prefill' || p.contextTokens + p.outputTokens <= contextLimit,
+    const planned = planProbes(o.budgetTokens, maxPrompt, o.maxBatch ?? 64, o.maxKvTokens).filter(
+      (p) => p.kind !== 'decode' || p.contextTokens + p.outputTokens <= contextLimit,
     );
+    // Early, so that a short time budget still runs them.
+    const probes = o.stepTable
+      ? [...planned.slice(0, 4), ...mixedProbes(o.budgetTokens, maxPrompt), ...planned.slice(4)]
+      : planned;
     const observations: Observation[] = [];
     const skipped: string[] = [];
     for (const [i, probe] of probes.entries()) {
@@ -166,7 +196,9 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
       const result =
         probe.kind === 'prefill'
           ? await measurePrefill(client, probe.promptTokens, o)
-          : await measureDecode(client, probe, o.speedup);
+          : probe.kind === 'mixed'
+            ? await measureMixed(client, probe, o, contextLimit)
+            : await measureDecode(client, probe, o.speedup);
       if (typeof result === 'string') {
         skipped.push(`${label}: ${result}`);
         o.onProgress?.({ fraction: fraction(), label, result });
@@ -202,8 +234,19 @@ class Client {
     return Array.from({ length: tokens }, () => this.#rng.range(TOKEN_ID_LO, TOKEN_ID_HI - 1));
   }
 
-  /** One streamed completion; null when the deadline cancelled it. */
-  async send(prompt: number[], maxTokens: number): Promise<StreamOutcome | null> {
+  get signal(): AbortSignal {
+    return this.#signal;
+  }
+
+  /**
+   * One streamed completion; null when the deadline cancelled it. With `stop`, a stream that
+   * `stop` cancels comes back with the tokens it had.
+   */
+  async send(
+    prompt: number[],
+    maxTokens: number,
+    stop?: AbortSignal,
+  ): Promise<StreamOutcome | null> {
     const outcome = await streamCompletion({
       url: this.#o.url,
       prompt,
@@ -211,13 +254,19 @@ class Client {
       model: this.#model,
       apiKey: this.#o.apiKey,
       dispatcher: this.#dispatcher,
-      signal: this.#signal,
+      signal: stop ? AbortSignal.any([this.#signal, stop]) : this.#signal,
     });
+    if (outcome.error === 'cancelled' && stop?.aborted && !this.#signal.aborted) return outcome;
     if (outcome.error === 'cancelled') return null;
     if (outcome.error !== null) {
       throw new LiveError(
         `${this.#o.url}: ${outcome.error}${outcome.detail ? ` (${outcome.detail.slice(0, 200)})` : ''}`,
       );
+    }
+    // A real model's token can decode to no text yet (part of a UTF-8 character, a special
+    // token): a one-token completion then ends with the token, so its end is the token's time.
+    if (outcome.tokenTimes.length === 0 && maxTokens === 1 && (outcome.completionTokens ?? 0) > 0) {
+      outcome.tokenTimes.push(outcome.endAt);
     }
     if (outcome.tokenTimes.length === 0) {
       throw new LiveError(`${this.#o.url}: a completion came back without tokens`);
@@ -264,6 +313,69 @@ async function measurePrefill(
     steps,
     perRequest: true,
     measuredMs: fastest.ttftMs,
+  };
+}
+
+const MIXED_REPEATS = 5;
+const MIXED_STREAM_TOKENS = 4000;
+
+async function measureMixed(
+  client: Client,
+  probe: Extract<Probe, { kind: 'mixed' }>,
+  o: LiveOptions,
+  contextLimit: number,
+): Promise<Observation | string> {
+  const stop = new AbortController();
+  let streamDone = false;
+  const streamTokens = Math.min(MIXED_STREAM_TOKENS, contextLimit - probe.contextTokens);
+  const stream = client
+    .send(client.freshPrompt(probe.contextTokens), streamTokens, stop.signal)
+    .finally(() => {
+      streamDone = true;
+    });
+  const prompts: StreamOutcome[] = [];
+  // The first prompt may meet the stream's own prefill; it is sent anyway and left out below.
+  for (let r = 0; r < MIXED_REPEATS + 1 && !streamDone && !client.signal.aborted; r++) {
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const outcome = await client.send(client.freshPrompt(probe.chunkTokens), 1);
+    if (outcome === null) break;
+    prompts.push(outcome);
+  }
+  stop.abort();
+  const s = await stream;
+  if (s === null) return 'cancelled (time budget)';
+  const times = s.tokenTimes;
+  const gaps: number[] = [];
+  for (const p of prompts) {
+    const first = p.tokenTimes[0]!;
+    if (p.sentAt <= times[0]! || first > times[times.length - 1]!) continue;
+    // The stream token emitted by the same step as the prompt's first token: the nearest.
+    let j = 1;
+    for (let k = 1; k < times.length; k++) {
+      if (Math.abs(times[k]! - first) < Math.abs(times[j]! - first)) j = k;
+    }
+    if (times[j - 1]! < p.sentAt - 1e3) continue;
+    gaps.push(times[j]! - times[j - 1]!);
+  }
+  if (gaps.length === 0) return 'no prompt arrived while the stream decoded';
+  const context = computedTokens(s, probe.contextTokens) + Math.round(times.length / 2);
+  const chunk = probe.chunkTokens;
+  return {
+    kind: 'itl',
+    label: `mixed step: ${chunk}-token chunk + 1 decode at ~${context} tokens, fastest of ${gaps.length}`,
+    steps: [
+      {
+        prefillTokens: chunk,
+        decodeTokens: 1,
+        kvTokensRead: context + 1,
+        entries: [
+          { kind: 'decode', tokens: 1, contextTokens: context },
+          { kind: 'prefill', tokens: chunk, contextTokens: 0 },
+        ],
+      },
+    ],
+    perRequest: false,
+    measuredMs: Math.min(...gaps) * o.speedup,
   };
 }
 
@@ -334,20 +446,34 @@ async function measureDecode(
 export function liveProfile(
   m: LiveMeasurements,
   spec: ReplicaSpec,
-  o: Pick<LiveOptions, 'url' | 'budgetTokens' | 'speedup'>,
+  o: Pick<LiveOptions, 'url' | 'budgetTokens' | 'speedup' | 'stepTable'>,
 ): CostProfile {
   const ttfts = m.observations.filter((x) => x.perRequest).map((x) => x.measuredMs);
-  const curve = fitCurve(spec, m.observations, {
+  const errorFloorMs = Math.max(0, ...ttfts);
+  const curve: ProfileCurve = fitCurve(spec, m.observations, {
     objective: 'least-squares',
-    errorFloorMs: Math.max(0, ...ttfts),
+    errorFloorMs,
   });
+  if (o.stepTable) {
+    const fit = fitStepTable(m.observations, { errorFloorMs });
+    curve.table = {
+      ...fit.table,
+      requestOverheadMs: fit.requestOverheadMs,
+      fixed: fit.fixed,
+      maxErrorPct: fit.maxErrorPct,
+      rmsErrorPct: fit.rmsErrorPct,
+    };
+  }
   return {
     format: PROFILE_FORMAT,
     source: `live ${o.url}${m.model === null ? '' : ` (model ${m.model})`}`,
     method:
       `cold prompts of fresh token ids, fastest of several times to first token, as a request overhead plus ` +
       `ceil(n / ${o.budgetTokens}) prefill steps; concurrent decodes, pooled inter-token gaps while all ` +
-      `streams decode; wall times x ${o.speedup}`,
+      `streams decode; wall times x ${o.speedup}` +
+      (o.stepTable
+        ? '; a step table (prefill and decode knots, context pairs, overheads) fitted to the same points plus mixed steps'
+        : ''),
     measuredOn: {
       model: spec.model.name,
       gpu: spec.gpu.name,

@@ -19,6 +19,7 @@ import {
   GPUS,
   MODELS,
   makeReplicaSpec,
+  type ProfileCurve,
   type ReplicaSpec,
   SEED_REPLICA,
 } from '../model/index.ts';
@@ -29,7 +30,7 @@ const FLAGS = flagSpec({
   string:
     'url vidur-profile model api-key catalog-model gpu tp weights-dtype kv-dtype budget speedup ' +
     'budget-s max-prompt-tokens max-batch repeats seed fit out report',
-  boolean: 'quiet json',
+  boolean: 'quiet json step-table',
 });
 
 const DEFAULT_OUT = 'kvroute-profile.yaml';
@@ -65,6 +66,9 @@ live measurement
   --max-batch N         largest decode batch (default 64)
   --repeats N           requests per prompt length, the fastest counts (default 5)
   --seed N              seeds the prompts' token ids (default 0)
+  --step-table          also fit a measured table of step times (prefill tokens, decode sequences,
+                        context), with mixed-step probes; where present it times every step in
+                        place of the curve (an engine off the roofline, e.g. llama.cpp on a CPU)
 fit and output
   --fit F               ${FIT_OBJECTIVES.join(' | ')} over relative errors (default: minimax for
                         Vidur's medians, least-squares for live timings)
@@ -125,6 +129,9 @@ function fromVidur(flags: Flags, dir: string, fit: FitObjective | undefined): Co
       `--gpu is needed: the folder does not name a catalog GPU (${Object.keys(GPUS).join(', ')})`,
     );
   }
+  if (flags.bool('step-table')) {
+    throw new UsageError('--step-table is for --url: it needs mixed steps measured live');
+  }
   if (flags.has('tp')) {
     throw new UsageError('--tp is for --url: a Vidur profile has its own TP degrees');
   }
@@ -161,6 +168,7 @@ async function fromLive(
     flags.oneOf('gpu', Object.keys(GPUS)) ?? SEED_REPLICA.gpu,
     tp,
   );
+  const stepTable = flags.bool('step-table');
   const progress = new Progress({ command: 'kvroute calibrate', quiet: flags.bool('quiet') });
   progress.phase('calibrate', { of: 'the probes' });
   const task = progress.task('measuring');
@@ -179,6 +187,7 @@ async function fromLive(
       ...(maxPromptTokens !== undefined && { maxPromptTokens }),
       maxBatch: flags.positive('max-batch', true) ?? 64,
       repeats: flags.positive('repeats', true) ?? 5,
+      stepTable,
       seed: flags.number('seed', { integer: true }) ?? 0,
       onProgress: (e) => {
         // Off a TTY, a line per measurement (a log of the run); on one, the bar's detail.
@@ -189,7 +198,7 @@ async function fromLive(
     });
     progress.done();
     for (const s of m.skipped) process.stderr.write(`calibrate: skipped ${s}\n`);
-    return liveProfile(m, spec, { url, budgetTokens, speedup });
+    return liveProfile(m, spec, { url, budgetTokens, speedup, stepTable });
   } finally {
     task.end();
     progress.done();
@@ -233,9 +242,23 @@ function summary(profile: CostProfile): string {
         `  ${p.label.padEnd(52)} ${p.measuredMs.toFixed(2).padStart(9)} ${p.fittedMs.toFixed(2).padStart(9)} ${signed(p.errorPct).padStart(8)} ${p.rooflineMs.toFixed(2).padStart(9)} ${signed(p.rooflineErrorPct).padStart(8)}`,
       );
     }
+    if (c.table) lines.push(...tableSummary(c.table));
     lines.push('');
   }
   return lines.join('\n');
+}
+
+function tableSummary(t: NonNullable<ProfileCurve['table']>): string[] {
+  const knots = (xs: number[], ms: number[]) =>
+    xs.map((x, i) => `${x}: ${ms[i]!.toFixed(2)}`).join(', ');
+  return [
+    `  step table (times every step in place of the curve): overhead ${t.overheadMs.toFixed(2)} ms/step, ` +
+      `${(t.msPerContextPair * 1e6).toFixed(3)} ms per million context pairs, request overhead ${t.requestOverheadMs.toFixed(2)} ms` +
+      (t.fixed.length > 0 ? ` (held at 0: ${t.fixed.join(', ')})` : ''),
+    `    prefill tokens -> ms: ${knots(t.prefillTokens, t.prefillMs)}`,
+    `    decode sequences -> ms: ${knots(t.decodeSeqs, t.decodeMs)}`,
+    `    fit: max error ${t.maxErrorPct.toFixed(1)} %, rms ${t.rmsErrorPct.toFixed(1)} %`,
+  ];
 }
 
 const signed = (v: number): string => `${v >= 0 ? '+' : ''}${v.toFixed(1)}%`;

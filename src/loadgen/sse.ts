@@ -21,6 +21,8 @@ export interface CompletionRequest {
   apiKey: string | null;
   dispatcher: Dispatcher;
   signal?: AbortSignal;
+  /** Called as each token chunk arrives, with how many have (a caller waiting for a stream). */
+  onToken?: (tokens: number) => void;
 }
 
 export interface StreamOutcome {
@@ -86,7 +88,7 @@ export async function streamCompletion(req: CompletionRequest): Promise<StreamOu
       const text = await res.body.text().catch(() => '');
       return finish(out, `http-${res.statusCode}`, text.slice(0, 200));
     }
-    const done = await readEvents(res.body, out);
+    const done = await readEvents(res.body, out, req.onToken);
     return finish(out, done ? null : 'truncated');
   } catch (err) {
     return finish(out, errorKind(err, req.signal), (err as Error).message);
@@ -94,13 +96,19 @@ export async function streamCompletion(req: CompletionRequest): Promise<StreamOu
 }
 
 /** Reads `data:` events into `out`; true when the stream ended with `[DONE]`. */
-async function readEvents(body: AsyncIterable<Buffer>, out: StreamOutcome): Promise<boolean> {
+async function readEvents(
+  body: AsyncIterable<Buffer>,
+  out: StreamOutcome,
+  onToken: ((tokens: number) => void) | undefined,
+): Promise<boolean> {
   const framer = new SseFramer();
   for await (const piece of body) {
     const now = performance.now();
     for (const data of framer.push(piece)) {
       if (data.trim() === '[DONE]') return true;
+      const before = out.tokenTimes.length;
       onChunk(JSON.parse(data) as Chunk, now, out);
+      if (onToken && out.tokenTimes.length > before) onToken(out.tokenTimes.length);
     }
   }
   return false;

@@ -168,7 +168,8 @@ export function realEngineOptions(real: RealEngines) {
   };
 }
 
-function spawnKvroute(args: string[]): ChildProcess {
+/** Starts `kvroute ARGS` as a child process, tracked for `killAll`. */
+export function spawnKvroute(args: string[]): ChildProcess {
   const child = spawn(process.execPath, [BIN, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -178,7 +179,7 @@ function spawnKvroute(args: string[]): ChildProcess {
 }
 
 /** Resolves with the first stdout line matching `pattern`; rejects if the child exits first. */
-function readyLine(child: ChildProcess, pattern: RegExp): Promise<string> {
+export function readyLine(child: ChildProcess, pattern: RegExp): Promise<string> {
   return new Promise((resolve, reject) => {
     let out = '';
     let err = '';
@@ -211,7 +212,7 @@ function readyLine(child: ChildProcess, pattern: RegExp): Promise<string> {
 }
 
 /** SIGTERM, then SIGKILL if it has not exited within 5 s. */
-function stopChild(child: ChildProcess): Promise<void> {
+export function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);

@@ -16,6 +16,7 @@
  * for a TP degree and checks a profile read from a file. No I/O.
  */
 import { DTYPES, type Dtype, GPUS, MODELS } from './catalog.ts';
+import { type StepTable, stepTableProblem } from './stepTable.ts';
 
 /** One tensor-parallel degree's coefficients. */
 export interface StepCurve {
@@ -62,6 +63,20 @@ export interface ProfileCurve extends StepCurve {
   rmsErrorPct: number;
   rooflineMaxErrorPct: number;
   points: ProfilePoint[];
+  /**
+   * A measured table of step times (stepTable.ts). Where present it times every step in place
+   * of the curve (an engine off the roofline: llama.cpp on a CPU); absent in older profiles.
+   */
+  table?: ProfileTable;
+}
+
+/** The table and how well it fits the points it was fitted to. */
+export interface ProfileTable extends StepTable {
+  /** Per-request overhead fitted with the table, ms; not part of a step. */
+  requestOverheadMs: number;
+  fixed: string[];
+  maxErrorPct: number;
+  rmsErrorPct: number;
 }
 
 export type FitObjective = 'least-squares' | 'minimax';
@@ -92,6 +107,8 @@ export interface Calibration {
   source: string;
   measuredOn: MeasuredOn;
   curve: StepCurve;
+  /** Measured step times that replace the curve's (absent: the curve times every step). */
+  table?: StepTable;
 }
 
 export class ProfileError extends Error {
@@ -105,11 +122,21 @@ export function calibrationFor(profile: CostProfile, tp: number): Calibration {
     const tps = profile.curves.map((c) => c.tp).join(', ');
     throw new ProfileError(`the profile has curves for TP ${tps}; none for TP ${tp}`);
   }
-  const { mfuMax, halfTokens, mbu, overheadMs } = found;
+  const { mfuMax, halfTokens, mbu, overheadMs, table } = found;
   return {
     source: profile.source,
     measuredOn: profile.measuredOn,
     curve: { tp, mfuMax, halfTokens, mbu, overheadMs },
+    ...(table && {
+      table: {
+        prefillTokens: table.prefillTokens,
+        prefillMs: table.prefillMs,
+        decodeSeqs: table.decodeSeqs,
+        decodeMs: table.decodeMs,
+        msPerContextPair: table.msPerContextPair,
+        overheadMs: table.overheadMs,
+      },
+    }),
   };
 }
 
@@ -173,7 +200,31 @@ function readCurve(raw: unknown, path: string): ProfileCurve {
     rmsErrorPct: num(c.rmsErrorPct, `${path}.rmsErrorPct`, {}),
     rooflineMaxErrorPct: num(c.rooflineMaxErrorPct, `${path}.rooflineMaxErrorPct`, {}),
     points: points as ProfilePoint[],
+    ...(c.table !== undefined && { table: readTable(c.table, `${path}.table`) }),
   };
+}
+
+function readTable(raw: unknown, path: string): ProfileTable {
+  const t = record(raw, path);
+  const fixed = t.fixed ?? [];
+  if (!Array.isArray(fixed) || !fixed.every((f) => typeof f === 'string')) {
+    throw new ProfileError(`${path}.fixed must be a list of names`);
+  }
+  const table: ProfileTable = {
+    prefillTokens: t.prefillTokens as number[],
+    prefillMs: t.prefillMs as number[],
+    decodeSeqs: (t.decodeSeqs ?? []) as number[],
+    decodeMs: (t.decodeMs ?? []) as number[],
+    msPerContextPair: t.msPerContextPair as number,
+    overheadMs: t.overheadMs as number,
+    requestOverheadMs: num(t.requestOverheadMs ?? 0, `${path}.requestOverheadMs`, {}),
+    fixed,
+    maxErrorPct: num(t.maxErrorPct, `${path}.maxErrorPct`, {}),
+    rmsErrorPct: num(t.rmsErrorPct, `${path}.rmsErrorPct`, {}),
+  };
+  const problem = stepTableProblem(table);
+  if (problem !== null) throw new ProfileError(`${path}: ${problem}`);
+  return table;
 }
 
 const show = (v: unknown): string => (typeof v === 'string' ? `'${v}'` : String(v));

@@ -7,10 +7,12 @@
  * A spec with a `calibration` (from `kvroute calibrate`, see calibration.ts) keeps the same
  * formulas with measured coefficients: MFU becomes a function of the tokens in the step, MBU the
  * measured one, and every step adds a fixed overhead. Without one, the constants `mfu` and `mbu`
- * apply and nothing else changes.
+ * apply and nothing else changes. A calibration with a measured step table (stepTable.ts) times
+ * every step from the table instead.
  */
 import { type Calibration, curveMfu } from './calibration.ts';
 import type { Dtype, GpuSpec, ModelSpec } from './catalog.ts';
+import { tableStepMs } from './stepTable.ts';
 
 export interface ReplicaSpec {
   model: ModelSpec;
@@ -71,6 +73,15 @@ const deliveredBytesPerS = (spec: ReplicaSpec): number =>
  * its overhead and its weight read all count; left out, the step is unbounded (MFU at mfuMax).
  */
 export function prefillUsPerToken(spec: ReplicaSpec, tokensPerStep?: number): number {
+  const table = spec.calibration?.table;
+  if (table) {
+    // Unbounded: a step as large as the largest measured chunk.
+    const tokens = tokensPerStep ?? table.prefillTokens[table.prefillTokens.length - 1]!;
+    return (
+      (tableStepMs(table, { prefillTokens: tokens, decodeTokens: 0, kvTokensRead: 0 }) / tokens) *
+      1e3
+    );
+  }
   if (spec.calibration && tokensPerStep !== undefined) {
     return (stepMs(spec, tokensPerStep, weightBytes(spec)) / tokensPerStep) * 1e3;
   }
@@ -83,6 +94,14 @@ export function prefillUsPerToken(spec: ReplicaSpec, tokensPerStep?: number): nu
  * engine times, `batch` tokens computed and those bytes read.
  */
 export function decodeStepMs(spec: ReplicaSpec, batch: number, contextTokens: number): number {
+  const table = spec.calibration?.table;
+  if (table) {
+    return tableStepMs(table, {
+      prefillTokens: 0,
+      decodeTokens: batch,
+      kvTokensRead: batch * contextTokens,
+    });
+  }
   const bytes =
     weightBytes(spec) + batch * contextTokens * kvBytesPerToken(spec.model, spec.kvDtype);
   if (spec.calibration) return stepMs(spec, batch, bytes);
@@ -110,6 +129,8 @@ export interface StepWork {
   decodeTokens: number;
   /** KV tokens read by the step's attention: the decodes' contexts, summed. */
   kvTokensRead: number;
+  /** Per-request tokens and contexts (a scheduler plan has them); only a step table reads them. */
+  entries?: readonly { kind: 'decode' | 'prefill'; tokens: number; contextTokens: number }[];
 }
 
 /**
@@ -119,6 +140,8 @@ export interface StepWork {
 export function mixedStepMs(spec: ReplicaSpec, work: StepWork): number {
   const tokens = work.prefillTokens + work.decodeTokens;
   if (tokens === 0) return 0;
+  const table = spec.calibration?.table;
+  if (table) return tableStepMs(table, work);
   return stepMs(spec, tokens, stepBytesRead(spec, work));
 }
 

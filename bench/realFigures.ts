@@ -1,0 +1,193 @@
+/**
+ * The figures of `npm run bench:real` from what its runs recorded: pure functions (no clock, no
+ * I/O), so test/bench.real.test.ts checks them on canned records.
+ */
+import { percentile } from '../src/results/stats.ts';
+
+const sortedCopy = (xs: readonly number[]): Float64Array => Float64Array.from(xs).sort();
+const p = (xs: readonly number[], q: number): number => percentile(sortedCopy(xs), q);
+const round = (x: number, digits = 1): number => {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+};
+
+/** One conversation: its second turn's TTFT, and a cold prompt's of the same length. */
+export interface WarmColdSample {
+  warmTtftMs: number;
+  coldTtftMs: number;
+  /** Cached tokens the second turn reported (null: not reported). */
+  warmCachedTokens: number | null;
+  promptTokens: number;
+}
+
+export interface WarmColdFigure {
+  warmTtftMs: { p50: number; count: number };
+  coldTtftMs: { p50: number; count: number };
+  /** warm p50 / cold p50. */
+  ratio: number;
+  /** Median cached tokens of the second turns. */
+  warmCachedTokensP50: number | null;
+  promptTokens: number;
+  /** The target: warm at most 0.5 x cold. */
+  met: boolean;
+}
+
+export function warmColdFigure(samples: readonly WarmColdSample[]): WarmColdFigure {
+  if (samples.length === 0) throw new Error('warm/cold: no samples');
+  const warm = p(
+    samples.map((s) => s.warmTtftMs),
+    0.5,
+  );
+  const cold = p(
+    samples.map((s) => s.coldTtftMs),
+    0.5,
+  );
+  const cached = samples.map((s) => s.warmCachedTokens).filter((c): c is number => c !== null);
+  return {
+    warmTtftMs: { p50: round(warm), count: samples.length },
+    coldTtftMs: { p50: round(cold), count: samples.length },
+    ratio: round(warm / cold, 3),
+    warmCachedTokensP50: cached.length > 0 ? p(cached, 0.5) : null,
+    promptTokens: samples[0]!.promptTokens,
+    met: warm <= 0.5 * cold,
+  };
+}
+
+/**
+ * The inter-token gaps of streams already decoding that overlap (fromMs, toMs), the window in
+ * which long prompts arrive and prefill: each gap is the step, or steps, a stream waited.
+ */
+export function gapsInWindow(
+  streams: readonly (readonly number[])[],
+  fromMs: number,
+  toMs: number,
+): number[] {
+  const gaps: number[] = [];
+  for (const times of streams) {
+    for (let i = 1; i < times.length; i++) {
+      if (times[i]! > fromMs && times[i - 1]! < toMs) gaps.push(times[i]! - times[i - 1]!);
+    }
+  }
+  return gaps;
+}
+
+export interface StallRun {
+  budget: number;
+  /** Gaps of the running streams while the long prompts arrived (gapsInWindow). */
+  gapsMs: number[];
+  /** The long prompts' TTFTs. */
+  longTtftMs: number[];
+  longPromptTokens: number;
+}
+
+export interface StallFigure {
+  budgets: number[];
+  /** p99 of the running streams' inter-token gaps while the long prompts arrived, per budget. */
+  runningTpotP99Ms: number[];
+  longTtftP50Ms: number[];
+  gaps: number[];
+  longPromptTokens: number;
+  /** The scheduler seed's claim: the small budget bounds the stall below the large one's. */
+  met: boolean;
+}
+
+export function stallFigure(runs: readonly StallRun[]): StallFigure {
+  const sorted = [...runs].sort((a, b) => a.budget - b.budget);
+  for (const r of sorted) {
+    if (r.gapsMs.length === 0) throw new Error(`stall: no gaps at budget ${r.budget}`);
+  }
+  const p99s = sorted.map((r) => p(r.gapsMs, 0.99));
+  return {
+    budgets: sorted.map((r) => r.budget),
+    runningTpotP99Ms: p99s.map((x) => round(x)),
+    longTtftP50Ms: sorted.map((r) => round(p(r.longTtftMs, 0.5))),
+    gaps: sorted.map((r) => r.gapsMs.length),
+    longPromptTokens: sorted[0]!.longPromptTokens,
+    met: p99s.length >= 2 && p99s[0]! < p99s[p99s.length - 1]!,
+  };
+}
+
+/** A live run's figures, as `kvroute bench --json` has them. */
+export interface RunFigures {
+  ttftP50Ms: number;
+  ttftP99Ms: number;
+  hitRate: number | null;
+  completed: number;
+  errors: number;
+}
+
+export interface RoutingFigure {
+  'delay-cost': { ttftP99Ms: number; hitRate: number | null };
+  random: { ttftP99Ms: number; hitRate: number | null };
+  /** delay-cost's TTFT p99 below random's. */
+  met: boolean;
+}
+
+export function routingFigure(delayCost: RunFigures, random: RunFigures): RoutingFigure {
+  const row = (r: RunFigures) => ({
+    ttftP99Ms: round(r.ttftP99Ms),
+    hitRate: r.hitRate === null ? null : round(r.hitRate, 3),
+  });
+  return {
+    'delay-cost': row(delayCost),
+    random: row(random),
+    met: delayCost.ttftP99Ms < random.ttftP99Ms,
+  };
+}
+
+export interface FidelityFigure {
+  /** (simulated - live) / live, percent. */
+  ttftP50ErrPct: number;
+  ttftP99ErrPct: number;
+  live: { ttftP50Ms: number; ttftP99Ms: number };
+  sim: { ttftP50Ms: number; ttftP99Ms: number };
+  /**
+   * The same with the profile's per-request overhead (HTTP, the first token's logits and
+   * sampling: what a step table cannot hold) added to every simulated TTFT.
+   */
+  withRequestOverhead: { requestOverheadMs: number; ttftP50ErrPct: number; ttftP99ErrPct: number };
+  /** Both raw errors within the target. */
+  met: boolean;
+  targetPct: number;
+}
+
+const errPct = (sim: number, live: number): number => ((sim - live) / live) * 100;
+
+export function fidelityFigure(
+  live: { ttftP50Ms: number; ttftP99Ms: number },
+  sim: { ttftP50Ms: number; ttftP99Ms: number },
+  requestOverheadMs: number,
+  targetPct = 15,
+): FidelityFigure {
+  const p50 = errPct(sim.ttftP50Ms, live.ttftP50Ms);
+  const p99 = errPct(sim.ttftP99Ms, live.ttftP99Ms);
+  return {
+    ttftP50ErrPct: round(p50),
+    ttftP99ErrPct: round(p99),
+    live: { ttftP50Ms: round(live.ttftP50Ms), ttftP99Ms: round(live.ttftP99Ms) },
+    sim: { ttftP50Ms: round(sim.ttftP50Ms), ttftP99Ms: round(sim.ttftP99Ms) },
+    withRequestOverhead: {
+      requestOverheadMs: round(requestOverheadMs, 2),
+      ttftP50ErrPct: round(errPct(sim.ttftP50Ms + requestOverheadMs, live.ttftP50Ms)),
+      ttftP99ErrPct: round(errPct(sim.ttftP99Ms + requestOverheadMs, live.ttftP99Ms)),
+    },
+    met: Math.abs(p50) <= targetPct && Math.abs(p99) <= targetPct,
+    targetPct,
+  };
+}
+
+/** Figures out of a `kvroute bench --json` or `kvroute sim --json` result object. */
+export function runFigures(result: {
+  ttftMs: { p50: number; p99: number };
+  hitRate: number | null;
+  completed: number;
+  errors: number;
+}): RunFigures {
+  return {
+    ttftP50Ms: result.ttftMs.p50,
+    ttftP99Ms: result.ttftMs.p99,
+    hitRate: result.hitRate,
+    completed: result.completed,
+    errors: result.errors,
+  };
+}

@@ -1,0 +1,276 @@
+/**
+ * A measured table of step times, for engines whose steps do not follow the roofline (llama.cpp
+ * on a CPU: no compute/memory max, and a decode token costs far more than a prompt token, since
+ * it computes the vocabulary's logits and samples). A step of p prompt tokens, d decodes and
+ * `pairs` attention (token, context token) pairs takes
+ *
+ *   stepMs = overheadMs + P(p) + D(d) + msPerContextPair x pairs
+ *
+ * P and D are piecewise linear through measured knots (P(0) = D(0) = 0; past the last knot the
+ * last segment goes on). `pairs` is what attention adds over a chunk computed from position 0:
+ * a prompt chunk of n tokens after c cached or computed ones reads n x c pairs more (the n^2 / 2
+ * inside the chunk is in P); a decode at context c reads c + 1. The table is fitted by
+ * `fitStepTable` to the same observations the roofline curve is (src/calibrate/live.ts): every
+ * point is linear in the knot values, the overheads and the pair rate, so it is one weighted
+ * least-squares solve; the knots are then made non-decreasing. Pure: no I/O.
+ */
+import { Matrix, SingularValueDecomposition, solve } from 'ml-matrix';
+
+export interface StepTable {
+  /** Prompt tokens per step at the knots, ascending, > 0. */
+  prefillTokens: number[];
+  /** P at those knots, ms. */
+  prefillMs: number[];
+  /** Decode sequences per step at the knots, ascending, > 0. */
+  decodeSeqs: number[];
+  /** D at those knots, ms. */
+  decodeMs: number[];
+  /** ms per attention (token, context token) pair beyond a chunk's own. */
+  msPerContextPair: number;
+  /** Fixed cost of every step that computes anything, ms. */
+  overheadMs: number;
+}
+
+/** What a step computes, as the cost model sees it (`StepWork`, optionally with its entries). */
+export interface TableStepWork {
+  prefillTokens: number;
+  decodeTokens: number;
+  kvTokensRead: number;
+  /** The step's entries (a scheduler plan has them): tokens and context per request. */
+  entries?: readonly { kind: 'decode' | 'prefill'; tokens: number; contextTokens: number }[];
+}
+
+/**
+ * Attention pairs beyond each chunk's own: from the entries when given; otherwise a step of one
+ * prompt chunk (tokens x its context) or of decodes only (their contexts, summed). A mixed step
+ * without entries counts its KV read once per context token, as decodes do.
+ */
+export function contextPairs(work: TableStepWork): number {
+  if (work.entries !== undefined) {
+    let pairs = 0;
+    for (const e of work.entries) {
+      pairs +=
+        e.kind === 'decode' ? e.tokens * (e.contextTokens + e.tokens) : e.tokens * e.contextTokens;
+    }
+    return pairs;
+  }
+  if (work.decodeTokens === 0) return work.prefillTokens * work.kvTokensRead;
+  return work.kvTokensRead;
+}
+
+/**
+ * Weights of the knots' values in a piecewise-linear function at x through (0, 0) and the
+ * knots; past the last knot the last segment is extended. Sum of weights x values = f(x).
+ */
+export function knotWeights(knots: readonly number[], x: number): number[] {
+  const w = new Array<number>(knots.length).fill(0);
+  if (x <= 0 || knots.length === 0) return w;
+  let i = 0;
+  while (i < knots.length - 1 && knots[i]! < x) i++;
+  // Segment (lo, hi] with hi = knots[i]; lo = the knot before it, or 0.
+  if (x > knots[knots.length - 1]!) i = knots.length - 1;
+  const hi = knots[i]!;
+  const lo = i > 0 ? knots[i - 1]! : 0;
+  const t = (x - lo) / (hi - lo);
+  w[i] = t;
+  if (i > 0) w[i - 1] = 1 - t;
+  return w;
+}
+
+const pl = (knots: readonly number[], values: readonly number[], x: number): number =>
+  knotWeights(knots, x).reduce((sum, w, i) => sum + w * values[i]!, 0);
+
+/** One step's time from the table, ms (0 for a step that computes nothing; never below 0). */
+export function tableStepMs(t: StepTable, work: TableStepWork): number {
+  if (work.prefillTokens + work.decodeTokens === 0) return 0;
+  const ms =
+    t.overheadMs +
+    pl(t.prefillTokens, t.prefillMs, work.prefillTokens) +
+    pl(t.decodeSeqs, t.decodeMs, work.decodeTokens) +
+    t.msPerContextPair * contextPairs(work);
+  return Math.max(0, ms);
+}
+
+/** A measurement the table is fitted to: one or more steps, maybe after a request overhead. */
+export interface TableObservation {
+  label: string;
+  steps: TableStepWork[];
+  /** A per-request overhead precedes the steps (a time to first token). */
+  perRequest: boolean;
+  measuredMs: number;
+}
+
+export interface TableFit {
+  table: StepTable;
+  /** Per-request overhead fitted alongside (TTFT points only), ms; not part of a step. */
+  requestOverheadMs: number;
+  /** Unknowns held at 0: the data could not tell them apart, or they came out negative. */
+  fixed: string[];
+  /** (table - measured) / measured per observation, percent, in the given order. */
+  errorsPct: number[];
+  maxErrorPct: number;
+  rmsErrorPct: number;
+}
+
+export class TableFitError extends Error {
+  readonly code = 'ERR_FIT';
+}
+
+/**
+ * Fits a table to observations by weighted least squares over relative errors (a per-request
+ * point's relative to max(measured, errorFloorMs), as the curve fit does). Knots are the
+ * distinct prompt-chunk sizes and decode batch sizes the observations' steps have. The request
+ * overhead, the step overhead and the pair rate are held at 0 when the data cannot separate
+ * them (the step overhead needs a mixed step: a prompt chunk sharing a step with decodes) or
+ * when they come out negative.
+ */
+export function fitStepTable(
+  observations: readonly TableObservation[],
+  options: { errorFloorMs?: number } = {},
+): TableFit {
+  const good = observations.filter((o) => o.measuredMs > 0 && o.steps.length > 0);
+  if (good.length < 2) {
+    throw new TableFitError(`need at least 2 measured points, got ${good.length}`);
+  }
+  const prefillKnots = distinct(good.flatMap((o) => o.steps.map((s) => s.prefillTokens)));
+  const decodeKnots = distinct(good.flatMap((o) => o.steps.map((s) => s.decodeTokens)));
+  const names = [
+    'requestOverheadMs',
+    'overheadMs',
+    'msPerContextPair',
+    ...prefillKnots.map((k) => `prefill ${k}`),
+    ...decodeKnots.map((k) => `decode ${k}`),
+  ];
+  const rows = good.map((o) => {
+    const r = new Array<number>(names.length).fill(0);
+    if (o.perRequest) r[0] = 1;
+    for (const s of o.steps) {
+      if (s.prefillTokens + s.decodeTokens === 0) continue;
+      r[1]! += 1;
+      r[2]! += contextPairs(s);
+      knotWeights(prefillKnots, s.prefillTokens).forEach((w, i) => {
+        r[3 + i]! += w;
+      });
+      knotWeights(decodeKnots, s.decodeTokens).forEach((w, i) => {
+        r[3 + prefillKnots.length + i]! += w;
+      });
+    }
+    return r;
+  });
+  const floor = options.errorFloorMs ?? 0;
+  const scales = good.map((o) => (o.perRequest ? Math.max(o.measuredMs, floor) : o.measuredMs));
+  const held = new Set<number>();
+  // Columns nothing exercises are held at 0 from the start.
+  for (let j = 0; j < 3; j++) if (rows.every((r) => r[j] === 0)) held.add(j);
+  // Dropped first when the system is rank deficient: the step overhead, the request overhead,
+  // the pair rate.
+  const dropOrder = [1, 0, 2];
+  const system = (heldNow: Set<number>) => {
+    const free = names.map((_, j) => j).filter((j) => !heldNow.has(j));
+    const colScale = free.map((j) => Math.hypot(...rows.map((r) => r[j]!)) || 1);
+    const a = rows.map((r, i) => free.map((j, k) => r[j]! / colScale[k]! / scales[i]!));
+    const m = new Matrix(a);
+    const sv = new SingularValueDecomposition(m, { autoTranspose: true }).diagonal;
+    const deficient = sv.length < free.length || sv[sv.length - 1]! < sv[0]! * 1e-9;
+    return { free, colScale, m, deficient };
+  };
+  let x: number[];
+  for (;;) {
+    const { free, colScale, m, deficient } = system(held);
+    const b = good.map((o, i) => o.measuredMs / scales[i]!);
+    const droppable = dropOrder.filter((j) => !held.has(j));
+    if (deficient) {
+      if (droppable.length === 0) {
+        throw new TableFitError(
+          'the measurements do not determine the table: measure more prompt lengths and batch sizes',
+        );
+      }
+      // The first unknown whose hold makes the rest determined (prompts of one chunk only
+      // cannot tell the request overhead from the step overhead); else the first in order.
+      const enough = droppable.find((j) => !system(new Set([...held, j])).deficient);
+      held.add(enough ?? droppable[0]!);
+      continue;
+    }
+    const solved = solve(m, Matrix.columnVector(b), true).to1DArray();
+    x = new Array<number>(names.length).fill(0);
+    free.forEach((j, k) => {
+      x[j] = solved[k]! / colScale[k]!;
+    });
+    const negative = droppable.filter((j) => x[j]! < 0);
+    if (negative.length === 0) break;
+    held.add(negative.reduce((worst, j) => (x[j]! < x[worst]! ? j : worst)));
+  }
+  const table: StepTable = {
+    prefillTokens: prefillKnots,
+    prefillMs: nonDecreasing(prefillKnots.map((_, i) => x[3 + i]!)),
+    decodeSeqs: decodeKnots,
+    decodeMs: nonDecreasing(decodeKnots.map((_, i) => x[3 + prefillKnots.length + i]!)),
+    msPerContextPair: x[2]!,
+    overheadMs: x[1]!,
+  };
+  const requestOverheadMs = x[0]!;
+  const errorsPct = good.map((o) => {
+    let ms = o.perRequest ? requestOverheadMs : 0;
+    for (const s of o.steps) ms += tableStepMs(table, s);
+    return ((ms - o.measuredMs) / o.measuredMs) * 100;
+  });
+  return {
+    table,
+    requestOverheadMs,
+    fixed: [...held].sort().map((j) => names[j]!),
+    errorsPct,
+    maxErrorPct: Math.max(...errorsPct.map(Math.abs)),
+    rmsErrorPct: Math.sqrt(errorsPct.reduce((s, e) => s + e * e, 0) / errorsPct.length),
+  };
+}
+
+/**
+ * The closest non-decreasing sequence in least squares (pool adjacent violators): a larger step
+ * never costs less. Noise (a busy machine) can make a measured knot cost more than the next.
+ */
+export function nonDecreasing(values: readonly number[]): number[] {
+  const blocks: { sum: number; n: number }[] = [];
+  for (const v of values) {
+    blocks.push({ sum: v, n: 1 });
+    while (blocks.length > 1) {
+      const last = blocks[blocks.length - 1]!;
+      const prev = blocks[blocks.length - 2]!;
+      if (prev.sum / prev.n <= last.sum / last.n) break;
+      prev.sum += last.sum;
+      prev.n += last.n;
+      blocks.pop();
+    }
+  }
+  return blocks.flatMap((b) => new Array<number>(b.n).fill(b.sum / b.n));
+}
+
+function distinct(xs: number[]): number[] {
+  return [...new Set(xs.filter((x) => x > 0))].sort((a, b) => a - b);
+}
+
+/** Why a table read from a file cannot be used, or null. */
+export function stepTableProblem(t: StepTable): string | null {
+  const pairs: [string, number[], string, number[]][] = [
+    ['prefillTokens', t.prefillTokens, 'prefillMs', t.prefillMs],
+    ['decodeSeqs', t.decodeSeqs, 'decodeMs', t.decodeMs],
+  ];
+  for (const [kName, knots, vName, values] of pairs) {
+    if (!Array.isArray(knots) || !Array.isArray(values) || knots.length !== values.length) {
+      return `${kName} and ${vName} must be lists of the same length`;
+    }
+    for (let i = 0; i < knots.length; i++) {
+      const k = knots[i];
+      if (typeof k !== 'number' || !(k > 0) || (i > 0 && !(k > knots[i - 1]!))) {
+        return `${kName} must be ascending numbers > 0`;
+      }
+      if (typeof values[i] !== 'number' || !Number.isFinite(values[i])) {
+        return `${vName} must be numbers`;
+      }
+    }
+  }
+  if (t.prefillTokens.length === 0) return 'prefillTokens must not be empty';
+  for (const f of ['msPerContextPair', 'overheadMs'] as const) {
+    if (typeof t[f] !== 'number' || !(t[f] >= 0)) return `${f} must be a number >= 0`;
+  }
+  return null;
+}

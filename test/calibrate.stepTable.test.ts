@@ -1,0 +1,124 @@
+/**
+ * `kvroute calibrate --url --step-table` against a simulated `kvroute engine` (in process): the
+ * mixed-step probes run, the profile carries a table whose knots are the measured step sizes,
+ * and `kvroute sim --profile` reads it. Nothing here asserts a time.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { mixedProbes } from '../src/calibrate/live.ts';
+import { readProfile } from '../src/calibrate/profileFile.ts';
+import { startEngineServer } from '../src/engine/server/server.ts';
+import { makeReplicaSpec, mixedStepMs, tableStepMs } from '../src/model/index.ts';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+
+function runCliAsync(
+  args: string[],
+  timeoutMs: number,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(ROOT, 'bin/kvroute.js'), ...args], { cwd: ROOT });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill(), timeoutMs);
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+test('mixed probes: a chunk the prefill probes also time alone, under the budget', () => {
+  assert.deepEqual(mixedProbes(512, 2048), [
+    { kind: 'mixed', chunkTokens: 256, contextTokens: 64 },
+    { kind: 'mixed', chunkTokens: 256, contextTokens: 1024 },
+  ]);
+  assert.deepEqual(
+    mixedProbes(2048, 512).map((p) => p.kind === 'mixed' && p.chunkTokens),
+    [512, 512],
+  );
+});
+
+test('--step-table is for --url', async () => {
+  const r = await runCliAsync(
+    [
+      'calibrate',
+      '--vidur-profile',
+      join(ROOT, 'test/fixtures/vidur/h100/meta-llama/Llama-2-70b-hf'),
+      '--step-table',
+    ],
+    30_000,
+  );
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /--step-table is for --url/);
+});
+
+test('kvroute calibrate --url --step-table: a table of the measured sizes that sim reads', async () => {
+  const server = await startEngineServer({
+    host: '127.0.0.1',
+    port: 0,
+    speedup: 5,
+    budgetTokens: 512,
+  });
+  const tmp = mkdtempSync(join(tmpdir(), 'kvroute-table-live-'));
+  try {
+    const out = join(tmp, 'table.yaml');
+    const r = await runCliAsync(
+      [
+        'calibrate',
+        '--url',
+        server.url,
+        '--speedup',
+        '5',
+        '--budget',
+        '512',
+        '--budget-s',
+        '40',
+        '--max-batch',
+        '4',
+        '--max-prompt-tokens',
+        '1024',
+        '--repeats',
+        '2',
+        '--step-table',
+        '--out',
+        out,
+      ],
+      90_000,
+    );
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(
+      r.stderr,
+      /^calibrate: mixed 256-token chunk \+ 1 decode at 64 tokens: \d+\.\d ms$/m,
+    );
+    assert.match(r.stdout, /^ {2}step table \(times every step in place of the curve\)/m);
+    const profile = readProfile(out);
+    const curve = profile.curves[0]!;
+    const table = curve.table!;
+    assert.ok(table, 'the profile has a table');
+    // Prompts of 64..1,024 tokens run as chunks of at most the budget; decodes at batch 1 and 4.
+    assert.deepEqual(table.prefillTokens, [64, 128, 256, 512]);
+    assert.deepEqual(table.decodeSeqs, [1, 4]);
+    assert.ok(curve.points.some((p) => p.label.startsWith('mixed step: 256-token chunk')));
+    assert.match(profile.method, /a step table/);
+    // The calibrated spec times steps from the table.
+    const spec = makeReplicaSpec({ profile });
+    const work = { prefillTokens: 300, decodeTokens: 2, kvTokensRead: 900 };
+    assert.equal(mixedStepMs(spec, work), tableStepMs(table, work));
+    const sim = await runCliAsync(
+      ['sim', '--duration', '5', '--replicas', '1', '--rate', '2', '--profile', out, '--json'],
+      60_000,
+    );
+    assert.equal(sim.status, 0, sim.stderr);
+    assert.ok(JSON.parse(sim.stdout).results[0].completed > 0);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+    await server.close();
+  }
+});
