@@ -9,8 +9,8 @@
  * Timers in Node have 1 ms granularity, too coarse for sub-millisecond steps at high speedups, so
  * the last stretch of each wait polls with setImmediate (which still lets I/O run in between).
  */
-import type { StepPlan } from '../../scheduler/types.ts';
 import type { EngineCounters, EngineRequest, RequestFinished, StepResult } from '../types.ts';
+import { SinkTable } from './sinkTable.ts';
 
 /** What the driver needs from the engine core (EngineCore implements it). */
 export interface SteppableEngine {
@@ -76,7 +76,7 @@ export class WallClockDriver implements EngineDriver {
   readonly #speedup: number;
   readonly #onStepEnd: DriverOptions['onStepEnd'];
   readonly #nowMs: () => number;
-  readonly #sinks = new Map<string, RequestSink>();
+  readonly #sinks: SinkTable;
   /** When the pending step ends (or the next step may start), on #nowMs's clock. */
   #dueMs = 0;
   #pending: StepResult | null = null;
@@ -91,6 +91,7 @@ export class WallClockDriver implements EngineDriver {
   constructor(core: SteppableEngine, options: DriverOptions) {
     if (!(options.speedup > 0)) throw new RangeError(`speedup must be > 0, got ${options.speedup}`);
     this.#core = core;
+    this.#sinks = new SinkTable((id) => this.#core.abort(id));
     this.#speedup = options.speedup;
     this.#onStepEnd = options.onStepEnd;
     this.#nowMs = options.nowMs ?? (() => performance.now());
@@ -114,7 +115,7 @@ export class WallClockDriver implements EngineDriver {
     if (this.#dead) throw this.#dead;
     if (this.#closed) throw new Error('driver is closed');
     this.#core.add({ ...req, arrivalMs: this.#nowMs() });
-    this.#sinks.set(req.id, sink);
+    this.#sinks.add(req.id, sink);
     this.#wake();
   }
 
@@ -160,9 +161,7 @@ export class WallClockDriver implements EngineDriver {
       // A throwing core has unknown state: stop stepping, fail everyone, stay up to say so.
       this.#dead = new EngineDeadError(err as Error);
       this.#closed = true;
-      const sinks = [...this.#sinks.values()];
-      this.#sinks.clear();
-      for (const sink of sinks) sink.onFail(this.#dead);
+      this.#sinks.failAll(this.#dead);
     }
   };
 
@@ -197,45 +196,6 @@ export class WallClockDriver implements EngineDriver {
 
   #deliver(result: StepResult, lagMs: number): void {
     this.#onStepEnd?.(result, lagMs);
-    const plan = result.plan as Partial<StepPlan> | undefined;
-    if (plan?.admitted && plan.admitted.length > 0) this.#admitted(plan as StepPlan, result);
-    for (const token of result.emitted) {
-      const sink = this.#sinks.get(token.id);
-      if (sink) this.#guard(token.id, sink, () => sink.onToken(token.index));
-    }
-    for (const fin of result.finished) {
-      const sink = this.#sinks.get(fin.id);
-      if (!sink) continue;
-      this.#sinks.delete(fin.id);
-      this.#guard(fin.id, sink, () => sink.onFinish(fin));
-    }
-  }
-
-  /** Tells the sinks of admitted requests when and with how much of their prompt cached. */
-  #admitted(plan: StepPlan, result: StepResult): void {
-    const startedMs = this.#nowMs() - result.durationMs / this.#speedup;
-    const admitted = new Set(plan.admitted);
-    // An admitted request's first chunk reads only its cached prefix as context.
-    for (const entry of plan.entries) {
-      if (entry.kind !== 'prefill' || !admitted.delete(entry.id)) continue;
-      const sink = this.#sinks.get(entry.id);
-      if (sink?.onScheduled) {
-        this.#guard(entry.id, sink, () => sink.onScheduled!(startedMs, entry.contextTokens));
-      }
-    }
-  }
-
-  /** A sink that throws loses its request, not the engine: the core is still sound. */
-  #guard(id: string, sink: RequestSink, deliver: () => void): void {
-    try {
-      deliver();
-    } catch (err) {
-      if (this.#sinks.delete(id)) this.#core.abort(id);
-      try {
-        sink.onFail(err as Error);
-      } catch {
-        // Nothing more can be told to this request.
-      }
-    }
+    this.#sinks.deliver(result, () => this.#nowMs() - result.durationMs / this.#speedup);
   }
 }

@@ -5,9 +5,9 @@
  * due at a modelled time). Same surface and the same sink calls as the wall-clock driver, so
  * the request code does not know which runtime serves it.
  */
-import type { StepPlan } from '../../scheduler/types.ts';
 import type { EngineCounters, EngineRequest, StepResult } from '../types.ts';
 import { type EngineDriver, EngineDeadError, type RequestSink } from './driver.ts';
+import { SinkTable } from './sinkTable.ts';
 
 /** An engine core whose step is asynchronous (LlamaCppEngine implements it). */
 export interface AsyncSteppableEngine {
@@ -25,7 +25,7 @@ export interface StepLoopOptions {
 export class StepLoopDriver implements EngineDriver {
   readonly #core: AsyncSteppableEngine;
   readonly #onStepEnd: StepLoopOptions['onStepEnd'];
-  readonly #sinks = new Map<string, RequestSink>();
+  readonly #sinks: SinkTable;
   #loop: Promise<void> | null = null;
   #closed = false;
   #dead: EngineDeadError | null = null;
@@ -33,6 +33,7 @@ export class StepLoopDriver implements EngineDriver {
 
   constructor(core: AsyncSteppableEngine, options: StepLoopOptions = {}) {
     this.#core = core;
+    this.#sinks = new SinkTable((id) => this.#core.abort(id));
     this.#onStepEnd = options.onStepEnd;
   }
 
@@ -52,7 +53,7 @@ export class StepLoopDriver implements EngineDriver {
     if (this.#dead) throw this.#dead;
     if (this.#closed) throw new Error('driver is closed');
     this.#core.add({ ...req, arrivalMs: performance.now() });
-    this.#sinks.set(req.id, sink);
+    this.#sinks.add(req.id, sink);
     this.#wake();
   }
 
@@ -103,46 +104,11 @@ export class StepLoopDriver implements EngineDriver {
   #fail(err: Error): void {
     this.#dead = new EngineDeadError(err);
     this.#closed = true;
-    const sinks = [...this.#sinks.values()];
-    this.#sinks.clear();
-    for (const sink of sinks) sink.onFail(this.#dead);
+    this.#sinks.failAll(this.#dead);
   }
 
   #deliver(result: StepResult, startedMs: number): void {
     this.#onStepEnd?.(result, 0);
-    const plan = result.plan as StepPlan;
-    if (plan.admitted.length > 0) {
-      const admitted = new Set(plan.admitted);
-      for (const entry of plan.entries) {
-        if (entry.kind !== 'prefill' || !admitted.delete(entry.id)) continue;
-        const sink = this.#sinks.get(entry.id);
-        if (sink?.onScheduled) {
-          this.#guard(entry.id, sink, () => sink.onScheduled!(startedMs, entry.contextTokens));
-        }
-      }
-    }
-    for (const token of result.emitted) {
-      const sink = this.#sinks.get(token.id);
-      if (sink) this.#guard(token.id, sink, () => sink.onToken(token.index, token.tokenId));
-    }
-    for (const fin of result.finished) {
-      const sink = this.#sinks.get(fin.id);
-      if (!sink) continue;
-      this.#sinks.delete(fin.id);
-      this.#guard(fin.id, sink, () => sink.onFinish(fin));
-    }
-  }
-
-  #guard(id: string, sink: RequestSink, deliver: () => void): void {
-    try {
-      deliver();
-    } catch (err) {
-      if (this.#sinks.delete(id)) this.#core.abort(id);
-      try {
-        sink.onFail(err as Error);
-      } catch {
-        // Nothing more can be told to this request.
-      }
-    }
+    this.#sinks.deliver(result, () => startedMs);
   }
 }
