@@ -55,11 +55,14 @@ test('/metrics gauges match the scheduler queues; a disconnect frees KV at once'
     assert.ok(metric(samples, 'vllm:prefix_cache_queries_total', LABELS) >= 400);
     assert.equal(metric(samples, 'vllm:num_preemptions_total', LABELS), 0);
     assert.equal(metric(samples, 'vllm:time_to_first_token_seconds_count', LABELS), 2);
-    // One inter-token latency per output token after each request's first (2 first tokens).
+    // One inter-token latency per output token after each request's first (2 first tokens). The
+    // core counts a step's tokens when it plans it, the sinks observe them when it is due to end:
+    // the step in flight may hold one token per running request not yet observed.
     const itl = metric(samples, 'vllm:inter_token_latency_seconds_count', LABELS);
+    const inFlight = c0.running;
     assert.ok(
-      itl >= c0.generationTokens - 2 && itl <= c.generationTokens - 2,
-      `${c0.generationTokens} - 2 <= ${itl} <= ${c.generationTokens} - 2`,
+      itl >= c0.generationTokens - 2 - inFlight && itl <= c.generationTokens - 2,
+      `${c0.generationTokens} - 2 - ${inFlight} <= ${itl} <= ${c.generationTokens} - 2`,
     );
     assert.ok(itl >= 4, `${itl}`);
     assert.ok(metric(samples, 'kvroute_engine_step_lag_seconds_count', LABELS) > 0);
