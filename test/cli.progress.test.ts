@@ -67,6 +67,26 @@ describe('Progress', () => {
     );
   });
 
+  test('a search phase: its estimated total and detail revised as probes end, counts kept', () => {
+    const { progress, advance } = harness(false);
+    progress.phase('search', { unit: 'probes', of: 'simulated time' });
+    progress.revise({ total: 6, estimated: true, detail: 'policy 1/2' }, 'search cost');
+    const a = progress.task('22 replicas');
+    advance(10_000);
+    a.update(1);
+    a.end();
+    progress.revise({ total: 5, estimated: true });
+    const b = progress.task('44 replicas');
+    b.update(0);
+    // 1 of ~5 probes in 10 s: 40 s more.
+    assert.equal(
+      progress.status(),
+      'search cost: policy 1/2, 1/~5 probes, 44 replicas 0 % of simulated time, ~40 s left',
+    );
+    progress.revise({ total: 4, detail: 'policy 2/2' }, 'search random');
+    assert.match(progress.status(), /^search random: policy 2\/2, 1\/~4 probes, /);
+  });
+
   test('on a TTY: one bar, redrawn in place after the first second, cleared at the end', () => {
     const { progress, written, advance } = harness(true);
     progress.phase('bench', { of: 'requests' });
@@ -127,6 +147,15 @@ describe('kvroute sim off a TTY', () => {
       lines.some((l) => /^kvroute sim: search cost: .*replicas \d+ % of simulated time/.test(l)),
       out.stderr,
     );
+    // What is done of what: the policy searched, probes done of those expected.
+    assert.ok(
+      lines.some((l) => /^kvroute sim: search cost: policy 1\/2, \d+\/~\d+ probes, /.test(l)),
+      out.stderr,
+    );
+    assert.ok(
+      lines.some((l) => /^kvroute sim: search random: policy 2\/2, \d+\/~\d+ probes, /.test(l)),
+      out.stderr,
+    );
     assert.doesNotMatch(out.stdout, /kvroute sim:/);
   });
 
@@ -143,6 +172,15 @@ describe('kvroute sim off a TTY', () => {
     }
     assert.ok(
       lines.some((l) => /simulations done|search (cost|random) x \d/.test(l)),
+      out.stderr,
+    );
+    // Runs and policies done of all, simulations done of those expected.
+    for (const line of lines) {
+      assert.match(line, /: runs \d\/2, policies \d\/2 searched, \d+\/~\d+ simulations/);
+    }
+    // The workers' fractions reach the line: not stuck at 0 % while they run.
+    assert.ok(
+      lines.some((l) => /(running|x \d+), [1-9]\d* % of simulated time/.test(l)),
       out.stderr,
     );
     assert.doesNotMatch(out.stdout, /kvroute sim:/);

@@ -44,6 +44,10 @@ export interface PhaseOptions {
   unit?: string;
   /** What a task's fraction measures ("simulated time"). */
   of?: string;
+  /** `total` is an estimate (a search's probes still to come): shown as `3/~9 probes`. */
+  estimated?: boolean;
+  /** Where the phase stands beyond its task count ("policy 1/2"), shown after the count. */
+  detail?: string;
 }
 
 export const PROGRESS_INTERVAL_ENV = 'KVROUTE_PROGRESS_MS';
@@ -95,6 +99,15 @@ export class Progress {
     this.#done = 0;
   }
 
+  /**
+   * Revises the current phase's options (a new estimate of its total, a new detail) and, when
+   * given, its label, without restarting it: its done count and start time stay.
+   */
+  revise(opts: PhaseOptions, label?: string): void {
+    this.#phaseOpts = { ...this.#phaseOpts, ...opts };
+    if (label !== undefined) this.#phase = label;
+  }
+
   /** A task of the current phase; report its fraction with `update`, then `end` it. */
   task(label: string): ProgressTask {
     const id = this.#nextTask++;
@@ -133,7 +146,9 @@ export class Progress {
     const o = this.#phaseOpts;
     const unit = o.unit ?? 'tasks';
     const parts: string[] = [];
-    if (o.total !== undefined) parts.push(`${this.#done}/${o.total} ${unit}`);
+    if (o.detail) parts.push(o.detail);
+    if (o.total !== undefined)
+      parts.push(`${this.#done}/${o.estimated ? '~' : ''}${o.total} ${unit}`);
     else if (this.#done > 0) parts.push(`${this.#done} ${unit} done`);
     const tasks = [...this.#tasks.values()];
     const of = o.of ? ` of ${o.of}` : '';

@@ -16,6 +16,7 @@ import type { SearchResult, SearchUnmet, SimulatedRun } from '../results/result.
 import { diagnoseUnmet } from './feasibility.ts';
 import { type SimConfig, simulate } from './run.ts';
 import { provenUnmet, searchMinReplicas, searchResult } from './search.ts';
+import { probesLeft } from './searchLeft.ts';
 import { type SearchBounds, planSearch } from './searchPlan.ts';
 import { SimPool, type TaskOutcome } from './workerPool.ts';
 
@@ -31,8 +32,19 @@ export interface SearchSpec {
 
 /** Where a batch says how far it is (`src/cli/progress.ts`'s `Progress` fits). */
 export interface BatchProgress {
-  phase(label: string, opts?: { total?: number; unit?: string; of?: string }): void;
+  phase(label: string, opts?: BatchPhase): void;
+  /** New options (a new estimate of its total) and label for the phase, which keeps its counts. */
+  revise(opts: BatchPhase, label?: string): void;
   task(label: string): { update(fraction: number): void; end(): void };
+}
+
+export interface BatchPhase {
+  total?: number;
+  unit?: string;
+  of?: string;
+  /** `total` is an estimate (probes still to come). */
+  estimated?: boolean;
+  detail?: string;
 }
 
 export interface BatchSpec {
@@ -117,13 +129,31 @@ function runSerial(spec: BatchSpec): BatchResult {
     }),
   );
   let simulations = spec.runs.length;
-  const search = spec.searches.map((s) => {
-    progress?.phase(`search ${s.label}`, { unit: 'probes', of: 'simulated time' });
+  // One phase for all the searches, so that its estimate covers the ones still to come.
+  const searches = spec.searches.length;
+  const fresh = Math.round(probesLeft(spec.bounds, () => undefined).expected);
+  let probed = 0;
+  const estimate = (i: number, met: Map<number, boolean | undefined>): BatchPhase => ({
+    total:
+      probed +
+      Math.round(probesLeft(spec.bounds, (n) => met.get(n)).expected) +
+      (searches - i - 1) * fresh,
+    estimated: true,
+    detail: `policy ${i + 1}/${searches}`,
+  });
+  if (searches > 0) progress?.phase('search', { unit: 'probes', of: 'simulated time' });
+  const search = spec.searches.map((s, i) => {
+    const met = new Map<number, boolean | undefined>();
+    progress?.revise(estimate(i, met), `search ${s.label}`);
     return searchMinReplicas(s.label, {
       ...spec.bounds,
       probe: (n) => {
         simulations++;
-        return simulateTask(`${n} replicas`, probeConfig(s.config, n));
+        const run = simulateTask(`${n} replicas`, probeConfig(s.config, n));
+        probed++;
+        met.set(n, run.sloMet);
+        progress?.revise(estimate(i, met));
+        return run;
       },
       diagnose: () => diagnose(s.config),
       slo: s.config.slo,
@@ -175,9 +205,12 @@ class ParallelBatch {
   }
 
   async run(): Promise<BatchResult> {
-    // Workers report no fractions: a simulation shows as a task from its start to its end.
+    // A simulation shows as a task from its start to its end, with the worker's fractions.
     this.#spec.progress?.phase(`runs and searches on ${this.#pool.threads} threads`, {
       unit: 'simulations',
+      of: 'simulated time',
+      estimated: true,
+      ...this.#estimate(),
     });
     try {
       // The fixed runs start while this thread asks whether each search can succeed at all.
@@ -190,6 +223,7 @@ class ParallelBatch {
       }
       for (;;) {
         this.#fill();
+        this.#spec.progress?.revise(this.#estimate());
         if (this.#running === 0) break;
         await new Promise<void>((resolve) => {
           this.#wake = resolve;
@@ -246,6 +280,7 @@ class ParallelBatch {
         ? (this.#spec.runLabels?.[next.run] ?? this.#spec.runs[next.run]!.router.policy)
         : `search ${next.search.spec.label} x ${next.replicas}`;
     const task = this.#spec.progress?.task(label);
+    const onProgress = task && ((f: number) => task.update(f));
     const push = (c: Completion) => {
       task?.end();
       this.#running--;
@@ -255,14 +290,37 @@ class ParallelBatch {
     const fail = (error: unknown) => push({ kind: 'error', error });
     if ('run' in next) {
       const index = next.run;
-      const { outcome } = this.#pool.run(this.#spec.runs[index]!);
+      const { outcome } = this.#pool.run(this.#spec.runs[index]!, onProgress);
       outcome.then((o) => push({ kind: 'run', index, outcome: o }), fail);
       return;
     }
     const { search, replicas } = next;
-    const { id, outcome } = this.#pool.run(probeConfig(search.spec.config, replicas));
+    const { id, outcome } = this.#pool.run(probeConfig(search.spec.config, replicas), onProgress);
     search.running.set(replicas, id);
     outcome.then((o) => push({ kind: 'probe', search, replicas, outcome: o }), fail);
+  }
+
+  /**
+   * The progress line's count: simulations ended (cancelled ones too) and running, plus those
+   * still to start: the fixed runs not started and each undecided search's expected probes
+   * (`probesLeft`) less its running ones; and how many runs and searches are done.
+   */
+  #estimate(): BatchPhase {
+    let future = this.#spec.runs.length - this.#nextRun;
+    let decided = 0;
+    for (const s of this.#searches) {
+      if (s.result !== null) {
+        decided++;
+        continue;
+      }
+      const left = probesLeft(this.#spec.bounds, (n) => s.runs.get(n)?.sloMet);
+      future += Math.max(0, Math.round(left.expected) - s.running.size);
+    }
+    const runsDone = this.#results.reduce((n, r) => n + (r === undefined ? 0 : 1), 0);
+    const parts = [`runs ${runsDone}/${this.#spec.runs.length}`];
+    if (this.#searches.length > 0)
+      parts.push(`policies ${decided}/${this.#searches.length} searched`);
+    return { total: this.#started + future, detail: parts.join(', ') };
   }
 
   #complete(c: Completion): void {

@@ -1,7 +1,8 @@
 /**
  * A worker thread of `workerPool.ts`: runs one simulation per message, from a plain `SimConfig`,
- * and posts the plain result back. A task is cancelled when the pool writes its id into this
- * worker's slot of the shared cancel array; the run notices at its next progress check.
+ * and posts the plain result back, and on the way its progress (the fraction of simulated time
+ * done, each time it moves by a percent). A task is cancelled when the pool writes its id into
+ * this worker's slot of the shared cancel array; the run notices at its next progress check.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { simulate } from './run.ts';
@@ -13,11 +14,21 @@ class Cancelled extends Error {}
 
 parentPort!.on('message', (task: TaskMessage) => {
   let reply: WorkerReply;
+  let percent = 0;
   try {
     const result = simulate({
       ...task.config,
-      onProgress: () => {
+      onProgress: (fraction) => {
         if (Atomics.load(cancel, slot) === task.id) throw new Cancelled();
+        const now = Math.floor(fraction * 100);
+        if (now > percent) {
+          percent = now;
+          parentPort!.postMessage({
+            id: task.id,
+            kind: 'progress',
+            fraction,
+          } satisfies WorkerReply);
+        }
       },
     });
     reply = { id: task.id, kind: 'done', result };

@@ -17,6 +17,8 @@ export interface TaskMessage {
 
 export type WorkerReply =
   | { id: number; kind: 'done'; result: SimulatedRun }
+  /** On the way: the fraction of simulated time done (the task goes on). */
+  | { id: number; kind: 'progress'; fraction: number }
   | { id: number; kind: 'cancelled' }
   | { id: number; kind: 'error'; message: string; code: unknown };
 
@@ -26,7 +28,12 @@ export type TaskOutcome = SimulatedRun | null;
 interface Slot {
   worker: Worker;
   /** The task it runs, if any. */
-  task: { id: number; resolve: (o: TaskOutcome) => void; reject: (e: Error) => void } | null;
+  task: {
+    id: number;
+    resolve: (o: TaskOutcome) => void;
+    reject: (e: Error) => void;
+    onProgress: ((fraction: number) => void) | undefined;
+  } | null;
   /** Crashed or exited: takes no more tasks. */
   dead: boolean;
 }
@@ -78,15 +85,19 @@ export class SimPool {
 
   /**
    * Runs `config` on an idle worker (there must be one); resolves with the result, or null once
-   * `cancel()` stopped it. Callbacks in `config` are not carried over.
+   * `cancel()` stopped it. Callbacks in `config` are not carried over; `onProgress` hears the
+   * worker's fractions of simulated time instead.
    */
-  run(config: SimConfig): { id: number; outcome: Promise<TaskOutcome> } {
+  run(
+    config: SimConfig,
+    onProgress?: (fraction: number) => void,
+  ): { id: number; outcome: Promise<TaskOutcome> } {
     const slot = this.#slots.find((s) => s.task === null && !s.dead);
     if (slot === undefined) throw new Error('SimPool.run: no idle worker');
     const id = this.#nextId++;
     const { onProgress: _p, instrument: _i, ...plain } = config;
     const outcome = new Promise<TaskOutcome>((resolve, reject) => {
-      slot.task = { id, resolve, reject };
+      slot.task = { id, resolve, reject, onProgress };
     });
     slot.worker.postMessage({ id, config: plain } satisfies TaskMessage);
     return { id, outcome };
@@ -106,6 +117,10 @@ export class SimPool {
   #onReply(slot: Slot, reply: WorkerReply): void {
     const task = slot.task;
     if (task === null || task.id !== reply.id) return;
+    if (reply.kind === 'progress') {
+      task.onProgress?.(reply.fraction);
+      return;
+    }
     slot.task = null;
     if (reply.kind === 'done') task.resolve(reply.result);
     else if (reply.kind === 'cancelled') task.resolve(null);
