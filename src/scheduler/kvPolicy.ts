@@ -19,7 +19,10 @@ export interface KvPolicy {
    * `chunkTokens`. False: no room now, and nothing changed.
    */
   tryAdmit(seq: Seq, hit: PrefixMatch, chunkTokens: number): boolean;
-  /** Secures KV for `tokens` more tokens of a running `seq`. False: pool dry, nothing changed. */
+  /**
+   * Secures KV for `tokens` more tokens of a running `seq`. False: pool dry, nothing changed.
+   * Not asked while the blocks `seq` holds have room for them.
+   */
   tryGrow(seq: Seq, tokens: number): boolean;
 }
 

@@ -33,6 +33,7 @@ const NO_HIT: PrefixMatch = Object.freeze({ blockIds: [], freeBlocks: 0 }) as Pr
 export class Scheduler {
   readonly config: Readonly<ResolvedSchedulerConfig>;
   readonly #pool: BlockPool;
+  readonly #blockSize: number;
   readonly #kv: KvPolicy;
   readonly #waiting = new WaitQueue();
   /** Admission order within each priority level, best level first: the back is preempted first. */
@@ -59,6 +60,7 @@ export class Scheduler {
   constructor(config: SchedulerConfig, pool: BlockPool) {
     this.config = resolveSchedulerConfig(config, pool.blockSize);
     this.#pool = pool;
+    this.#blockSize = pool.blockSize;
     this.#kv = makeKvPolicy(this.config.kvPolicy, pool, { watermark: this.config.watermark });
   }
 
@@ -297,6 +299,8 @@ export class Scheduler {
    * running list (vLLM's order), which may be `seq` itself: then false.
    */
   #secureKv(seq: Seq, tokens: number, b: PlanBuilder): boolean {
+    // Room in the blocks it holds (a decode 15 steps in 16): no policy asks for none more.
+    if (seq.computedTokens + tokens <= seq.blockIds.length * this.#blockSize) return true;
     while (!this.#kv.tryGrow(seq, tokens)) {
       const victim = this.#running[this.#running.length - 1]!;
       this.#preempt(victim, b);

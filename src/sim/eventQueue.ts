@@ -29,58 +29,99 @@ export const PRIORITY = {
   sample: 6,
 } as const;
 
-function before(a: SimEvent, b: SimEvent): boolean {
-  if (a.timeMs !== b.timeMs) return a.timeMs < b.timeMs;
-  if (a.priority !== b.priority) return a.priority < b.priority;
-  return a.seq < b.seq;
-}
+/** seq below this: `priority * SEQ_SPAN + seq` is exact in a double (priorities are < 8). */
+const SEQ_SPAN = 2 ** 48;
 
+/**
+ * The heap keeps each event's key in two typed arrays beside it: its time, and its rank
+ * (`priority * SEQ_SPAN + seq`, the same order as priority then seq). A sift compares numbers
+ * in two contiguous arrays and never reads the event objects, which a fleet of hundreds of
+ * replicas scatters over the heap (each replica's reused step-end event is its own object).
+ * The keys are read at `push`: an event changed while queued keeps the place it was pushed at.
+ */
 export class EventQueue<E extends SimEvent = SimEvent> {
-  readonly #heap: E[] = [];
+  #events: (E | undefined)[] = [];
+  #times = new Float64Array(64);
+  #ranks = new Float64Array(64);
+  #size = 0;
   #seq = 0;
 
   get size(): number {
-    return this.#heap.length;
+    return this.#size;
   }
 
   push(event: E): void {
-    event.seq = this.#seq++;
-    const heap = this.#heap;
-    let i = heap.length;
-    heap.push(event);
+    const seq = this.#seq++;
+    if (seq >= SEQ_SPAN) throw new RangeError('EventQueue: more than 2^48 events pushed');
+    event.seq = seq;
+    if (this.#size === this.#times.length) this.#grow();
+    const time = event.timeMs;
+    const rank = event.priority * SEQ_SPAN + seq;
+    const times = this.#times;
+    const ranks = this.#ranks;
+    const events = this.#events;
+    let i = this.#size++;
     while (i > 0) {
       const parent = (i - 1) >> 1;
-      const p = heap[parent]!;
-      if (!before(event, p)) break;
-      heap[i] = p;
+      const pt = times[parent]!;
+      if (pt < time || (pt === time && ranks[parent]! < rank)) break;
+      times[i] = pt;
+      ranks[i] = ranks[parent]!;
+      events[i] = events[parent];
       i = parent;
     }
-    heap[i] = event;
+    times[i] = time;
+    ranks[i] = rank;
+    events[i] = event;
   }
 
   peek(): E | undefined {
-    return this.#heap[0];
+    return this.#size > 0 ? this.#events[0] : undefined;
   }
 
   pop(): E | undefined {
-    const heap = this.#heap;
-    const top = heap[0];
-    if (top === undefined) return undefined;
-    const last = heap.pop()!;
-    const n = heap.length;
+    if (this.#size === 0) return undefined;
+    const events = this.#events;
+    const times = this.#times;
+    const ranks = this.#ranks;
+    const top = events[0];
+    const n = --this.#size;
+    const last = events[n];
+    const time = times[n]!;
+    const rank = ranks[n]!;
+    events[n] = undefined;
     if (n > 0) {
       let i = 0;
       for (;;) {
         const l = 2 * i + 1;
         if (l >= n) break;
         const r = l + 1;
-        const c = r < n && before(heap[r]!, heap[l]!) ? r : l;
-        if (!before(heap[c]!, last)) break;
-        heap[i] = heap[c]!;
+        let c = l;
+        if (r < n) {
+          const rt = times[r]!;
+          const lt = times[l]!;
+          if (rt < lt || (rt === lt && ranks[r]! < ranks[l]!)) c = r;
+        }
+        const ct = times[c]!;
+        if (time < ct || (time === ct && rank < ranks[c]!)) break;
+        times[i] = ct;
+        ranks[i] = ranks[c]!;
+        events[i] = events[c];
         i = c;
       }
-      heap[i] = last;
+      times[i] = time;
+      ranks[i] = rank;
+      events[i] = last;
     }
     return top;
+  }
+
+  #grow(): void {
+    const times = new Float64Array(this.#times.length * 2);
+    times.set(this.#times);
+    this.#times = times;
+    const ranks = new Float64Array(this.#ranks.length * 2);
+    ranks.set(this.#ranks);
+    this.#ranks = ranks;
   }
 }
