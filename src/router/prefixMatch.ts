@@ -38,7 +38,8 @@ export function matchPrefix(
   if (liveCount === 0) return;
   const n = keys.length;
   let at = -1;
-  for (let i = 0; i < n; i++) {
+  let i = 0;
+  while (i < n) {
     const key = keys[i]!;
     at = at >= 0 && at + 1 < length && entryKeys[at + 1] === key ? at + 1 : index.locate(key);
     if (starts !== null && starts[startBucketOf(key)] !== 0) predicted!.enter(key, i);
@@ -50,25 +51,43 @@ export function matchPrefix(
         lacking |= alive[w]! & ~holders[base + w]!;
       }
     } else lacking = 1;
-    if (lacking === 0) continue;
-    if (predicted !== null) {
-      ovHeld.fill(0, 0, words);
-      predicted.orPredicted(key, i, nowMs, ovHeld);
+    if (lacking !== 0) {
+      if (predicted !== null) {
+        ovHeld.fill(0, 0, words);
+        predicted.orPredicted(key, i, nowMs, ovHeld);
+      }
+      const base = at * words;
+      let kept = 0;
+      for (let l = 0; l < liveCount; l++) {
+        const w = live[l]!;
+        const was = alive[w]!;
+        let held = at >= 0 ? holders[base + w]! : 0;
+        if (predicted !== null) held |= ovHeld[w]!;
+        const keep = was & held;
+        if (keep !== was) dropAll(was & ~keep, w, i, outBlocks);
+        alive[w] = keep;
+        if (keep !== 0) live[kept++] = w;
+      }
+      liveCount = kept;
+      if (liveCount === 0) return;
     }
-    const base = at * words;
-    let kept = 0;
-    for (let l = 0; l < liveCount; l++) {
-      const w = live[l]!;
-      const was = alive[w]!;
-      let held = at >= 0 ? holders[base + w]! : 0;
-      if (predicted !== null) held |= ovHeld[w]!;
-      const keep = was & held;
-      if (keep !== was) dropAll(was & ~keep, w, i, outBlocks);
-      alive[w] = keep;
-      if (keep !== 0) live[kept++] = w;
+    i++;
+    if (liveCount !== 1 || at < 0) continue;
+    // The common stretch: the replicas still matching sit in one word and the chain runs on in
+    // the next entries, each held by all of them, with no prediction starting there. Such a
+    // block changes nothing (the step above would find nothing lacking), so it is passed over
+    // with a key compare and one word test; the first block that is not goes through the step.
+    const w = live[0]!;
+    const want = alive[w]!;
+    let word = (at + 1) * words + w;
+    while (i < n && at + 1 < length) {
+      const key = keys[i]!;
+      if (entryKeys[at + 1] !== key || (want & ~holders[word]!) !== 0) break;
+      if (starts !== null && starts[startBucketOf(key)] !== 0) break;
+      at++;
+      word += words;
+      i++;
     }
-    liveCount = kept;
-    if (liveCount === 0) return;
   }
   for (let l = 0; l < liveCount; l++) {
     const w = live[l]!;
