@@ -250,8 +250,8 @@ if (json) {
     })),
   );
   console.log(
-    `median: pick p50 ${result.pickUs.p50} us (target <= 30), p99 ${result.pickUs.p99} us ` +
-      `(target <= 150), events ${result.eventsPerS.toLocaleString()}/s (target >= 1,000,000), ` +
-      `vLLM-hash events ${result.foreignEventsPerS.toLocaleString()}/s`,
+    `median: pick p50 ${result.pickUs.p50} us (target <= 12), p99 ${result.pickUs.p99} us ` +
+      `(target <= 25), events ${result.eventsPerS.toLocaleString()}/s (target >= 15,000,000), ` +
+      `vLLM-hash events ${result.foreignEventsPerS.toLocaleString()}/s (target >= 5,000,000)`,
   );
 }

@@ -14,8 +14,9 @@
  * full-attention kinds (and groups that name no kind, as older vLLM and SGLang send), or every
  * group when a model has no full-attention group at all (sliding-window-only models).
  */
-import { type BlockKey, extendBlockKey } from '../kv/blockKey.ts';
+import { type BlockKey, extendBlockKey, extendBlockKeys, type KeyScope } from '../kv/blockKey.ts';
 import type { AllBlocksCleared, KvEvent } from '../kv/events.ts';
+import { SlotTable } from './slotTable.ts';
 
 /** An engine's block hash as decoded off the wire. */
 export type EngineHash = bigint | number | string;
@@ -60,12 +61,27 @@ const MAX_GROUP_BIT = 30;
 const groupBit = (groupIdx: number | null | undefined): number =>
   1 << Math.min(Math.max(groupIdx ?? 0, 0), MAX_GROUP_BIT);
 
+/** Handles an engine hash's slots start with; they double when full. */
+const MIN_HANDLES = 1024;
+
 export class ForeignKeyMap {
-  #toKey = new Map<EngineHash, BlockKey>();
-  /** Counted engine hashes per router key: two engine hashes (e.g. differing extra keys) can share one. */
-  #refs = new Map<BlockKey, number>();
-  /** Groups holding each engine hash; kept only once a second group has appeared (else: group 0). */
-  #groups = new Map<EngineHash, number>();
+  /**
+   * Engine hash -> handle: a small integer (a Map value without a boxed number), indexing
+   * `#keyOf` and `#maskOf` below. Map order is the hashes' insertion order, as a recount walks it.
+   */
+  #handles = new Map<EngineHash, number>();
+  /** Handle -> router key. */
+  #keyOf = new Float64Array(MIN_HANDLES);
+  /** Handle -> groups holding the hash (group 0 alone until a second group appears). */
+  #maskOf = new Int32Array(MIN_HANDLES);
+  /** Handles given back by removed hashes, reused first. */
+  #free: number[] = [];
+  #nextHandle = 0;
+  /**
+   * Counted engine hashes per router key (two engine hashes, e.g. differing extra keys, can
+   * share one): record [key + 1, count], a key absent when none is counted.
+   */
+  #refs = new SlotTable(2);
   #hybrid = false;
   /** Group bit -> whether that group keeps whole prefixes (its kind is not a partial one). */
   #kinds = new Map<number, boolean>();
@@ -75,7 +91,7 @@ export class ForeignKeyMap {
 
   /** Engine hashes currently mapped. */
   get size(): number {
-    return this.#toKey.size;
+    return this.#handles.size;
   }
 
   /** Stored blocks dropped because their parent hash was unknown (missed or evicted). */
@@ -84,7 +100,8 @@ export class ForeignKeyMap {
   }
 
   routerKey(hash: EngineHash): BlockKey | undefined {
-    return this.#toKey.get(hash);
+    const handle = this.#handles.get(hash);
+    return handle === undefined ? undefined : this.#keyOf[handle];
   }
 
   /** Translates foreign events into kvroute events, updating the hash map. */
@@ -102,9 +119,10 @@ export class ForeignKeyMap {
   }
 
   clear(): void {
-    this.#toKey.clear();
+    this.#handles.clear();
+    this.#free.length = 0;
+    this.#nextHandle = 0;
     this.#refs.clear();
-    this.#groups.clear();
     this.#kinds.clear();
     this.#hybrid = false;
     this.#fullMask = 0;
@@ -114,21 +132,51 @@ export class ForeignKeyMap {
     return (this.#fullMask === 0 ? mask : mask & this.#fullMask) !== 0;
   }
 
-  #maskOf(hash: EngineHash): number {
-    return this.#groups.get(hash) ?? 1;
+  /** A handle for a new hash mapped to `key`, held by the groups in `mask`. */
+  #map(hash: EngineHash, key: BlockKey, mask: number): void {
+    let handle = this.#free.pop();
+    if (handle === undefined) {
+      handle = this.#nextHandle++;
+      if (handle === this.#keyOf.length) this.#grow();
+    }
+    this.#keyOf[handle] = key;
+    this.#maskOf[handle] = mask;
+    this.#handles.set(hash, handle);
+  }
+
+  /** Forgets `hash` (mapped to `handle`). */
+  #unmap(hash: EngineHash, handle: number): void {
+    this.#handles.delete(hash);
+    this.#free.push(handle);
+  }
+
+  #grow(): void {
+    const keyOf = new Float64Array(this.#keyOf.length * 2);
+    keyOf.set(this.#keyOf);
+    this.#keyOf = keyOf;
+    const maskOf = new Int32Array(this.#maskOf.length * 2);
+    maskOf.set(this.#maskOf);
+    this.#maskOf = maskOf;
   }
 
   /** One more counted engine hash for `key`. */
   #retain(key: BlockKey): void {
-    this.#refs.set(key, (this.#refs.get(key) ?? 0) + 1);
+    const slot = this.#refs.insert(key);
+    this.#refs.f64[slot * 2 + 1]!++;
   }
 
   /** One counted engine hash fewer for `key`; true when none is left. */
   #release(key: BlockKey): boolean {
-    const refs = (this.#refs.get(key) ?? 1) - 1;
-    if (refs > 0) this.#refs.set(key, refs);
-    else this.#refs.delete(key);
-    return refs <= 0;
+    const refs = this.#refs;
+    const slot = refs.find(key);
+    if (slot < 0) return true;
+    const left = refs.f64[slot * 2 + 1]! - 1;
+    if (left > 0) {
+      refs.f64[slot * 2 + 1] = left;
+      return false;
+    }
+    refs.removeAt(slot);
+    return true;
   }
 
   /** A group's first event: note its kind; a new group may change what counts. */
@@ -150,15 +198,16 @@ export class ForeignKeyMap {
     const before = this.#fullMask;
     const added: BlockKey[] = [];
     const removed: BlockKey[] = [];
-    for (const [hash, key] of this.#toKey) {
-      const mask = this.#maskOf(hash);
+    for (const handle of this.#handles.values()) {
+      const key = this.#keyOf[handle]!;
+      const mask = this.#maskOf[handle]!;
       this.#fullMask = before;
       const was = this.#counted(mask);
       this.#fullMask = fullMask;
       const is = this.#counted(mask);
       if (was && !is && this.#release(key)) removed.push(key);
       else if (!was && is) {
-        if (!this.#refs.has(key)) added.push(key);
+        if (this.#refs.find(key) < 0) added.push(key);
         this.#retain(key);
       }
     }
@@ -180,22 +229,23 @@ export class ForeignKeyMap {
   #removed(event: ForeignBlockRemoved, out: KvEvent[]): void {
     const bit = this.#learnGroup(event, out);
     const blockKeys: BlockKey[] = [];
-    for (const hash of event.blockHashes) {
-      const key = this.#toKey.get(hash);
-      if (key === undefined) continue;
+    const hashes = event.blockHashes;
+    for (let i = 0; i < hashes.length; i++) {
+      const hash = hashes[i]!;
+      const handle = this.#handles.get(hash);
+      if (handle === undefined) continue;
+      const key = this.#keyOf[handle]!;
       if (!this.#hybrid) {
         // One group, which always counts: the common case, kept to two map operations.
-        this.#toKey.delete(hash);
+        this.#unmap(hash, handle);
         if (this.#release(key)) blockKeys.push(key);
         continue;
       }
-      const mask = this.#maskOf(hash);
+      const mask = this.#maskOf[handle]!;
       if ((mask & bit) === 0) continue;
       const left = mask & ~bit;
-      if (left === 0) {
-        this.#toKey.delete(hash);
-        this.#groups.delete(hash);
-      } else this.#groups.set(hash, left);
+      if (left === 0) this.#unmap(hash, handle);
+      else this.#maskOf[handle] = left;
       if (this.#counted(mask) && !this.#counted(left) && this.#release(key)) blockKeys.push(key);
     }
     if (blockKeys.length > 0) out.push({ type: 'BlockRemoved', blockKeys });
@@ -205,52 +255,51 @@ export class ForeignKeyMap {
     const bit = this.#learnGroup(event, out);
     let parentKey: BlockKey | null = null;
     if (event.parentBlockHash !== null) {
-      const known = this.#toKey.get(event.parentBlockHash);
+      const known = this.routerKey(event.parentBlockHash);
       if (known === undefined) {
         this.#unresolvedBlocks += event.blockHashes.length;
         return;
       }
       parentKey = known;
     }
-    const scope = {
-      cacheSalt: event.cacheSalt ?? undefined,
-      loraName: event.loraName ?? undefined,
-    };
     const size = event.blockSize;
-    const counted: BlockKey[] = [];
+    const hashes = event.blockHashes;
+    const keys = chainedKeys(event, parentKey);
+    const chained = keys.length;
+    if (chained < hashes.length) this.#unresolvedBlocks += hashes.length - chained;
     const stale: BlockKey[] = [];
-    let parent = parentKey;
-    let chained = 0;
-    for (let b = 0; b < event.blockHashes.length; b++) {
-      const tokens = event.tokenIds.slice(b * size, (b + 1) * size);
-      if (tokens.length < size) {
-        this.#unresolvedBlocks += event.blockHashes.length - b;
-        break;
-      }
-      const key = extendBlockKey(parent, tokens, scope);
-      const hash = event.blockHashes[b]!;
-      const previous = this.#toKey.get(hash);
-      parent = key;
-      chained++;
+    // One group, which always counts (see #counted): every chained key is counted.
+    const counted: BlockKey[] = this.#hybrid ? [] : keys;
+    for (let b = 0; b < chained; b++) {
+      const key = keys[b]!;
+      const hash = hashes[b]!;
+      const handle = this.#handles.get(hash);
       if (!this.#hybrid) {
-        // One group, which always counts (see #counted): what changes is the hash's key.
-        if (previous !== key) {
-          if (previous !== undefined && this.#release(previous)) stale.push(previous);
-          this.#toKey.set(hash, key);
+        // What changes is the hash's key, if anything.
+        if (handle === undefined) {
+          this.#map(hash, key, 1);
           this.#retain(key);
+        } else {
+          const previous = this.#keyOf[handle]!;
+          if (previous !== key) {
+            if (this.#release(previous)) stale.push(previous);
+            this.#keyOf[handle] = key;
+            this.#retain(key);
+          }
         }
-        counted.push(key);
         continue;
       }
-      const oldMask = previous === undefined ? 0 : this.#maskOf(hash);
-      const wasCounted = previous !== undefined && this.#counted(oldMask);
+      const previous = handle === undefined ? undefined : this.#keyOf[handle]!;
+      const oldMask = handle === undefined ? 0 : this.#maskOf[handle]!;
+      const wasCounted = handle !== undefined && this.#counted(oldMask);
       // The same hash for other tokens: its removal was missed; the old block is gone.
       const mask = (previous === key ? oldMask : 0) | bit;
-      if (previous !== key) {
-        if (wasCounted && this.#release(previous!)) stale.push(previous!);
-        this.#toKey.set(hash, key);
+      if (handle === undefined) this.#map(hash, key, mask);
+      else {
+        if (previous !== key && wasCounted && this.#release(previous!)) stale.push(previous!);
+        this.#keyOf[handle] = key;
+        this.#maskOf[handle] = mask;
       }
-      if (this.#hybrid) this.#groups.set(hash, mask);
       // A store only adds groups: a counted hash stays counted.
       if (this.#counted(mask)) {
         if (!(previous === key && wasCounted)) this.#retain(key);
@@ -259,14 +308,43 @@ export class ForeignKeyMap {
     }
     if (stale.length > 0) out.push({ type: 'BlockRemoved', blockKeys: stale });
     if (counted.length === 0) return;
+    const tokens = chained * size;
     out.push({
       type: 'BlockStored',
       blockKeys: counted,
       parentKey,
-      tokenIds: event.tokenIds.slice(0, chained * size),
+      // Handed on as it came when every token is in a chained block (no copy per event).
+      tokenIds: tokens === event.tokenIds.length ? event.tokenIds : event.tokenIds.slice(0, tokens),
       blockSize: size,
       loraName: event.loraName,
       cacheSalt: event.cacheSalt,
     });
   }
+}
+
+/**
+ * Keys of the event's blocks chained from `parentKey`, up to the first block its tokens do not
+ * fill (that one and the rest stay unresolved). A whole number of tokens per block goes through
+ * one chained pass over the event's tokens, without a copy per block.
+ */
+function chainedKeys(event: ForeignBlockStored, parentKey: BlockKey | null): BlockKey[] {
+  const size = event.blockSize;
+  const scope: KeyScope = {
+    cacheSalt: event.cacheSalt ?? undefined,
+    loraName: event.loraName ?? undefined,
+  };
+  const blocks = event.blockHashes.length;
+  const keys: BlockKey[] = [];
+  if (Number.isInteger(size) && size > 0) {
+    return extendBlockKeys(event.tokenIds, size, 0, parentKey, keys, scope, blocks);
+  }
+  // A malformed size: block by block, as a slice of the tokens each.
+  let parent = parentKey;
+  for (let b = 0; b < blocks; b++) {
+    const tokens = event.tokenIds.slice(b * size, (b + 1) * size);
+    if (tokens.length < size) break;
+    parent = extendBlockKey(parent, tokens, scope);
+    keys.push(parent);
+  }
+  return keys;
 }

@@ -50,6 +50,14 @@ export class RouteOverlay {
     this.ttlMs = ttlMs;
   }
 
+  /**
+   * Pending predictions per bucket of first keys (`startBucketOf`), read only: a walk calls
+   * `enter` only for a block whose bucket is not empty.
+   */
+  get startBuckets(): Int32Array {
+    return this.#startCounts;
+  }
+
   /** Route predictions not yet reclaimed. */
   get pending(): number {
     return this.#queue.length - this.#head;
@@ -73,7 +81,7 @@ export class RouteOverlay {
     // A new record's payload is 0, so `older` is -1.
     const older = f64[slot * 2 + 1]! - 1;
     f64[slot * 2 + 1] = id + 1;
-    this.#startCounts[bucketOf(tail[0]!)]!++;
+    this.#startCounts[startBucketOf(tail[0]!)]!++;
     this.#queue.push({
       replica,
       fromBlock,
@@ -90,7 +98,7 @@ export class RouteOverlay {
     while (this.#head < queue.length && queue[this.#head]!.expiresAtMs <= nowMs) {
       const id = this.#firstId + this.#head;
       const first = queue[this.#head]!.keys[0]!;
-      this.#startCounts[bucketOf(first)]!--;
+      this.#startCounts[startBucketOf(first)]!--;
       const slot = starts.find(first);
       // Only the newest prediction with its first key is in the table; older ones are not.
       if (slot >= 0 && starts.f64[slot * 2 + 1] === id + 1) starts.removeAt(slot);
@@ -119,7 +127,7 @@ export class RouteOverlay {
 
   /** Newest pending prediction whose first key is `key`, or null. */
   newestStartingAt(key: BlockKey): Prediction | null {
-    if (this.#startCounts[bucketOf(key)] === 0) return null;
+    if (this.#startCounts[startBucketOf(key)] === 0) return null;
     const slot = this.#starts.find(key);
     return slot < 0 ? null : this.byId(this.#starts.f64[slot * 2 + 1]! - 1);
   }
@@ -176,6 +184,7 @@ export class PredictionWalk {
   }
 }
 
-function bucketOf(key: BlockKey): number {
+/** A first key's bucket in `RouteOverlay.startBuckets`. */
+export function startBucketOf(key: BlockKey): number {
   return (key >>> 0) & (START_BUCKETS - 1);
 }

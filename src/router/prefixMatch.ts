@@ -10,7 +10,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { BlockIndex } from './blockIndex.ts';
-import type { RouteOverlay } from './overlay.ts';
+import { type RouteOverlay, startBucketOf } from './overlay.ts';
 
 /**
  * Writes into `outBlocks[r]` the matched prefix length in blocks of every replica r whose bit is
@@ -28,35 +28,85 @@ export function matchPrefix(
   const words = index.words;
   const { keys: entryKeys, holders, length } = index.arena;
   const predicted = overlay !== null && overlay.pending > 0 ? overlay.walk() : null;
-  const ovHeld = new Int32Array(words);
+  // A block's bucket of first keys: most are empty, and a walk takes in predictions only there.
+  const starts = predicted === null ? null : overlay!.startBuckets;
+  const ovHeld = scratch(words);
+  // The words of `alive` with a replica still matching: after the first blocks, one or two.
+  const live = liveWords(words);
+  let liveCount = 0;
+  for (let w = 0; w < words; w++) if (alive[w] !== 0) live[liveCount++] = w;
+  if (liveCount === 0) return;
   const n = keys.length;
   let at = -1;
-  for (let i = 0; i < n; i++) {
+  let i = 0;
+  while (i < n) {
     const key = keys[i]!;
     at = at >= 0 && at + 1 < length && entryKeys[at + 1] === key ? at + 1 : index.locate(key);
-    predicted?.enter(key, i);
-    const base = at * words;
+    if (starts !== null && starts[startBucketOf(key)] !== 0) predicted!.enter(key, i);
     let lacking = 0;
-    for (let w = 0; w < words; w++) lacking |= alive[w]! & ~(at >= 0 ? holders[base + w]! : 0);
-    if (lacking === 0) continue;
-    if (predicted !== null) {
-      ovHeld.fill(0);
-      predicted.orPredicted(key, i, nowMs, ovHeld);
+    if (at >= 0) {
+      const base = at * words;
+      for (let l = 0; l < liveCount; l++) {
+        const w = live[l]!;
+        lacking |= alive[w]! & ~holders[base + w]!;
+      }
+    } else lacking = 1;
+    if (lacking !== 0) {
+      if (predicted !== null) {
+        ovHeld.fill(0, 0, words);
+        predicted.orPredicted(key, i, nowMs, ovHeld);
+      }
+      const base = at * words;
+      let kept = 0;
+      for (let l = 0; l < liveCount; l++) {
+        const w = live[l]!;
+        const was = alive[w]!;
+        let held = at >= 0 ? holders[base + w]! : 0;
+        if (predicted !== null) held |= ovHeld[w]!;
+        const keep = was & held;
+        if (keep !== was) dropAll(was & ~keep, w, i, outBlocks);
+        alive[w] = keep;
+        if (keep !== 0) live[kept++] = w;
+      }
+      liveCount = kept;
+      if (liveCount === 0) return;
     }
-    let any = 0;
-    for (let w = 0; w < words; w++) {
-      const was = alive[w]!;
-      if (was === 0) continue;
-      let held = at >= 0 ? holders[base + w]! : 0;
-      if (predicted !== null) held |= ovHeld[w]!;
-      const keep = was & held;
-      if (keep !== was) dropAll(was & ~keep, w, i, outBlocks);
-      alive[w] = keep;
-      any |= keep;
+    i++;
+    if (liveCount !== 1 || at < 0) continue;
+    // The common stretch: the replicas still matching sit in one word and the chain runs on in
+    // the next entries, each held by all of them, with no prediction starting there. Such a
+    // block changes nothing (the step above would find nothing lacking), so it is passed over
+    // with a key compare and one word test; the first block that is not goes through the step.
+    const w = live[0]!;
+    const want = alive[w]!;
+    let word = (at + 1) * words + w;
+    while (i < n && at + 1 < length) {
+      const key = keys[i]!;
+      if (entryKeys[at + 1] !== key || (want & ~holders[word]!) !== 0) break;
+      if (starts !== null && starts[startBucketOf(key)] !== 0) break;
+      at++;
+      word += words;
+      i++;
     }
-    if (any === 0) return;
   }
-  for (let w = 0; w < words; w++) dropAll(alive[w]!, w, n, outBlocks);
+  for (let l = 0; l < liveCount; l++) {
+    const w = live[l]!;
+    dropAll(alive[w]!, w, n, outBlocks);
+  }
+}
+
+/** Walk scratch, reused (one walk at a time: the core is synchronous). */
+let ovScratch = new Int32Array(2);
+let liveScratch = new Int32Array(2);
+
+function scratch(words: number): Int32Array {
+  if (ovScratch.length < words) ovScratch = new Int32Array(words);
+  return ovScratch;
+}
+
+function liveWords(words: number): Int32Array {
+  if (liveScratch.length < words) liveScratch = new Int32Array(words);
+  return liveScratch;
 }
 
 /** outBlocks[r] = blocks for every replica r in bitset word `w`. */

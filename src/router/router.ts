@@ -36,7 +36,7 @@ import { Ledger } from './ledger.ts';
 import { RouteOverlay } from './overlay.ts';
 import type { Pick, PickInput, Policy, ReplicaView, RouteRequest } from './policy.ts';
 import { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
-import { matchPrefix, replicaMask } from './prefixMatch.ts';
+import { matchPrefix } from './prefixMatch.ts';
 import { makePolicy, type PolicyOptions } from './registry.ts';
 import type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';
 
@@ -145,6 +145,10 @@ export class Router {
   #fallback = new Map<number, ApproxFallback>();
   #rng: Rng;
   #matched = new Int32Array(0);
+  /** Route scratch: healthy and eligible replicas, the walk's bitset of replicas still matching. */
+  #healthy: ReplicaState[] = [];
+  #eligible: ReplicaState[] = [];
+  #alive = new Int32Array(0);
   #counters: Omit<RouterCounters, 'policy'> = {
     decisions: 0,
     cachedTokens: 0,
@@ -226,12 +230,20 @@ export class Router {
    */
   route(request: RouteRequest, nowMs: number): RouteDecision {
     this.#overlay?.expire(nowMs);
-    const healthy: ReplicaState[] = [];
-    const eligible: ReplicaState[] = [];
+    // Scratch reused across routes: no route keeps these arrays (views copy what they need).
+    const healthy = this.#healthy;
+    const eligible = this.#eligible;
+    healthy.length = 0;
+    eligible.length = 0;
+    const words = this.#index.blocks.words;
+    if (this.#alive.length !== words) this.#alive = new Int32Array(words);
+    const alive = this.#alive;
+    alive.fill(0);
     for (const state of this.#replicas) {
       const verdict = this.#verdict(state, nowMs);
       if (verdict === 'down' || request.avoid?.includes(state.name)) continue;
       healthy.push(state);
+      alive[state.id >>> 5] = alive[state.id >>> 5]! | (1 << (state.id & 31));
       if (verdict === 'eligible') eligible.push(state);
     }
     if (healthy.length === 0) {
@@ -239,13 +251,8 @@ export class Router {
       throw new RouterError('ERR_NO_HEALTHY_REPLICA', 'no healthy replica to route to');
     }
     const matched = this.#matched;
-    const alive = replicaMask(
-      healthy.map((s) => s.id),
-      this.#index.blocks.words,
-    );
     matchPrefix(this.#index.blocks, this.#overlay, request.blockKeys, alive, nowMs, matched);
-    const cached = (id: number): number =>
-      Math.min(request.promptTokens, matched[id]! * request.blockSize);
+    const { promptTokens } = request;
 
     const failedOpen = eligible.length === 0;
     const lora = request.lora || null;
@@ -269,7 +276,8 @@ export class Router {
       const loads = considered.map((s) => this.#ledger.load(s.id));
       const at = leastLoaded(
         loads.map(
-          (l, i) => l.queuedPromptTokens + request.promptTokens - cached(considered[i]!.id),
+          (l, i) =>
+            l.queuedPromptTokens + promptTokens - cachedOf(matched[considered[i]!.id]!, request),
         ),
         loads.map((l) => l.prefillRequests + l.decodeRequests),
         this.#rng,
@@ -289,9 +297,11 @@ export class Router {
     }
 
     const chosen = this.#replicas[pick.replicaId]!;
-    const cachedTokens = cached(chosen.id);
+    const cachedTokens = cachedOf(matched[chosen.id]!, request);
     let bestCachedTokens = 0;
-    for (const s of considered) bestCachedTokens = Math.max(bestCachedTokens, cached(s.id));
+    for (const s of considered) {
+      bestCachedTokens = Math.max(bestCachedTokens, cachedOf(matched[s.id]!, request));
+    }
     const uncachedTokens = request.promptTokens - cachedTokens;
     const queuedAheadTokens = this.#ledger.load(chosen.id).queuedPromptTokens;
     this.#apply(request, chosen.id, matched[chosen.id]!, cachedTokens, nowMs);
@@ -682,4 +692,9 @@ export class Router {
     }
     return this.#replicas[id]!;
   }
+}
+
+/** Prompt tokens in a request's first `blocks` blocks (its cached prefix there). */
+function cachedOf(blocks: number, request: RouteRequest): number {
+  return Math.min(request.promptTokens, blocks * request.blockSize);
 }

@@ -7,7 +7,8 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 
-const TWO_POW_32 = 4294967296;
+/** 2^-32: multiplying by it is exact, as dividing by 2^32 is, and cheaper. */
+const TWO_POW_MINUS_32 = 1 / 4294967296;
 const MIN_SLOTS = 1024;
 
 export class SlotTable {
@@ -43,7 +44,7 @@ export class SlotTable {
 
   /** Home slot: both 32-bit halves of the key folded, then Fibonacci hashing for the top bits. */
   #home(key: number): number {
-    return Math.imul((key >>> 0) ^ ((key / TWO_POW_32) | 0), 0x9e3779b1) >>> this.#shift;
+    return Math.imul((key >>> 0) ^ ((key * TWO_POW_MINUS_32) | 0), 0x9e3779b1) >>> this.#shift;
   }
 
   /**

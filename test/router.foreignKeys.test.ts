@@ -1,0 +1,125 @@
+/**
+ * The foreign-hash map (engine hash -> router key, counted per router key) against the version
+ * it replaced, kept in test/support as the model: random stores, removals and clears, with few
+ * hashes and a tiny vocabulary so that hashes are reused for other tokens, two hashes share a
+ * router key, parents go missing and hybrid groups come and go; every answer must be the same.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import type { KvEvent } from '../src/kv/events.ts';
+import { type EngineHash, ForeignKeyMap, type ForeignKvEvent } from '../src/router/index.ts';
+import { ReferenceForeignKeyMap } from './support/foreignKeysReference.ts';
+
+const HASHES = 6;
+const hash = fc.nat(HASHES - 1).map((h): EngineHash => BigInt(h) * 0x9e3779b97f4a7c15n);
+/** Token runs that blocks share (two hashes for one router key). */
+const RUNS = [
+  [1, 2, 1, 2, 1, 2, 1, 2],
+  [1, 2, 0, 0, 1, 2, 0, 0],
+  [0, 1, 2, 0, 1, 2, 0, 1],
+];
+const group = fc.constantFrom(undefined, null, 0, 1, 2);
+const kind = fc.constantFrom(undefined, null, 'full_attention', 'sliding_window', 'mamba');
+const scope = fc.constantFrom(null, 'a');
+
+const stored = fc
+  .record({
+    hashes: fc.array(hash, { minLength: 1, maxLength: 4 }),
+    parent: fc.option(hash, { nil: null }),
+    blockSize: fc.oneof({ weight: 8, arbitrary: fc.constant(2) }, fc.constantFrom(1, 0, 1.5)),
+    /** Tokens short of the blocks' count by this many (a partial or missing block). */
+    short: fc.oneof({ weight: 4, arbitrary: fc.constant(0) }, fc.nat(3)),
+    /** One of three token runs, so that the same hash is often stored again for the same tokens. */
+    vocab: fc.oneof(
+      { weight: 3, arbitrary: fc.constantFrom(RUNS[0]!, RUNS[1]!, RUNS[2]!) },
+      fc.array(fc.nat(2), { minLength: 8, maxLength: 8 }),
+    ),
+    groupIdx: group,
+    kvCacheSpecKind: kind,
+    loraName: scope,
+    cacheSalt: scope,
+  })
+  .map(
+    (e): ForeignKvEvent => ({
+      type: 'BlockStored',
+      blockHashes: e.hashes,
+      parentBlockHash: e.parent,
+      tokenIds: e.vocab.slice(
+        0,
+        Math.max(0, Math.ceil(e.hashes.length * Math.max(e.blockSize, 1)) - e.short),
+      ),
+      blockSize: e.blockSize,
+      loraName: e.loraName,
+      cacheSalt: e.cacheSalt,
+      groupIdx: e.groupIdx,
+      kvCacheSpecKind: e.kvCacheSpecKind,
+    }),
+  );
+const removed = fc
+  .record({ hashes: fc.array(hash, { minLength: 1, maxLength: 4 }), groupIdx: group })
+  .map(
+    (e): ForeignKvEvent => ({ type: 'BlockRemoved', blockHashes: e.hashes, groupIdx: e.groupIdx }),
+  );
+const event = fc.oneof(
+  { weight: 6, arbitrary: stored },
+  { weight: 3, arbitrary: removed },
+  { weight: 1, arbitrary: fc.constant<ForeignKvEvent>({ type: 'AllBlocksCleared' }) },
+);
+
+/** Events as plain data, token ids as an array whatever they were handed on as. */
+const plain = (events: KvEvent[]): unknown[] =>
+  events.map((e) => (e.type === 'BlockStored' ? { ...e, tokenIds: Array.from(e.tokenIds) } : e));
+
+test('ForeignKeyMap answers as the map it replaced, after every batch', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.array(event, { minLength: 1, maxLength: 4 }), { maxLength: 30 }),
+      (batches) => {
+        const map = new ForeignKeyMap();
+        const model = new ReferenceForeignKeyMap();
+        for (const batch of batches) {
+          assert.deepEqual(plain(map.translate(batch)), plain(model.translate(batch)));
+          assert.equal(map.size, model.size);
+          assert.equal(map.unresolvedBlocks, model.unresolvedBlocks);
+          for (let h = 0; h < HASHES; h++) {
+            const engineHash = BigInt(h) * 0x9e3779b97f4a7c15n;
+            assert.equal(map.routerKey(engineHash), model.routerKey(engineHash));
+          }
+        }
+      },
+    ),
+    { numRuns: 400 },
+  );
+});
+
+test('a hash map past its first thousand handles keeps every mapping', () => {
+  const map = new ForeignKeyMap();
+  const model = new ReferenceForeignKeyMap();
+  const hashes = Array.from({ length: 3_000 }, (_, i) => BigInt(i) + 1n);
+  const tokenIds = Array.from({ length: 3_000 * 4 }, (_, i) => (i * 7919) % 50_000);
+  const events: ForeignKvEvent[] = [
+    {
+      type: 'BlockStored',
+      blockHashes: hashes,
+      parentBlockHash: null,
+      tokenIds,
+      blockSize: 4,
+      loraName: null,
+      cacheSalt: null,
+    },
+    { type: 'BlockRemoved', blockHashes: hashes.filter((_, i) => i % 3 === 0) },
+    {
+      type: 'BlockStored',
+      blockHashes: hashes.slice(0, 600).map((h) => h + 10_000n),
+      parentBlockHash: null,
+      tokenIds: tokenIds.slice(0, 600 * 4),
+      blockSize: 4,
+      loraName: null,
+      cacheSalt: null,
+    },
+  ];
+  assert.deepEqual(plain(map.translate(events)), plain(model.translate(events)));
+  assert.equal(map.size, 3_000 - 1_000 + 600);
+  for (const h of hashes) assert.equal(map.routerKey(h), model.routerKey(h));
+});
