@@ -14,10 +14,10 @@ import { join } from 'node:path';
 import { ROOT } from './cli.ts';
 import { type CodeBlock, commands } from './docs.ts';
 
-/** A ready line: the gateway's, the engine's, the picker's. */
-const READY = /listening on|ready url=/;
+/** A ready line: the gateway's, the engine's, the picker's, nats-server's (on stderr). */
+const READY = /listening on|ready url=|Server is ready/;
 /** Well-known ports a block may name. */
-const PORT = /(?<=--port |--health-port |--metrics-port |:)(\d{4})\b/g;
+const PORT = /(?<=--port |--health-port |--metrics-port | -p |:)(\d{4})\b/g;
 
 export interface LineResult {
   line: string;
@@ -49,6 +49,13 @@ export class DocRunner {
     }
     out = out.replace(PORT, (p) => this.#ports.get(p)!);
     return out;
+  }
+
+  /** The free port a port the block names was mapped to. */
+  port(named: string): string {
+    const port = this.#ports.get(named);
+    if (port === undefined) throw new Error(`the block names no port ${named}`);
+    return port;
   }
 
   /** The environment of every line: the example script's URL on the mapped 8080. */
@@ -89,9 +96,6 @@ export class DocRunner {
     let stdout = '';
     let stderr = '';
     child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (d: string) => {
-      stderr += d;
-    });
     child.stdout.setEncoding('utf8');
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
@@ -99,20 +103,35 @@ export class DocRunner {
           reject(new Error(`\`${raw}\`: no ready line in ${timeoutMs} ms: ${stdout} ${stderr}`)),
         timeoutMs,
       );
-      child.stdout.on('data', (d: string) => {
-        stdout += d;
-        if (READY.test(stdout)) {
+      const seen = () => {
+        if (READY.test(stdout) || READY.test(stderr)) {
           clearTimeout(timer);
           resolve();
         }
+      };
+      child.stdout.on('data', (d: string) => {
+        stdout += d;
+        seen();
+      });
+      child.stderr.on('data', (d: string) => {
+        stderr += d;
+        seen();
       });
       child.once('exit', (code) => {
         clearTimeout(timer);
         reject(new Error(`\`${raw}\` exited ${code} before its ready line: ${stdout} ${stderr}`));
       });
     });
-    // Let the servers' own start-up output finish (the gateway prints its fleet after the line).
-    return { line: raw, stdout, stderr };
+    // Read as the server goes on writing (the gateway prints its fleet after its first line).
+    return {
+      line: raw,
+      get stdout() {
+        return stdout;
+      },
+      get stderr() {
+        return stderr;
+      },
+    };
   }
 
   /** Stops the servers started (SIGTERM, then SIGKILL after 10 s) and removes the folder. */
