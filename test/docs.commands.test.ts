@@ -112,3 +112,25 @@ test('docs/nats.md: two gateways share their state over NATS, a third follows a 
     await runner.close();
   }
 });
+
+test('docs/pd.md: a request prefilled on the prefill engine, decoded on the decode engine', async () => {
+  const block = readDoc('docs/pd.md').blocks.find((b) => b.text.includes('role=prefill'));
+  assert.ok(block, 'the live block');
+  const runner = new DocRunner();
+  try {
+    const results = await runner.run(block);
+    const [head, body] = results.find((r) => r.line.startsWith('curl'))!.stdout.split('\r\n\r\n');
+    assert.match(head!, /^HTTP\/1\.1 200/);
+    assert.match(
+      head!,
+      new RegExp(`x-kvroute-prefill-replica: 127\\.0\\.0\\.1:${runner.port('8100')}`, 'i'),
+    );
+    assert.match(
+      head!,
+      new RegExp(`x-kvroute-replica: 127\\.0\\.0\\.1:${runner.port('8200')}`, 'i'),
+    );
+    assert.equal(JSON.parse(body!).usage.completion_tokens, 8);
+  } finally {
+    await runner.close();
+  }
+});
