@@ -1,7 +1,8 @@
 /**
  * The dashboard in a real browser: headless Chromium (Debian's, driven by puppeteer-core) opens
- * `/` of a gateway in front of the embedded fleet, sees its four replicas, and sees the numbers
- * move once requests are sent. The screenshot is saved to out/dashboard.png.
+ * `/` of a gateway in front of the embedded fleet, sees its four replicas and empty charts that
+ * say so, and sees the numbers move once requests are sent; a page opened after that traffic
+ * draws it at once, on wall-clock time axes. The screenshot is saved to out/dashboard.png.
  *
  * Chromium must be installed (`.ci/run` installs Debian's package when it is missing); without
  * it this test fails and says so rather than skipping.
@@ -73,6 +74,17 @@ async function column(field: string): Promise<Record<string, number>> {
   >;
 }
 
+/** Per chart: x values, values neither null nor 0, the time axis's labels, the empty note. */
+const CHARTS = `Object.fromEntries([...document.querySelectorAll('#charts .chart > div[id]')].map((el) => [el.id, {
+  points: Number(el.dataset.points ?? 0), values: Number(el.dataset.values ?? 0),
+  xLabels: el.dataset.xLabels ?? '', empty: el.parentElement.querySelector('.empty')?.hidden === false
+    ? el.parentElement.querySelector('.empty').textContent : null }]))`;
+type Charts = Record<
+  string,
+  { points: number; values: number; xLabels: string; empty: string | null }
+>;
+const CHART_IDS = ['chart-decisions', 'chart-hits', 'chart-ttft', 'chart-queued'];
+
 const TOTAL = `Number(document.getElementById('total-decisions')?.textContent?.replace(/,/g, ''))`;
 const UPDATES = 'Number(document.body.dataset.updates ?? 0)';
 
@@ -103,6 +115,13 @@ test('the page shows the four replicas, and its numbers move under load', async 
   const names = Object.keys(await column('decisions'));
   assert.deepEqual(names.sort(), gw.replicas.map((r) => r.name).sort());
   assert.equal(await page.evaluate(TOTAL), 0);
+  // No traffic yet: every chart says so rather than staying blank.
+  await page.waitForFunction(`document.querySelectorAll('#charts .empty').length === 4`);
+  const idle = (await page.evaluate(CHARTS)) as Charts;
+  assert.deepEqual(Object.keys(idle).sort(), [...CHART_IDS].sort());
+  for (const id of CHART_IDS) {
+    assert.equal(idle[id]!.empty, 'no traffic in the last 1 minute', id);
+  }
   const indexedBefore = await column('indexed');
 
   let stopped = false;
@@ -130,6 +149,40 @@ test('the page shows the four replicas, and its numbers move under load', async 
   );
   // The charts drew: uPlot puts a canvas in each of the four.
   assert.equal(await page.evaluate(`document.querySelectorAll('#charts canvas').length`), 4);
-  mkdirSync(join(ROOT, 'out'), { recursive: true });
-  await page.screenshot({ path: join(ROOT, 'out/dashboard.png'), fullPage: true });
+  const loaded = (await page.evaluate(CHARTS)) as Charts;
+  for (const id of ['chart-decisions', 'chart-hits', 'chart-ttft']) {
+    assert.ok(loaded[id]!.values > 0, `${id} drew the load: ${JSON.stringify(loaded[id])}`);
+    assert.equal(loaded[id]!.empty, null, `${id} no longer says it is empty`);
+  }
+});
+
+test('a page opened after the traffic draws the last minutes at once, on HH:MM:SS axes', async () => {
+  const later = await browser.newPage();
+  later.setDefaultTimeout(WAIT_MS);
+  await later.setViewport({ width: 1280, height: 900 });
+  try {
+    await later.goto(`${gw.url}/`, { waitUntil: 'domcontentloaded' });
+    await later.waitForFunction(
+      `${UPDATES} >= 1 && document.querySelectorAll('#charts canvas').length === 4`,
+    );
+    // The first message alone carried the series: the traffic of the test before, seconds of it.
+    const firstPoints = Number(await later.evaluate('Number(document.body.dataset.firstPoints)'));
+    assert.ok(firstPoints >= 5, `first message carried ${firstPoints} points`);
+    await later.waitForFunction(
+      `[...document.querySelectorAll('#charts .chart > div[id]')].every((el) => el.dataset.xLabels)`,
+    );
+    const charts = (await later.evaluate(CHARTS)) as Charts;
+    for (const id of ['chart-decisions', 'chart-hits', 'chart-ttft']) {
+      assert.ok(charts[id]!.points >= firstPoints, `${id}: ${JSON.stringify(charts[id])}`);
+      assert.ok(charts[id]!.values > 0, `${id} has points: ${JSON.stringify(charts[id])}`);
+      assert.equal(charts[id]!.empty, null, id);
+    }
+    for (const id of CHART_IDS) {
+      assert.match(charts[id]!.xLabels, /^\d\d:\d\d:\d\d( \d\d:\d\d:\d\d)*$/, id);
+    }
+    mkdirSync(join(ROOT, 'out'), { recursive: true });
+    await later.screenshot({ path: join(ROOT, 'out/dashboard.png'), fullPage: true });
+  } finally {
+    await later.close();
+  }
 });

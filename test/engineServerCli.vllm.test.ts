@@ -1,6 +1,7 @@
 /**
- * `kvroute engine` with a `vllm serve` command line: the README's launch line runs unchanged
- * (ports aside) and the engine answers as that vLLM would; the flag translation on its own.
+ * `kvroute engine` with a `vllm serve` command line: docs/engine.md's launch line runs unchanged
+ * (ports aside: read from the guide, its ports made free ones) and the engine answers as that
+ * vLLM would; the flag translation on its own.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -11,7 +12,20 @@ import { ENGINE_FLAGS } from '../src/cli/engineFlags.ts';
 import { catalogModelOf, humanReadableInt, translateVllmArgs } from '../src/cli/vllmFlags.ts';
 import { decodeEventBatch } from '../src/kv/wire.ts';
 import { MODELS } from '../src/model/catalog.ts';
+import { commands, readDoc } from './support/docs.ts';
 import { END_SEQ, seqBytes } from './support/msgspec.ts';
+
+/** docs/engine.md's vLLM launch line, as argv after `kvroute engine` (single quotes honoured). */
+function guideLaunchLine(): string[] {
+  const block = readDoc('docs/engine.md').blocks.find((b) => b.text.includes('meta-llama/'));
+  assert.ok(block, 'docs/engine.md has a vLLM launch line');
+  const line = commands(block).find((l) => l.startsWith('npx kvroute engine meta-llama/'));
+  assert.ok(line);
+  const argv = [...line.slice('npx kvroute engine '.length).matchAll(/'([^']*)'|(\S+)/g)].map(
+    (m) => m[1] ?? m[2]!,
+  );
+  return argv;
+}
 
 const ENGINE_SPEC = {
   ...ENGINE_FLAGS,
@@ -158,31 +172,23 @@ function start(args: string[]) {
   return { child, stderr: () => err };
 }
 
-test("the README's vLLM launch line runs unchanged and answers as that vLLM would", async () => {
+test("docs/engine.md's vLLM launch line runs unchanged and answers as that vLLM would", async () => {
+  const guide = guideLaunchLine();
+  assert.equal(guide[guide.indexOf('--port') + 1], '8000');
+  assert.match(guide[guide.indexOf('--kv-events-config') + 1]!, /"endpoint": "tcp:\/\/\*:5557"/);
+  // Ports aside: the port and the two endpoints made free ones on the loopback.
+  const args = guide.map((a) =>
+    a === '8000'
+      ? '0'
+      : a
+          .replaceAll('tcp://*:5557', 'tcp://127.0.0.1:*')
+          .replaceAll('tcp://*:5558', 'tcp://127.0.0.1:*'),
+  );
   const { child, stderr } = start([
-    'meta-llama/Llama-3.3-70B-Instruct',
-    '--tensor-parallel-size',
-    '2',
-    '--max-num-seqs',
-    '64',
-    '--max-num-batched-tokens',
-    '2048',
-    '--max-model-len',
-    '32768',
-    '--block-size',
-    '16',
-    '--enable-prefix-caching',
-    '--gpu-memory-utilization',
-    '0.92',
-    '--served-model-name',
-    'llama-70b',
-    '--kv-events-config',
-    '{"enable_kv_cache_events": true, "publisher": "zmq", "endpoint": "tcp://127.0.0.1:*", "replay_endpoint": "tcp://127.0.0.1:*", "topic": "kv"}',
+    ...args,
     // Flags a vLLM launch line often carries, which change nothing in a simulation.
     '--trust-remote-code',
     '--disable-log-requests',
-    '--port',
-    '0',
     '--speedup',
     '50',
   ]);

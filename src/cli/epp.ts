@@ -75,7 +75,7 @@ serve's routing flags, same meaning and defaults (kvroute serve --help):
 
 The data plane: Envoy's ext_proc filter with processing_mode request_body_mode and
 response_body_mode FULL_DUPLEX_STREAMED (or BUFFERED), header and trailer modes SEND, and an
-ORIGINAL_DST cluster reading x-gateway-destination-endpoint (README: kvroute epp).
+ORIGINAL_DST cluster reading x-gateway-destination-endpoint (docs/kubernetes.md).
 `;
 
 /** `--pool-backends 10.0.0.5:8000,10.0.0.6:8000` (and the pool's event ports) as backends. */

@@ -95,7 +95,7 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --runtime llama.cpp [--gguf FILE] [--threads N]  real embedded engines on the CPU (default
                         model: the tiny one, with --tokenizer set to Llama 3's to match it)
   --seed N              router seed: tie-breaks and the random policy (default ${D.seed}, as sim)
-admission (per-tenant limits and priority classes: the config file's tenants, see README)
+admission (per-tenant limits and priority classes: the config file's tenants, see docs/routing.md)
   --max-queue-ms N      429 while every eligible replica has more than N ms of modelled
                         prefill queued (default: no bound)
   --max-ttft-ms N       429 when the request's modelled TTFT on the replica it was routed to
@@ -103,7 +103,7 @@ admission (per-tenant limits and priority classes: the config file's tenants, se
   --prefill-us-per-token F   the served model's prefill cost for that bound (default
                         ${D.admission.prefillUsPerToken.toFixed(1)}, the seed replica)
   --check-config FILE   validate FILE (with the other flags) and exit: 0 valid, 2 not
-several gateways (see README, "Several gateways")
+several gateways (see docs/nats.md)
   --nats URL            share routing state with the cluster's other gateways over NATS
                         (nats://HOST:4222): every decision and release, so each sees every
                         replica's whole queue; with no --backend, follow the engines registered

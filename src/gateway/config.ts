@@ -190,7 +190,8 @@ export function loadConfigFile(path: string, base: GatewayConfig = defaultConfig
   return applyConfigDoc(doc ?? {}, base);
 }
 
-const KNOWN_KEYS = new Set([
+/** Every top-level key a config file may hold (docs/configuration.md lists them). */
+export const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'host',
   'port',
   'backends',

@@ -148,6 +148,7 @@ export async function startGateway(
     throw err;
   }
   pools.start();
+  dashboard.start();
   let discovery: EngineFollower | null = null;
   let closing = false;
   if (config.nats !== null && config.backends.length === 0) {

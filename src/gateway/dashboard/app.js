@@ -1,5 +1,6 @@
-// The dashboard page: reads /dashboard/events (one JSON state a second) and redraws the
-// replica table and four uPlot charts. Plain script, no build step, nothing from a CDN.
+// The dashboard page: reads /dashboard/events (one JSON state a second; the first message
+// carries up to five minutes of points, drawn at once) and redraws the replica table and four
+// uPlot charts on wall-clock time axes. Plain script, no build step, nothing from a CDN.
 (() => {
   const HISTORY = 300;
   const COLORS = [
@@ -67,7 +68,25 @@
       `TTFT p50 ${fmt(sample.ttftP50Ms)} ms, p99 ${fmt(sample.ttftP99Ms)} ms`;
   }
 
-  /** A chart of one series per name; rebuilt when the names change. */
+  const pad2 = (n) => String(n).padStart(2, '0');
+  /** Seconds since the epoch as the viewer's wall clock, HH:MM:SS. */
+  const clock = (s) => {
+    const d = new Date(s * 1000);
+    return `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
+  };
+
+  /** "no traffic in the last N minutes", N the minutes the points span (at least 1). */
+  function emptyNote() {
+    const spanMs = points.length > 1 ? points[points.length - 1].atMs - points[0].atMs : 0;
+    const minutes = Math.max(1, Math.ceil(spanMs / 60_000));
+    return `no traffic in the last ${minutes} minute${minutes === 1 ? '' : 's'}`;
+  }
+
+  /**
+   * A chart of one series per name; rebuilt when the names change. The chart's element carries
+   * what it drew: `data-points` (x values), `data-values` (values neither null nor 0) and
+   * `data-x-labels` (the time axis's last labels).
+   */
   function draw(id, names, valuesOf) {
     const el = document.getElementById(id);
     const key = names.join('\u0000');
@@ -86,7 +105,16 @@
             spanGaps: false,
           })),
         ],
-        axes: [{}, { size: 60 }],
+        axes: [
+          {
+            values: (_u, splits) => {
+              const labels = splits.map(clock);
+              el.dataset.xLabels = labels.join(' ');
+              return labels;
+            },
+          },
+          { size: 60 },
+        ],
         scales: { x: { time: true } },
         legend: { live: false },
       };
@@ -94,7 +122,19 @@
       charts[id] = chart;
     }
     const xs = points.map((p) => p.atMs / 1000);
-    chart.plot.setData([xs, ...names.map((name) => points.map((p) => valuesOf(p, name)))]);
+    const series = names.map((name) => points.map((p) => valuesOf(p, name)));
+    chart.plot.setData([xs, ...series]);
+    const values = series.flat().filter((v) => v !== null && v !== undefined && v !== 0).length;
+    el.dataset.points = String(xs.length);
+    el.dataset.values = String(values);
+    let note = el.parentElement.querySelector('.empty');
+    if (!note) {
+      note = document.createElement('p');
+      note.className = 'empty';
+      el.parentElement.appendChild(note);
+    }
+    note.textContent = values === 0 ? emptyNote() : '';
+    note.hidden = values > 0;
   }
 
   function renderCharts(sample) {
@@ -102,7 +142,7 @@
     draw(
       'chart-decisions',
       policies.length > 0 ? policies : ['decisions'],
-      (p, name) => p.decisionsPerS[name] ?? null,
+      (p, name) => p.decisionsPerS[name] ?? 0,
     );
     draw('chart-hits', ['hit rate'], (p) => (p.hitRate === null ? null : p.hitRate * 100));
     draw('chart-ttft', ['p50', 'p99'], (p, name) => (name === 'p50' ? p.ttftP50Ms : p.ttftP99Ms));
@@ -114,6 +154,10 @@
   }
 
   function onMessage(message) {
+    // The first message of a stream carries the last minutes: drawn at once below.
+    if (document.body.dataset.firstPoints === undefined) {
+      document.body.dataset.firstPoints = String(message.points.length);
+    }
     for (const p of message.points) points.push(p);
     points.splice(0, Math.max(0, points.length - HISTORY));
     renderTable(message.sample);

@@ -1,7 +1,8 @@
 /**
- * The dashboard's live feed: a sample every second once someone has looked, the last
- * HISTORY_POINTS points of the series kept, and every open stream sent one JSON state per
- * sample. A new stream gets the history at once, so a chart is full as soon as it opens.
+ * The dashboard's live feed: a sample every second from the gateway's start (`start()`), the
+ * last HISTORY_POINTS points of the series kept, and every open stream sent one JSON state per
+ * sample. A new stream's first message carries every point kept, so a page opened after some
+ * traffic draws the last minutes at once, the traffic before it included.
  */
 import type { ServerResponse } from 'node:http';
 import { type DashboardPoint, type DashboardSample, pointBetween } from './state.ts';
@@ -13,7 +14,7 @@ export const HISTORY_POINTS = 300;
 /** What one SSE message carries. */
 export interface DashboardMessage {
   sample: DashboardSample;
-  /** The new point; on a stream's first message, every point kept so far. */
+  /** The new point; on a stream's first message, every point kept so far (its sample: now). */
   points: DashboardPoint[];
 }
 
@@ -42,6 +43,18 @@ export class DashboardFeed {
     return message;
   }
 
+  /**
+   * Samples now and then every SAMPLE_MS until closed, whether or not anyone watches (a sample
+   * reads the pools' snapshot and a few counters: cheap). Idempotent; the timer does not keep
+   * the process alive.
+   */
+  start(): void {
+    if (this.#timer !== null || this.#closed) return;
+    this.tick();
+    this.#timer = setInterval(() => this.tick(), SAMPLE_MS);
+    this.#timer.unref();
+  }
+
   /** Serves `res` as an event stream until the client or the feed closes it. */
   subscribe(res: ServerResponse): void {
     if (this.#closed) {
@@ -49,16 +62,23 @@ export class DashboardFeed {
       res.end();
       return;
     }
-    this.#start();
+    this.start();
     res.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
       connection: 'keep-alive',
     });
-    const sample = this.#last ?? this.tick().sample;
-    res.write(frame({ sample, points: [...this.#points] }));
+    // The table as it is now; the series as sampled so far (a fresh sample adds no point, so
+    // the points stay one a second whoever opens the page).
+    if (this.#last === null) this.tick();
+    res.write(frame({ sample: this.#sample(), points: [...this.#points] }));
     this.#streams.add(res);
     res.once('close', () => this.#streams.delete(res));
+  }
+
+  /** Points kept so far (at most HISTORY_POINTS). */
+  get points(): number {
+    return this.#points.length;
   }
 
   get streams(): number {
@@ -71,12 +91,6 @@ export class DashboardFeed {
     this.#timer = null;
     for (const res of this.#streams) res.end();
     this.#streams.clear();
-  }
-
-  #start(): void {
-    if (this.#timer !== null) return;
-    this.#timer = setInterval(() => this.tick(), SAMPLE_MS);
-    this.#timer.unref();
   }
 }
 

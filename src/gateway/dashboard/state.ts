@@ -104,7 +104,8 @@ export function pointBetween(prev: DashboardSample | null, cur: DashboardSample)
   const seconds = prev === null ? 0 : Math.max(1e-3, (cur.atMs - prev.atMs) / 1000);
   const decisionsPerS: Record<string, number> = {};
   for (const [policy, total] of Object.entries(cur.decisionsByPolicy)) {
-    const before = prev?.decisionsByPolicy[policy] ?? total;
+    // A policy new since `prev` made all its decisions in the interval.
+    const before = prev === null ? total : (prev.decisionsByPolicy[policy] ?? 0);
     decisionsPerS[policy] = seconds > 0 ? (total - before) / seconds : 0;
   }
   const totals = (s: DashboardSample | null) => {
