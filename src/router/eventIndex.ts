@@ -13,18 +13,26 @@ import type { PrefixIndex } from './prefixIndex.ts';
 export class EventIndex implements PrefixIndex {
   readonly mode: IndexMode = 'events';
   readonly blocks: BlockIndex;
+  /** Blocks in each replica's CPU tier (events with medium "CPU"); empty without one. */
+  readonly cpuBlocks: BlockIndex;
 
   constructor(replicaCount: number, expectedKeys = 0) {
     this.blocks = new BlockIndex(replicaCount, expectedKeys);
+    this.cpuBlocks = new BlockIndex(replicaCount);
   }
 
   ensureReplicas(count: number): void {
     this.blocks.ensureReplicas(count);
+    this.cpuBlocks.ensureReplicas(count);
   }
 
   applyEvents(replica: number, events: readonly KvEvent[]): number {
     let changed = 0;
     for (const event of events) {
+      if (event.type !== 'AllBlocksCleared' && event.medium === 'CPU') {
+        changed += applyTier(this.cpuBlocks, replica, event);
+        continue;
+      }
       switch (event.type) {
         case 'BlockStored':
           this.blocks.prefetch(event.blockKeys);
@@ -35,8 +43,9 @@ export class EventIndex implements PrefixIndex {
           for (const key of event.blockKeys) if (this.blocks.remove(key, replica)) changed++;
           break;
         case 'AllBlocksCleared':
-          changed += this.blocks.blockCount(replica);
+          changed += this.blocks.blockCount(replica) + this.cpuBlocks.blockCount(replica);
           this.blocks.clearReplica(replica);
+          this.cpuBlocks.clearReplica(replica);
           break;
       }
     }
@@ -47,9 +56,28 @@ export class EventIndex implements PrefixIndex {
 
   clearReplica(replica: number): void {
     this.blocks.clearReplica(replica);
+    this.cpuBlocks.clearReplica(replica);
   }
 
   blockCount(replica: number): number {
     return this.blocks.blockCount(replica);
   }
+
+  cpuBlockCount(replica: number): number {
+    return this.cpuBlocks.blockCount(replica);
+  }
+}
+
+/** A CPU-tier store or removal: bits in the tier's own index. */
+function applyTier(
+  tier: BlockIndex,
+  replica: number,
+  event: Exclude<KvEvent, { type: 'AllBlocksCleared' }>,
+): number {
+  let changed = 0;
+  const stored = event.type === 'BlockStored';
+  for (const key of event.blockKeys) {
+    if (stored ? tier.add(key, replica) : tier.remove(key, replica)) changed++;
+  }
+  return changed;
 }
