@@ -1,0 +1,145 @@
+/**
+ * vLLM's OffloadingConnector modelled beside the block pool: a CPU tier that keeps the blocks
+ * the GPU pool evicts and loads a request's prefix back from it instead of recomputing it. It
+ * never enters the scheduler; like the NixlConnector it writes blocks into the pool before the
+ * scheduler looks, whose prefix lookup then finds them. No clock, no I/O.
+ *
+ * - Store: a cached block the pool evicts (its BlockRemoved) goes into the tier, the tier's
+ *   least recent blocks making room (vLLM's LRU policy). vLLM offloads every computed block as
+ *   soon as it is full, so its tier also holds blocks the GPU still has; here the tier holds a
+ *   block only once the GPU dropped it, so a block lives in at most one tier of a replica and a
+ *   CPU tier of N blocks adds N blocks to the replica's cache.
+ * - Load: at `add`, the prompt's blocks after its GPU-cached prefix that the tier holds, as one
+ *   run, are written into the pool as cached free blocks, the most recent ones (so the request's
+ *   admission finds them, unless the pool evicts them again first), and leave the tier. The
+ *   transfer time, tokens x KV bytes per token over `cpuKvGbps`, is added to the next step (as
+ *   an adapter load is): every running request feels it, which is conservative against vLLM's
+ *   asynchronous loads. At least the last prompt token is computed, as the scheduler does.
+ * - Events, in vLLM's fields (vllm/distributed/kv_events.py, vllm/v1/kv_offload/mediums.py):
+ *   the tier's stores and removals are BlockStored / BlockRemoved with medium "CPU", a store
+ *   naming blocks by hash only (no tokens, no parent), as OffloadingConnectorScheduler's
+ *   take_events builds them; a block's CPU store comes before its GPU removal (vLLM offloads
+ *   before the GPU evicts), so a consumer that maps hashes to keys still knows it. A block the
+ *   GPU computes again while the tier has it leaves the tier (a CPU removal after its store).
+ */
+import type { BlockKey, KeyScope } from '../../kv/blockKey.ts';
+import type { BlockPool } from '../../kv/blockPool.ts';
+import type { CpuTier } from '../../kv/cpuTier.ts';
+import type { KvEvent } from '../../kv/events.ts';
+
+/**
+ * PCIe 5.0 x16, one direction: 32 GT/s x 16 lanes x 128/130 (encoding) / 8 = 63.0 GB/s
+ * (PCI-SIG's PCIe 5.0 signalling rate). What a host-to-GPU KV copy gets at best.
+ */
+export const DEFAULT_CPU_KV_GBPS = 63;
+
+/** `ms = tokens x kvBytesPerToken / (gbps x 1e9) x 1000`. */
+export function cpuReloadMs(tokens: number, kvBytesPerToken: number, gbps: number): number {
+  return (tokens * kvBytesPerToken) / (gbps * 1e6);
+}
+
+export class OffloadingConnectorCore {
+  readonly #pool: BlockPool;
+  readonly #tier: CpuTier;
+  readonly #kvBytesPerToken: number;
+  readonly #gbps: number;
+  #events: KvEvent[] = [];
+  #pendingMs = 0;
+  /** Prompt tokens loaded back from the tier so far. */
+  loadedTokens = 0;
+
+  constructor(pool: BlockPool, tier: CpuTier, kvBytesPerToken: number, gbps: number) {
+    this.#pool = pool;
+    this.#tier = tier;
+    this.#kvBytesPerToken = kvBytesPerToken;
+    this.#gbps = gbps;
+  }
+
+  get tier(): CpuTier {
+    return this.#tier;
+  }
+
+  /**
+   * Loads the run of `blockKeys` after the GPU-cached prefix that the tier holds into the pool.
+   * Returns the tokens loaded (0: nothing in the tier, or no free room in the pool).
+   */
+  load(blockKeys: readonly BlockKey[], tokenIds: ArrayLike<number>, scope: KeyScope): number {
+    const pool = this.#pool;
+    const tier = this.#tier;
+    if (!pool.cachingEnabled || tier.size === 0) return 0;
+    const usable = Math.min(blockKeys.length, Math.floor((tokenIds.length - 1) / pool.blockSize));
+    const hit = pool.findCachedPrefix(blockKeys, usable);
+    const local = hit.blockIds.length;
+    let end = local;
+    while (end < usable && tier.has(blockKeys[end]!)) end++;
+    const fresh = end - local;
+    if (fresh === 0 || fresh + hit.freeBlocks > pool.freeBlocks) return 0;
+    this.#drain();
+    const taken = blockKeys.slice(local, end);
+    for (const key of taken) tier.take(key);
+    const blockIds = [...hit.blockIds];
+    pool.acquire(blockIds);
+    pool.tryAllocate(fresh, blockIds);
+    pool.cacheFullBlocks(blockIds, blockKeys, local, end, tokenIds, scope);
+    // Released at once: cached free blocks, the head of the prompt the most recent.
+    pool.release(blockIds);
+    this.#drain();
+    this.#events.push({ type: 'BlockRemoved', blockKeys: taken, medium: 'CPU' });
+    const tokens = fresh * pool.blockSize;
+    this.loadedTokens += tokens;
+    this.#pendingMs += cpuReloadMs(tokens, this.#kvBytesPerToken, this.#gbps);
+    return tokens;
+  }
+
+  /** Transfer time of the loads since the last call (the next step carries it). */
+  takePendingMs(): number {
+    const ms = this.#pendingMs;
+    this.#pendingMs = 0;
+    return ms;
+  }
+
+  /** The pool's events with the tier's, in order; drains both. */
+  takeEvents(): KvEvent[] {
+    this.#drain();
+    const events = this.#events;
+    if (events.length === 0) return [];
+    this.#events = [];
+    return events;
+  }
+
+  /** Moves the pool's events into the connector's list, offering every GPU eviction to the tier. */
+  #drain(): void {
+    for (const event of this.#pool.takeEvents()) {
+      if (event.type === 'BlockRemoved' && event.medium === undefined) {
+        const evicted: BlockKey[] = [];
+        const stored = this.#tier.store(event.blockKeys, evicted);
+        if (stored.length > 0) {
+          this.#events.push({
+            type: 'BlockStored',
+            blockKeys: stored,
+            parentKey: null,
+            tokenIds: [],
+            blockSize: this.#pool.blockSize,
+            loraName: null,
+            cacheSalt: null,
+            medium: 'CPU',
+          });
+        }
+        this.#events.push(event);
+        if (evicted.length > 0) {
+          this.#events.push({ type: 'BlockRemoved', blockKeys: evicted, medium: 'CPU' });
+        }
+      } else if (event.type === 'BlockStored' && this.#tier.size > 0) {
+        // Computed again on the GPU while the tier still had it: the tier's copy goes.
+        this.#events.push(event);
+        const dropped = event.blockKeys.filter((key) => this.#tier.drop(key));
+        if (dropped.length > 0) {
+          this.#events.push({ type: 'BlockRemoved', blockKeys: dropped, medium: 'CPU' });
+        }
+      } else {
+        if (event.type === 'AllBlocksCleared') this.#tier.clear();
+        this.#events.push(event);
+      }
+    }
+  }
+}
