@@ -148,6 +148,7 @@ export class Router {
   #matched = new Int32Array(0);
   /** Per replica: blocks of the last walk's match that only its CPU tier holds. */
   #cpuMatched = new Int32Array(0);
+  #cpuDirty = false;
   #counters: Omit<RouterCounters, 'policy'> = {
     decisions: 0,
     cachedTokens: 0,
@@ -252,7 +253,11 @@ export class Router {
     if (cpu !== undefined && cpu.size > 0) {
       const ids = healthy.map((s) => s.id);
       extendThroughTier(this.#index.blocks, cpu, request.blockKeys, ids, matched, this.#cpuMatched);
-    } else this.#cpuMatched.fill(0);
+      this.#cpuDirty = true;
+    } else if (this.#cpuDirty) {
+      this.#cpuMatched.fill(0);
+      this.#cpuDirty = false;
+    }
     const cached = (id: number): number =>
       Math.min(request.promptTokens, matched[id]! * request.blockSize);
 

@@ -49,9 +49,11 @@ export class CostPolicy implements Policy {
   readonly loraAware: boolean;
   readonly loraLoadTokens: number;
   readonly cpuReloadUsPerToken: number | undefined;
+  readonly prefillUsPerToken: number | undefined;
 
   constructor(options: CostOptions = {}) {
     this.cpuReloadUsPerToken = options.cpuReloadUsPerToken;
+    this.prefillUsPerToken = options.prefillUsPerToken;
     this.queueSource = options.queueSource ?? 'ledger';
     this.loraAware = !options.loraBlind;
     this.loraLoadTokens = options.loraLoadTokens ?? DEFAULT_LORA_LOAD_TOKENS;
@@ -67,7 +69,11 @@ export class CostPolicy implements Policy {
       const queue = this.#queueTokens(c, request.promptTokens);
       queues[i] = queue;
       const load = adapter > 0 && !c.lora.resident ? adapter : 0;
-      const reload = cpuReloadTokens(c.cpuCachedTokens, this.cpuReloadUsPerToken);
+      const reload = cpuReloadTokens(
+        c.cpuCachedTokens,
+        this.cpuReloadUsPerToken,
+        this.prefillUsPerToken,
+      );
       scores[i] = queue + (request.promptTokens - c.cachedTokens) + reload + load;
     }
     return { replicaId: candidates[argMin(scores, input.rng, queues)]!.id, scores };

@@ -14,6 +14,8 @@ import { DEFAULT_CPU_RELOAD_US_PER_TOKEN, DEFAULT_PREFILL_US_PER_TOKEN } from '.
 export interface CpuHitOptions {
   /** Time to reload one token's KV from a replica's CPU tier, µs. */
   cpuReloadUsPerToken?: number;
+  /** Prefill time per prompt token on a replica, µs (default DEFAULT_PREFILL_US_PER_TOKEN). */
+  prefillUsPerToken?: number;
 }
 
 /** Tokens a prefill of `cpuCachedTokens` reloaded tokens is worth. */
