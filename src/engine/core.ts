@@ -156,7 +156,9 @@ export class EngineCore {
       ...(req.loraName && { loraName: req.loraName }),
       ...(tokenIds !== null && { tokenIds, blockKeys: blockKeys!, cacheSalt: req.cacheSalt }),
     });
-    if (this.#offload !== null && tokenIds !== null) this.#offload.load(blockKeys!, tokenIds, scope);
+    if (this.#offload !== null && tokenIds !== null) {
+      this.#offload.add(req.id, blockKeys!, tokenIds, scope);
+    }
     const connector = this.#connector;
     if (connector === null || req.kvTransfer === undefined) return;
     if (req.kvTransfer === 'remote-decode') {
@@ -196,6 +198,7 @@ export class EngineCore {
   abort(id: string): boolean {
     const record = this.#scheduler.abort(id);
     if (record !== null) this.#aborted.push(this.#settleTransfer(record));
+    this.#offload?.admitted(id);
     return record !== null;
   }
 
@@ -211,11 +214,15 @@ export class EngineCore {
    * between; requests may be added and aborted.
    */
   schedule(): StepPlan {
+    this.#offload?.retryWaiting();
     const plan = this.#scheduler.schedule();
     // Before complete(): a request that finishes in this step is gone after it.
     this.#pendingLoadMs =
       this.#lora && plan.admitted.length > 0 ? this.#loadAdapters(plan.admitted) : 0;
-    if (this.#offload !== null) this.#pendingLoadMs += this.#offload.takePendingMs();
+    if (this.#offload !== null) {
+      for (const id of plan.admitted) this.#offload.admitted(id);
+      this.#pendingLoadMs += this.#offload.takePendingMs();
+    }
     return plan;
   }
 

@@ -9,9 +9,11 @@
  *   soon as it is full, so its tier also holds blocks the GPU still has; here the tier holds a
  *   block only once the GPU dropped it, so a block lives in at most one tier of a replica and a
  *   CPU tier of N blocks adds N blocks to the replica's cache.
- * - Load: at `add`, the prompt's blocks after its GPU-cached prefix that the tier holds, as one
- *   run, are written into the pool as cached free blocks, the most recent ones (so the request's
- *   admission finds them, unless the pool evicts them again first), and leave the tier. The
+ * - Load: at `add`, and again before each step for the oldest requests not yet admitted (the
+ *   ones admission takes next, while the pool had no free room for them), the prompt's blocks
+ *   after its GPU-cached prefix that the tier holds, as one run, are written into the pool as
+ *   cached free blocks, the most recent ones (so the request's admission finds them, unless the
+ *   pool evicts them again first), and leave the tier. The
  *   transfer time, tokens x KV bytes per token over `cpuKvGbps`, is added to the next step (as
  *   an adapter load is): every running request feels it, which is conservative against vLLM's
  *   asynchronous loads. At least the last prompt token is computed, as the scheduler does.
@@ -38,6 +40,15 @@ export function cpuReloadMs(tokens: number, kvBytesPerToken: number, gbps: numbe
   return (tokens * kvBytesPerToken) / (gbps * 1e6);
 }
 
+/** Requests waiting for admission whose loads are retried before each step, oldest first. */
+export const LOAD_RETRIES_PER_STEP = 4;
+
+interface Pending {
+  blockKeys: readonly BlockKey[];
+  tokenIds: ArrayLike<number>;
+  scope: KeyScope;
+}
+
 export class OffloadingConnectorCore {
   readonly #pool: BlockPool;
   readonly #tier: CpuTier;
@@ -45,6 +56,8 @@ export class OffloadingConnectorCore {
   readonly #gbps: number;
   #events: KvEvent[] = [];
   #pendingMs = 0;
+  /** Requests not admitted yet, in arrival order. */
+  readonly #waiting = new Map<string, Pending>();
   /** Prompt tokens loaded back from the tier so far. */
   loadedTokens = 0;
 
@@ -57,6 +70,27 @@ export class OffloadingConnectorCore {
 
   get tier(): CpuTier {
     return this.#tier;
+  }
+
+  /** A request arrived: loads what the tier has of its prefix, and again later until admitted. */
+  add(id: string, blockKeys: readonly BlockKey[], tokenIds: ArrayLike<number>, scope: KeyScope) {
+    this.#waiting.set(id, { blockKeys, tokenIds, scope });
+    this.load(blockKeys, tokenIds, scope);
+  }
+
+  /** Before a step: retries the loads of the oldest requests still waiting. */
+  retryWaiting(): void {
+    if (this.#tier.size === 0 || this.#pool.freeBlocks === 0) return;
+    let n = 0;
+    for (const w of this.#waiting.values()) {
+      if (n++ === LOAD_RETRIES_PER_STEP) break;
+      this.load(w.blockKeys, w.tokenIds, w.scope);
+    }
+  }
+
+  /** The request was admitted (or ended): no more loads for it. */
+  admitted(id: string): void {
+    this.#waiting.delete(id);
   }
 
   /**
