@@ -367,6 +367,8 @@ export class EngineCore {
       loadedBlocks: tier.loadedBlocks,
       evictedBlocks: tier.evictedBlocks,
       loadedTokens: offload.loadedTokens,
+      loadedBytes: offload.loadedTokens * offload.kvBytesPerToken,
+      storedBytes: tier.storedBlocks * this.#pool.blockSize * offload.kvBytesPerToken,
     };
   }
 

@@ -150,6 +150,9 @@ export interface EngineCpuOffloadCounters {
   evictedBlocks: number;
   /** Prompt tokens loaded back from the tier instead of recomputed. */
   loadedTokens: number;
+  /** KV bytes copied back to the GPU, and written to the tier. */
+  loadedBytes: number;
+  storedBytes: number;
 }
 
 /** The NixlConnector's state (vLLM's connector stats and P/D bookkeeping). */

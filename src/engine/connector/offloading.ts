@@ -9,8 +9,9 @@
  *   soon as it is full, so its tier also holds blocks the GPU still has; here the tier holds a
  *   block only once the GPU dropped it, so a block lives in at most one tier of a replica and a
  *   CPU tier of N blocks adds N blocks to the replica's cache.
- * - Load: at `add`, and again before each step for the oldest requests not yet admitted (the
- *   ones admission takes next, while the pool had no free room for them), the prompt's blocks
+ * - Load: at `add`, and again before each step for the oldest requests not yet admitted whose
+ *   load found no free room in the pool (once the pool has as many free blocks as it lacked),
+ *   the prompt's blocks
  *   after its GPU-cached prefix that the tier holds, as one run, are written into the pool as
  *   cached free blocks, the most recent ones (so the request's admission finds them, unless the
  *   pool evicts them again first), and leave the tier. The
@@ -47,16 +48,24 @@ interface Pending {
   blockKeys: readonly BlockKey[];
   tokenIds: ArrayLike<number>;
   scope: KeyScope;
+  /** Free blocks the last attempt needed and did not have. */
+  needBlocks: number;
+}
+
+/** What one load attempt did: tokens loaded, or the free blocks it lacked room for. */
+interface LoadOutcome {
+  tokens: number;
+  needBlocks: number;
 }
 
 export class OffloadingConnectorCore {
   readonly #pool: BlockPool;
   readonly #tier: CpuTier;
-  readonly #kvBytesPerToken: number;
+  readonly kvBytesPerToken: number;
   readonly #gbps: number;
   #events: KvEvent[] = [];
   #pendingMs = 0;
-  /** Requests not admitted yet, in arrival order. */
+  /** Requests not admitted yet whose load lacked room, in arrival order. */
   readonly #waiting = new Map<string, Pending>();
   /** Prompt tokens loaded back from the tier so far. */
   loadedTokens = 0;
@@ -64,7 +73,7 @@ export class OffloadingConnectorCore {
   constructor(pool: BlockPool, tier: CpuTier, kvBytesPerToken: number, gbps: number) {
     this.#pool = pool;
     this.#tier = tier;
-    this.#kvBytesPerToken = kvBytesPerToken;
+    this.kvBytesPerToken = kvBytesPerToken;
     this.#gbps = gbps;
   }
 
@@ -74,17 +83,20 @@ export class OffloadingConnectorCore {
 
   /** A request arrived: loads what the tier has of its prefix, and again later until admitted. */
   add(id: string, blockKeys: readonly BlockKey[], tokenIds: ArrayLike<number>, scope: KeyScope) {
-    this.#waiting.set(id, { blockKeys, tokenIds, scope });
-    this.load(blockKeys, tokenIds, scope);
+    const { needBlocks } = this.#tryLoad(blockKeys, tokenIds, scope);
+    if (needBlocks > 0) this.#waiting.set(id, { blockKeys, tokenIds, scope, needBlocks });
   }
 
-  /** Before a step: retries the loads of the oldest requests still waiting. */
+  /** Before a step: retries the oldest loads that lacked room, once the pool has it. */
   retryWaiting(): void {
-    if (this.#tier.size === 0 || this.#pool.freeBlocks === 0) return;
+    if (this.#waiting.size === 0) return;
     let n = 0;
-    for (const w of this.#waiting.values()) {
+    for (const [id, w] of this.#waiting) {
       if (n++ === LOAD_RETRIES_PER_STEP) break;
-      this.load(w.blockKeys, w.tokenIds, w.scope);
+      if (this.#pool.freeBlocks < w.needBlocks) continue;
+      const { needBlocks } = this.#tryLoad(w.blockKeys, w.tokenIds, w.scope);
+      if (needBlocks > 0) w.needBlocks = needBlocks;
+      else this.#waiting.delete(id);
     }
   }
 
@@ -98,16 +110,28 @@ export class OffloadingConnectorCore {
    * Returns the tokens loaded (0: nothing in the tier, or no free room in the pool).
    */
   load(blockKeys: readonly BlockKey[], tokenIds: ArrayLike<number>, scope: KeyScope): number {
+    return this.#tryLoad(blockKeys, tokenIds, scope).tokens;
+  }
+
+  #tryLoad(
+    blockKeys: readonly BlockKey[],
+    tokenIds: ArrayLike<number>,
+    scope: KeyScope,
+  ): LoadOutcome {
     const pool = this.#pool;
     const tier = this.#tier;
-    if (!pool.cachingEnabled || tier.size === 0) return 0;
+    const none = { tokens: 0, needBlocks: 0 };
+    if (!pool.cachingEnabled || tier.size === 0) return none;
     const usable = Math.min(blockKeys.length, Math.floor((tokenIds.length - 1) / pool.blockSize));
     const hit = pool.findCachedPrefix(blockKeys, usable);
     const local = hit.blockIds.length;
     let end = local;
     while (end < usable && tier.has(blockKeys[end]!)) end++;
     const fresh = end - local;
-    if (fresh === 0 || fresh + hit.freeBlocks > pool.freeBlocks) return 0;
+    if (fresh === 0) return none;
+    if (fresh + hit.freeBlocks > pool.freeBlocks) {
+      return { tokens: 0, needBlocks: fresh + hit.freeBlocks };
+    }
     this.#drain();
     const taken = blockKeys.slice(local, end);
     for (const key of taken) tier.take(key);
@@ -121,8 +145,8 @@ export class OffloadingConnectorCore {
     this.#events.push({ type: 'BlockRemoved', blockKeys: taken, medium: 'CPU' });
     const tokens = fresh * pool.blockSize;
     this.loadedTokens += tokens;
-    this.#pendingMs += cpuReloadMs(tokens, this.#kvBytesPerToken, this.#gbps);
-    return tokens;
+    this.#pendingMs += cpuReloadMs(tokens, this.kvBytesPerToken, this.#gbps);
+    return { tokens, needBlocks: 0 };
   }
 
   /** Transfer time of the loads since the last call (the next step carries it). */
