@@ -350,13 +350,14 @@ export class EngineMetrics {
   }
 
   /**
-   * `vllm:kv_offload_total_bytes{transfer_type}` as vLLM's OffloadPromMetrics names it
+   * `vllm:kv_offload_total_bytes_total{transfer_type}` as vLLM's OffloadPromMetrics names it
    * (vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py): bytes loaded back
    * (CPU_to_GPU) and written to the tier (GPU_to_CPU).
    */
   #refreshOffload(o: NonNullable<EngineCounters['cpuOffload']>): void {
     this.#offloadBytes ??= new Counter({
-      name: 'vllm:kv_offload_total_bytes',
+      // prometheus_client adds _total to vLLM's counter name; prom-client takes it as given.
+      name: 'vllm:kv_offload_total_bytes_total',
       help: 'Number of bytes offloaded by KV connector',
       labelNames: ['transfer_type'],
       registers: [this.registry],
