@@ -162,7 +162,12 @@ test('property: at most one tier per block, the tier within its size, every load
         requests.forEach((q, i) => {
           const shared = range(q.sharedBlocks * BLOCK, q.family * 100_000);
           const prompt = [...shared, ...range(q.tailTokens, 1_000_000 + i * 1000)];
-          engine.add({ id: `r${i}`, promptTokens: prompt, maxNewTokens: q.maxNewTokens, arrivalMs: i });
+          engine.add({
+            id: `r${i}`,
+            promptTokens: prompt,
+            maxNewTokens: q.maxNewTokens,
+            arrivalMs: i,
+          });
           for (let s = 0; s < q.stepsAfter && engine.hasWork(); s++) check(engine.step());
         });
         drain(engine, check);

@@ -53,7 +53,10 @@ const ours: KvEvent[] = [
 
 describe("CPU-medium events are vLLM's OffloadingConnector bytes", () => {
   test('map form (vLLM >= 0.26): defaults omitted, no group_idx on either', () => {
-    const expected = batch(V026, [cpuStored(V026, hashes.slice(1)), cpuRemoved(V026, [hashes[2]!])]);
+    const expected = batch(V026, [
+      cpuStored(V026, hashes.slice(1)),
+      cpuRemoved(V026, [hashes[2]!]),
+    ]);
     const got = encodeEventBatch(ours, { tsS: 2.5, dpRank: 0, format: 'map' });
     assert.equal(got.toString('hex'), expected.toString('hex'));
     // And read back strictly by the definitions: medium in its declared place.
@@ -65,7 +68,10 @@ describe("CPU-medium events are vLLM's OffloadingConnector bytes", () => {
   });
 
   test('array form (array_like vLLM): medium the 6th field of BlockStored, 2nd of BlockRemoved', () => {
-    const expected = batch(V025, [cpuStored(V025, hashes.slice(1)), cpuRemoved(V025, [hashes[2]!])]);
+    const expected = batch(V025, [
+      cpuStored(V025, hashes.slice(1)),
+      cpuRemoved(V025, [hashes[2]!]),
+    ]);
     const got = encodeEventBatch(ours, { tsS: 2.5, dpRank: 0, format: 'array' });
     assert.equal(got.toString('hex'), expected.toString('hex'));
     const raw = readBatch(V025, got);
@@ -94,7 +100,9 @@ describe("CPU-medium events are vLLM's OffloadingConnector bytes", () => {
 
   test('decoded: a tier store without token ids is not malformed', () => {
     for (const era of [V025, V026]) {
-      const d = decodeEventBatch(batch(era, [cpuStored(era, hashes), cpuRemoved(era, [hashes[0]!])]));
+      const d = decodeEventBatch(
+        batch(era, [cpuStored(era, hashes), cpuRemoved(era, [hashes[0]!])]),
+      );
       assert.equal(d.malformedEvents, 0);
       assert.equal(d.events.length, 2);
       assert.equal(d.events[0]!.type === 'BlockStored' && d.events[0]!.medium, 'CPU');

@@ -36,7 +36,11 @@ describe('two-tier fit for the seed replica', () => {
   });
 
   test('a small tier: 16 GiB holds 8 prefixes and the set still needs 3 replicas', () => {
-    const small = planTiers(spec, SEED_LOAD, router, { cpuKvGiB: 16, cpuKvGbps: 63, blockSize: 16 });
+    const small = planTiers(spec, SEED_LOAD, router, {
+      cpuKvGiB: 16,
+      cpuKvGbps: 63,
+      blockSize: 16,
+    });
     assert.equal(small.cpuPrefixesPerReplica, 8);
     assert.equal(small.replicasToHoldSet, 3);
     assert.equal(small.prefixSetFitsOneReplica, false);

@@ -8,7 +8,10 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { computeBlockKeys } from '../src/kv/blockKey.ts';
 import type { KvEvent } from '../src/kv/events.ts';
-import { DEFAULT_CPU_RELOAD_US_PER_TOKEN, DEFAULT_PREFILL_US_PER_TOKEN } from '../src/router/defaults.ts';
+import {
+  DEFAULT_CPU_RELOAD_US_PER_TOKEN,
+  DEFAULT_PREFILL_US_PER_TOKEN,
+} from '../src/router/defaults.ts';
 import { Router } from '../src/router/index.ts';
 import { cpuReloadTokens } from '../src/router/policies/cpuHitCredit.ts';
 import { BLOCK, tokens } from './support/routing.ts';
@@ -40,7 +43,10 @@ for (const policy of ['cost', 'delay-cost'] as const) {
     const router = new Router({ replicas: ['gpu', 'cpu', 'cold'], policy, explain: true });
     router.applyEvents('gpu', [gpuStore(keys)], 0);
     router.applyEvents('cpu', [cpuStore(keys)], 0);
-    const d = router.route({ id: 'x', blockKeys: keys, promptTokens: toks.length, blockSize: BLOCK }, 0);
+    const d = router.route(
+      { id: 'x', blockKeys: keys, promptTokens: toks.length, blockSize: BLOCK },
+      0,
+    );
     assert.equal(d.replica, 'gpu');
     const s = d.scores!;
     assert.ok(s.gpu! < s.cpu! && s.cpu! < s.cold!, JSON.stringify(s));
@@ -69,7 +75,10 @@ test('cost: the CPU owner wins once the GPU owner queues more than the reload sa
     0,
   );
   assert.equal(busy.replica, 'gpu');
-  const d = router.route({ id: 'x', blockKeys: keys, promptTokens: toks.length, blockSize: BLOCK }, 0);
+  const d = router.route(
+    { id: 'x', blockKeys: keys, promptTokens: toks.length, blockSize: BLOCK },
+    0,
+  );
   assert.equal(d.replica, 'cpu');
   assert.equal(d.cachedTokens, 6_000);
 });
@@ -106,7 +115,9 @@ test('property: the credit is monotone and never above a miss while reload < pre
       (cpuTokens, reloadUs) => {
         const credit = cpuReloadTokens(cpuTokens, reloadUs, DEFAULT_PREFILL_US_PER_TOKEN);
         assert.ok(credit >= 0 && credit <= cpuTokens);
-        assert.ok(cpuReloadTokens(cpuTokens + 16, reloadUs) >= cpuReloadTokens(cpuTokens, reloadUs));
+        assert.ok(
+          cpuReloadTokens(cpuTokens + 16, reloadUs) >= cpuReloadTokens(cpuTokens, reloadUs),
+        );
       },
     ),
   );

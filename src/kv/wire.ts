@@ -75,7 +75,11 @@ export function encodeEventBatch(events: readonly KvEvent[], opts: EncodeBatchOp
     else if (event.type === 'BlockRemoved') {
       // The connector's removals carry no group_idx (its default, None, is omitted).
       const cpu = event.medium === 'CPU';
-      if (asMap) w.map(cpu ? 3 : 4).str('type').str('BlockRemoved').str('block_hashes');
+      if (asMap)
+        w.map(cpu ? 3 : 4)
+          .str('type')
+          .str('BlockRemoved')
+          .str('block_hashes');
       else w.array(3).str('BlockRemoved');
       writeHashes(w, event.blockKeys);
       if (asMap) w.str('medium');

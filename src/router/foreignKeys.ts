@@ -217,7 +217,10 @@ export class ForeignKeyMap {
     let parent: BlockKey | null =
       event.parentBlockHash === null ? null : (this.#toKey.get(event.parentBlockHash) ?? null);
     let chained = event.parentBlockHash === null || parent !== null;
-    const scope = { cacheSalt: event.cacheSalt ?? undefined, loraName: event.loraName ?? undefined };
+    const scope = {
+      cacheSalt: event.cacheSalt ?? undefined,
+      loraName: event.loraName ?? undefined,
+    };
     for (let b = 0; b < event.blockHashes.length; b++) {
       const hash = event.blockHashes[b]!;
       let key = this.#toKey.get(hash) ?? this.#cpuKeys.get(hash);

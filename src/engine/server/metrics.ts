@@ -72,7 +72,14 @@ export const STEP_LAG_METRIC = 'kvroute_engine_step_lag_seconds';
 
 type CounterName = Exclude<
   keyof EngineCounters,
-  'running' | 'waiting' | 'kvUsage' | 'kvBlocksTotal' | 'kvBlocksFree' | 'lora' | 'kvTransfer'
+  | 'running'
+  | 'waiting'
+  | 'kvUsage'
+  | 'kvBlocksTotal'
+  | 'kvBlocksFree'
+  | 'lora'
+  | 'kvTransfer'
+  | 'cpuOffload'
 >;
 
 /**

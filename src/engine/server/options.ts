@@ -257,5 +257,7 @@ function cpuOffloadOf(
       ? undefined
       : cpuBlocksOf(o.cpuKvGiB, kvBytesPerToken(spec.model, spec.kvDtype), blockSize));
   if (cpuBlocks === undefined) return {};
-  return { cpuOffload: { cpuBlocks, ...(o.cpuKvGbps !== undefined && { cpuKvGbps: o.cpuKvGbps }) } };
+  return {
+    cpuOffload: { cpuBlocks, ...(o.cpuKvGbps !== undefined && { cpuKvGbps: o.cpuKvGbps }) },
+  };
 }
