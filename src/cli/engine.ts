@@ -309,10 +309,15 @@ function onOff(flags: Flags, name: string): boolean | undefined {
   return flags.bool(`no-${name}`) ? false : undefined;
 }
 
-export async function run(argv: string[]): Promise<number> {
+/** The engine's flags from a command line in kvroute's or vLLM's spelling (tests read it too). */
+export function readEngineArgv(argv: readonly string[]) {
   const spec = { ...FLAGS, ...ENGINE_FLAGS, ...ENGINE_FAULT_FLAGS };
   const vllm = translateVllmArgs(argv, spec);
-  const flags = readFlags(vllm.args, FLAGS, ENGINE_FLAGS, ENGINE_FAULT_FLAGS);
+  return { vllm, flags: readFlags(vllm.args, FLAGS, ENGINE_FLAGS, ENGINE_FAULT_FLAGS) };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const { vllm, flags } = readEngineArgv(argv);
   if (flags === 'help') return printHelp(HELP);
   for (const warning of vllm.warnings) process.stderr.write(`kvroute engine: ${warning}\n`);
   const options = readEngineOptions(flags);
