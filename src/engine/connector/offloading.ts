@@ -106,13 +106,9 @@ export class OffloadingConnectorCore {
   }
 
   /**
-   * Loads the run of `blockKeys` after the GPU-cached prefix that the tier holds into the pool.
-   * Returns the tokens loaded (0: nothing in the tier, or no free room in the pool).
+   * Loads the run of `blockKeys` after the GPU-cached prefix that the tier holds into the pool:
+   * the tokens loaded, or (tokens 0) the free blocks it needed and the pool lacked.
    */
-  load(blockKeys: readonly BlockKey[], tokenIds: ArrayLike<number>, scope: KeyScope): number {
-    return this.#tryLoad(blockKeys, tokenIds, scope).tokens;
-  }
-
   #tryLoad(
     blockKeys: readonly BlockKey[],
     tokenIds: ArrayLike<number>,
