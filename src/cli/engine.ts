@@ -5,6 +5,8 @@
  * that parents and tests parse, then serves until SIGINT or SIGTERM.
  */
 import {
+  cpuTierSpec,
+  type KvTransferConfig,
   KvTransferConfigError,
   parseKvTransferConfig,
 } from '../engine/connector/kvTransferConfig.ts';
@@ -119,6 +121,9 @@ disaggregated prefill and decode (vLLM's NixlConnector, modelled)
   --kv-transfer-config J  vLLM's JSON, e.g. '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
                         or dotted: --kv-transfer-config.kv_connector=NixlConnector ...; then a
                         request with kv_transfer_params takes part in vLLM's P/D protocol
+                        '{"kv_connector":"OffloadingConnector","kv_role":"kv_both",
+                        "kv_connector_extra_config":{"num_cpu_blocks":N}}' (or cpu_bytes_to_use)
+                        gives the engine a CPU tier, as --cpu-kv-gib / vLLM's --kv-offloading-size
   --kv-transfer-gbps F  modelled KV link for pulls, GB/s (default ${DEFAULT_TRANSFER_GBPS})
   --kv-transfer-latency-ms F  modelled latency per pull (default ${DEFAULT_TRANSFER_LATENCY_MS})
                         (VLLM_NIXL_ABORT_REQUEST_TIMEOUT, seconds, frees unpulled blocks; default 480)
@@ -252,6 +257,7 @@ function readKvTransferFlags(flags: Flags): EngineServerOptions {
     if (err instanceof KvTransferConfigError) throw new UsageError(err.message);
     throw err;
   }
+  if (config.kvConnector === 'OffloadingConnector') return readCpuTier(config, gbps, latency);
   const timeoutS = process.env.VLLM_NIXL_ABORT_REQUEST_TIMEOUT;
   let kvAbortTimeoutMs: number | undefined;
   if (timeoutS !== undefined && timeoutS !== '') {
@@ -271,6 +277,29 @@ function readKvTransferFlags(flags: Flags): EngineServerOptions {
   };
 }
 
+/** The OffloadingConnector: a CPU tier, sized in blocks or bytes (no P/D link). */
+function readCpuTier(
+  config: KvTransferConfig,
+  gbps: number | undefined,
+  latency: number | undefined,
+): EngineServerOptions {
+  if (gbps !== undefined || latency !== undefined) {
+    throw new UsageError(
+      '--kv-transfer-gbps and --kv-transfer-latency-ms are the NixlConnector link; the OffloadingConnector takes --cpu-kv-gbps',
+    );
+  }
+  let tier: ReturnType<typeof cpuTierSpec>;
+  try {
+    tier = cpuTierSpec(config);
+  } catch (err) {
+    if (err instanceof KvTransferConfigError) throw new UsageError(err.message);
+    throw err;
+  }
+  return 'numCpuBlocks' in tier
+    ? { cpuKvBlocks: tier.numCpuBlocks }
+    : { cpuKvGiB: tier.cpuBytesToUse / 2 ** 30 };
+}
+
 /** vLLM's BooleanOptionalAction pair: --NAME true, --no-NAME false, neither undefined. */
 function onOff(flags: Flags, name: string): boolean | undefined {
   if (flags.bool(name) && flags.bool(`no-${name}`)) {
@@ -280,10 +309,15 @@ function onOff(flags: Flags, name: string): boolean | undefined {
   return flags.bool(`no-${name}`) ? false : undefined;
 }
 
-export async function run(argv: string[]): Promise<number> {
+/** The engine's flags from a command line in kvroute's or vLLM's spelling (tests read it too). */
+export function readEngineArgv(argv: readonly string[]) {
   const spec = { ...FLAGS, ...ENGINE_FLAGS, ...ENGINE_FAULT_FLAGS };
   const vllm = translateVllmArgs(argv, spec);
-  const flags = readFlags(vllm.args, FLAGS, ENGINE_FLAGS, ENGINE_FAULT_FLAGS);
+  return { vllm, flags: readFlags(vllm.args, FLAGS, ENGINE_FLAGS, ENGINE_FAULT_FLAGS) };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const { vllm, flags } = readEngineArgv(argv);
   if (flags === 'help') return printHelp(HELP);
   for (const warning of vllm.warnings) process.stderr.write(`kvroute engine: ${warning}\n`);
   const options = readEngineOptions(flags);

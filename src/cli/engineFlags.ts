@@ -11,6 +11,7 @@ import {
   LORA_RANKS,
   type LoraConfig,
 } from '../engine/lora.ts';
+import { DEFAULT_CPU_KV_GBPS } from '../engine/connector/offloading.ts';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../engine/options.ts';
 import type { CostProfile } from '../model/calibration.ts';
 import { GPUS, MODELS } from '../model/catalog.ts';
@@ -22,7 +23,7 @@ import { type Flags, flagSpec, UsageError } from './args.ts';
 export const ENGINE_FLAGS = flagSpec({
   string:
     'model gpu tp budget max-seqs kv-policy block-size kv-blocks profile ' +
-    'max-loras max-cpu-loras max-lora-rank lora-load-gbps',
+    'max-loras max-cpu-loras max-lora-rank lora-load-gbps cpu-kv-gib cpu-kv-gbps',
 });
 
 const D = ENGINE_DEFAULTS;
@@ -42,6 +43,10 @@ export const ENGINE_HELP = `engine (the same flags for kvroute engine, kvroute s
   --max-lora-rank R     ${LORA_RANKS.join(', ')} (default ${DEFAULT_MAX_LORA_RANK}); sizes an adapter
   --lora-load-gbps F    storage read bandwidth of an adapter load, GB/s (default
                         ${DEFAULT_LORA_LOAD_GBPS}: 84 ms for a rank-16 Llama 3.3 70B adapter)
+  --cpu-kv-gib G        a CPU tier of G GiB of KV per replica (vLLM's OffloadingConnector,
+                        --kv-offloading-size): GPU evictions kept there, prefixes loaded back
+                        (default: none)
+  --cpu-kv-gbps F       host-to-GPU KV copy bandwidth, GB/s (default ${DEFAULT_CPU_KV_GBPS}: PCIe 5.0 x16)
 `;
 
 export function readEngineFlags(flags: Flags): EngineOptions {
@@ -60,6 +65,13 @@ export function readEngineFlags(flags: Flags): EngineOptions {
   if (profile) engine.profile = profile;
   const lora = readLoraFlags(flags);
   if (lora) engine.lora = lora;
+  const cpuKvGiB = flags.positive('cpu-kv-gib');
+  if (cpuKvGiB !== undefined) engine.cpuKvGiB = cpuKvGiB;
+  const cpuKvGbps = flags.positive('cpu-kv-gbps');
+  if (cpuKvGbps !== undefined) {
+    if (cpuKvGiB === undefined) throw new UsageError('--cpu-kv-gbps needs --cpu-kv-gib G');
+    engine.cpuKvGbps = cpuKvGbps;
+  }
   const problem = replicaSpecProblem(
     makeReplicaSpec({ model: engine.model, gpu: engine.gpu, tp: engine.tp }),
   );

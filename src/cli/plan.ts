@@ -18,6 +18,8 @@ import {
   schedulerPlanJson,
 } from '../model/plan.ts';
 import { type PdPlanInput, planPd, SEED_PD } from '../model/pdPlan.ts';
+import { planTiers, type TierPlan } from '../model/tierPlan.ts';
+import { DEFAULT_CPU_KV_GBPS } from '../engine/connector/offloading.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
 import { pdPlanJson, pdPlanText } from './planPd.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
@@ -29,7 +31,7 @@ const FLAGS = flagSpec({
   string:
     'preset model gpu tp weights-dtype kv-dtype rate prompt-tokens shared-tokens prefixes ' +
     'output-tokens mfu mbu utilization batch hit-rate hot-share budgets profile budget ' +
-    'transfer-gbps transfer-latency-ms tpot-slo-ms',
+    'transfer-gbps transfer-latency-ms tpot-slo-ms cpu-kv-gib cpu-kv-gbps',
   boolean: 'json pd',
 });
 
@@ -56,6 +58,9 @@ affinity, the hot-customer load and the spill threshold. Defaults are the seed's
                       time, aggregated vs disaggregated counts, when disaggregation pays
   --transfer-gbps F   --pd: KV link, GB/s (25)   --transfer-latency-ms F  per transfer (1)
   --tpot-slo-ms F     --pd: the TPOT target of the verdict (40)
+  --cpu-kv-gib G       a CPU tier of G GiB per replica: how many prefixes fit in the GPU and
+                      CPU tiers, and what reloading one costs (JSON: "tiers")
+  --cpu-kv-gbps F     host-to-GPU KV copy, GB/s (default ${DEFAULT_CPU_KV_GBPS}: PCIe 5.0 x16)
   --json              machine-readable output
 `;
 
@@ -94,12 +99,43 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const plan = planRouter(spec, load, stepTokens);
+  const cpuKvGiB = flags.positive('cpu-kv-gib');
+  const cpuKvGbps = flags.positive('cpu-kv-gbps');
+  if (cpuKvGbps !== undefined && cpuKvGiB === undefined) {
+    throw new UsageError('--cpu-kv-gbps needs --cpu-kv-gib G');
+  }
+  const tiers =
+    cpuKvGiB === undefined
+      ? null
+      : planTiers(spec, load, plan, {
+          cpuKvGiB,
+          cpuKvGbps: cpuKvGbps ?? DEFAULT_CPU_KV_GBPS,
+          blockSize: ENGINE_DEFAULTS.blockSize,
+        });
   write(
     flags.bool('json')
-      ? json(withCostModel(routerPlanJson(plan), spec, model))
-      : `${model.text}\n${routerText(spec, load, plan, stepTokens)}`,
+      ? json({ ...withCostModel(routerPlanJson(plan), spec, model), ...(tiers && { tiers }) })
+      : `${model.text}\n${routerText(spec, load, plan, stepTokens)}${tiers ? `\n\n${tierText(load, tiers)}` : ''}`,
   );
   return 0;
+}
+
+/** The two-tier fit, line by line. */
+function tierText(load: LoadInput, t: TierPlan): string {
+  const held = (n: number | null) =>
+    n === null ? 'never' : `${fmt(n)} replica${n === 1 ? '' : 's'}`;
+  return [
+    `KV fit over two tiers (CPU tier ${fmt(t.cpuKvGiB)} GiB per replica, ${fmt(t.cpuKvGbps)} GB/s to the GPU)`,
+    `  CPU tier          = ${fmt(t.cpuTierTokens)} tokens = ${fmt(t.cpuPrefixesPerReplica)} prefixes of ${fmt(load.sharedTokens)}`,
+    `  per replica       = ${fmt(t.gpuPrefixesPerReplica)} on the GPU + ${fmt(t.cpuPrefixesPerReplica)} in the CPU tier = ${fmt(t.prefixesPerReplica)} prefixes; all ${fmt(load.prefixes)} ${t.prefixSetFitsOneReplica ? 'fit in one replica' : 'do not fit in one replica'}`,
+    `  set held once by  : ${held(t.replicasToHoldSetGpu)} (GPU alone), ${held(t.replicasToHoldSet)} (both tiers)`,
+    `  reload a prefix   = ${fmt(load.sharedTokens)} tokens over PCIe = ${fmt(t.reloadMs, 1)} ms, ${fmt(t.reloadShareOfMiss * 100, 1)}% of the ${fmt(t.hitSavesMs)} ms a hit saves: a CPU hit is nearly a GPU hit`,
+    ...(t.prefixSetFitsOneReplica
+      ? [
+          `  every replica can hold the whole set: the seed's reversal condition (the set fits in every pool) holds but for the reload, so affinity saves ${fmt(t.reloadMs, 1)} ms a request, not ${fmt(t.hitSavesMs)}`,
+        ]
+      : []),
+  ].join('\n');
 }
 
 /** Which cost model the figures come from, in words (and as JSON for a profile). */

@@ -25,6 +25,8 @@ const RENAMED: Readonly<Record<string, string>> = {
   'max-num-seqs': 'max-seqs',
   'max-num-batched-tokens': 'budget',
   'num-gpu-blocks-override': 'kv-blocks',
+  // GiB of CPU KV (CacheConfig.kv_offloading_size; the native backend's OffloadingConnector).
+  'kv-offloading-size': 'cpu-kv-gib',
 };
 
 /** vLLM's short forms (argparse takes them with one dash). */
@@ -62,7 +64,7 @@ const IGNORED_VALUE_FLAGS = new Set(
     'limit-mm-per-prompt mm-processor-kwargs max-seq-len-to-capture max-cudagraph-capture-size ' +
     'stream-interval model-impl lora-dtype ' +
     'data-parallel-rank data-parallel-start-rank data-parallel-size-local data-parallel-address ' +
-    'data-parallel-rpc-port data-parallel-backend kv-offloading-size kv-offloading-backend ' +
+    'data-parallel-rpc-port data-parallel-backend kv-offloading-backend ' +
     'show-hidden-metrics-for-version kv-cache-metrics-sample otlp-traces-endpoint ' +
     'collect-detailed-traces uds hf-config-path hf-token default-chat-template-kwargs ' +
     'override-pooler-config pooler-config structured-outputs-config guided-decoding-backend ' +

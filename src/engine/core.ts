@@ -8,15 +8,18 @@
  */
 import { type BlockKey, computeBlockKeys } from '../kv/blockKey.ts';
 import { BlockPool } from '../kv/blockPool.ts';
-import { kvPoolTokens, type ReplicaSpec } from '../model/cost.ts';
+import { CpuTier } from '../kv/cpuTier.ts';
+import { kvBytesPerToken, kvPoolTokens, type ReplicaSpec } from '../model/cost.ts';
 import { Scheduler } from '../scheduler/scheduler.ts';
 import { NixlConnectorCore } from './connector/nixl.ts';
+import { DEFAULT_CPU_KV_GBPS, OffloadingConnectorCore } from './connector/offloading.ts';
 import type { StepPlan } from '../scheduler/types.ts';
 import { simStepMs } from './runtime/sim.ts';
 import { AdapterCache, loraLoadMs, type ResolvedLoraConfig, resolveLoraConfig } from './lora.ts';
 import {
   type EngineConfig,
   type EngineCounters,
+  type EngineCpuOffloadCounters,
   EngineError,
   type EngineLoraCounters,
   type EngineRequest,
@@ -47,8 +50,10 @@ export class EngineCore {
   /** Remote-prefill requests: tokens written from the pull, until they finish. */
   readonly #external = new Map<string, number>();
   #externalTokens = 0;
-  /** Adapter load time of the scheduled step (LoRA). */
+  /** Adapter load time of the scheduled step (LoRA), and CPU-tier reloads. */
   #pendingLoadMs = 0;
+  /** The CPU tier (OffloadingConnector); null without one. */
+  readonly #offload: OffloadingConnectorCore | null = null;
 
   constructor(config: EngineConfig) {
     const { blockSize } = config;
@@ -72,6 +77,26 @@ export class EngineCore {
     );
     if (config.kvTransfer) {
       this.#connector = new NixlConnectorCore(this.#pool, config.kvTransfer.abortTimeoutMs);
+    }
+    const offload = config.cpuOffload;
+    if (offload) {
+      const gbps = offload.cpuKvGbps ?? DEFAULT_CPU_KV_GBPS;
+      if (!(gbps > 0 && Number.isFinite(gbps))) {
+        throw new EngineError('ERR_CONFIG', `cpuKvGbps must be a number > 0, got ${gbps}`);
+      }
+      if (!Number.isInteger(offload.cpuBlocks) || offload.cpuBlocks < 0) {
+        throw new EngineError(
+          'ERR_CONFIG',
+          `cpuBlocks must be an integer >= 0, got ${offload.cpuBlocks}`,
+        );
+      }
+      const bytes = kvBytesPerToken(config.spec.model, config.spec.kvDtype);
+      this.#offload = new OffloadingConnectorCore(
+        this.#pool,
+        new CpuTier(offload.cpuBlocks),
+        bytes,
+        gbps,
+      );
     }
     if (lora) {
       this.#lora = {
@@ -131,6 +156,9 @@ export class EngineCore {
       ...(req.loraName && { loraName: req.loraName }),
       ...(tokenIds !== null && { tokenIds, blockKeys: blockKeys!, cacheSalt: req.cacheSalt }),
     });
+    if (this.#offload !== null && tokenIds !== null) {
+      this.#offload.add(req.id, blockKeys!, tokenIds, scope);
+    }
     const connector = this.#connector;
     if (connector === null || req.kvTransfer === undefined) return;
     if (req.kvTransfer === 'remote-decode') {
@@ -170,6 +198,7 @@ export class EngineCore {
   abort(id: string): boolean {
     const record = this.#scheduler.abort(id);
     if (record !== null) this.#aborted.push(this.#settleTransfer(record));
+    this.#offload?.admitted(id);
     return record !== null;
   }
 
@@ -185,10 +214,15 @@ export class EngineCore {
    * between; requests may be added and aborted.
    */
   schedule(): StepPlan {
+    this.#offload?.retryWaiting();
     const plan = this.#scheduler.schedule();
     // Before complete(): a request that finishes in this step is gone after it.
     this.#pendingLoadMs =
       this.#lora && plan.admitted.length > 0 ? this.#loadAdapters(plan.admitted) : 0;
+    if (this.#offload !== null) {
+      for (const id of plan.admitted) this.#offload.admitted(id);
+      this.#pendingLoadMs += this.#offload.takePendingMs();
+    }
     return plan;
   }
 
@@ -221,7 +255,7 @@ export class EngineCore {
       emitted,
       finished: allFinished,
       preempted: plan.preempted,
-      events: this.#pool.takeEvents(),
+      events: this.takeEvents(),
     };
   }
 
@@ -252,6 +286,7 @@ export class EngineCore {
       promptTokens: c.promptTokens,
       generationTokens: c.generationTokens,
       ...(this.#lora && { lora: this.#loraCounters() }),
+      ...(this.#offload && { cpuOffload: this.#offloadCounters() }),
       ...(this.#connector && {
         prefixCacheHitsTokens: c.prefixHitsTokens - this.#externalTokens,
         kvTransfer: {
@@ -322,6 +357,26 @@ export class EngineCore {
     return ms;
   }
 
+  #offloadCounters(): EngineCpuOffloadCounters {
+    const offload = this.#offload!;
+    const tier = offload.tier;
+    return {
+      cpuBlocksTotal: tier.capacityBlocks,
+      cpuBlocksUsed: tier.size,
+      storedBlocks: tier.storedBlocks,
+      loadedBlocks: tier.loadedBlocks,
+      evictedBlocks: tier.evictedBlocks,
+      loadedTokens: offload.loadedTokens,
+      loadedBytes: offload.loadedTokens * offload.kvBytesPerToken,
+      storedBytes: tier.storedBlocks * this.#pool.blockSize * offload.kvBytesPerToken,
+    };
+  }
+
+  /** Block keys the CPU tier holds now, least recent first (empty without one). */
+  cpuBlockKeys(): BlockKey[] {
+    return this.#offload?.tier.keys() ?? [];
+  }
+
   #loraCounters(): EngineLoraCounters {
     const lora = this.#lora!;
     const counts = this.#scheduler.loraCounts();
@@ -349,7 +404,7 @@ export class EngineCore {
 
   /** Events recorded outside a step (by `reset`), for a driver that publishes them at once. */
   takeEvents(): StepResult['events'] {
-    return this.#pool.takeEvents();
+    return this.#offload !== null ? this.#offload.takeEvents() : this.#pool.takeEvents();
   }
 
   /** Prompt tokens served from the prefix cache at the request's (last) admission. */

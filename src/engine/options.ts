@@ -5,6 +5,7 @@
  * TP=2 H200), a 2,048-token budget, 64 sequences (the seed's decode batch), vLLM's paged KV.
  */
 import type { CostProfile } from '../model/calibration.ts';
+import { kvBytesPerToken } from '../model/cost.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
 import type { KvPolicyName } from '../scheduler/types.ts';
 import type { LoraConfig } from './lora.ts';
@@ -34,6 +35,13 @@ export interface EngineOptions {
    * turns LoRA on with them; the engine server only with --enable-lora, as vLLM.
    */
   lora?: LoraConfig;
+  /**
+   * A CPU tier of this many GiB of KV per replica (vLLM's --kv-offloading-size: blocks =
+   * GiB x 2^30 / (KV bytes per token x blockSize)), loaded back at `cpuKvGbps` GB/s (default
+   * PCIe 5.0 x16); absent: no CPU tier.
+   */
+  cpuKvGiB?: number;
+  cpuKvGbps?: number;
 }
 
 export const ENGINE_DEFAULTS = {
@@ -48,14 +56,15 @@ export const ENGINE_DEFAULTS = {
 
 /** The engine core's config for these options (the replica spec from the catalog). */
 export function makeEngineConfig(engine: EngineOptions): EngineConfig {
+  const spec = makeReplicaSpec({
+    model: engine.model,
+    gpu: engine.gpu,
+    tp: engine.tp,
+    profile: engine.profile,
+    memoryUtilization: engine.memoryUtilization,
+  });
   return {
-    spec: makeReplicaSpec({
-      model: engine.model,
-      gpu: engine.gpu,
-      tp: engine.tp,
-      profile: engine.profile,
-      memoryUtilization: engine.memoryUtilization,
-    }),
+    spec,
     budgetTokens: engine.budgetTokens,
     maxSeqs: engine.maxSeqs,
     kvPolicy: engine.kvPolicy,
@@ -63,5 +72,20 @@ export function makeEngineConfig(engine: EngineOptions): EngineConfig {
     ...(engine.kvBlocks !== undefined && { kvBlocks: engine.kvBlocks }),
     ...(engine.prefixCaching !== undefined && { prefixCaching: engine.prefixCaching }),
     ...(engine.lora !== undefined && { lora: engine.lora }),
+    ...(engine.cpuKvGiB !== undefined && {
+      cpuOffload: {
+        cpuBlocks: cpuBlocksOf(
+          engine.cpuKvGiB,
+          kvBytesPerToken(spec.model, spec.kvDtype),
+          engine.blockSize,
+        ),
+        ...(engine.cpuKvGbps !== undefined && { cpuKvGbps: engine.cpuKvGbps }),
+      },
+    }),
   };
+}
+
+/** vLLM's CPUOffloadingSpec: `num_blocks = cpu_bytes_to_use // kv_bytes_per_offloaded_block`. */
+export function cpuBlocksOf(gib: number, kvBytesPerToken: number, blockSize: number): number {
+  return Math.floor((gib * 2 ** 30) / (kvBytesPerToken * blockSize));
 }

@@ -41,6 +41,12 @@ export interface EngineConfig {
    * decode or bring blocks pulled from a remote prefill (`EngineRequest.kvTransfer`).
    */
   kvTransfer?: { abortTimeoutMs?: number };
+  /**
+   * A CPU tier of KV blocks (vLLM's OffloadingConnector: `--kv-offloading-size`, or
+   * `--kv-transfer-config` with `num_cpu_blocks` / `cpu_bytes_to_use`): GPU evictions are kept
+   * there and a prompt's prefix is loaded back from it at `cpuKvGbps` (connector/offloading.ts).
+   */
+  cpuOffload?: { cpuBlocks: number; cpuKvGbps?: number };
 }
 
 export interface EngineRequest {
@@ -130,6 +136,23 @@ export interface EngineCounters {
   lora?: EngineLoraCounters;
   /** Present with a KV connector. */
   kvTransfer?: EngineKvTransferCounters;
+  /** Present with a CPU tier (the OffloadingConnector). */
+  cpuOffload?: EngineCpuOffloadCounters;
+}
+
+/** The CPU tier's state (connector/offloading.ts). */
+export interface EngineCpuOffloadCounters {
+  cpuBlocksTotal: number;
+  cpuBlocksUsed: number;
+  /** Blocks written into the tier (GPU evictions it kept), read back, and dropped for room. */
+  storedBlocks: number;
+  loadedBlocks: number;
+  evictedBlocks: number;
+  /** Prompt tokens loaded back from the tier instead of recomputed. */
+  loadedTokens: number;
+  /** KV bytes copied back to the GPU, and written to the tier. */
+  loadedBytes: number;
+  storedBytes: number;
 }
 
 /** The NixlConnector's state (vLLM's connector stats and P/D bookkeeping). */

@@ -497,11 +497,16 @@ export class EventSubscriber {
       return;
     }
     feed.batches++;
-    // Only blocks on the GPU count as a cache hit for routing (offloaded tiers are slower).
-    const gpu = events.filter(
-      (e) => e.type === 'AllBlocksCleared' || e.medium === null || e.medium === 'GPU',
+    // Blocks on the GPU and in a CPU tier (the router credits those at their reload time);
+    // other media (vLLM's "Disk") are not indexed.
+    const indexed = events.filter(
+      (e) =>
+        e.type === 'AllBlocksCleared' ||
+        e.medium === null ||
+        e.medium === 'GPU' ||
+        e.medium === 'CPU',
     );
-    if (gpu.length > 0) this.#hooks.onEvents(feed.target.replica, gpu, Date.now());
+    if (indexed.length > 0) this.#hooks.onEvents(feed.target.replica, indexed, Date.now());
   }
 
   async close(): Promise<void> {

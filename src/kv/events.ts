@@ -6,6 +6,13 @@
  */
 import type { BlockKey } from './blockKey.ts';
 
+/**
+ * Where a block lives, as vLLM's events name it (`medium`): "GPU" for the engine's own pool
+ * (`MEDIUM_GPU` in kv_events.py), "CPU" for the OffloadingConnector's host tier
+ * (`CPULoadStoreSpec.medium()` in vllm/v1/kv_offload/mediums.py).
+ */
+export type KvMedium = 'GPU' | 'CPU';
+
 /** One or more newly full blocks, in chain order. */
 export interface BlockStored {
   type: 'BlockStored';
@@ -21,12 +28,19 @@ export interface BlockStored {
   loraName: string | null;
   /** Salt folded into the first block of a chain (vLLM carries it in extra_keys). */
   cacheSalt: string | null;
+  /**
+   * Absent: GPU. A CPU-tier store carries no token ids and no parent, as vLLM's
+   * OffloadingConnector sends it (`take_events`): the blocks are known from their GPU store.
+   */
+  medium?: KvMedium;
 }
 
 /** Cached blocks that were evicted (a free cached block was reused). */
 export interface BlockRemoved {
   type: 'BlockRemoved';
   blockKeys: BlockKey[];
+  /** Absent: GPU. */
+  medium?: KvMedium;
 }
 
 export interface AllBlocksCleared {

@@ -39,6 +39,8 @@ import { MsgpackWriter } from './wireMsgpack.ts';
 export type WireFormat = 'map' | 'array';
 export const WIRE_FORMATS: readonly WireFormat[] = ['map', 'array'];
 export const MEDIUM_GPU = 'GPU';
+/** The OffloadingConnector's host tier (`CPULoadStoreSpec.medium()`, vllm/v1/kv_offload/mediums.py). */
+export const MEDIUM_CPU = 'CPU';
 /** The one KV cache group of a model with a single attention kind (vLLM's group 0). */
 export const FULL_ATTENTION = 'full_attention';
 /** Sequence frame that ends a replay answer: -1 as a signed 64-bit big-endian integer. */
@@ -71,12 +73,18 @@ export function encodeEventBatch(events: readonly KvEvent[], opts: EncodeBatchOp
   for (const event of events) {
     if (event.type === 'BlockStored') writeStored(w, event, asMap, opts.loraIdOf);
     else if (event.type === 'BlockRemoved') {
-      if (asMap) w.map(4).str('type').str('BlockRemoved').str('block_hashes');
+      // The connector's removals carry no group_idx (its default, None, is omitted).
+      const cpu = event.medium === 'CPU';
+      if (asMap)
+        w.map(cpu ? 3 : 4)
+          .str('type')
+          .str('BlockRemoved')
+          .str('block_hashes');
       else w.array(3).str('BlockRemoved');
       writeHashes(w, event.blockKeys);
       if (asMap) w.str('medium');
-      w.str(MEDIUM_GPU);
-      if (asMap) w.str('group_idx').int(0);
+      w.str(cpu ? MEDIUM_CPU : MEDIUM_GPU);
+      if (asMap && !cpu) w.str('group_idx').int(0);
     } else {
       if (asMap) w.map(1).str('type').str('AllBlocksCleared');
       else w.array(1).str('AllBlocksCleared');
@@ -107,6 +115,10 @@ function writeStored(
   asMap: boolean,
   loraIdOf: EncodeBatchOptions['loraIdOf'],
 ): void {
+  if (event.medium === 'CPU') {
+    writeCpuStored(w, event, asMap);
+    return;
+  }
   if (asMap) w.map(11).str('type');
   else w.array(9);
   w.str('BlockStored');
@@ -132,6 +144,35 @@ function writeStored(
   if (asMap) w.str('extra_keys');
   w.value(extraKeysOf(event));
   if (asMap) w.str('group_idx').int(0).str('kv_cache_spec_kind').str(FULL_ATTENTION);
+}
+
+/**
+ * A CPU-tier store as vLLM's OffloadingConnectorScheduler.take_events builds it: the hashes, no
+ * parent, no token ids, lora_id and lora_name None, medium "CPU"; every defaulted field after
+ * lora_name omitted (extra_keys, group_idx, kv_cache_spec_kind: None), in both forms.
+ */
+function writeCpuStored(
+  w: MsgpackWriter,
+  event: Extract<KvEvent, { type: 'BlockStored' }>,
+  asMap: boolean,
+): void {
+  if (asMap) w.map(8).str('type');
+  else w.array(8);
+  w.str('BlockStored');
+  if (asMap) w.str('block_hashes');
+  writeHashes(w, event.blockKeys);
+  if (asMap) w.str('parent_block_hash');
+  w.nil();
+  if (asMap) w.str('token_ids');
+  w.array(0);
+  if (asMap) w.str('block_size');
+  w.int(event.blockSize);
+  if (asMap) w.str('lora_id');
+  w.nil();
+  if (asMap) w.str('medium');
+  w.str(MEDIUM_CPU);
+  if (asMap) w.str('lora_name');
+  w.nil();
 }
 
 /** The 8-byte big-endian sequence frame. */
@@ -378,7 +419,11 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
         ? tokenIds.length / blockHashes.length
         : 0
       : toNumber(f.block_size, 'block_size');
-  checkStored(blockHashes.length, tokenIds, blockSize);
+  const medium = optString(f.medium);
+  // An offloading connector's store names blocks by hash alone (token_ids [], block_size the
+  // offloaded block's, or 0 in some versions): its consumer knows them from their GPU store.
+  const tierStore = medium !== null && medium !== MEDIUM_GPU && tokenIds.length === 0;
+  if (!tierStore) checkStored(blockHashes.length, tokenIds, blockSize);
   const loraName = optString(f.lora_name);
   const extraKeys = Array.isArray(f.extra_keys)
     ? f.extra_keys.map((k) => (Array.isArray(k) ? k : null))
@@ -390,7 +435,7 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
     tokenIds,
     blockSize,
     loraId: optNumber(f.lora_id, 'lora_id'),
-    medium: optString(f.medium),
+    medium,
     loraName,
     extraKeys,
     // Newer SGLang sends the salt as a field of its own; vLLM inside the first block's extra keys.

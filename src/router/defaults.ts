@@ -41,3 +41,11 @@ export const DEFAULT_PREFILL_US_PER_TOKEN = 71.3;
  * of other engines is given its own figure (the simulator computes it from the engine options).
  */
 export const DEFAULT_LORA_LOAD_TOKENS = 1177;
+
+/**
+ * Time to reload one token's KV from a replica's CPU tier over PCIe, µs: the seed replica's
+ * 327,680 B/token over PCIe 5.0 x16 (32 GT/s x 16 lanes x 128/130 / 8 = 63.0 GB/s per direction,
+ * PCI-SIG's PCIe 5.0 rate), 327,680 / 63.0e3 = 5.2 us. A CPU hit costs the cost rules this, not
+ * a full prefill (policies/cpuHitCredit.ts).
+ */
+export const DEFAULT_CPU_RELOAD_US_PER_TOKEN = 327_680 / 63_000;

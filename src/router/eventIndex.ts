@@ -13,13 +13,17 @@ import type { PrefixIndex } from './prefixIndex.ts';
 export class EventIndex implements PrefixIndex {
   readonly mode: IndexMode = 'events';
   readonly blocks: BlockIndex;
+  /** Blocks in each replica's CPU tier (events with medium "CPU"); empty without one. */
+  readonly cpuBlocks: BlockIndex;
 
   constructor(replicaCount: number, expectedKeys = 0) {
     this.blocks = new BlockIndex(replicaCount, expectedKeys);
+    this.cpuBlocks = new BlockIndex(replicaCount);
   }
 
   ensureReplicas(count: number): void {
     this.blocks.ensureReplicas(count);
+    this.cpuBlocks.ensureReplicas(count);
   }
 
   applyEvents(replica: number, events: readonly KvEvent[]): number {
@@ -30,6 +34,10 @@ export class EventIndex implements PrefixIndex {
     for (let e = 0; e < events.length; e++) {
       const event = events[e]!;
       if (e + 1 < events.length) this.#prefetch(events[e + 1]!);
+      if (event.type !== 'AllBlocksCleared' && event.medium === 'CPU') {
+        changed += applyTier(this.cpuBlocks, replica, event);
+        continue;
+      }
       switch (event.type) {
         case 'BlockStored': {
           const keys = event.blockKeys;
@@ -44,8 +52,9 @@ export class EventIndex implements PrefixIndex {
           break;
         }
         case 'AllBlocksCleared':
-          changed += this.blocks.blockCount(replica);
+          changed += this.blocks.blockCount(replica) + this.cpuBlocks.blockCount(replica);
           this.blocks.clearReplica(replica);
+          this.cpuBlocks.clearReplica(replica);
           break;
       }
     }
@@ -53,16 +62,36 @@ export class EventIndex implements PrefixIndex {
   }
 
   #prefetch(event: KvEvent): void {
-    if (event.type !== 'AllBlocksCleared') this.blocks.prefetch(event.blockKeys);
+    if (event.type === 'AllBlocksCleared') return;
+    (event.medium === 'CPU' ? this.cpuBlocks : this.blocks).prefetch(event.blockKeys);
   }
 
   recordRoute(_replica: number, _keys: readonly BlockKey[]): void {}
 
   clearReplica(replica: number): void {
     this.blocks.clearReplica(replica);
+    this.cpuBlocks.clearReplica(replica);
   }
 
   blockCount(replica: number): number {
     return this.blocks.blockCount(replica);
   }
+
+  cpuBlockCount(replica: number): number {
+    return this.cpuBlocks.blockCount(replica);
+  }
+}
+
+/** A CPU-tier store or removal: bits in the tier's own index. */
+function applyTier(
+  tier: BlockIndex,
+  replica: number,
+  event: Exclude<KvEvent, { type: 'AllBlocksCleared' }>,
+): number {
+  let changed = 0;
+  const stored = event.type === 'BlockStored';
+  for (const key of event.blockKeys) {
+    if (stored ? tier.add(key, replica) : tier.remove(key, replica)) changed++;
+  }
+  return changed;
 }

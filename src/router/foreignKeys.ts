@@ -33,12 +33,15 @@ export interface ForeignBlockStored {
   groupIdx?: number | null;
   /** The group's attention kind (vLLM's KVCacheSpecKind value); null or absent: unknown. */
   kvCacheSpecKind?: string | null;
+  /** Where the blocks live: "GPU" (or null, absent) the pool, "CPU" an offloading tier. */
+  medium?: string | null;
 }
 
 export interface ForeignBlockRemoved {
   type: 'BlockRemoved';
   blockHashes: readonly EngineHash[];
   groupIdx?: number | null;
+  medium?: string | null;
 }
 
 export type ForeignKvEvent = ForeignBlockStored | ForeignBlockRemoved | AllBlocksCleared;
@@ -60,6 +63,10 @@ const PARTIAL_KINDS: ReadonlySet<string> = new Set([
 const MAX_GROUP_BIT = 30;
 const groupBit = (groupIdx: number | null | undefined): number =>
   1 << Math.min(Math.max(groupIdx ?? 0, 0), MAX_GROUP_BIT);
+
+/** A medium other than the GPU pool's ("GPU", or none named). */
+const isTier = (medium: string | null | undefined): boolean =>
+  medium !== undefined && medium !== null && medium !== 'GPU';
 
 /** Handles an engine hash's slots start with; they double when full. */
 const MIN_HANDLES = 1024;
@@ -83,6 +90,8 @@ export class ForeignKeyMap {
    */
   #refs = new SlotTable(2);
   #hybrid = false;
+  /** Engine hash -> router key of the blocks in the CPU tier (OffloadingConnector events). */
+  #cpuKeys = new Map<EngineHash, BlockKey>();
   /** Group bit -> whether that group keeps whole prefixes (its kind is not a partial one). */
   #kinds = new Map<number, boolean>();
   /** Groups whose holding makes a block a cache hit; 0: none known yet, every group counts. */
@@ -108,7 +117,8 @@ export class ForeignKeyMap {
   translate(events: readonly ForeignKvEvent[]): KvEvent[] {
     const out: KvEvent[] = [];
     for (const event of events) {
-      if (event.type === 'BlockStored') this.#stored(event, out);
+      if (event.type !== 'AllBlocksCleared' && isTier(event.medium)) this.#tier(event, out);
+      else if (event.type === 'BlockStored') this.#stored(event, out);
       else if (event.type === 'BlockRemoved') this.#removed(event, out);
       else {
         this.clear();
@@ -118,7 +128,13 @@ export class ForeignKeyMap {
     return out;
   }
 
+  /** Engine hashes held in the CPU tier now. */
+  get cpuSize(): number {
+    return this.#cpuKeys.size;
+  }
+
   clear(): void {
+    this.#cpuKeys.clear();
     this.#handles.clear();
     this.#free.length = 0;
     this.#nextHandle = 0;
@@ -224,6 +240,62 @@ export class ForeignKeyMap {
         cacheSalt: null,
       });
     }
+  }
+
+  /**
+   * A CPU-tier event. vLLM's OffloadingConnector names a stored block by its hash alone (no
+   * tokens, no parent), so its key is the one its GPU store mapped (vLLM offloads a block while
+   * the GPU still holds it); a store that does carry whole blocks of tokens is keyed on them. A
+   * hash this map never saw on the GPU is unresolved. Group kinds do not apply: the connector
+   * stores whole blocks of every group under one hash.
+   */
+  #tier(event: ForeignBlockStored | ForeignBlockRemoved, out: KvEvent[]): void {
+    const blockKeys: BlockKey[] = [];
+    if (event.type === 'BlockRemoved') {
+      for (const hash of event.blockHashes) {
+        const key = this.#cpuKeys.get(hash);
+        if (key === undefined) continue;
+        this.#cpuKeys.delete(hash);
+        blockKeys.push(key);
+      }
+      if (blockKeys.length > 0) out.push({ type: 'BlockRemoved', blockKeys, medium: 'CPU' });
+      return;
+    }
+    const size = event.blockSize;
+    const byTokens = size >= 1 && event.tokenIds.length === size * event.blockHashes.length;
+    let parent: BlockKey | null =
+      event.parentBlockHash === null ? null : (this.routerKey(event.parentBlockHash) ?? null);
+    let chained = event.parentBlockHash === null || parent !== null;
+    const scope = {
+      cacheSalt: event.cacheSalt ?? undefined,
+      loraName: event.loraName ?? undefined,
+    };
+    for (let b = 0; b < event.blockHashes.length; b++) {
+      const hash = event.blockHashes[b]!;
+      let key = this.routerKey(hash) ?? this.#cpuKeys.get(hash);
+      if (key === undefined && byTokens && chained) {
+        key = extendBlockKey(parent, event.tokenIds.slice(b * size, (b + 1) * size), scope);
+      }
+      chained = key !== undefined;
+      if (key === undefined) {
+        this.#unresolvedBlocks++;
+        continue;
+      }
+      parent = key;
+      this.#cpuKeys.set(hash, key);
+      blockKeys.push(key);
+    }
+    if (blockKeys.length === 0) return;
+    out.push({
+      type: 'BlockStored',
+      blockKeys,
+      parentKey: null,
+      tokenIds: [],
+      blockSize: size,
+      loraName: null,
+      cacheSalt: null,
+      medium: 'CPU',
+    });
   }
 
   #removed(event: ForeignBlockRemoved, out: KvEvent[]): void {

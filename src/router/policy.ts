@@ -36,6 +36,11 @@ export interface ReplicaView {
   readonly cachedBlocks: number;
   /** cachedBlocks x blockSize, at most promptTokens. */
   readonly cachedTokens: number;
+  /**
+   * Of cachedTokens, those only the replica's CPU tier holds (a reload, not a GPU hit); 0 where
+   * no CPU tier is indexed.
+   */
+  readonly cpuCachedTokens: number;
   /** Ledger: uncached prompt tokens assigned here whose first token has not come back. */
   readonly queuedPromptTokens: number;
   readonly prefillRequests: number;

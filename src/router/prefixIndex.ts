@@ -26,6 +26,12 @@ export interface PrefixIndex {
   clearReplica(replica: number): void;
   /** Blocks indexed on `replica` (its tree size). */
   blockCount(replica: number): number;
+  /**
+   * Blocks in `replica`'s CPU tier, keyed as `blocks` (the events index: medium "CPU"); absent
+   * where the index knows the GPU tier only (the approximate one).
+   */
+  readonly cpuBlocks?: BlockIndex;
+  cpuBlockCount?(replica: number): number;
 }
 
 export interface PrefixIndexOptions {

@@ -37,6 +37,7 @@ import { RouteOverlay } from './overlay.ts';
 import type { Pick, PickInput, Policy, ReplicaView, RouteRequest } from './policy.ts';
 import { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
 import { matchPrefix } from './prefixMatch.ts';
+import { extendThroughTier } from './tierMatch.ts';
 import { makePolicy, type PolicyOptions } from './registry.ts';
 import type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';
 
@@ -149,6 +150,9 @@ export class Router {
   #healthy: ReplicaState[] = [];
   #eligible: ReplicaState[] = [];
   #alive = new Int32Array(0);
+  /** Per replica: blocks of the last walk's match that only its CPU tier holds. */
+  #cpuMatched = new Int32Array(0);
+  #cpuDirty = false;
   #counters: Omit<RouterCounters, 'policy'> = {
     decisions: 0,
     cachedTokens: 0,
@@ -209,6 +213,7 @@ export class Router {
     this.#ledger.ensureReplicas(id + 1);
     this.#adapters.ensureReplicas(id + 1);
     this.#matched = new Int32Array(id + 1);
+    this.#cpuMatched = new Int32Array(id + 1);
     this.#fleetChanged();
     return id;
   }
@@ -252,6 +257,15 @@ export class Router {
     }
     const matched = this.#matched;
     matchPrefix(this.#index.blocks, this.#overlay, request.blockKeys, alive, nowMs, matched);
+    const cpu = this.#index.cpuBlocks;
+    if (cpu !== undefined && cpu.size > 0) {
+      const ids = healthy.map((s) => s.id);
+      extendThroughTier(this.#index.blocks, cpu, request.blockKeys, ids, matched, this.#cpuMatched);
+      this.#cpuDirty = true;
+    } else if (this.#cpuDirty) {
+      this.#cpuMatched.fill(0);
+      this.#cpuDirty = false;
+    }
     const { promptTokens } = request;
 
     const failedOpen = eligible.length === 0;
@@ -574,6 +588,10 @@ export class Router {
           nowMs === undefined || s.reportedAtMs === undefined ? null : nowMs - s.reportedAtMs,
         lastEventAtMs: s.lastEventAtMs ?? null,
         indexedBlocks: this.#index.blockCount(s.id),
+        indexedBlocksByMedium: {
+          GPU: this.#index.blockCount(s.id),
+          CPU: this.#index.cpuBlockCount?.(s.id) ?? 0,
+        },
         loraAdapters: this.#adapters.activeAdapters(s.id, s.report?.loras),
         maxLoras: s.report?.loras?.maxLoras ?? null,
       });
@@ -630,11 +648,13 @@ export class Router {
     lora: Readonly<LoraView>,
   ): ReplicaView {
     const load = this.#ledger.load(state.id);
+    const cachedTokens = Math.min(request.promptTokens, matchedBlocks * request.blockSize);
     return {
       id: state.id,
       name: state.name,
       cachedBlocks: matchedBlocks,
-      cachedTokens: Math.min(request.promptTokens, matchedBlocks * request.blockSize),
+      cachedTokens,
+      cpuCachedTokens: Math.min(cachedTokens, this.#cpuMatched[state.id]! * request.blockSize),
       queuedPromptTokens: load.queuedPromptTokens,
       prefillRequests: load.prefillRequests,
       decodeRequests: load.decodeRequests,

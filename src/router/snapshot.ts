@@ -18,6 +18,8 @@ export interface ReplicaSnapshot extends ReplicaLoad {
   reportAgeMs: number | null;
   lastEventAtMs: number | null;
   indexedBlocks: number;
+  /** Indexed blocks per tier: GPU (= indexedBlocks) and the CPU tier (medium "CPU" events). */
+  indexedBlocksByMedium: { GPU: number; CPU: number };
   /** LoRA adapters running or waiting there (reported, or routed and unfinished). */
   loraAdapters: string[];
   /** The engine's max_loras from its last report, null before one said. */

@@ -5,7 +5,8 @@
 import { loraLoadMs, resolveLoraConfig } from '../engine/lora.ts';
 import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import type { KvEvent } from '../kv/events.ts';
-import { kvPoolTokens, prefillUsPerToken } from '../model/cost.ts';
+import { cpuReloadMs, DEFAULT_CPU_KV_GBPS } from '../engine/connector/offloading.ts';
+import { kvBytesPerToken, kvPoolTokens, prefillUsPerToken } from '../model/cost.ts';
 import { DEFAULT_STALE_MS } from '../router/defaults.ts';
 import { Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
@@ -60,6 +61,14 @@ function makeRouterCore(config: SimRouterConfig, index: number): Router {
       queueSource: r.queueSource,
       ...(r.loraBlind && { loraBlind: true }),
       ...(config.engine.lora && { loraLoadTokens: loraLoadTokens(config.engine) }),
+      ...(engine.cpuOffload && {
+        cpuReloadUsPerToken:
+          cpuReloadMs(
+            1,
+            kvBytesPerToken(engine.spec.model, engine.spec.kvDtype),
+            engine.cpuOffload.cpuKvGbps ?? DEFAULT_CPU_KV_GBPS,
+          ) * 1000,
+      }),
     },
     indexMode: r.index,
     ...(r.kvThreshold !== undefined && { kvThreshold: r.kvThreshold }),

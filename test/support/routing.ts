@@ -55,5 +55,5 @@ export function replicaView(id: number, fields: Partial<ReplicaView> = {}): Repl
     lora: NO_LORA,
     ...fields,
   };
-  return { ...v, cachedTokens: v.cachedBlocks * BLOCK };
+  return { ...v, cachedTokens: v.cachedBlocks * BLOCK, cpuCachedTokens: v.cpuCachedTokens ?? 0 };
 }

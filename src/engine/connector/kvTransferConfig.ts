@@ -2,8 +2,10 @@
  * vLLM's `--kv-transfer-config` (`vllm/config/kv_transfer.py`, `KVTransferConfig`): a JSON object
  * (`'{"kv_connector":"NixlConnector","kv_role":"kv_both"}'`) or dotted flags
  * (`--kv-transfer-config.kv_connector=NixlConnector --kv-transfer-config.kv_role=kv_both`), as
- * vLLM's argument parser reads every config class. Only the NixlConnector is modelled; the other
- * fields are accepted and kept with vLLM's defaults.
+ * vLLM's argument parser reads every config class. The NixlConnector (P/D) and the
+ * OffloadingConnector (a CPU tier: `kv_connector_extra_config.num_cpu_blocks`, as vLLM's first
+ * CPUOffloadingSpec, or `cpu_bytes_to_use`, as later ones and `--kv-offloading-size` set it) are
+ * modelled; the other fields are accepted and kept with vLLM's defaults.
  */
 
 /** vLLM's `KVRole`: `KVProducer` is kv_producer | kv_both, `KVConsumer` kv_consumer | kv_both. */
@@ -11,10 +13,11 @@ export const KV_ROLES = ['kv_producer', 'kv_consumer', 'kv_both'] as const;
 export type KvRole = (typeof KV_ROLES)[number];
 
 /** Connectors the simulated engine models. */
-export const KV_CONNECTORS = ['NixlConnector'] as const;
+export const KV_CONNECTORS = ['NixlConnector', 'OffloadingConnector'] as const;
+export type KvConnectorName = (typeof KV_CONNECTORS)[number];
 
 export interface KvTransferConfig {
-  kvConnector: 'NixlConnector';
+  kvConnector: KvConnectorName;
   kvRole: KvRole;
   /** vLLM draws a uuid4 when absent; so does `makeEngineId` in the shell. */
   engineId: string | null;
@@ -98,7 +101,7 @@ function readConfig(doc: Record<string, unknown>): KvTransferConfig {
     }
   }
   const connector = doc.kv_connector;
-  if (!KV_CONNECTORS.includes(connector as 'NixlConnector')) {
+  if (!KV_CONNECTORS.includes(connector as KvConnectorName)) {
     throw new KvTransferConfigError(
       `${FLAG}: kv_connector must be one of ${KV_CONNECTORS.join(', ')} (the connectors modelled), got ${JSON.stringify(connector ?? null)}`,
     );
@@ -128,7 +131,7 @@ function readConfig(doc: Record<string, unknown>): KvTransferConfig {
     throw new KvTransferConfigError(`${FLAG}: kv_buffer_device must be a string`);
   }
   return {
-    kvConnector: 'NixlConnector',
+    kvConnector: connector as KvConnectorName,
     kvRole: role as KvRole,
     engineId: (engineId as string | undefined) ?? null,
     kvBufferDevice: device,
@@ -139,3 +142,35 @@ function readConfig(doc: Record<string, unknown>): KvTransferConfig {
 /** vLLM's `is_kv_producer` / `is_kv_consumer`. */
 export const isKvProducer = (role: KvRole): boolean => role !== 'kv_consumer';
 export const isKvConsumer = (role: KvRole): boolean => role !== 'kv_producer';
+
+/**
+ * The OffloadingConnector's CPU tier size: `num_cpu_blocks` blocks, or `cpu_bytes_to_use` bytes
+ * (vLLM: `num_blocks = cpu_bytes_to_use // kv_bytes_per_offloaded_block`). One is required, as
+ * vLLM's CPUOffloadingSpec requires it.
+ */
+export function cpuTierSpec(
+  config: KvTransferConfig,
+): { numCpuBlocks: number } | { cpuBytesToUse: number } {
+  const extra = config.kvConnectorExtraConfig;
+  const blocks = extra.num_cpu_blocks;
+  const bytes = extra.cpu_bytes_to_use;
+  if (blocks !== undefined) {
+    if (!(Number.isInteger(blocks) && (blocks as number) >= 0)) {
+      throw new KvTransferConfigError(
+        `${FLAG}: kv_connector_extra_config.num_cpu_blocks must be an integer >= 0, got ${JSON.stringify(blocks)}`,
+      );
+    }
+    return { numCpuBlocks: blocks as number };
+  }
+  if (bytes !== undefined) {
+    if (!(typeof bytes === 'number' && Number.isFinite(bytes) && bytes >= 0)) {
+      throw new KvTransferConfigError(
+        `${FLAG}: kv_connector_extra_config.cpu_bytes_to_use must be a number >= 0, got ${JSON.stringify(bytes)}`,
+      );
+    }
+    return { cpuBytesToUse: bytes };
+  }
+  throw new KvTransferConfigError(
+    `${FLAG}: the OffloadingConnector needs kv_connector_extra_config.num_cpu_blocks or cpu_bytes_to_use`,
+  );
+}

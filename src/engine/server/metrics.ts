@@ -72,7 +72,14 @@ export const STEP_LAG_METRIC = 'kvroute_engine_step_lag_seconds';
 
 type CounterName = Exclude<
   keyof EngineCounters,
-  'running' | 'waiting' | 'kvUsage' | 'kvBlocksTotal' | 'kvBlocksFree' | 'lora' | 'kvTransfer'
+  | 'running'
+  | 'waiting'
+  | 'kvUsage'
+  | 'kvBlocksTotal'
+  | 'kvBlocksFree'
+  | 'lora'
+  | 'kvTransfer'
+  | 'cpuOffload'
 >;
 
 /**
@@ -133,6 +140,9 @@ export class EngineMetrics {
   readonly #counters: Record<CounterName, Counter>;
   readonly #seen: Record<CounterName, number>;
   readonly #success: Counter<'finished_reason'>;
+  /** vLLM's offloading connector counter, made at the first report of a CPU tier. */
+  #offloadBytes: Counter<'transfer_type'> | null = null;
+  #offloadSeen = { CPU_to_GPU: 0, GPU_to_CPU: 0 };
   readonly #cachedPromptTokens: Counter;
   readonly #ttft: Histogram;
   readonly #itl: Histogram;
@@ -333,6 +343,7 @@ export class EngineMetrics {
       // A core reset starts its counters over; Prometheus counters never go back.
       this.#seen[name] = c[name];
     }
+    if (c.cpuOffload) this.#refreshOffload(c.cpuOffload);
     if (this.#loraInfo && c.lora) {
       this.#loraInfo.set(
         {
@@ -342,6 +353,27 @@ export class EngineMetrics {
         },
         this.#nowS(),
       );
+    }
+  }
+
+  /**
+   * `vllm:kv_offload_total_bytes_total{transfer_type}` as vLLM's OffloadPromMetrics names it
+   * (vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py): bytes loaded back
+   * (CPU_to_GPU) and written to the tier (GPU_to_CPU).
+   */
+  #refreshOffload(o: NonNullable<EngineCounters['cpuOffload']>): void {
+    this.#offloadBytes ??= new Counter({
+      // prometheus_client adds _total to vLLM's counter name; prom-client takes it as given.
+      name: 'vllm:kv_offload_total_bytes_total',
+      help: 'Number of bytes offloaded by KV connector',
+      labelNames: ['transfer_type'],
+      registers: [this.registry],
+    });
+    const now = { CPU_to_GPU: o.loadedBytes, GPU_to_CPU: o.storedBytes };
+    for (const type of ['CPU_to_GPU', 'GPU_to_CPU'] as const) {
+      const delta = now[type] - this.#offloadSeen[type];
+      this.#offloadBytes.labels(type).inc(Math.max(0, delta));
+      this.#offloadSeen[type] = now[type];
     }
   }
 

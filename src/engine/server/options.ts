@@ -5,10 +5,10 @@
  */
 import type { ReplayForm, WireFormat } from '../../kv/wire.ts';
 import type { Dtype } from '../../model/catalog.ts';
-import { replicaSpecProblem, type ReplicaSpec } from '../../model/cost.ts';
+import { kvBytesPerToken, replicaSpecProblem, type ReplicaSpec } from '../../model/cost.ts';
 import { makeReplicaSpec } from '../../model/spec.ts';
 import { DEFAULT_MAX_LORAS } from '../lora.ts';
-import { ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
+import { cpuBlocksOf, ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
 import { type EngineConfig, EngineError } from '../types.ts';
 import type { KvTransferConfig } from '../connector/kvTransferConfig.ts';
 import type { LoraModule } from './adapters.ts';
@@ -87,6 +87,8 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   faults?: EngineFaults;
   /** vLLM's --kv-transfer-config (connector/kvTransferConfig.ts); absent: no P/D. */
   kvTransferConfig?: KvTransferConfig | null;
+  /** The OffloadingConnector's CPU tier in blocks (`num_cpu_blocks`); wins over cpuKvGiB. */
+  cpuKvBlocks?: number;
   /** Modelled KV link bandwidth for pulls, GB/s (default 25). */
   kvTransferGbps?: number;
   /** Modelled latency per pull, ms (default 1). */
@@ -200,6 +202,7 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       ...(o.kvTransferConfig && {
         kvTransfer: o.kvAbortTimeoutMs === undefined ? {} : { abortTimeoutMs: o.kvAbortTimeoutMs },
       }),
+      ...cpuOffloadOf(o, spec, o.blockSize ?? ENGINE_DEFAULTS.blockSize),
     },
     modelName: spec.model.name,
     servedModelName,
@@ -240,4 +243,21 @@ function serverTimeouts(o: EngineServerOptions): {
     throw new EngineError('ERR_CONFIG', 'headersTimeoutMs must not exceed requestTimeoutMs');
   }
   return { headersTimeoutMs, requestTimeoutMs };
+}
+
+/** The CPU tier from --cpu-kv-gib / --kv-offloading-size or num_cpu_blocks; none without either. */
+function cpuOffloadOf(
+  o: EngineServerOptions,
+  spec: ReplicaSpec,
+  blockSize: number,
+): { cpuOffload?: NonNullable<EngineConfig['cpuOffload']> } {
+  const cpuBlocks =
+    o.cpuKvBlocks ??
+    (o.cpuKvGiB === undefined
+      ? undefined
+      : cpuBlocksOf(o.cpuKvGiB, kvBytesPerToken(spec.model, spec.kvDtype), blockSize));
+  if (cpuBlocks === undefined) return {};
+  return {
+    cpuOffload: { cpuBlocks, ...(o.cpuKvGbps !== undefined && { cpuKvGbps: o.cpuKvGbps }) },
+  };
 }

@@ -26,12 +26,16 @@
  * uncached(r) is already the adapter's own: its blocks are keyed with its name. A request
  * without an adapter costs exactly the seed's formula. `loraBlind` drops both the term and the
  * slot guard (the baseline the simulator compares against).
+ *
+ * CPU tier. Cached tokens that only the replica's CPU tier holds count as their reload, not as a
+ * hit: uncached(r) + cpuReloadTokens (cpuHitCredit.ts), a CPU hit between a GPU hit and a miss.
  */
 import { DEFAULT_LORA_LOAD_TOKENS, type QueueSource } from '../defaults.ts';
 import type { Pick, PickInput, Policy, ReplicaView } from '../policy.ts';
+import { type CpuHitOptions, cpuReloadTokens } from './cpuHitCredit.ts';
 import { argMin } from './pickBest.ts';
 
-export interface CostOptions {
+export interface CostOptions extends CpuHitOptions {
   queueSource?: QueueSource;
   /** A LoRA adapter's load time in prefill tokens (default DEFAULT_LORA_LOAD_TOKENS). */
   loraLoadTokens?: number;
@@ -44,8 +48,12 @@ export class CostPolicy implements Policy {
   readonly queueSource: QueueSource;
   readonly loraAware: boolean;
   readonly loraLoadTokens: number;
+  readonly cpuReloadUsPerToken: number | undefined;
+  readonly prefillUsPerToken: number | undefined;
 
   constructor(options: CostOptions = {}) {
+    this.cpuReloadUsPerToken = options.cpuReloadUsPerToken;
+    this.prefillUsPerToken = options.prefillUsPerToken;
     this.queueSource = options.queueSource ?? 'ledger';
     this.loraAware = !options.loraBlind;
     this.loraLoadTokens = options.loraLoadTokens ?? DEFAULT_LORA_LOAD_TOKENS;
@@ -61,7 +69,12 @@ export class CostPolicy implements Policy {
       const queue = this.#queueTokens(c, request.promptTokens);
       queues[i] = queue;
       const load = adapter > 0 && !c.lora.resident ? adapter : 0;
-      scores[i] = queue + (request.promptTokens - c.cachedTokens) + load;
+      const reload = cpuReloadTokens(
+        c.cpuCachedTokens,
+        this.cpuReloadUsPerToken,
+        this.prefillUsPerToken,
+      );
+      scores[i] = queue + (request.promptTokens - c.cachedTokens) + reload + load;
     }
     return { replicaId: candidates[argMin(scores, input.rng, queues)]!.id, scores };
   }

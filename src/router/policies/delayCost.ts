@@ -39,9 +39,13 @@
  * LoRA, as in `cost`: a request for an adapter adds, where the adapter is not resident, its load
  * time (loraLoadTokens x p), and the router offers only replicas with a free adapter slot while
  * any has one (loraAware); `loraBlind` drops both.
+ *
+ * CPU tier, as in `cost`: tokens only the replica's CPU tier holds count in uncached(r) as their
+ * reload time over p (cpuHitCredit.ts).
  */
 import { DEFAULT_LORA_LOAD_TOKENS, DEFAULT_PREFILL_US_PER_TOKEN } from '../defaults.ts';
 import type { Pick, PickInput, Policy } from '../policy.ts';
+import { type CpuHitOptions, cpuReloadTokens } from './cpuHitCredit.ts';
 import { argMin } from './pickBest.ts';
 
 /** Llama 3.3 70B, FP8 weights, TP=2 H200 at 50 % MFU: the router seed's figure (defaults.ts). */
@@ -51,7 +55,7 @@ export const DEFAULT_MAX_SLOT_LOAD = 0.95;
 /** Weight of each new decode time in the running mean. */
 export const DEFAULT_DECODE_MS_SMOOTHING = 1 / 32;
 
-export interface DelayCostOptions {
+export interface DelayCostOptions extends CpuHitOptions {
   /** Prefill time per prompt token on a replica, in microseconds. */
   prefillUsPerToken?: number;
   /** Running sequences an engine admits at most (vLLM max_num_seqs); unknown when absent. */
@@ -68,6 +72,7 @@ export class DelayCostPolicy implements Policy {
   readonly maxSeqs: number | undefined;
   readonly loraAware: boolean;
   readonly loraLoadTokens: number;
+  readonly cpuReloadUsPerToken: number | undefined;
   /** Mean slot queue length by in-flight requests, 0..maxSeqs. */
   readonly #slotQueue: Float64Array;
   /** First-token time of each request still decoding, oldest first (insertion order). */
@@ -78,6 +83,7 @@ export class DelayCostPolicy implements Policy {
     this.prefillMsPerToken = (options.prefillUsPerToken ?? DEFAULT_PREFILL_US_PER_TOKEN) / 1000;
     this.loraAware = !options.loraBlind;
     this.loraLoadTokens = options.loraLoadTokens ?? DEFAULT_LORA_LOAD_TOKENS;
+    this.cpuReloadUsPerToken = options.cpuReloadUsPerToken;
     const maxSeqs = options.maxSeqs;
     this.maxSeqs =
       maxSeqs !== undefined && Number.isInteger(maxSeqs) && maxSeqs >= 1 ? maxSeqs : undefined;
@@ -95,10 +101,13 @@ export class DelayCostPolicy implements Policy {
   pick(input: PickInput): Pick {
     const { candidates, request } = input;
     const p = this.prefillMsPerToken;
+    const prefillUs = p * 1000;
+    const uncachedOf = (c: (typeof candidates)[number]): number =>
+      request.promptTokens -
+      c.cachedTokens +
+      cpuReloadTokens(c.cpuCachedTokens, this.cpuReloadUsPerToken, prefillUs);
     let fewestUncached = request.promptTokens;
-    for (const c of candidates) {
-      fewestUncached = Math.min(fewestUncached, request.promptTokens - c.cachedTokens);
-    }
+    for (const c of candidates) fewestUncached = Math.min(fewestUncached, uncachedOf(c));
     const maxSeqs = this.maxSeqs;
     const slotGapMs = maxSeqs === undefined ? 0 : this.#decodeEstimateMs(input.nowMs) / maxSeqs;
     const lastSlot = this.#slotQueue.length - 1;
@@ -107,7 +116,7 @@ export class DelayCostPolicy implements Policy {
     const queues = new Array<number>(candidates.length);
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
-      const uncached = request.promptTokens - c.cachedTokens;
+      const uncached = uncachedOf(c);
       const extra = uncached - fewestUncached;
       const slotWaitMs =
         maxSeqs === undefined ? 0 : Math.max(0, c.inFlight + 1 - maxSeqs) * slotGapMs;

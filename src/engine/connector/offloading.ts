@@ -1,0 +1,199 @@
+/**
+ * vLLM's OffloadingConnector modelled beside the block pool: a CPU tier that keeps the blocks
+ * the GPU pool evicts and loads a request's prefix back from it instead of recomputing it. It
+ * never enters the scheduler; like the NixlConnector it writes blocks into the pool before the
+ * scheduler looks, whose prefix lookup then finds them. No clock, no I/O.
+ *
+ * - Store: a cached block the pool evicts (its BlockRemoved) goes into the tier, the tier's
+ *   least recent blocks making room (vLLM's LRU policy). vLLM offloads every computed block as
+ *   soon as it is full, so its tier also holds blocks the GPU still has; here the tier holds a
+ *   block only once the GPU dropped it, so a block lives in at most one tier of a replica and a
+ *   CPU tier of N blocks adds N blocks to the replica's cache.
+ * - Load: at `add`, and again before each step for the oldest requests not yet admitted whose
+ *   load found no free room in the pool (once the pool has as many free blocks as it lacked),
+ *   the prompt's blocks
+ *   after its GPU-cached prefix that the tier holds, as one run, are written into the pool as
+ *   cached free blocks, the most recent ones (so the request's admission finds them, unless the
+ *   pool evicts them again first), and leave the tier. The
+ *   transfer time, tokens x KV bytes per token over `cpuKvGbps`, is added to the next step (as
+ *   an adapter load is): every running request feels it, which is conservative against vLLM's
+ *   asynchronous loads. At least the last prompt token is computed, as the scheduler does.
+ * - Events, in vLLM's fields (vllm/distributed/kv_events.py, vllm/v1/kv_offload/mediums.py):
+ *   the tier's stores and removals are BlockStored / BlockRemoved with medium "CPU", a store
+ *   naming blocks by hash only (no tokens, no parent), as OffloadingConnectorScheduler's
+ *   take_events builds them; a block's CPU store comes before its GPU removal (vLLM offloads
+ *   before the GPU evicts), so a consumer that maps hashes to keys still knows it. A block the
+ *   GPU computes again while the tier has it leaves the tier (a CPU removal after its store).
+ */
+import type { BlockKey, KeyScope } from '../../kv/blockKey.ts';
+import type { BlockPool } from '../../kv/blockPool.ts';
+import type { CpuTier } from '../../kv/cpuTier.ts';
+import type { KvEvent } from '../../kv/events.ts';
+
+/**
+ * PCIe 5.0 x16, one direction: 32 GT/s x 16 lanes x 128/130 (encoding) / 8 = 63.0 GB/s
+ * (PCI-SIG's PCIe 5.0 signalling rate). What a host-to-GPU KV copy gets at best.
+ */
+export const DEFAULT_CPU_KV_GBPS = 63;
+
+/** `ms = tokens x kvBytesPerToken / (gbps x 1e9) x 1000`. */
+export function cpuReloadMs(tokens: number, kvBytesPerToken: number, gbps: number): number {
+  return (tokens * kvBytesPerToken) / (gbps * 1e6);
+}
+
+/** Requests waiting for admission whose loads are retried before each step, oldest first. */
+export const LOAD_RETRIES_PER_STEP = 4;
+
+interface Pending {
+  blockKeys: readonly BlockKey[];
+  tokenIds: ArrayLike<number>;
+  scope: KeyScope;
+  /** Free blocks the last attempt needed and did not have. */
+  needBlocks: number;
+}
+
+/** What one load attempt did: tokens loaded, or the free blocks it lacked room for. */
+interface LoadOutcome {
+  tokens: number;
+  needBlocks: number;
+}
+
+export class OffloadingConnectorCore {
+  readonly #pool: BlockPool;
+  readonly #tier: CpuTier;
+  readonly kvBytesPerToken: number;
+  readonly #gbps: number;
+  #events: KvEvent[] = [];
+  #pendingMs = 0;
+  /** Requests not admitted yet whose load lacked room, in arrival order. */
+  readonly #waiting = new Map<string, Pending>();
+  /** Prompt tokens loaded back from the tier so far. */
+  loadedTokens = 0;
+
+  constructor(pool: BlockPool, tier: CpuTier, kvBytesPerToken: number, gbps: number) {
+    this.#pool = pool;
+    this.#tier = tier;
+    this.kvBytesPerToken = kvBytesPerToken;
+    this.#gbps = gbps;
+  }
+
+  get tier(): CpuTier {
+    return this.#tier;
+  }
+
+  /** A request arrived: loads what the tier has of its prefix, and again later until admitted. */
+  add(id: string, blockKeys: readonly BlockKey[], tokenIds: ArrayLike<number>, scope: KeyScope) {
+    const { needBlocks } = this.#tryLoad(blockKeys, tokenIds, scope);
+    if (needBlocks > 0) this.#waiting.set(id, { blockKeys, tokenIds, scope, needBlocks });
+  }
+
+  /** Before a step: retries the oldest loads that lacked room, once the pool has it. */
+  retryWaiting(): void {
+    if (this.#waiting.size === 0) return;
+    let n = 0;
+    for (const [id, w] of this.#waiting) {
+      if (n++ === LOAD_RETRIES_PER_STEP) break;
+      if (this.#pool.freeBlocks < w.needBlocks) continue;
+      const { needBlocks } = this.#tryLoad(w.blockKeys, w.tokenIds, w.scope);
+      if (needBlocks > 0) w.needBlocks = needBlocks;
+      else this.#waiting.delete(id);
+    }
+  }
+
+  /** The request was admitted (or ended): no more loads for it. */
+  admitted(id: string): void {
+    this.#waiting.delete(id);
+  }
+
+  /**
+   * Loads the run of `blockKeys` after the GPU-cached prefix that the tier holds into the pool:
+   * the tokens loaded, or (tokens 0) the free blocks it needed and the pool lacked.
+   */
+  #tryLoad(
+    blockKeys: readonly BlockKey[],
+    tokenIds: ArrayLike<number>,
+    scope: KeyScope,
+  ): LoadOutcome {
+    const pool = this.#pool;
+    const tier = this.#tier;
+    const none = { tokens: 0, needBlocks: 0 };
+    if (!pool.cachingEnabled || tier.size === 0) return none;
+    const usable = Math.min(blockKeys.length, Math.floor((tokenIds.length - 1) / pool.blockSize));
+    const hit = pool.findCachedPrefix(blockKeys, usable);
+    const local = hit.blockIds.length;
+    let end = local;
+    while (end < usable && tier.has(blockKeys[end]!)) end++;
+    const fresh = end - local;
+    if (fresh === 0) return none;
+    if (fresh + hit.freeBlocks > pool.freeBlocks) {
+      return { tokens: 0, needBlocks: fresh + hit.freeBlocks };
+    }
+    this.#drain();
+    const taken = blockKeys.slice(local, end);
+    for (const key of taken) tier.take(key);
+    const blockIds = [...hit.blockIds];
+    pool.acquire(blockIds);
+    pool.tryAllocate(fresh, blockIds);
+    pool.cacheFullBlocks(blockIds, blockKeys, local, end, tokenIds, scope);
+    // Released at once: cached free blocks, the head of the prompt the most recent.
+    pool.release(blockIds);
+    this.#drain();
+    this.#events.push({ type: 'BlockRemoved', blockKeys: taken, medium: 'CPU' });
+    const tokens = fresh * pool.blockSize;
+    this.loadedTokens += tokens;
+    this.#pendingMs += cpuReloadMs(tokens, this.kvBytesPerToken, this.#gbps);
+    return { tokens, needBlocks: 0 };
+  }
+
+  /** Transfer time of the loads since the last call (the next step carries it). */
+  takePendingMs(): number {
+    const ms = this.#pendingMs;
+    this.#pendingMs = 0;
+    return ms;
+  }
+
+  /** The pool's events with the tier's, in order; drains both. */
+  takeEvents(): KvEvent[] {
+    this.#drain();
+    const events = this.#events;
+    if (events.length === 0) return [];
+    this.#events = [];
+    return events;
+  }
+
+  /** Moves the pool's events into the connector's list, offering every GPU eviction to the tier. */
+  #drain(): void {
+    for (const event of this.#pool.takeEvents()) {
+      if (event.type === 'BlockRemoved' && event.medium === undefined) {
+        const evicted: BlockKey[] = [];
+        const stored = this.#tier.store(event.blockKeys, evicted);
+        if (stored.length > 0) {
+          this.#events.push({
+            type: 'BlockStored',
+            blockKeys: stored,
+            parentKey: null,
+            tokenIds: [],
+            blockSize: this.#pool.blockSize,
+            loraName: null,
+            cacheSalt: null,
+            medium: 'CPU',
+          });
+        }
+        this.#events.push(event);
+        if (evicted.length > 0) {
+          this.#events.push({ type: 'BlockRemoved', blockKeys: evicted, medium: 'CPU' });
+        }
+      } else if (event.type === 'BlockStored' && this.#tier.size > 0) {
+        // Computed again on the GPU while the tier still had it: the tier's copy goes.
+        this.#events.push(event);
+        const dropped = event.blockKeys.filter((key) => this.#tier.drop(key));
+        if (dropped.length > 0) {
+          this.#events.push({ type: 'BlockRemoved', blockKeys: dropped, medium: 'CPU' });
+        }
+      } else {
+        if (event.type === 'AllBlocksCleared') this.#tier.clear();
+        this.#events.push(event);
+      }
+    }
+  }
+}
