@@ -35,13 +35,15 @@ import { readSimFaults, runAuditComparison, SIM_AUDIT_HELP } from './simAudit.ts
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 import type { SimFaults } from '../sim/audit.ts';
 import { type PdFlags, readPdFlags, runSimPd, SIM_PD_HELP } from './simPd.ts';
+import { FLEET_HELP, parseFleetFlag } from './fleetFlag.ts';
+import { fleetLabel, groupReplicas } from '../sim/replicaGroups.ts';
 
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
     'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas ' +
-    'pd transfer-gbps transfer-latency-ms',
+    'pd transfer-gbps transfer-latency-ms fleet',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -73,7 +75,7 @@ ${workloadHelp({
 })}fleet
 ${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
   --replicas N          default: seed/hot/lora 22, low-shared 40, groups/multiturn/trace 8
-${ENGINE_HELP}router view
+${FLEET_HELP}${ENGINE_HELP}router view
   --stale-ms MS         engine reports reach the router this late (default 0: also after
                         every step); the cost policy's queue term still comes from the ledger
   --report-ms MS        every replica reports this often (default 100)
@@ -146,12 +148,22 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   if (flags === 'help') return 'help';
   const w = readWorkloadFlags(flags);
   const isTrace = w.workload.kind === 'trace';
-  const replicas =
-    flags.positive('replicas', true) ??
-    DEFAULT_REPLICAS[w.workload.kind === 'trace' ? 'trace' : w.workload.name];
+  const engine = readEngineFlags(flags);
+  const fleetSpec = flags.string('fleet');
+  const fleet = fleetSpec === undefined ? undefined : parseFleetFlag(fleetSpec, engine.model);
+  if (fleet) {
+    for (const other of ['replicas', 'gpu', 'tp', 'profile', 'search', 'pd']) {
+      if (flags.has(other)) {
+        throw new UsageError(`--fleet sets each replica's hardware and the count; drop --${other}`);
+      }
+    }
+  }
+  const replicas = fleet
+    ? groupReplicas(fleet)
+    : (flags.positive('replicas', true) ??
+      DEFAULT_REPLICAS[w.workload.kind === 'trace' ? 'trace' : w.workload.name]);
   const durationS = w.durationS ?? (isTrace ? undefined : DEFAULT_DURATION_S);
   const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
-  const engine = readEngineFlags(flags);
   const staleMs = flags.number('stale-ms', { min: 0 }) ?? 0;
   const faults = readFaults(flags.strings('kill'), flags.strings('revive'), {
     replicas,
@@ -172,6 +184,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     warmupMs: warmupS * 1000,
     replicas,
     engine,
+    ...(fleet && { fleet }),
     router: {
       policy: DEFAULT_POLICY,
       index: flags.oneOf('index', INDEX_MODES) ?? INDEX_MODES[0],
@@ -266,7 +279,7 @@ export async function run(argv: string[]): Promise<number> {
   const fixed = runs.flatMap((run) =>
     bounds.map((admission) => ({
       admission,
-      label: `${label(run)} x ${parsed.base.replicas}`,
+      label: `${label(run)} x ${parsed.base.fleet ? fleetLabel(parsed.base.fleet) : parsed.base.replicas}`,
       config: {
         ...parsed.base,
         router: { ...parsed.base.router, ...run },

@@ -14,6 +14,7 @@ import type { Workload } from '../workload/workloads.ts';
 import { prefillUsPerToken } from '../model/cost.ts';
 import { queueGate, type SimAdmission, summarizeAdmission, ttftGate } from './admission.ts';
 import { Fleet, type FleetRequestRecord, type SimEngine, type SimRouter } from './fleet.ts';
+import { type ReplicaGroup, replicaEngineOptions } from './replicaGroups.ts';
 import { makeSimRouter } from './routerAdapter.ts';
 import { summarizeRun } from './summary.ts';
 import type { FaultSpec, RouterOptions, ViewOptions } from './types.ts';
@@ -29,6 +30,11 @@ export interface SimConfig {
   warmupMs: number;
   replicas: number;
   engine: EngineOptions;
+  /**
+   * A mixed fleet: groups of replicas of their own GPU and TP (replicaGroups.ts), `replicas`
+   * being their sum; absent: every replica runs `engine`'s hardware.
+   */
+  fleet?: ReplicaGroup[];
   router: RouterOptions;
   view: ViewOptions;
   faults: FaultSpec[];
@@ -110,11 +116,15 @@ export function simulate(
   const admit = config.admission && queueGate(config.admission, usPerToken);
   const admitRoute = config.admission && ttftGate(config.admission, usPerToken);
   const policy = runLabel(config.router);
+  const replicaConfigs = config.fleet
+    ? replicaEngineOptions(config.engine, config.fleet).map((o) => makeEngineConfig(o))
+    : undefined;
   const fleet = new Fleet({
     replicas: config.replicas,
     workload,
     router: wrapRouter(makeRouter(config)),
-    makeEngine: (replica) => wrapEngine(new EngineCore(engineConfig), replica),
+    makeEngine: (replica) =>
+      wrapEngine(new EngineCore(replicaConfigs?.[replica] ?? engineConfig), replica),
     view: config.view,
     faults: config.faults,
     durationMs,
