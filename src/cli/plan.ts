@@ -20,6 +20,7 @@ import {
 import { type PdPlanInput, planPd, SEED_PD } from '../model/pdPlan.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
 import { pdPlanJson, pdPlanText } from './planPd.ts';
+import { runPlanFleet } from './planFleet.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { readProfileFlag } from './engineFlags.ts';
 
@@ -57,9 +58,12 @@ affinity, the hot-customer load and the spill threshold. Defaults are the seed's
   --transfer-gbps F   --pd: KV link, GB/s (25)   --transfer-latency-ms F  per transfer (1)
   --tpot-slo-ms F     --pd: the TPOT target of the verdict (40)
   --json              machine-readable output
+  --search-fleet      the cheapest fleet over GPUs x TP in the simulator (kvroute plan
+                      --search-fleet --help)
 `;
 
 export async function run(argv: string[]): Promise<number> {
+  if (argv.some((a) => /^--(search-fleet|merge-shards)(=|$)/.test(a))) return runPlanFleet(argv);
   const flags = readFlags(argv, FLAGS);
   if (flags === 'help') return printHelp(HELP);
   const preset = flags.oneOf('preset', PRESETS) ?? 'seed-router';

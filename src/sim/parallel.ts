@@ -27,7 +27,13 @@ export interface SearchSpec {
   label: string;
   /** The probes' config: replicas, faults past the count and early stop are set per probe. */
   config: SimConfig;
+  /** This search's first count (default: the batch's `bounds.start`). */
+  start?: number;
 }
+
+/** A search's bounds: the batch's, from its own first count when it has one. */
+const searchBounds = (bounds: SearchBounds, s: SearchSpec): SearchBounds =>
+  s.start === undefined ? bounds : { ...bounds, start: s.start };
 
 /** Where a batch says how far it is (`src/cli/progress.ts`'s `Progress` fits). */
 export interface BatchProgress {
@@ -52,6 +58,8 @@ export interface BatchSpec {
 export interface BatchResult {
   results: SimulatedRun[];
   search: SearchResult[];
+  /** Each search's run at its answer (the fewest replicas meeting the SLO); null when none did. */
+  answers: (SimulatedRun | null)[];
   /** Simulations started, and of those the ones cancelled (speculative probes not needed). */
   work: { simulations: number; cancelled: number };
 }
@@ -75,6 +83,7 @@ export async function runBatch(spec: BatchSpec): Promise<BatchResult> {
     return {
       results: fixed.results,
       search: rest.search,
+      answers: rest.answers,
       work: {
         simulations: fixed.work.simulations + rest.work.simulations,
         cancelled: rest.work.cancelled,
@@ -117,19 +126,25 @@ function runSerial(spec: BatchSpec): BatchResult {
     }),
   );
   let simulations = spec.runs.length;
+  const answers: (SimulatedRun | null)[] = [];
   const search = spec.searches.map((s) => {
     progress?.phase(`search ${s.label}`, { unit: 'probes', of: 'simulated time' });
-    return searchMinReplicas(s.label, {
-      ...spec.bounds,
+    const runs = new Map<number, SimulatedRun>();
+    const result = searchMinReplicas(s.label, {
+      ...searchBounds(spec.bounds, s),
       probe: (n) => {
         simulations++;
-        return simulateTask(`${n} replicas`, probeConfig(s.config, n));
+        const run = simulateTask(`${n} replicas`, probeConfig(s.config, n));
+        runs.set(n, run);
+        return run;
       },
       diagnose: () => diagnose(s.config),
       slo: s.config.slo,
     });
+    answers.push(result.minReplicas === null ? null : (runs.get(result.minReplicas) ?? null));
+    return result;
   });
-  return { results, search, work: { simulations, cancelled: 0 } };
+  return { results, search, answers, work: { simulations, cancelled: 0 } };
 }
 
 interface SearchState {
@@ -206,6 +221,10 @@ class ParallelBatch {
     return {
       results: this.#results as SimulatedRun[],
       search: this.#searches.map((s) => s.result!),
+      answers: this.#searches.map((s) => {
+        const n = s.result!.minReplicas;
+        return n === null ? null : (s.runs.get(n) ?? null);
+      }),
       work: { simulations: this.#started, cancelled: this.#cancelled },
     };
   }
@@ -276,7 +295,7 @@ class ParallelBatch {
     if (c.outcome !== null) s.runs.set(c.replicas, c.outcome);
     else this.#cancelled++;
     if (s.result !== null) return;
-    const step = planSearch(this.#spec.bounds, (n) => s.runs.get(n)?.sloMet);
+    const step = planSearch(searchBounds(this.#spec.bounds, s.spec), (n) => s.runs.get(n)?.sloMet);
     if ('answer' in step) {
       const unmet = step.answer.minReplicas === null ? this.#diagnose(s.spec.config) : null;
       s.result = searchResult(s.spec.label, step.answer, s.runs, unmet);
@@ -297,7 +316,10 @@ class ParallelBatch {
     const candidates: [number, number][] = [];
     const useful = new Set<number>();
     const walk = (assumed: Map<number, boolean>, depth: number): void => {
-      const step = planSearch(this.#spec.bounds, (n) => s.runs.get(n)?.sloMet ?? assumed.get(n));
+      const step = planSearch(
+        searchBounds(this.#spec.bounds, s.spec),
+        (n) => s.runs.get(n)?.sloMet ?? assumed.get(n),
+      );
       if ('answer' in step) return;
       const n = step.probe;
       useful.add(n);
