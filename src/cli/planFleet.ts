@@ -4,7 +4,7 @@
  * slice and writes its part, `--merge-shards A,B,...` prints the answer of the whole grid from
  * the parts, byte for byte what the unsharded search prints.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { GPUS, MODELS, modelByName } from '../model/catalog.ts';
@@ -95,9 +95,15 @@ export async function runPlanFleet(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** To stdout, or whole to `path` (written beside it, then renamed: a reader never sees half). */
 function write(path: string | undefined, text: string): void {
-  if (path === undefined) process.stdout.write(text);
-  else writeFileSync(path, text);
+  if (path === undefined) {
+    process.stdout.write(text);
+    return;
+  }
+  const partial = `${path}.partial`;
+  writeFileSync(partial, text);
+  renameSync(partial, path);
 }
 
 function readShard(value: string | undefined): { index: number; count: number } | undefined {
