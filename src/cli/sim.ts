@@ -22,6 +22,7 @@ import type { RequestRecord } from '../results/requestRecord.ts';
 import { runBatch } from '../sim/parallel.ts';
 import type { SimAdmission } from '../sim/admission.ts';
 import type { SimConfig } from '../sim/run.ts';
+import type { SimulatedRun } from '../results/result.ts';
 import type { WorkloadName } from '../workload/workloads.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FAULT_FLAGS } from './engineFaultFlags.ts';
@@ -43,7 +44,7 @@ const FLAGS = flagSpec({
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
     'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas ' +
-    'pd transfer-gbps transfer-latency-ms fleet',
+    'pd transfer-gbps transfer-latency-ms fleet concurrency',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -93,6 +94,12 @@ ${ROUTER_SETUPS_HELP}faults
                         ones count as errors
   --revive R@S          replica R comes back, cold, at S seconds, after a --kill of it
                         (repeatable); a killed replica without --revive stays down
+closed loop
+  --concurrency C       keep C requests in flight (as vLLM's bench serve --max-concurrency,
+                        inference-perf and guidellm do): the workload's prompts in its order,
+                        each end starting the next, until --duration; prints output tokens/s
+                        and goodput (requests meeting the SLO per second) over the requests
+                        ending between --warmup and --duration
 ${SIM_AUDIT_HELP}${SIM_PD_HELP}SLO and search
   --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: a cold 8,000-token prefill, 143 ms warm +
                         the 428 ms a hit saves: the cost rule's own promise)
@@ -175,6 +182,16 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
       return last < duration.ms ? { ms: last, from: "the trace's last arrival" } : duration;
     },
   });
+  const concurrency = flags.positive('concurrency', true);
+  if (concurrency !== undefined) {
+    for (const other of ['search', 'pd', 'rate']) {
+      if (flags.has(other)) {
+        throw new UsageError(
+          `--concurrency runs a closed loop (arrivals follow completions); drop --${other}`,
+        );
+      }
+    }
+  }
   const kvThreshold = flags.fraction('kv-threshold');
   const overlayTtlMs = flags.number('overlay-ttl-ms', { min: 0 });
   const base: SimConfig = {
@@ -185,6 +202,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     replicas,
     engine,
     ...(fleet && { fleet }),
+    ...(concurrency !== undefined && { concurrency }),
     router: {
       policy: DEFAULT_POLICY,
       index: flags.oneOf('index', INDEX_MODES) ?? INDEX_MODES[0],
@@ -322,9 +340,36 @@ export async function run(argv: string[]): Promise<number> {
   } else {
     const table = parsed.admission === undefined ? formatResults : formatAdmission;
     process.stdout.write(`${table(results)}\n`);
+    if (results.some((r) => r.closedLoop)) process.stdout.write(`\n${closedLoopTable(results)}\n`);
     if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
     if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);
     if (requests) process.stdout.write(`requests: ${parsed.requestsOut}\n`);
   }
   return 0;
+}
+
+/** The closed loop's throughput per run: requests/s, output tokens/s, goodput. */
+function closedLoopTable(results: readonly SimulatedRun[]): string {
+  const rows = results.map((r) => {
+    const c = r.closedLoop!;
+    const f = (x: number, d: number) =>
+      x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+    return [
+      r.policy,
+      String(c.concurrency),
+      f(c.requestsPerS, 2),
+      f(c.outputTokensPerS, 0),
+      f(c.goodputRps, 2),
+    ];
+  });
+  const header = ['policy', 'concurrency', 'req/s', 'output tok/s', 'goodput/s'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [
+    line(header),
+    widths.map((w) => '-'.repeat(w)).join('  '),
+    ...rows.map(line),
+    'closed loop: over requests ending between --warmup and --duration; goodput: those meeting the TTFT and TPOT targets',
+  ].join('\n');
 }
