@@ -57,6 +57,7 @@ const DEFAULT_REPLICAS: Record<WorkloadName | 'trace', number> = {
   groups: 8,
   multiturn: 8,
   lora: 22,
+  'shared-prefix': 2,
   trace: 8,
 };
 
