@@ -9,7 +9,7 @@
 import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import type { EngineConfig } from '../engine/types.ts';
 import type { CostProfile } from '../model/calibration.ts';
-import { decodeStepMs, prefillUsPerToken } from '../model/cost.ts';
+import { speedFigures } from '../model/replicaSpeed.ts';
 import type { ReplicaSpeed } from '../router/replicaSpeed.ts';
 
 export interface ReplicaGroup {
@@ -52,27 +52,9 @@ export function replicaEngineOptions(
   return out;
 }
 
-/** A context length the decode slope is measured between (the seed's 8,150 tokens is in range). */
-const SLOPE_CONTEXTS = [1_000, 8_000] as const;
-
-/**
- * The router's view of a replica's speed from its engine config: prefill per token at the
- * engine's budget, and the decode step as base plus slope over the KV it reads (two points of
- * the cost model at the engine's batch limit: exact for the roofline, a chord for a table).
- */
-export function replicaSpeed(engine: EngineConfig): ReplicaSpeed {
-  const spec = engine.spec;
-  const batch = engine.maxSeqs;
-  const [c1, c2] = SLOPE_CONTEXTS;
-  const s1 = decodeStepMs(spec, batch, c1);
-  const s2 = decodeStepMs(spec, batch, c2);
-  const slope = (s2 - s1) / (batch * (c2 - c1));
-  return {
-    prefillMsPerToken: prefillUsPerToken(spec, engine.budgetTokens) / 1000,
-    decodeBaseMs: Math.max(0, s1 - batch * c1 * slope),
-    decodeMsPerKvToken: slope,
-  };
-}
+/** The router's view of a replica's speed from its engine config (`model/replicaSpeed.ts`). */
+export const replicaSpeed = (engine: EngineConfig): ReplicaSpeed =>
+  speedFigures(engine.spec, engine.budgetTokens, engine.maxSeqs);
 
 /** Each replica's speed, in replica order. */
 export function replicaSpeeds(
