@@ -4,6 +4,13 @@
  * in one line naming the flag.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { writeProfile } from '../src/calibrate/profileFile.ts';
+import { calibrateFromVidur } from '../src/calibrate/vidur.ts';
+import { makeReplicaSpec } from '../src/model/spec.ts';
+import { ROOT } from './support/cli.ts';
 import { describe, test } from 'node:test';
 import { UsageError } from '../src/cli/args.ts';
 import { parseSimFlags } from '../src/cli/sim.ts';
@@ -147,4 +154,40 @@ describe('kvroute sim --fleet', () => {
       );
     });
   }
+});
+
+describe('kvroute sim --fleet with profiles', () => {
+  test('a group profiled on another model is refused, naming the group', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvroute-fleet-profile-'));
+    try {
+      const path = join(dir, 'llama2.yaml');
+      writeProfile(
+        path,
+        calibrateFromVidur({
+          dir: join(ROOT, 'test/fixtures/vidur/h100/meta-llama/Llama-2-70b-hf'),
+          spec: makeReplicaSpec({
+            model: 'llama-2-70b',
+            gpu: 'h100-sxm',
+            tp: 1,
+            weightsDtype: 'bf16',
+          }),
+          objective: 'minimax',
+        }),
+      );
+      const group = `h100-sxm:tp4:2:profile=${path}`;
+      assert.throws(
+        () => parseSimFlags(['--fleet', `h200:tp2:2,${group}`]),
+        (err: unknown) =>
+          err instanceof UsageError &&
+          err.message ===
+            `--fleet: ${group} has a profile measured on llama-2-70b, the fleet serves llama-3.3-70b (--model): every replica serves one model`,
+      );
+      // The profile's own model: accepted, the group timed by it.
+      const parsed = parseSimFlags(['--model', 'llama-2-70b', '--fleet', `h200:tp2:2,${group}`]);
+      assert.ok(parsed !== 'help');
+      assert.equal(parsed.base.fleet![1]!.profilePath, path);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -19,9 +19,18 @@ export const FLEET_HELP = `  --fleet SPEC          a mixed fleet instead of --re
 const FORMAT = 'GPU:tpN:COUNT[:profile=FILE]';
 
 export function parseFleetFlag(value: string, model: string): ReplicaGroup[] {
-  const groups = value.split(',').map((part) => parseGroup(part.trim(), model));
-  if (groups.length === 0 || value.trim() === '') {
-    throw new UsageError(`--fleet: expected ${FORMAT},...; got '${value}'`);
+  const parts = value.split(',').map((part) => part.trim());
+  if (value.trim() === '') throw new UsageError(`--fleet: expected ${FORMAT},...; got '${value}'`);
+  const groups = parts.map((part) => parseGroup(part, model));
+  // One fleet serves one model: a profile measured on another model would time another model.
+  const profiled = groups.flatMap((g, i) =>
+    g.profile ? [{ part: parts[i]!, on: g.profile.measuredOn.model }] : [],
+  );
+  const other = profiled.find((p) => p.on !== model);
+  if (other) {
+    throw new UsageError(
+      `--fleet: ${other.part} has a profile measured on ${other.on}, the fleet serves ${model} (--model): every replica serves one model`,
+    );
   }
   return groups;
 }
