@@ -22,6 +22,7 @@ import { planTiers, type TierPlan } from '../model/tierPlan.ts';
 import { DEFAULT_CPU_KV_GBPS } from '../engine/connector/offloading.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
 import { pdPlanJson, pdPlanText } from './planPd.ts';
+import { runPlanFleet } from './planFleet.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { readProfileFlag } from './engineFlags.ts';
 
@@ -62,9 +63,12 @@ affinity, the hot-customer load and the spill threshold. Defaults are the seed's
                       CPU tiers, and what reloading one costs (JSON: "tiers")
   --cpu-kv-gbps F     host-to-GPU KV copy, GB/s (default ${DEFAULT_CPU_KV_GBPS}: PCIe 5.0 x16)
   --json              machine-readable output
+  --search-fleet      the cheapest fleet over GPUs x TP in the simulator (kvroute plan
+                      --search-fleet --help)
 `;
 
 export async function run(argv: string[]): Promise<number> {
+  if (argv.some((a) => /^--(search-fleet|merge-shards)(=|$)/.test(a))) return runPlanFleet(argv);
   const flags = readFlags(argv, FLAGS);
   if (flags === 'help') return printHelp(HELP);
   const preset = flags.oneOf('preset', PRESETS) ?? 'seed-router';

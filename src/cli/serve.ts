@@ -54,7 +54,9 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
                         [,model=NAME][,api-key=KEY][,role=prefill|decode|both][,topic=T];
                         replaces the config file's list; role: a P/D fleet, prefill on the
                         prefill pool then decode on the decode pool (vLLM's NixlConnector
-                        protocol); topic: its KV events' topic on --kv-events-bind
+                        protocol); topic: its KV events' topic on --kv-events-bind;
+                        [,gpu=NAME][,tp=N][,profile=FILE]: its hardware in a mixed pool
+                        (delay-cost prices its tokens at its own speed)
   --pd-threshold N      P/D: fewer uncached tokens than N on the decode replica run there
                         alone (llm-d's prefix-based decider; default 0: always disaggregate)
   --config FILE         YAML config (see kvroute.example.yaml); flags override it; read

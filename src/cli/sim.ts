@@ -22,6 +22,7 @@ import type { RequestRecord } from '../results/requestRecord.ts';
 import { runBatch } from '../sim/parallel.ts';
 import type { SimAdmission } from '../sim/admission.ts';
 import type { SimConfig } from '../sim/run.ts';
+import type { SimulatedRun } from '../results/result.ts';
 import type { WorkloadName } from '../workload/workloads.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FAULT_FLAGS } from './engineFaultFlags.ts';
@@ -35,13 +36,15 @@ import { readSimFaults, runAuditComparison, SIM_AUDIT_HELP } from './simAudit.ts
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 import type { SimFaults } from '../sim/audit.ts';
 import { type PdFlags, readPdFlags, runSimPd, SIM_PD_HELP } from './simPd.ts';
+import { FLEET_HELP, parseFleetFlag } from './fleetFlag.ts';
+import { fleetLabel, groupReplicas } from '../sim/replicaGroups.ts';
 
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
     'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas ' +
-    'pd transfer-gbps transfer-latency-ms',
+    'pd transfer-gbps transfer-latency-ms fleet concurrency',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -54,6 +57,7 @@ const DEFAULT_REPLICAS: Record<WorkloadName | 'trace', number> = {
   groups: 8,
   multiturn: 8,
   lora: 22,
+  'shared-prefix': 2,
   trace: 8,
 };
 
@@ -73,7 +77,7 @@ ${workloadHelp({
 })}fleet
 ${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
   --replicas N          default: seed/hot/lora 22, low-shared 40, groups/multiturn/trace 8
-${ENGINE_HELP}router view
+${FLEET_HELP}${ENGINE_HELP}router view
   --stale-ms MS         engine reports reach the router this late (default 0: also after
                         every step); the cost policy's queue term still comes from the ledger
   --report-ms MS        every replica reports this often (default 100)
@@ -91,6 +95,12 @@ ${ROUTER_SETUPS_HELP}faults
                         ones count as errors
   --revive R@S          replica R comes back, cold, at S seconds, after a --kill of it
                         (repeatable); a killed replica without --revive stays down
+closed loop
+  --concurrency C       keep C requests in flight (as vLLM's bench serve --max-concurrency,
+                        inference-perf and guidellm do): the workload's prompts in its order,
+                        each end starting the next, until --duration; prints output tokens/s
+                        and goodput (requests meeting the SLO per second) over the requests
+                        ending between --warmup and --duration
 ${SIM_AUDIT_HELP}${SIM_PD_HELP}SLO and search
   --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: a cold 8,000-token prefill, 143 ms warm +
                         the 428 ms a hit saves: the cost rule's own promise)
@@ -146,12 +156,22 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   if (flags === 'help') return 'help';
   const w = readWorkloadFlags(flags);
   const isTrace = w.workload.kind === 'trace';
-  const replicas =
-    flags.positive('replicas', true) ??
-    DEFAULT_REPLICAS[w.workload.kind === 'trace' ? 'trace' : w.workload.name];
+  const engine = readEngineFlags(flags);
+  const fleetSpec = flags.string('fleet');
+  const fleet = fleetSpec === undefined ? undefined : parseFleetFlag(fleetSpec, engine.model);
+  if (fleet) {
+    for (const other of ['replicas', 'gpu', 'tp', 'profile', 'search', 'pd']) {
+      if (flags.has(other)) {
+        throw new UsageError(`--fleet sets each replica's hardware and the count; drop --${other}`);
+      }
+    }
+  }
+  const replicas = fleet
+    ? groupReplicas(fleet)
+    : (flags.positive('replicas', true) ??
+      DEFAULT_REPLICAS[w.workload.kind === 'trace' ? 'trace' : w.workload.name]);
   const durationS = w.durationS ?? (isTrace ? undefined : DEFAULT_DURATION_S);
   const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
-  const engine = readEngineFlags(flags);
   const staleMs = flags.number('stale-ms', { min: 0 }) ?? 0;
   const faults = readFaults(flags.strings('kill'), flags.strings('revive'), {
     replicas,
@@ -163,6 +183,16 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
       return last < duration.ms ? { ms: last, from: "the trace's last arrival" } : duration;
     },
   });
+  const concurrency = flags.positive('concurrency', true);
+  if (concurrency !== undefined) {
+    for (const other of ['search', 'pd', 'rate']) {
+      if (flags.has(other)) {
+        throw new UsageError(
+          `--concurrency runs a closed loop (arrivals follow completions); drop --${other}`,
+        );
+      }
+    }
+  }
   const kvThreshold = flags.fraction('kv-threshold');
   const overlayTtlMs = flags.number('overlay-ttl-ms', { min: 0 });
   const base: SimConfig = {
@@ -172,6 +202,8 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     warmupMs: warmupS * 1000,
     replicas,
     engine,
+    ...(fleet && { fleet }),
+    ...(concurrency !== undefined && { concurrency }),
     router: {
       policy: DEFAULT_POLICY,
       index: flags.oneOf('index', INDEX_MODES) ?? INDEX_MODES[0],
@@ -266,7 +298,7 @@ export async function run(argv: string[]): Promise<number> {
   const fixed = runs.flatMap((run) =>
     bounds.map((admission) => ({
       admission,
-      label: `${label(run)} x ${parsed.base.replicas}`,
+      label: `${label(run)} x ${parsed.base.fleet ? fleetLabel(parsed.base.fleet) : parsed.base.replicas}`,
       config: {
         ...parsed.base,
         router: { ...parsed.base.router, ...run },
@@ -309,9 +341,36 @@ export async function run(argv: string[]): Promise<number> {
   } else {
     const table = parsed.admission === undefined ? formatResults : formatAdmission;
     process.stdout.write(`${table(results)}\n`);
+    if (results.some((r) => r.closedLoop)) process.stdout.write(`\n${closedLoopTable(results)}\n`);
     if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
     if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);
     if (requests) process.stdout.write(`requests: ${parsed.requestsOut}\n`);
   }
   return 0;
+}
+
+/** The closed loop's throughput per run: requests/s, output tokens/s, goodput. */
+function closedLoopTable(results: readonly SimulatedRun[]): string {
+  const rows = results.map((r) => {
+    const c = r.closedLoop!;
+    const f = (x: number, d: number) =>
+      x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+    return [
+      r.policy,
+      String(c.concurrency),
+      f(c.requestsPerS, 2),
+      f(c.outputTokensPerS, 0),
+      f(c.goodputRps, 2),
+    ];
+  });
+  const header = ['policy', 'concurrency', 'req/s', 'output tok/s', 'goodput/s'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [
+    line(header),
+    widths.map((w) => '-'.repeat(w)).join('  '),
+    ...rows.map(line),
+    'closed loop: over requests ending between --warmup and --duration; goodput: those meeting the TTFT and TPOT targets',
+  ].join('\n');
 }

@@ -6,10 +6,22 @@
 import type { WorkloadSpec } from '../workload/spec.ts';
 import { DEFAULT_LORA_ADAPTERS, DEFAULT_LORA_ZIPF } from '../workload/lora.ts';
 import { WORKLOAD_NAMES } from '../workload/workloads.ts';
+import { SHARED_PREFIX_DEFAULTS, type SharedPrefixShape } from '../workload/sharedPrefixGroups.ts';
+
+/** inference-perf's shared_prefix parameters: flag and shape key. */
+const SHARED_PREFIX_FLAGS: [string, keyof SharedPrefixShape][] = [
+  ['num-groups', 'numGroups'],
+  ['num-prompts-per-group', 'numPromptsPerGroup'],
+  ['system-prompt-len', 'systemPromptLen'],
+  ['question-len', 'questionLen'],
+  ['output-len', 'outputLen'],
+];
 import { type Flags, flagSpec, UsageError } from './args.ts';
 
 export const WORKLOAD_FLAGS = flagSpec({
-  string: 'workload trace rate rate-scale duration warmup seed adapters zipf',
+  string:
+    'workload trace rate rate-scale duration warmup seed adapters zipf num-groups ' +
+    'num-prompts-per-group system-prompt-len question-len output-len',
 });
 
 /** Help lines; `duration`, `warmup` and `rate` give the command's own defaults. */
@@ -19,6 +31,7 @@ export function workloadHelp(o: {
   rate?: string;
   seed?: string;
 }): string {
+  const d = SHARED_PREFIX_DEFAULTS;
   return `  --workload NAME       ${WORKLOAD_NAMES.join(', ')} (default seed)
                         seed: 40 req/s Poisson, 200 customers x 6,000-token prefix + 2,000
                         own tokens, 300 out; hot: one customer at 10 %; low-shared: 15 % shared;
@@ -26,6 +39,9 @@ export function workloadHelp(o: {
                         multiturn: every turn extends the conversation so far; lora: the
                         seed's load over LoRA adapters lora-0.. (customer c uses c mod K),
                         adapters drawn by a Zipf law
+                        shared-prefix: inference-perf's shared_prefix shape (10 req/s Poisson)
+  --num-groups N  --num-prompts-per-group N  --system-prompt-len N  --question-len N
+  --output-len N        shared-prefix: inference-perf's parameters (defaults ${d.numGroups}, ${d.numPromptsPerGroup}, ${d.systemPromptLen}, ${d.questionLen}, ${d.outputLen})
   --adapters K          lora: adapters (default ${DEFAULT_LORA_ADAPTERS})
   --zipf S              lora: Zipf exponent of adapter popularity, 0 = uniform (default ${DEFAULT_LORA_ZIPF})
   --trace FILE          Mooncake JSONL trace instead (timestamp, input_length, output_length,
@@ -68,6 +84,19 @@ export function readWorkloadFlags(
       throw new UsageError(`--${flag} applies to --workload lora`);
     }
   }
+  const shapeFlags = SHARED_PREFIX_FLAGS.filter(([flag]) => flags.has(flag));
+  if (shapeFlags.length > 0 && (tracePath !== undefined || name !== 'shared-prefix')) {
+    throw new UsageError(`--${shapeFlags[0]![0]} applies to --workload shared-prefix`);
+  }
+  const sharedPrefix: SharedPrefixShape | undefined =
+    shapeFlags.length === 0
+      ? undefined
+      : (Object.fromEntries(
+          SHARED_PREFIX_FLAGS.map(([flag, key]) => [
+            key,
+            flags.positive(flag, true) ?? SHARED_PREFIX_DEFAULTS[key],
+          ]),
+        ) as unknown as SharedPrefixShape);
   const adapters = flags.number('adapters', { min: 1, max: 200, integer: true });
   const zipfS = flags.number('zipf', { min: 0 });
   const workload: WorkloadSpec =
@@ -79,6 +108,7 @@ export function readWorkloadFlags(
           ...(ratePerS !== undefined && { ratePerS }),
           ...(adapters !== undefined && { adapters }),
           ...(zipfS !== undefined && { zipfS }),
+          ...(sharedPrefix !== undefined && { sharedPrefix }),
         };
   return {
     workload,

@@ -15,7 +15,9 @@ import {
   type IndexMode,
 } from '../router/defaults.ts';
 import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admissionConfig.ts';
+import { backendSpeed } from './backendSpeed.ts';
 import { configError, int, isRecord, num, str } from './configValues.ts';
+import { GPUS } from '../model/catalog.ts';
 import { GatewayError } from './errors.ts';
 import { TOKENIZE_MODES, type TokenizeMode } from './requestTokenizers.ts';
 import { BACKEND_ROLES, type BackendRole, isBackendRole } from './pd/roles.ts';
@@ -64,6 +66,14 @@ export interface BackendConfig {
    * absent: llm-d's `kv@<host of url>@<model>` (centralEvents.ts).
    */
   topic?: string | null;
+  /**
+   * Its hardware, for a pool of mixed replicas: catalog GPU, TP degree and/or a calibrated
+   * profile (`kvroute calibrate`); the router then prices its tokens at its own speed
+   * (backendSpeed.ts). All absent: the pool's replicas are taken as alike.
+   */
+  gpu?: string;
+  tp?: number;
+  profile?: string;
 }
 
 /** A model pool's own tokenizer and chat template (default: the gateway's). */
@@ -338,11 +348,24 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
   if (typeof doc === 'string') return { ...emptyBackend(), url: httpUrl(doc, key) };
   if (!isRecord(doc)) throw configError(key, 'must be a URL or a mapping with url');
   for (const k of Object.keys(doc)) {
-    if (!['url', 'events', 'replay', 'model', 'api-key', 'role', 'topic'].includes(k)) {
+    if (
+      ![
+        'url',
+        'events',
+        'replay',
+        'model',
+        'api-key',
+        'role',
+        'topic',
+        'gpu',
+        'tp',
+        'profile',
+      ].includes(k)
+    ) {
       throw configError(`${key}.${k}`, 'is not a known key');
     }
   }
-  return {
+  const out: BackendConfig = {
     url: httpUrl(doc.url, `${key}.url`),
     events: doc.events == null ? null : zmqUrl(doc.events, `${key}.events`),
     replay: doc.replay == null ? null : zmqUrl(doc.replay, `${key}.replay`),
@@ -350,7 +373,30 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
     apiKey: doc['api-key'] == null ? null : str(doc['api-key'], `${key}.api-key`),
     ...(doc.role != null && { role: roleOf(doc.role, `${key}.role`) }),
     ...(doc.topic != null && { topic: nonEmpty(str(doc.topic, `${key}.topic`), `${key}.topic`) }),
+    ...(doc.gpu != null && { gpu: gpuName(str(doc.gpu, `${key}.gpu`), `${key}.gpu`) }),
+    ...(doc.tp != null && { tp: tpOf(String(doc.tp), `${key}.tp`) }),
+    ...(doc.profile != null && {
+      profile: nonEmpty(str(doc.profile, `${key}.profile`), `${key}.profile`),
+    }),
   };
+  backendSpeed(out, key);
+  return out;
+}
+
+function gpuName(v: string, key: string): string {
+  const name = v.toLowerCase();
+  if (!Object.hasOwn(GPUS, name)) {
+    throw configError(key, `unknown GPU '${v}'; accepted: ${Object.keys(GPUS).join(', ')}`);
+  }
+  return name;
+}
+
+function tpOf(v: string, key: string): number {
+  const n = /^\d+$/.test(v) ? Number(v) : Number.NaN;
+  if (!Number.isInteger(n) || n < 1 || (n & (n - 1)) !== 0) {
+    throw configError(key, `must be a power of two (1, 2, 4, 8, ...), got '${v}'`);
+  }
+  return n;
 }
 
 function roleOf(v: unknown, key: string): BackendRole {
@@ -374,12 +420,13 @@ const emptyBackend = (): BackendConfig => ({
 });
 
 /**
- * `--backend URL[,events=tcp://H:P][,replay=tcp://H:P][,model=NAME][,api-key=KEY][,topic=T]`.
+ * `--backend URL[,events=tcp://H:P][,replay=tcp://H:P][,model=NAME][,api-key=KEY][,topic=T]`
+ * `[,gpu=NAME][,tp=N][,profile=FILE]`.
  * Throws with the flag's name so the CLI can print it.
  */
 export function parseBackendFlag(value: string, flag = '--backend'): BackendConfig {
   const [url = '', ...opts] = value.split(',');
-  const out = { ...emptyBackend(), url: httpUrl(url, flag) };
+  const out: BackendConfig = { ...emptyBackend(), url: httpUrl(url, flag) };
   for (const opt of opts) {
     const eq = opt.indexOf('=');
     const name = eq < 0 ? opt : opt.slice(0, eq);
@@ -390,12 +437,16 @@ export function parseBackendFlag(value: string, flag = '--backend'): BackendConf
     else if (name === 'api-key') out.apiKey = nonEmpty(v, `${flag} api-key`);
     else if (name === 'role') out.role = roleOf(v, `${flag} role`);
     else if (name === 'topic') out.topic = nonEmpty(v, `${flag} topic`);
+    else if (name === 'gpu') out.gpu = gpuName(v, `${flag} gpu`);
+    else if (name === 'tp') out.tp = tpOf(v, `${flag} tp`);
+    else if (name === 'profile') out.profile = nonEmpty(v, `${flag} profile`);
     else
       throw configError(
         flag,
-        `has unknown option '${name}' (events, replay, model, api-key, role, topic)`,
+        `has unknown option '${name}' (events, replay, model, api-key, role, topic, gpu, tp, profile)`,
       );
   }
+  backendSpeed(out, flag);
   return out;
 }
 

@@ -22,6 +22,7 @@ import { type CheckResult, TokenizerChecker, type TokenizerAgreement } from './t
 import { makeAuditActions } from './audit/actions.ts';
 import { PoolAudit, type ReplicaAudit } from './audit/poolAudit.ts';
 import { type Backend, closeBackend } from './backends.ts';
+import { backendSpeed } from './backendSpeed.ts';
 import type { GatewayConfig } from './config.ts';
 import { type Logger, RateLimitedLog } from './log.ts';
 import type { ServedModels } from './models.ts';
@@ -283,7 +284,7 @@ export class ModelPool {
     );
     this.#members.set(backend.name, member);
     this.#byBackend.set(backend, member);
-    if (!options.cold) this.router.addReplica(backend.name);
+    if (!options.cold) this.router.addReplica(backend.name, backendSpeed(backend.config));
     if (this.#started) {
       member.watch.start();
       if (!options.cold) void this.checker.check(backend);
@@ -508,7 +509,7 @@ export class ModelPool {
   /** Becomes routable: in the router from now, its cache relearned from its replay buffer. */
   #activate(m: Member, report: EngineReport, nowMs: number): void {
     m.phase = 'active';
-    this.router.addReplica(m.backend.name);
+    this.router.addReplica(m.backend.name, backendSpeed(m.backend.config));
     this.router.onReport(m.backend.name, report, nowMs);
     m.watch.rebuild();
     this.#logger.info(

@@ -70,6 +70,8 @@ export interface RunResult {
   router?: Record<string, number>;
   /** `kvroute sim --routers`: router instances over the fleet and their sync delay (null: none). */
   gateways?: { routers: number; syncMs: number | null };
+  /** `kvroute sim --concurrency C`: the closed loop's throughput and goodput. */
+  closedLoop?: ClosedLoopResult;
   /** `kvroute sim --max-queue-ms`: the bound (null: the unbounded run beside it) and goodput. */
   admission?: AdmissionResult;
 
@@ -171,6 +173,16 @@ export interface SearchResult {
   /** Why no count met the SLO; null when one did. */
   unmet: SearchUnmet | null;
   probes: SearchProbe[];
+}
+
+/** `kvroute sim --concurrency C`: the closed loop's throughput over the measured window. */
+export interface ClosedLoopResult {
+  concurrency: number;
+  /** Requests that ended in the window, per second. */
+  requestsPerS: number;
+  outputTokensPerS: number;
+  /** Of those, the ones meeting both SLO targets, per second. */
+  goodputRps: number;
 }
 
 export interface SearchProbe {

@@ -7,6 +7,7 @@
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { Rng } from '../util/rng.ts';
 import type { LoraView } from './adapters.ts';
+import type { ReplicaSpeed } from './replicaSpeed.ts';
 
 export interface RouteRequest {
   /** Unique while in flight; the key for onFirstToken / onFinished. */
@@ -61,6 +62,8 @@ export interface ReplicaView {
   readonly indexedBlocks: number;
   /** The request's adapter on this replica (NO_LORA when the request names none). */
   readonly lora: Readonly<LoraView>;
+  /** The replica's speed in a mixed fleet (absent: the policy's fleet-wide figures). */
+  readonly speed?: ReplicaSpeed;
 }
 
 export interface PickInput {

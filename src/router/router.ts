@@ -39,11 +39,17 @@ import { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
 import { matchPrefix } from './prefixMatch.ts';
 import { extendThroughTier } from './tierMatch.ts';
 import { makePolicy, type PolicyOptions } from './registry.ts';
+import type { ReplicaSpeed } from './replicaSpeed.ts';
 import type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';
 
 export interface RouterOptions {
   /** Replica names; a replica's id is its position (later additions append). */
   replicas: readonly string[];
+  /**
+   * Each replica's speed (aligned with `replicas`), for a fleet of mixed hardware; absent: every
+   * policy uses its fleet-wide figures (replicaSpeed.ts).
+   */
+  speeds?: readonly (ReplicaSpeed | undefined)[];
   /** Registry name or a ready policy; default DEFAULT_POLICY ('delay-cost'). */
   policy?: string | Policy;
   policyOptions?: PolicyOptions;
@@ -127,6 +133,7 @@ interface ReplicaState {
   reportedAtMs: number | undefined;
   lastEventAtMs: number | undefined;
   foreign: ForeignKeyMap | undefined;
+  speed: ReplicaSpeed | undefined;
 }
 
 export class Router {
@@ -180,7 +187,9 @@ export class Router {
     });
     const ttlMs = options.overlayTtlMs ?? DEFAULT_OVERLAY_TTL_MS;
     this.#overlay = this.indexMode === 'events' && ttlMs > 0 ? new RouteOverlay(ttlMs) : null;
-    for (const name of options.replicas) this.addReplica(name);
+    options.replicas.forEach((name, i) => {
+      this.addReplica(name, options.speeds?.[i]);
+    });
   }
 
   get policyName(): string {
@@ -192,8 +201,8 @@ export class Router {
     return this.#replicas.filter((r) => !r.removed).map((r) => r.name);
   }
 
-  /** Adds a replica (healthy, cold); returns its id. */
-  addReplica(name: string): number {
+  /** Adds a replica (healthy, cold), of `speed` when the fleet is mixed; returns its id. */
+  addReplica(name: string, speed?: ReplicaSpeed): number {
     if (this.#byName.has(name)) {
       throw new RouterError('ERR_DUPLICATE_REPLICA', `replica '${name}' is already in the fleet`);
     }
@@ -207,6 +216,7 @@ export class Router {
       reportedAtMs: undefined,
       lastEventAtMs: undefined,
       foreign: undefined,
+      speed,
     });
     this.#byName.set(name, id);
     this.#index.ensureReplicas(id + 1);
@@ -668,6 +678,7 @@ export class Router {
       reportedAtMs: state.reportedAtMs,
       indexedBlocks: this.#index.blockCount(state.id),
       lora,
+      speed: state.speed,
     };
   }
 

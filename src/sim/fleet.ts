@@ -98,6 +98,12 @@ export interface FleetOptions {
   admit?: (replicas: readonly QueueView[]) => boolean;
   /** After routing a new arrival: false refuses it (the TTFT bound, `admission.ts`). */
   admitRoute?: (queuedPromptTokens: number, uncachedTokens: number) => boolean;
+  /**
+   * Closed loop: this many requests in flight. The workload's prompts are taken in its order,
+   * its arrival times ignored: `concurrency` start at 0, and each request's end (finished,
+   * failed or refused) starts the next at once, until `durationMs` (or the prompts run out).
+   */
+  concurrency?: number;
   /** Every request's outcome as it ends, warm-up included (`--requests-out`); off when absent. */
   onRequest?: (r: FleetRequestRecord) => void;
 }
@@ -245,8 +251,11 @@ export class Fleet {
 
   run(): FleetOutcome {
     const o = this.#o;
-    const first = this.#nextArrival();
-    if (first) this.#queue.push(first);
+    const starts = o.concurrency ?? 1;
+    for (let i = 0; i < starts; i++) {
+      const first = this.#nextArrival();
+      if (first) this.#queue.push(first);
+    }
     this.#push({ kind: 'reportTick' }, 0, PRIORITY.reportTick);
     this.#push({ kind: 'sample' }, 0, PRIORITY.sample);
     for (const fault of o.faults) this.#push({ kind: 'fault', fault }, fault.atMs, PRIORITY.fault);
@@ -307,7 +316,7 @@ export class Fleet {
         return undefined;
       case 'arrival':
         this.#onArrival(e.arrival, nowMs);
-        return this.#nextArrival();
+        return this.#o.concurrency === undefined ? this.#nextArrival() : undefined;
       case 'kvEvents': {
         const r = this.#replicas[e.replica]!;
         if (r.gen === e.gen && r.engine !== null)
@@ -336,15 +345,20 @@ export class Fleet {
   }
 
   #nextArrival(): FleetEvent | undefined {
+    const closed = this.#o.concurrency !== undefined;
+    if (closed && this.#clock.nowMs >= this.#o.durationMs) this.#arrivalsDone = true;
+    if (this.#arrivalsDone) return undefined;
     const next = this.#arrivals.next();
     if (next.done) {
       this.#arrivalsDone = true;
       return undefined;
     }
+    // Closed loop: the prompt arrives now, when a slot of the loop came free.
+    const arrival = closed ? { ...next.value, atMs: this.#clock.nowMs } : next.value;
     return {
       kind: 'arrival',
-      arrival: next.value,
-      timeMs: next.value.atMs,
+      arrival,
+      timeMs: arrival.atMs,
       priority: PRIORITY.arrival,
       seq: 0,
     };
@@ -358,6 +372,7 @@ export class Fleet {
       this.#arrived++;
       this.#rejected++;
       if (measured) this.#rejectedMeasured++;
+      this.#ended();
       return;
     }
     const { tokens, blockKeys } = this.#o.workload.materialize(arrival);
@@ -411,6 +426,7 @@ export class Fleet {
       this.#o.onRequest?.(refusedRecord(req.index, req.arrival, nowMs));
       this.#rejected++;
       if (req.measured) this.#rejectedMeasured++;
+      this.#ended();
       return;
     }
     try {
@@ -513,6 +529,7 @@ export class Fleet {
       r.requests.delete(f.id);
       this.#requests.delete(f.id);
       this.#o.router.onFinished(f.id, nowMs);
+      this.#ended();
       if (f.reason === 'abort' || Number.isNaN(req.firstTokenMs)) {
         this.#error('aborted');
         this.#record(req, 'aborted', nowMs, f.cachedTokens);
@@ -663,6 +680,14 @@ export class Fleet {
     this.#requests.delete(req.id);
     this.#error(kind);
     this.#record(req, kind, nowMs);
+    this.#ended();
+  }
+
+  /** A request ended (done, failed or refused): in a closed loop, the next one starts now. */
+  #ended(): void {
+    if (this.#o.concurrency === undefined) return;
+    const next = this.#nextArrival();
+    if (next) this.#queue.push(next);
   }
 
   /** A failed or unfinished request's record (`onRequest`); `endMs` null: it never ended. */

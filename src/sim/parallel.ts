@@ -28,7 +28,13 @@ export interface SearchSpec {
   label: string;
   /** The probes' config: replicas, faults past the count and early stop are set per probe. */
   config: SimConfig;
+  /** This search's first count (default: the batch's `bounds.start`). */
+  start?: number;
 }
+
+/** A search's bounds: the batch's, from its own first count when it has one. */
+const searchBounds = (bounds: SearchBounds, s: SearchSpec): SearchBounds =>
+  s.start === undefined ? bounds : { ...bounds, start: s.start };
 
 /** Where a batch says how far it is (`src/cli/progress.ts`'s `Progress` fits). */
 export interface BatchProgress {
@@ -64,6 +70,8 @@ export interface BatchSpec {
 export interface BatchResult {
   results: SimulatedRun[];
   search: SearchResult[];
+  /** Each search's run at its answer (the fewest replicas meeting the SLO); null when none did. */
+  answers: (SimulatedRun | null)[];
   /** Simulations started, and of those the ones cancelled (speculative probes not needed). */
   work: { simulations: number; cancelled: number };
 }
@@ -87,6 +95,7 @@ export async function runBatch(spec: BatchSpec): Promise<BatchResult> {
     return {
       results: fixed.results,
       search: rest.search,
+      answers: rest.answers,
       work: {
         simulations: fixed.work.simulations + rest.work.simulations,
         cancelled: rest.work.cancelled,
@@ -133,33 +142,43 @@ function runSerial(spec: BatchSpec): BatchResult {
   const searches = spec.searches.length;
   const fresh = Math.round(probesLeft(spec.bounds, () => undefined).expected);
   let probed = 0;
-  const estimate = (i: number, met: Map<number, boolean | undefined>): BatchPhase => ({
+  const estimate = (
+    i: number,
+    bounds: SearchBounds,
+    met: Map<number, boolean | undefined>,
+  ): BatchPhase => ({
     total:
       probed +
-      Math.round(probesLeft(spec.bounds, (n) => met.get(n)).expected) +
+      Math.round(probesLeft(bounds, (n) => met.get(n)).expected) +
       (searches - i - 1) * fresh,
     estimated: true,
     detail: `policy ${i + 1}/${searches}`,
   });
   if (searches > 0) progress?.phase('search', { unit: 'probes', of: 'simulated time' });
+  const answers: (SimulatedRun | null)[] = [];
   const search = spec.searches.map((s, i) => {
     const met = new Map<number, boolean | undefined>();
-    progress?.revise(estimate(i, met), `search ${s.label}`);
-    return searchMinReplicas(s.label, {
-      ...spec.bounds,
+    const bounds = searchBounds(spec.bounds, s);
+    progress?.revise(estimate(i, bounds, met), `search ${s.label}`);
+    const runs = new Map<number, SimulatedRun>();
+    const result = searchMinReplicas(s.label, {
+      ...bounds,
       probe: (n) => {
         simulations++;
         const run = simulateTask(`${n} replicas`, probeConfig(s.config, n));
+        runs.set(n, run);
         probed++;
         met.set(n, run.sloMet);
-        progress?.revise(estimate(i, met));
+        progress?.revise(estimate(i, bounds, met));
         return run;
       },
       diagnose: () => diagnose(s.config),
       slo: s.config.slo,
     });
+    answers.push(result.minReplicas === null ? null : (runs.get(result.minReplicas) ?? null));
+    return result;
   });
-  return { results, search, work: { simulations, cancelled: 0 } };
+  return { results, search, answers, work: { simulations, cancelled: 0 } };
 }
 
 interface SearchState {
@@ -240,6 +259,10 @@ class ParallelBatch {
     return {
       results: this.#results as SimulatedRun[],
       search: this.#searches.map((s) => s.result!),
+      answers: this.#searches.map((s) => {
+        const n = s.result!.minReplicas;
+        return n === null ? null : (s.runs.get(n) ?? null);
+      }),
       work: { simulations: this.#started, cancelled: this.#cancelled },
     };
   }
@@ -313,7 +336,7 @@ class ParallelBatch {
         decided++;
         continue;
       }
-      const left = probesLeft(this.#spec.bounds, (n) => s.runs.get(n)?.sloMet);
+      const left = probesLeft(searchBounds(this.#spec.bounds, s.spec), (n) => s.runs.get(n)?.sloMet);
       future += Math.max(0, Math.round(left.expected) - s.running.size);
     }
     const runsDone = this.#results.reduce((n, r) => n + (r === undefined ? 0 : 1), 0);
@@ -334,7 +357,7 @@ class ParallelBatch {
     if (c.outcome !== null) s.runs.set(c.replicas, c.outcome);
     else this.#cancelled++;
     if (s.result !== null) return;
-    const step = planSearch(this.#spec.bounds, (n) => s.runs.get(n)?.sloMet);
+    const step = planSearch(searchBounds(this.#spec.bounds, s.spec), (n) => s.runs.get(n)?.sloMet);
     if ('answer' in step) {
       const unmet = step.answer.minReplicas === null ? this.#diagnose(s.spec.config) : null;
       s.result = searchResult(s.spec.label, step.answer, s.runs, unmet);
@@ -355,7 +378,10 @@ class ParallelBatch {
     const candidates: [number, number][] = [];
     const useful = new Set<number>();
     const walk = (assumed: Map<number, boolean>, depth: number): void => {
-      const step = planSearch(this.#spec.bounds, (n) => s.runs.get(n)?.sloMet ?? assumed.get(n));
+      const step = planSearch(
+        searchBounds(this.#spec.bounds, s.spec),
+        (n) => s.runs.get(n)?.sloMet ?? assumed.get(n),
+      );
       if ('answer' in step) return;
       const n = step.probe;
       useful.add(n);

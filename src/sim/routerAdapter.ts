@@ -11,6 +11,7 @@ import { DEFAULT_STALE_MS } from '../router/defaults.ts';
 import { Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
 import { MultiRouter, routeOrNull } from './multiRouter.ts';
+import { type ReplicaGroup, replicaSpeeds } from './replicaGroups.ts';
 import type { RouterOptions, ViewOptions } from './types.ts';
 
 /** Presizing the index past this (~96 MB of table and arena) is left to growth. */
@@ -23,6 +24,8 @@ export interface SimRouterConfig {
   engine: EngineOptions;
   router: RouterOptions;
   view: ViewOptions;
+  /** A mixed fleet: the router gets each replica's speed (replicaGroups.ts). */
+  fleet?: ReplicaGroup[];
 }
 
 export function makeSimRouter(config: SimRouterConfig): SimRouter {
@@ -52,6 +55,7 @@ function makeRouterCore(config: SimRouterConfig, index: number): Router {
   const engine = makeEngineConfig(config.engine);
   return new Router({
     replicas: names,
+    ...(config.fleet && { speeds: replicaSpeeds(config.engine, config.fleet) }),
     policy: r.policy,
     // What a policy may know of the engines: their sequence limit and prefill time per token.
     policyOptions: {

@@ -14,7 +14,9 @@ import type { Workload } from '../workload/workloads.ts';
 import { prefillUsPerToken } from '../model/cost.ts';
 import { queueGate, type SimAdmission, summarizeAdmission, ttftGate } from './admission.ts';
 import { Fleet, type FleetRequestRecord, type SimEngine, type SimRouter } from './fleet.ts';
+import { type ReplicaGroup, replicaEngineOptions } from './replicaGroups.ts';
 import { makeSimRouter } from './routerAdapter.ts';
+import { summarizeClosedLoop } from './closedLoop.ts';
 import { summarizeRun } from './summary.ts';
 import type { FaultSpec, RouterOptions, ViewOptions } from './types.ts';
 
@@ -29,10 +31,20 @@ export interface SimConfig {
   warmupMs: number;
   replicas: number;
   engine: EngineOptions;
+  /**
+   * A mixed fleet: groups of replicas of their own GPU and TP (replicaGroups.ts), `replicas`
+   * being their sum; absent: every replica runs `engine`'s hardware.
+   */
+  fleet?: ReplicaGroup[];
   router: RouterOptions;
   view: ViewOptions;
   faults: FaultSpec[];
   slo: SloTargets;
+  /**
+   * Closed loop: this many requests in flight, each end starting the workload's next prompt
+   * (its arrival times ignored); the result gains `closedLoop` (`closedLoop.ts`).
+   */
+  concurrency?: number;
   /** Stop a run as soon as it cannot meet the SLO (replica-count search). */
   earlyStop?: boolean;
   onProgress?: (fraction: number) => void;
@@ -76,14 +88,21 @@ export function countArrivals(
 
 /** The run's workload: its arrivals in [0, duration), its prompts and keys. */
 export function makeWorkload(config: SimConfig): Workload {
+  const durationMs =
+    config.durationMs ?? (config.workload.kind === 'synthetic' ? SYNTHETIC_DURATION_MS : undefined);
   return buildWorkload(config.workload, {
     seed: config.seed,
     blockSize: config.engine.blockSize,
+    // A closed loop takes prompts as fast as the fleet ends them: more than the open loop's.
     durationMs:
-      config.durationMs ??
-      (config.workload.kind === 'synthetic' ? SYNTHETIC_DURATION_MS : undefined),
+      config.concurrency !== undefined && durationMs !== undefined
+        ? durationMs * CLOSED_LOOP_PROMPT_FACTOR
+        : durationMs,
   });
 }
+
+/** A closed loop's synthetic prompts: this many times the open loop's, in the same order. */
+const CLOSED_LOOP_PROMPT_FACTOR = 10;
 
 export function simulate(
   config: SimConfig,
@@ -110,11 +129,15 @@ export function simulate(
   const admit = config.admission && queueGate(config.admission, usPerToken);
   const admitRoute = config.admission && ttftGate(config.admission, usPerToken);
   const policy = runLabel(config.router);
+  const replicaConfigs = config.fleet
+    ? replicaEngineOptions(config.engine, config.fleet).map((o) => makeEngineConfig(o))
+    : undefined;
   const fleet = new Fleet({
     replicas: config.replicas,
     workload,
     router: wrapRouter(makeRouter(config)),
-    makeEngine: (replica) => wrapEngine(new EngineCore(engineConfig), replica),
+    makeEngine: (replica) =>
+      wrapEngine(new EngineCore(replicaConfigs?.[replica] ?? engineConfig), replica),
     view: config.view,
     faults: config.faults,
     durationMs,
@@ -131,6 +154,7 @@ export function simulate(
     sampleMs,
     loadBucketMs: Math.max(1000, Math.round(durationMs / 120 / 1000) * 1000),
     ...(config.onProgress && { onProgress: config.onProgress }),
+    ...(config.concurrency !== undefined && { concurrency: config.concurrency }),
     ...(admit && { admit }),
     ...(admitRoute && { admitRoute }),
     ...(config.onRequest && { onRequest: labelled(config.onRequest, policy, config.replicas) }),
@@ -151,6 +175,14 @@ export function simulate(
   );
   if (config.router.routers !== undefined) {
     run.gateways = { routers: config.router.routers, syncMs: config.router.syncMs ?? null };
+  }
+  if (config.concurrency !== undefined) {
+    run.closedLoop = summarizeClosedLoop(config.concurrency, outcome.log, {
+      durationMs,
+      warmupMs: config.warmupMs,
+      ttftLimitMs: limitMs,
+      tpotLimitMs: slo.tpotP99Ms,
+    });
   }
   if (config.admission === undefined) return run;
   return {

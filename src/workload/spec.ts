@@ -4,10 +4,19 @@
  * same spec and seed give the same arrivals in both.
  */
 import { TraceWorkload } from './trace.ts';
+import type { SharedPrefixShape } from './sharedPrefixGroups.ts';
 import { makeWorkload, type Workload, type WorkloadName } from './workloads.ts';
 
 export type WorkloadSpec =
-  | { kind: 'synthetic'; name: WorkloadName; ratePerS?: number; adapters?: number; zipfS?: number }
+  | {
+      kind: 'synthetic';
+      name: WorkloadName;
+      ratePerS?: number;
+      adapters?: number;
+      zipfS?: number;
+      /** `shared-prefix`: inference-perf's shape; absent: its defaults. */
+      sharedPrefix?: SharedPrefixShape;
+    }
   | { kind: 'trace'; path: string; rateScale: number };
 
 export interface BuildWorkloadOptions {
@@ -35,5 +44,6 @@ export function buildWorkload(spec: WorkloadSpec, o: BuildWorkloadOptions): Work
     ...(spec.ratePerS !== undefined && { ratePerS: spec.ratePerS }),
     ...(spec.adapters !== undefined && { adapters: spec.adapters }),
     ...(spec.zipfS !== undefined && { zipfS: spec.zipfS }),
+    ...(spec.sharedPrefix !== undefined && { sharedPrefix: spec.sharedPrefix }),
   });
 }

@@ -8,6 +8,7 @@ import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
 import { type Arrival, loadArrival } from './arrival.ts';
 import { LoraWorkload } from './lora.ts';
+import { type SharedPrefixShape, SharedPrefixGroupsWorkload } from './sharedPrefixGroups.ts';
 import { CustomerPrefixes, fillTokens, KeyExtender, type Materialized, mixSeed } from './tokens.ts';
 
 export type { Materialized } from './tokens.ts';
@@ -38,9 +39,19 @@ export interface WorkloadOptions {
   /** `lora`: adapters the customers are spread over, and the Zipf exponent of their popularity. */
   adapters?: number;
   zipfS?: number;
+  /** `shared-prefix`: inference-perf's shape (sharedPrefixGroups.ts); absent: its defaults. */
+  sharedPrefix?: SharedPrefixShape;
 }
 
-export const WORKLOAD_NAMES = ['seed', 'hot', 'low-shared', 'groups', 'multiturn', 'lora'] as const;
+export const WORKLOAD_NAMES = [
+  'seed',
+  'hot',
+  'low-shared',
+  'groups',
+  'multiturn',
+  'lora',
+  'shared-prefix',
+] as const;
 export type WorkloadName = (typeof WORKLOAD_NAMES)[number];
 
 /** The router seed's load. */
@@ -334,5 +345,7 @@ export function makeWorkload(name: WorkloadName, opts: WorkloadOptions): Workloa
       return new MultiturnWorkload(opts);
     case 'lora':
       return new LoraWorkload(opts);
+    case 'shared-prefix':
+      return new SharedPrefixGroupsWorkload(opts, opts.sharedPrefix);
   }
 }

@@ -36,6 +36,14 @@
  * rule works on prefill alone (followers = prefill(r)); before any decode has run slotWait is 0.
  * Without cache information extra(r) is 0 everywhere: least queued prompt tokens, as `cost`.
  *
+ * Mixed fleets: a replica whose view carries a speed (replicaSpeed.ts) is scored with its own p
+ * (speed.prefillMsPerToken), and its slotWait with decodeMs in units of its own decode step:
+ * each finished request's decode time is divided by its replica's decodeBaseMs before it enters
+ * the running mean, and multiplied back by the candidate's. Without speeds both are the
+ * fleet-wide figures above, so one hardware class scores as it always did. The token terms
+ * (queue, uncached, extra) are counted in tokens and priced at the candidate's p: a spill to a
+ * faster replica costs less time than the same tokens on a slower one.
+ *
  * LoRA, as in `cost`: a request for an adapter adds, where the adapter is not resident, its load
  * time (loraLoadTokens x p), and the router offers only replicas with a free adapter slot while
  * any has one (loraAware); `loraBlind` drops both.
@@ -77,7 +85,10 @@ export class DelayCostPolicy implements Policy {
   readonly #slotQueue: Float64Array;
   /** First-token time of each request still decoding, oldest first (insertion order). */
   readonly #firstTokenMs = new Map<string, number>();
+  /** Running mean decode time, in ms divided by the replica's decode scale (1 without speeds). */
   #decodeMs: number | undefined;
+  /** Decode scale (speed.decodeBaseMs) of replicas seen with a speed, by id. */
+  readonly #decodeScale = new Map<number, number>();
 
   constructor(options: DelayCostOptions = {}) {
     this.prefillMsPerToken = (options.prefillUsPerToken ?? DEFAULT_PREFILL_US_PER_TOKEN) / 1000;
@@ -93,19 +104,23 @@ export class DelayCostPolicy implements Policy {
         : slotQueueLengths(this.maxSeqs, DEFAULT_MAX_SLOT_LOAD);
   }
 
-  /** Mean first-token-to-finish time so far, ms; undefined before the first completion. */
+  /**
+   * Mean first-token-to-finish time so far, ms (in a mixed fleet: in units of a replica's decode
+   * step, decodeBaseMs); undefined before the first completion.
+   */
   get decodeMs(): number | undefined {
     return this.#decodeMs;
   }
 
   pick(input: PickInput): Pick {
     const { candidates, request } = input;
-    const p = this.prefillMsPerToken;
-    const prefillUs = p * 1000;
+    const fleetP = this.prefillMsPerToken;
+    /** A candidate's prefill ms per token: its own speed's, else the fleet's. */
+    const pOf = (c: (typeof candidates)[number]): number => c.speed?.prefillMsPerToken ?? fleetP;
     const uncachedOf = (c: (typeof candidates)[number]): number =>
       request.promptTokens -
       c.cachedTokens +
-      cpuReloadTokens(c.cpuCachedTokens, this.cpuReloadUsPerToken, prefillUs);
+      cpuReloadTokens(c.cpuCachedTokens, this.cpuReloadUsPerToken, pOf(c) * 1000);
     let fewestUncached = request.promptTokens;
     for (const c of candidates) fewestUncached = Math.min(fewestUncached, uncachedOf(c));
     const maxSeqs = this.maxSeqs;
@@ -116,10 +131,17 @@ export class DelayCostPolicy implements Policy {
     const queues = new Array<number>(candidates.length);
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
+      const speed = c.speed;
+      const p = pOf(c);
+      let gapMs = slotGapMs;
+      if (speed !== undefined) {
+        this.#decodeScale.set(c.id, speed.decodeBaseMs);
+        // The mean is in decode steps once a finished request has been scaled (see onFinished).
+        if (this.#decodeMs !== undefined) gapMs = slotGapMs * speed.decodeBaseMs;
+      }
       const uncached = uncachedOf(c);
       const extra = uncached - fewestUncached;
-      const slotWaitMs =
-        maxSeqs === undefined ? 0 : Math.max(0, c.inFlight + 1 - maxSeqs) * slotGapMs;
+      const slotWaitMs = maxSeqs === undefined ? 0 : Math.max(0, c.inFlight + 1 - maxSeqs) * gapMs;
       const slotLoad = maxSeqs === undefined ? 0 : Math.min(1, c.inFlight / maxSeqs);
       const followers =
         slotLoad + c.prefillRequests + this.#slotQueue[Math.min(c.inFlight, lastSlot)]!;
@@ -134,18 +156,22 @@ export class DelayCostPolicy implements Policy {
     this.#firstTokenMs.set(requestId, nowMs);
   }
 
-  onFinished(requestId: string, _replicaId: number, nowMs: number): void {
+  onFinished(requestId: string, replicaId: number, nowMs: number): void {
     const firstMs = this.#firstTokenMs.get(requestId);
     if (firstMs === undefined) return;
     this.#firstTokenMs.delete(requestId);
-    const sampleMs = nowMs - firstMs;
+    const scale = this.#decodeScale.get(replicaId);
+    const sampleMs = scale === undefined ? nowMs - firstMs : (nowMs - firstMs) / scale;
     this.#decodeMs =
       this.#decodeMs === undefined
         ? sampleMs
         : this.#decodeMs + DEFAULT_DECODE_MS_SMOOTHING * (sampleMs - this.#decodeMs);
   }
 
-  /** Mean decode time; before any completion, the oldest running decode's age (a floor). */
+  /**
+   * Mean decode time; before any completion, the oldest running decode's age (a floor, in ms on
+   * whichever replica it runs).
+   */
   #decodeEstimateMs(nowMs: number): number {
     if (this.#decodeMs !== undefined) return this.#decodeMs;
     const oldest = this.#firstTokenMs.values().next();

@@ -1,0 +1,298 @@
+/**
+ * `kvroute plan --search-fleet`: the cheapest fleet meeting an SLO over a grid of GPUs and TP
+ * degrees (src/sim/fleetSearch.ts), on worker threads with progress; `--shard i/n` runs one
+ * slice and writes its part, `--merge-shards A,B,...` prints the answer of the whole grid from
+ * the parts, byte for byte what the unsharded search prints.
+ */
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { ENGINE_DEFAULTS } from '../engine/options.ts';
+import { GPUS, MODELS, modelByName } from '../model/catalog.ts';
+import { describeTtftSlo } from '../results/slo.ts';
+import { DEFAULT_POLICY, INDEX_MODES, QUEUE_SOURCES } from '../router/defaults.ts';
+import { isPolicyName, POLICY_NAMES } from '../router/registry.ts';
+import {
+  FleetMergeError,
+  type FleetSearchPart,
+  type FleetSearchResult,
+  mergeFleetParts,
+  runFleetSearch,
+} from '../sim/fleetSearch.ts';
+import type { SimConfig } from '../sim/run.ts';
+import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { readPrices } from './priceFlag.ts';
+import { Progress } from './progress.ts';
+import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
+
+const FLAGS = flagSpec({
+  string:
+    'gpus tp model budget max-seqs block-size policy slo-ttft-p99-ms slo-tpot-p99-ms price ' +
+    'max-replicas threads shard out merge-shards',
+  boolean: 'search-fleet json quiet',
+});
+
+/** Seconds of arrivals per probe when --duration is not given: a grid is many searches. */
+const DEFAULT_DURATION_S = 120;
+const DEFAULT_TTFT_P99_MS = 1000;
+const DEFAULT_TPOT_P99_MS = 100;
+
+const HELP = `usage: kvroute plan --search-fleet --gpus LIST --tp LIST [flags]
+       kvroute plan --merge-shards A.json,B.json,... [--json]
+
+The cheapest fleet meeting the SLO: for every GPU x TP, a replica-count search in the
+simulator (as kvroute sim --search), priced at the GPUs' $/h. Prints the cheapest candidate and
+a table of all of them; a candidate that meets the SLO at no count names its limit (TPOT floor,
+KV fit, prefill floor, or the search's --max-replicas).
+
+grid
+  --gpus LIST           comma-separated: ${Object.keys(GPUS).join(', ')}
+  --tp LIST             comma-separated TP degrees, e.g. 2,4,8
+  --model NAME          ${Object.keys(MODELS).join(', ')} (default ${ENGINE_DEFAULTS.model})
+  --price GPU=$/h,...   over the catalog's list prices (each from a named, dated sheet)
+  --budget N  --max-seqs N  --block-size N   the engines' (defaults ${ENGINE_DEFAULTS.budgetTokens}, ${ENGINE_DEFAULTS.maxSeqs}, ${ENGINE_DEFAULTS.blockSize})
+workload
+${workloadHelp({ duration: `${DEFAULT_DURATION_S}`, warmup: 'min(60, duration/10)' })}SLO and search
+  --policy P            routing policy (default ${DEFAULT_POLICY})
+  --slo-ttft-p99-ms MS  (default ${DEFAULT_TTFT_P99_MS})
+  --slo-tpot-p99-ms MS  (default ${DEFAULT_TPOT_P99_MS})
+  --max-replicas N      each search's limit (default 256)
+  --threads N           worker threads (default: the machine's cores)
+past one machine
+  --shard i/n           run the i-th (0-based) of n disjoint slices of the grid and write its
+                        part (JSON) to --out FILE, or stdout
+  --merge-shards LIST   the parts of all n shards: prints what the unsharded search prints
+output
+  --json                {"cheapest": {gpu, tp, replicas, dollarsPerHour}, "candidates": [...]}
+  --quiet               no progress on stderr
+`;
+
+export async function runPlanFleet(argv: string[]): Promise<number> {
+  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS);
+  if (flags === 'help') return printHelp(HELP);
+  const json = flags.bool('json');
+  const merge = flags.string('merge-shards');
+  if (merge !== undefined) {
+    if (flags.bool('search-fleet') || flags.has('shard')) {
+      throw new UsageError(
+        '--merge-shards reads the parts of a search; drop --search-fleet and --shard',
+      );
+    }
+    const result = mergeParts(merge);
+    write(flags.string('out'), json ? fleetJson(result) : fleetText(result));
+    return 0;
+  }
+  const shard = readShard(flags.string('shard'));
+  const spec = readSearch(flags);
+  const progress = new Progress({ command: 'kvroute plan', quiet: flags.bool('quiet') });
+  const part = await runFleetSearch({ ...spec, progress, ...(shard && { shard }) });
+  progress.done();
+  if (shard) {
+    write(flags.string('out'), `${JSON.stringify(part)}\n`);
+    return 0;
+  }
+  const result = mergeFleetParts([part]);
+  write(flags.string('out'), json ? fleetJson(result) : fleetText(result));
+  return 0;
+}
+
+/** To stdout, or whole to `path` (written beside it, then renamed: a reader never sees half). */
+function write(path: string | undefined, text: string): void {
+  if (path === undefined) {
+    process.stdout.write(text);
+    return;
+  }
+  const partial = `${path}.partial`;
+  writeFileSync(partial, text);
+  renameSync(partial, path);
+}
+
+function readShard(value: string | undefined): { index: number; count: number } | undefined {
+  if (value === undefined) return undefined;
+  const m = /^(\d+)\/(\d+)$/.exec(value.trim());
+  const index = m ? Number(m[1]) : Number.NaN;
+  const count = m ? Number(m[2]) : Number.NaN;
+  if (!m || count < 1 || index >= count) {
+    throw new UsageError(`--shard must be i/n with 0 <= i < n (e.g. 0/4), got '${value}'`);
+  }
+  return { index, count };
+}
+
+function readList(flags: Flags, name: string): string[] {
+  const v = flags.string(name);
+  if (v === undefined) throw new UsageError(`--search-fleet needs --${name} LIST`);
+  const items = v
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (items.length === 0) throw new UsageError(`--${name} must list at least one value`);
+  return [...new Set(items)];
+}
+
+function readSearch(flags: Flags) {
+  if (!flags.bool('search-fleet')) {
+    throw new UsageError('--shard, --gpus and --tp go with --search-fleet');
+  }
+  const model = flags.oneOf('model', Object.keys(MODELS)) ?? ENGINE_DEFAULTS.model;
+  const gpus = readList(flags, 'gpus').map((g) => {
+    const name = g.toLowerCase();
+    if (!Object.hasOwn(GPUS, name)) {
+      throw new UsageError(`--gpus: unknown GPU '${g}'; accepted: ${Object.keys(GPUS).join(', ')}`);
+    }
+    return name;
+  });
+  const tps = readList(flags, 'tp').map((t) => {
+    const n = Number(t);
+    if (!Number.isInteger(n) || n < 1 || (n & (n - 1)) !== 0) {
+      throw new UsageError(`--tp: '${t}' is not a power of two; accepted: 1, 2, 4, 8, ...`);
+    }
+    return n;
+  });
+  const modelSpec = modelByName(model);
+  for (const tp of tps) {
+    if (modelSpec.attentionHeads % tp !== 0) {
+      throw new UsageError(
+        `--tp ${tp} does not divide ${modelSpec.displayName}'s ${modelSpec.attentionHeads} attention heads; accepted: divisors of ${modelSpec.attentionHeads}`,
+      );
+    }
+  }
+  const policy = flags.string('policy') ?? DEFAULT_POLICY;
+  if (!isPolicyName(policy)) {
+    throw new UsageError(`--policy must be one of ${POLICY_NAMES.join(', ')}; got '${policy}'`);
+  }
+  const w = readWorkloadFlags(flags);
+  const durationS = w.durationS ?? (w.workload.kind === 'trace' ? undefined : DEFAULT_DURATION_S);
+  const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
+  const base: SimConfig = {
+    workload: w.workload,
+    seed: w.seed,
+    durationMs: durationS === undefined ? undefined : durationS * 1000,
+    warmupMs: warmupS * 1000,
+    replicas: 1,
+    engine: {
+      ...ENGINE_DEFAULTS,
+      model,
+      budgetTokens: flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens,
+      maxSeqs: flags.positive('max-seqs', true) ?? ENGINE_DEFAULTS.maxSeqs,
+      blockSize: flags.positive('block-size', true) ?? ENGINE_DEFAULTS.blockSize,
+    },
+    router: { policy, index: INDEX_MODES[0], queueSource: QUEUE_SOURCES[0] },
+    view: { staleMs: 0, reportMs: 100, eventDelayMs: 0 },
+    faults: [],
+    slo: {
+      ttftP99Ms: flags.positive('slo-ttft-p99-ms') ?? DEFAULT_TTFT_P99_MS,
+      tpotP99Ms: flags.positive('slo-tpot-p99-ms') ?? DEFAULT_TPOT_P99_MS,
+    },
+  };
+  return {
+    base,
+    gpus,
+    tps,
+    dollarsPerGpuHour: readPrices(flags.string('price')),
+    maxReplicas: flags.positive('max-replicas', true) ?? 256,
+    threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
+  };
+}
+
+function mergeParts(list: string): FleetSearchResult {
+  const paths = list
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (paths.length === 0)
+    throw new UsageError('--merge-shards must list the parts: A.json,B.json,...');
+  const parts = paths.map((path) => {
+    let part: FleetSearchPart;
+    try {
+      part = JSON.parse(readFileSync(path, 'utf8')) as FleetSearchPart;
+    } catch (err) {
+      throw new UsageError(`--merge-shards: cannot read ${path}: ${(err as Error).message}`);
+    }
+    if (part?.kind !== 'kvroute-fleet-search-part') {
+      throw new UsageError(
+        `--merge-shards: ${path} is not a part written by --search-fleet --shard`,
+      );
+    }
+    return part;
+  });
+  try {
+    return mergeFleetParts(parts);
+  } catch (err) {
+    if (err instanceof FleetMergeError) throw new UsageError(`--merge-shards: ${err.message}`);
+    throw err;
+  }
+}
+
+export function fleetJson(r: FleetSearchResult): string {
+  const h = r.header;
+  const c = r.cheapest;
+  return `${JSON.stringify(
+    {
+      workload: h.workload,
+      policy: h.policy,
+      model: h.model,
+      slo: h.slo,
+      dollarsPerGpuHour: h.dollarsPerGpuHour,
+      cheapest: c && {
+        gpu: c.gpu,
+        tp: c.tp,
+        replicas: c.replicas,
+        dollarsPerHour: c.dollarsPerHour,
+      },
+      candidates: r.candidates,
+    },
+    null,
+    2,
+  )}\n`;
+}
+
+const fmt = (x: number, digits = 0): string =>
+  x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+export function fleetText(r: FleetSearchResult): string {
+  const h = r.header;
+  const model = modelByName(h.model).displayName;
+  const slo = `${describeTtftSlo(h.slo)}, TPOT p99 ≤ ${fmt(h.slo.tpotP99Ms)} ms`;
+  const c = r.cheapest;
+  const lines = [
+    `Cheapest fleet: ${h.workload} workload, ${model}, policy ${h.policy}, ${slo}`,
+    c
+      ? `  ${c.replicas} x ${c.gpu} TP${c.tp} = ${c.gpuCount} GPUs, $${fmt(c.dollarsPerHour!, 2)}/h`
+      : '  none: no candidate meets the SLO at any searched size (limits below)',
+    '',
+  ];
+  const header = ['candidate', '$/h', 'GPUs', 'replicas', 'TTFT p99 ms', 'TPOT p99 ms', 'hit rate'];
+  const rows = r.candidates.map((x) => [
+    `${x.gpu} TP${x.tp}`,
+    x.dollarsPerHour === null ? '-' : fmt(x.dollarsPerHour, 2),
+    x.gpuCount === null ? '-' : String(x.gpuCount),
+    x.replicas === null ? '-' : String(x.replicas),
+    x.ttftP99Ms === null ? '-' : fmt(x.ttftP99Ms),
+    x.tpotP99Ms === null ? '-' : fmt(x.tpotP99Ms, 1),
+    x.hitRate === null ? '-' : `${fmt(x.hitRate * 100, 1)}%`,
+  ]);
+  const widths = header.map((t, i) => Math.max(t.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((s, i) => (i === 0 ? s.padEnd(widths[i]!) : s.padStart(widths[i]!))).join('  ');
+  lines.push(line(header), widths.map((w) => '-'.repeat(w)).join('  '));
+  r.candidates.forEach((x, i) => {
+    const row = line(rows[i]!);
+    lines.push(x.limit ? `${row}  ${x.limit.detail}` : row);
+  });
+  lines.push(
+    '',
+    `$/h of one GPU: ${h.gpus.map((g) => `${g} ${fmt(h.dollarsPerGpuHour[g]!, 2)}`).join(', ')} (${priceSources(h.gpus, h.dollarsPerGpuHour)})`,
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+/** Where the prices came from: each catalog sheet once, with its date, or --price. */
+function priceSources(gpus: readonly string[], prices: Record<string, number>): string {
+  const bySheet = new Map<string, string[]>();
+  for (const g of gpus) {
+    const listed = GPUS[g]!.price;
+    const sheet =
+      prices[g] === listed.dollarsPerHour ? `${listed.sheet}, ${listed.asOf}` : '--price';
+    bySheet.set(sheet, [...(bySheet.get(sheet) ?? []), g]);
+  }
+  return [...bySheet].map(([sheet, names]) => `${names.join(', ')}: ${sheet}`).join('; ');
+}
