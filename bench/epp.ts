@@ -187,7 +187,13 @@ function quantiles(xs: number[]): { p50: number; p99: number } {
 }
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-const cases: Case[] = ['pickMs', 'repeatMs', 'uniqueMs'];
+const ALL_CASES: Case[] = ['pickMs', 'repeatMs', 'uniqueMs'];
+const casesArg = process.argv.indexOf('--cases');
+// `--cases pickMs,uniqueMs`: only those (a profile of one shape); default all three.
+const cases: Case[] =
+  casesArg < 0
+    ? ALL_CASES
+    : ALL_CASES.filter((c) => process.argv[casesArg + 1]!.split(',').includes(c));
 const runs: Record<Case, { p50: number; p99: number }[]> = {
   pickMs: [],
   repeatMs: [],
