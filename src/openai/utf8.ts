@@ -12,8 +12,8 @@ import { isAscii, isUtf8, transcode } from 'node:buffer';
 
 export function decodeUtf8(bytes: Buffer): string {
   if (bytes.length === 0) return '';
-  if (isAscii(bytes)) return bytes.latin1Slice(0, bytes.length);
+  if (isAscii(bytes)) return bytes.toString('latin1');
   if (!isUtf8(bytes)) return bytes.toString('utf8');
   const utf16 = transcode(bytes, 'utf8', 'utf16le');
-  return utf16.ucs2Slice(0, utf16.length);
+  return utf16.toString('utf16le');
 }
