@@ -20,6 +20,11 @@
  *   `kvroute_gateway_pre_upstream_seconds` histogram (stream start to the header answer:
  *   decode, parse, tokenize, key, admit, route); the rest of an exchange is gRPC on both sides.
  * Text: TypeScript's ThirdPartyNoticeText.txt (English prose), cut at a new offset per message.
+ * - inProcessUs: two of the picker's steps timed in this process on the seed shape's bodies, each
+ *   beside what it replaced (alternating, median of RUNS; a ratio that a busy machine leaves
+ *   standing): `decode` the body to a string (`toString('utf8')` against `decodeUtf8`), `encode`
+ *   the header answer and the body chunk (proto-loader's serializer against `wire.ts`).
+ * `--cases pickMs,uniqueMs`: only those exchanges (e.g. for a profile of one shape).
  * `BENCH_EPP_CPU_PROF=DIR`: the picker runs under `node --cpu-prof` and leaves its profile in DIR.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -27,6 +32,16 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { DataPlaneStream, dataPlaneClient, requestHeaders } from '../src/epp/dataPlane.ts';
+import {
+  DESTINATION_HEADER,
+  destinationMetadata,
+  headerOption,
+  type ProcessingResponse,
+  streamedBody,
+} from '../src/epp/messages.ts';
+import { EXT_PROC_SERVICE, serviceDefinition } from '../src/epp/protos.ts';
+import { encodeProcessingResponse } from '../src/epp/wire.ts';
+import { decodeUtf8 } from '../src/openai/utf8.ts';
 import { chatInput } from '../src/tokenizer/chat.ts';
 import { loadPromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
 
@@ -187,7 +202,13 @@ function quantiles(xs: number[]): { p50: number; p99: number } {
 }
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-const cases: Case[] = ['pickMs', 'repeatMs', 'uniqueMs'];
+const ALL_CASES: Case[] = ['pickMs', 'repeatMs', 'uniqueMs'];
+const casesArg = process.argv.indexOf('--cases');
+// `--cases pickMs,uniqueMs`: only those (a profile of one shape); default all three.
+const cases: Case[] =
+  casesArg < 0
+    ? ALL_CASES
+    : ALL_CASES.filter((c) => process.argv[casesArg + 1]!.split(',').includes(c));
 const runs: Record<Case, { p50: number; p99: number }[]> = {
   pickMs: [],
   repeatMs: [],
@@ -214,6 +235,65 @@ for (let r = 0; r < RUNS; r++) {
 }
 client.close();
 for (const c of children) c.kill('SIGTERM');
+
+/** Mean µs of one call of `f` over `calls`, after a warm-up. */
+function usPerCall(f: () => unknown, calls: number): number {
+  for (let i = 0; i < 50; i++) f();
+  const started = performance.now();
+  for (let i = 0; i < calls; i++) f();
+  return ((performance.now() - started) * 1000) / calls;
+}
+const sample = Array.from({ length: 20 }, bodies.pickMs);
+const protoLoader = (
+  serviceDefinition(EXT_PROC_SERVICE) as unknown as {
+    Process: { responseSerialize(r: ProcessingResponse): Buffer };
+  }
+).Process.responseSerialize;
+const answers = (payload: Buffer): ProcessingResponse[] => [
+  {
+    request_headers: {
+      response: {
+        clear_route_cache: true,
+        header_mutation: {
+          set_headers: [
+            headerOption(DESTINATION_HEADER, '10.0.0.1:8000'),
+            headerOption('content-length', String(payload.length)),
+          ],
+        },
+      },
+    },
+    dynamic_metadata: destinationMetadata('10.0.0.1:8000'),
+  },
+  ...streamedBody('request_body', payload, true),
+];
+const sampleAnswers = sample.map(answers);
+const steps = {
+  decode: {
+    before: () => {
+      for (const b of sample) b.toString('utf8');
+    },
+    after: () => {
+      for (const b of sample) decodeUtf8(b);
+    },
+  },
+  encode: {
+    before: () => {
+      for (const a of sampleAnswers) for (const r of a) protoLoader(r);
+    },
+    after: () => {
+      for (const a of sampleAnswers) for (const r of a) encodeProcessingResponse(r);
+    },
+  },
+};
+const inProcess: Record<string, { before: number[]; after: number[] }> = {};
+for (const [name, step] of Object.entries(steps)) {
+  const times = { before: [] as number[], after: [] as number[] };
+  for (let r = 0; r < RUNS; r++) {
+    times.before.push(usPerCall(step.before, 50) / sample.length);
+    times.after.push(usPerCall(step.after, 50) / sample.length);
+  }
+  inProcess[name] = times;
+}
 await Promise.all(children.map((c) => new Promise((resolve) => c.once('exit', resolve))));
 
 const round = (x: number) => Number(x.toFixed(3));
@@ -229,20 +309,35 @@ const summary = Object.fromEntries(
 const serverMs = Object.fromEntries(
   cases.map((c) => [c, round((server[c].sum / server[c].count) * 1000)]),
 ) as Record<Case, number>;
+const inProcessUs = Object.fromEntries(
+  Object.entries(inProcess).map(([name, t]) => {
+    const before = median(t.before);
+    const after = median(t.after);
+    return [name, { before: round(before), after: round(after), ratio: round(after / before) }];
+  }),
+);
 const result = {
   ...summary,
   serverMs,
+  inProcessUs,
   promptTokens,
   exchanges: EXCHANGES,
   runs: RUNS,
 };
 if (json) process.stdout.write(`${JSON.stringify(result)}\n`);
 else {
-  process.stdout.write(
-    `kvroute epp, one ext_proc exchange over loopback gRPC, ${promptTokens}-token chat, median of ${RUNS} runs x ${EXCHANGES}\n` +
-      `  seed shape (6,000-token system prompt seen before + 2,000 new): p50 ${summary.pickMs.p50} ms, p99 ${summary.pickMs.p99} ms (target p50 <= 1 ms)\n` +
-      `  same chat repeated:                                               p50 ${summary.repeatMs.p50} ms, p99 ${summary.repeatMs.p99} ms\n` +
-      `  all 8,000 tokens new:                                             p50 ${summary.uniqueMs.p50} ms, p99 ${summary.uniqueMs.p99} ms\n` +
-      `  the picker's own share, mean: ${serverMs.pickMs} / ${serverMs.repeatMs} / ${serverMs.uniqueMs} ms\n`,
-  );
+  const label: Record<Case, string> = {
+    pickMs: 'seed shape (6,000-token system prompt seen before + 2,000 new)',
+    repeatMs: 'same chat repeated',
+    uniqueMs: 'all 8,000 tokens new',
+  };
+  let text = `kvroute epp, one ext_proc exchange over loopback gRPC, ${promptTokens}-token chat, median of ${RUNS} runs x ${EXCHANGES}\n`;
+  for (const c of cases) {
+    text += `  ${label[c].padEnd(64)} p50 ${summary[c].p50} ms, p99 ${summary[c].p99} ms; the picker's own share ${serverMs[c]} ms\n`;
+  }
+  text += '  (targets: seed shape p50 <= 1 ms, its picker share <= 0.5 ms)\n';
+  for (const [name, t] of Object.entries(inProcessUs)) {
+    text += `  in process, ${name}: ${t.before} -> ${t.after} us a body (x${t.ratio})\n`;
+  }
+  process.stdout.write(text);
 }

@@ -13,6 +13,7 @@
 import { ApiError } from '../openai/errors.ts';
 import { asObject, optString } from '../openai/fields.ts';
 import { parseJson } from '../openai/http.ts';
+import { decodeUtf8 } from '../openai/utf8.ts';
 import type { Endpoint } from '../openai/request.ts';
 import type { GatewayAdmission } from '../gateway/admission.ts';
 import { auditable } from '../gateway/audit/observe.ts';
@@ -215,7 +216,7 @@ const noEndpoint = (message: string): ApiError => new ApiError('ERR_NO_HEALTHY_B
 function lenientJson(body: Buffer): unknown {
   if (body.length === 0) return null;
   try {
-    return JSON.parse(body.toString('utf8'));
+    return JSON.parse(decodeUtf8(body));
   } catch {
     return null;
   }

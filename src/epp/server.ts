@@ -12,6 +12,7 @@ import {
   Server,
   ServerCredentials,
   type ServerDuplexStream,
+  type ServiceDefinition,
   status as grpcStatus,
 } from '@grpc/grpc-js';
 import { GatewayAdmission } from '../gateway/admission.ts';
@@ -31,6 +32,7 @@ import type { ProcessingRequest, ProcessingResponse } from './messages.ts';
 import { EppPicker } from './picker.ts';
 import { EXT_PROC_SERVICE, HEALTH_SERVICE, serviceDefinition } from './protos.ts';
 import { syncedPools } from './sync.ts';
+import { encodeProcessingResponse } from './wire.ts';
 
 /** The reference endpoint picker's ports: ext_proc, gRPC health, metrics. */
 export const DEFAULT_EPP_PORT = 9002;
@@ -169,7 +171,7 @@ export async function startEpp(
       'grpc.max_send_message_length': maxMessageBytes,
     });
     servers.push(main);
-    main.addService(serviceDefinition(EXT_PROC_SERVICE), {
+    main.addService(extProcDefinition(), {
       Process: (call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) =>
         serveExchange(call, new Exchange(exchangeContext, ioOf(call))),
     });
@@ -246,6 +248,13 @@ function ioOf(call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) {
       if (open()) call.emit('error', { code: grpcStatus[code], details: message });
     },
   };
+}
+
+/** The ext_proc service with the picker's own response encoder (`wire.ts`) in proto-loader's. */
+function extProcDefinition(): ServiceDefinition {
+  const definition = serviceDefinition(EXT_PROC_SERVICE);
+  const process = definition.Process!;
+  return { Process: { ...process, responseSerialize: encodeProcessingResponse } };
 }
 
 function bind(server: Server, host: string, port: number): Promise<number> {

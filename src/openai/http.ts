@@ -14,6 +14,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ApiError, errorResponse } from './errors.ts';
+import { decodeUtf8 } from './utf8.ts';
 
 /**
  * A body in a coding the servers do not decode is refused (415) rather than read as plain
@@ -83,7 +84,7 @@ const tooLarge = (limitBytes: number): ApiError =>
 
 export function parseJson(body: Buffer): unknown {
   try {
-    return JSON.parse(body.toString('utf8'));
+    return JSON.parse(decodeUtf8(body));
   } catch (err) {
     throw new ApiError('ERR_BAD_JSON', `request body is not valid JSON: ${(err as Error).message}`);
   }
