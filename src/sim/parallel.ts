@@ -336,7 +336,10 @@ class ParallelBatch {
         decided++;
         continue;
       }
-      const left = probesLeft(searchBounds(this.#spec.bounds, s.spec), (n) => s.runs.get(n)?.sloMet);
+      const left = probesLeft(
+        searchBounds(this.#spec.bounds, s.spec),
+        (n) => s.runs.get(n)?.sloMet,
+      );
       future += Math.max(0, Math.round(left.expected) - s.running.size);
     }
     const runsDone = this.#results.reduce((n, r) => n + (r === undefined ? 0 : 1), 0);
