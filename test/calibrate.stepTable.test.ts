@@ -156,6 +156,12 @@ test('kvroute calibrate --url --step-table: a table of the measured sizes that s
         `a warm point after ${cached} cached tokens`,
       );
     }
+    assert.equal(
+      curve.points.filter((p) => p.label.startsWith('prompt 512 tokens (1 step) between those'))
+        .length,
+      2,
+      'the cold chunk timed beside each warm probe',
+    );
     assert.match(r.stdout, /a decode costs \d+\.\d prompt tokens of step time/);
     assert.match(profile.method, /a step table/);
     // The calibrated spec times steps from the table.

@@ -20,7 +20,8 @@
  * - Warm (with `stepTable`): a prompt of `context` tokens, then `repeats` prompts of it plus a
  *   fresh one-chunk tail: each computes one chunk after `context` cached tokens (what the server
  *   reports as cached). Against the cold chunk of the same length this times what attention over
- *   a long context adds, which cold prompts of a few chunks cannot tell from the per-step and
+ *   a long context adds (the cold chunk is timed again between the warm ones, so both see the
+ *   same load), which cold prompts of a few chunks cannot tell from the per-step and
  *   per-request overheads; a CPU engine pays it in full (a 256-token chunk after 1,024 cached
  *   tokens takes about 1.6 x the cold chunk on llama.cpp), and a prefix-sharing workload runs
  *   mostly such chunks.
@@ -238,8 +239,13 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
         o.onProgress?.({ fraction: fraction(), label, result });
         continue;
       }
-      observations.push(result);
-      o.onProgress?.({ fraction: fraction(), label, result: `${result.measuredMs.toFixed(1)} ms` });
+      const points = Array.isArray(result) ? result : [result];
+      observations.push(...points);
+      o.onProgress?.({
+        fraction: fraction(),
+        label,
+        result: points.map((p) => `${p.measuredMs.toFixed(1)} ms`).join(', '),
+      });
     }
     return { model, observations, skipped, wallS: (performance.now() - startedAt) / 1000 };
   } finally {
@@ -368,12 +374,21 @@ async function measureWarm(
   client: Client,
   probe: Extract<Probe, { kind: 'warm' }>,
   o: LiveOptions,
-): Promise<Observation | string> {
+): Promise<Observation[] | string> {
   const prefix = client.freshPrompt(probe.contextTokens);
   // Computes the prefix (cold, not a point); the server caches it.
   if ((await client.send(prefix, 1)) === null) return 'cancelled (time budget)';
   const runs: { ttftMs: number; tokens: number; cached: number }[] = [];
+  // The cold chunk of the same length, timed between the warm ones: both see the same load, so
+  // a busy host's drift does not go into the pair rate (the difference is what it times).
+  const colds: { ttftMs: number; tokens: number }[] = [];
   for (let r = 0; r < (o.repeats ?? DEFAULT_REPEATS); r++) {
+    const cold = await client.send(client.freshPrompt(probe.chunkTokens), 1);
+    if (cold === null) return 'cancelled (time budget)';
+    colds.push({
+      ttftMs: (cold.tokenTimes[0]! - cold.sentAt) * o.speedup,
+      tokens: computedTokens(cold, probe.chunkTokens),
+    });
     const prompt = [...prefix, ...client.freshPrompt(probe.chunkTokens)];
     const outcome = await client.send(prompt, 1);
     if (outcome === null) return 'cancelled (time budget)';
@@ -385,15 +400,26 @@ async function measureWarm(
     });
   }
   const median = medianRun(runs);
+  const cold = medianRun(colds);
   // A server without a prefix cache computes the whole prompt: still a point, of cold chunks.
   const steps = prefillSteps(median.tokens, o.budgetTokens, median.cached);
-  return {
-    kind: 'ttft',
-    label: `prompt ${median.tokens} tokens after ${median.cached} cached (${steps.length} step${steps.length > 1 ? 's' : ''}), median of ${runs.length}`,
-    steps,
-    perRequest: true,
-    measuredMs: median.ttftMs,
-  };
+  const coldSteps = prefillSteps(cold.tokens, o.budgetTokens);
+  return [
+    {
+      kind: 'ttft',
+      label: `prompt ${median.tokens} tokens after ${median.cached} cached (${steps.length} step${steps.length > 1 ? 's' : ''}), median of ${runs.length}`,
+      steps,
+      perRequest: true,
+      measuredMs: median.ttftMs,
+    },
+    {
+      kind: 'ttft',
+      label: `prompt ${cold.tokens} tokens (${coldSteps.length} step${coldSteps.length > 1 ? 's' : ''}) between those, median of ${colds.length}`,
+      steps: coldSteps,
+      perRequest: true,
+      measuredMs: cold.ttftMs,
+    },
+  ];
 }
 
 const MIXED_REPEATS = 5;
