@@ -11,7 +11,9 @@
  *   prefixes, 1 / rank popularity, prompts of 1,025 to 1,536 tokens, 1 to 4 output tokens,
  *   0.5 req/s; 320 KV blocks per engine, too few for every prefix on both) through the gateway over
  *   two engines: delay-cost on the engines that served warm/cold (their cache holds none of the
- *   trace's prefixes), random on fresh ones. Target: delay-cost's TTFT p99 below random's.
+ *   trace's prefixes), told what a decode costs on them (`--decode-cost-tokens`, from the
+ *   fidelity step's calibrated table, which runs first), random on fresh ones. Target:
+ *   delay-cost's TTFT p99 below random's.
  * - stall: one engine, two streams decoding while ~4k-token prompts arrive one after another, at
  *   --budget 256 and 4096: p99 of the running streams' inter-token gaps in that window
  *   (runningTpotP99Ms). The scheduler seed's claim: the small budget bounds the stall.
@@ -20,6 +22,8 @@
  *   `kvroute sim --trace --profile` of the same trace, fleet (1), budget, sequences and pool.
  *   Target: TTFT p50 and p99 within 15 %. `withRequestOverhead` adds the profile's per-request
  *   overhead (HTTP, the first token's logits) to the simulated TTFTs.
+ * - loadAverage: the host's 1-minute load average at the start and the end (the figures are
+ *   load-sensitive on a shared machine).
  *
  * `--runtime sim` runs the same stacks on simulated engines: a check of the plumbing, whose
  * figures are the cost model's, not a real engine's. Every child is stopped at the end.
@@ -27,11 +31,12 @@
 import type { ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { readProfile } from '../src/calibrate/profileFile.ts';
+import { decodeCostTokensOf } from '../src/model/stepTable.ts';
 import { openClient, runBench } from '../src/loadgen/run.ts';
 import { streamCompletion } from '../src/loadgen/sse.ts';
 import { killAll, readyLine, spawnKvroute, stopChild } from '../src/loadgen/stack.ts';
@@ -148,13 +153,18 @@ async function startEngine(o: EngineShape & { seed: number }): Promise<Engine> {
   return { url: field('url'), events: field('events'), replay: field('replay'), child };
 }
 
-async function startGateway(engines: Engine[], policy: string): Promise<string> {
+async function startGateway(
+  engines: Engine[],
+  policy: string,
+  extra: string[] = [],
+): Promise<string> {
   const child = spawnKvroute([
     'serve',
     '--port',
     '0',
     '--policy',
     policy,
+    ...extra,
     '--block-size',
     String(BLOCK_SIZE),
     ...(RUNTIME === 'llama.cpp' ? ['--tokenizer', LLAMA3_DIR] : []),
@@ -179,9 +189,9 @@ async function stopAll(): Promise<void> {
 }
 
 /** Two engines (started side by side) and a gateway in front of them. */
-async function startPair(policy: string): Promise<string> {
+async function startPair(policy: string, extra: string[] = []): Promise<string> {
   const engines = await Promise.all([0, 1].map((seed) => startEngine({ ...ENGINE, seed })));
-  return startGateway(engines, policy);
+  return startGateway(engines, policy, extra);
 }
 
 const rng = Rng.derive(27, 'bench-real');
@@ -407,19 +417,8 @@ try {
     model = await tinyModelPath();
     log(`model: ${model}`);
   }
+  const loadAtStart = loadavg()[0]!;
   const routingTrace = writeTrace(dir, SIZES.routingRequests);
-  const routingRuns = [];
-
-  // Two engines and a delay-cost gateway: warm/cold, then the routing trace (fresh prefixes).
-  let url = await startPair('delay-cost');
-  const warm = await warmCold(url);
-  log(`routing: ${SIZES.routingRequests} requests (${TRACE.roots} customers) over 2 engines`);
-  routingRuns.push(runFigures(await liveRun(url, routingTrace, 1, 'delay-cost', 2)));
-  await stopAll();
-  // Fresh engines for random.
-  url = await startPair('random');
-  routingRuns.push(runFigures(await liveRun(url, routingTrace, 1, 'random', 2)));
-  await stopAll();
 
   // One engine at the small budget: the stall, then calibrate and the fidelity run on it.
   log(
@@ -447,6 +446,28 @@ try {
   stallRuns.push(await stallOn(large.url, LARGE_BUDGET));
   await stopAll();
 
+  // What a running decode costs in prompt tokens, from the calibrated table (0 without one).
+  const table = readProfile(profile).curves[0]!.table;
+  const decodeCostTokens = table ? decodeCostTokensOf(table, SMALL_ENGINE.budget) : 0;
+  const routingRuns = [];
+  // Two engines and a delay-cost gateway: warm/cold, then the routing trace (fresh prefixes).
+  let url = await startPair('delay-cost', [
+    '--decode-cost-tokens',
+    decodeCostTokens.toFixed(1),
+    '--engine-budget',
+    String(ENGINE.budget),
+  ]);
+  const warm = await warmCold(url);
+  log(
+    `routing: ${SIZES.routingRequests} requests (${TRACE.roots} customers) over 2 engines, a decode = ${decodeCostTokens.toFixed(1)} prompt tokens`,
+  );
+  routingRuns.push(runFigures(await liveRun(url, routingTrace, 1, 'delay-cost', 2)));
+  await stopAll();
+  // Fresh engines for random.
+  url = await startPair('random');
+  routingRuns.push(runFigures(await liveRun(url, routingTrace, 1, 'random', 2)));
+  await stopAll();
+
   const sArgs = simArgs(fidelityTrace, profile);
   log(`  kvroute ${sArgs.join(' ')}`);
   const sim = JSON.parse(await kvroute(sArgs)).results[0];
@@ -464,7 +485,10 @@ try {
       promptTokens: warm.promptTokens,
     },
     stall: stallFigure(stallRuns),
-    routing: routingFigure(routingRuns[0]!, routingRuns[1]!),
+    routing: {
+      ...routingFigure(routingRuns[0]!, routingRuns[1]!),
+      decodeCostTokens: Math.round(decodeCostTokens * 10) / 10,
+    },
     fidelity: {
       ...fidelityFigure(
         { ttftP50Ms: live.ttftMs.p50, ttftP99Ms: live.ttftMs.p99 },
@@ -476,6 +500,7 @@ try {
       requests: SIZES.fidelityRequests,
     },
     wallS: Math.round((performance.now() - startedAt) / 1000),
+    loadAverage: { start: loadAtStart, end: loadavg()[0]! },
   };
   process.stdout.write(JSON_OUT ? `${JSON.stringify(out)}\n` : `${JSON.stringify(out, null, 2)}\n`);
 } finally {

@@ -9,10 +9,16 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { mixedProbes } from '../src/calibrate/live.ts';
+import { medianOf, mixedProbes, prefillSteps, warmProbes } from '../src/calibrate/live.ts';
 import { readProfile } from '../src/calibrate/profileFile.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
-import { makeReplicaSpec, mixedStepMs, tableStepMs } from '../src/model/index.ts';
+import {
+  decodeCostTokensOf,
+  makeReplicaSpec,
+  mixedStepMs,
+  type StepTable,
+  tableStepMs,
+} from '../src/model/index.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -57,6 +63,43 @@ test('--step-table is for --url', async () => {
   );
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /--step-table is for --url/);
+});
+
+test('warm probes: one chunk after a cached prefix of about half and all the rest of the longest prompt', () => {
+  assert.deepEqual(warmProbes(256, 1024), [
+    { kind: 'warm', chunkTokens: 256, contextTokens: 384 },
+    { kind: 'warm', chunkTokens: 256, contextTokens: 768 },
+  ]);
+  assert.deepEqual(warmProbes(2048, 1024), [
+    { kind: 'warm', chunkTokens: 512, contextTokens: 256 },
+    { kind: 'warm', chunkTokens: 512, contextTokens: 512 },
+  ]);
+  // Its steps: the uncached tail in chunks, each reading the cached prefix and the chunks before.
+  assert.deepEqual(prefillSteps(300, 256, 1024), [
+    { prefillTokens: 256, decodeTokens: 0, kvTokensRead: 1024 },
+    { prefillTokens: 44, decodeTokens: 0, kvTokensRead: 1280 },
+  ]);
+  assert.deepEqual(prefillSteps(300, 256), prefillSteps(300, 256, 0));
+});
+
+test('a point is the median of its repeats (the lower middle one of an even count)', () => {
+  assert.equal(medianOf([5, 1, 9]), 5);
+  assert.equal(medianOf([400, 100, 300, 200]), 200);
+  assert.equal(medianOf([7]), 7);
+});
+
+test('decodeCostTokensOf: a decode per sequence over a full chunk per token', () => {
+  const t: StepTable = {
+    prefillTokens: [128, 256],
+    prefillMs: [60, 100],
+    decodeSeqs: [1, 4],
+    decodeMs: [30, 100],
+    msPerContextPair: 1e-6,
+    overheadMs: 7,
+  };
+  // 100 ms / 4 sequences = 25 ms a decode; 100 ms / 256 tokens a prompt token: 64 tokens.
+  assert.equal(decodeCostTokensOf(t, 256), 64);
+  assert.equal(decodeCostTokensOf({ ...t, decodeSeqs: [], decodeMs: [] }, 256), 0);
 });
 
 test('kvroute calibrate --url --step-table: a table of the measured sizes that sim reads', async () => {
@@ -106,6 +149,20 @@ test('kvroute calibrate --url --step-table: a table of the measured sizes that s
     assert.deepEqual(table.prefillTokens, [64, 128, 256, 512]);
     assert.deepEqual(table.decodeSeqs, [1, 4]);
     assert.ok(curve.points.some((p) => p.label.startsWith('mixed step: 256-token chunk')));
+    // The warm probes: a 512-token chunk after the engine's cached prefix of 256 and 512 tokens.
+    for (const cached of [256, 512]) {
+      assert.ok(
+        curve.points.some((p) => p.label.startsWith(`prompt 512 tokens after ${cached} cached`)),
+        `a warm point after ${cached} cached tokens`,
+      );
+    }
+    assert.equal(
+      curve.points.filter((p) => p.label.startsWith('prompt 512 tokens (1 step) between those'))
+        .length,
+      2,
+      'the cold chunk timed beside each warm probe',
+    );
+    assert.match(r.stdout, /a decode costs \d+\.\d prompt tokens of step time/);
     assert.match(profile.method, /a step table/);
     // The calibrated spec times steps from the table.
     const spec = makeReplicaSpec({ profile });

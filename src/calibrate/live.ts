@@ -5,14 +5,26 @@
  * Method.
  * - Prompts are token ids drawn from a seeded PRNG in [1,000, 30,000), ordinary tokens in every
  *   common vocabulary, fresh for every request: no two prompts share a first block, so nothing
- *   is served from the prefix cache (a reported cache hit is subtracted). Token ids also spare
- *   the server the tokenizer's time, which would otherwise count as prefill.
+ *   is served from the prefix cache (a reported cache hit is subtracted), except where a warm
+ *   probe reuses its own prefix. Token ids also spare the server the tokenizer's time, which
+ *   would otherwise count as prefill.
+ * - Every point is the median of its repeats, not the fastest: the simulator is to reproduce
+ *   the typical request on this host, and on a shared host the fastest of a few runs is the one
+ *   that happened to meet no contention (on a dedicated server the two agree).
  * - Prefill: isolated requests (one at a time, `max_tokens` 1) of 64, 128, ... tokens up to 4 x
- *   the server's token budget, `repeats` of each.
- *   The fastest is the point (delays only add). A prompt of n tokens runs as ceil(n / budget) chunks (the server's chunked prefill), each a
- *   step that also reads the KV of the chunks before it, so the point is modeled as a per-request
- *   overhead (HTTP, queueing) plus the sum of those steps. Prompts of 1, 2 and 4 chunks separate
- *   the per-request overhead from the per-step cost.
+ *   the server's token budget, `repeats` of each. A prompt of n tokens runs as ceil(n / budget)
+ *   chunks (the server's chunked prefill), each a step that also reads the KV of the chunks
+ *   before it, so the point is modeled as a per-request overhead (HTTP, queueing) plus the sum
+ *   of those steps. Prompts of 1, 2 and 4 chunks separate the per-request overhead from the
+ *   per-step cost.
+ * - Warm (with `stepTable`): a prompt of `context` tokens, then `repeats` prompts of it plus a
+ *   fresh one-chunk tail: each computes one chunk after `context` cached tokens (what the server
+ *   reports as cached). Against the cold chunk of the same length this times what attention over
+ *   a long context adds (the cold chunk is timed again between the warm ones, so both see the
+ *   same load), which cold prompts of a few chunks cannot tell from the per-step and
+ *   per-request overheads; a CPU engine pays it in full (a 256-token chunk after 1,024 cached
+ *   tokens takes about 1.6 x the cold chunk on llama.cpp), and a prefix-sharing workload runs
+ *   mostly such chunks.
  * - Decode: `batch` concurrent streams of `context`-token prompts, long enough that all of them
  *   decode together for a while. In the window from the last stream's first token to the first
  *   stream's last token every step is a pure decode of `batch` tokens; the step time is the
@@ -21,7 +33,7 @@
  *   median over the streams; the streams' mean context in the window gives the KV it reads.
  * - Mixed (with `stepTable`): one stream decodes while prompts of one chunk (a length the
  *   prefill probes time alone) arrive one at a time; each runs as one step with the decode, and the stream's gap that ends
- *   with the prompt's first token is that step's time (the fastest of several). It separates
+ *   with the prompt's first token is that step's time (the median of several). It separates
  *   the per-step overhead from the prefill and decode costs, which only a step table needs.
  * - Times are wall times x `speedup` (the modeled time of `kvroute engine --speedup X`).
  * - Probes run cheapest first, prefill and decode alternating, until `budgetS` runs out; one
@@ -81,6 +93,7 @@ export interface ProgressEvent {
 
 export type Probe =
   | { kind: 'prefill'; promptTokens: number }
+  | { kind: 'warm'; chunkTokens: number; contextTokens: number }
   | { kind: 'decode'; batch: number; contextTokens: number; outputTokens: number }
   | { kind: 'mixed'; chunkTokens: number; contextTokens: number };
 
@@ -144,9 +157,11 @@ export function planProbes(
 export const probeLabel = (p: Probe): string =>
   p.kind === 'prefill'
     ? `prefill ${p.promptTokens} tokens`
-    : p.kind === 'mixed'
-      ? `mixed ${p.chunkTokens}-token chunk + 1 decode at ${p.contextTokens} tokens`
-      : `decode batch ${p.batch} x ${p.contextTokens} tokens`;
+    : p.kind === 'warm'
+      ? `warm ${p.chunkTokens}-token chunk after ${p.contextTokens} cached tokens`
+      : p.kind === 'mixed'
+        ? `mixed ${p.chunkTokens}-token chunk + 1 decode at ${p.contextTokens} tokens`
+        : `decode batch ${p.batch} x ${p.contextTokens} tokens`;
 
 /**
  * The mixed probes a step table needs: one decode with a prompt chunk of a length the prefill
@@ -157,6 +172,19 @@ export function mixedProbes(budgetTokens: number, maxPromptTokens: number): Prob
   while (chunkTokens * 2 <= Math.min(budgetTokens - 1, maxPromptTokens)) chunkTokens *= 2;
   const contexts = [...new Set([64, Math.min(1024, maxPromptTokens)])];
   return contexts.map((contextTokens) => ({ kind: 'mixed', chunkTokens, contextTokens }));
+}
+
+/**
+ * The warm probes a step table needs: one chunk (the largest 64 x 2^k within the budget and half
+ * the longest prompt) after a cached prefix of about half and of all the rest of the longest
+ * prompt (whole 64-token multiples, so the prefix is whole blocks at any common block size).
+ */
+export function warmProbes(budgetTokens: number, maxPromptTokens: number): Probe[] {
+  let chunkTokens = MIN_PREFILL_TOKENS;
+  while (chunkTokens * 2 <= Math.min(budgetTokens, maxPromptTokens / 2)) chunkTokens *= 2;
+  const longest = Math.floor((maxPromptTokens - chunkTokens) / 64) * 64;
+  const contexts = [...new Set([Math.floor(longest / 128) * 64, longest])].filter((c) => c > 0);
+  return contexts.map((contextTokens) => ({ kind: 'warm', chunkTokens, contextTokens }));
 }
 
 export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
@@ -180,7 +208,12 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
     );
     // Early, so that a short time budget still runs them.
     const probes = o.stepTable
-      ? [...planned.slice(0, 4), ...mixedProbes(o.budgetTokens, maxPrompt), ...planned.slice(4)]
+      ? [
+          ...planned.slice(0, 4),
+          ...warmProbes(o.budgetTokens, maxPrompt),
+          ...mixedProbes(o.budgetTokens, maxPrompt),
+          ...planned.slice(4),
+        ]
       : planned;
     const observations: Observation[] = [];
     const skipped: string[] = [];
@@ -196,16 +229,23 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
       const result =
         probe.kind === 'prefill'
           ? await measurePrefill(client, probe.promptTokens, o)
-          : probe.kind === 'mixed'
-            ? await measureMixed(client, probe, o, contextLimit)
-            : await measureDecode(client, probe, o.speedup);
+          : probe.kind === 'warm'
+            ? await measureWarm(client, probe, o)
+            : probe.kind === 'mixed'
+              ? await measureMixed(client, probe, o, contextLimit)
+              : await measureDecode(client, probe, o.speedup);
       if (typeof result === 'string') {
         skipped.push(`${label}: ${result}`);
         o.onProgress?.({ fraction: fraction(), label, result });
         continue;
       }
-      observations.push(result);
-      o.onProgress?.({ fraction: fraction(), label, result: `${result.measuredMs.toFixed(1)} ms` });
+      const points = Array.isArray(result) ? result : [result];
+      observations.push(...points);
+      o.onProgress?.({
+        fraction: fraction(),
+        label,
+        result: points.map((p) => `${p.measuredMs.toFixed(1)} ms`).join(', '),
+      });
     }
     return { model, observations, skipped, wallS: (performance.now() - startedAt) / 1000 };
   } finally {
@@ -280,14 +320,23 @@ function computedTokens(outcome: StreamOutcome, sent: number): number {
   return (outcome.promptTokens ?? sent) - (outcome.cachedTokens ?? 0);
 }
 
-/** The steps a cold prompt of `tokens` runs as: chunks of the budget, each reading the KV before it. */
-export function prefillSteps(tokens: number, budgetTokens: number): StepWork[] {
+/**
+ * The steps `tokens` prompt tokens run as after `cachedTokens` cached ones (0: a cold prompt):
+ * chunks of the budget, each reading the KV before it.
+ */
+export function prefillSteps(tokens: number, budgetTokens: number, cachedTokens = 0): StepWork[] {
   const steps: StepWork[] = [];
   for (let done = 0; done < tokens; done += budgetTokens) {
     const chunk = Math.min(budgetTokens, tokens - done);
-    steps.push({ prefillTokens: chunk, decodeTokens: 0, kvTokensRead: done });
+    steps.push({ prefillTokens: chunk, decodeTokens: 0, kvTokensRead: cachedTokens + done });
   }
   return steps;
+}
+
+/** The median of a non-empty list (the lower middle one for an even count: a value measured). */
+export function medianOf(xs: readonly number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
 async function measurePrefill(
@@ -304,16 +353,73 @@ async function measurePrefill(
       tokens: computedTokens(outcome, promptTokens),
     });
   }
-  // Delays (timers, collections, other work) only ever add: the fastest run is the estimate.
-  const fastest = runs.reduce((a, b) => (b.ttftMs < a.ttftMs ? b : a));
-  const steps = prefillSteps(fastest.tokens, o.budgetTokens);
+  const median = medianRun(runs);
+  const steps = prefillSteps(median.tokens, o.budgetTokens);
   return {
     kind: 'ttft',
-    label: `prompt ${fastest.tokens} tokens (${steps.length} step${steps.length > 1 ? 's' : ''}), fastest of ${runs.length}`,
+    label: `prompt ${median.tokens} tokens (${steps.length} step${steps.length > 1 ? 's' : ''}), median of ${runs.length}`,
     steps,
     perRequest: true,
-    measuredMs: fastest.ttftMs,
+    measuredMs: median.ttftMs,
   };
+}
+
+/** The run with the median time to first token. */
+function medianRun<T extends { ttftMs: number }>(runs: readonly T[]): T {
+  const ms = medianOf(runs.map((r) => r.ttftMs));
+  return runs.find((r) => r.ttftMs === ms)!;
+}
+
+async function measureWarm(
+  client: Client,
+  probe: Extract<Probe, { kind: 'warm' }>,
+  o: LiveOptions,
+): Promise<Observation[] | string> {
+  const prefix = client.freshPrompt(probe.contextTokens);
+  // Computes the prefix (cold, not a point); the server caches it.
+  if ((await client.send(prefix, 1)) === null) return 'cancelled (time budget)';
+  const runs: { ttftMs: number; tokens: number; cached: number }[] = [];
+  // The cold chunk of the same length, timed between the warm ones: both see the same load, so
+  // a busy host's drift does not go into the pair rate (the difference is what it times).
+  const colds: { ttftMs: number; tokens: number }[] = [];
+  for (let r = 0; r < (o.repeats ?? DEFAULT_REPEATS); r++) {
+    const cold = await client.send(client.freshPrompt(probe.chunkTokens), 1);
+    if (cold === null) return 'cancelled (time budget)';
+    colds.push({
+      ttftMs: (cold.tokenTimes[0]! - cold.sentAt) * o.speedup,
+      tokens: computedTokens(cold, probe.chunkTokens),
+    });
+    const prompt = [...prefix, ...client.freshPrompt(probe.chunkTokens)];
+    const outcome = await client.send(prompt, 1);
+    if (outcome === null) return 'cancelled (time budget)';
+    const cached = Math.min(outcome.cachedTokens ?? 0, prompt.length - 1);
+    runs.push({
+      ttftMs: (outcome.tokenTimes[0]! - outcome.sentAt) * o.speedup,
+      tokens: computedTokens(outcome, prompt.length),
+      cached,
+    });
+  }
+  const median = medianRun(runs);
+  const cold = medianRun(colds);
+  // A server without a prefix cache computes the whole prompt: still a point, of cold chunks.
+  const steps = prefillSteps(median.tokens, o.budgetTokens, median.cached);
+  const coldSteps = prefillSteps(cold.tokens, o.budgetTokens);
+  return [
+    {
+      kind: 'ttft',
+      label: `prompt ${median.tokens} tokens after ${median.cached} cached (${steps.length} step${steps.length > 1 ? 's' : ''}), median of ${runs.length}`,
+      steps,
+      perRequest: true,
+      measuredMs: median.ttftMs,
+    },
+    {
+      kind: 'ttft',
+      label: `prompt ${cold.tokens} tokens (${coldSteps.length} step${coldSteps.length > 1 ? 's' : ''}) between those, median of ${colds.length}`,
+      steps: coldSteps,
+      perRequest: true,
+      measuredMs: cold.ttftMs,
+    },
+  ];
 }
 
 const MIXED_REPEATS = 5;
@@ -362,7 +468,7 @@ async function measureMixed(
   const chunk = probe.chunkTokens;
   return {
     kind: 'itl',
-    label: `mixed step: ${chunk}-token chunk + 1 decode at ~${context} tokens, fastest of ${gaps.length}`,
+    label: `mixed step: ${chunk}-token chunk + 1 decode at ~${context} tokens, median of ${gaps.length}`,
     steps: [
       {
         prefillTokens: chunk,
@@ -375,7 +481,7 @@ async function measureMixed(
       },
     ],
     perRequest: false,
-    measuredMs: Math.min(...gaps) * o.speedup,
+    measuredMs: medianOf(gaps) * o.speedup,
   };
 }
 
@@ -468,11 +574,11 @@ export function liveProfile(
     format: PROFILE_FORMAT,
     source: `live ${o.url}${m.model === null ? '' : ` (model ${m.model})`}`,
     method:
-      `cold prompts of fresh token ids, fastest of several times to first token, as a request overhead plus ` +
+      `cold prompts of fresh token ids, the median of several times to first token, as a request overhead plus ` +
       `ceil(n / ${o.budgetTokens}) prefill steps; concurrent decodes, pooled inter-token gaps while all ` +
       `streams decode; wall times x ${o.speedup}` +
       (o.stepTable
-        ? '; a step table (prefill and decode knots, context pairs, overheads) fitted to the same points plus mixed steps'
+        ? '; a step table (prefill and decode knots, context pairs, overheads) fitted to the same points plus mixed steps and chunks after a cached prefix'
         : ''),
     measuredOn: {
       model: spec.model.name,

@@ -14,6 +14,7 @@ import { discoverModelCard } from '../loadgen/run.ts';
 import {
   type CostProfile,
   DTYPES,
+  decodeCostTokensOf,
   FIT_OBJECTIVES,
   type FitObjective,
   GPUS,
@@ -99,7 +100,8 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(`${JSON.stringify(profile, null, 2)}\n`);
     return 0;
   }
-  process.stdout.write(`${summary(profile)}\nprofile: ${out}\n`);
+  const budgetTokens = flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens;
+  process.stdout.write(`${summary(profile, budgetTokens)}\nprofile: ${out}\n`);
   if (reportPath !== undefined) process.stdout.write(`report: ${reportPath}\n`);
   return 0;
 }
@@ -227,7 +229,7 @@ async function catalogName(
   );
 }
 
-function summary(profile: CostProfile): string {
+function summary(profile: CostProfile, budgetTokens: number): string {
   const lines = [`source: ${profile.source}`, `method: ${profile.method}`, ''];
   for (const c of profile.curves) {
     lines.push(
@@ -242,13 +244,13 @@ function summary(profile: CostProfile): string {
         `  ${p.label.padEnd(52)} ${p.measuredMs.toFixed(2).padStart(9)} ${p.fittedMs.toFixed(2).padStart(9)} ${signed(p.errorPct).padStart(8)} ${p.rooflineMs.toFixed(2).padStart(9)} ${signed(p.rooflineErrorPct).padStart(8)}`,
       );
     }
-    if (c.table) lines.push(...tableSummary(c.table));
+    if (c.table) lines.push(...tableSummary(c.table, budgetTokens));
     lines.push('');
   }
   return lines.join('\n');
 }
 
-function tableSummary(t: NonNullable<ProfileCurve['table']>): string[] {
+function tableSummary(t: NonNullable<ProfileCurve['table']>, budgetTokens: number): string[] {
   const knots = (xs: number[], ms: number[]) =>
     xs.map((x, i) => `${x}: ${ms[i]!.toFixed(2)}`).join(', ');
   return [
@@ -258,6 +260,7 @@ function tableSummary(t: NonNullable<ProfileCurve['table']>): string[] {
     `    prefill tokens -> ms: ${knots(t.prefillTokens, t.prefillMs)}`,
     `    decode sequences -> ms: ${knots(t.decodeSeqs, t.decodeMs)}`,
     `    fit: max error ${t.maxErrorPct.toFixed(1)} %, rms ${t.rmsErrorPct.toFixed(1)} %`,
+    `    a decode costs ${decodeCostTokensOf(t, budgetTokens).toFixed(1)} prompt tokens of step time (kvroute serve --decode-cost-tokens)`,
   ];
 }
 

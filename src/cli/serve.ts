@@ -36,7 +36,7 @@ const FLAGS = flagSpec({
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
     'headers-timeout-ms request-timeout-ms log-level max-queue-ms max-ttft-ms prefill-us-per-token check-config ' +
-    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms pd-threshold kv-events-bind ${RUNTIME_FLAG_NAMES}`,
+    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms pd-threshold decode-cost-tokens engine-budget kv-events-bind ${RUNTIME_FLAG_NAMES}`,
   multiple: 'backend api-key',
   boolean: 'access-log',
 });
@@ -97,6 +97,10 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --runtime llama.cpp [--gguf FILE] [--threads N]  real embedded engines on the CPU (default
                         model: the tiny one, with --tokenizer set to Llama 3's to match it)
   --seed N              router seed: tie-breaks and the random policy (default ${D.seed}, as sim)
+  --decode-cost-tokens C  delay-cost counts each running decode as C prompt tokens of step time
+                        in every step a request waits through (a CPU engine: tens; default: not
+                        counted, as on a GPU); kvroute calibrate --step-table prints C
+  --engine-budget N     the backends' tokens per step, for that term (default 2048)
 admission (per-tenant limits and priority classes: the config file's tenants, see docs/routing.md)
   --max-queue-ms N      429 while every eligible replica has more than N ms of modelled
                         prefill queued (default: no bound)
@@ -190,6 +194,16 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
   }
   set('nats', readNatsFlags(flags, config.nats));
   set('pdThreshold', flags.number('pd-threshold', { min: 0, integer: true }));
+  const decodeCost = flags.number('decode-cost-tokens', { min: 0 });
+  const engineBudget = flags.number('engine-budget', { min: 1, integer: true });
+  if (engineBudget !== undefined && decodeCost === undefined && config.decodeCost === undefined) {
+    throw new UsageError('--engine-budget needs --decode-cost-tokens C');
+  }
+  if (decodeCost !== undefined || engineBudget !== undefined) {
+    const tokens = decodeCost ?? config.decodeCost!.tokens;
+    const budgetTokens = engineBudget ?? config.decodeCost?.budgetTokens;
+    set('decodeCost', { tokens, ...(budgetTokens !== undefined && { budgetTokens }) });
+  }
   return config;
 }
 

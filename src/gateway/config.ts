@@ -138,6 +138,11 @@ export interface GatewayConfig {
   /** P/D: a request with fewer uncached tokens runs on its decode replica alone (llm-d's decider; 0: never). */
   pdThreshold?: number;
   /**
+   * delay-cost's decode term (src/router/policies/decodeWork.ts): prompt tokens of step time one
+   * running decode costs on the backends, and their tokens per step. Absent: decodes not counted.
+   */
+  decodeCost?: { tokens: number; budgetTokens?: number };
+  /**
    * `--kv-events-bind tcp://*:P`: one SUB socket bound here that engines' publishers connect to,
    * batches attributed to backends by topic (centralEvents.ts). Null: none.
    */
@@ -233,6 +238,8 @@ export const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'prefill-us-per-token',
   'priority-classes',
   'pd-threshold',
+  'decode-cost-tokens',
+  'engine-budget',
   'kv-events-bind',
 ]);
 
@@ -265,6 +272,15 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
   if (doc.seed !== undefined) out.seed = int(doc.seed, 'seed', 0);
   if (doc['pd-threshold'] !== undefined)
     out.pdThreshold = int(doc['pd-threshold'], 'pd-threshold', 0);
+  if (doc['engine-budget'] !== undefined && doc['decode-cost-tokens'] === undefined) {
+    throw configError('engine-budget', 'needs decode-cost-tokens');
+  }
+  if (doc['decode-cost-tokens'] !== undefined) {
+    out.decodeCost = { tokens: num(doc['decode-cost-tokens'], 'decode-cost-tokens', 0) };
+    if (doc['engine-budget'] !== undefined) {
+      out.decodeCost.budgetTokens = int(doc['engine-budget'], 'engine-budget', 1);
+    }
+  }
   if (doc.replicas !== undefined) out.embeddedReplicas = int(doc.replicas, 'replicas', 1, 64);
   if (doc['admin-key'] !== undefined) {
     out.adminKey = nonEmpty(str(doc['admin-key'], 'admin-key'), 'admin-key');

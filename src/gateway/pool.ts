@@ -90,7 +90,7 @@ export type PoolConfig = Pick<
   GatewayConfig,
   'policy' | 'index' | 'kvThreshold' | 'staleMs' | 'seed' | 'scrapeMs' | 'blockSize'
 > &
-  Partial<Pick<GatewayConfig, 'eventsCheckMs'>>;
+  Partial<Pick<GatewayConfig, 'eventsCheckMs' | 'decodeCost'>>;
 
 export interface PoolOptions {
   /** The base model; null gathers the backends whose model is not known. */
@@ -174,6 +174,14 @@ export class ModelPool {
       kvThreshold: config.kvThreshold,
       staleMs: config.staleMs,
       seed: config.seed,
+      ...(config.decodeCost && {
+        policyOptions: {
+          decodeCostTokens: config.decodeCost.tokens,
+          ...(config.decodeCost.budgetTokens !== undefined && {
+            budgetTokens: config.decodeCost.budgetTokens,
+          }),
+        },
+      }),
     });
     this.#prefill = new PrefillWatch(this.router, (requestId) =>
       options.observer?.released(this.model, requestId, 'prefill'),

@@ -64,6 +64,7 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   admission: 'max-queue-ms, max-ttft-ms, priority-classes, tenant limits',
   nats: '--nats, --cluster',
   pdThreshold: 'pd-threshold',
+  decodeCost: 'decode-cost-tokens, engine-budget',
   kvEventsBind: 'kv-events-bind',
   eventsCheckMs: 'events check period',
 };

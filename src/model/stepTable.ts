@@ -274,3 +274,21 @@ export function stepTableProblem(t: StepTable): string | null {
   }
   return null;
 }
+
+/**
+ * What one running decode adds to a step, in prompt tokens of the same table: the decode curve's
+ * cost per sequence at its largest knot over a full prefill chunk's cost per token at
+ * `budgetTokens`. It is the router's `decodeCostTokens` (src/router/policies/decodeWork.ts);
+ * 0 when the table has no decode knots.
+ */
+export function decodeCostTokensOf(t: StepTable, budgetTokens: number): number {
+  const last = t.decodeSeqs.length - 1;
+  if (last < 0 || !(budgetTokens >= 1)) return 0;
+  const decodeMsPerSeq = t.decodeMs[last]! / t.decodeSeqs[last]!;
+  const prefillMsPerToken =
+    tableStepMs(
+      { ...t, overheadMs: 0 },
+      { prefillTokens: budgetTokens, decodeTokens: 0, kvTokensRead: 0 },
+    ) / budgetTokens;
+  return prefillMsPerToken > 0 ? decodeMsPerSeq / prefillMsPerToken : 0;
+}

@@ -6,7 +6,11 @@
  *   score(r) [ms] = (queue(r) + uncached(r) + extra(r) x followers(r)) x p + slotWait(r)
  *
  *   p             prefill time per token, ms (71.3 us for Llama 3.3 70B on TP=2 H200)
- *   queue(r)      uncached prompt tokens already queued on r (router ledger), as in `cost`
+ *   queue(r)      uncached prompt tokens already queued on r (router ledger), as in `cost`, plus
+ *                 r's running decodes in the same unit (decodeWork.ts): each step the new
+ *                 request waits through also computes one token per decode, which costs
+ *                 `decodeCostTokens` prompt tokens (0 by default: a GPU's mixed step; tens on
+ *                 a CPU engine)
  *   uncached(r)   promptTokens - cachedTokens(r), as in `cost`
  *   extra(r)      uncached(r) - the fewest uncached tokens on any candidate: prefill that exists
  *                 only because the request left its best-cached replica (0 on an owner)
@@ -54,6 +58,7 @@
 import { DEFAULT_LORA_LOAD_TOKENS, DEFAULT_PREFILL_US_PER_TOKEN } from '../defaults.ts';
 import type { Pick, PickInput, Policy } from '../policy.ts';
 import { type CpuHitOptions, cpuReloadTokens } from './cpuHitCredit.ts';
+import { decodeQueueTokens } from './decodeWork.ts';
 import { argMin } from './pickBest.ts';
 
 /** Llama 3.3 70B, FP8 weights, TP=2 H200 at 50 % MFU: the router seed's figure (defaults.ts). */
@@ -62,6 +67,8 @@ export { DEFAULT_PREFILL_US_PER_TOKEN };
 export const DEFAULT_MAX_SLOT_LOAD = 0.95;
 /** Weight of each new decode time in the running mean. */
 export const DEFAULT_DECODE_MS_SMOOTHING = 1 / 32;
+/** Tokens per step assumed for the decode term when the engines' budget is not given (vLLM's 2,048). */
+export const DEFAULT_DECODE_BUDGET_TOKENS = 2048;
 
 export interface DelayCostOptions extends CpuHitOptions {
   /** Prefill time per prompt token on a replica, in microseconds. */
@@ -72,6 +79,13 @@ export interface DelayCostOptions extends CpuHitOptions {
   loraLoadTokens?: number;
   /** Ignore adapters: no load term, no slot guard. */
   loraBlind?: boolean;
+  /**
+   * Prompt tokens of step time one running decode adds to each step (decodeWork.ts); 0 or
+   * absent: decodes are not counted (a GPU's compute-bound mixed step).
+   */
+  decodeCostTokens?: number;
+  /** The engines' tokens per step, for the decode term (default DEFAULT_DECODE_BUDGET_TOKENS). */
+  budgetTokens?: number;
 }
 
 export class DelayCostPolicy implements Policy {
@@ -81,6 +95,8 @@ export class DelayCostPolicy implements Policy {
   readonly loraAware: boolean;
   readonly loraLoadTokens: number;
   readonly cpuReloadUsPerToken: number | undefined;
+  readonly decodeCostTokens: number;
+  readonly budgetTokens: number;
   /** Mean slot queue length by in-flight requests, 0..maxSeqs. */
   readonly #slotQueue: Float64Array;
   /** First-token time of each request still decoding, oldest first (insertion order). */
@@ -95,6 +111,11 @@ export class DelayCostPolicy implements Policy {
     this.loraAware = !options.loraBlind;
     this.loraLoadTokens = options.loraLoadTokens ?? DEFAULT_LORA_LOAD_TOKENS;
     this.cpuReloadUsPerToken = options.cpuReloadUsPerToken;
+    const cost = options.decodeCostTokens ?? 0;
+    this.decodeCostTokens = Number.isFinite(cost) && cost > 0 ? cost : 0;
+    const budget = options.budgetTokens ?? DEFAULT_DECODE_BUDGET_TOKENS;
+    this.budgetTokens =
+      Number.isFinite(budget) && budget >= 1 ? budget : DEFAULT_DECODE_BUDGET_TOKENS;
     const maxSeqs = options.maxSeqs;
     this.maxSeqs =
       maxSeqs !== undefined && Number.isInteger(maxSeqs) && maxSeqs >= 1 ? maxSeqs : undefined;
@@ -145,9 +166,17 @@ export class DelayCostPolicy implements Policy {
       const slotLoad = maxSeqs === undefined ? 0 : Math.min(1, c.inFlight / maxSeqs);
       const followers =
         slotLoad + c.prefillRequests + this.#slotQueue[Math.min(c.inFlight, lastSlot)]!;
-      queues[i] = c.queuedPromptTokens;
+      const queue =
+        c.queuedPromptTokens +
+        decodeQueueTokens({
+          decodes: c.decodeRequests,
+          aheadTokens: c.queuedPromptTokens + uncached,
+          decodeCostTokens: this.decodeCostTokens,
+          budgetTokens: this.budgetTokens,
+        });
+      queues[i] = queue;
       const load = adapter > 0 && !c.lora.resident ? adapter : 0;
-      scores[i] = (c.queuedPromptTokens + uncached + load + extra * followers) * p + slotWaitMs;
+      scores[i] = (queue + uncached + load + extra * followers) * p + slotWaitMs;
     }
     return { replicaId: candidates[argMin(scores, input.rng, queues)]!.id, scores };
   }

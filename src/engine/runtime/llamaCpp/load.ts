@@ -23,7 +23,18 @@ export function loadLlamaCpp(): Promise<Llama> {
   return llama;
 }
 
-async function openLlama(): Promise<Llama> {
+/**
+ * What `openLlama` may be given instead of the real thing (a test's seam): the module loader,
+ * and whether the prebuilt binary packages are looked at (false is what a machine without
+ * @node-llama-cpp/<platform> sees: node-llama-cpp's own NoBinaryFoundError).
+ */
+export interface OpenLlamaSeam {
+  importLib?: () => Promise<typeof import('node-llama-cpp')>;
+  usePrebuiltBinaries?: boolean;
+}
+
+/** A fresh llama.cpp (not the process's shared one); one error line when there is no binary. */
+export async function openLlama(seam: OpenLlamaSeam = {}): Promise<Llama> {
   const noBinary = (why: string) =>
     new EngineError(
       'ERR_CONFIG',
@@ -31,7 +42,7 @@ async function openLlama(): Promise<Llama> {
     );
   let lib: typeof import('node-llama-cpp');
   try {
-    lib = await import('node-llama-cpp');
+    lib = await (seam.importLib ?? (() => import('node-llama-cpp')))();
   } catch (err) {
     throw noBinary((err as Error).message.split('\n')[0]!);
   }
@@ -39,6 +50,7 @@ async function openLlama(): Promise<Llama> {
     return await lib.getLlama({
       build: 'never',
       gpu: false,
+      ...(seam.usePrebuiltBinaries === false && { usePrebuiltBinaries: false }),
       progressLogs: false,
       logLevel: lib.LlamaLogLevel.error,
       logger: (level, message) => {

@@ -45,6 +45,8 @@ export interface LlamaCppRuntimeOptions {
 /** What one executed step did. */
 export interface ExecutedStep {
   durationMs: number;
+  /** Of it, placing the admitted requests (state copies, erasures) before the forward pass. */
+  placementMs: number;
   /** The token sampled for each request whose entry ended its known tokens. */
   sampled: Map<string, number>;
   /** Each entry's input tokens, in plan order. */
@@ -178,6 +180,7 @@ export class LlamaCppRuntime {
         if (req) req.computed = 0;
       }
       await this.#placeAdmitted(plan, uncache);
+      const placementMs = performance.now() - startMs;
       const inputs: { id: string; tokens: number[] }[] = [];
       const runs: Promise<(undefined | { next: { token?: Token | null } })[]>[] = [];
       const samples: boolean[] = [];
@@ -211,7 +214,7 @@ export class LlamaCppRuntime {
         req.tokens.push(token);
         sampled.set(entry.id, token);
       });
-      return { durationMs, sampled, inputs, batches: this.#batching.take() };
+      return { durationMs, placementMs, sampled, inputs, batches: this.#batching.take() };
     } finally {
       this.#inFlight = false;
       for (const id of this.#leaving) this.forget(id);

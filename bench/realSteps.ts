@@ -1,0 +1,134 @@
+/**
+ * Where the simulator's TTFT departs from a real engine's, step by step: one llama.cpp engine in
+ * this process (the tiny model, `--threads 1`, bench:real's fidelity engine: budget 256, 4
+ * sequences, 1,024 blocks of 16), `calibrate --step-table`'s probes against it, then the fidelity
+ * trace sent to it; every step the engine ran is printed beside the fitted table's time for the
+ * same plan (what `kvroute sim --profile` charges it), with the placement time (state copies,
+ * erasures) inside it. `node --import tsx bench/realSteps.ts [--calibrate-s 120] [--requests 16]`;
+ * one JSON line per step on stdout, the totals and the host's load average on stderr.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { measureLive } from '../src/calibrate/live.ts';
+import { startEngineServer } from '../src/engine/server/server.ts';
+import { runBench } from '../src/loadgen/run.ts';
+import { fitStepTable, tableStepMs } from '../src/model/stepTable.ts';
+import type { StepPlan } from '../src/scheduler/types.ts';
+import { makeSyntheticTrace } from '../src/workload/trace.ts';
+import { tinyModelPath } from '../test/support/tinyModel.ts';
+
+const argv = process.argv.slice(2);
+const arg = (name: string, fallback: number): number => {
+  const at = argv.indexOf(name);
+  return at >= 0 ? Number(argv[at + 1]) : fallback;
+};
+const CALIBRATE_S = arg('--calibrate-s', 120);
+const REQUESTS = arg('--requests', 16);
+const BUDGET = 256;
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+interface Step {
+  endMs: number;
+  durationMs: number;
+  placementMs: number;
+  plan: StepPlan;
+}
+const steps: Step[] = [];
+let recording = false;
+const server = await startEngineServer({
+  host: '127.0.0.1',
+  port: 0,
+  runtime: 'llama.cpp',
+  budgetTokens: BUDGET,
+  maxSeqs: 4,
+  kvBlocks: 1024,
+  blockSize: 16,
+  servedModelName: 'tiny',
+  llamaCpp: {
+    gguf: await tinyModelPath(),
+    threads: 1,
+    onStep: (result, executed) => {
+      if (!recording) return;
+      steps.push({
+        endMs: performance.now(),
+        durationMs: executed.durationMs,
+        placementMs: executed.placementMs,
+        plan: result.plan as StepPlan,
+      });
+    },
+  },
+});
+const dir = mkdtempSync(join(tmpdir(), 'kvroute-real-steps-'));
+try {
+  log(`load average ${loadavg()[0]!.toFixed(1)}; calibrating for ${CALIBRATE_S} s`);
+  const m = await measureLive({
+    url: server.url,
+    model: null,
+    apiKey: null,
+    budgetTokens: BUDGET,
+    speedup: 1,
+    budgetS: CALIBRATE_S,
+    maxPromptTokens: 1024,
+    maxBatch: 4,
+    repeats: 3,
+    stepTable: true,
+  });
+  for (const o of m.observations) log(`  ${o.label}: ${o.measuredMs.toFixed(1)} ms`);
+  const ttfts = m.observations.filter((x) => x.perRequest).map((x) => x.measuredMs);
+  const fit = fitStepTable(m.observations, { errorFloorMs: Math.max(0, ...ttfts) });
+  log(
+    `table ${JSON.stringify(fit.table)}, request overhead ${fit.requestOverheadMs.toFixed(1)} ms`,
+  );
+  const trace = join(dir, 'trace.jsonl');
+  writeFileSync(
+    trace,
+    makeSyntheticTrace({
+      seed: 27,
+      ratePerS: 0.5,
+      roots: 6,
+      sharedBlocks: 2,
+      maxUniqueBlocks: 1,
+      outputTokens: 2,
+      requests: REQUESTS,
+    }),
+  );
+  recording = true;
+  const t0 = performance.now();
+  const live = await runBench({
+    url: server.url,
+    workload: { kind: 'trace', path: trace, rateScale: 0.5 },
+    seed: 1,
+    durationMs: undefined,
+    warmupMs: 0,
+    speedup: 1,
+    concurrency: Number.POSITIVE_INFINITY,
+    model: null,
+    apiKey: null,
+    label: 'live',
+    replicas: 1,
+  });
+  recording = false;
+  let liveMs = 0;
+  let tableMs = 0;
+  for (const s of steps) {
+    const p = s.plan;
+    const simMs = tableStepMs(fit.table, p);
+    liveMs += s.durationMs;
+    tableMs += simMs;
+    const entries = p.entries.map(
+      (e) => `${e.kind}${e.tokens}@${e.contextTokens}${p.admitted.includes(e.id) ? '+admit' : ''}`,
+    );
+    process.stdout.write(
+      `${JSON.stringify({ atMs: Math.round(s.endMs - t0), liveMs: +s.durationMs.toFixed(1), placementMs: +s.placementMs.toFixed(1), tableMs: +simMs.toFixed(1), entries })}\n`,
+    );
+  }
+  log(
+    `live TTFT p50 ${live.ttftMs.p50.toFixed(0)} p99 ${live.ttftMs.p99.toFixed(0)} ms; ${steps.length} steps: live ${liveMs.toFixed(0)} ms, table ${tableMs.toFixed(0)} ms; load average ${loadavg()[0]!.toFixed(1)}`,
+  );
+} finally {
+  await server.close();
+  rmSync(dir, { recursive: true, force: true });
+}
+// llama.cpp's worker threads may outlive the server's close by a while.
+process.exit(0);
