@@ -19,11 +19,11 @@ const COMMANDS = ['serve', 'engine', 'sim', 'plan', 'epp', 'bench', 'calibrate',
 const SHELL = new Set(['sh', 'bash', '']);
 
 const helpCache = new Map<string, string>();
-/** `kvroute COMMAND --help`, once per command. */
+/** `kvroute COMMAND --help` (COMMAND may carry a mode flag: `plan --search-fleet`), once each. */
 function help(command: string): string {
   let text = helpCache.get(command);
   if (text === undefined) {
-    const r = runCli([command, '--help'], 120_000);
+    const r = runCli([...command.split(' '), '--help'], 120_000);
     assert.equal(r.status, 0, `kvroute ${command} --help: ${r.stderr}`);
     text = r.stdout;
     helpCache.set(command, text);
@@ -108,7 +108,10 @@ test('every kvroute command line in a code block uses flags its --help names', (
           if (!m) continue;
           const command = m[1] === 'start' ? 'serve' : m[1]!;
           assert.ok(COMMANDS.includes(command), `${doc.path}: kvroute ${command} is a command`);
-          const known = flagsIn(help(command));
+          // The fleet search is a mode of `kvroute plan` with flags of its own.
+          const mode =
+            command === 'plan' && /--search-fleet\b/.test(m[2]!) ? 'plan --search-fleet' : command;
+          const known = flagsIn(help(mode));
           for (const flag of flagsIn(m[2]!.replace(/'[^']*'/g, ''))) {
             const base = flag.split('.')[0]!;
             assert.ok(
