@@ -256,7 +256,7 @@ describe('the gateway against vLLM publishers', () => {
         return x.subscriber!.lastSeq === '2' && x;
       },
       'the cut-off replay and the live batch behind it',
-      15_000,
+      30_000,
     );
     assert.ok(r.subscriber!.replayCutoffs >= 1);
     assert.equal(r.subscriber!.gapsUnfilled, 1);

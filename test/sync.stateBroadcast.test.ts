@@ -99,13 +99,13 @@ describe('the periodic state broadcast', { skip }, () => {
     await waitFor(
       () => heldFor(b.router, aId).join() === 'phantom',
       'the forged records on B',
-      10_000,
+      30_000,
     );
     // A's own state, published every 300 ms, replaces what B holds of A: 'kept' back, no phantom.
     await waitFor(
       () => heldFor(b.router, aId).join() === 'kept',
       'A’s periodic state to mend B',
-      10_000,
+      30_000,
     );
     a.pools.first!.finish(route, Date.now());
     await waitFor(() => heldFor(b.router, aId).length === 0, 'the release');
