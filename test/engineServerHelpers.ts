@@ -16,7 +16,7 @@ export function clientFor(server: EngineServerHandle): OpenAI {
     baseURL: `${server.url}/v1`,
     apiKey: 'unused',
     maxRetries: 0,
-    timeout: 30_000,
+    timeout: 120_000,
   });
 }
 

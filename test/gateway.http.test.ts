@@ -51,7 +51,7 @@ describe('an engine dies mid-run', () => {
       baseURL: `${gw.url}/v1`,
       apiKey: 'x',
       maxRetries: 0,
-      timeout: 20_000,
+      timeout: 120_000,
     });
     const outcomes = Array.from({ length: 24 }, async (_, i) => {
       try {

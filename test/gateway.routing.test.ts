@@ -25,7 +25,7 @@ const SUFFIX_TOKENS = 1_000;
 const BURST = 30;
 
 function client(gw: GatewayHandle): OpenAI {
-  return new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 30_000 });
+  return new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
 }
 
 describe('cost routing spills a hot prefix to a second owner', () => {

@@ -55,10 +55,7 @@ const loraInput = (candidates: ReplicaView[], lora: string): PickInput => ({
 
 test('dynamo: overlapWeight (default 1) scales the prefill term against the decode term', () => {
   // r0 holds the 4 blocks with 3 decode blocks active: w x 0 + 3; r1 nothing: w x 4 + 0.
-  const views = [
-    replicaView(0, { cachedBlocks: 4, activeDecodeBlocks: 3 }),
-    replicaView(1),
-  ];
+  const views = [replicaView(0, { cachedBlocks: 4, activeDecodeBlocks: 3 }), replicaView(1)];
   assert.equal(makePolicy('dynamo').pick(input(views)).replicaId, 0, '3 < 4');
   const half = makePolicy('dynamo', { overlapWeight: 0.5 }).pick(input(views));
   assert.equal(half.replicaId, 1, '3 > 2');
@@ -196,7 +193,10 @@ describe('delay-cost: time scale and adapters', () => {
     // 2 slots, a learned decode time of 1,000 ms. r0 is full: slot wait (2 + 1 - 2) x 1000 / 2
     // = 500 ms. r1 has 6,000 prompt tokens queued: 6,000 x p. 427.8 ms at 71.3 us, 600 at 100.
     const policy = (us?: number) => {
-      const p = makePolicy('delay-cost', { maxSeqs: 2, ...(us !== undefined && { prefillUsPerToken: us }) });
+      const p = makePolicy('delay-cost', {
+        maxSeqs: 2,
+        ...(us !== undefined && { prefillUsPerToken: us }),
+      });
       p.onFirstToken?.('done', 0, 0);
       p.onFinished?.('done', 0, 1_000);
       return p;
