@@ -65,7 +65,7 @@ const noop = (n: number): Buffer =>
     }),
   );
 
-async function until(probe: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+async function until(probe: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
   await waitFor(() => probe() || undefined, what, timeoutMs);
 }
 

@@ -95,7 +95,7 @@ describe('a frozen engine', () => {
     const retriesBefore = (await gw.metrics.retries.get()).values[0]?.value ?? 0;
     frozen.child.kill('SIGSTOP');
     const results = await within(
-      20_000,
+      120_000,
       Promise.all(
         Array.from({ length: 6 }, (_, i) =>
           complete(gw.url, {
