@@ -120,7 +120,7 @@ describe('kvroute epp with tenants', () => {
     held.stream.cancel();
     await within(120_000, held.stream.status, 'the held stream to end');
     let again = await ask('acme', chat('third'));
-    for (let i = 0; i < 50 && again.forwarded === null; i++) {
+    for (let i = 0; i < 500 && again.forwarded === null; i++) {
       await new Promise((r) => setTimeout(r, 20));
       again = await ask('acme', chat(`third, try ${i}`));
     }
