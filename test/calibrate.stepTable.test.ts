@@ -53,7 +53,7 @@ test('--step-table is for --url', async () => {
       join(ROOT, 'test/fixtures/vidur/h100/meta-llama/Llama-2-70b-hf'),
       '--step-table',
     ],
-    30_000,
+    300_000,
   );
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /--step-table is for --url/);
@@ -90,7 +90,7 @@ test('kvroute calibrate --url --step-table: a table of the measured sizes that s
         '--out',
         out,
       ],
-      90_000,
+      300_000,
     );
     assert.equal(r.status, 0, r.stderr);
     assert.match(
@@ -113,7 +113,7 @@ test('kvroute calibrate --url --step-table: a table of the measured sizes that s
     assert.equal(mixedStepMs(spec, work), tableStepMs(table, work));
     const sim = await runCliAsync(
       ['sim', '--duration', '5', '--replicas', '1', '--rate', '2', '--profile', out, '--json'],
-      60_000,
+      300_000,
     );
     assert.equal(sim.status, 0, sim.stderr);
     assert.ok(JSON.parse(sim.stdout).results[0].completed > 0);
