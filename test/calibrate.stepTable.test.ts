@@ -78,8 +78,10 @@ test('kvroute calibrate --url --step-table: a table of the measured sizes that s
         '5',
         '--budget',
         '512',
+        // The probes are finite (4 sizes, batches 1 and 4, 2 repeats): the run ends when they
+        // are done, and the time budget only has to outlast a busy host (40 s did not).
         '--budget-s',
-        '40',
+        '240',
         '--max-batch',
         '4',
         '--max-prompt-tokens',
