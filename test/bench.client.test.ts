@@ -75,7 +75,11 @@ describe('bench against an engine it did not start', () => {
       }
       assert.deepEqual(Object.keys(r.ttftMs as object).slice(0, 3), ['p50', 'p90', 'p99']);
       assert.equal(r.policy, null);
-      assert.equal(r.completed, 6);
+      assert.equal(
+        r.completed,
+        6,
+        `${JSON.stringify({ arrived: r.arrived, errors: r.errorsByKind })} ${out.stderr}`,
+      );
       const html = readFileSync(report, 'utf8');
       assert.match(html, /TTFT CDF per policy/);
       assert.match(html, /<polyline/);

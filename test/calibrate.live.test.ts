@@ -188,7 +188,7 @@ test('kvroute calibrate --url: progress lines off a TTY, a profile, a bounded ru
         '--out',
         out,
       ],
-      60_000,
+      300_000,
     );
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stderr, /^calibrate: prefill 64 tokens: \d+\.\d ms$/m);
@@ -217,7 +217,7 @@ test('kvroute calibrate --url against nothing listening: one line, exit 2', asyn
       '--out',
       '/dev/null',
     ],
-    30_000,
+    300_000,
   );
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /^kvroute calibrate: http:\/\/127\.0\.0\.1:9: refused/);

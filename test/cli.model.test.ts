@@ -29,7 +29,7 @@ function assertOneLine(args: string[], flag: RegExp) {
 
 test('writes a file that parses, with the default tokenizer (Llama 3) and the given shape', async () => {
   const out = join(dir, 'default-tokenizer.gguf');
-  const r = runCli(['model', 'tiny', '--out', out, ...SMALL, '--seed', '3'], 120_000);
+  const r = runCli(['model', 'tiny', '--out', out, ...SMALL, '--seed', '3'], 300_000);
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr, '');
   assert.match(r.stdout, new RegExp(`^wrote ${out} \\(\\d+\\.\\d MB\\)\\n$`));

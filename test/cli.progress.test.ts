@@ -187,7 +187,7 @@ describe('kvroute sim off a TTY', () => {
   });
 
   test('--quiet silences them', () => {
-    const out = runCli([...args, '--duration', '60', '--quiet'], 120_000, env);
+    const out = runCli([...args, '--duration', '60', '--quiet'], 300_000, env);
     assert.equal(out.status, 0, out.stderr);
     assert.equal(out.stderr, '');
   });

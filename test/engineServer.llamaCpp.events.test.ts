@@ -77,7 +77,7 @@ test("a real engine's BlockStored and BlockRemoved events keep the gateway's ind
   assert.equal(await complete(FIRST), hf.encodePrompt(FIRST).length, 'the same ids on both sides');
   await waitFor(
     () => firstKeys.every((k) => index.blocks.has(k, 0)),
-    10_000,
+    30_000,
     "the first prompt's blocks in the index",
   );
   assert.equal(index.blockCount(0), firstKeys.length);
@@ -85,7 +85,7 @@ test("a real engine's BlockStored and BlockRemoved events keep the gateway's ind
   await waitFor(
     () =>
       secondKeys.every((k) => index.blocks.has(k, 0)) && index.blockCount(0) === secondKeys.length,
-    10_000,
+    30_000,
     "only the second prompt's blocks in the index",
   );
   assert.ok(

@@ -129,7 +129,7 @@ test('a prefix held by a running sequence is copied by state save and load; the 
     stream.controller.abort();
     await waitFor(
       () => warm.counters().running === 0,
-      10_000,
+      30_000,
       'the aborted stream to free its sequence',
     );
   } finally {
@@ -170,7 +170,7 @@ test('a client that disconnects frees its sequence for the next request', async 
   const reader = res.body!.getReader();
   await reader.read();
   controller.abort();
-  await waitFor(() => cold.counters().running === 0, 10_000, 'the sequence to be freed');
+  await waitFor(() => cold.counters().running === 0, 30_000, 'the sequence to be freed');
   // One sequence only: this runs only because the disconnected one let go of it.
   const next = await greedy(cold, 'After the disconnect.', 3);
   assert.ok(next.promptTokens > 0);

@@ -84,7 +84,7 @@ describe('stop', () => {
     assert.equal(stopReason(choice), word);
     // Every drawn token counts, the one that completed the stop string included.
     assert.equal(r.usage?.completion_tokens, k + 1);
-    await waitFor(() => server.counters().running === 0, 5_000, 'the stopped request to free KV');
+    await waitFor(() => server.counters().running === 0, 30_000, 'the stopped request to free KV');
 
     const kept = await complete({ stop: word, include_stop_str_in_output: true }, 200);
     assert.equal(kept.choices[0]!.text, before + word);

@@ -185,7 +185,7 @@ async function syncTo(
   form: 'topic' | 'no-topic' = 'topic',
 ): Promise<bigint> {
   const last = (await replay(server.replayEndpoint!, 0n, form)).at(-1)?.seq ?? -1n;
-  await waitFor(() => (sub.received.at(-1)?.seq ?? -1n) >= last, 3_000, `live batch ${last}`);
+  await waitFor(() => (sub.received.at(-1)?.seq ?? -1n) >= last, 30_000, `live batch ${last}`);
   return last;
 }
 
@@ -328,7 +328,7 @@ test('the replay ring is bounded; a restarted engine counts from 0 again', async
         kept = await replay(server.replayEndpoint!, 0n);
         return kept.at(-1)?.seq === 19n;
       },
-      3_000,
+      30_000,
       'twenty batches',
     );
     assert.deepEqual(

@@ -16,7 +16,7 @@ export function clientFor(server: EngineServerHandle): OpenAI {
     baseURL: `${server.url}/v1`,
     apiKey: 'unused',
     maxRetries: 0,
-    timeout: 30_000,
+    timeout: 120_000,
   });
 }
 
@@ -48,7 +48,7 @@ export async function scrape(server: EngineServerHandle): Promise<Map<string, nu
 /** Polls `check` every 10 ms until it is true or `timeoutMs` passes (then throws). */
 export async function waitFor(
   check: () => boolean | Promise<boolean>,
-  timeoutMs = 5_000,
+  timeoutMs = 30_000,
   what = 'condition',
 ): Promise<void> {
   const deadline = performance.now() + timeoutMs;

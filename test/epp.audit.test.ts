@@ -70,7 +70,7 @@ async function exchange(
   stream.send({ response_body: { body: text, end_of_stream: true } });
   await stream.next();
   stream.end();
-  await within(10_000, stream.status, 'stream end');
+  await within(120_000, stream.status, 'stream end');
   let cached: number | null = null;
   if (!body.stream) {
     cached = (

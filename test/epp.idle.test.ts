@@ -59,14 +59,14 @@ describe('idle connections at the ext_proc port', () => {
   after(() => epp.close());
 
   test('a connection that sends nothing is closed', async () => {
-    await within(15_000, rawConnection(epp.port, null), 'the silent connection');
+    await within(120_000, rawConnection(epp.port, null), 'the silent connection');
   });
 
   test('a connection that sends only the HTTP/2 preface is closed with a GOAWAY', async () => {
-    const closed = await within(15_000, rawConnection(epp.port, PREFACE), 'the preface-only one');
+    const closed = await within(120_000, rawConnection(epp.port, PREFACE), 'the preface-only one');
     assert.equal(closed.goaway, true);
     // The health port has the same limits.
-    await within(15_000, rawConnection(epp.healthPort!, PREFACE), 'the health port one');
+    await within(120_000, rawConnection(epp.healthPort!, PREFACE), 'the health port one');
   });
 
   test('a real client that finished its call is let go, and can call again', async () => {
@@ -86,7 +86,7 @@ describe('idle connections at the ext_proc port', () => {
       await check();
       // The server closes the idle connection (GOAWAY): the channel leaves READY...
       await within(
-        15_000,
+        120_000,
         new Promise<void>((resolve) => {
           const channel = client.getChannel();
           const watch = (): void => {

@@ -165,7 +165,7 @@ describe('kvroute epp over an embedded fleet', () => {
         assert.match(text, /data: \[DONE\]/);
         assert.equal(setHeader(respHead.response_headers, 'x-kvroute-replica'), endpoint);
         stream.end();
-        assert.equal((await within(10_000, stream.status, 'stream end')).code, 0);
+        assert.equal((await within(120_000, stream.status, 'stream end')).code, 0);
       };
       return { endpoint, respond };
     };
@@ -206,7 +206,7 @@ describe('kvroute epp over an embedded fleet', () => {
     assert.equal(last.response_body.response.body_mutation.streamed_response.end_of_stream, true);
     assert.deepEqual(ledger(), { inFlight: 0, queuedPromptTokens: 0 });
     stream.end();
-    await within(10_000, stream.status, 'stream end');
+    await within(120_000, stream.status, 'stream end');
   });
 
   test('a malformed body gets an immediate 400 with an OpenAI-shaped body, and the stream ends', async () => {
@@ -218,7 +218,7 @@ describe('kvroute epp over an embedded fleet', () => {
       const stream = new DataPlaneStream(client);
       stream.send(requestHeaders(CHAT));
       stream.send({ 4: httpBody(Buffer.from(raw), true) });
-      const r = await within(10_000, stream.next(), 'the immediate response');
+      const r = await within(120_000, stream.next(), 'the immediate response');
       assert.equal(r.response, 'immediate_response', raw);
       const ir = r.immediate_response;
       assert.equal(ir.status.code, status === 400 ? 'BadRequest' : 'NotFound');
@@ -231,7 +231,7 @@ describe('kvroute epp over an embedded fleet', () => {
         'application/json',
       );
       assert.match(ir.details, /^kvroute_err_[a-z_]+$/);
-      assert.equal((await within(10_000, stream.status, 'stream end')).code, 0);
+      assert.equal((await within(120_000, stream.status, 'stream end')).code, 0);
       assert.deepEqual(ledger(), { inFlight: 0, queuedPromptTokens: 0 });
     }
   });
@@ -255,7 +255,7 @@ describe('kvroute epp over an embedded fleet', () => {
     stream.send(requestHeaders(CHAT));
     stream.send({ 4: httpBody(Buffer.from('{"messages": ['), false) });
     stream.cancel();
-    await within(10_000, stream.status, 'stream end');
+    await within(120_000, stream.status, 'stream end');
     await drained();
   });
 
@@ -278,7 +278,7 @@ describe('kvroute epp over an embedded fleet', () => {
       const r = await stream.next();
       assert.equal(r.immediate_response.status.code, 'ServiceUnavailable', JSON.stringify(subset));
       assert.equal(JSON.parse(Buffer.from(r.immediate_response.body).toString()).error.code, 503);
-      await within(10_000, stream.status, 'stream end');
+      await within(120_000, stream.status, 'stream end');
     }
     await drained();
   });
@@ -379,7 +379,7 @@ describe('kvroute epp over an embedded fleet', () => {
 
     const streamed = new DataPlaneStream(client);
     streamed.send(requestHeaders(CHAT, { mode: 'STREAMED' }));
-    const status = await within(10_000, streamed.status, 'stream end');
+    const status = await within(120_000, streamed.status, 'stream end');
     assert.equal(status.code, 12, 'UNIMPLEMENTED');
     assert.match(status.details, /FULL_DUPLEX_STREAMED/);
   });

@@ -249,7 +249,8 @@ describe('gateway audit against a fake vLLM', () => {
     });
     assert.equal(res.status, 200);
     await res.arrayBuffer();
-    for (let i = 0; i < 100; i++) {
+    // Polled for up to 30 s: the judgment lands after the response, on a busy host later.
+    for (let i = 0; i < 1_500; i++) {
       if ((await auditOf()).sources.hitCounter > 0) break;
       await new Promise((r) => setTimeout(r, 20));
     }

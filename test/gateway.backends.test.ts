@@ -178,7 +178,7 @@ describe('adding and removing a backend under load', () => {
       await waitFor(() => answered >= mark + 20, 'the load to go on after the removal');
     } finally {
       stop = true;
-      await within(60_000, load, 'the load');
+      await within(120_000, load, 'the load');
     }
     assert.deepEqual(failures, []);
     assert.equal(answered, sent);
@@ -262,7 +262,7 @@ describe('config reload', () => {
       await waitFor(() => sent >= mark + 5, 'the load to go on');
     } finally {
       stop = true;
-      await within(30_000, load, 'the load');
+      await within(120_000, load, 'the load');
       await gw.close();
     }
     assert.deepEqual(failures, []);
@@ -329,13 +329,13 @@ function spawnServe(args: string[]) {
   });
   return {
     proc,
-    url: within(30_000, url, 'kvroute serve to start'),
+    url: within(120_000, url, 'kvroute serve to start'),
     stderr: () => err,
     async stop() {
       if (proc.exitCode !== null) return;
       const exited = new Promise((resolve) => proc.once('exit', resolve));
       proc.kill('SIGTERM');
-      await within(20_000, exited, 'kvroute serve to stop');
+      await within(120_000, exited, 'kvroute serve to stop');
     },
   };
 }

@@ -80,7 +80,7 @@ export function tokens(seed: number, count: number): number[] {
 export async function waitFor<T>(
   probe: () => T | undefined | false | Promise<T | undefined | false>,
   what: string,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

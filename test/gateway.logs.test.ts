@@ -197,7 +197,7 @@ describe('gateway logs', () => {
     assert.equal(unavailable.length, 1);
     assert.equal(unavailable[0]!.level, 'warn');
     await startBackend();
-    const up = await waitFor(() => find(/^replica up/)[0], 'the up line', 15_000);
+    const up = await waitFor(() => find(/^replica up/)[0], 'the up line', 30_000);
     assert.equal(up.level, 'info');
     assert.equal(up.replica, `127.0.0.1:${port}`);
     const again = await post();

@@ -168,7 +168,7 @@ describe('two models with two engines each, and an adapter on one of them', () =
         ],
       }),
     );
-    openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 20_000 });
+    openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 120_000 });
     // The SUB joins asynchronously: publish empty batches until the gateway hears one.
     const name = new URL(adapterBackend.url).host;
     await waitFor(async () => {

@@ -106,7 +106,7 @@ describe('proxy failures', () => {
     const res = await complete(gw);
     assert.equal(res.status, 200, 'the head had gone out before the cut');
     const body = await within(
-      10_000,
+      120_000,
       res.text().then(
         (text) => ({ text }),
         (err: Error) => ({ err }),

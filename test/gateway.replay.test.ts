@@ -65,7 +65,7 @@ const noop = (n: number): Buffer =>
     }),
   );
 
-async function until(probe: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+async function until(probe: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
   await waitFor(() => probe() || undefined, what, timeoutMs);
 }
 
@@ -256,7 +256,7 @@ describe('the gateway against vLLM publishers', () => {
         return x.subscriber!.lastSeq === '2' && x;
       },
       'the cut-off replay and the live batch behind it',
-      15_000,
+      30_000,
     );
     assert.ok(r.subscriber!.replayCutoffs >= 1);
     assert.equal(r.subscriber!.gapsUnfilled, 1);

@@ -95,7 +95,7 @@ describe('a frozen engine', () => {
     const retriesBefore = (await gw.metrics.retries.get()).values[0]?.value ?? 0;
     frozen.child.kill('SIGSTOP');
     const results = await within(
-      20_000,
+      120_000,
       Promise.all(
         Array.from({ length: 6 }, (_, i) =>
           complete(gw.url, {
@@ -128,7 +128,7 @@ describe('a frozen engine', () => {
     await waitFor(
       () => gw.router.snapshot().replicas.find((r) => r.name === frozenName)?.healthy,
       'the thawed replica to come back',
-      15_000,
+      30_000,
     );
   });
 
@@ -177,7 +177,7 @@ describe('a warm replica decoding a non-streamed answer', () => {
     try {
       await waitFor(() => warmState().inFlight === 1, 'the long request routed');
       // Its prompt is stored (prefill done): its blocks are indexed on the warm replica.
-      await waitFor(() => warmState().indexedBlocks >= 190 + 250, 'its prefill to end', 20_000);
+      await waitFor(() => warmState().indexedBlocks >= 190 + 250, 'its prefill to end', 30_000);
       const turn2 = [...turn1, ...tokens(34, 40)];
       const second = await complete(gw.url, { model: MODEL, prompt: turn2, max_tokens: 1 });
       assert.equal(second.status, 200, second.text);

@@ -25,17 +25,18 @@ const SUFFIX_TOKENS = 1_000;
 const BURST = 30;
 
 function client(gw: GatewayHandle): OpenAI {
-  return new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 30_000 });
+  return new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
 }
 
 describe('cost routing spills a hot prefix to a second owner', () => {
   let engines: EngineServerHandle[] = [];
   let gw: GatewayHandle;
   before(async () => {
-    // Slower than real time: 1,000 uncached tokens take ~140 ms of wall time to prefill, so the
-    // burst queues up on the owner even when a busy host spreads its arrivals over a second
-    // (the ledger frees a prompt as soon as the KV events show it stored).
-    engines = await startEngines(3, { speedup: 0.5 });
+    // Slower than real time: 1,000 uncached tokens take ~710 ms of wall time to prefill, so the
+    // burst queues up on the owner even when a busy host spreads its arrivals over seconds (the
+    // ledger frees a prompt as soon as the KV events show it stored). At 0.5 (~140 ms) a host
+    // with two busy loops beside the suite routed the burst slower than the owner drained it.
+    engines = await startEngines(3, { speedup: 0.1 });
     gw = await startGatewayFor(engines, { policy: 'cost', index: 'events' });
   });
   after(async () => {

@@ -236,7 +236,7 @@ describe('a gateway whose tokenizer differs from its backends', () => {
           gw.router.snapshot().indexedKeys > indexedBefore &&
           Date.now() > answeredMs + DEFAULT_OVERLAY_TTL_MS,
         'the first turn’s KV events, and the overlay to expire',
-        20_000,
+        30_000,
       );
       const before = await routedCachedTokens(gw);
       const second = await client.chat.completions.create({

@@ -331,7 +331,7 @@ describe('EventSubscriber against a hand-driven publisher', () => {
 
 async function waitUntil(
   probe: () => boolean | Promise<boolean>,
-  timeoutMs = 5_000,
+  timeoutMs = 30_000,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await probe())) {

@@ -26,7 +26,7 @@ after(async () => {
 });
 
 const clientOf = (url: string) =>
-  new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 30_000 });
+  new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
 
 async function apiErrorOf(call: Promise<unknown>): Promise<APIError> {
   try {

@@ -209,15 +209,22 @@ describe('readBody and the error writer', () => {
   });
 
   test('a client that leaves before the body ends rejects with ERR_CLIENT_TIMEOUT', async () => {
+    let arrived: () => void;
+    const reading = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
     const seen = new Promise<unknown>((resolve) => {
       server.once('request', (req) => {
         readBody(req, LIMIT).then(resolve, resolve);
+        arrived();
       });
     });
     const req = httpRequest(url, { method: 'POST', headers: { 'content-length': 500 } });
     req.on('error', () => {});
     req.write(Buffer.alloc(100));
-    await new Promise((r) => setTimeout(r, 50));
+    // The client leaves once the server is reading its body (a fixed sleep could end first on a
+    // busy host: no request event, and the test would wait forever).
+    await reading;
     req.destroy();
     const err = (await seen) as ApiError;
     assert.ok(err instanceof ApiError);

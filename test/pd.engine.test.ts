@@ -185,7 +185,7 @@ test('a held prefill is freed after VLLM_NIXL_ABORT_REQUEST_TIMEOUT', async () =
     assert.ok(p.json.kv_transfer_params.remote_block_ids.length > 0);
     await waitFor(
       () => short.counters().kvTransfer!.heldBlocks === 0,
-      10_000,
+      30_000,
       'the hold to expire',
     );
     assert.equal(short.counters().kvTransfer!.expiredHolds, 1);

@@ -16,7 +16,7 @@ import {
 } from './gateway.harness.ts';
 
 /** Sends `data`, resolves with everything that came back once the server closes the socket. */
-function exchange(url: string, data: string, timeoutMs = 10_000): Promise<string> {
+function exchange(url: string, data: string, timeoutMs = 60_000): Promise<string> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const socket = connect(Number(port), hostname);

@@ -24,7 +24,7 @@ interface Result {
 }
 
 function sim(args: string[]): Result[] {
-  const out = runCli(['sim', '--quiet', '--json', ...args], 120_000);
+  const out = runCli(['sim', '--quiet', '--json', ...args], 300_000);
   assert.equal(out.status, 0, out.stderr);
   return JSON.parse(out.stdout).results;
 }

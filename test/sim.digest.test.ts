@@ -27,7 +27,7 @@ const sha256 = (text: string): string => createHash('sha256').update(text).diges
 const TRACE = join(ROOT, 'test/fixtures/digest-trace.jsonl');
 
 function sim(args: string[]): string {
-  const out = runCli(['sim', '--quiet', ...args], 120_000);
+  const out = runCli(['sim', '--quiet', ...args], 300_000);
   assert.equal(out.status, 0, out.stderr);
   return out.stdout;
 }

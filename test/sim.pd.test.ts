@@ -23,8 +23,8 @@ const ARGS = [
 ];
 
 test('sim --pd: the same seed prints the same bytes; every request completes; ledger at zero', () => {
-  const a = runCli(ARGS, 240_000);
-  const b = runCli(ARGS, 240_000);
+  const a = runCli(ARGS, 300_000);
+  const b = runCli(ARGS, 300_000);
   assert.equal(a.status, 0, a.stderr);
   assert.equal(a.stdout, b.stdout);
   // biome-ignore lint/suspicious/noExplicitAny: the run's JSON, read field by field
@@ -41,7 +41,7 @@ test('sim --pd: the same seed prints the same bytes; every request completes; le
   // the prefill pool's router sends repeats to their owner.
   assert.ok(pd.prefillHitRate > 0.2, `hit rate ${pd.prefillHitRate}`);
   assert.ok(pd.transferMs.p50 > 1);
-  const other = runCli([...ARGS.slice(0, -2), '--seed', '2', '--json', '--quiet'], 240_000);
+  const other = runCli([...ARGS.slice(0, -2), '--seed', '2', '--json', '--quiet'], 300_000);
   assert.notEqual(other.stdout, a.stdout);
 });
 
@@ -53,7 +53,7 @@ test('sim --pd: bad values name the flag', () => {
     [['--search', '--pd', '2:2'], /--search takes --pd auto/],
     [['--transfer-gbps', '10'], /need --pd/],
   ] as const) {
-    const r = runCli(['sim', '--workload', 'groups', '--duration', '1', ...args], 60_000);
+    const r = runCli(['sim', '--workload', 'groups', '--duration', '1', ...args], 300_000);
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, msg);
   }

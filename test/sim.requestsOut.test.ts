@@ -39,7 +39,7 @@ function readLines(path: string): Line[] {
 }
 
 function sim(args: string[]): { stdout: string; results: Result[] } {
-  const out = runCli(['sim', '--quiet', ...args], 120_000);
+  const out = runCli(['sim', '--quiet', ...args], 300_000);
   assert.equal(out.status, 0, out.stderr);
   return { stdout: out.stdout, results: (JSON.parse(out.stdout) as { results: Result[] }).results };
 }

@@ -79,8 +79,8 @@ test('kvroute sim --search: --threads 2 prints what --threads 1 prints', () => {
     ...['sim', '--quiet', '--workload', 'groups', '--policy', 'cost,round-robin'],
     ...['--duration', '30', '--search', '--max-replicas', '6', '--replicas', '2', '--json'],
   ];
-  const one = runCli([...args, '--threads', '1'], 120_000);
-  const two = runCli([...args, '--threads', '2'], 120_000);
+  const one = runCli([...args, '--threads', '1'], 300_000);
+  const two = runCli([...args, '--threads', '2'], 300_000);
   assert.equal(one.status, 0, one.stderr);
   assert.equal(two.status, 0, two.stderr);
   assert.ok(JSON.parse(one.stdout).search.length === 2);

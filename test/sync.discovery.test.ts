@@ -99,7 +99,7 @@ describe('engines registered in NATS', { skip }, () => {
     await waitFor(
       () => gateway!.backends().some((b) => b.url === engine.url && b.state === 'active'),
       'the gateway to take the registered engine',
-      20_000,
+      30_000,
     );
     const answer = await complete(gateway.url, { prompt: tokens(1, 64), max_tokens: 2 });
     assert.equal(answer.status, 200, answer.text);
@@ -108,7 +108,7 @@ describe('engines registered in NATS', { skip }, () => {
     const exited = new Promise((r) => engine.child.once('exit', r));
     engine.child.kill('SIGTERM');
     await exited;
-    await waitFor(() => gateway!.backends().length === 0, 'the stopped engine to leave', 10_000);
+    await waitFor(() => gateway!.backends().length === 0, 'the stopped engine to leave', 30_000);
   });
 
   test('an entry nobody refreshes expires (the bucket TTL), and the follower drops it', async () => {
@@ -127,7 +127,7 @@ describe('engines registered in NATS', { skip }, () => {
       );
       await waitFor(() => added.length === 1, 'the entry to be seen');
       assert.deepEqual(removed, []);
-      await waitFor(() => removed.length === 1, 'the entry to expire', 5_000);
+      await waitFor(() => removed.length === 1, 'the entry to expire', 30_000);
       assert.equal(await kv.get('x'), null, 'the server forgot it too');
       // The watcher reads the bucket in order: once the valid entry written after the malformed
       // one has been added, the malformed one has been read (and must have been ignored).

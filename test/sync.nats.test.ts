@@ -197,7 +197,7 @@ describe('state shared over NATS', { skip }, () => {
     await waitFor(
       () => load(a.router)[replica]?.[0] === 0 && load(b.router)[replica]?.[0] === 0,
       'the ghost’s entries to go',
-      10_000,
+      30_000,
     );
     assert.ok(!a.router.peers().includes('ghost'));
   });
@@ -235,7 +235,7 @@ describe('state shared over NATS', { skip }, () => {
     await waitFor(
       () => a.sync!.stats().connected && b.sync!.stats().connected,
       'both to reconnect',
-      15_000,
+      30_000,
     );
     await waitFor(
       () => b.router.inFlight().some((r) => r.peer === a.sync!.id && r.requestId === 't-20'),

@@ -14,7 +14,11 @@ export interface CliResult {
  * Runs `kvroute ARGS` as a user would, in a child process, bounded in time; `env` adds to the
  * environment. stdout and stderr are pipes, never a TTY.
  */
-export function runCli(args: string[], timeoutMs = 60_000, env: NodeJS.ProcessEnv = {}): CliResult {
+export function runCli(
+  args: string[],
+  timeoutMs = 300_000,
+  env: NodeJS.ProcessEnv = {},
+): CliResult {
   const r = spawnSync(process.execPath, [BIN, ...args], {
     cwd: ROOT,
     encoding: 'utf8',

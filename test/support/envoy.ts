@@ -193,7 +193,7 @@ export class EnvoyStream {
 
   /** The next answer, decoded; null when the picker ended the stream. */
   // biome-ignore lint/suspicious/noExplicitAny: a decoded answer
-  async next(timeoutMs = 10_000): Promise<any> {
+  async next(timeoutMs = 120_000): Promise<any> {
     const r = await (this.#queue.length > 0
       ? this.#queue.shift()
       : this.#done
