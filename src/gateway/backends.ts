@@ -8,7 +8,7 @@ import type { BackendConfig } from './config.ts';
 
 /** Connections per backend: enough for every in-flight stream of a busy replica. */
 const POOL_CONNECTIONS = 256;
-/** Below the engines' (node's default 5 s) idle timeout, so a pooled socket is never half-closed. */
+/** Below the engines' idle timeout (kvroute's 65 s, vLLM's uvicorn 5 s), so a pooled socket is never half-closed. */
 const POOL_KEEP_ALIVE_MS = 4_000;
 /** Long prefills behind deep queues can take minutes to their first byte; never forever. */
 const HEADERS_TIMEOUT_MS = 300_000;

@@ -152,6 +152,15 @@ export interface ServerTimeouts {
 const CONNECTIONS_CHECK_MS = 250;
 
 /**
+ * How long an idle keep-alive connection stays open, sent to clients as `Keep-Alive: timeout=65`.
+ * Node's default (5 s) sits just above the usual client pools' 4 s, so on a busy host a client
+ * can reuse a socket at the moment the server closes it, and its POST fails with a reset before
+ * any response byte. Clients close on the hint, before the server does; 65 s is above the idle
+ * timeouts of the load balancers put in front (an ALB's 60 s), as nginx's 75 s is.
+ */
+export const IDLE_KEEP_ALIVE_MS = 65_000;
+
+/**
  * A keep-alive HTTP server that enforces its timeouts on time and answers a client that
  * half-closes its socket after sending its request (node's default drops that request).
  */
@@ -172,6 +181,7 @@ export function createHttpServer(timeouts: ServerTimeouts, listener: RequestList
   // node:http's own switch (net's allowHalfOpen is already on): after the client's FIN, finish
   // the responses in progress and then end the socket, instead of aborting them.
   (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  server.keepAliveTimeout = IDLE_KEEP_ALIVE_MS;
   answerParserErrors(server);
   return server;
 }
