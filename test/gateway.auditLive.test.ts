@@ -64,7 +64,7 @@ const prompt = (i: number): number[] => [
 ];
 
 async function replicasJson(): Promise<
-  { url: string; audit: AuditJson; subscriber: { batches: number } | null }[]
+  { url: string; audit: AuditJson; subscriber: { lastSeq: string | null } | null }[]
 > {
   const res = await fetch(`${gw.url}/router/replicas`);
   return ((await res.json()) as { replicas: never[] }).replicas;
@@ -74,15 +74,18 @@ async function auditOf(engine: EngineServerHandle): Promise<AuditJson> {
   return (await replicasJson()).find((r) => r.url === engine.url)!.audit;
 }
 
-/** Until the KV events of the last request are in: the batch counts stop moving. */
+/**
+ * Until the KV events of the last request are in: each replica's subscriber has applied the
+ * last batch its engine published (a batch the faulty engine emptied is never published).
+ */
 async function settle(): Promise<void> {
-  let last = -1;
   await waitFor(async () => {
-    const batches = (await replicasJson()).reduce((n, r) => n + (r.subscriber?.batches ?? 0), 0);
-    const same = batches === last;
-    last = batches;
-    if (!same) await new Promise((r) => setTimeout(r, 15));
-    return same;
+    const replicas = await replicasJson();
+    return [healthy, faulty].every((engine) => {
+      const published = engine.kvEventBatches();
+      const last = replicas.find((r) => r.url === engine.url)?.subscriber?.lastSeq ?? null;
+      return published === 0 ? last === null : last === String(published - 1);
+    });
   }, 'KV events to settle');
 }
 

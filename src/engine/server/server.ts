@@ -49,6 +49,8 @@ export interface EngineServerHandle {
   /** Connectable KV event endpoint, or null when events are off. */
   eventsEndpoint: string | null;
   replayEndpoint: string | null;
+  /** KV event batches published so far (the next batch's seq); 0 when events are off. */
+  kvEventBatches(): number;
   servedModelName: string;
   /** The core's counters now (what /metrics reports). */
   counters(): EngineCounters;
@@ -273,6 +275,7 @@ export async function startEngineServer(
     port,
     eventsEndpoint: publisher?.endpoint ?? null,
     replayEndpoint: publisher?.replayEndpoint ?? null,
+    kvEventBatches: () => Number(publisher?.nextSeq ?? 0n),
     servedModelName: o.servedModelName,
     counters: () => core.counters(),
     ...(llama && { placements: () => llama.placements() }),
