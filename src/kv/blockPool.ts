@@ -146,21 +146,24 @@ export class BlockPool {
   tryAllocate(count: number, out: number[]): boolean {
     if (count > this.#free.size) return false;
     const start = out.length;
-    for (let i = 0; i < count; i++) out.push(this.#free.popFront());
+    this.#free.takeFront(count, out);
+    const keys = this.#keys;
+    const refs = this.#refs;
     let evicted: BlockKey[] | null = null;
     for (let i = start; i < out.length; i++) {
       const block = out[i]!;
-      const key = this.#keys[block]!;
+      const key = keys[block]!;
       if (key !== NO_KEY) {
-        this.#keys[block] = NO_KEY;
+        keys[block] = NO_KEY;
         (evicted ??= []).push(key);
       }
-      this.#refs[block] = 1;
+      refs[block] = 1;
     }
     if (evicted !== null) {
+      const table = this.#blockByKey;
       // Warm all the slots first (see BlockKeyTable.touch): deletes one by one wait on memory.
-      this.#blockByKey.touch(evicted, 0, evicted.length);
-      for (let i = 0; i < evicted.length; i++) this.#blockByKey.delete(evicted[i]!);
+      table.touch(evicted, 0, evicted.length);
+      for (let i = 0; i < evicted.length; i++) table.delete(evicted[i]!);
       this.#events.push({ type: 'BlockRemoved', blockKeys: evicted });
     }
     return true;
