@@ -1,0 +1,315 @@
+export const T: Record<string, number[]> = { take: [], loop: [], touch: [], del: [], ctouch: [], cadd: [], crec: [] };
+const now = () => performance.now();
+/**
+ * The paged KV block pool with automatic prefix caching (vLLM's block_pool). It owns the ref
+ * counts, the free list and the key -> block map, and records KV events as data that the caller
+ * drains with `takeEvents()`. Schedulers ask it "what is cached" (`findCachedPrefix`) and "give me
+ * room" (`tryAllocate`); they never touch the free list.
+ *
+ * A free block keeps its key until it is reused, so a finished request's prompt can still be hit.
+ * Free cached blocks sit in LRU order; a request's blocks are released last block first, so its
+ * tail is evicted before its head. Blocks that hold no key go to the front: reusing them loses
+ * nothing.
+ */
+import type { BlockKey, KeyScope } from '../src/kv/blockKey.ts';
+import { BlockKeyTable } from '../src/kv/blockKeyTable.ts';
+import type { KvEvent } from '../src/kv/events.ts';
+import { FreeBlockQueue } from '../src/kv/freeBlockQueue.ts';
+
+export interface BlockPoolOptions {
+  numBlocks: number;
+  /** Tokens per block. */
+  blockSize: number;
+  /** Automatic prefix caching: keep keys, answer lookups, record events (default true). */
+  enableCaching?: boolean;
+}
+
+/** The leading cached blocks of a prompt. */
+export interface PrefixMatch {
+  blockIds: number[];
+  /** How many of them are free (ref count 0): taking them uses up free blocks. */
+  freeBlocks: number;
+}
+
+const NO_KEY = -1;
+
+export class BlockPool {
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  readonly cachingEnabled: boolean;
+  readonly #refs: Int32Array;
+  /** Block key per block, NO_KEY when the block holds no cached full block. */
+  readonly #keys: Float64Array;
+  /** The block that held the next block of the chain when this one was cached (-1: none). */
+  readonly #next: Int32Array;
+  readonly #free: FreeBlockQueue;
+  readonly #blockByKey: BlockKeyTable;
+  #events: KvEvent[] = [];
+
+  constructor(options: BlockPoolOptions) {
+    const { numBlocks, blockSize } = options;
+    if (!Number.isInteger(numBlocks) || numBlocks < 1) {
+      throw new RangeError(`numBlocks must be an integer >= 1, got ${numBlocks}`);
+    }
+    if (!Number.isInteger(blockSize) || blockSize < 1) {
+      throw new RangeError(`blockSize must be an integer >= 1, got ${blockSize}`);
+    }
+    this.numBlocks = numBlocks;
+    this.blockSize = blockSize;
+    this.cachingEnabled = options.enableCaching ?? true;
+    this.#refs = new Int32Array(numBlocks);
+    this.#keys = new Float64Array(numBlocks).fill(NO_KEY);
+    this.#next = new Int32Array(numBlocks).fill(-1);
+    this.#free = new FreeBlockQueue(numBlocks);
+    this.#blockByKey = new BlockKeyTable(numBlocks);
+    for (let b = 0; b < numBlocks; b++) this.#free.pushBack(b);
+  }
+
+  /** Blocks with ref count 0, cached ones included (they are evictable). */
+  get freeBlocks(): number {
+    return this.#free.size;
+  }
+
+  get usedBlocks(): number {
+    return this.numBlocks - this.#free.size;
+  }
+
+  /** Fraction of blocks in use, 0..1. */
+  get usage(): number {
+    return this.usedBlocks / this.numBlocks;
+  }
+
+  get cachedBlocks(): number {
+    return this.#blockByKey.size;
+  }
+
+  refCount(block: number): number {
+    return this.#refs[block]!;
+  }
+
+  keyOf(block: number): BlockKey | null {
+    const key = this.#keys[block]!;
+    return key === NO_KEY ? null : key;
+  }
+
+  isCached(key: BlockKey): boolean {
+    return this.#blockByKey.has(key);
+  }
+
+  /** Keys held now; for tests and inspection. */
+  cachedKeys(): BlockKey[] {
+    return this.#blockByKey.keys();
+  }
+
+  /** Free list from next-to-reuse to last; for tests and inspection. */
+  freeOrder(): number[] {
+    return this.#free.toArray();
+  }
+
+  /**
+   * The longest run of leading `keys` that is cached, at most `maxBlocks` long. No side effects:
+   * `acquire` the blocks to pin them.
+   */
+  findCachedPrefix(keys: readonly BlockKey[], maxBlocks: number): PrefixMatch {
+    const blockIds: number[] = [];
+    let freeBlocks = 0;
+    if (!this.cachingEnabled) return { blockIds, freeBlocks };
+    const limit = Math.min(keys.length, maxBlocks);
+    const blockKeys = this.#keys;
+    const next = this.#next;
+    let block = -1;
+    for (let i = 0; i < limit; i++) {
+      const key = keys[i]!;
+      // Try the block that followed the previous one when the chain was cached: a small array
+      // read instead of a probe into the key table.
+      const hint = block >= 0 ? next[block]! : -1;
+      block = hint >= 0 && blockKeys[hint] === key ? hint : this.#blockByKey.get(key);
+      if (block === -1) break;
+      blockIds.push(block);
+      if (this.#refs[block] === 0) freeBlocks++;
+    }
+    return { blockIds, freeBlocks };
+  }
+
+  /** Takes one reference on each block; free ones leave the free list. */
+  acquire(blockIds: readonly number[]): void {
+    for (const block of blockIds) {
+      const refs = this.#refs[block]!;
+      if (refs === 0) this.#free.remove(block);
+      this.#refs[block] = refs + 1;
+    }
+  }
+
+  /**
+   * Takes `count` blocks from the front of the free list, evicting the keys they held (one
+   * BlockRemoved event), and appends them to `out` with ref count 1. Returns false and changes
+   * nothing when fewer than `count` blocks are free.
+   */
+  tryAllocate(count: number, out: number[]): boolean {
+    if (count > this.#free.size) return false;
+    const start = out.length;
+    let t0 = now();
+    this.#free.takeFront(count, out);
+    let t1 = now(); T.take!.push(t1 - t0); t0 = t1;
+    const keys = this.#keys;
+    const refs = this.#refs;
+    let evicted: BlockKey[] | null = null;
+    for (let i = start; i < out.length; i++) {
+      const block = out[i]!;
+      const key = keys[block]!;
+      if (key !== NO_KEY) {
+        keys[block] = NO_KEY;
+        (evicted ??= []).push(key);
+      }
+      refs[block] = 1;
+    }
+    t1 = now(); T.loop!.push(t1 - t0); t0 = t1;
+    if (evicted !== null) {
+      const table = this.#blockByKey;
+      // Warm all the slots first (see BlockKeyTable.touch): deletes one by one wait on memory.
+      table.touch(evicted, 0, evicted.length);
+      t1 = now(); T.touch!.push(t1 - t0); t0 = t1;
+      for (let i = 0; i < evicted.length; i++) table.delete(evicted[i]!);
+      t1 = now(); T.del!.push(t1 - t0); t0 = t1;
+      this.#events.push({ type: 'BlockRemoved', blockKeys: evicted });
+    }
+    return true;
+  }
+
+  /**
+   * Drops one reference on each block, the last block first, so a request's tail is evicted
+   * before its head. Blocks reaching 0 are freed: cached ones at the back (LRU), others at the
+   * front.
+   */
+  release(blockIds: readonly number[]): void {
+    for (let i = blockIds.length - 1; i >= 0; i--) {
+      const block = blockIds[i]!;
+      const refs = this.#refs[block]! - 1;
+      if (refs < 0) throw new Error(`block ${block} released more often than acquired`);
+      this.#refs[block] = refs;
+      if (refs > 0) continue;
+      if (this.#keys[block] === NO_KEY) this.#free.pushFront(block);
+      else this.#free.pushBack(block);
+    }
+  }
+
+  /**
+   * Registers the newly full blocks `[fromBlock, toBlock)` of one request: `keys[b]` names
+   * `blockIds[b]`, whose tokens are `tokenIds[b * blockSize ..]`. Records one BlockStored per
+   * contiguous run. A key another block already holds is skipped (that block stays the cached
+   * copy; this one is reused like any uncached block).
+   */
+  cacheFullBlocks(
+    blockIds: readonly number[],
+    keys: readonly BlockKey[],
+    fromBlock: number,
+    toBlock: number,
+    tokenIds: ArrayLike<number>,
+    scope: KeyScope,
+  ): void {
+    if (!this.cachingEnabled) return;
+    let t0 = now();
+    this.#blockByKey.touch(keys, fromBlock, toBlock);
+    let t1 = now(); T.ctouch!.push(t1 - t0); t0 = t1;
+    let runStart = -1;
+    for (let b = fromBlock; b < toBlock; b++) {
+      const key = keys[b]!;
+      const block = blockIds[b]!;
+      const stored = this.#keys[block] === NO_KEY && this.#blockByKey.addIfAbsent(key, block);
+      if (stored) {
+        this.#keys[block] = key;
+        if (b > 0) this.#next[blockIds[b - 1]!] = block;
+        if (runStart === -1) runStart = b;
+      } else if (runStart !== -1) {
+        this.#recordStored(keys, runStart, b, tokenIds, scope);
+        runStart = -1;
+      }
+    }
+    t1 = now(); T.cadd!.push(t1 - t0); t0 = t1;
+    if (runStart !== -1) this.#recordStored(keys, runStart, toBlock, tokenIds, scope);
+    t1 = now(); T.crec!.push(t1 - t0); t0 = t1;
+  }
+
+  /**
+   * Forgets the cached keys among `keys` whose blocks are free (ref count 0): one BlockRemoved
+   * with those keys, and the blocks go to the front of the free list (they hold nothing now).
+   * Keys not cached or held by a running request are left alone. For a runtime whose physical KV
+   * lost blocks the pool still names. Returns how many keys were dropped.
+   */
+  uncache(keys: Iterable<BlockKey>): number {
+    let removed: BlockKey[] | null = null;
+    for (const key of keys) {
+      const block = this.#blockByKey.get(key);
+      if (block === -1 || this.#refs[block] !== 0) continue;
+      this.#blockByKey.delete(key);
+      this.#keys[block] = NO_KEY;
+      this.#free.remove(block);
+      this.#free.pushFront(block);
+      (removed ??= []).push(key);
+    }
+    if (removed === null) return 0;
+    this.#events.push({ type: 'BlockRemoved', blockKeys: removed });
+    return removed.length;
+  }
+
+  /** Drops every cached key (AllBlocksCleared); refused (false) while any block is in use. */
+  resetCache(): boolean {
+    if (this.usedBlocks > 0) return false;
+    this.#keys.fill(NO_KEY);
+    this.#blockByKey.clear();
+    if (this.cachingEnabled) this.#events.push({ type: 'AllBlocksCleared' });
+    return true;
+  }
+
+  /**
+   * Forgets every cached key, in use or not, and records no event: a fault (an engine whose
+   * cache is lost without telling). Returns how many keys went.
+   */
+  forgetAllSilently(): number {
+    const forgotten = this.#blockByKey.size;
+    this.#keys.fill(NO_KEY);
+    this.#blockByKey.clear();
+    return forgotten;
+  }
+
+  /** Events recorded since the last call, oldest first. */
+  takeEvents(): KvEvent[] {
+    const events = this.#events;
+    if (events.length === 0) return []; // never hand out the live list
+    this.#events = [];
+    return events;
+  }
+
+  #recordStored(
+    keys: readonly BlockKey[],
+    fromBlock: number,
+    toBlock: number,
+    tokenIds: ArrayLike<number>,
+    scope: KeyScope,
+  ): void {
+    const from = fromBlock * this.blockSize;
+    const to = toBlock * this.blockSize;
+    const tokens =
+      tokenIds instanceof Int32Array
+        ? tokenIds.subarray(from, to)
+        : Array.isArray(tokenIds)
+          ? (tokenIds as number[]).slice(from, to)
+          : copyRange(tokenIds, from, to);
+    this.#events.push({
+      type: 'BlockStored',
+      blockKeys: keys.slice(fromBlock, toBlock),
+      parentKey: fromBlock === 0 ? null : keys[fromBlock - 1]!,
+      tokenIds: tokens,
+      blockSize: this.blockSize,
+      loraName: scope.loraName ?? null,
+      cacheSalt: scope.cacheSalt ?? null,
+    });
+  }
+}
+
+/** `source[from, to)` as a plain array (a typed array's own slice would stay typed). */
+function copyRange(source: ArrayLike<number>, from: number, to: number): number[] {
+  const out = new Array<number>(to - from);
+  for (let i = from; i < to; i++) out[i - from] = source[i]!;
+  return out;
+}
