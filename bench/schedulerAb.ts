@@ -180,7 +180,9 @@ rows['current / baseline'] = Object.fromEntries(
     median(runs.current!.map((x, i) => x[f]! / runs.baseline![i]![f]!)).toFixed(3),
   ]),
 );
-console.log(`scheduler A/B: ${ROUNDS} alternating rounds, ${STEPS} steps and ${ADMITS} admissions each, medians`);
+console.log(
+  `scheduler A/B: ${ROUNDS} alternating rounds, ${STEPS} steps and ${ADMITS} admissions each, medians`,
+);
 console.table(rows);
 console.log(
   `load average ${loadavg()

@@ -58,7 +58,14 @@ test('extendBlockKeys and extendBlockKey give the reference keys from any block 
         const parent = fromBlock === 0 ? null : all[fromBlock - 1]!;
         const head = all.slice(0, fromBlock);
         const got = extendBlockKeys(tokens, size, fromBlock, parent, [...head], keyScope);
-        const want = reference.extendBlockKeys(tokens, size, fromBlock, parent, [...head], keyScope);
+        const want = reference.extendBlockKeys(
+          tokens,
+          size,
+          fromBlock,
+          parent,
+          [...head],
+          keyScope,
+        );
         assert.deepEqual(got, want);
         assert.deepEqual(got, all);
         if (fromBlock < all.length) {

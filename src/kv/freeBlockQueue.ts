@@ -46,7 +46,8 @@ export class FreeBlockQueue {
    * relink it `count` times.
    */
   takeFront(count: number, out: number[]): void {
-    if (count > this.#size) throw new Error(`${count} blocks asked of a free list of ${this.#size}`);
+    if (count > this.#size)
+      throw new Error(`${count} blocks asked of a free list of ${this.#size}`);
     const next = this.#next;
     const prev = this.#prev;
     let block = next[this.#head]!;
