@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { BlockKeyTable } from '../src/kv/blockKeyTable.ts';
+import { BlockKeyTable, NO_KEY } from '../src/kv/blockKeyTable.ts';
 
 test('the key table behaves like a Map under random adds and deletes, collisions included', () => {
   // Keys that share their low 32 bits land on the same home slot and wrap around the table.
@@ -10,28 +10,48 @@ test('the key table behaves like a Map under random adds and deletes, collisions
   fc.assert(
     fc.property(
       fc.integer({ min: 1, max: 12 }),
-      fc.array(fc.tuple(fc.boolean(), key), { maxLength: 200 }),
-      (maxEntries, ops) => {
-        const table = new BlockKeyTable(maxEntries);
+      fc.array(fc.tuple(fc.boolean(), key), { maxLength: 200, size: 'max' }),
+      (numBlocks, ops) => {
+        const table = new BlockKeyTable(numBlocks);
         const model = new Map<number, number>();
-        ops.forEach(([isAdd, k], i) => {
+        // Blocks holding no key; an added key takes the lowest, a deleted one gives it back.
+        const free = Array.from({ length: numBlocks }, (_, b) => b);
+        for (const [isAdd, k] of ops) {
           const keyValue = toKey(k);
-          if (isAdd && !model.has(keyValue) && model.size < maxEntries) {
-            table.add(keyValue, i);
-            model.set(keyValue, i);
+          if (isAdd && !model.has(keyValue) && free.length > 0) {
+            const block = free.shift()!;
+            table.add(keyValue, block);
+            model.set(keyValue, block);
           } else {
+            const block = model.get(keyValue);
             assert.equal(table.delete(keyValue), model.delete(keyValue));
+            if (block !== undefined) free.push(block);
           }
           assert.equal(table.size, model.size);
           for (const [mk, mv] of model) assert.equal(table.get(mk), mv);
           assert.deepEqual(new Set(table.keys()), new Set(model.keys()));
-        });
+          // A block holds a key exactly while the table maps that key to it.
+          const keyOf = new Map([...model].map(([k2, b]) => [b, k2]));
+          for (let b = 0; b < numBlocks; b++) assert.equal(table.keyOf[b], keyOf.get(b) ?? NO_KEY);
+        }
         assert.equal(table.get(2 ** 52 + 5), -1);
         table.clear();
         assert.equal(table.size, 0);
         assert.equal(table.has(toKey([0, 0])), false);
+        assert.ok(table.keyOf.every((k) => k === NO_KEY));
       },
     ),
     { numRuns: 2000 },
   );
+});
+
+test('a key already present or a block already holding a key is refused', () => {
+  const table = new BlockKeyTable(2);
+  table.add(7, 0);
+  assert.equal(table.addIfAbsent(7, 1), false);
+  assert.equal(table.keyOf[1], NO_KEY);
+  assert.throws(() => table.add(7, 1), { message: 'key 7 is already in the table' });
+  assert.throws(() => table.add(9, 0), { message: 'block 0 already holds a key' });
+  assert.equal(table.get(9), -1);
+  assert.equal(table.size, 1);
 });

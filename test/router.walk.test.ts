@@ -202,6 +202,30 @@ describe('block index against a Map<key, Set<replica>> model', () => {
   });
 });
 
+describe('the walk over a chain held in one or two bitset words', () => {
+  // One chain of 300 blocks; a few replicas of a 70-replica fleet (four bitset words) hold
+  // prefixes of it of their own lengths, so that the replicas still matching sit in one word or in
+  // two, and one of them drops out in the middle of a stretch the others still hold.
+  const KEYS = chains(1, 300)[0]!;
+  const holder = fc.record({ replica: fc.nat(69), blocks: fc.nat(300) });
+  test('every replica matches exactly the prefix it holds', () => {
+    fc.assert(
+      fc.property(fc.array(holder, { minLength: 1, maxLength: 4 }), (holders) => {
+        const index = new BlockIndex(70);
+        const held = new Map<number, number>();
+        // Longest first, so that the chain's entries are stored in order, contiguous.
+        for (const h of [...holders].sort((a, b) => b.blocks - a.blocks)) {
+          for (let b = 0; b < h.blocks; b++) index.add(KEYS[b]!, h.replica);
+          held.set(h.replica, Math.max(held.get(h.replica) ?? 0, h.blocks));
+        }
+        const holds = (b: number, r: number): boolean => b < (held.get(r) ?? 0);
+        assert.deepEqual(walk(index, null, KEYS, 70), reference(KEYS, 70, holds));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
 describe('route overlay against a list of predictions', () => {
   const CHAINS = chains(4, 60);
   const prediction = fc.record({

@@ -1,29 +1,41 @@
 /**
- * Block key -> block id, an open-addressing hash table over one typed array. Keys are 53-bit
- * numbers that a JS Map hashes slowly (they are heap doubles, not small integers); this table
- * probes from a Fibonacci hash of their low 32 bits. Linear probing with backward-shift deletion
- * (no tombstones). It never holds more than the pool's block count, so it is sized once, at most
- * two-thirds full. A slot's key and block sit side by side, so a lookup touches one cache line;
- * a home slot is recomputed from the key rather than stored, since a second array would cost a
- * second cache miss on a large pool.
+ * Block key -> block id, an open-addressing hash table of block ids over one Int32Array. Keys are
+ * 53-bit numbers that a JS Map hashes slowly (they are heap doubles, not small integers); this
+ * table probes from a Fibonacci hash of their low 32 bits. Linear probing with backward-shift
+ * deletion (no tombstones).
+ *
+ * A slot holds only a block id (4 bytes); the block's key lives in `keyOf`, one float64 per block,
+ * which the table shares with its owner (the block pool reads a block's key there) and alone
+ * writes: `add` sets a block's key, `delete` and `clear` reset it to NO_KEY. So a block holds a
+ * key exactly while the table maps that key to it. A slot a quarter the size of a key + block pair
+ * lets the table keep three slots or more per entry, at most a third full, in half the bytes a pair
+ * table two-thirds full took: probe runs are shorter, and a probe compares `keyOf[block]`, an
+ * array the owner reads anyway. It never holds more than `keyOf.length` entries, so it is sized
+ * once.
  */
 import type { BlockKey } from './blockKey.ts';
 
+/** Key of a block that holds none (block keys are never negative). */
+export const NO_KEY = -1;
 const EMPTY = -1;
 
 export class BlockKeyTable {
-  /** Slot i holds its key at 2i and its block at 2i + 1; EMPTY keys mark free slots. */
-  readonly #slots: Float64Array;
+  /** Block id per slot; EMPTY marks a free slot. */
+  readonly #slots: Int32Array;
+  /** Key per block, NO_KEY for a block that holds none (shared with the owner, read only there). */
+  readonly keyOf: Float64Array;
   readonly #mask: number;
   readonly #shift: number;
   #size = 0;
   /** What `touch` read, kept only so that its loads are not optimized away. */
   touched = 0;
 
-  constructor(maxEntries: number) {
+  /** A table for blocks 0..numBlocks-1, every one holding no key. */
+  constructor(numBlocks: number) {
     let capacity = 16;
-    while (capacity * 2 < maxEntries * 3) capacity *= 2;
-    this.#slots = new Float64Array(capacity * 2).fill(EMPTY);
+    while (capacity < numBlocks * 3) capacity *= 2;
+    this.#slots = new Int32Array(capacity).fill(EMPTY);
+    this.keyOf = new Float64Array(numBlocks).fill(NO_KEY);
     this.#mask = capacity - 1;
     this.#shift = 32 - Math.log2(capacity);
   }
@@ -35,7 +47,7 @@ export class BlockKeyTable {
   /** The block holding `key`, or -1. */
   get(key: BlockKey): number {
     const slot = this.#find(key);
-    return slot === -1 ? -1 : this.#slots[2 * slot + 1]!;
+    return slot === -1 ? -1 : this.#slots[slot]!;
   }
 
   has(key: BlockKey): boolean {
@@ -43,62 +55,72 @@ export class BlockKeyTable {
   }
 
   /**
-   * Loads the home slots of `keys[from, to)` without acting on them: the loads are independent,
-   * so the CPU overlaps their cache misses and the operations that follow hit the cache.
+   * Loads the home slots of `keys[from, to)`, and the keys of the blocks there, without acting on
+   * them: the loads are independent, so the CPU overlaps their cache misses and the operations
+   * that follow hit the cache.
    */
   touch(keys: ArrayLike<BlockKey>, from: number, to: number): void {
     const slots = this.#slots;
+    const keyOf = this.keyOf;
     let sink = 0;
-    const mask = this.#mask;
     for (let i = from; i < to; i++) {
-      const home = this.#home(keys[i]!);
-      // A probe run often goes on past the home slot's cache line (four slots a line): three
-      // slots on is either still in it or in the next one, which this loads too.
-      sink += slots[2 * home]! + slots[2 * ((home + 3) & mask)]!;
+      const block = slots[this.#home(keys[i]!)]!;
+      if (block !== EMPTY) sink += keyOf[block]!;
     }
     this.touched = sink;
   }
 
-  /** Adds `key` (which must be absent) -> `block`. */
+  /** Adds `key` (which must be absent) -> `block` (which must hold no key). */
   add(key: BlockKey, block: number): void {
     if (!this.addIfAbsent(key, block)) throw new Error(`key ${key} is already in the table`);
   }
 
-  /** Adds `key` -> `block` unless `key` is present (then changes nothing); true when added. */
+  /**
+   * Adds `key` -> `block` (a block holding no key) unless `key` is present (then changes
+   * nothing); true when added, and then `keyOf[block]` is `key`.
+   */
   addIfAbsent(key: BlockKey, block: number): boolean {
     const slots = this.#slots;
+    const keyOf = this.keyOf;
     let i = this.#home(key);
-    while (slots[2 * i] !== EMPTY) {
-      if (slots[2 * i] === key) return false;
+    for (;;) {
+      const held = slots[i]!;
+      if (held === EMPTY) break;
+      if (keyOf[held] === key) return false;
       i = (i + 1) & this.#mask;
     }
-    slots[2 * i] = key;
-    slots[2 * i + 1] = block;
+    if (keyOf[block] !== NO_KEY) throw new Error(`block ${block} already holds a key`);
+    slots[i] = block;
+    keyOf[block] = key;
     this.#size++;
     return true;
   }
 
+  /** Removes `key`; its block then holds no key. False when `key` is absent. */
   delete(key: BlockKey): boolean {
     let hole = this.#find(key);
     if (hole === -1) return false;
     const slots = this.#slots;
+    const keyOf = this.keyOf;
     const mask = this.#mask;
+    keyOf[slots[hole]!] = NO_KEY;
     // Shift later entries of the probe run back into the hole while their home allows it.
-    for (let j = (hole + 1) & mask; slots[2 * j] !== EMPTY; j = (j + 1) & mask) {
-      const home = this.#home(slots[2 * j]!);
+    for (let j = (hole + 1) & mask; slots[j] !== EMPTY; j = (j + 1) & mask) {
+      const home = this.#home(keyOf[slots[j]!]!);
       const stays = hole <= j ? hole < home && home <= j : hole < home || home <= j;
       if (stays) continue;
-      slots[2 * hole] = slots[2 * j]!;
-      slots[2 * hole + 1] = slots[2 * j + 1]!;
+      slots[hole] = slots[j]!;
       hole = j;
     }
-    slots[2 * hole] = EMPTY;
+    slots[hole] = EMPTY;
     this.#size--;
     return true;
   }
 
+  /** Drops every key; every block then holds none. */
   clear(): void {
     this.#slots.fill(EMPTY);
+    this.keyOf.fill(NO_KEY);
     this.#size = 0;
   }
 
@@ -106,7 +128,9 @@ export class BlockKeyTable {
   keys(): BlockKey[] {
     const out: BlockKey[] = [];
     const slots = this.#slots;
-    for (let i = 0; i < slots.length; i += 2) if (slots[i] !== EMPTY) out.push(slots[i]!);
+    for (let i = 0; i < slots.length; i++) {
+      if (slots[i] !== EMPTY) out.push(this.keyOf[slots[i]!]!);
+    }
     return out;
   }
 
@@ -117,11 +141,12 @@ export class BlockKeyTable {
 
   #find(key: BlockKey): number {
     const slots = this.#slots;
+    const keyOf = this.keyOf;
     let i = this.#home(key);
     for (;;) {
-      const k = slots[2 * i]!;
-      if (k === key) return i;
-      if (k === EMPTY) return -1;
+      const held = slots[i]!;
+      if (held === EMPTY) return -1;
+      if (keyOf[held] === key) return i;
       i = (i + 1) & this.#mask;
     }
   }

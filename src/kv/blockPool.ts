@@ -10,7 +10,7 @@
  * nothing.
  */
 import type { BlockKey, KeyScope } from './blockKey.ts';
-import { BlockKeyTable } from './blockKeyTable.ts';
+import { BlockKeyTable, NO_KEY } from './blockKeyTable.ts';
 import type { KvEvent } from './events.ts';
 import { FreeBlockQueue } from './freeBlockQueue.ts';
 
@@ -29,14 +29,15 @@ export interface PrefixMatch {
   freeBlocks: number;
 }
 
-const NO_KEY = -1;
-
 export class BlockPool {
   readonly numBlocks: number;
   readonly blockSize: number;
   readonly cachingEnabled: boolean;
   readonly #refs: Int32Array;
-  /** Block key per block, NO_KEY when the block holds no cached full block. */
+  /**
+   * Block key per block, NO_KEY when the block holds no cached full block: the key table's own
+   * array (it alone writes it, as it adds and deletes keys), read here.
+   */
   readonly #keys: Float64Array;
   /** The block that held the next block of the chain when this one was cached (-1: none). */
   readonly #next: Int32Array;
@@ -56,10 +57,10 @@ export class BlockPool {
     this.blockSize = blockSize;
     this.cachingEnabled = options.enableCaching ?? true;
     this.#refs = new Int32Array(numBlocks);
-    this.#keys = new Float64Array(numBlocks).fill(NO_KEY);
     this.#next = new Int32Array(numBlocks).fill(-1);
     this.#free = new FreeBlockQueue(numBlocks);
     this.#blockByKey = new BlockKeyTable(numBlocks);
+    this.#keys = this.#blockByKey.keyOf;
     for (let b = 0; b < numBlocks; b++) this.#free.pushBack(b);
   }
 
@@ -146,21 +147,22 @@ export class BlockPool {
   tryAllocate(count: number, out: number[]): boolean {
     if (count > this.#free.size) return false;
     const start = out.length;
-    for (let i = 0; i < count; i++) out.push(this.#free.popFront());
+    this.#free.takeFront(count, out);
+    const keys = this.#keys;
+    const refs = this.#refs;
     let evicted: BlockKey[] | null = null;
     for (let i = start; i < out.length; i++) {
       const block = out[i]!;
-      const key = this.#keys[block]!;
-      if (key !== NO_KEY) {
-        this.#keys[block] = NO_KEY;
-        (evicted ??= []).push(key);
-      }
-      this.#refs[block] = 1;
+      const key = keys[block]!;
+      if (key !== NO_KEY) (evicted ??= []).push(key);
+      refs[block] = 1;
     }
     if (evicted !== null) {
+      const table = this.#blockByKey;
       // Warm all the slots first (see BlockKeyTable.touch): deletes one by one wait on memory.
-      this.#blockByKey.touch(evicted, 0, evicted.length);
-      for (let i = 0; i < evicted.length; i++) this.#blockByKey.delete(evicted[i]!);
+      // Each delete also resets its block's key.
+      table.touch(evicted, 0, evicted.length);
+      for (let i = 0; i < evicted.length; i++) table.delete(evicted[i]!);
       this.#events.push({ type: 'BlockRemoved', blockKeys: evicted });
     }
     return true;
@@ -203,9 +205,9 @@ export class BlockPool {
     for (let b = fromBlock; b < toBlock; b++) {
       const key = keys[b]!;
       const block = blockIds[b]!;
+      // A stored key is the block's key from here on (the table writes it).
       const stored = this.#keys[block] === NO_KEY && this.#blockByKey.addIfAbsent(key, block);
       if (stored) {
-        this.#keys[block] = key;
         if (b > 0) this.#next[blockIds[b - 1]!] = block;
         if (runStart === -1) runStart = b;
       } else if (runStart !== -1) {
@@ -228,7 +230,6 @@ export class BlockPool {
       const block = this.#blockByKey.get(key);
       if (block === -1 || this.#refs[block] !== 0) continue;
       this.#blockByKey.delete(key);
-      this.#keys[block] = NO_KEY;
       this.#free.remove(block);
       this.#free.pushFront(block);
       (removed ??= []).push(key);
@@ -241,7 +242,6 @@ export class BlockPool {
   /** Drops every cached key (AllBlocksCleared); refused (false) while any block is in use. */
   resetCache(): boolean {
     if (this.usedBlocks > 0) return false;
-    this.#keys.fill(NO_KEY);
     this.#blockByKey.clear();
     if (this.cachingEnabled) this.#events.push({ type: 'AllBlocksCleared' });
     return true;
@@ -253,7 +253,6 @@ export class BlockPool {
    */
   forgetAllSilently(): number {
     const forgotten = this.#blockByKey.size;
-    this.#keys.fill(NO_KEY);
     this.#blockByKey.clear();
     return forgotten;
   }

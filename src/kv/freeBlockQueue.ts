@@ -40,6 +40,29 @@ export class FreeBlockQueue {
     return first;
   }
 
+  /**
+   * Unlinks the `count` blocks at the front (at most `size`) and appends them to `out` in list
+   * order: one walk down the list and one relink of the head, where `count` popFront calls would
+   * relink it `count` times.
+   */
+  takeFront(count: number, out: number[]): void {
+    if (count > this.#size)
+      throw new Error(`${count} blocks asked of a free list of ${this.#size}`);
+    const next = this.#next;
+    const prev = this.#prev;
+    let block = next[this.#head]!;
+    for (let i = 0; i < count; i++) {
+      out.push(block);
+      const after = next[block]!;
+      prev[block] = -1;
+      next[block] = -1;
+      block = after;
+    }
+    next[this.#head] = block;
+    prev[block] = this.#head;
+    this.#size -= count;
+  }
+
   pushBack(block: number): void {
     this.#linkAfter(this.#prev[this.#tail]!, block);
   }

@@ -72,20 +72,25 @@ export function matchPrefix(
       if (liveCount === 0) return;
     }
     i++;
-    if (liveCount !== 1 || at < 0) continue;
-    // The common stretch: the replicas still matching sit in one word and the chain runs on in
+    if (liveCount > 2 || at < 0) continue;
+    // The common stretch: the replicas still matching sit in one or two words (two owners of a
+    // prefix among 64 replicas are in different words half the time) and the chain runs on in
     // the next entries, each held by all of them, with no prediction starting there. Such a
     // block changes nothing (the step above would find nothing lacking), so it is passed over
-    // with a key compare and one word test; the first block that is not goes through the step.
-    const w = live[0]!;
-    const want = alive[w]!;
-    let word = (at + 1) * words + w;
+    // with a key compare and a test per word; the first block that is not goes through the step.
+    const w0 = live[0]!;
+    const want0 = alive[w0]!;
+    // With one word, the second test repeats the first (no branch on the count in the loop).
+    const w1 = liveCount === 2 ? live[1]! : w0;
+    const want1 = alive[w1]!;
+    let base = (at + 1) * words;
     while (i < n && at + 1 < length) {
       const key = keys[i]!;
-      if (entryKeys[at + 1] !== key || (want & ~holders[word]!) !== 0) break;
+      if (entryKeys[at + 1] !== key) break;
+      if ((want0 & ~holders[base + w0]!) !== 0 || (want1 & ~holders[base + w1]!) !== 0) break;
       if (starts !== null && starts[startBucketOf(key)] !== 0) break;
       at++;
-      word += words;
+      base += words;
       i++;
     }
   }

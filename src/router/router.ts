@@ -405,7 +405,7 @@ export class Router {
         promptBlocks: Math.ceil(promptTokens / blockSize),
         uncachedBlocks: Math.ceil(uncachedTokens / blockSize),
         blockSize,
-        ...(record.lora && { lora: record.lora }),
+        lora: record.lora ? record.lora : undefined,
       },
       record.decoding ?? false,
     );
@@ -642,7 +642,8 @@ export class Router {
       promptBlocks: Math.ceil(request.promptTokens / request.blockSize),
       uncachedBlocks: Math.ceil(uncachedTokens / request.blockSize),
       blockSize: request.blockSize,
-      ...(request.lora && { lora: request.lora }),
+      // No spread here: the ledger copies the fields, and an empty adapter name counts as none.
+      lora: request.lora ? request.lora : undefined,
     });
     if (request.lora) this.#adapters.routed(replicaId, request.lora);
     this.#index.recordRoute(replicaId, request.blockKeys);

@@ -1,0 +1,191 @@
+/**
+ * bench:scheduler's two figures for this tree's scheduler and block pool against a baseline
+ * tree's, in one process, rounds alternating, so that a busy machine weighs on both alike:
+ *
+ *   git archive <commit> src | tar -x -C /tmp/base   # the baseline's sources
+ *   BASELINE_SRC=/tmp/base/src node --import tsx bench/schedulerAb.ts [--rounds 9]
+ *
+ * Per round and tree: the step (schedule() + complete() with 256 running decodes, paged KV,
+ * prefix caching, budget 8,192) and the admission of a cold 8,000-token prompt into a full pool
+ * (lookup, 500 blocks allocated with evictions, 500 stored with their events), each as p50 and
+ * p99 of wall-clock samples and as mean CPU time per call (what preemption by other processes
+ * does not inflate). Prints each tree's medians, the median of the per-round ratios (this tree /
+ * baseline) and the load average. The workloads are bench/scheduler.ts's.
+ */
+import { loadavg } from 'node:os';
+import { resolve } from 'node:path';
+
+const argv = process.argv;
+const flag = (name: string, fallback: number): number => {
+  const at = argv.indexOf(`--${name}`);
+  return at < 0 ? fallback : Number(argv[at + 1]);
+};
+const ROUNDS = flag('rounds', 9);
+const STEPS = flag('steps', 1_000);
+const ADMITS = flag('admits', 300);
+const BLOCK_SIZE = 16;
+const BUDGET_TOKENS = 8192;
+const RUNNING = 256;
+
+interface Plan {
+  decodeTokens: number;
+  prefillTokens: number;
+}
+interface SchedulerLike {
+  add(request: object): void;
+  schedule(): Plan;
+  complete(plan: Plan): unknown;
+  counters(): { running: number };
+}
+interface PoolLike {
+  takeEvents(): unknown[];
+}
+interface Tree {
+  BlockPool: new (options: object) => PoolLike;
+  Scheduler: new (config: object, pool: PoolLike) => SchedulerLike;
+  computeBlockKeys(tokens: number[], blockSize: number): number[];
+}
+
+async function load(src: string): Promise<Tree> {
+  const keys = await import(resolve(src, 'kv/blockKey.ts'));
+  const pool = await import(resolve(src, 'kv/blockPool.ts'));
+  const scheduler = await import(resolve(src, 'scheduler/scheduler.ts'));
+  return {
+    BlockPool: pool.BlockPool,
+    Scheduler: scheduler.Scheduler,
+    computeBlockKeys: keys.computeBlockKeys,
+  };
+}
+
+const baselineSrc = process.env.BASELINE_SRC;
+if (!baselineSrc) {
+  console.error('BASELINE_SRC: the src/ folder of the baseline tree is required');
+  process.exit(2);
+}
+const trees: Record<string, Tree> = {
+  baseline: await load(baselineSrc),
+  current: await load(resolve(import.meta.dirname, '../src')),
+};
+
+const nowUs = (): number => performance.now() * 1000;
+const cpuUs = (since: NodeJS.CpuUsage): number => {
+  const used = process.cpuUsage(since);
+  return used.user + used.system;
+};
+const uniquePrompt = (tokens: number, seed: number): number[] =>
+  Array.from({ length: tokens }, (_, i) => (seed * 7919 + i * 31) % 128_000);
+const at = (sorted: number[], q: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+
+/** bench/scheduler.ts's stepRun at 256 running: p50, p99 and mean CPU µs of a step. */
+function stepRound(tree: Tree): Record<string, number> {
+  const promptTokens = 512;
+  const maxNewTokens = 2 * STEPS + 64;
+  const pool = new tree.BlockPool({
+    numBlocks: Math.ceil((RUNNING * (promptTokens + maxNewTokens)) / BLOCK_SIZE) + 64,
+    blockSize: BLOCK_SIZE,
+  });
+  const sched = new tree.Scheduler(
+    { budgetTokens: BUDGET_TOKENS, maxSeqs: RUNNING, kvPolicy: 'paged' },
+    pool,
+  );
+  for (let i = 0; i < RUNNING; i++) {
+    const tokenIds = uniquePrompt(promptTokens, i);
+    sched.add({
+      id: `r${i}`,
+      promptTokens,
+      maxNewTokens,
+      arrivalMs: i,
+      tokenIds,
+      blockKeys: tree.computeBlockKeys(tokenIds, BLOCK_SIZE),
+    });
+  }
+  for (let i = 0; i < STEPS; i++) {
+    sched.complete(sched.schedule());
+    pool.takeEvents();
+  }
+  if (sched.counters().running !== RUNNING) throw new Error('setup did not reach steady decode');
+  const samples: number[] = [];
+  const cpu = process.cpuUsage();
+  for (let i = 0; i < STEPS; i++) {
+    const t0 = nowUs();
+    const plan = sched.schedule();
+    sched.complete(plan);
+    samples.push(nowUs() - t0);
+    if (plan.decodeTokens !== RUNNING) throw new Error('not every request decoded');
+  }
+  const cpuMean = cpuUs(cpu) / STEPS;
+  samples.sort((a, b) => a - b);
+  return { stepP50Us: at(samples, 0.5), stepP99Us: at(samples, 0.99), stepCpuMeanUs: cpuMean };
+}
+
+/** bench/scheduler.ts's admitRun: p50, p99 and mean CPU µs of one admission. */
+function admitRound(tree: Tree): Record<string, number> {
+  const promptTokens = 8000;
+  const pool = new tree.BlockPool({ numBlocks: 4 * 501, blockSize: BLOCK_SIZE });
+  const sched = new tree.Scheduler({ budgetTokens: 8192, maxSeqs: 8, kvPolicy: 'paged' }, pool);
+  const samples: number[] = [];
+  let cpuTotal = 0;
+  for (let i = 0; i < ADMITS + 8; i++) {
+    const id = `p${i}`;
+    const tokenIds = uniquePrompt(promptTokens, 1000 + i);
+    const blockKeys = tree.computeBlockKeys(tokenIds, BLOCK_SIZE);
+    sched.add({ id, promptTokens, maxNewTokens: 2, arrivalMs: i, tokenIds, blockKeys });
+    const cpu = process.cpuUsage();
+    const t0 = nowUs();
+    const plan = sched.schedule();
+    sched.complete(plan);
+    const events = pool.takeEvents();
+    const t1 = nowUs();
+    const used = cpuUs(cpu);
+    if (plan.prefillTokens !== promptTokens || events.length === 0) throw new Error('no admission');
+    sched.complete(sched.schedule());
+    if (i >= 8) {
+      samples.push(t1 - t0);
+      cpuTotal += used;
+    }
+  }
+  samples.sort((a, b) => a - b);
+  return {
+    admitP50Us: at(samples, 0.5),
+    admitP99Us: at(samples, 0.99),
+    admitCpuMeanUs: cpuTotal / ADMITS,
+  };
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+const names = ['baseline', 'current'];
+// JIT warm-up of both trees before anything is kept.
+for (const name of names) {
+  stepRound(trees[name]!);
+  admitRound(trees[name]!);
+}
+const runs: Record<string, Record<string, number>[]> = { baseline: [], current: [] };
+for (let r = 0; r < ROUNDS; r++) {
+  // Alternate which tree goes first, so neither always runs on a freshly collected heap.
+  for (const name of r % 2 === 0 ? names : [...names].reverse()) {
+    runs[name]!.push({ ...stepRound(trees[name]!), ...admitRound(trees[name]!) });
+  }
+}
+const fields = Object.keys(runs.current![0]!);
+const rows: Record<string, Record<string, string>> = {};
+for (const name of names) {
+  rows[name] = Object.fromEntries(
+    fields.map((f) => [f, median(runs[name]!.map((x) => x[f]!)).toPrecision(4)]),
+  );
+}
+rows['current / baseline'] = Object.fromEntries(
+  fields.map((f) => [
+    f,
+    median(runs.current!.map((x, i) => x[f]! / runs.baseline![i]![f]!)).toFixed(3),
+  ]),
+);
+console.log(
+  `scheduler A/B: ${ROUNDS} alternating rounds, ${STEPS} steps and ${ADMITS} admissions each, medians`,
+);
+console.table(rows);
+console.log(
+  `load average ${loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')}`,
+);
