@@ -11,7 +11,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { httpHeaders, requestHeaders, servedMetadata, subsetMetadata } from '../src/epp/dataPlane.ts';
+import {
+  httpHeaders,
+  requestHeaders,
+  servedMetadata,
+  subsetMetadata,
+} from '../src/epp/dataPlane.ts';
 import { EXT_PROC_SERVICE, serviceDefinition } from '../src/epp/protos.ts';
 import { decodeProcessingRequest } from '../src/epp/wireIn.ts';
 
@@ -50,9 +55,9 @@ const bytesField = (field: number) =>
 
 /** A field number none of the decoded messages declares, with a payload of any skipped type. */
 const unknownField = fc.oneof(
-  fc.tuple(fc.integer({ min: 12, max: 2000 }), fc.bigInt({ min: 0n, max: (1n << 64n) - 1n })).map(
-    ([f, v]) => varintField(f, v),
-  ),
+  fc
+    .tuple(fc.integer({ min: 12, max: 2000 }), fc.bigInt({ min: 0n, max: (1n << 64n) - 1n }))
+    .map(([f, v]) => varintField(f, v)),
   fc
     .tuple(fc.integer({ min: 12, max: 2000 }), fc.uint8Array({ minLength: 8, maxLength: 8 }))
     .map(([f, b]) => Buffer.concat([tag(f, 1), Buffer.from(b)])),
@@ -108,11 +113,7 @@ const { struct } = fc.letrec<{ struct: Buffer; value: Buffer; list: Buffer }>((t
 
 const headerValue = fields([stringField(1), stringField(2), bytesField(3)], 4);
 const headerMap = fields([headerValue.map((h) => delimited(1, h))], 4);
-const httpHeaders_ = fields([
-  headerMap.map((m) => delimited(1, m)),
-  mapEntry(2, struct),
-  bool(3),
-]);
+const httpHeaders_ = fields([headerMap.map((m) => delimited(1, m)), mapEntry(2, struct), bool(3)]);
 const httpBody = fields([bytesField(1), bool(2), bool(3), bool(4)]);
 const httpTrailers = fields([headerMap.map((m) => delimited(1, m))]);
 const any = fields([stringField(1), bytesField(2)], 3);
@@ -179,20 +180,26 @@ describe('the ProcessingRequest decoder', () => {
 
   test('a message protobufjs decodes after a byte is changed or cut is decoded equal (property)', () => {
     fc.assert(
-      fc.property(processingRequest, fc.nat(), fc.nat({ max: 255 }), fc.boolean(), (bytes, at, b, cut) => {
-        if (bytes.length === 0) return;
-        const i = at % bytes.length;
-        const changed = cut ? bytes.subarray(0, i) : Buffer.from(bytes);
-        if (!cut) changed[i] = b;
-        let expected: unknown;
-        try {
-          expected = protobufjs(changed);
-        } catch {
-          // protobufjs refuses it: the decoder may refuse it too, or read a default there.
-          return;
-        }
-        assert.deepStrictEqual(decodeProcessingRequest(changed), expected);
-      }),
+      fc.property(
+        processingRequest,
+        fc.nat(),
+        fc.nat({ max: 255 }),
+        fc.boolean(),
+        (bytes, at, b, cut) => {
+          if (bytes.length === 0) return;
+          const i = at % bytes.length;
+          const changed = cut ? bytes.subarray(0, i) : Buffer.from(bytes);
+          if (!cut) changed[i] = b;
+          let expected: unknown;
+          try {
+            expected = protobufjs(changed);
+          } catch {
+            // protobufjs refuses it: the decoder may refuse it too, or read a default there.
+            return;
+          }
+          assert.deepStrictEqual(decodeProcessingRequest(changed), expected);
+        },
+      ),
       { numRuns: 3_000 },
     );
   });

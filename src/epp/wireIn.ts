@@ -158,7 +158,12 @@ function nested<T>(read: (depth: number) => T, depth: number): T {
 }
 
 /** A map entry (`key = 1`, `value = 2`) into `into`. */
-function mapEntry(into: Obj, value: (depth: number) => unknown, empty: () => unknown, depth: number) {
+function mapEntry(
+  into: Obj,
+  value: (depth: number) => unknown,
+  empty: () => unknown,
+  depth: number,
+) {
   nested(() => {
     let key = '';
     let v: unknown = null;
@@ -175,7 +180,12 @@ function mapEntry(into: Obj, value: (depth: number) => unknown, empty: () => unk
 
 function setKey(into: Obj, key: string, value: unknown): void {
   if (key === '__proto__') {
-    Object.defineProperty(into, key, { value, enumerable: true, writable: true, configurable: true });
+    Object.defineProperty(into, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   } else into[key] = value;
 }
 
