@@ -44,8 +44,8 @@ const u32 = fc.oneof(fc.constantFrom(0, 1, 2, 127, 128), fc.nat({ max: 0xfffffff
 const bool = (field: number) => u32.map((v) => varintField(field, BigInt(v)));
 /** Text as UTF-8, or any bytes (protobufjs and the decoder both read them as Buffer's UTF-8). */
 const text = fc.oneof(
-  { weight: 3, arbitrary: fc.string({ unit: 'binary', maxLength: 12 }).map((s) => Buffer.from(s)) },
-  { weight: 1, arbitrary: fc.uint8Array({ maxLength: 12 }).map((b) => Buffer.from(b)) },
+  { weight: 3, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }).map((s) => Buffer.from(s)) },
+  { weight: 1, arbitrary: fc.uint8Array({ maxLength: 48 }).map((b) => Buffer.from(b)) },
 );
 /** A map key: never `__proto__` (protobufjs' toObject assigns it as a prototype). */
 const key = text.filter((b) => b.toString('utf8') !== '__proto__');

@@ -46,6 +46,8 @@ const VALUE_KINDS = [
   'listValue',
 ] as const;
 const MAX_DEPTH = 100;
+/** Strings up to this many bytes are decoded in JavaScript when they are ASCII. */
+const SHORT_STRING_BYTES = 32;
 
 // biome-ignore lint/suspicious/noExplicitAny: the decoded objects are proto-loader's untyped ones
 type Obj = Record<string, any>;
@@ -102,14 +104,29 @@ function end(): number {
 function string(): string {
   const length = u32();
   const e = Math.min(pos + length, lim);
-  const s = buf.toString('utf8', pos, e);
+  let s = '';
+  if (e - pos <= SHORT_STRING_BYTES) {
+    // A short ASCII string (header names, most values) without a call into the runtime.
+    for (let i = pos; i < e; i++) {
+      const c = buf[i]!;
+      if (c >= 0x80) {
+        s = utf8Slice(pos, e);
+        break;
+      }
+      s += String.fromCharCode(c);
+    }
+  } else s = utf8Slice(pos, e);
   pos = e;
   return s;
 }
 
+/** Buffer's UTF-8 decoding (invalid bytes as U+FFFD), as protobufjs' reader calls it. */
+const utf8Slice = (start: number, end: number): string =>
+  (buf as unknown as { utf8Slice(s: number, e: number): string }).utf8Slice(start, end);
+
 function bytes(): Buffer {
   const e = end();
-  const b = e === pos ? Buffer.alloc(0) : buf.subarray(pos, e);
+  const b = e === pos ? EMPTY : buf.subarray(pos, e);
   pos = e;
   return b;
 }
@@ -278,7 +295,6 @@ function headerValue(depth: number): Obj {
         skip(t & 7, depth);
     }
   }
-  if (h.raw_value === EMPTY) h.raw_value = Buffer.alloc(0);
   return h;
 }
 
@@ -330,7 +346,6 @@ function httpBody(depth: number): Obj {
         skip(t & 7, depth);
     }
   }
-  if (b.body === EMPTY) b.body = Buffer.alloc(0);
   return b;
 }
 
@@ -353,11 +368,10 @@ function any(depth: number): Obj {
     else if (field === 2) a.value = bytes();
     else skip(t & 7, depth);
   }
-  if (a.value === EMPTY) a.value = Buffer.alloc(0);
   return a;
 }
 const anyIn = (depth: number): Obj => nested(any, depth);
-const emptyAny = (): Obj => ({ type_url: '', value: Buffer.alloc(0) });
+const emptyAny = (): Obj => ({ type_url: '', value: EMPTY });
 
 function metadata(depth: number): Obj {
   const m: Obj = { filter_metadata: {}, typed_filter_metadata: {} };
