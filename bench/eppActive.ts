@@ -276,7 +276,12 @@ try {
   await nats.close();
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+/** The median; of an even count, the mean of the middle two. */
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
 const round = (x: number, digits = 3) => Number(x.toFixed(digits));
 const figures = (setup: Setup) => ({
   ttftP50Ms: round(median(runs[setup].map((r) => r.ttftMs.p50)), 1),
