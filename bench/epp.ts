@@ -20,10 +20,12 @@
  *   `kvroute_gateway_pre_upstream_seconds` histogram (stream start to the header answer:
  *   decode, parse, tokenize, key, admit, route); the rest of an exchange is gRPC on both sides.
  * Text: TypeScript's ThirdPartyNoticeText.txt (English prose), cut at a new offset per message.
- * - inProcessUs: two of the picker's steps timed in this process on the seed shape's bodies, each
+ * - inProcessUs: three of the picker's steps timed in this process on the seed shape's bodies, each
  *   beside what it replaced (alternating, median of RUNS; a ratio that a busy machine leaves
  *   standing): `decode` the body to a string (`toString('utf8')` against `decodeUtf8`), `encode`
- *   the header answer and the body chunk (proto-loader's serializer against `wire.ts`).
+ *   the header answer and the body chunk (proto-loader's serializer against `wire.ts`),
+ *   `requestDecode` one streamed exchange's requests (headers, body, response headers, 16 token
+ *   chunks; proto-loader's deserializer against `wireIn.ts`).
  * `--cases pickMs,uniqueMs`: only those exchanges (e.g. for a profile of one shape).
  * `BENCH_EPP_CPU_PROF=DIR`: the picker runs under `node --cpu-prof` and leaves its profile in DIR.
  */
@@ -31,7 +33,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { DataPlaneStream, dataPlaneClient, requestHeaders } from '../src/epp/dataPlane.ts';
+import {
+  DataPlaneStream,
+  dataPlaneClient,
+  httpHeaders,
+  requestHeaders,
+} from '../src/epp/dataPlane.ts';
 import {
   DESTINATION_HEADER,
   destinationMetadata,
@@ -41,6 +48,7 @@ import {
 } from '../src/epp/messages.ts';
 import { EXT_PROC_SERVICE, serviceDefinition } from '../src/epp/protos.ts';
 import { encodeProcessingResponse } from '../src/epp/wire.ts';
+import { decodeProcessingRequest } from '../src/epp/wireIn.ts';
 import { decodeUtf8 } from '../src/openai/utf8.ts';
 import { chatInput } from '../src/tokenizer/chat.ts';
 import { loadPromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
@@ -244,11 +252,30 @@ function usPerCall(f: () => unknown, calls: number): number {
   return ((performance.now() - started) * 1000) / calls;
 }
 const sample = Array.from({ length: 20 }, bodies.pickMs);
-const protoLoader = (
+const protoLoaderProcess = (
   serviceDefinition(EXT_PROC_SERVICE) as unknown as {
-    Process: { responseSerialize(r: ProcessingResponse): Buffer };
+    Process: {
+      responseSerialize(r: ProcessingResponse): Buffer;
+      requestSerialize(r: Record<string, unknown>): Buffer;
+      requestDeserialize(b: Buffer): unknown;
+    };
   }
-).Process.responseSerialize;
+).Process;
+const protoLoader = protoLoaderProcess.responseSerialize;
+// What the data plane sends for one streamed exchange: the headers, the body, the response
+// headers and a streamed response's token chunks (16, as the benchmark's max_tokens).
+const tokenChunk = Buffer.from(
+  `data: ${JSON.stringify({ id: 'cmpl-1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: ' word' }, finish_reason: null }] })}\n\n`,
+);
+const requestMessages = (payload: Buffer): Buffer[] =>
+  [
+    requestHeaders('/v1/chat/completions'),
+    { request_body: { body: payload, end_of_stream: true } },
+    {
+      response_headers: httpHeaders({ ':status': '200', 'content-type': 'text/event-stream' }),
+    },
+    ...Array.from({ length: 16 }, () => ({ response_body: { body: tokenChunk } })),
+  ].map((m) => protoLoaderProcess.requestSerialize(m));
 const answers = (payload: Buffer): ProcessingResponse[] => [
   {
     request_headers: {
@@ -267,6 +294,7 @@ const answers = (payload: Buffer): ProcessingResponse[] => [
   ...streamedBody('request_body', payload, true),
 ];
 const sampleAnswers = sample.map(answers);
+const sampleRequests = sample.map(requestMessages);
 const steps = {
   decode: {
     before: () => {
@@ -274,6 +302,14 @@ const steps = {
     },
     after: () => {
       for (const b of sample) decodeUtf8(b);
+    },
+  },
+  requestDecode: {
+    before: () => {
+      for (const ms of sampleRequests) for (const m of ms) protoLoaderProcess.requestDeserialize(m);
+    },
+    after: () => {
+      for (const ms of sampleRequests) for (const m of ms) decodeProcessingRequest(m);
     },
   },
   encode: {
@@ -337,7 +373,7 @@ else {
   }
   text += '  (targets: seed shape p50 <= 1 ms, its picker share <= 0.5 ms)\n';
   for (const [name, t] of Object.entries(inProcessUs)) {
-    text += `  in process, ${name}: ${t.before} -> ${t.after} us a body (x${t.ratio})\n`;
+    text += `  in process, ${name}: ${t.before} -> ${t.after} us an exchange (x${t.ratio})\n`;
   }
   process.stdout.write(text);
 }

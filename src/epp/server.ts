@@ -33,6 +33,7 @@ import { EppPicker } from './picker.ts';
 import { EXT_PROC_SERVICE, HEALTH_SERVICE, serviceDefinition } from './protos.ts';
 import { syncedPools } from './sync.ts';
 import { encodeProcessingResponse } from './wire.ts';
+import { decodeProcessingRequest } from './wireIn.ts';
 
 /** The reference endpoint picker's ports: ext_proc, gRPC health, metrics. */
 export const DEFAULT_EPP_PORT = 9002;
@@ -250,11 +251,20 @@ function ioOf(call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) {
   };
 }
 
-/** The ext_proc service with the picker's own response encoder (`wire.ts`) in proto-loader's. */
+/**
+ * The ext_proc service with the picker's own request decoder (`wireIn.ts`) and response encoder
+ * (`wire.ts`) in proto-loader's place.
+ */
 function extProcDefinition(): ServiceDefinition {
   const definition = serviceDefinition(EXT_PROC_SERVICE);
   const process = definition.Process!;
-  return { Process: { ...process, responseSerialize: encodeProcessingResponse } };
+  return {
+    Process: {
+      ...process,
+      requestDeserialize: decodeProcessingRequest,
+      responseSerialize: encodeProcessingResponse,
+    },
+  };
 }
 
 function bind(server: Server, host: string, port: number): Promise<number> {
