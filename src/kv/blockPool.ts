@@ -10,7 +10,7 @@
  * nothing.
  */
 import type { BlockKey, KeyScope } from './blockKey.ts';
-import { BlockKeyTable } from './blockKeyTable.ts';
+import { BlockKeyTable, NO_KEY } from './blockKeyTable.ts';
 import type { KvEvent } from './events.ts';
 import { FreeBlockQueue } from './freeBlockQueue.ts';
 
@@ -29,14 +29,12 @@ export interface PrefixMatch {
   freeBlocks: number;
 }
 
-const NO_KEY = -1;
-
 export class BlockPool {
   readonly numBlocks: number;
   readonly blockSize: number;
   readonly cachingEnabled: boolean;
   readonly #refs: Int32Array;
-  /** Block key per block, NO_KEY when the block holds no cached full block. */
+  /** Block key per block, NO_KEY when the block holds no cached full block (the table's). */
   readonly #keys: Float64Array;
   /** The block that held the next block of the chain when this one was cached (-1: none). */
   readonly #next: Int32Array;
@@ -56,10 +54,10 @@ export class BlockPool {
     this.blockSize = blockSize;
     this.cachingEnabled = options.enableCaching ?? true;
     this.#refs = new Int32Array(numBlocks);
-    this.#keys = new Float64Array(numBlocks).fill(NO_KEY);
     this.#next = new Int32Array(numBlocks).fill(-1);
     this.#free = new FreeBlockQueue(numBlocks);
     this.#blockByKey = new BlockKeyTable(numBlocks);
+    this.#keys = this.#blockByKey.keyOfBlock;
     for (let b = 0; b < numBlocks; b++) this.#free.pushBack(b);
   }
 
@@ -151,10 +149,8 @@ export class BlockPool {
     for (let i = start; i < out.length; i++) {
       const block = out[i]!;
       const key = this.#keys[block]!;
-      if (key !== NO_KEY) {
-        this.#keys[block] = NO_KEY;
-        (evicted ??= []).push(key);
-      }
+      // The table clears the block's key when it deletes it, below.
+      if (key !== NO_KEY) (evicted ??= []).push(key);
       this.#refs[block] = 1;
     }
     if (evicted !== null) {
@@ -205,7 +201,6 @@ export class BlockPool {
       const block = blockIds[b]!;
       const stored = this.#keys[block] === NO_KEY && this.#blockByKey.addIfAbsent(key, block);
       if (stored) {
-        this.#keys[block] = key;
         if (b > 0) this.#next[blockIds[b - 1]!] = block;
         if (runStart === -1) runStart = b;
       } else if (runStart !== -1) {
@@ -228,7 +223,6 @@ export class BlockPool {
       const block = this.#blockByKey.get(key);
       if (block === -1 || this.#refs[block] !== 0) continue;
       this.#blockByKey.delete(key);
-      this.#keys[block] = NO_KEY;
       this.#free.remove(block);
       this.#free.pushFront(block);
       (removed ??= []).push(key);
@@ -241,7 +235,6 @@ export class BlockPool {
   /** Drops every cached key (AllBlocksCleared); refused (false) while any block is in use. */
   resetCache(): boolean {
     if (this.usedBlocks > 0) return false;
-    this.#keys.fill(NO_KEY);
     this.#blockByKey.clear();
     if (this.cachingEnabled) this.#events.push({ type: 'AllBlocksCleared' });
     return true;
@@ -253,7 +246,6 @@ export class BlockPool {
    */
   forgetAllSilently(): number {
     const forgotten = this.#blockByKey.size;
-    this.#keys.fill(NO_KEY);
     this.#blockByKey.clear();
     return forgotten;
   }
