@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { BlockKeyTable, NO_KEY } from '../src/kv/blockKeyTable.ts';
 
-test('the key table behaves like a Map under random adds and deletes, collisions included, and keeps each block\'s key', () => {
+test('the key table behaves like a Map under random adds and deletes, collisions included, and keeps each block key', () => {
   // Keys that share their low 32 bits land on the same home slot and wrap around the table.
   const key = fc.tuple(fc.integer({ min: 0, max: 7 }), fc.integer({ min: 0, max: 2 ** 21 - 1 }));
   const toKey = ([lo, hi]: [number, number]) => hi * 2 ** 32 + ((lo * 0x9e3779b9) >>> 0);
