@@ -20,7 +20,7 @@ import { replicaSpecProblem } from '../model/cost.ts';
 import { decodeStepMs, kvPoolTokens, prefillUsPerToken } from '../model/cost.ts';
 import type { SloTargets } from '../results/slo.ts';
 import { diagnoseUnmet } from './feasibility.ts';
-import { fleetLimit, type FleetLimit, type WorkloadShape, workloadShape } from './fleetLimit.ts';
+import { fleetLimit, type FleetLimit, workloadShape } from './fleetLimit.ts';
 import { type BatchProgress, runBatch } from './parallel.ts';
 import { runPdSearches } from './pd/searchMany.ts';
 import { makeWorkload, type SimConfig } from './run.ts';
@@ -204,8 +204,20 @@ export async function runFleetSearch(spec: FleetSearchSpec): Promise<FleetSearch
   });
   if (header.pd) {
     const link = header.pd;
+    // A limit of one replica (KV fit, TPOT floor, prefill floor, too few measured) holds for
+    // every split too: those candidates are not searched.
+    const proven = split.map((s) => {
+      const limit = fleetLimit(s.config, shape!, diagnoseUnmet(s.config, spec.maxReplicas));
+      return limit.kind === 'max-replicas' ? null : limit;
+    });
+    split.forEach((s, i) => {
+      if (proven[i] === null) return;
+      const none = noFleet(s.gpu, s.tp, proven[i]!);
+      out.push({ number: s.number, candidate: withShape(none, 'disaggregated') });
+    });
+    const open = split.filter((_, i) => proven[i] === null);
     const found = await runPdSearches(
-      split.map((s) => ({
+      open.map((s) => ({
         label: `${s.gpu} TP${s.tp}`,
         config: s.config,
         slo: s.config.slo,
@@ -216,10 +228,10 @@ export async function runFleetSearch(spec: FleetSearchSpec): Promise<FleetSearch
       spec.threads,
       spec.progress,
     );
-    split.forEach((s, i) => {
+    open.forEach((s, i) => {
       out.push({
         number: s.number,
-        candidate: pdCandidate(s.config, header, shape!, found[i]!, spec.maxReplicas),
+        candidate: pdCandidate(s.config, header, found[i]!, spec.maxReplicas),
       });
     });
   }
@@ -236,7 +248,6 @@ function withShape(c: FleetCandidate, shape: FleetShape, split: FleetCandidate['
 function pdCandidate(
   config: SimConfig,
   header: FleetSearchHeader,
-  shape: WorkloadShape,
   found: PdSearchOutcome,
   maxReplicas: number,
 ): FleetCandidate {
@@ -254,23 +265,13 @@ function pdCandidate(
     ttftP99Ms: run === null ? null : round(run.ttftMs.p99, 1),
     tpotP99Ms: run === null ? null : round(run.tpotMs.p99, 1),
     hitRate: run === null ? null : round(run.prefillHitRate, 4),
-    limit: found.split === null ? pdLimit(config, shape, found.spare, maxReplicas) : null,
+    limit: found.split === null ? pdLimit(found.spare, maxReplicas) : null,
   };
   return withShape(c, 'disaggregated', found.split);
 }
 
-/**
- * Why no P:D split met the SLO: the limits of one replica (KV fit, TPOT floor, prefill floor)
- * as for an aggregated fleet, else the split search's pools.
- */
-function pdLimit(
-  config: SimConfig,
-  shape: WorkloadShape,
-  spare: number,
-  maxReplicas: number,
-): FleetLimit {
-  const limit = fleetLimit(config, shape, diagnoseUnmet(config, maxReplicas));
-  if (limit.kind !== 'max-replicas') return limit;
+/** Why no P:D split met the SLO when no limit of one replica explains it: the search's pools. */
+function pdLimit(spare: number, maxReplicas: number): FleetLimit {
   return {
     kind: 'max-replicas',
     detail: `no P:D split met it: each pool searched up to ${spare} replicas beside ${spare} of the other (twice the first estimate, at most half of --max-replicas ${maxReplicas})`,
@@ -338,6 +339,12 @@ export function cheapestOf(candidates: readonly FleetCandidate[]): FleetCandidat
 }
 
 function unfit(gpu: string, tp: number, problem: string): FleetCandidate {
+  const detail = problem.replace(/^--tp \d+ /, `TP ${tp} `);
+  return noFleet(gpu, tp, { kind: 'does-not-fit', detail });
+}
+
+/** A candidate that meets the SLO at no size, for `limit`. */
+function noFleet(gpu: string, tp: number, limit: FleetCandidate['limit']): FleetCandidate {
   return {
     gpu,
     tp,
@@ -347,7 +354,7 @@ function unfit(gpu: string, tp: number, problem: string): FleetCandidate {
     ttftP99Ms: null,
     tpotP99Ms: null,
     hitRate: null,
-    limit: { kind: 'does-not-fit', detail: problem.replace(/^--tp \d+ /, `TP ${tp} `) },
+    limit,
   };
 }
 
