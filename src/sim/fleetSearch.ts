@@ -204,12 +204,13 @@ export async function runFleetSearch(spec: FleetSearchSpec): Promise<FleetSearch
   });
   if (header.pd) {
     const link = header.pd;
-    // A limit of one replica (KV fit, TPOT floor, prefill floor, too few measured) holds for
-    // every split too: those candidates are not searched.
-    const proven = split.map((s) => {
-      const limit = fleetLimit(s.config, shape!, diagnoseUnmet(s.config, spec.maxReplicas));
-      return limit.kind === 'max-replicas' ? null : limit;
-    });
+    // A limit of one replica (KV fit, TPOT floor, prefill floor) holds for every split too:
+    // those candidates are not searched. Too few measured requests is said only when no split
+    // met the SLO, as for an aggregated fleet.
+    const limits = split.map((s) =>
+      fleetLimit(s.config, shape!, diagnoseUnmet(s.config, spec.maxReplicas)),
+    );
+    const proven = limits.map((l) => (PROVEN.has(l.kind) ? l : null));
     split.forEach((s, i) => {
       if (proven[i] === null) return;
       const none = noFleet(s.gpu, s.tp, proven[i]!);
@@ -228,11 +229,13 @@ export async function runFleetSearch(spec: FleetSearchSpec): Promise<FleetSearch
       spec.threads,
       spec.progress,
     );
+    const openLimits = limits.filter((_, i) => proven[i] === null);
     open.forEach((s, i) => {
-      out.push({
-        number: s.number,
-        candidate: pdCandidate(s.config, header, found[i]!, spec.maxReplicas),
-      });
+      const unmet =
+        openLimits[i]!.kind === 'too-few-measured'
+          ? openLimits[i]!
+          : pdLimit(found[i]!.spare, spec.maxReplicas);
+      out.push({ number: s.number, candidate: pdCandidate(s.config, header, found[i]!, unmet) });
     });
   }
   out.sort((a, b) => a.number - b.number);
@@ -249,7 +252,7 @@ function pdCandidate(
   config: SimConfig,
   header: FleetSearchHeader,
   found: PdSearchOutcome,
-  maxReplicas: number,
+  unmet: FleetLimit,
 ): FleetCandidate {
   const tp = config.engine.tp!;
   const gpu = config.engine.gpu!;
@@ -265,10 +268,13 @@ function pdCandidate(
     ttftP99Ms: run === null ? null : round(run.ttftMs.p99, 1),
     tpotP99Ms: run === null ? null : round(run.tpotMs.p99, 1),
     hitRate: run === null ? null : round(run.prefillHitRate, 4),
-    limit: found.split === null ? pdLimit(found.spare, maxReplicas) : null,
+    limit: found.split === null ? unmet : null,
   };
   return withShape(c, 'disaggregated', found.split);
 }
+
+/** The limits that no replica count or split gets past. */
+const PROVEN: ReadonlySet<string> = new Set(['kv-fit', 'tpot-floor', 'prefill-floor']);
 
 /** Why no P:D split met the SLO when no limit of one replica explains it: the search's pools. */
 function pdLimit(spare: number, maxReplicas: number): FleetLimit {
