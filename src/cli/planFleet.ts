@@ -11,7 +11,9 @@ import { GPUS, MODELS, modelByName } from '../model/catalog.ts';
 import { describeTtftSlo } from '../results/slo.ts';
 import { DEFAULT_POLICY, INDEX_MODES, QUEUE_SOURCES } from '../router/defaults.ts';
 import { isPolicyName, POLICY_NAMES } from '../router/registry.ts';
+import { DEFAULT_TRANSFER_GBPS, DEFAULT_TRANSFER_LATENCY_MS } from '../engine/connector/nixl.ts';
 import {
+  type FleetCandidate,
   FleetMergeError,
   type FleetSearchPart,
   type FleetSearchResult,
@@ -27,8 +29,8 @@ import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags
 const FLAGS = flagSpec({
   string:
     'gpus tp model budget max-seqs block-size policy slo-ttft-p99-ms slo-tpot-p99-ms price ' +
-    'max-replicas threads shard out merge-shards',
-  boolean: 'search-fleet json quiet',
+    'max-replicas threads shard out merge-shards transfer-gbps transfer-latency-ms',
+  boolean: 'search-fleet json quiet pd',
 });
 
 /** Seconds of arrivals per probe when --duration is not given: a grid is many searches. */
@@ -56,13 +58,21 @@ ${workloadHelp({ duration: `${DEFAULT_DURATION_S}`, warmup: 'min(60, duration/10
   --slo-ttft-p99-ms MS  (default ${DEFAULT_TTFT_P99_MS})
   --slo-tpot-p99-ms MS  (default ${DEFAULT_TPOT_P99_MS})
   --max-replicas N      each search's limit (default 256)
+  --pd                  search disaggregated fleets too: each GPU x TP also gets the P:D split
+                        search of kvroute sim --search --pd auto (its pools spared at twice the
+                        first estimate), priced at both pools' GPUs; the table and --json say
+                        each candidate's shape
+  --transfer-gbps F     --pd: KV link, GB/s (default ${DEFAULT_TRANSFER_GBPS})
+  --transfer-latency-ms F  --pd: per transfer (default ${DEFAULT_TRANSFER_LATENCY_MS})
   --threads N           worker threads (default: the machine's cores)
 past one machine
   --shard i/n           run the i-th (0-based) of n disjoint slices of the grid and write its
                         part (JSON) to --out FILE, or stdout
   --merge-shards LIST   the parts of all n shards: prints what the unsharded search prints
 output
-  --json                {"cheapest": {gpu, tp, replicas, dollarsPerHour}, "candidates": [...]}
+  --json                {"cheapest": {gpu, tp, replicas, dollarsPerHour}, "candidates": [...]};
+                        with --pd, cheapest adds pd: {prefill, decode} (null: aggregated) and
+                        each candidate shape ("aggregated" or "disaggregated") and pd
   --quiet               no progress on stderr
 `;
 
@@ -72,9 +82,9 @@ export async function runPlanFleet(argv: string[]): Promise<number> {
   const json = flags.bool('json');
   const merge = flags.string('merge-shards');
   if (merge !== undefined) {
-    if (flags.bool('search-fleet') || flags.has('shard')) {
+    if (flags.bool('search-fleet') || flags.has('shard') || flags.bool('pd')) {
       throw new UsageError(
-        '--merge-shards reads the parts of a search; drop --search-fleet and --shard',
+        '--merge-shards reads the parts of a search; drop --search-fleet, --shard and --pd',
       );
     }
     const result = mergeParts(merge);
@@ -183,10 +193,22 @@ function readSearch(flags: Flags) {
       tpotP99Ms: flags.positive('slo-tpot-p99-ms') ?? DEFAULT_TPOT_P99_MS,
     },
   };
+  const pd = flags.bool('pd');
+  const transferGbps = flags.positive('transfer-gbps');
+  const transferLatencyMs = flags.number('transfer-latency-ms', { min: 0 });
+  if (!pd && (transferGbps !== undefined || transferLatencyMs !== undefined)) {
+    throw new UsageError('--transfer-gbps and --transfer-latency-ms go with --pd');
+  }
   return {
     base,
     gpus,
     tps,
+    ...(pd && {
+      pd: {
+        transferGbps: transferGbps ?? DEFAULT_TRANSFER_GBPS,
+        transferLatencyMs: transferLatencyMs ?? DEFAULT_TRANSFER_LATENCY_MS,
+      },
+    }),
     dollarsPerGpuHour: readPrices(flags.string('price')),
     maxReplicas: flags.positive('max-replicas', true) ?? 256,
     threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
@@ -232,11 +254,13 @@ export function fleetJson(r: FleetSearchResult): string {
       model: h.model,
       slo: h.slo,
       dollarsPerGpuHour: h.dollarsPerGpuHour,
+      ...(h.pd && { pd: h.pd }),
       cheapest: c && {
         gpu: c.gpu,
         tp: c.tp,
         replicas: c.replicas,
         dollarsPerHour: c.dollarsPerHour,
+        ...(h.pd && { pd: c.pd ?? null }),
       },
       candidates: r.candidates,
     },
@@ -253,16 +277,27 @@ export function fleetText(r: FleetSearchResult): string {
   const model = modelByName(h.model).displayName;
   const slo = `${describeTtftSlo(h.slo)}, TPOT p99 ≤ ${fmt(h.slo.tpotP99Ms)} ms`;
   const c = r.cheapest;
+  const pd = h.pd !== undefined;
   const lines = [
     `Cheapest fleet: ${h.workload} workload, ${model}, policy ${h.policy}, ${slo}`,
     c
-      ? `  ${c.replicas} x ${c.gpu} TP${c.tp} = ${c.gpuCount} GPUs, $${fmt(c.dollarsPerHour!, 2)}/h`
+      ? `  ${cheapestLine(c)}`
       : '  none: no candidate meets the SLO at any searched size (limits below)',
     '',
   ];
-  const header = ['candidate', '$/h', 'GPUs', 'replicas', 'TTFT p99 ms', 'TPOT p99 ms', 'hit rate'];
+  const header = [
+    'candidate',
+    ...(pd ? ['shape'] : []),
+    '$/h',
+    'GPUs',
+    'replicas',
+    'TTFT p99 ms',
+    'TPOT p99 ms',
+    'hit rate',
+  ];
   const rows = r.candidates.map((x) => [
     `${x.gpu} TP${x.tp}`,
+    ...(pd ? [shapeCell(x)] : []),
     x.dollarsPerHour === null ? '-' : fmt(x.dollarsPerHour, 2),
     x.gpuCount === null ? '-' : String(x.gpuCount),
     x.replicas === null ? '-' : String(x.replicas),
@@ -282,7 +317,26 @@ export function fleetText(r: FleetSearchResult): string {
     '',
     `$/h of one GPU: ${h.gpus.map((g) => `${g} ${fmt(h.dollarsPerGpuHour[g]!, 2)}`).join(', ')} (${priceSources(h.gpus, h.dollarsPerGpuHour)})`,
   );
+  if (h.pd) {
+    lines.push(
+      `P/D: KV link ${fmt(h.pd.transferGbps)} GB/s + ${fmt(h.pd.transferLatencyMs)} ms a transfer; a P:D candidate's hit rate is its prefill pool's`,
+    );
+  }
   return `${lines.join('\n')}\n`;
+}
+
+function cheapestLine(c: FleetCandidate): string {
+  const cost = `${c.gpuCount} GPUs, $${fmt(c.dollarsPerHour!, 2)}/h`;
+  if (c.pd) {
+    return `${c.pd.prefill} prefill + ${c.pd.decode} decode x ${c.gpu} TP${c.tp} (P/D) = ${cost}`;
+  }
+  return `${c.replicas} x ${c.gpu} TP${c.tp}${c.shape ? ' (aggregated)' : ''} = ${cost}`;
+}
+
+/** "aggregated", "P:D 13:8", or "P:D -" for a split search that met the SLO at no split. */
+function shapeCell(c: FleetCandidate): string {
+  if (c.shape !== 'disaggregated') return 'aggregated';
+  return c.pd ? `P:D ${c.pd.prefill}:${c.pd.decode}` : 'P:D -';
 }
 
 /** Where the prices came from: each catalog sheet once, with its date, or --price. */

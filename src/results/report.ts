@@ -1,8 +1,10 @@
 /**
  * The HTML report: one self-contained page (inline CSS and SVG, no scripts) with a search's
- * capacity curves and answers (`simCharts.ts`), the summary table, the TTFT CDF per policy, the
+ * capacity curves and answers (`simCharts.ts`), the summary table, a closed loop's throughput and
+ * goodput (`closedLoopReport.ts`), the TTFT CDF per policy, the
  * owners of the watched prefix over time and per-replica load over time.
  */
+import { closedLoopSection } from './closedLoopReport.ts';
 import { liveCharts, liveNotes } from './liveReport.ts';
 import type { RunResult, SearchResult } from './result.ts';
 import { capacitySection, legend, loadSection } from './simCharts.ts';
@@ -65,6 +67,7 @@ export function renderReport(
   sections.push(...capacitySection(search, first?.slo));
   sections.push(...liveNotes(results));
   sections.push(summaryTable(results), summaryLegend(results));
+  sections.push(...closedLoopSection(results, label));
   sections.push(
     lineChart(
       'TTFT CDF per policy',

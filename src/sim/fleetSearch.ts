@@ -4,6 +4,10 @@
  * $/h, and the cheapest one meeting the SLO wins. A candidate that meets it at no searched count
  * names its limit (`fleetLimit.ts`); one whose TP the model does not fit on that GPU says so.
  *
+ * With `pd`, every GPU x TP is two candidates: the aggregated fleet, then the disaggregated one,
+ * whose P:D split comes from the split search of `kvroute sim --search --pd auto`
+ * (`pd/runPd.ts`, its pools spared at twice the first estimate), priced at both pools' GPUs.
+ *
  * Sharding: candidates are numbered in grid order (GPU-major) and shard i of n runs those whose
  * number is i mod n. A shard's part carries the search's header (everything that decides the
  * answer, and a fingerprint of the simulation config) and its candidates by number; merging n
@@ -15,9 +19,12 @@ import { makeEngineConfig } from '../engine/options.ts';
 import { replicaSpecProblem } from '../model/cost.ts';
 import { decodeStepMs, kvPoolTokens, prefillUsPerToken } from '../model/cost.ts';
 import type { SloTargets } from '../results/slo.ts';
+import { diagnoseUnmet } from './feasibility.ts';
 import { fleetLimit, type FleetLimit, workloadShape } from './fleetLimit.ts';
 import { type BatchProgress, runBatch } from './parallel.ts';
+import { runPdSearches } from './pd/searchMany.ts';
 import { makeWorkload, type SimConfig } from './run.ts';
+import type { PdSearchOutcome } from './workerPool.ts';
 
 export interface FleetSearchHeader {
   workload: string;
@@ -31,17 +38,38 @@ export interface FleetSearchHeader {
   maxReplicas: number;
   /** sha256 of the simulation config the candidates share (all but GPU and TP). */
   fingerprint: string;
+  /** Present when the grid holds P/D candidates too: the KV link they are simulated with. */
+  pd?: FleetPdOptions;
 }
+
+export interface FleetPdOptions {
+  transferGbps: number;
+  transferLatencyMs: number;
+}
+
+/** A fleet's shape: one pool of aggregated replicas, or prefill and decode pools. */
+export type FleetShape = 'aggregated' | 'disaggregated';
 
 export interface FleetCandidate {
   gpu: string;
   tp: number;
-  /** Fewest replicas meeting the SLO; null when none searched did (or the TP does not fit). */
+  /** Only in a search with P/D candidates (`header.pd`). */
+  shape?: FleetShape;
+  /**
+   * Only in a search with P/D candidates: a disaggregated candidate's split (null when none met
+   * the SLO), null for an aggregated one.
+   */
+  pd?: { prefill: number; decode: number } | null;
+  /**
+   * Fewest replicas meeting the SLO (P/D: prefill + decode); null when none searched did (or the
+   * TP does not fit).
+   */
   replicas: number | null;
   gpuCount: number | null;
   dollarsPerHour: number | null;
   ttftP99Ms: number | null;
   tpotP99Ms: number | null;
+  /** Prompt tokens found cached / prompt tokens; a P/D candidate's is its prefill pool's. */
   hitRate: number | null;
   /** Why no count met the SLO; 'does-not-fit' when the model does not fit this GPU at this TP. */
   limit: FleetLimit | { kind: 'does-not-fit'; detail: string } | null;
@@ -71,11 +99,23 @@ export interface FleetSearchSpec {
   threads: number;
   shard?: { index: number; count: number };
   progress?: BatchProgress;
+  /** Search P/D fleets too, with this KV link. */
+  pd?: FleetPdOptions;
 }
 
-/** The grid in candidate order: GPU-major, TP-minor. */
-export const fleetGrid = (gpus: readonly string[], tps: readonly number[]) =>
-  gpus.flatMap((gpu) => tps.map((tp) => ({ gpu, tp })));
+/** The grid in candidate order: GPU-major, TP-minor, then (with P/D) aggregated first. */
+export const fleetGrid = (
+  gpus: readonly string[],
+  tps: readonly number[],
+  pd = false,
+): { gpu: string; tp: number; shape: FleetShape }[] =>
+  gpus.flatMap((gpu) =>
+    tps.flatMap((tp) =>
+      (pd ? (['aggregated', 'disaggregated'] as const) : (['aggregated'] as const)).map(
+        (shape) => ({ gpu, tp, shape }),
+      ),
+    ),
+  );
 
 export function fleetHeader(spec: FleetSearchSpec): FleetSearchHeader {
   const { base } = spec;
@@ -100,29 +140,35 @@ export function fleetHeader(spec: FleetSearchSpec): FleetSearchHeader {
     slo: base.slo,
     maxReplicas: spec.maxReplicas,
     fingerprint: createHash('sha256').update(JSON.stringify(shared)).digest('hex'),
+    ...(spec.pd && { pd: { ...spec.pd } }),
   };
 }
 
 /** Runs the search (or one shard of it): the candidates of this slice, by grid number. */
 export async function runFleetSearch(spec: FleetSearchSpec): Promise<FleetSearchPart> {
   const header = fleetHeader(spec);
+  const pd = header.pd !== undefined;
   const shard = spec.shard ?? { index: 0, count: 1 };
-  const grid = fleetGrid(spec.gpus, spec.tps)
+  const grid = fleetGrid(spec.gpus, spec.tps, pd)
     .map((cell, number) => ({ ...cell, number }))
     .filter((c) => c.number % shard.count === shard.index);
   const shape = grid.length > 0 ? workloadShape(spec.base) : null;
   const out: FleetSearchPart['candidates'] = [];
-  const searched: { number: number; gpu: string; tp: number; config: SimConfig }[] = [];
+  type Searched = { number: number; gpu: string; tp: number; config: SimConfig };
+  const searched: Searched[] = [];
+  const split: Searched[] = [];
   for (const cell of grid) {
     const config: SimConfig = {
       ...spec.base,
       engine: { ...spec.base.engine, gpu: cell.gpu, tp: cell.tp },
     };
     const problem = replicaSpecProblem(makeEngineConfig(config.engine).spec);
+    const tagged = (c: FleetCandidate): FleetCandidate => (pd ? withShape(c, cell.shape) : c);
     if (problem) {
-      out.push({ number: cell.number, candidate: unfit(cell.gpu, cell.tp, problem) });
+      out.push({ number: cell.number, candidate: tagged(unfit(cell.gpu, cell.tp, problem)) });
     } else {
-      searched.push({ ...cell, config: { ...config, replicas: startReplicas(config) } });
+      const s = { ...cell, config: { ...config, replicas: startReplicas(config) } };
+      (cell.shape === 'aggregated' ? searched : split).push(s);
     }
   }
   const batch = await runBatch({
@@ -143,23 +189,99 @@ export async function runFleetSearch(spec: FleetSearchSpec): Promise<FleetSearch
     const price = header.dollarsPerGpuHour[s.gpu]!;
     const replicas = result.minReplicas;
     const gpuCount = replicas === null ? null : replicas * s.tp;
-    out.push({
-      number: s.number,
-      candidate: {
-        gpu: s.gpu,
-        tp: s.tp,
-        replicas,
-        gpuCount,
-        dollarsPerHour: gpuCount === null ? null : round(gpuCount * price, 2),
-        ttftP99Ms: run === null ? null : round(run.ttftMs.p99, 1),
-        tpotP99Ms: run === null ? null : round(run.tpotMs.p99, 1),
-        hitRate: run?.hitRate == null ? null : round(run.hitRate, 4),
-        limit: replicas === null ? fleetLimit(s.config, shape!, result.unmet) : null,
-      },
-    });
+    const candidate: FleetCandidate = {
+      gpu: s.gpu,
+      tp: s.tp,
+      replicas,
+      gpuCount,
+      dollarsPerHour: gpuCount === null ? null : round(gpuCount * price, 2),
+      ttftP99Ms: run === null ? null : round(run.ttftMs.p99, 1),
+      tpotP99Ms: run === null ? null : round(run.tpotMs.p99, 1),
+      hitRate: run?.hitRate == null ? null : round(run.hitRate, 4),
+      limit: replicas === null ? fleetLimit(s.config, shape!, result.unmet) : null,
+    };
+    out.push({ number: s.number, candidate: pd ? withShape(candidate, 'aggregated') : candidate });
   });
+  if (header.pd) {
+    const link = header.pd;
+    // A limit of one replica (KV fit, TPOT floor, prefill floor) holds for every split too:
+    // those candidates are not searched. Too few measured requests is said only when no split
+    // met the SLO, as for an aggregated fleet.
+    const limits = split.map((s) =>
+      fleetLimit(s.config, shape!, diagnoseUnmet(s.config, spec.maxReplicas)),
+    );
+    const proven = limits.map((l) => (PROVEN.has(l.kind) ? l : null));
+    split.forEach((s, i) => {
+      if (proven[i] === null) return;
+      const none = noFleet(s.gpu, s.tp, proven[i]!);
+      out.push({ number: s.number, candidate: withShape(none, 'disaggregated') });
+    });
+    const open = split.filter((_, i) => proven[i] === null);
+    const found = await runPdSearches(
+      open.map((s) => ({
+        label: `${s.gpu} TP${s.tp}`,
+        config: s.config,
+        slo: s.config.slo,
+        ...link,
+        maxReplicas: spec.maxReplicas,
+        spare: Math.max(2, 2 * s.config.replicas),
+      })),
+      spec.threads,
+      spec.progress,
+    );
+    const openLimits = limits.filter((_, i) => proven[i] === null);
+    open.forEach((s, i) => {
+      const unmet =
+        openLimits[i]!.kind === 'too-few-measured'
+          ? openLimits[i]!
+          : pdLimit(found[i]!.spare, spec.maxReplicas);
+      out.push({ number: s.number, candidate: pdCandidate(s.config, header, found[i]!, unmet) });
+    });
+  }
   out.sort((a, b) => a.number - b.number);
   return { kind: 'kvroute-fleet-search-part', header, shard, candidates: out };
+}
+
+/** `c` with its shape and split first after GPU and TP (the JSON's key order). */
+function withShape(c: FleetCandidate, shape: FleetShape, split: FleetCandidate['pd'] = null) {
+  const { gpu, tp, ...rest } = c;
+  return { gpu, tp, shape, pd: split, ...rest };
+}
+
+function pdCandidate(
+  config: SimConfig,
+  header: FleetSearchHeader,
+  found: PdSearchOutcome,
+  unmet: FleetLimit,
+): FleetCandidate {
+  const tp = config.engine.tp!;
+  const gpu = config.engine.gpu!;
+  const run = found.run;
+  const replicas = found.split === null ? null : found.split.prefill + found.split.decode;
+  const gpuCount = replicas === null ? null : replicas * tp;
+  const c: FleetCandidate = {
+    gpu,
+    tp,
+    replicas,
+    gpuCount,
+    dollarsPerHour: gpuCount === null ? null : round(gpuCount * header.dollarsPerGpuHour[gpu]!, 2),
+    ttftP99Ms: run === null ? null : round(run.ttftMs.p99, 1),
+    tpotP99Ms: run === null ? null : round(run.tpotMs.p99, 1),
+    hitRate: run === null ? null : round(run.prefillHitRate, 4),
+    limit: found.split === null ? unmet : null,
+  };
+  return withShape(c, 'disaggregated', found.split);
+}
+
+/** The limits that no replica count or split gets past. */
+const PROVEN: ReadonlySet<string> = new Set(['kv-fit', 'tpot-floor', 'prefill-floor']);
+
+/** Why no P:D split met the SLO when no limit of one replica explains it: the search's pools. */
+function pdLimit(spare: number, maxReplicas: number): FleetLimit {
+  return {
+    kind: 'max-replicas',
+    detail: `no P:D split met it: each pool searched up to ${spare} replicas beside ${spare} of the other (twice the first estimate, at most half of --max-replicas ${maxReplicas})`,
+  };
 }
 
 /** The answer from every part (one part: an unsharded search). Throws on parts that disagree. */
@@ -188,7 +310,11 @@ export function mergeFleetParts(parts: readonly FleetSearchPart[]): FleetSearchR
       `missing shard${missing.length > 1 ? 's' : ''} ${missing.map((i) => `${i}/${count}`).join(', ')}`,
     );
   }
-  const cells = fleetGrid(first.header.gpus, first.header.tps).length;
+  const cells = fleetGrid(
+    first.header.gpus,
+    first.header.tps,
+    first.header.pd !== undefined,
+  ).length;
   const byNumber = new Map<number, FleetCandidate>();
   for (const p of parts) for (const c of p.candidates) byNumber.set(c.number, c.candidate);
   if (byNumber.size !== cells) {
@@ -219,6 +345,12 @@ export function cheapestOf(candidates: readonly FleetCandidate[]): FleetCandidat
 }
 
 function unfit(gpu: string, tp: number, problem: string): FleetCandidate {
+  const detail = problem.replace(/^--tp \d+ /, `TP ${tp} `);
+  return noFleet(gpu, tp, { kind: 'does-not-fit', detail });
+}
+
+/** A candidate that meets the SLO at no size, for `limit`. */
+function noFleet(gpu: string, tp: number, limit: FleetCandidate['limit']): FleetCandidate {
   return {
     gpu,
     tp,
@@ -228,7 +360,7 @@ function unfit(gpu: string, tp: number, problem: string): FleetCandidate {
     ttftP99Ms: null,
     tpotP99Ms: null,
     hitRate: null,
-    limit: { kind: 'does-not-fit', detail: problem.replace(/^--tp \d+ /, `TP ${tp} `) },
+    limit,
   };
 }
 

@@ -41,7 +41,7 @@ export interface BatchProgress {
   phase(label: string, opts?: BatchPhase): void;
   /** New options (a new estimate of its total) and label for the phase, which keeps its counts. */
   revise(opts: BatchPhase, label?: string): void;
-  task(label: string): { update(fraction: number): void; end(): void };
+  task(label: string): { update(fraction: number, detail?: string): void; end(): void };
 }
 
 export interface BatchPhase {

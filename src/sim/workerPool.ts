@@ -8,17 +8,39 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { SimulatedRun } from '../results/result.ts';
+import type { SloTargets } from '../results/slo.ts';
+import type { PdRunResult } from './pd/runPd.ts';
 import type { SimConfig } from './run.ts';
 
 export interface TaskMessage {
   id: number;
   config: SimConfig;
+  /** A P/D split search on `config` (`pd/runPd.ts`) instead of one simulation. */
+  pdSearch?: PdSearchTask;
+}
+
+/** A split search's options as they cross to a worker (no callbacks). */
+export interface PdSearchTask {
+  slo: SloTargets;
+  transferGbps: number;
+  transferLatencyMs: number;
+  maxReplicas: number;
+  spare?: number;
+}
+
+/** A split search's answer, from `PdSearcher.searchDisaggregated`, with its runs made. */
+export interface PdSearchOutcome {
+  split: { prefill: number; decode: number } | null;
+  run: PdRunResult | null;
+  spare: number;
+  probes: number;
 }
 
 export type WorkerReply =
   | { id: number; kind: 'done'; result: SimulatedRun }
-  /** On the way: the fraction of simulated time done (the task goes on). */
-  | { id: number; kind: 'progress'; fraction: number }
+  | { id: number; kind: 'pd-done'; pd: PdSearchOutcome }
+  /** On the way: the fraction done (of simulated time, or a search's probes; the task goes on). */
+  | { id: number; kind: 'progress'; fraction: number; detail?: string }
   | { id: number; kind: 'cancelled' }
   | { id: number; kind: 'error'; message: string; code: unknown };
 
@@ -30,9 +52,9 @@ interface Slot {
   /** The task it runs, if any. */
   task: {
     id: number;
-    resolve: (o: TaskOutcome) => void;
+    resolve: (o: TaskOutcome | PdSearchOutcome) => void;
     reject: (e: Error) => void;
-    onProgress: ((fraction: number) => void) | undefined;
+    onProgress: ((fraction: number, detail?: string) => void) | undefined;
   } | null;
   /** Crashed or exited: takes no more tasks. */
   dead: boolean;
@@ -97,10 +119,41 @@ export class SimPool {
     const id = this.#nextId++;
     const { onProgress: _p, instrument: _i, ...plain } = config;
     const outcome = new Promise<TaskOutcome>((resolve, reject) => {
-      slot.task = { id, resolve, reject, onProgress };
+      slot.task = {
+        id,
+        resolve: resolve as (o: TaskOutcome | PdSearchOutcome) => void,
+        reject,
+        onProgress,
+      };
     });
     slot.worker.postMessage({ id, config: plain } satisfies TaskMessage);
     return { id, outcome };
+  }
+
+  /**
+   * Runs a P/D split search on `config` on an idle worker (there must be one): its answer is the
+   * one `PdSearcher.searchDisaggregated` gives in-process. `onProgress` hears the probes made, as
+   * a fraction of `expectedProbes`, with the split probed.
+   */
+  runPdSearch(
+    config: SimConfig,
+    pd: PdSearchTask,
+    onProgress?: (fraction: number, detail?: string) => void,
+  ): Promise<PdSearchOutcome> {
+    const slot = this.#slots.find((s) => s.task === null && !s.dead);
+    if (slot === undefined) throw new Error('SimPool.runPdSearch: no idle worker');
+    const id = this.#nextId++;
+    const { onProgress: _p, instrument: _i, ...plain } = config;
+    const outcome = new Promise<PdSearchOutcome>((resolve, reject) => {
+      slot.task = {
+        id,
+        resolve: resolve as (o: TaskOutcome | PdSearchOutcome) => void,
+        reject,
+        onProgress,
+      };
+    });
+    slot.worker.postMessage({ id, config: plain, pdSearch: pd } satisfies TaskMessage);
+    return outcome;
   }
 
   /** Stops task `id` at its next progress check, if it is still running. */
@@ -118,11 +171,12 @@ export class SimPool {
     const task = slot.task;
     if (task === null || task.id !== reply.id) return;
     if (reply.kind === 'progress') {
-      task.onProgress?.(reply.fraction);
+      task.onProgress?.(reply.fraction, reply.detail);
       return;
     }
     slot.task = null;
     if (reply.kind === 'done') task.resolve(reply.result);
+    else if (reply.kind === 'pd-done') task.resolve(reply.pd);
     else if (reply.kind === 'cancelled') task.resolve(null);
     else task.reject(new SimWorkerError(reply.message, reply.code));
   }

@@ -117,15 +117,12 @@ function smallest(lo: number, hi: number, ok: (n: number) => boolean): number | 
  */
 export class PdSearcher {
   readonly #config: SimConfig;
-  readonly #o: { transferGbps: number; transferLatencyMs: number; maxReplicas: number };
+  readonly #o: PdSearchOptions;
   readonly #pd = new Map<string, PdRunResult>();
   readonly #agg = new Map<number, ReturnType<typeof simulate>>();
   probes = 0;
 
-  constructor(
-    config: SimConfig,
-    o: { transferGbps: number; transferLatencyMs: number; maxReplicas: number },
-  ) {
+  constructor(config: SimConfig, o: PdSearchOptions) {
     this.#config = config;
     this.#o = o;
   }
@@ -135,6 +132,7 @@ export class PdSearcher {
     let r = this.#pd.get(key);
     if (!r) {
       this.probes++;
+      this.#o.onProbe?.(this.probes, key);
       r = simulatePd(this.#config, {
         prefill,
         decode,
@@ -160,20 +158,39 @@ export class PdSearcher {
     const tp = makeEngineConfig(this.#config.engine).spec.tp;
     const max = this.#o.maxReplicas;
     const aggregatedN = smallest(1, max, (n) => meetsSlo(this.aggregatedRun(n), slo));
-    // Pools to spare while sizing the other: half the limit each.
-    const spare = Math.max(1, Math.floor(max / 2));
+    const split = this.searchDisaggregated(slo).split;
+    return {
+      slo,
+      transferGbps: this.#o.transferGbps,
+      aggregated: aggregatedN === null ? null : { replicas: aggregatedN, gpus: aggregatedN * tp },
+      disaggregated: split && { ...split, gpus: (split.prefill + split.decode) * tp },
+      probes: this.probes,
+    };
+  }
+
+  /**
+   * The split search alone: the fewest prefill replicas meeting TTFT beside a spare decode pool,
+   * the fewest decode replicas meeting TPOT beside a spare prefill pool, then that pair grown
+   * until both are met, within `maxReplicas` in all. `run`: the answer's run.
+   */
+  searchDisaggregated(slo: SloTargets): {
+    split: { prefill: number; decode: number } | null;
+    run: PdRunResult | null;
+    /** Replicas of the pool kept to spare while the other is sized. */
+    spare: number;
+  } {
+    const max = this.#o.maxReplicas;
+    // Pools to spare while sizing the other: half the limit each, or the caller's.
+    const spare = Math.min(Math.max(1, Math.floor(max / 2)), this.#o.spare ?? max);
     const minP = smallest(1, spare, (p) => ttftMet(this.pdRun(p, spare), slo));
     const minD = smallest(1, spare, (d) => tpotMet(this.pdRun(spare, d), slo));
-    let disaggregated: PdSearchResult['disaggregated'] = null;
     if (minP !== null && minD !== null) {
       let p = minP;
       let d = minD;
       while (p + d <= max) {
         const r = this.pdRun(p, d);
-        if (ttftMet(r, slo) && tpotMet(r, slo)) {
-          disaggregated = { prefill: p, decode: d, gpus: (p + d) * tp };
-          break;
-        }
+        if (ttftMet(r, slo) && tpotMet(r, slo))
+          return { split: { prefill: p, decode: d }, run: r, spare };
         // A TTFT miss is the prefill pool's unless its part (prefill and link) fits the target:
         // then pulled requests wait for room on full decode replicas.
         const prefillSide = r.prefillMs.p99 + r.transferMs.p99 > (slo.ttftP99Ms ?? Infinity);
@@ -181,20 +198,30 @@ export class PdSearcher {
         else d++;
       }
     }
-    return {
-      slo,
-      transferGbps: this.#o.transferGbps,
-      aggregated: aggregatedN === null ? null : { replicas: aggregatedN, gpus: aggregatedN * tp },
-      disaggregated,
-      probes: this.probes,
-    };
+    return { split: null, run: null, spare };
   }
 }
 
-export function searchPd(
-  config: SimConfig,
-  slo: SloTargets,
-  o: { transferGbps: number; transferLatencyMs: number; maxReplicas: number },
-): PdSearchResult {
+export interface PdSearchOptions {
+  transferGbps: number;
+  transferLatencyMs: number;
+  /** Replicas in all, both pools together. */
+  maxReplicas: number;
+  /** The spare pool's size while the other is sized (default and most: maxReplicas / 2). */
+  spare?: number;
+  /** Before each new P/D run: runs made so far (this one included) and its split, "P:D". */
+  onProbe?: (probes: number, split: string) => void;
+}
+
+/**
+ * About how many P/D runs a split search makes (for progress): the spare pair, two bisections
+ * over 1..spare, and a couple of growth steps.
+ */
+export function expectedPdProbes(o: Pick<PdSearchOptions, 'maxReplicas' | 'spare'>): number {
+  const spare = Math.min(Math.max(1, Math.floor(o.maxReplicas / 2)), o.spare ?? o.maxReplicas);
+  return 3 + 2 * Math.ceil(Math.log2(Math.max(1, spare)));
+}
+
+export function searchPd(config: SimConfig, slo: SloTargets, o: PdSearchOptions): PdSearchResult {
   return new PdSearcher(config, o).search(slo);
 }
