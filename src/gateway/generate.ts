@@ -84,7 +84,9 @@ export async function handleGenerate(
       promptTokens: parsed.promptTokens,
       priority: parsed.priority,
       body: parsed.body,
-      queues: () => pool.queues(Date.now()),
+      queues() {
+        return pool.queues(Date.now());
+      },
     },
     Date.now(),
   );
@@ -117,6 +119,8 @@ export async function handleGenerate(
     ? requestUsage(admitted.body, json)
     : { body: admitted.body, asked: false, reports: false };
 
+  // Hooks below are methods, not arrow functions: the TypeScript loader names each arrow
+  // function with a property definition every time one is made (esbuild's keepNames).
   for (let attempt = 0; attempt <= ctx.maxRetries; attempt++) {
     const startedNs = process.hrtime.bigint();
     const route = pool.route(
@@ -159,13 +163,13 @@ export async function handleGenerate(
       },
       res,
       {
-        onFirstToken: () => {
+        onFirstToken() {
           record.ttftMs ??= performance.now() - arrivedMs;
           pool.firstToken(route, Date.now());
         },
         firstByteTimeoutMs: ctx.firstByteTimeoutMs,
         ...(tap && { tap }),
-        onSilence: async () => {
+        async onSilence() {
           logger.warn(
             { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
             'no response byte within the first-byte timeout; probing the replica',
