@@ -19,7 +19,8 @@
  *   would only take CPU from the measured gateway, so none runs. Skipped with a message when
  *   nats-server is not installed.
  * Every server is a child process of its own (the load generator runs here); all are stopped
- * at the end. Without nginx on PATH the nginx half is skipped with a message.
+ * at the end. Without nginx it installs Debian's package (as root, with apt-get); failing that,
+ * the nginx half is skipped with a message.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -103,6 +104,38 @@ function nginxPath(): string | null {
     } catch {}
   }
   return null;
+}
+
+/**
+ * nginx, installed from Debian's package when missing and this runs as root with apt-get (the
+ * baseline the throughput is measured against); null when it cannot be had. The package's own
+ * service is not started: its policy-rc.d, or no init, keeps it down, and the benchmark runs
+ * its own nginx from a config of its own.
+ */
+function ensureNginx(): string | null {
+  const found = nginxPath();
+  if (found !== null || process.getuid?.() !== 0) return found;
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const install = () =>
+    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'nginx'], {
+      stdio: 'ignore',
+      env,
+      timeout: 300_000,
+    });
+  process.stderr.write("bench:gateway: nginx is not installed; installing Debian's package\n");
+  try {
+    install();
+  } catch {
+    try {
+      execFileSync('apt-get', ['update'], { stdio: 'ignore', env, timeout: 300_000 });
+      install();
+    } catch (err) {
+      process.stderr.write(
+        `bench:gateway: apt-get install nginx failed: ${(err as Error).message}\n`,
+      );
+    }
+  }
+  return nginxPath();
 }
 
 async function startNginx(
@@ -217,9 +250,11 @@ async function main(): Promise<void> {
     ['--input-type=module', '-e', PASS_THROUGH_PROXY, backends[0]!],
     /ready (\S+)/,
   );
-  const nginx = nginxPath();
+  const nginx = ensureNginx();
   const nginxNote =
-    nginx === null ? 'skipped: nginx is not installed (apt-get install -y nginx)' : null;
+    nginx === null
+      ? 'skipped: nginx is not installed and could not be (apt-get install -y nginx)'
+      : null;
   if (nginxNote !== null) process.stderr.write(`bench:gateway: nginx half ${nginxNote}\n`);
   const nginxServer = nginx === null ? null : await startNginx(nginx, backends);
   const vias = [gw2[1]!, nodeProxy[1]!, ...(nginxServer ? [nginxServer.url] : [])];
