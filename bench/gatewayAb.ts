@@ -13,7 +13,7 @@
  * gateway process's CPU µs per request (user + system, from /proc: what the load generator and
  * the rest of the machine do not inflate) and the open-loop latency p50. Prints each side's
  * medians, the median of the per-round ratios (this tree / baseline) and the load average.
- * `--profile DIR` runs this tree's gateway under `--cpu-prof` (written to DIR when it stops).
+ * `--warmup N` requests per side first (default 6,000). `--profile DIR` runs this tree's gateway under `--cpu-prof` (written to DIR when it stops).
  */
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -40,7 +40,10 @@ const CONCURRENCY = 64;
 const OPEN_RATE_PER_S = 200;
 const PROFILE_DIR = flag('profile');
 const BASELINE_DIR = process.env.BASELINE_DIR;
-const HERE = fileURLToPath(new URL('..', import.meta.url));
+/** This tree, or CURRENT_DIR: a tree laid out as the baseline's (to measure a commit while editing). */
+const HERE = process.env.CURRENT_DIR ?? fileURLToPath(new URL('..', import.meta.url));
+/** Requests each side gets before the first round: the JIT's warm-up, slow on a busy machine. */
+const WARMUP_REQUESTS = Number(flag('warmup') ?? 6_000);
 
 interface Side {
   name: string;
@@ -106,7 +109,10 @@ async function main(): Promise<void> {
   const floor = await startFloor(backends[0]!);
   const sides = [current, baseline, floor];
   const load0 = loadavg()[0]!;
-  for (const side of sides) await closedLoop(side.url, CONCURRENCY, 2);
+  for (const side of sides) {
+    for (let done = 0; done < WARMUP_REQUESTS; )
+      done += (await closedLoop(side.url, CONCURRENCY, 1)).done;
+  }
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? sides : [...sides].reverse();
     for (const side of order) await measure(side);

@@ -68,7 +68,9 @@ export async function handleGenerate(
   const json = parseJson(raw);
   record.model = optString(asObject(json), 'model');
   // The model picks the pool, whose tokenizer reads the prompt; an adapter keys its own blocks.
-  const { pool, adapter } = await resolveModel(ctx, endpoint, json, record.model);
+  // Known models resolve at once; only an unknown one waits on the backends (and its errors).
+  const { pool, adapter } =
+    ctx.pools.known(record.model) ?? (await resolveModel(ctx, endpoint, json, record.model));
   const parsed = await parseRequest(endpoint, raw, {
     tokenizer: pool.requestTokenizer,
     blockSize: ctx.blockSize,
@@ -122,7 +124,7 @@ export async function handleGenerate(
   // Hooks below are methods, not arrow functions: the TypeScript loader names each arrow
   // function with a property definition every time one is made (esbuild's keepNames).
   for (let attempt = 0; attempt <= ctx.maxRetries; attempt++) {
-    const startedNs = process.hrtime.bigint();
+    const startedMs = performance.now();
     const route = pool.route(
       {
         id,
@@ -136,7 +138,7 @@ export async function handleGenerate(
       Date.now(),
     );
     const { decision, backend } = route;
-    metrics.recordDecision(decision, Number(process.hrtime.bigint() - startedNs) / 1e9, pool.model);
+    metrics.recordDecision(decision, (performance.now() - startedMs) / 1000, pool.model);
     if (attempt === 0) {
       try {
         ctx.admission.checkRoute(decision, caller.tenant);
