@@ -8,10 +8,13 @@
  *
  * Both gateways (`kvroute serve --index approx`, processes of their own) proxy to the same two
  * instant backends; each round drives each gateway in turn (the order swapped every round) with
- * 64 closed-loop connections, then 200 req/s open loop; bench:gateway's Node pass-through proxy
+ * 64 closed-loop connections, then 200 req/s open loop for 2 s; bench:gateway's Node pass-through proxy
  * (the floor of any Node proxy here) takes part in the same rounds. Per round and gateway: requests/s, the
  * gateway process's CPU µs per request (user + system, from /proc: what the load generator and
- * the rest of the machine do not inflate) and the open-loop latency p50. Prints each side's
+ * the rest of the machine do not inflate), the same at the fixed rate (`cpuUsAtRate`: both sides
+ * then do the same work per second, so the gateway's fixed per-second work, scrapes and the
+ * dashboard's sampling, weighs alike; the fairer figure when a starved gateway's closed-loop
+ * rate falls) and the open-loop latency p50. Prints each side's
  * medians, the median of the per-round ratios (this tree / baseline) and the load average.
  * `--warmup N` requests per side first (default 6,000). `--profile DIR` runs this tree's gateway under `--cpu-prof` (written to DIR when it stops).
  */
@@ -38,6 +41,7 @@ const ROUNDS = Number(flag('rounds') ?? 7);
 const SECONDS = Number(flag('seconds') ?? 3);
 const CONCURRENCY = 64;
 const OPEN_RATE_PER_S = 200;
+const OPEN_S = 2;
 const PROFILE_DIR = flag('profile');
 const BASELINE_DIR = process.env.BASELINE_DIR;
 /** This tree, or CURRENT_DIR: a tree laid out as the baseline's (to measure a commit while editing). */
@@ -51,6 +55,8 @@ interface Side {
   pid: number;
   rps: number[];
   cpuUsPerRequest: number[];
+  /** CPU µs per request at the fixed open-loop rate: both sides do the same work per second. */
+  cpuUsAtRate: number[];
   p50Ms: number[];
 }
 
@@ -71,7 +77,15 @@ async function startGateway(name: string, root: string, backends: string[]): Pro
     ],
     /listening on (\S+)/,
   );
-  return { name, url: match[1]!, pid: child.pid!, rps: [], cpuUsPerRequest: [], p50Ms: [] };
+  return {
+    name,
+    url: match[1]!,
+    pid: child.pid!,
+    rps: [],
+    cpuUsPerRequest: [],
+    cpuUsAtRate: [],
+    p50Ms: [],
+  };
 }
 
 /** The floor of any Node proxy here: bench:gateway's pass-through (one backend, no routing). */
@@ -87,6 +101,7 @@ async function startFloor(backend: string): Promise<Side> {
     pid: child.pid!,
     rps: [],
     cpuUsPerRequest: [],
+    cpuUsAtRate: [],
     p50Ms: [],
   };
 }
@@ -97,7 +112,11 @@ async function measure(side: Side): Promise<void> {
   const cpu1 = cpuSecondsOf(side.pid);
   side.rps.push(requestsPerS);
   if (cpu0 !== null && cpu1 !== null) side.cpuUsPerRequest.push(((cpu1 - cpu0) * 1e6) / done);
-  const latencies = (await openLoop(side.url, OPEN_RATE_PER_S, 1)).sort((a, b) => a - b);
+  const cpu2 = cpuSecondsOf(side.pid);
+  const latencies = (await openLoop(side.url, OPEN_RATE_PER_S, OPEN_S)).sort((a, b) => a - b);
+  const cpu3 = cpuSecondsOf(side.pid);
+  if (cpu2 !== null && cpu3 !== null)
+    side.cpuUsAtRate.push(((cpu3 - cpu2) * 1e6) / latencies.length);
   side.p50Ms.push(latencies[Math.floor(latencies.length / 2)]!);
 }
 
@@ -125,11 +144,12 @@ async function main(): Promise<void> {
         .join(', ')}\n`,
     );
   }
-  const ratio = (key: 'rps' | 'cpuUsPerRequest' | 'p50Ms') =>
+  const ratio = (key: 'rps' | 'cpuUsPerRequest' | 'cpuUsAtRate' | 'p50Ms') =>
     median(current[key].map((x, i) => x / baseline[key][i]!));
   const summary = (s: Side) => ({
     requestsPerS: Math.round(median(s.rps)),
     cpuUsPerRequest: Math.round(median(s.cpuUsPerRequest)),
+    cpuUsAtRate: Math.round(median(s.cpuUsAtRate)),
     p50Ms: Math.round(median(s.p50Ms) * 1000) / 1000,
   });
   const out = {
@@ -141,6 +161,7 @@ async function main(): Promise<void> {
     ratio: {
       requestsPerS: Math.round(ratio('rps') * 1000) / 1000,
       cpuUsPerRequest: Math.round(ratio('cpuUsPerRequest') * 1000) / 1000,
+      cpuUsAtRate: Math.round(ratio('cpuUsAtRate') * 1000) / 1000,
       p50Ms: Math.round(ratio('p50Ms') * 1000) / 1000,
     },
     loadAverage: [Math.round(load0 * 10) / 10, Math.round(loadavg()[0]! * 10) / 10],

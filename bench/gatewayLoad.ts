@@ -5,7 +5,7 @@
  * load generator's and whatever else the machine runs).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { Pool } from 'undici';
 
 export const BODY = JSON.stringify({
@@ -185,16 +185,21 @@ export async function closedLoop(
   return { done, requestsPerS: done / elapsedS };
 }
 
-/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on every Linux port in use). */
-const TICKS_PER_S = 100;
-
-/** User plus system CPU seconds a process has used so far (Linux /proc), or null elsewhere. */
+/**
+ * CPU seconds a process has run so far, all its threads (Linux /proc: each thread's schedstat,
+ * in ns), or null elsewhere.
+ */
 export function cpuSecondsOf(pid: number): number | null {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces) start at state; utime, stime are 14, 15.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S;
+    let ns = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      } catch {
+        // The thread ended between the listing and the read.
+      }
+    }
+    return ns / 1e9;
   } catch {
     return null;
   }
