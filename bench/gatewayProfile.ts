@@ -1,7 +1,7 @@
 /**
  * A CPU profile of this tree's gateway under bench:gateway's throughput load (64 closed-loop
  * connections, two instant backends): `node --import tsx bench/gatewayProfile.ts [--seconds 10]
- * [--dir DIR]`. The gateway runs under `--cpu-prof`; its profile (written to DIR, default
+ * [--dir DIR] [--root TREE]`. The gateway runs under `--cpu-prof`; its profile (written to DIR, default
  * /tmp/kvroute-gateway-profile, when it stops) covers start-up too: the load's start is printed as
  * an offset from the process start, to cut it when reading the profile.
  */
@@ -15,7 +15,11 @@ const flag = (name: string): string | undefined => {
 };
 const SECONDS = Number(flag('seconds') ?? 10);
 const DIR = flag('dir') ?? '/tmp/kvroute-gateway-profile';
-const BIN = fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
+/** `--root DIR`: another tree's gateway (a baseline laid out as bench/gatewayAb.ts says). */
+const ROOT = flag('root');
+const BIN = ROOT
+  ? `${ROOT}/bin/kvroute.js`
+  : fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
 
 try {
   const backends = await startInstantBackends(2);
