@@ -19,7 +19,8 @@
  *   would only take CPU from the measured gateway, so none runs. Skipped with a message when
  *   nats-server is not installed.
  * Every server is a child process of its own (the load generator runs here); all are stopped
- * at the end. Without nginx on PATH the nginx half is skipped with a message.
+ * at the end. Without nginx it installs Debian's package (as root, with apt-get); failing that,
+ * the nginx half is skipped with a message.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -33,6 +34,16 @@ import {
   natsServerInstalled,
   startNatsServer,
 } from '../test/support/natsServer.ts';
+import {
+  closedLoop,
+  oneRequest,
+  openLoop,
+  PASS_THROUGH_PROXY,
+  startChild,
+  startInstantBackends,
+  stopChildren,
+  track,
+} from './gatewayLoad.ts';
 
 const JSON_OUT = process.argv.includes('--json');
 const BIN = fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
@@ -40,88 +51,13 @@ const RATE_PER_S = 500;
 const PHASE_S = Number(process.env.BENCH_PHASE_S ?? 5);
 const WARMUP_S = 1;
 const CONCURRENCY = 64;
-const BODY = JSON.stringify({
-  model: 'llama-3.3-70b',
-  prompt: 'Hello there',
-  max_tokens: 4,
-  stream: true,
-});
 
-const children: ChildProcess[] = [];
 const log = (line: string) => {
   if (!JSON_OUT) process.stdout.write(`${line}\n`);
 };
 
-/** Starts a child and resolves with the first stdout line matching `ready`. */
-function startChild(cmd: string, args: string[], ready: RegExp): Promise<RegExpExecArray> {
-  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    const timer = setTimeout(
-      () => reject(new Error(`${cmd} not ready in 30 s: ${out}${err}`)),
-      30_000,
-    );
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = ready.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m);
-      }
-    });
-    child.stderr!.on('data', (d: Buffer) => {
-      err += d.toString();
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${cmd} exited with ${code}: ${err}`));
-    });
-  });
-}
-
-const kvroute = (args: string[], ready: RegExp) =>
-  startChild(process.execPath, [BIN, ...args], ready);
-
-/** A backend that answers every POST at once with a short SSE stream. */
-const INSTANT_BACKEND = `
-import { createServer } from 'node:http';
-const events = [' Hi', ' there', '!'].map((t, i) => 'data: ' + JSON.stringify({ id: 'cmpl-1', object: 'text_completion', created: 1, model: 'instant', choices: [{ index: 0, text: t, logprobs: null, finish_reason: i === 2 ? 'length' : null }] }) + '\\n\\n').join('') + 'data: [DONE]\\n\\n';
-const metrics = 'vllm:kv_cache_usage_perc 0\\nvllm:num_requests_running 0\\nvllm:num_requests_waiting 0\\n';
-const server = createServer((req, res) => {
-  if (req.method === 'GET') { res.end(req.url === '/metrics' ? metrics : ''); return; }
-  req.resume();
-  req.on('end', () => { res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }); res.end(events); });
-});
-server.keepAliveTimeout = 65000;
-server.listen(0, '127.0.0.1', () => console.log('ready http://127.0.0.1:' + server.address().port));
-`;
-
-/**
- * The least a Node HTTP proxy does: read the body, forward it over keep-alive connections to
- * argv[1], stream the answer back. No parsing, tokenizing or routing.
- */
-const PASS_THROUGH_PROXY = `
-import { Agent, createServer, request } from 'node:http';
-const target = new URL(process.argv[1]);
-const agent = new Agent({ keepAlive: true, maxSockets: 256 });
-const server = createServer({ keepAlive: true }, (req, res) => {
-  const chunks = [];
-  req.on('data', (c) => chunks.push(c));
-  req.on('end', () => {
-    const body = Buffer.concat(chunks);
-    const headers = { 'content-type': 'application/json', 'content-length': body.length };
-    const up = request({ host: target.hostname, port: target.port, path: req.url, method: 'POST', agent, headers }, (ur) => {
-      res.writeHead(ur.statusCode, { 'content-type': ur.headers['content-type'] });
-      ur.on('data', (c) => res.write(c));
-      ur.on('end', () => res.end());
-    });
-    up.end(body);
-  });
-});
-server.listen(0, '127.0.0.1', () => console.log('ready http://127.0.0.1:' + server.address().port));
-`;
+const kvroute = async (args: string[], ready: RegExp) =>
+  (await startChild(process.execPath, [BIN, ...args], ready)).match;
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -131,76 +67,8 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** One streaming request, body read to the end; resolves with its latency in ms. */
-async function oneRequest(pool: Pool): Promise<number> {
-  const t0 = performance.now();
-  const { statusCode, body } = await pool.request({
-    path: '/v1/completions',
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: BODY,
-  });
-  await body.dump({ limit: Number.POSITIVE_INFINITY });
-  if (statusCode !== 200) throw new Error(`status ${statusCode}`);
-  return performance.now() - t0;
-}
-
-/** Open loop at a fixed rate: requests start on schedule whether or not earlier ones ended. */
-async function openLoop(url: string, ratePerS: number, seconds: number): Promise<number[]> {
-  const pool = new Pool(url, { connections: 256, pipelining: 1 });
-  const latencies: number[] = [];
-  const inFlight: Promise<void>[] = [];
-  let errors = 0;
-  const total = Math.round(ratePerS * seconds);
-  const start = performance.now();
-  let sent = 0;
-  while (sent < total) {
-    const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * ratePerS) + 1);
-    for (; sent < due; sent++) {
-      inFlight.push(
-        oneRequest(pool).then(
-          (ms) => void latencies.push(ms),
-          () => void errors++,
-        ),
-      );
-    }
-    await new Promise((r) => setTimeout(r, 1));
-  }
-  await Promise.all(inFlight);
-  await pool.close();
-  if (errors > 0) throw new Error(`${errors} requests failed against ${url}`);
-  return latencies;
-}
-
-/** Closed loop: `concurrency` workers, each sending its next request when the last ended. */
-async function closedLoop(url: string, concurrency: number, seconds: number): Promise<number> {
-  const pool = new Pool(url, { connections: concurrency, pipelining: 1 });
-  let done = 0;
-  let errors = 0;
-  const until = performance.now() + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < until) {
-        try {
-          await oneRequest(pool);
-          done++;
-        } catch {
-          errors++;
-        }
-      }
-    }),
-  );
-  await pool.close();
-  if (errors > done / 100)
-    throw new Error(`${errors} of ${done + errors} requests failed against ${url}`);
-  return done / seconds;
-}
-
-/**
- * Direct and gateway phases in alternating 1 s rounds after a warm-up of each, so drift in the
- * machine's load hits both sides alike; returns [direct, gateway] percentiles.
- */
-/** Latency at RATE_PER_S to each URL in turn, in 1 s rounds, after a warm-up of each. */
+/** Latency at RATE_PER_S to each URL in turn, in 1 s rounds after a warm-up of each, so drift in
+ * the machine's load hits every side alike. */
 async function interleaved(urls: string[]): Promise<Percentiles[]> {
   for (const url of urls) await openLoop(url, RATE_PER_S, WARMUP_S);
   const samples = urls.map((): number[] => []);
@@ -236,6 +104,38 @@ function nginxPath(): string | null {
     } catch {}
   }
   return null;
+}
+
+/**
+ * nginx, installed from Debian's package when missing and this runs as root with apt-get (the
+ * baseline the throughput is measured against); null when it cannot be had. The package's own
+ * service is not started: its policy-rc.d, or no init, keeps it down, and the benchmark runs
+ * its own nginx from a config of its own.
+ */
+function ensureNginx(): string | null {
+  const found = nginxPath();
+  if (found !== null || process.getuid?.() !== 0) return found;
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const install = () =>
+    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'nginx'], {
+      stdio: 'ignore',
+      env,
+      timeout: 300_000,
+    });
+  process.stderr.write("bench:gateway: nginx is not installed; installing Debian's package\n");
+  try {
+    install();
+  } catch {
+    try {
+      execFileSync('apt-get', ['update'], { stdio: 'ignore', env, timeout: 300_000 });
+      install();
+    } catch (err) {
+      process.stderr.write(
+        `bench:gateway: apt-get install nginx failed: ${(err as Error).message}\n`,
+      );
+    }
+  }
+  return nginxPath();
 }
 
 async function startNginx(
@@ -276,7 +176,7 @@ http {
       stdio: 'ignore',
     },
   );
-  children.push(child);
+  track(child);
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 10_000;
   for (;;) {
@@ -338,29 +238,23 @@ async function main(): Promise<void> {
   }
 
   // 2. Throughput against instant backends, gateway vs nginx.
-  const backends: string[] = [];
-  for (let i = 0; i < 2; i++) {
-    const m = await startChild(
-      process.execPath,
-      ['--input-type=module', '-e', INSTANT_BACKEND],
-      /ready (\S+)/,
-    );
-    backends.push(m[1]!);
-  }
+  const backends = await startInstantBackends(2);
   const gw2 = await kvroute(
     ['serve', '--port', '0', '--index', 'approx', ...backends.flatMap((b) => ['--backend', b])],
     /listening on (\S+)/,
   );
   // The same rounds through the floor of any Node proxy here (pass-through, no routing) and,
   // when installed, nginx: what the machine and the runtime add, beside what the gateway adds.
-  const nodeProxy = await startChild(
+  const { match: nodeProxy, child: nodeProxyChild } = await startChild(
     process.execPath,
     ['--input-type=module', '-e', PASS_THROUGH_PROXY, backends[0]!],
     /ready (\S+)/,
   );
-  const nginx = nginxPath();
+  const nginx = ensureNginx();
   const nginxNote =
-    nginx === null ? 'skipped: nginx is not installed (apt-get install -y nginx)' : null;
+    nginx === null
+      ? 'skipped: nginx is not installed and could not be (apt-get install -y nginx)'
+      : null;
   if (nginxNote !== null) process.stderr.write(`bench:gateway: nginx half ${nginxNote}\n`);
   const nginxServer = nginx === null ? null : await startNginx(nginx, backends);
   const vias = [gw2[1]!, nodeProxy[1]!, ...(nginxServer ? [nginxServer.url] : [])];
@@ -369,7 +263,7 @@ async function main(): Promise<void> {
     ...vias,
   ])) as [Percentiles, Percentiles, Percentiles, Percentiles | undefined];
   // Only the gateway and nginx take part in the throughput half: nothing else left running.
-  children.find((c) => c.spawnargs.includes(PASS_THROUGH_PROXY))?.kill('SIGTERM');
+  nodeProxyChild.kill('SIGTERM');
   const added = (through: Percentiles) => ({
     p50: round3(through.p50 - instantDirect.p50),
     p99: round3(through.p99 - instantDirect.p99),
@@ -389,7 +283,7 @@ async function main(): Promise<void> {
     );
   }
   await closedLoop(gw2[1]!, CONCURRENCY, WARMUP_S);
-  const throughputRps = await closedLoop(gw2[1]!, CONCURRENCY, PHASE_S);
+  const throughputRps = (await closedLoop(gw2[1]!, CONCURRENCY, PHASE_S)).requestsPerS;
   log(
     `gateway throughput (${CONCURRENCY} connections, 2 instant backends): ${throughputRps.toFixed(0)} req/s`,
   );
@@ -398,7 +292,7 @@ async function main(): Promise<void> {
   if (nginxServer !== null) {
     try {
       await closedLoop(nginxServer.url, CONCURRENCY, WARMUP_S);
-      nginxThroughputRps = await closedLoop(nginxServer.url, CONCURRENCY, PHASE_S);
+      nginxThroughputRps = (await closedLoop(nginxServer.url, CONCURRENCY, PHASE_S)).requestsPerS;
       log(`nginx throughput (same load, same backends): ${nginxThroughputRps.toFixed(0)} req/s`);
     } finally {
       nginxServer.child.kill('SIGTERM');
@@ -432,6 +326,6 @@ let nats = null as NatsServer | null;
 try {
   await main();
 } finally {
-  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+  stopChildren();
   await nats?.close();
 }

@@ -60,6 +60,44 @@ describe('usage tap', () => {
     );
   });
 
+  test('with continuous usage (a usage key in every chunk) only the usage-only event is dropped', () => {
+    // vLLM's continuous_usage_stats: each chunk with choices carries usage too; only the last,
+    // with `choices: []`, is the one asked for. Several events per chunk, any cut.
+    const cont = (i: number) =>
+      `data: ${HEAD},"choices":[{"index":0,"delta":{"content":"t${i}"},"finish_reason":null}],"usage":{"prompt_tokens":40,"total_tokens":${41 + i},"completion_tokens":${i + 1}}}\n\n`;
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 6 }),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        (n, points) => {
+          const events = Array.from({ length: n }, (_, i) => cont(i)).join('');
+          const tap = new UsageTap({ stream: true, strip: true });
+          tap.start(200, 'text/event-stream');
+          const out = cutsOf(Buffer.from(events + USAGE(7) + DONE), points).map((c) => tap.data(c));
+          out.push(tap.end());
+          return (
+            Buffer.concat(out).equals(Buffer.from(events + DONE)) &&
+            tap.cachedTokens === 7 &&
+            tap.stripped === 1
+          );
+        },
+      ),
+      { seed: 36 },
+    );
+  });
+
+  test('a chunk of whole events with nothing to drop passes as the same bytes, not a copy', () => {
+    const tap = new UsageTap({ stream: true, strip: true });
+    tap.start(200, 'text/event-stream');
+    const chunk = Buffer.from(CHUNKS.join(''));
+    const out = tap.data(chunk);
+    assert.ok(out.equals(chunk));
+    assert.equal(out.buffer, chunk.buffer);
+    assert.equal(tap.data(Buffer.from(USAGE(3))).length, 0);
+    assert.ok(tap.data(Buffer.from(DONE)).equals(Buffer.from(DONE)));
+    assert.equal(tap.cachedTokens, 3);
+  });
+
   test('a stream the client asked usage for passes whole, chunk by chunk, and is read', () => {
     const tap = new UsageTap({ stream: true, strip: false });
     tap.start(200, 'text/event-stream');

@@ -68,7 +68,9 @@ export async function handleGenerate(
   const json = parseJson(raw);
   record.model = optString(asObject(json), 'model');
   // The model picks the pool, whose tokenizer reads the prompt; an adapter keys its own blocks.
-  const { pool, adapter } = await resolveModel(ctx, endpoint, json, record.model);
+  // Known models resolve at once; only an unknown one waits on the backends (and its errors).
+  const { pool, adapter } =
+    ctx.pools.known(record.model) ?? (await resolveModel(ctx, endpoint, json, record.model));
   const parsed = await parseRequest(endpoint, raw, {
     tokenizer: pool.requestTokenizer,
     blockSize: ctx.blockSize,
@@ -84,7 +86,9 @@ export async function handleGenerate(
       promptTokens: parsed.promptTokens,
       priority: parsed.priority,
       body: parsed.body,
-      queues: () => pool.queues(Date.now()),
+      queues() {
+        return pool.queues(Date.now());
+      },
     },
     Date.now(),
   );
@@ -117,8 +121,10 @@ export async function handleGenerate(
     ? requestUsage(admitted.body, json)
     : { body: admitted.body, asked: false, reports: false };
 
+  // Hooks below are methods, not arrow functions: the TypeScript loader names each arrow
+  // function with a property definition every time one is made (esbuild's keepNames).
   for (let attempt = 0; attempt <= ctx.maxRetries; attempt++) {
-    const startedNs = process.hrtime.bigint();
+    const startedMs = performance.now();
     const route = pool.route(
       {
         id,
@@ -132,7 +138,7 @@ export async function handleGenerate(
       Date.now(),
     );
     const { decision, backend } = route;
-    metrics.recordDecision(decision, Number(process.hrtime.bigint() - startedNs) / 1e9, pool.model);
+    metrics.recordDecision(decision, (performance.now() - startedMs) / 1000, pool.model);
     if (attempt === 0) {
       try {
         ctx.admission.checkRoute(decision, caller.tenant);
@@ -159,13 +165,13 @@ export async function handleGenerate(
       },
       res,
       {
-        onFirstToken: () => {
+        onFirstToken() {
           record.ttftMs ??= performance.now() - arrivedMs;
           pool.firstToken(route, Date.now());
         },
         firstByteTimeoutMs: ctx.firstByteTimeoutMs,
         ...(tap && { tap }),
-        onSilence: async () => {
+        async onSilence() {
           logger.warn(
             { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
             'no response byte within the first-byte timeout; probing the replica',

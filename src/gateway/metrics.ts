@@ -87,6 +87,10 @@ export class GatewayMetrics {
   readonly #models = new Set<string>();
   /** Label children by label values: the hot path bumps them without hashing label objects. */
   readonly #children = new Map<Counter<string>, Map<string, Counter.Internal>>();
+  readonly #histogramChildren = new Map<
+    Histogram<string>,
+    Map<string, Histogram.Internal<string>>
+  >();
 
   constructor(source: ReplicaGaugeSource) {
     const registers = [this.registry];
@@ -217,7 +221,7 @@ export class GatewayMetrics {
   recordDecision(d: RouteDecision, seconds: number, model: string | null = null): void {
     const label = this.modelLabel(model);
     this.decisionSeconds.observe(seconds);
-    this.routeDecisionSeconds.observe({ model: label }, seconds);
+    this.#histogramChild(this.routeDecisionSeconds, label).observe(seconds);
     this.#child(this.decisions, d.policy, d.replica, label).inc();
     this.#child(this.promptTokens, 'cached', label).inc(d.cachedTokens);
     this.#child(this.promptTokens, 'uncached', label).inc(d.uncachedTokens);
@@ -254,14 +258,20 @@ export class GatewayMetrics {
       const model = this.modelLabel(record.model);
       const tenant = this.tenantLabel(record.tenant);
       const status = res.headersSent ? res.statusCode : CLIENT_CLOSED_STATUS;
-      this.requests.inc({ endpoint, status: String(status), model, tenant });
+      this.#child(this.requests, endpoint, String(status), model, tenant).inc();
       if (record.preUpstreamMs !== null) {
-        this.preUpstreamSeconds.observe({ model, tenant }, record.preUpstreamMs / 1000);
-        this.e2eSeconds.observe({ model, tenant }, (performance.now() - arrivedMs) / 1000);
+        this.#histogramChild(this.preUpstreamSeconds, model, tenant).observe(
+          record.preUpstreamMs / 1000,
+        );
+        this.#histogramChild(this.e2eSeconds, model, tenant).observe(
+          (performance.now() - arrivedMs) / 1000,
+        );
       }
       if (record.ttftMs !== null) {
         const replica = record.replica ?? 'none';
-        this.ttftSeconds.observe({ model, tenant, replica }, record.ttftMs / 1000);
+        this.#histogramChild(this.ttftSeconds, model, tenant, replica).observe(
+          record.ttftMs / 1000,
+        );
         this.recentTtft.add(performance.now(), record.ttftMs / 1000);
       }
     });
@@ -278,6 +288,25 @@ export class GatewayMetrics {
     if (this.#models.size >= MAX_MODEL_LABELS) return 'other';
     this.#models.add(model);
     return model;
+  }
+
+  /** As `#child`, for a histogram: values in the order of its label names. */
+  #histogramChild<T extends string>(
+    histogram: Histogram<T>,
+    ...values: string[]
+  ): Histogram.Internal<T> {
+    let byValues = this.#histogramChildren.get(histogram);
+    if (!byValues) {
+      byValues = new Map();
+      this.#histogramChildren.set(histogram, byValues);
+    }
+    const key = values.join('\u0000');
+    let child = byValues.get(key);
+    if (!child) {
+      child = histogram.labels(...values);
+      byValues.set(key, child);
+    }
+    return child as Histogram.Internal<T>;
   }
 
   #child<T extends string>(counter: Counter<T>, ...values: string[]): Counter.Internal {

@@ -175,9 +175,22 @@ export class ModelPools {
     throw new ApiError('ERR_MODEL_NOT_FOUND', `The model \`${model}\` does not exist.`, 'model');
   }
 
+  /**
+   * The pool and adapter of `model` when they are known now, without asking the backends; null
+   * otherwise (then `resolve` asks, and says what is wrong). The generate path's fast path.
+   */
+  known(model: string | null): Target | null {
+    try {
+      return this.#lookup(model);
+    } catch {
+      return null;
+    }
+  }
+
   #lookup(model: string | null): Target | null {
-    const live = this.live();
     if (!model) {
+      // Only a request without `model` needs the live pools listed (this runs per request).
+      const live = this.live();
       if (live.length === 1) return { pool: live[0]!, adapter: null };
       if (live.length === 0) return null;
       const names = live.map((p) => p.model ?? '(unknown)').join(', ');

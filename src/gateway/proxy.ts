@@ -68,18 +68,28 @@ const HOP_BY_HOP = new Set([
  * message's own Connection field names (RFC 9110 section 7.6.1: a proxy removes those too).
  */
 export function copyableHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
-  const named = new Set(
-    [headers.connection ?? []]
-      .flat()
-      .flatMap((v) => v.split(','))
-      .map((v) => v.trim().toLowerCase())
-      .filter((v) => v !== ''),
-  );
+  const connection = headers.connection;
+  const named = connection === undefined ? null : connectionNames(connection);
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name) && !named.has(name)) out[name] = value;
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || HOP_BY_HOP.has(name)) continue;
+    if (named?.has(name)) continue;
+    out[name] = value;
   }
   return out;
+}
+
+/** The field names a Connection header lists, lower-cased. */
+function connectionNames(connection: string | string[]): Set<string> {
+  const named = new Set<string>();
+  for (const field of Array.isArray(connection) ? connection : [connection]) {
+    for (const v of field.split(',')) {
+      const name = v.trim().toLowerCase();
+      if (name !== '') named.add(name);
+    }
+  }
+  return named;
 }
 
 class ClientGone extends Error {
@@ -109,13 +119,38 @@ export function proxyAttempt(
     const detector = new FirstTokenDetector();
 
     let silenceTimer: NodeJS.Timeout | null = null;
-    const settle = (outcome: AttemptOutcome): void => {
-      if (settled) return;
-      settled = true;
-      if (silenceTimer) clearTimeout(silenceTimer);
-      res.off('close', onClientClose);
-      resolve(outcome);
+    // Chunks (and the end) that arrive in one tick leave in one write: a short answer that
+    // arrives whole costs one syscall instead of three; a stream's chunks are not delayed.
+    let corked = false;
+    // Methods rather than arrow functions: the TypeScript loader (esbuild's keepNames) names
+    // every arrow function with a property definition each time it is made, once per request.
+    const own = {
+      settle(outcome: AttemptOutcome): void {
+        if (settled) return;
+        settled = true;
+        if (silenceTimer) clearTimeout(silenceTimer);
+        res.off('close', own.onClientClose);
+        resolve(outcome);
+      },
+      onClientClose(): void {
+        if (res.writableFinished) return;
+        clientGone = true;
+        controller?.abort(new ClientGone('client closed the connection'));
+        own.settle({ kind: 'client-gone' });
+      },
+      writeHead(): void {
+        headWritten = true;
+        res.writeHead(status, headers);
+      },
+      onDrain(): void {
+        controller?.resume();
+      },
+      uncork(): void {
+        corked = false;
+        res.uncork();
+      },
     };
+    const { settle, writeHead } = own;
     // Nothing from the backend, not even a status line, is a frozen or lost engine or a long
     // non-streamed generation; the caller tells which (by probing) before anything is cut.
     silenceTimer = setTimeout(() => {
@@ -129,29 +164,11 @@ export function proxyAttempt(
         controller?.abort(error);
       });
     }, hooks.firstByteTimeoutMs);
-    const onClientClose = (): void => {
-      if (res.writableFinished) return;
-      clientGone = true;
-      controller?.abort(new ClientGone('client closed the connection'));
-      settle({ kind: 'client-gone' });
-    };
-    res.on('close', onClientClose);
+    res.on('close', own.onClientClose);
     if (res.destroyed) {
-      onClientClose();
+      own.onClientClose();
       return;
     }
-    const writeHead = (): void => {
-      headWritten = true;
-      res.writeHead(status, headers);
-    };
-    const onDrain = (): void => controller?.resume();
-    // Chunks (and the end) that arrive in one tick leave in one write: a short answer that
-    // arrives whole costs one syscall instead of three; a stream's chunks are not delayed.
-    let corked = false;
-    const uncork = (): void => {
-      corked = false;
-      res.uncork();
-    };
 
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c) {
@@ -177,7 +194,7 @@ export function proxyAttempt(
         if (!corked) {
           corked = true;
           res.cork();
-          process.nextTick(uncork);
+          process.nextTick(own.uncork);
         }
         if (isSse) {
           if (!detector.done && detector.feed(chunk)) hooks.onFirstToken();
@@ -186,7 +203,7 @@ export function proxyAttempt(
         }
         if (!res.write(chunk)) {
           c.pause();
-          res.once('drain', onDrain);
+          res.once('drain', own.onDrain);
         }
       },
       onResponseEnd() {

@@ -78,6 +78,7 @@ export async function parseRequest(
   let tokens: number[];
   if (first !== null && 'tokenIds' in first) tokens = first.tokenIds;
   else {
+    // The /tokenize body is built only when a backend is asked (`--tokenize remote`).
     const query: TokenizeQuery =
       first !== null
         ? {
@@ -86,11 +87,15 @@ export async function parseRequest(
               text: first.text,
               addSpecialTokens: completionAddSpecialTokens(body),
             },
-            tokenizeBody: pick(body, ['model', 'add_special_tokens'], { prompt: first.text }),
+            get tokenizeBody() {
+              return pick(body, ['model', 'add_special_tokens'], { prompt: first.text });
+            },
           }
         : {
             input: { kind: 'chat', chat: readChatInput(body) },
-            tokenizeBody: pick(body, CHAT_TOKENIZE_FIELDS),
+            get tokenizeBody() {
+              return pick(body, CHAT_TOKENIZE_FIELDS);
+            },
           };
     const tokenized = await ctx.tokenizer.tokenize(query, ctx.maxModelLen);
     if (!tokenized.complete) {

@@ -56,25 +56,32 @@ export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buff
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const onData = (chunk: Buffer): void => {
-      size += chunk.length;
-      if (size > limitBytes) {
-        req.off('data', onData);
-        req.resume();
-        reject(tooLarge(limitBytes));
-        return;
-      }
-      chunks.push(chunk);
+    // Methods, not arrow functions: the TypeScript loader names each arrow function it makes
+    // with a property definition (esbuild's keepNames), here once per request.
+    const on = {
+      data(chunk: Buffer): void {
+        size += chunk.length;
+        if (size > limitBytes) {
+          req.off('data', on.data);
+          req.resume();
+          reject(tooLarge(limitBytes));
+          return;
+        }
+        chunks.push(chunk);
+      },
+      gone(cause?: Error): void {
+        reject(
+          new ApiError('ERR_CLIENT_TIMEOUT', 'client closed before the body ended', null, {
+            cause,
+          }),
+        );
+      },
     };
-    req.on('data', onData);
+    req.on('data', on.data);
     req.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
-    const gone = (cause?: Error): void =>
-      reject(
-        new ApiError('ERR_CLIENT_TIMEOUT', 'client closed before the body ended', null, { cause }),
-      );
-    req.once('error', gone);
+    req.once('error', on.gone);
     req.once('close', () => {
-      if (!req.complete) gone();
+      if (!req.complete) on.gone();
     });
   });
 }

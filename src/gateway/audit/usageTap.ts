@@ -128,26 +128,41 @@ export class UsageTap implements ResponseTap {
 
   #passEvents(chunk: Buffer): Buffer {
     const buf = this.#held.length > 0 ? Buffer.concat([this.#held, chunk]) : chunk;
-    const out: Buffer[] = [];
+    // While no event is dropped, what passes is one stretch of `buf`: no copy.
+    let out: Buffer[] | null = null;
     let start = 0;
+    let passedTo = 0;
     let searchFrom = Math.max(0, this.#held.length - 3);
+    /** The next `"usage"` in `buf` at or after `start` (-1: none left), found once per stretch. */
+    let usageAt = buf.indexOf(USAGE_KEY);
     for (;;) {
       const end = eventEnd(buf, searchFrom);
       if (end < 0) break;
-      const raw = buf.subarray(start, end);
-      const usage = usageChunk(eventData(raw));
+      if (usageAt >= 0 && usageAt < start) usageAt = buf.indexOf(USAGE_KEY, start);
+      // Only an event whose bytes hold `"usage"` can be the usage chunk: the rest pass unread.
+      const usage =
+        usageAt >= 0 && usageAt + USAGE_KEY.length <= end
+          ? usageChunk(eventData(buf.subarray(start, end)))
+          : undefined;
       if (usage !== undefined) {
         this.cachedTokens = cachedTokensOf(usage);
         this.stripped++;
-      } else out.push(raw);
+        out ??= [];
+        if (passedTo < start) out.push(buf.subarray(passedTo, start));
+        passedTo = end;
+      }
       start = end;
       searchFrom = end;
     }
     this.#held = start < buf.length ? Buffer.from(buf.subarray(start)) : EMPTY;
+    if (out === null) return start === 0 ? EMPTY : buf.subarray(0, start);
+    if (passedTo < start) out.push(buf.subarray(passedTo, start));
     if (out.length === 0) return EMPTY;
     return out.length === 1 ? out[0]! : Buffer.concat(out);
   }
 }
+
+const USAGE_KEY = Buffer.from('"usage"');
 
 /** The offset just past the first blank line at or after `from` (LF LF or CR LF CR LF), or -1. */
 function eventEnd(buf: Buffer, from: number): number {

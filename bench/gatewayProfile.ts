@@ -1,0 +1,51 @@
+/**
+ * A CPU profile of this tree's gateway under bench:gateway's throughput load (64 closed-loop
+ * connections, two instant backends): `node --import tsx bench/gatewayProfile.ts [--seconds 10]
+ * [--dir DIR] [--root TREE]`. The gateway runs under `--cpu-prof`; its profile (written to DIR, default
+ * /tmp/kvroute-gateway-profile, when it stops) covers start-up too: the load's start is printed as
+ * an offset from the process start, to cut it when reading the profile.
+ */
+import { fileURLToPath } from 'node:url';
+import { closedLoop, startChild, startInstantBackends, stopChildren } from './gatewayLoad.ts';
+
+const argv = process.argv;
+const flag = (name: string): string | undefined => {
+  const at = argv.indexOf(`--${name}`);
+  return at < 0 ? undefined : argv[at + 1];
+};
+const SECONDS = Number(flag('seconds') ?? 10);
+const DIR = flag('dir') ?? '/tmp/kvroute-gateway-profile';
+/** `--root DIR`: another tree's gateway (a baseline laid out as bench/gatewayAb.ts says). */
+const ROOT = flag('root');
+const BIN = ROOT
+  ? `${ROOT}/bin/kvroute.js`
+  : fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
+
+try {
+  const backends = await startInstantBackends(2);
+  const started = performance.now();
+  const { match, child } = await startChild(
+    process.execPath,
+    [
+      '--cpu-prof',
+      '--cpu-prof-dir',
+      DIR,
+      BIN,
+      'serve',
+      '--port',
+      '0',
+      '--index',
+      'approx',
+      ...backends.flatMap((b) => ['--backend', b]),
+    ],
+    /listening on (\S+)/,
+  );
+  await closedLoop(match[1]!, 64, 2);
+  const loadFromS = (performance.now() - started) / 1000;
+  const { requestsPerS, done } = await closedLoop(match[1]!, 64, SECONDS);
+  process.stdout.write(
+    `${JSON.stringify({ dir: DIR, pid: child.pid, loadFromS: Math.round(loadFromS * 10) / 10, requests: done, requestsPerS: Math.round(requestsPerS) })}\n`,
+  );
+} finally {
+  stopChildren();
+}
