@@ -61,6 +61,12 @@ export interface RouterOptions {
   overlayTtlMs?: number;
   /** Approx mode: blocks remembered per replica. */
   approxCapacityBlocks?: number;
+  /**
+   * Approx mode: each replica's CPU tier in blocks (aligned with `replicas`; absent or 0: none),
+   * modelled beside its GPU record (approxIndex.ts). The events index learns the tier from the
+   * events and ignores this.
+   */
+  cpuKvBlocks?: readonly (number | undefined)[];
   /** Pre-size the prefix index for this many distinct block keys. */
   expectedKeys?: number;
   seed?: number;
@@ -188,7 +194,7 @@ export class Router {
     const ttlMs = options.overlayTtlMs ?? DEFAULT_OVERLAY_TTL_MS;
     this.#overlay = this.indexMode === 'events' && ttlMs > 0 ? new RouteOverlay(ttlMs) : null;
     options.replicas.forEach((name, i) => {
-      this.addReplica(name, options.speeds?.[i]);
+      this.addReplica(name, options.speeds?.[i], options.cpuKvBlocks?.[i]);
     });
   }
 
@@ -201,8 +207,11 @@ export class Router {
     return this.#replicas.filter((r) => !r.removed).map((r) => r.name);
   }
 
-  /** Adds a replica (healthy, cold), of `speed` when the fleet is mixed; returns its id. */
-  addReplica(name: string, speed?: ReplicaSpeed): number {
+  /**
+   * Adds a replica (healthy, cold), of `speed` when the fleet is mixed, with a CPU tier of
+   * `cpuKvBlocks` blocks for the approximate index to model; returns its id.
+   */
+  addReplica(name: string, speed?: ReplicaSpeed, cpuKvBlocks?: number): number {
     if (this.#byName.has(name)) {
       throw new RouterError('ERR_DUPLICATE_REPLICA', `replica '${name}' is already in the fleet`);
     }
@@ -224,8 +233,19 @@ export class Router {
     this.#adapters.ensureReplicas(id + 1);
     this.#matched = new Int32Array(id + 1);
     this.#cpuMatched = new Int32Array(id + 1);
+    if (cpuKvBlocks !== undefined && cpuKvBlocks > 0) this.setCpuKvBlocks(name, cpuKvBlocks);
     this.#fleetChanged();
     return id;
+  }
+
+  /**
+   * Tells the approximate index the size of `replica`'s CPU tier, in blocks (0: none): blocks it
+   * ages out of the replica's GPU record then stay credited as CPU hits until that tier is full.
+   * No effect in events mode, where the CPU-medium events say what the tier holds.
+   */
+  setCpuKvBlocks(replica: string, blocks: number): void {
+    const state = this.#state(replica);
+    if (this.indexMode === 'approx') this.#index.setCpuCapacity?.(state.id, blocks);
   }
 
   /** Removes a replica: its index entries go; its in-flight requests can still finish. */
