@@ -68,13 +68,14 @@ test('a smaller size drops the tier\'s least recent blocks; a bad size is refuse
 test('router: a prefix pushed out of its owner\'s GPU record is still its owner\'s, as a CPU hit', () => {
   // Capacity 400 blocks per replica: a 6,000-token prefix (375 blocks) fits; the flood pushes it out.
   const run = (cpuKvBlocks: readonly number[] | undefined) => {
+    const approxTiers = cpuKvBlocks?.map((b) => ({ cpuKvBlocks: b }));
     const router = new Router({
       replicas: ['a', 'b'],
       policy: 'cost',
       indexMode: 'approx',
       approxCapacityBlocks: 400,
       explain: true,
-      ...(cpuKvBlocks && { cpuKvBlocks }),
+      ...(approxTiers && { approxTiers }),
     });
     const prefix = tokens(1, 6_000);
     const first = router.route(request('p', [...prefix, ...tokens(2, 16)]), 0);
@@ -109,8 +110,25 @@ test('router: a prefix pushed out of its owner\'s GPU record is still its owner\
   assert.equal(small.again.cachedTokens, 100 * BLOCK);
 });
 
+test('a replica\'s GPU record sized to its pool forgets beyond it; others keep the default', () => {
+  const router = new Router({
+    replicas: ['small', 'big'],
+    policy: 'cost',
+    indexMode: 'approx',
+    approxCapacityBlocks: 1_000,
+    approxTiers: [{ kvBlocks: 64, cpuKvBlocks: 128 }],
+  });
+  for (const name of ['small', 'big']) {
+    const other = name === 'small' ? 'big' : 'small';
+    router.route({ ...request(`x-${name}`, tokens(7, 3_200)), avoid: [other] }, 0);
+  }
+  const [small, big] = router.snapshot().replicas;
+  assert.deepEqual(small!.indexedBlocksByMedium, { GPU: 64, CPU: 128 });
+  assert.deepEqual(big!.indexedBlocksByMedium, { GPU: 200, CPU: 0 });
+});
+
 test('events mode ignores the size: the CPU-medium events are its feed', () => {
-  const router = new Router({ replicas: ['a'], policy: 'cost', cpuKvBlocks: [100] });
+  const router = new Router({ replicas: ['a'], policy: 'cost', approxTiers: [{ cpuKvBlocks: 100 }] });
   router.route(request('x', tokens(1, 3_200)), 0);
   assert.deepEqual(router.snapshot().replicas[0]!.indexedBlocksByMedium, { GPU: 0, CPU: 0 });
 });

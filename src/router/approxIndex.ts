@@ -5,7 +5,8 @@
  * recently used and the unique tail is forgotten first (vLLM frees a finished request's blocks
  * in the same order). Engine events are ignored: this mode is for engines that publish none.
  *
- * A replica told its CPU tier's size (`setCpuCapacity`, in blocks; vLLM's OffloadingConnector)
+ * A replica's GPU record can be sized to its engine's pool (`setGpuCapacity`). A replica told its
+ * CPU tier's size (`setCpuCapacity`, in blocks; vLLM's OffloadingConnector)
  * gets a modelled tier beside its modelled GPU pool, as the engine keeps one
  * (src/engine/connector/offloading.ts): a block aged out of the GPU capacity enters the tier as
  * its most recent block, the tier's least recent one falling out when it is full; a route that
@@ -34,6 +35,8 @@ export class ApproxIndex implements PrefixIndex {
   #cpuLru: Map<BlockKey, true>[] = [];
   /** Per replica, the CPU tier's size in blocks (0: none). */
   #cpuCapacity: number[] = [];
+  /** Per replica, the GPU record's size in blocks (default `capacityBlocks`). */
+  #gpuCapacity: number[] = [];
 
   constructor(
     replicaCount: number,
@@ -53,6 +56,7 @@ export class ApproxIndex implements PrefixIndex {
       this.#lru.push(new Map());
       this.#cpuLru.push(new Map());
       this.#cpuCapacity.push(0);
+      this.#gpuCapacity.push(this.capacityBlocks);
     }
   }
 
@@ -73,6 +77,22 @@ export class ApproxIndex implements PrefixIndex {
     return this.#cpuCapacity[replica] ?? 0;
   }
 
+  /**
+   * Sizes `replica`'s GPU record to its engine's pool, `blocks` >= 1 (default `capacityBlocks`);
+   * takes effect at its next route.
+   */
+  setGpuCapacity(replica: number, blocks: number): void {
+    if (!Number.isInteger(blocks) || blocks < 1) {
+      throw new RangeError(`GPU blocks must be an integer >= 1, got ${blocks}`);
+    }
+    this.ensureReplicas(replica + 1);
+    this.#gpuCapacity[replica] = blocks;
+  }
+
+  gpuCapacity(replica: number): number {
+    return this.#gpuCapacity[replica] ?? this.capacityBlocks;
+  }
+
   applyEvents(_replica: number, _events: readonly KvEvent[]): number {
     return 0;
   }
@@ -91,7 +111,8 @@ export class ApproxIndex implements PrefixIndex {
       }
     }
     const cpuCapacity = this.#cpuCapacity[replica]!;
-    while (lru.size > this.capacityBlocks) {
+    const gpuCapacity = this.#gpuCapacity[replica]!;
+    while (lru.size > gpuCapacity) {
       const oldest = lru.keys().next().value as BlockKey;
       lru.delete(oldest);
       this.blocks.remove(oldest, replica);

@@ -37,6 +37,8 @@ export interface PrefixIndex {
    * events to learn it from); absent where the tier is learned from the events.
    */
   setCpuCapacity?(replica: number, blocks: number): void;
+  /** Sizes `replica`'s GPU record in blocks (the approximate index; the events index has none). */
+  setGpuCapacity?(replica: number, blocks: number): void;
 }
 
 export interface PrefixIndexOptions {

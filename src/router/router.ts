@@ -62,16 +62,24 @@ export interface RouterOptions {
   /** Approx mode: blocks remembered per replica. */
   approxCapacityBlocks?: number;
   /**
-   * Approx mode: each replica's CPU tier in blocks (aligned with `replicas`; absent or 0: none),
-   * modelled beside its GPU record (approxIndex.ts). The events index learns the tier from the
-   * events and ignores this.
+   * Approx mode: each replica's KV tiers (aligned with `replicas`): its GPU pool and CPU tier in
+   * blocks, modelled by the approximate index (approxIndex.ts). The events index learns both
+   * from the events and ignores this.
    */
-  cpuKvBlocks?: readonly (number | undefined)[];
+  approxTiers?: readonly (ApproxTiers | undefined)[];
   /** Pre-size the prefix index for this many distinct block keys. */
   expectedKeys?: number;
   seed?: number;
   /** Put per-replica policy scores into every decision (costs an object per route). */
   explain?: boolean;
+}
+
+/** A replica's KV tiers as the approximate index models them, in blocks. */
+export interface ApproxTiers {
+  /** Its GPU pool (default: approxCapacityBlocks). */
+  kvBlocks?: number;
+  /** Its CPU tier (absent or 0: none). */
+  cpuKvBlocks?: number;
 }
 
 /** A replica's last engine report (Prometheus gauges or an in-process engine). */
@@ -194,7 +202,7 @@ export class Router {
     const ttlMs = options.overlayTtlMs ?? DEFAULT_OVERLAY_TTL_MS;
     this.#overlay = this.indexMode === 'events' && ttlMs > 0 ? new RouteOverlay(ttlMs) : null;
     options.replicas.forEach((name, i) => {
-      this.addReplica(name, options.speeds?.[i], options.cpuKvBlocks?.[i]);
+      this.addReplica(name, options.speeds?.[i], options.approxTiers?.[i]);
     });
   }
 
@@ -208,10 +216,10 @@ export class Router {
   }
 
   /**
-   * Adds a replica (healthy, cold), of `speed` when the fleet is mixed, with a CPU tier of
-   * `cpuKvBlocks` blocks for the approximate index to model; returns its id.
+   * Adds a replica (healthy, cold), of `speed` when the fleet is mixed, with the KV tiers the
+   * approximate index is to model; returns its id.
    */
-  addReplica(name: string, speed?: ReplicaSpeed, cpuKvBlocks?: number): number {
+  addReplica(name: string, speed?: ReplicaSpeed, tiers?: ApproxTiers): number {
     if (this.#byName.has(name)) {
       throw new RouterError('ERR_DUPLICATE_REPLICA', `replica '${name}' is already in the fleet`);
     }
@@ -233,19 +241,21 @@ export class Router {
     this.#adapters.ensureReplicas(id + 1);
     this.#matched = new Int32Array(id + 1);
     this.#cpuMatched = new Int32Array(id + 1);
-    if (cpuKvBlocks !== undefined && cpuKvBlocks > 0) this.setCpuKvBlocks(name, cpuKvBlocks);
+    if (tiers) this.setApproxTiers(name, tiers);
     this.#fleetChanged();
     return id;
   }
 
   /**
-   * Tells the approximate index the size of `replica`'s CPU tier, in blocks (0: none): blocks it
-   * ages out of the replica's GPU record then stay credited as CPU hits until that tier is full.
-   * No effect in events mode, where the CPU-medium events say what the tier holds.
+   * Tells the approximate index `replica`'s tiers, in blocks: its GPU pool, and its CPU tier
+   * (0: none), where blocks it ages out of the GPU record stay credited as CPU hits until that
+   * tier is full. No effect in events mode, where the events say what each tier holds.
    */
-  setCpuKvBlocks(replica: string, blocks: number): void {
+  setApproxTiers(replica: string, tiers: ApproxTiers): void {
     const state = this.#state(replica);
-    if (this.indexMode === 'approx') this.#index.setCpuCapacity?.(state.id, blocks);
+    if (this.indexMode !== 'approx') return;
+    if (tiers.kvBlocks !== undefined) this.#index.setGpuCapacity?.(state.id, tiers.kvBlocks);
+    if (tiers.cpuKvBlocks !== undefined) this.#index.setCpuCapacity?.(state.id, tiers.cpuKvBlocks);
   }
 
   /** Removes a replica: its index entries go; its in-flight requests can still finish. */
