@@ -20,7 +20,7 @@ vllm:external_prefix_cache_queries_total{engine="0",model_name="m"} 999.0
 vllm:cache_config_info{block_size="16",num_gpu_blocks="64"} 1.0
 `;
 
-test('hits are the GPU prefix cache\'s and the connector\'s, summed over engines', () => {
+test("hits are the GPU prefix cache's and the connector's, summed over engines", () => {
   assert.deepEqual(parseEngineCacheFacts(PAGE), { prefixCacheHitsTokens: 400, kvBlocks: 64 });
 });
 

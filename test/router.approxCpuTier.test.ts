@@ -29,7 +29,10 @@ test('blocks aged out of the GPU record enter the CPU tier, least recent first o
   index.recordRoute(0, [5, 6, 7, 8, 9]);
   // LRU order, least recent first: 4 3 2 1 9 8 7 6 5. The GPU record keeps 8 7 6 5; 4 3 2 1 9
   // age out in that order into the tier, which keeps its three most recent: 2 1 9.
-  assert.deepEqual([5, 6, 7, 8].map((k) => index.blocks.has(k, 0)), [true, true, true, true]);
+  assert.deepEqual(
+    [5, 6, 7, 8].map((k) => index.blocks.has(k, 0)),
+    [true, true, true, true],
+  );
   assert.equal(index.cpuBlockCount(0), 3);
   const inCpu = [1, 2, 3, 4, 5, 6, 7, 8, 9].filter((k) => index.cpuBlocks.has(k, 0));
   assert.deepEqual(inCpu, [1, 2, 9]);
@@ -51,7 +54,7 @@ test('without a size, or with 0, the index forgets as before: GPU only', () => {
   assert.equal(index.cpuBlocks.size, 0);
 });
 
-test('a smaller size drops the tier\'s least recent blocks; a bad size is refused', () => {
+test("a smaller size drops the tier's least recent blocks; a bad size is refused", () => {
   const index = new ApproxIndex(1, 2);
   index.setCpuCapacity(0, 10);
   index.recordRoute(0, [1, 2, 3, 4, 5, 6]);
@@ -65,7 +68,7 @@ test('a smaller size drops the tier\'s least recent blocks; a bad size is refuse
   assert.equal(index.blockCount(0), 0);
 });
 
-test('router: a prefix pushed out of its owner\'s GPU record is still its owner\'s, as a CPU hit', () => {
+test("router: a prefix pushed out of its owner's GPU record is still its owner's, as a CPU hit", () => {
   // Capacity 400 blocks per replica: a 6,000-token prefix (375 blocks) fits; the flood pushes it out.
   const run = (cpuKvBlocks: readonly number[] | undefined) => {
     const approxTiers = cpuKvBlocks?.map((b) => ({ cpuKvBlocks: b }));
@@ -110,7 +113,7 @@ test('router: a prefix pushed out of its owner\'s GPU record is still its owner\
   assert.equal(small.again.cachedTokens, 100 * BLOCK);
 });
 
-test('a replica\'s GPU record sized to its pool forgets beyond it; others keep the default', () => {
+test("a replica's GPU record sized to its pool forgets beyond it; others keep the default", () => {
   const router = new Router({
     replicas: ['small', 'big'],
     policy: 'cost',
@@ -128,7 +131,11 @@ test('a replica\'s GPU record sized to its pool forgets beyond it; others keep t
 });
 
 test('events mode ignores the size: the CPU-medium events are its feed', () => {
-  const router = new Router({ replicas: ['a'], policy: 'cost', approxTiers: [{ cpuKvBlocks: 100 }] });
+  const router = new Router({
+    replicas: ['a'],
+    policy: 'cost',
+    approxTiers: [{ cpuKvBlocks: 100 }],
+  });
   router.route(request('x', tokens(1, 3_200)), 0);
   assert.deepEqual(router.snapshot().replicas[0]!.indexedBlocksByMedium, { GPU: 0, CPU: 0 });
 });
@@ -160,7 +167,7 @@ test('property: a block is in at most one modelled tier; neither tier exceeds it
     fc.property(scenario, ({ gpu, cpu, ops }) => {
       const index = new ApproxIndex(3, gpu);
       const size = [...cpu];
-      cpu.forEach((b, r) => index.setCpuCapacity(r, b));
+      for (const [r, b] of cpu.entries()) index.setCpuCapacity(r, b);
       for (const op of ops) {
         if (op.kind === 'route') index.recordRoute(op.replica, op.keys);
         else if (op.kind === 'resize') {
