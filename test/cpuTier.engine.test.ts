@@ -90,7 +90,19 @@ test('a prefix pushed out of the GPU pool is loaded back from the CPU tier, not 
   assert.equal(finished?.cachedTokens, 29 * BLOCK);
   const loaded = after.cpuOffload!.loadedTokens - before.cpuOffload!.loadedTokens;
   assert.ok(loaded > 0 && loaded <= 29 * BLOCK);
-  assert.equal(after.prefixCacheHitsTokens - before.prefixCacheHitsTokens, 29 * BLOCK);
+  // As vLLM counts them: the tier's tokens are the connector's hits, not the GPU prefix cache's
+  // (vllm:prefix_cache_hits vs vllm:external_prefix_cache_hits), whose queries are the prompt
+  // less its GPU-cached part.
+  const local = 29 * BLOCK - loaded;
+  assert.equal(after.prefixCacheHitsTokens - before.prefixCacheHitsTokens, local);
+  const ext = (c: typeof after) => c.cpuOffload!;
+  assert.equal(ext(after).externalHitsTokens - ext(before).externalHitsTokens, loaded);
+  assert.equal(ext(after).externalQueriesTokens - ext(before).externalQueriesTokens, 480 - local);
+  assert.equal(
+    after.prefixCacheQueriesTokens - before.prefixCacheQueriesTokens,
+    480,
+    'the GPU prefix cache is asked about the whole prompt',
+  );
   // Its first step carries the reload: tokens x KV bytes per token over 50 GB/s.
   const bytes = kvBytesPerToken(spec.model, spec.kvDtype);
   assert.ok(steps[0]!.durationMs > cpuReloadMs(loaded, bytes, 50));

@@ -53,7 +53,9 @@ response to release the router's ledger. The data plane forwards the bytes itsel
                          connects to, pods told apart by topic kv@<pod-ip>@<model> (llm-d's
                          deployment; kvroute serve --help)
   --backend SPEC         a backend as kvroute serve takes it: URL[,events=tcp://H:P]
-                         [,replay=tcp://H:P][,model=NAME][,api-key=KEY]; repeatable
+                         [,replay=tcp://H:P][,model=NAME][,api-key=KEY]; repeatable;
+                         [,kv-offloading-size=GiB | ,cpu-kv-blocks=N][,kv-blocks=N]: its
+                         CPU tier and GPU pool for --index approx (kvroute serve --help)
   --config FILE          kvroute serve's YAML config: backends, policy, tokenizer, tenants
                          and admission; its port and host keys are the gateway's, not used
 connection limits of the gRPC ports (grpc-js options; Envoy reconnects on its next request)

@@ -56,7 +56,14 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
                         prefill pool then decode on the decode pool (vLLM's NixlConnector
                         protocol); topic: its KV events' topic on --kv-events-bind;
                         [,gpu=NAME][,tp=N][,profile=FILE]: its hardware in a mixed pool
-                        (delay-cost prices its tokens at its own speed)
+                        (delay-cost prices its tokens at its own speed);
+                        [,kv-offloading-size=GiB | ,cpu-kv-blocks=N]: its engine's CPU tier
+                        of KV, as the engine was given it (GiB, as vLLM's kv-offloading-size,
+                        or the OffloadingConnector's num_cpu_blocks in blocks of
+                        --block-size), modelled by --index approx (GiB in blocks of the
+                        catalog model its model= names, else llama-3.3-70b); [,kv-blocks=N]:
+                        its GPU pool, where --index approx forgets (default 34,882); the
+                        events index reads both tiers from the events
   --pd-threshold N      P/D: fewer uncached tokens than N on the decode replica run there
                         alone (llm-d's prefix-based decider; default 0: always disaggregate)
   --config FILE         YAML config (see kvroute.example.yaml); flags override it; read

@@ -50,6 +50,12 @@ export class EngineCore {
   /** Remote-prefill requests: tokens written from the pull, until they finish. */
   readonly #external = new Map<string, number>();
   #externalTokens = 0;
+  /**
+   * CPU tier: the connector's prefix-cache queries and hits, tokens (vLLM's
+   * connector_prefix_cache_stats); its hits are left out of the GPU prefix cache's.
+   */
+  #cpuQueriesTokens = 0;
+  #cpuHitsTokens = 0;
   /** Adapter load time of the scheduled step (LoRA), and CPU-tier reloads. */
   #pendingLoadMs = 0;
   /** The CPU tier (OffloadingConnector); null without one. */
@@ -220,7 +226,13 @@ export class EngineCore {
     this.#pendingLoadMs =
       this.#lora && plan.admitted.length > 0 ? this.#loadAdapters(plan.admitted) : 0;
     if (this.#offload !== null) {
-      for (const id of plan.admitted) this.#offload.admitted(id);
+      for (const id of plan.admitted) {
+        const hit = this.#offload.admitted(id, this.#scheduler.cachedTokensOf(id) ?? 0);
+        if (hit !== null) {
+          this.#cpuQueriesTokens += hit.queriesTokens;
+          this.#cpuHitsTokens += hit.hitsTokens;
+        }
+      }
       this.#pendingLoadMs += this.#offload.takePendingMs();
     }
     return plan;
@@ -281,14 +293,14 @@ export class EngineCore {
       kvBlocksTotal: pool.numBlocks,
       kvBlocksFree: pool.freeBlocks,
       prefixCacheQueriesTokens: c.prefixQueriesTokens,
-      prefixCacheHitsTokens: c.prefixHitsTokens,
+      prefixCacheHitsTokens: c.prefixHitsTokens - this.#cpuHitsTokens,
       preemptions: c.preemptions,
       promptTokens: c.promptTokens,
       generationTokens: c.generationTokens,
       ...(this.#lora && { lora: this.#loraCounters() }),
       ...(this.#offload && { cpuOffload: this.#offloadCounters() }),
       ...(this.#connector && {
-        prefixCacheHitsTokens: c.prefixHitsTokens - this.#externalTokens,
+        prefixCacheHitsTokens: c.prefixHitsTokens - this.#cpuHitsTokens - this.#externalTokens,
         kvTransfer: {
           heldRequests: this.#connector.heldRequests,
           heldBlocks: this.#connector.heldBlocks,
@@ -367,6 +379,8 @@ export class EngineCore {
       loadedBlocks: tier.loadedBlocks,
       evictedBlocks: tier.evictedBlocks,
       loadedTokens: offload.loadedTokens,
+      externalQueriesTokens: this.#cpuQueriesTokens,
+      externalHitsTokens: this.#cpuHitsTokens,
       loadedBytes: offload.loadedTokens * offload.kvBytesPerToken,
       storedBytes: tier.storedBlocks * this.#pool.blockSize * offload.kvBytesPerToken,
     };

@@ -150,6 +150,14 @@ export interface EngineCpuOffloadCounters {
   evictedBlocks: number;
   /** Prompt tokens loaded back from the tier instead of recomputed. */
   loadedTokens: number;
+  /**
+   * The connector's prefix-cache queries and hits, tokens, as vLLM counts them apart from the
+   * GPU prefix cache's (`vllm:external_prefix_cache_queries` / `_hits`): at a request's first
+   * admission, its prompt less its GPU-cached part, and the part of it the tier supplied.
+   * `prefixCacheHitsTokens` leaves those hits out.
+   */
+  externalQueriesTokens: number;
+  externalHitsTokens: number;
   /** KV bytes copied back to the GPU, and written to the tier. */
   loadedBytes: number;
   storedBytes: number;

@@ -74,6 +74,20 @@ export interface BackendConfig {
   gpu?: string;
   tp?: number;
   profile?: string;
+  /**
+   * Its engine's CPU tier of KV (vLLM's OffloadingConnector), for the approximate index to model
+   * (backendCpuTier.ts): in GiB as vLLM's `--kv-offloading-size`, or in blocks of the gateway's
+   * block size as the connector's `num_cpu_blocks`; one at most. Absent: GPU only. The events
+   * index learns the tier from the CPU-medium events and needs neither.
+   */
+  kvOffloadingSizeGiB?: number;
+  cpuKvBlocks?: number;
+  /**
+   * Its engine's GPU KV pool in blocks (`kvroute engine --kv-blocks`, vLLM's
+   * `--num-gpu-blocks-override`), for the approximate index to forget beyond; absent: the seed
+   * replica's pool, 34,882 blocks.
+   */
+  kvBlocks?: number;
 }
 
 /** A model pool's own tokenizer and chat template (default: the gateway's). */
@@ -376,6 +390,9 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
         'gpu',
         'tp',
         'profile',
+        'kv-offloading-size',
+        'cpu-kv-blocks',
+        'kv-blocks',
       ].includes(k)
     ) {
       throw configError(`${key}.${k}`, 'is not a known key');
@@ -394,9 +411,41 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
     ...(doc.profile != null && {
       profile: nonEmpty(str(doc.profile, `${key}.profile`), `${key}.profile`),
     }),
+    ...(doc['kv-offloading-size'] != null && {
+      kvOffloadingSizeGiB: gibOf(doc['kv-offloading-size'], `${key}.kv-offloading-size`),
+    }),
+    ...(doc['cpu-kv-blocks'] != null && {
+      cpuKvBlocks: blocksOf(doc['cpu-kv-blocks'], `${key}.cpu-kv-blocks`),
+    }),
+    ...(doc['kv-blocks'] != null && { kvBlocks: blocksOf(doc['kv-blocks'], `${key}.kv-blocks`) }),
   };
+  oneCpuTier(out, key);
   backendSpeed(out, key);
   return out;
+}
+
+/** GiB of CPU tier, > 0 (vLLM's --kv-offloading-size); a flag's text or a config number. */
+function gibOf(v: unknown, key: string): number {
+  const n = typeof v === 'string' && /^\d+(\.\d+)?$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isFinite(n) || n <= 0) {
+    throw configError(key, `must be a number of GiB > 0, got '${String(v)}'`);
+  }
+  return n;
+}
+
+/** Blocks of CPU tier, a whole number >= 1 (the connector's num_cpu_blocks). */
+function blocksOf(v: unknown, key: string): number {
+  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) {
+    throw configError(key, `must be a whole number of blocks >= 1, got '${String(v)}'`);
+  }
+  return n;
+}
+
+function oneCpuTier(b: BackendConfig, key: string): void {
+  if (b.kvOffloadingSizeGiB !== undefined && b.cpuKvBlocks !== undefined) {
+    throw configError(key, 'takes kv-offloading-size or cpu-kv-blocks, not both');
+  }
 }
 
 function gpuName(v: string, key: string): string {
@@ -437,7 +486,7 @@ const emptyBackend = (): BackendConfig => ({
 
 /**
  * `--backend URL[,events=tcp://H:P][,replay=tcp://H:P][,model=NAME][,api-key=KEY][,topic=T]`
- * `[,gpu=NAME][,tp=N][,profile=FILE]`.
+ * `[,gpu=NAME][,tp=N][,profile=FILE][,kv-offloading-size=GiB | ,cpu-kv-blocks=N][,kv-blocks=N]`.
  * Throws with the flag's name so the CLI can print it.
  */
 export function parseBackendFlag(value: string, flag = '--backend'): BackendConfig {
@@ -456,12 +505,17 @@ export function parseBackendFlag(value: string, flag = '--backend'): BackendConf
     else if (name === 'gpu') out.gpu = gpuName(v, `${flag} gpu`);
     else if (name === 'tp') out.tp = tpOf(v, `${flag} tp`);
     else if (name === 'profile') out.profile = nonEmpty(v, `${flag} profile`);
+    else if (name === 'kv-offloading-size') {
+      out.kvOffloadingSizeGiB = gibOf(v, `${flag} kv-offloading-size`);
+    } else if (name === 'cpu-kv-blocks') out.cpuKvBlocks = blocksOf(v, `${flag} cpu-kv-blocks`);
+    else if (name === 'kv-blocks') out.kvBlocks = blocksOf(v, `${flag} kv-blocks`);
     else
       throw configError(
         flag,
-        `has unknown option '${name}' (events, replay, model, api-key, role, topic, gpu, tp, profile)`,
+        `has unknown option '${name}' (events, replay, model, api-key, role, topic, gpu, tp, profile, kv-offloading-size, cpu-kv-blocks, kv-blocks)`,
       );
   }
+  oneCpuTier(out, flag);
   backendSpeed(out, flag);
   return out;
 }

@@ -22,6 +22,7 @@ import { type CheckResult, TokenizerChecker, type TokenizerAgreement } from './t
 import { makeAuditActions } from './audit/actions.ts';
 import { PoolAudit, type ReplicaAudit } from './audit/poolAudit.ts';
 import { type Backend, closeBackend } from './backends.ts';
+import { backendApproxTiers } from './backendCpuTier.ts';
 import { backendSpeed } from './backendSpeed.ts';
 import type { GatewayConfig } from './config.ts';
 import { type Logger, RateLimitedLog } from './log.ts';
@@ -292,7 +293,7 @@ export class ModelPool {
     );
     this.#members.set(backend.name, member);
     this.#byBackend.set(backend, member);
-    if (!options.cold) this.router.addReplica(backend.name, backendSpeed(backend.config));
+    if (!options.cold) this.#addToRouter(backend);
     if (this.#started) {
       member.watch.start();
       if (!options.cold) void this.checker.check(backend);
@@ -514,10 +515,20 @@ export class ModelPool {
     return { ...request, avoid: [...(request.avoid ?? []), ...without] };
   }
 
+  /** Into the router: its speed in a mixed pool, its CPU tier for the approximate index. */
+  #addToRouter(backend: Backend): void {
+    const { config } = backend;
+    this.router.addReplica(
+      backend.name,
+      backendSpeed(config),
+      backendApproxTiers(config, this.#options.config.blockSize),
+    );
+  }
+
   /** Becomes routable: in the router from now, its cache relearned from its replay buffer. */
   #activate(m: Member, report: EngineReport, nowMs: number): void {
     m.phase = 'active';
-    this.router.addReplica(m.backend.name, backendSpeed(m.backend.config));
+    this.#addToRouter(m.backend);
     this.router.onReport(m.backend.name, report, nowMs);
     m.watch.rebuild();
     this.#logger.info(

@@ -4,6 +4,15 @@
  * Keys of one request are touched last block first, so the shared root of a chain is the most
  * recently used and the unique tail is forgotten first (vLLM frees a finished request's blocks
  * in the same order). Engine events are ignored: this mode is for engines that publish none.
+ *
+ * A replica's GPU record can be sized to its engine's pool (`setGpuCapacity`). A replica told its
+ * CPU tier's size (`setCpuCapacity`, in blocks; vLLM's OffloadingConnector)
+ * gets a modelled tier beside its modelled GPU pool, as the engine keeps one
+ * (src/engine/connector/offloading.ts): a block aged out of the GPU capacity enters the tier as
+ * its most recent block, the tier's least recent one falling out when it is full; a route that
+ * asks for a block the tier holds reloads it (it leaves the tier for the GPU record). So a block
+ * is in at most one modelled tier of a replica, and `cpuBlocks` is what the tier match
+ * (tierMatch.ts) credits as CPU hits. A replica never told stays GPU-only.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
@@ -17,9 +26,17 @@ export const DEFAULT_APPROX_CAPACITY_BLOCKS = 34_882;
 export class ApproxIndex implements PrefixIndex {
   readonly mode: IndexMode = 'approx';
   readonly blocks: BlockIndex;
+  /** Blocks in each replica's modelled CPU tier; empty for a replica without one. */
+  readonly cpuBlocks: BlockIndex;
   readonly capacityBlocks: number;
   /** Per replica, keys in least- to most-recently-used order (Map keeps insertion order). */
   #lru: Map<BlockKey, true>[] = [];
+  /** Per replica, the modelled CPU tier's keys, least recently stored first. */
+  #cpuLru: Map<BlockKey, true>[] = [];
+  /** Per replica, the CPU tier's size in blocks (0: none). */
+  #cpuCapacity: number[] = [];
+  /** Per replica, the GPU record's size in blocks (default `capacityBlocks`). */
+  #gpuCapacity: number[] = [];
 
   constructor(
     replicaCount: number,
@@ -28,12 +45,52 @@ export class ApproxIndex implements PrefixIndex {
   ) {
     this.capacityBlocks = capacityBlocks;
     this.blocks = new BlockIndex(replicaCount, expectedKeys);
+    this.cpuBlocks = new BlockIndex(replicaCount);
     this.ensureReplicas(replicaCount);
   }
 
   ensureReplicas(count: number): void {
     this.blocks.ensureReplicas(count);
-    while (this.#lru.length < count) this.#lru.push(new Map());
+    this.cpuBlocks.ensureReplicas(count);
+    while (this.#lru.length < count) {
+      this.#lru.push(new Map());
+      this.#cpuLru.push(new Map());
+      this.#cpuCapacity.push(0);
+      this.#gpuCapacity.push(this.capacityBlocks);
+    }
+  }
+
+  /**
+   * Gives `replica` a modelled CPU tier of `blocks` blocks (0: none); a smaller size than its
+   * tier holds drops the least recent blocks.
+   */
+  setCpuCapacity(replica: number, blocks: number): void {
+    if (!Number.isInteger(blocks) || blocks < 0) {
+      throw new RangeError(`CPU tier blocks must be an integer >= 0, got ${blocks}`);
+    }
+    this.ensureReplicas(replica + 1);
+    this.#cpuCapacity[replica] = blocks;
+    this.#trimCpu(replica);
+  }
+
+  cpuCapacity(replica: number): number {
+    return this.#cpuCapacity[replica] ?? 0;
+  }
+
+  /**
+   * Sizes `replica`'s GPU record to its engine's pool, `blocks` >= 1 (default `capacityBlocks`);
+   * takes effect at its next route.
+   */
+  setGpuCapacity(replica: number, blocks: number): void {
+    if (!Number.isInteger(blocks) || blocks < 1) {
+      throw new RangeError(`GPU blocks must be an integer >= 1, got ${blocks}`);
+    }
+    this.ensureReplicas(replica + 1);
+    this.#gpuCapacity[replica] = blocks;
+  }
+
+  gpuCapacity(replica: number): number {
+    return this.#gpuCapacity[replica] ?? this.capacityBlocks;
   }
 
   applyEvents(_replica: number, _events: readonly KvEvent[]): number {
@@ -42,27 +99,54 @@ export class ApproxIndex implements PrefixIndex {
 
   recordRoute(replica: number, keys: readonly BlockKey[]): void {
     const lru = this.#lru[replica]!;
+    const cpu = this.#cpuLru[replica]!;
     for (let i = keys.length - 1; i >= 0; i--) {
       const key = keys[i]!;
       if (lru.delete(key)) lru.set(key, true);
       else {
+        // Reloaded from the CPU tier, or computed: on the GPU now, and only there.
+        if (cpu.size > 0 && cpu.delete(key)) this.cpuBlocks.remove(key, replica);
         lru.set(key, true);
         this.blocks.add(key, replica);
       }
     }
-    while (lru.size > this.capacityBlocks) {
+    const cpuCapacity = this.#cpuCapacity[replica]!;
+    const gpuCapacity = this.#gpuCapacity[replica]!;
+    while (lru.size > gpuCapacity) {
       const oldest = lru.keys().next().value as BlockKey;
       lru.delete(oldest);
       this.blocks.remove(oldest, replica);
+      if (cpuCapacity > 0) {
+        cpu.set(oldest, true);
+        this.cpuBlocks.add(oldest, replica);
+      }
+    }
+    if (cpu.size > cpuCapacity) this.#trimCpu(replica);
+  }
+
+  /** The tier's least recent blocks fall out while it holds more than its size. */
+  #trimCpu(replica: number): void {
+    const cpu = this.#cpuLru[replica]!;
+    const capacity = this.#cpuCapacity[replica]!;
+    while (cpu.size > capacity) {
+      const oldest = cpu.keys().next().value as BlockKey;
+      cpu.delete(oldest);
+      this.cpuBlocks.remove(oldest, replica);
     }
   }
 
   clearReplica(replica: number): void {
     this.#lru[replica]?.clear();
+    this.#cpuLru[replica]?.clear();
     this.blocks.clearReplica(replica);
+    this.cpuBlocks.clearReplica(replica);
   }
 
   blockCount(replica: number): number {
     return this.blocks.blockCount(replica);
+  }
+
+  cpuBlockCount(replica: number): number {
+    return this.cpuBlocks.blockCount(replica);
   }
 }

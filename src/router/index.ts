@@ -44,6 +44,7 @@ export {
   type PolicyOptions,
 } from './registry.ts';
 export {
+  type ApproxTiers,
   type InFlightRecord,
   type PeerRoute,
   type ReplicaReport,

@@ -27,11 +27,18 @@ export interface PrefixIndex {
   /** Blocks indexed on `replica` (its tree size). */
   blockCount(replica: number): number;
   /**
-   * Blocks in `replica`'s CPU tier, keyed as `blocks` (the events index: medium "CPU"); absent
-   * where the index knows the GPU tier only (the approximate one).
+   * Blocks in `replica`'s CPU tier, keyed as `blocks` (the events index: medium "CPU"; the
+   * approximate index: its modelled tier, empty for a replica not told one).
    */
   readonly cpuBlocks?: BlockIndex;
   cpuBlockCount?(replica: number): number;
+  /**
+   * Gives `replica` a modelled CPU tier of `blocks` blocks (the approximate index, which has no
+   * events to learn it from); absent where the tier is learned from the events.
+   */
+  setCpuCapacity?(replica: number, blocks: number): void;
+  /** Sizes `replica`'s GPU record in blocks (the approximate index; the events index has none). */
+  setGpuCapacity?(replica: number, blocks: number): void;
 }
 
 export interface PrefixIndexOptions {

@@ -61,11 +61,25 @@ export interface RouterOptions {
   overlayTtlMs?: number;
   /** Approx mode: blocks remembered per replica. */
   approxCapacityBlocks?: number;
+  /**
+   * Approx mode: each replica's KV tiers (aligned with `replicas`): its GPU pool and CPU tier in
+   * blocks, modelled by the approximate index (approxIndex.ts). The events index learns both
+   * from the events and ignores this.
+   */
+  approxTiers?: readonly (ApproxTiers | undefined)[];
   /** Pre-size the prefix index for this many distinct block keys. */
   expectedKeys?: number;
   seed?: number;
   /** Put per-replica policy scores into every decision (costs an object per route). */
   explain?: boolean;
+}
+
+/** A replica's KV tiers as the approximate index models them, in blocks. */
+export interface ApproxTiers {
+  /** Its GPU pool (default: approxCapacityBlocks). */
+  kvBlocks?: number;
+  /** Its CPU tier (absent or 0: none). */
+  cpuKvBlocks?: number;
 }
 
 /** A replica's last engine report (Prometheus gauges or an in-process engine). */
@@ -188,7 +202,7 @@ export class Router {
     const ttlMs = options.overlayTtlMs ?? DEFAULT_OVERLAY_TTL_MS;
     this.#overlay = this.indexMode === 'events' && ttlMs > 0 ? new RouteOverlay(ttlMs) : null;
     options.replicas.forEach((name, i) => {
-      this.addReplica(name, options.speeds?.[i]);
+      this.addReplica(name, options.speeds?.[i], options.approxTiers?.[i]);
     });
   }
 
@@ -201,8 +215,11 @@ export class Router {
     return this.#replicas.filter((r) => !r.removed).map((r) => r.name);
   }
 
-  /** Adds a replica (healthy, cold), of `speed` when the fleet is mixed; returns its id. */
-  addReplica(name: string, speed?: ReplicaSpeed): number {
+  /**
+   * Adds a replica (healthy, cold), of `speed` when the fleet is mixed, with the KV tiers the
+   * approximate index is to model; returns its id.
+   */
+  addReplica(name: string, speed?: ReplicaSpeed, tiers?: ApproxTiers): number {
     if (this.#byName.has(name)) {
       throw new RouterError('ERR_DUPLICATE_REPLICA', `replica '${name}' is already in the fleet`);
     }
@@ -224,8 +241,21 @@ export class Router {
     this.#adapters.ensureReplicas(id + 1);
     this.#matched = new Int32Array(id + 1);
     this.#cpuMatched = new Int32Array(id + 1);
+    if (tiers) this.setApproxTiers(name, tiers);
     this.#fleetChanged();
     return id;
+  }
+
+  /**
+   * Tells the approximate index `replica`'s tiers, in blocks: its GPU pool, and its CPU tier
+   * (0: none), where blocks it ages out of the GPU record stay credited as CPU hits until that
+   * tier is full. No effect in events mode, where the events say what each tier holds.
+   */
+  setApproxTiers(replica: string, tiers: ApproxTiers): void {
+    const state = this.#state(replica);
+    if (this.indexMode !== 'approx') return;
+    if (tiers.kvBlocks !== undefined) this.#index.setGpuCapacity?.(state.id, tiers.kvBlocks);
+    if (tiers.cpuKvBlocks !== undefined) this.#index.setCpuCapacity?.(state.id, tiers.cpuKvBlocks);
   }
 
   /** Removes a replica: its index entries go; its in-flight requests can still finish. */

@@ -75,6 +75,15 @@ function makeRouterCore(config: SimRouterConfig, index: number): Router {
       }),
     },
     indexMode: r.index,
+    // The approximate index models each replica's CPU tier (and its GPU record the engine's
+    // pool) only when the engines have one: without a tier the run is as before.
+    ...(r.index === 'approx' &&
+      engine.cpuOffload && {
+        approxTiers: names.map(() => ({
+          kvBlocks: kvBlocksPerReplica(config),
+          cpuKvBlocks: engine.cpuOffload!.cpuBlocks,
+        })),
+      }),
     ...(r.kvThreshold !== undefined && { kvThreshold: r.kvThreshold }),
     // Reports arrive every reportMs; only a replica that stopped reporting should look stale.
     staleMs: r.staleLimitMs ?? Math.max(DEFAULT_STALE_MS, 3 * config.view.reportMs),

@@ -24,6 +24,10 @@
  *   take_events builds them; a block's CPU store comes before its GPU removal (vLLM offloads
  *   before the GPU evicts), so a consumer that maps hashes to keys still knows it. A block the
  *   GPU computes again while the tier has it leaves the tier (a CPU removal after its store).
+ * - Hit counts, as vLLM's scheduler keeps them (vllm/v1/core/sched/scheduler.py, `schedule`):
+ *   tokens the tier supplied are the connector's hits, not the GPU prefix cache's. At a
+ *   request's first admission `admitted` gives its external hits, the blocks loaded for it that
+ *   its admitted prefix covers, and its external queries, its prompt less its GPU-cached part.
  */
 import type { BlockKey, KeyScope } from '../../kv/blockKey.ts';
 import type { BlockPool } from '../../kv/blockPool.ts';
@@ -52,10 +56,26 @@ interface Pending {
   needBlocks: number;
 }
 
+/** A request's blocks loaded from the tier so far, [fromBlock, toBlock), and its prompt length. */
+interface Loaded {
+  promptTokens: number;
+  fromBlock: number;
+  toBlock: number;
+}
+
+/** A request's first admission, as vLLM's connector prefix-cache stats record it (tokens). */
+export interface ExternalHit {
+  queriesTokens: number;
+  hitsTokens: number;
+}
+
 /** What one load attempt did: tokens loaded, or the free blocks it lacked room for. */
 interface LoadOutcome {
   tokens: number;
   needBlocks: number;
+  /** Blocks loaded, [fromBlock, toBlock) of the prompt (empty when none). */
+  fromBlock: number;
+  toBlock: number;
 }
 
 export class OffloadingConnectorCore {
@@ -67,6 +87,8 @@ export class OffloadingConnectorCore {
   #pendingMs = 0;
   /** Requests not admitted yet whose load lacked room, in arrival order. */
   readonly #waiting = new Map<string, Pending>();
+  /** Requests added and not admitted yet: what was loaded for each. */
+  readonly #requests = new Map<string, Loaded>();
   /** Prompt tokens loaded back from the tier so far. */
   loadedTokens = 0;
 
@@ -83,8 +105,15 @@ export class OffloadingConnectorCore {
 
   /** A request arrived: loads what the tier has of its prefix, and again later until admitted. */
   add(id: string, blockKeys: readonly BlockKey[], tokenIds: ArrayLike<number>, scope: KeyScope) {
-    const { needBlocks } = this.#tryLoad(blockKeys, tokenIds, scope);
-    if (needBlocks > 0) this.#waiting.set(id, { blockKeys, tokenIds, scope, needBlocks });
+    const out = this.#tryLoad(blockKeys, tokenIds, scope);
+    this.#requests.set(id, {
+      promptTokens: tokenIds.length,
+      fromBlock: out.fromBlock,
+      toBlock: out.toBlock,
+    });
+    if (out.needBlocks > 0) {
+      this.#waiting.set(id, { blockKeys, tokenIds, scope, needBlocks: out.needBlocks });
+    }
   }
 
   /** Before a step: retries the oldest loads that lacked room, once the pool has it. */
@@ -94,15 +123,34 @@ export class OffloadingConnectorCore {
     for (const [id, w] of this.#waiting) {
       if (n++ === LOAD_RETRIES_PER_STEP) break;
       if (this.#pool.freeBlocks < w.needBlocks) continue;
-      const { needBlocks } = this.#tryLoad(w.blockKeys, w.tokenIds, w.scope);
-      if (needBlocks > 0) w.needBlocks = needBlocks;
+      const out = this.#tryLoad(w.blockKeys, w.tokenIds, w.scope);
+      const loaded = this.#requests.get(id);
+      if (loaded && out.toBlock > out.fromBlock) {
+        if (loaded.toBlock === loaded.fromBlock) loaded.fromBlock = out.fromBlock;
+        else loaded.fromBlock = Math.min(loaded.fromBlock, out.fromBlock);
+        loaded.toBlock = Math.max(loaded.toBlock, out.toBlock);
+      }
+      if (out.needBlocks > 0) w.needBlocks = out.needBlocks;
       else this.#waiting.delete(id);
     }
   }
 
-  /** The request was admitted (or ended): no more loads for it. */
-  admitted(id: string): void {
+  /**
+   * The request was admitted with `cachedTokens` from the prefix cache (or ended: undefined):
+   * no more loads for it. At its first admission, its external queries and hits (ExternalHit);
+   * null after that, or when it ended unadmitted.
+   */
+  admitted(id: string, cachedTokens?: number): ExternalHit | null {
     this.#waiting.delete(id);
+    const loaded = this.#requests.get(id);
+    if (loaded === undefined) return null;
+    this.#requests.delete(id);
+    if (cachedTokens === undefined) return null;
+    const bs = this.#pool.blockSize;
+    const cachedBlocks = Math.floor(cachedTokens / bs);
+    const hitBlocks = Math.max(0, Math.min(loaded.toBlock, cachedBlocks) - loaded.fromBlock);
+    const hitsTokens = Math.min(cachedTokens, hitBlocks * bs);
+    return { queriesTokens: loaded.promptTokens - (cachedTokens - hitsTokens), hitsTokens };
   }
 
   /**
@@ -116,7 +164,7 @@ export class OffloadingConnectorCore {
   ): LoadOutcome {
     const pool = this.#pool;
     const tier = this.#tier;
-    const none = { tokens: 0, needBlocks: 0 };
+    const none = { tokens: 0, needBlocks: 0, fromBlock: 0, toBlock: 0 };
     if (!pool.cachingEnabled || tier.size === 0) return none;
     const usable = Math.min(blockKeys.length, Math.floor((tokenIds.length - 1) / pool.blockSize));
     const hit = pool.findCachedPrefix(blockKeys, usable);
@@ -126,7 +174,7 @@ export class OffloadingConnectorCore {
     const fresh = end - local;
     if (fresh === 0) return none;
     if (fresh + hit.freeBlocks > pool.freeBlocks) {
-      return { tokens: 0, needBlocks: fresh + hit.freeBlocks };
+      return { tokens: 0, needBlocks: fresh + hit.freeBlocks, fromBlock: 0, toBlock: 0 };
     }
     this.#drain();
     const taken = blockKeys.slice(local, end);
@@ -142,7 +190,7 @@ export class OffloadingConnectorCore {
     const tokens = fresh * pool.blockSize;
     this.loadedTokens += tokens;
     this.#pendingMs += cpuReloadMs(tokens, this.kvBytesPerToken, this.#gbps);
-    return { tokens, needBlocks: 0 };
+    return { tokens, needBlocks: 0, fromBlock: local, toBlock: end };
   }
 
   /** Transfer time of the loads since the last call (the next step carries it). */

@@ -143,6 +143,9 @@ export class EngineMetrics {
   /** vLLM's offloading connector counter, made at the first report of a CPU tier. */
   #offloadBytes: Counter<'transfer_type'> | null = null;
   #offloadSeen = { CPU_to_GPU: 0, GPU_to_CPU: 0 };
+  #externalQueries: Counter | null = null;
+  #externalHits: Counter | null = null;
+  #externalSeen = { queries: 0, hits: 0 };
   readonly #cachedPromptTokens: Counter;
   readonly #ttft: Histogram;
   readonly #itl: Histogram;
@@ -369,6 +372,22 @@ export class EngineMetrics {
       labelNames: ['transfer_type'],
       registers: [this.registry],
     });
+    // The connector's prefix-cache counters, vLLM's names and help text
+    // (vllm/v1/metrics/loggers.py, counter_connector_prefix_cache_queries / _hits): the tier's
+    // hits are counted here, not in vllm:prefix_cache_hits_total.
+    this.#externalQueries ??= new Counter({
+      name: 'vllm:external_prefix_cache_queries_total',
+      help: 'External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.',
+      registers: [this.registry],
+    });
+    this.#externalHits ??= new Counter({
+      name: 'vllm:external_prefix_cache_hits_total',
+      help: 'External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.',
+      registers: [this.registry],
+    });
+    this.#externalQueries.inc(Math.max(0, o.externalQueriesTokens - this.#externalSeen.queries));
+    this.#externalHits.inc(Math.max(0, o.externalHitsTokens - this.#externalSeen.hits));
+    this.#externalSeen = { queries: o.externalQueriesTokens, hits: o.externalHitsTokens };
     const now = { CPU_to_GPU: o.loadedBytes, GPU_to_CPU: o.storedBytes };
     for (const type of ['CPU_to_GPU', 'GPU_to_CPU'] as const) {
       const delta = now[type] - this.#offloadSeen[type];

@@ -3,10 +3,13 @@
  * prefix cache's hit counter, `vllm:prefix_cache_hits_total` (prompt tokens served from the
  * cache since start, summed over engines), read when responses do not carry
  * `prompt_tokens_details`; and the KV pool's size, the `num_gpu_blocks` label of
- * `vllm:cache_config_info`, the approximate fallback's capacity.
+ * `vllm:cache_config_info`, the approximate fallback's capacity. A KV connector's hits (a CPU
+ * tier's: vLLM counts them in `vllm:external_prefix_cache_hits_total`, not in the GPU prefix
+ * cache's counter) are added in, as the router predicts and `cached_tokens` reports both tiers.
  */
 
 export const PREFIX_CACHE_HITS_METRIC = 'vllm:prefix_cache_hits_total';
+export const EXTERNAL_PREFIX_CACHE_HITS_METRIC = 'vllm:external_prefix_cache_hits_total';
 export const CACHE_CONFIG_METRIC = 'vllm:cache_config_info';
 
 export interface EngineCacheFacts {
@@ -18,8 +21,13 @@ export function parseEngineCacheFacts(text: string): EngineCacheFacts {
   const facts: EngineCacheFacts = {};
   let hits: number | null = null;
   for (const line of text.split('\n')) {
-    if (line.startsWith(PREFIX_CACHE_HITS_METRIC)) {
-      const rest = line.slice(PREFIX_CACHE_HITS_METRIC.length);
+    const metric = line.startsWith(PREFIX_CACHE_HITS_METRIC)
+      ? PREFIX_CACHE_HITS_METRIC
+      : line.startsWith(EXTERNAL_PREFIX_CACHE_HITS_METRIC)
+        ? EXTERNAL_PREFIX_CACHE_HITS_METRIC
+        : null;
+    if (metric !== null) {
+      const rest = line.slice(metric.length);
       if (rest[0] !== ' ' && rest[0] !== '{') continue;
       const afterLabels = rest[0] === '{' ? rest.slice(rest.indexOf('}') + 1) : rest;
       const value = Number(afterLabels.trim().split(/\s+/)[0]);
