@@ -127,6 +127,8 @@ export const DEFAULT_MAX_KV_TOKENS = 262_144;
 const DECODE_WINDOW_STEPS = 64;
 export const DEFAULT_REPEATS = 5;
 const WARMUP_PROMPTS = [16, 64, 64, 512, 64];
+/** Warm and cold runs per warm probe, at least (pairRate.ts takes the median of their pairs). */
+const WARM_REPEATS = 6;
 
 /** The probes, cheapest first, prefill and decode alternating. */
 export function planProbes(
@@ -407,7 +409,9 @@ async function measureWarm(
   // a busy host's drift does not go into the pair rate (the difference is what it times).
   const colds: { ttftMs: number; tokens: number }[] = [];
   const pairs: WarmColdPair[] = [];
-  for (let r = 0; r < (o.repeats ?? DEFAULT_REPEATS); r++) {
+  // The pair rate is the median of these pairs' differences, a small part of either time:
+  // at least WARM_REPEATS of them, whatever `repeats` says.
+  for (let r = 0; r < Math.max(WARM_REPEATS, o.repeats ?? DEFAULT_REPEATS); r++) {
     const cold = await client.send(client.freshPrompt(probe.chunkTokens), 1);
     if (cold === null) return 'cancelled (time budget)';
     colds.push({
