@@ -93,6 +93,8 @@ const TRACE = {
   maxUniqueBlocks: 1,
   outputTokens: 2,
 };
+/** The routing trace's longest prompt: 2 shared blocks of 512 plus at most 1 unique block. */
+const FIDELITY_MAX_PROMPT_TOKENS = 1536;
 /** The fidelity run: the same trace at half the rate, on one engine. */
 const FIDELITY_RATE_SCALE = 0.5;
 /** The sim's view of a live gateway (src/loadgen/compare.ts): reports every scrape, events at once. */
@@ -362,8 +364,10 @@ function calibrateArgs(url: string, profile: string): string[] {
     'bf16',
     '--budget-s',
     String(SIZES.calibrateS),
+    // The trace's longest prompt: the warm probes then time chunks after 640 and 1,280 cached
+    // tokens, the contexts the live run's chunks see (a pair costs more at 1,024 than at 384).
     '--max-prompt-tokens',
-    '1024',
+    String(FIDELITY_MAX_PROMPT_TOKENS),
     '--max-batch',
     String(SMALL_ENGINE.maxSeqs),
     '--repeats',

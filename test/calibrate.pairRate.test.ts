@@ -277,3 +277,47 @@ describe('bench:real flags', () => {
     assert.match(parseRealArgs(['--fast']) as string, /^unknown flag '--fast': bench:real takes /);
   });
 });
+
+test('a knot pushed below 0 by noise comes out at 0', () => {
+  // Decodes timed faster than nothing beside a large step overhead (a busy host's noise).
+  const obs: TableObservation[] = [
+    {
+      label: 'p64',
+      steps: [{ prefillTokens: 64, decodeTokens: 0, kvTokensRead: 0 }],
+      perRequest: false,
+      measuredMs: 40,
+    },
+    {
+      label: 'p128',
+      steps: [{ prefillTokens: 128, decodeTokens: 0, kvTokensRead: 0 }],
+      perRequest: false,
+      measuredMs: 45,
+    },
+    {
+      label: 'd1',
+      steps: [{ prefillTokens: 0, decodeTokens: 1, kvTokensRead: 0 }],
+      perRequest: false,
+      measuredMs: 5,
+    },
+    {
+      label: 'mixed',
+      steps: [
+        {
+          prefillTokens: 64,
+          decodeTokens: 1,
+          kvTokensRead: 0,
+          entries: [
+            { kind: 'decode', tokens: 1, contextTokens: 0 },
+            { kind: 'prefill', tokens: 64, contextTokens: 0 },
+          ],
+        },
+      ],
+      perRequest: false,
+      measuredMs: 30,
+    },
+  ];
+  // Solved exactly: overhead 15, P(64) 25, P(128) 30, D(1) -10 (the mixed step below P(64) alone).
+  const fit = fitStepTable(obs, { msPerContextPair: 0 });
+  assert.deepEqual(fit.table.decodeMs, [0]);
+  for (const v of [...fit.table.prefillMs, ...fit.table.decodeMs]) assert.ok(v >= 0, String(v));
+});

@@ -252,9 +252,11 @@ export function fitStepTable(
   }
   const table: StepTable = {
     prefillTokens: prefillKnots,
-    prefillMs: nonDecreasing(prefillKnots.map((_, i) => x[3 + i]!)),
+    prefillMs: atLeastZero(nonDecreasing(prefillKnots.map((_, i) => x[3 + i]!))),
     decodeSeqs: decodeKnots,
-    decodeMs: nonDecreasing(decodeKnots.map((_, i) => x[3 + prefillKnots.length + i]!)),
+    decodeMs: atLeastZero(
+      nonDecreasing(decodeKnots.map((_, i) => x[3 + prefillKnots.length + i]!)),
+    ),
     msPerContextPair: x[2]!,
     overheadMs: x[1]!,
     ...(passes.perSequencePasses && { perSequencePasses: true }),
@@ -297,6 +299,9 @@ export function nonDecreasing(values: readonly number[]): number[] {
   }
   return blocks.flatMap((b) => new Array<number>(b.n).fill(b.sum / b.n));
 }
+
+/** No step part costs less than nothing (noise on a busy host can push a knot below 0). */
+const atLeastZero = (xs: number[]): number[] => xs.map((v) => Math.max(0, v));
 
 function distinct(xs: number[]): number[] {
   return [...new Set(xs.filter((x) => x > 0))].sort((a, b) => a - b);
