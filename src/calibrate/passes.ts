@@ -4,7 +4,9 @@
  * batched at all, so a step of several prompt chunks costs each chunk alone, summed (the step
  * table's `perSequencePasses`). llama.cpp with a KV stream per sequence runs so (4 decodes took
  * 4.8 x one on the tiny model); vLLM on a GPU reads the weights once for the whole batch (about
- * 1 x). Pure: no I/O.
+ * 1 x). llama.cpp does batch sequences with consecutive ids, so the decode probe can also come
+ * out under the share (2.7x in one run at load 30, 4.1 and under 3 in two quiet ones): a decision
+ * from this proxy is not stable across runs. Pure: no I/O.
  */
 import type { StepWork } from '../model/cost.ts';
 
