@@ -1,7 +1,8 @@
 /**
  * Real engine benchmarks: llama.cpp (`kvroute engine --runtime llama.cpp`, the tiny model,
  * `--threads 1`, at most two engines at once) behind kvroute's gateway, every server a process.
- * `npm run bench:real [-- --json] [-- --quick] [-- --runtime sim]` prints one JSON object:
+ * `npm run bench:real [-- --json] [-- --quick] [-- --runtime sim] [-- --only fidelity]` prints one
+ * JSON object (`--only fidelity`: the fidelity figure alone, one engine, a few minutes):
  *
  * - warmTtftMs.p50 / coldTtftMs.p50: conversations through the gateway over two engines
  *   (delay-cost): a cold prompt of fresh token ids, then a first turn, then its second turn
@@ -51,19 +52,17 @@ import {
   runFigures,
   type StallRun,
   stallFigure,
+  parseRealArgs,
   type WarmColdSample,
   warmColdFigure,
 } from './realFigures.ts';
 
-const argv = process.argv.slice(2);
-const JSON_OUT = argv.includes('--json');
-const QUICK = argv.includes('--quick');
-const runtimeAt = argv.indexOf('--runtime');
-const RUNTIME = runtimeAt >= 0 ? argv[runtimeAt + 1] : 'llama.cpp';
-if (RUNTIME !== 'llama.cpp' && RUNTIME !== 'sim') {
-  process.stderr.write(`--runtime must be llama.cpp or sim, got '${RUNTIME}'\n`);
+const args = parseRealArgs(process.argv.slice(2));
+if (typeof args === 'string') {
+  process.stderr.write(`bench:real: ${args}\n`);
   process.exit(2);
 }
+const { json: JSON_OUT, quick: QUICK, runtime: RUNTIME, only: ONLY } = args;
 const BIN = fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
 const execFileAsync = promisify(execFile);
 
@@ -94,6 +93,8 @@ const TRACE = {
   maxUniqueBlocks: 1,
   outputTokens: 2,
 };
+/** The routing trace's longest prompt: 2 shared blocks of 512 plus at most 1 unique block. */
+const FIDELITY_MAX_PROMPT_TOKENS = 1536;
 /** The fidelity run: the same trace at half the rate, on one engine. */
 const FIDELITY_RATE_SCALE = 0.5;
 /** The sim's view of a live gateway (src/loadgen/compare.ts): reports every scrape, events at once. */
@@ -363,8 +364,10 @@ function calibrateArgs(url: string, profile: string): string[] {
     'bf16',
     '--budget-s',
     String(SIZES.calibrateS),
+    // The trace's longest prompt: the warm probes then time chunks after 640 and 1,280 cached
+    // tokens, the contexts the live run's chunks see (a pair costs more at 1,024 than at 384).
     '--max-prompt-tokens',
-    '1024',
+    String(FIDELITY_MAX_PROMPT_TOKENS),
     '--max-batch',
     String(SMALL_ENGINE.maxSeqs),
     '--repeats',
@@ -412,25 +415,37 @@ process.once('SIGINT', () => {
 
 const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-real-'));
 const startedAt = performance.now();
-try {
-  if (RUNTIME === 'llama.cpp') {
-    model = await tinyModelPath();
-    log(`model: ${model}`);
-  }
-  const loadAtStart = loadavg()[0]!;
-  const routingTrace = writeTrace(dir, SIZES.routingRequests);
 
-  // One engine at the small budget: the stall, then calibrate and the fidelity run on it.
-  log(
-    `stall: 2 streams decoding while ${SIZES.longPrompts} x ${LONG_PROMPT_TOKENS}-token prompts arrive`,
-  );
-  const small = await startEngine({ ...SMALL_ENGINE, seed: 0 });
-  const stallRuns = [await stallOn(small.url, SMALL_ENGINE.budget)];
-  const profile = join(dir, 'profile.yaml');
-  const fidelityTrace = writeTrace(dir, SIZES.fidelityRequests);
+/**
+ * Waits (at most 60 s) until the engine has nothing running or waiting, then for any step still
+ * in flight: a client that left (calibrate's last streams, the stall's) may keep it busy for a
+ * step or a few, which the next run's first request would wait behind.
+ */
+async function waitIdle(url: string): Promise<void> {
+  const busy = /^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})? ([0-9.e+]+)$/gm;
+  for (let i = 0; i < 600; i++) {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    let n = 0;
+    for (const m of text.matchAll(busy)) n += Number(m[1]);
+    if (n === 0) {
+      // A left request's step may still be in flight: one 1-token prompt runs after it.
+      await send(url, freshIds(1), 1);
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url}: still busy after 60 s`);
+}
+
+/**
+ * The fidelity run on the budget-256 engine: calibrate it (its step table in `profile`), then
+ * the fidelity trace live, each started on an idle engine, and the sim of the same trace.
+ */
+async function fidelityOn(small: Engine, profile: string, fidelityTrace: string) {
   log(
     `fidelity: calibrate (${SIZES.calibrateS} s), then ${SIZES.fidelityRequests} requests live and simulated on 1 engine`,
   );
+  await waitIdle(small.url);
   const cArgs = calibrateArgs(small.url, profile);
   log(`  kvroute ${cArgs.join(' ').replace(small.url, 'URL')}`);
   const summary = await kvroute(cArgs);
@@ -440,69 +455,113 @@ try {
       .map((l) => `    ${l}`)
       .join('\n'),
   );
+  await waitIdle(small.url);
+  const loadAtLive = loadavg()[0]!;
   const live = await liveRun(small.url, fidelityTrace, FIDELITY_RATE_SCALE, 'live', 1);
-  await stopAll();
-  const large = await startEngine({ ...SMALL_ENGINE, budget: LARGE_BUDGET, seed: 0 });
-  stallRuns.push(await stallOn(large.url, LARGE_BUDGET));
-  await stopAll();
-
-  // What a running decode costs in prompt tokens, from the calibrated table (0 without one).
-  const table = readProfile(profile).curves[0]!.table;
-  const decodeCostTokens = table ? decodeCostTokensOf(table, SMALL_ENGINE.budget) : 0;
-  const routingRuns = [];
-  // Two engines and a delay-cost gateway: warm/cold, then the routing trace (fresh prefixes).
-  let url = await startPair('delay-cost', [
-    '--decode-cost-tokens',
-    decodeCostTokens.toFixed(1),
-    '--engine-budget',
-    String(ENGINE.budget),
-  ]);
-  const warm = await warmCold(url);
-  log(
-    `routing: ${SIZES.routingRequests} requests (${TRACE.roots} customers) over 2 engines, a decode = ${decodeCostTokens.toFixed(1)} prompt tokens`,
-  );
-  routingRuns.push(runFigures(await liveRun(url, routingTrace, 1, 'delay-cost', 2)));
-  await stopAll();
-  // Fresh engines for random.
-  url = await startPair('random');
-  routingRuns.push(runFigures(await liveRun(url, routingTrace, 1, 'random', 2)));
-  await stopAll();
-
+  const loadAfterLive = loadavg()[0]!;
   const sArgs = simArgs(fidelityTrace, profile);
   log(`  kvroute ${sArgs.join(' ')}`);
   const sim = JSON.parse(await kvroute(sArgs)).results[0];
+  log(`  sim: TTFT p50 ${sim.ttftMs.p50.toFixed(0)} p99 ${sim.ttftMs.p99.toFixed(0)} ms`);
   const requestOverheadMs = readProfile(profile).curves[0]!.table?.requestOverheadMs ?? 0;
-  const out = {
-    runtime: RUNTIME,
-    quick: QUICK,
-    engine: { ...ENGINE, blockSize: BLOCK_SIZE, threads: RUNTIME === 'llama.cpp' ? 1 : null },
-    warmTtftMs: warm.warmTtftMs,
-    coldTtftMs: warm.coldTtftMs,
-    warmCold: {
-      ratio: warm.ratio,
-      met: warm.met,
-      warmCachedTokensP50: warm.warmCachedTokensP50,
-      promptTokens: warm.promptTokens,
-    },
-    stall: stallFigure(stallRuns),
-    routing: {
-      ...routingFigure(routingRuns[0]!, routingRuns[1]!),
-      decodeCostTokens: Math.round(decodeCostTokens * 10) / 10,
-    },
-    fidelity: {
-      ...fidelityFigure(
-        { ttftP50Ms: live.ttftMs.p50, ttftP99Ms: live.ttftMs.p99 },
-        { ttftP50Ms: sim.ttftMs.p50, ttftP99Ms: sim.ttftMs.p99 },
-        requestOverheadMs,
-      ),
-      hitRate: { live: live.hitRate, sim: sim.hitRate },
-      engine: { ...SMALL_ENGINE, blockSize: BLOCK_SIZE },
-      requests: SIZES.fidelityRequests,
-    },
-    wallS: Math.round((performance.now() - startedAt) / 1000),
-    loadAverage: { start: loadAtStart, end: loadavg()[0]! },
+  return {
+    ...fidelityFigure(
+      { ttftP50Ms: live.ttftMs.p50, ttftP99Ms: live.ttftMs.p99 },
+      { ttftP50Ms: sim.ttftMs.p50, ttftP99Ms: sim.ttftMs.p99 },
+      requestOverheadMs,
+    ),
+    hitRate: { live: live.hitRate, sim: sim.hitRate },
+    engine: { ...SMALL_ENGINE, blockSize: BLOCK_SIZE },
+    requests: SIZES.fidelityRequests,
+    loadAverageLive: { start: loadAtLive, end: loadAfterLive },
   };
-  process.stdout.write(JSON_OUT ? `${JSON.stringify(out)}\n` : `${JSON.stringify(out, null, 2)}\n`);
+}
+
+try {
+  if (RUNTIME === 'llama.cpp') {
+    model = await tinyModelPath();
+    log(`model: ${model}`);
+  }
+  const loadAtStart = loadavg()[0]!;
+  const profile = join(dir, 'profile.yaml');
+  const fidelityTrace = writeTrace(dir, SIZES.fidelityRequests);
+  if (ONLY === 'fidelity') {
+    const small = await startEngine({ ...SMALL_ENGINE, seed: 0 });
+    const fidelity = await fidelityOn(small, profile, fidelityTrace);
+    await stopAll();
+    const out = {
+      runtime: RUNTIME,
+      quick: QUICK,
+      only: ONLY,
+      fidelity,
+      wallS: Math.round((performance.now() - startedAt) / 1000),
+      loadAverage: { start: loadAtStart, end: loadavg()[0]! },
+    };
+    process.stdout.write(
+      JSON_OUT ? `${JSON.stringify(out)}\n` : `${JSON.stringify(out, null, 2)}\n`,
+    );
+  } else {
+    const routingTrace = writeTrace(dir, SIZES.routingRequests);
+
+    // One engine at the small budget: the stall, then calibrate and the fidelity run on it.
+    log(
+      `stall: 2 streams decoding while ${SIZES.longPrompts} x ${LONG_PROMPT_TOKENS}-token prompts arrive`,
+    );
+    const small = await startEngine({ ...SMALL_ENGINE, seed: 0 });
+    const stallRuns = [await stallOn(small.url, SMALL_ENGINE.budget)];
+    const fidelity = await fidelityOn(small, profile, fidelityTrace);
+    await stopAll();
+    const large = await startEngine({ ...SMALL_ENGINE, budget: LARGE_BUDGET, seed: 0 });
+    stallRuns.push(await stallOn(large.url, LARGE_BUDGET));
+    await stopAll();
+
+    // What a running decode costs in prompt tokens, from the calibrated table (0 without one).
+    const table = readProfile(profile).curves[0]!.table;
+    const decodeCostTokens = table ? decodeCostTokensOf(table, SMALL_ENGINE.budget) : 0;
+    const routingRuns = [];
+    // Two engines and a delay-cost gateway: warm/cold, then the routing trace (fresh prefixes).
+    let url = await startPair('delay-cost', [
+      '--decode-cost-tokens',
+      decodeCostTokens.toFixed(1),
+      '--engine-budget',
+      String(ENGINE.budget),
+    ]);
+    const warm = await warmCold(url);
+    log(
+      `routing: ${SIZES.routingRequests} requests (${TRACE.roots} customers) over 2 engines, a decode = ${decodeCostTokens.toFixed(1)} prompt tokens`,
+    );
+    routingRuns.push(runFigures(await liveRun(url, routingTrace, 1, 'delay-cost', 2)));
+    await stopAll();
+    // Fresh engines for random.
+    url = await startPair('random');
+    routingRuns.push(runFigures(await liveRun(url, routingTrace, 1, 'random', 2)));
+    await stopAll();
+
+    const out = {
+      runtime: RUNTIME,
+      quick: QUICK,
+      engine: { ...ENGINE, blockSize: BLOCK_SIZE, threads: RUNTIME === 'llama.cpp' ? 1 : null },
+      warmTtftMs: warm.warmTtftMs,
+      coldTtftMs: warm.coldTtftMs,
+      warmCold: {
+        ratio: warm.ratio,
+        met: warm.met,
+        warmCachedTokensP50: warm.warmCachedTokensP50,
+        promptTokens: warm.promptTokens,
+      },
+      stall: stallFigure(stallRuns),
+      routing: {
+        ...routingFigure(routingRuns[0]!, routingRuns[1]!),
+        decodeCostTokens: Math.round(decodeCostTokens * 10) / 10,
+      },
+      fidelity,
+      wallS: Math.round((performance.now() - startedAt) / 1000),
+      loadAverage: { start: loadAtStart, end: loadavg()[0]! },
+    };
+    process.stdout.write(
+      JSON_OUT ? `${JSON.stringify(out)}\n` : `${JSON.stringify(out, null, 2)}\n`,
+    );
+  }
 } finally {
   await stopAll();
   await killAll();

@@ -191,3 +191,41 @@ export function runFigures(result: {
     errors: result.errors,
   };
 }
+
+/** The parts `--only` may name. */
+export const REAL_PARTS = ['fidelity'] as const;
+export type RealPart = (typeof REAL_PARTS)[number];
+
+export interface RealArgs {
+  json: boolean;
+  quick: boolean;
+  runtime: 'llama.cpp' | 'sim';
+  /** null: every figure. */
+  only: RealPart | null;
+}
+
+/** bench:real's flags, or the one error line naming the flag and what it accepts. */
+export function parseRealArgs(argv: readonly string[]): RealArgs | string {
+  const out: RealArgs = { json: false, quick: false, runtime: 'llama.cpp', only: null };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--json') out.json = true;
+    else if (a === '--quick') out.quick = true;
+    else if (a === '--runtime') {
+      const v = argv[++i];
+      if (v !== 'llama.cpp' && v !== 'sim') {
+        return `--runtime must be llama.cpp or sim, got '${v ?? ''}'`;
+      }
+      out.runtime = v;
+    } else if (a === '--only') {
+      const v = argv[++i];
+      if (!REAL_PARTS.includes(v as RealPart)) {
+        return `--only must be one of ${REAL_PARTS.join(', ')}, got '${v ?? ''}'`;
+      }
+      out.only = v as RealPart;
+    } else {
+      return `unknown flag '${a}': bench:real takes --json, --quick, --runtime llama.cpp|sim, --only ${REAL_PARTS.join('|')}`;
+    }
+  }
+  return out;
+}

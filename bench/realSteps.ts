@@ -11,6 +11,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { measureLive } from '../src/calibrate/live.ts';
+import { contextPairRate } from '../src/calibrate/pairRate.ts';
+import { perSequencePasses } from '../src/calibrate/passes.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
 import { runBench } from '../src/loadgen/run.ts';
 import { fitStepTable, tableStepMs } from '../src/model/stepTable.ts';
@@ -35,6 +37,8 @@ interface Step {
   plan: StepPlan;
 }
 const steps: Step[] = [];
+/** When each request's first token left the engine (the end of the step that sampled it). */
+const firstTokenAtMs: number[] = [];
 let recording = false;
 const server = await startEngineServer({
   host: '127.0.0.1',
@@ -50,6 +54,7 @@ const server = await startEngineServer({
     threads: 1,
     onStep: (result, executed) => {
       if (!recording) return;
+      for (const t of result.emitted) if (t.index === 0) firstTokenAtMs.push(performance.now());
       steps.push({
         endMs: performance.now(),
         durationMs: executed.durationMs,
@@ -59,6 +64,17 @@ const server = await startEngineServer({
     },
   },
 });
+/** Waits (at most 30 s) until the engine has nothing running or waiting. */
+async function waitIdle(): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const busy = /^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})? ([0-9.e+]+)$/gm;
+    let n = 0;
+    for (const m of text.matchAll(busy)) n += Number(m[1]);
+    if (n === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 const dir = mkdtempSync(join(tmpdir(), 'kvroute-real-steps-'));
 try {
   log(`load average ${loadavg()[0]!.toFixed(1)}; calibrating for ${CALIBRATE_S} s`);
@@ -76,10 +92,21 @@ try {
   });
   for (const o of m.observations) log(`  ${o.label}: ${o.measuredMs.toFixed(1)} ms`);
   const ttfts = m.observations.filter((x) => x.perRequest).map((x) => x.measuredMs);
-  const fit = fitStepTable(m.observations, { errorFloorMs: Math.max(0, ...ttfts) });
+  const pairRate = contextPairRate(m.warmColdPairs);
+  const fitted = fitStepTable(m.observations, { errorFloorMs: Math.max(0, ...ttfts) });
+  const fit = fitStepTable(m.observations, {
+    errorFloorMs: Math.max(0, ...ttfts),
+    ...(pairRate !== null && { msPerContextPair: pairRate }),
+    perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),
+  });
+  log(
+    `pair rate: paired ${pairRate} ms (${m.warmColdPairs.length} pairs), fitted ${fitted.table.msPerContextPair} ms`,
+  );
   log(
     `table ${JSON.stringify(fit.table)}, request overhead ${fit.requestOverheadMs.toFixed(1)} ms`,
   );
+  // The calibration's last streams may still be running: start the trace on an idle engine.
+  await waitIdle();
   const trace = join(dir, 'trace.jsonl');
   writeFileSync(
     trace,
@@ -95,7 +122,11 @@ try {
   );
   recording = true;
   const t0 = performance.now();
+  const clientFirstAtMs: number[] = [];
   const live = await runBench({
+    onRequest: (r) => {
+      if (r.ttftMs !== null) clientFirstAtMs.push(r.arrivalMs + r.ttftMs);
+    },
     url: server.url,
     workload: { kind: 'trace', path: trace, rateScale: 0.5 },
     seed: 1,
@@ -123,6 +154,11 @@ try {
       `${JSON.stringify({ atMs: Math.round(s.endMs - t0), liveMs: +s.durationMs.toFixed(1), placementMs: +s.placementMs.toFixed(1), tableMs: +simMs.toFixed(1), entries })}\n`,
     );
   }
+  // Client first token (from the run's start) against the engine's step end that sampled it.
+  const engineFirst = firstTokenAtMs.map((x) => x - t0).sort((a, b) => a - b);
+  const clientFirst = clientFirstAtMs.sort((a, b) => a - b);
+  const lateMs = clientFirst.map((c, i) => +(c - (engineFirst[i] ?? Number.NaN)).toFixed(1));
+  log(`client first token - engine step end, per request in order: ${lateMs.join(', ')} ms`);
   log(
     `live TTFT p50 ${live.ttftMs.p50.toFixed(0)} p99 ${live.ttftMs.p99.toFixed(0)} ms; ${steps.length} steps: live ${liveMs.toFixed(0)} ms, table ${tableMs.toFixed(0)} ms; load average ${loadavg()[0]!.toFixed(1)}`,
   );

@@ -52,6 +52,8 @@ import {
   type ReplicaSpec,
 } from '../model/index.ts';
 import { Rng } from '../util/rng.ts';
+import { contextPairRate, type WarmColdPair } from './pairRate.ts';
+import { perSequencePasses } from './passes.ts';
 
 export interface LiveOptions {
   url: string;
@@ -100,6 +102,11 @@ export type Probe =
 export interface LiveMeasurements {
   model: string | null;
   observations: Observation[];
+  /**
+   * Each warm run beside the cold run before it (with `stepTable`): the table's pair rate is
+   * their median paired difference (pairRate.ts), not a fitted unknown.
+   */
+  warmColdPairs: WarmColdPair[];
   /** Probes planned but not run (budget) or left out (too short a window...), in words. */
   skipped: string[];
   wallS: number;
@@ -120,6 +127,8 @@ export const DEFAULT_MAX_KV_TOKENS = 262_144;
 const DECODE_WINDOW_STEPS = 64;
 export const DEFAULT_REPEATS = 5;
 const WARMUP_PROMPTS = [16, 64, 64, 512, 64];
+/** Warm and cold runs per warm probe, at least (pairRate.ts takes the median of their pairs). */
+const WARM_REPEATS = 6;
 
 /** The probes, cheapest first, prefill and decode alternating. */
 export function planProbes(
@@ -206,16 +215,22 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
     const planned = planProbes(o.budgetTokens, maxPrompt, o.maxBatch ?? 64, o.maxKvTokens).filter(
       (p) => p.kind !== 'decode' || p.contextTokens + p.outputTokens <= contextLimit,
     );
-    // Early, so that a short time budget still runs them.
+    // Early, so that a short time budget still runs them: with the first batched decode,
+    // which tells whether the engine batches sequences at all (passes.ts).
+    const batched = planned.findIndex((p) => p.kind === 'decode' && p.batch > 1);
+    const early = batched >= 4 ? [planned[batched]!] : [];
+    const rest = planned.filter((_, i) => i >= 4 && i !== batched);
     const probes = o.stepTable
       ? [
           ...planned.slice(0, 4),
+          ...early,
           ...warmProbes(o.budgetTokens, maxPrompt),
           ...mixedProbes(o.budgetTokens, maxPrompt),
-          ...planned.slice(4),
+          ...rest,
         ]
       : planned;
     const observations: Observation[] = [];
+    const warmColdPairs: WarmColdPair[] = [];
     const skipped: string[] = [];
     for (const [i, probe] of probes.entries()) {
       const label = probeLabel(probe);
@@ -230,7 +245,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
         probe.kind === 'prefill'
           ? await measurePrefill(client, probe.promptTokens, o)
           : probe.kind === 'warm'
-            ? await measureWarm(client, probe, o)
+            ? await measureWarm(client, probe, o, warmColdPairs)
             : probe.kind === 'mixed'
               ? await measureMixed(client, probe, o, contextLimit)
               : await measureDecode(client, probe, o.speedup);
@@ -247,7 +262,13 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
         result: points.map((p) => `${p.measuredMs.toFixed(1)} ms`).join(', '),
       });
     }
-    return { model, observations, skipped, wallS: (performance.now() - startedAt) / 1000 };
+    return {
+      model,
+      observations,
+      warmColdPairs,
+      skipped,
+      wallS: (performance.now() - startedAt) / 1000,
+    };
   } finally {
     clearTimeout(timer);
     await close();
@@ -333,6 +354,10 @@ export function prefillSteps(tokens: number, budgetTokens: number, cachedTokens 
   return steps;
 }
 
+/** Context pairs of prompt-only steps (each chunk x the KV before it, as contextPairs counts). */
+const pairsOf = (steps: readonly StepWork[]): number =>
+  steps.reduce((sum, s) => sum + s.prefillTokens * s.kvTokensRead, 0);
+
 /** The median of a non-empty list (the lower middle one for an even count: a value measured). */
 export function medianOf(xs: readonly number[]): number {
   const sorted = [...xs].sort((a, b) => a - b);
@@ -374,6 +399,7 @@ async function measureWarm(
   client: Client,
   probe: Extract<Probe, { kind: 'warm' }>,
   o: LiveOptions,
+  pairsOut: WarmColdPair[],
 ): Promise<Observation[] | string> {
   const prefix = client.freshPrompt(probe.contextTokens);
   // Computes the prefix (cold, not a point); the server caches it.
@@ -382,7 +408,10 @@ async function measureWarm(
   // The cold chunk of the same length, timed between the warm ones: both see the same load, so
   // a busy host's drift does not go into the pair rate (the difference is what it times).
   const colds: { ttftMs: number; tokens: number }[] = [];
-  for (let r = 0; r < (o.repeats ?? DEFAULT_REPEATS); r++) {
+  const pairs: WarmColdPair[] = [];
+  // The pair rate is the median of these pairs' differences, a small part of either time:
+  // at least WARM_REPEATS of them, whatever `repeats` says.
+  for (let r = 0; r < Math.max(WARM_REPEATS, o.repeats ?? DEFAULT_REPEATS); r++) {
     const cold = await client.send(client.freshPrompt(probe.chunkTokens), 1);
     if (cold === null) return 'cancelled (time budget)';
     colds.push({
@@ -393,12 +422,22 @@ async function measureWarm(
     const outcome = await client.send(prompt, 1);
     if (outcome === null) return 'cancelled (time budget)';
     const cached = Math.min(outcome.cachedTokens ?? 0, prompt.length - 1);
-    runs.push({
+    const run = {
       ttftMs: (outcome.tokenTimes[0]! - outcome.sentAt) * o.speedup,
       tokens: computedTokens(outcome, prompt.length),
       cached,
+    };
+    runs.push(run);
+    pairs.push({
+      warmMs: run.ttftMs,
+      coldMs: colds[colds.length - 1]!.ttftMs,
+      pairs:
+        pairsOf(prefillSteps(run.tokens, o.budgetTokens, cached)) -
+        pairsOf(prefillSteps(colds[colds.length - 1]!.tokens, o.budgetTokens)),
     });
   }
+  // Only a probe run to the end counts (a cancelled one returned above).
+  pairsOut.push(...pairs);
   const median = medianRun(runs);
   const cold = medianRun(colds);
   // A server without a prefix cache computes the whole prompt: still a point, of cold chunks.
@@ -561,7 +600,12 @@ export function liveProfile(
     errorFloorMs,
   });
   if (o.stepTable) {
-    const fit = fitStepTable(m.observations, { errorFloorMs });
+    const pairRate = contextPairRate(m.warmColdPairs);
+    const fit = fitStepTable(m.observations, {
+      errorFloorMs,
+      ...(pairRate !== null && { msPerContextPair: pairRate }),
+      perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),
+    });
     curve.table = {
       ...fit.table,
       requestOverheadMs: fit.requestOverheadMs,
@@ -578,7 +622,7 @@ export function liveProfile(
       `ceil(n / ${o.budgetTokens}) prefill steps; concurrent decodes, pooled inter-token gaps while all ` +
       `streams decode; wall times x ${o.speedup}` +
       (o.stepTable
-        ? '; a step table (prefill and decode knots, context pairs, overheads) fitted to the same points plus mixed steps and chunks after a cached prefix'
+        ? '; a step table (prefill and decode knots, overheads) fitted to the same points plus mixed steps and chunks after a cached prefix, its context-pair rate the median of each such chunk against the cold chunk timed just before it'
         : ''),
     measuredOn: {
       model: spec.model.name,

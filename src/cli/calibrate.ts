@@ -259,6 +259,9 @@ function tableSummary(t: NonNullable<ProfileCurve['table']>, budgetTokens: numbe
       (t.fixed.length > 0 ? ` (held at 0: ${t.fixed.join(', ')})` : ''),
     `    prefill tokens -> ms: ${knots(t.prefillTokens, t.prefillMs)}`,
     `    decode sequences -> ms: ${knots(t.decodeSeqs, t.decodeMs)}`,
+    t.perSequencePasses === true
+      ? '    one pass per sequence: a step of several prompt chunks costs each chunk alone, summed (the decodes did not batch)'
+      : '    one pass per step: a step of several prompt chunks costs their total',
     `    fit: max error ${t.maxErrorPct.toFixed(1)} %, rms ${t.rmsErrorPct.toFixed(1)} %`,
     `    a decode costs ${decodeCostTokensOf(t, budgetTokens).toFixed(1)} prompt tokens of step time (kvroute serve --decode-cost-tokens)`,
   ];

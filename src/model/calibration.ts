@@ -222,6 +222,12 @@ function readTable(raw: unknown, path: string): ProfileTable {
     maxErrorPct: num(t.maxErrorPct, `${path}.maxErrorPct`, {}),
     rmsErrorPct: num(t.rmsErrorPct, `${path}.rmsErrorPct`, {}),
   };
+  if (t.perSequencePasses !== undefined) {
+    if (typeof t.perSequencePasses !== 'boolean') {
+      throw new ProfileError(`${path}.perSequencePasses must be true or false`);
+    }
+    if (t.perSequencePasses) table.perSequencePasses = true;
+  }
   const problem = stepTableProblem(table);
   if (problem !== null) throw new ProfileError(`${path}: ${problem}`);
   return table;

@@ -29,6 +29,13 @@ export interface StepTable {
   msPerContextPair: number;
   /** Fixed cost of every step that computes anything, ms. */
   overheadMs: number;
+  /**
+   * The engine runs each sequence of a step as a forward pass of its own (llama.cpp with a KV
+   * stream per sequence: `llama_decode` splits a batch into micro-batches of consecutive
+   * sequence ids), so a step's prompt chunks cost P of each chunk, summed, not P of their total.
+   * Absent: false (one pass per step, as vLLM runs it).
+   */
+  perSequencePasses?: boolean;
 }
 
 /** What a step computes, as the cost model sees it (`StepWork`, optionally with its entries). */
@@ -80,12 +87,31 @@ export function knotWeights(knots: readonly number[], x: number): number[] {
 const pl = (knots: readonly number[], values: readonly number[], x: number): number =>
   knotWeights(knots, x).reduce((sum, w, i) => sum + w * values[i]!, 0);
 
+/**
+ * The prompt-chunk sizes P is charged at: the step's prompt tokens as one, or, with
+ * `perSequencePasses` and the step's entries known, each prefill entry's own.
+ */
+export function prefillChunks(
+  t: Pick<StepTable, 'perSequencePasses'>,
+  work: TableStepWork,
+): number[] {
+  if (t.perSequencePasses === true && work.entries !== undefined) {
+    const chunks: number[] = [];
+    for (const e of work.entries) if (e.kind === 'prefill' && e.tokens > 0) chunks.push(e.tokens);
+    return chunks;
+  }
+  return work.prefillTokens > 0 ? [work.prefillTokens] : [];
+}
+
 /** One step's time from the table, ms (0 for a step that computes nothing; never below 0). */
 export function tableStepMs(t: StepTable, work: TableStepWork): number {
   if (work.prefillTokens + work.decodeTokens === 0) return 0;
+  let prefillMs = 0;
+  for (const tokens of prefillChunks(t, work))
+    prefillMs += pl(t.prefillTokens, t.prefillMs, tokens);
   const ms =
     t.overheadMs +
-    pl(t.prefillTokens, t.prefillMs, work.prefillTokens) +
+    prefillMs +
     pl(t.decodeSeqs, t.decodeMs, work.decodeTokens) +
     t.msPerContextPair * contextPairs(work);
   return Math.max(0, ms);
@@ -126,13 +152,27 @@ export class TableFitError extends Error {
  */
 export function fitStepTable(
   observations: readonly TableObservation[],
-  options: { errorFloorMs?: number } = {},
+  options: {
+    errorFloorMs?: number;
+    /**
+     * The pair rate measured apart (a chunk after a cached prefix against the same chunk cold,
+     * paired: `contextPairRate`), held at this value instead of fitted. A least-squares fit
+     * over a few noisy times to first token cannot tell the pair rate from the knots and the
+     * overheads well: on a busy host it came out a thousandth of the paired difference.
+     */
+    msPerContextPair?: number;
+    /** The table's `perSequencePasses`: multi-chunk steps in the observations count so. */
+    perSequencePasses?: boolean;
+  } = {},
 ): TableFit {
+  const passes = { perSequencePasses: options.perSequencePasses === true };
   const good = observations.filter((o) => o.measuredMs > 0 && o.steps.length > 0);
   if (good.length < 2) {
     throw new TableFitError(`need at least 2 measured points, got ${good.length}`);
   }
-  const prefillKnots = distinct(good.flatMap((o) => o.steps.map((s) => s.prefillTokens)));
+  const prefillKnots = distinct(
+    good.flatMap((o) => o.steps.flatMap((s) => prefillChunks(passes, s))),
+  );
   const decodeKnots = distinct(good.flatMap((o) => o.steps.map((s) => s.decodeTokens)));
   const names = [
     'requestOverheadMs',
@@ -148,9 +188,11 @@ export function fitStepTable(
       if (s.prefillTokens + s.decodeTokens === 0) continue;
       r[1]! += 1;
       r[2]! += contextPairs(s);
-      knotWeights(prefillKnots, s.prefillTokens).forEach((w, i) => {
-        r[3 + i]! += w;
-      });
+      for (const chunk of prefillChunks(passes, s)) {
+        knotWeights(prefillKnots, chunk).forEach((w, i) => {
+          r[3 + i]! += w;
+        });
+      }
       knotWeights(decodeKnots, s.decodeTokens).forEach((w, i) => {
         r[3 + prefillKnots.length + i]! += w;
       });
@@ -162,6 +204,13 @@ export function fitStepTable(
   const held = new Set<number>();
   // Columns nothing exercises are held at 0 from the start.
   for (let j = 0; j < 3; j++) if (rows.every((r) => r[j] === 0)) held.add(j);
+  const pairRate = options.msPerContextPair;
+  if (pairRate !== undefined) {
+    if (!(pairRate >= 0)) throw new TableFitError(`msPerContextPair must be >= 0, got ${pairRate}`);
+    held.add(2);
+  }
+  // What the held pair rate already accounts for, taken off each point before the solve.
+  const pairMs = rows.map((r) => (pairRate ?? 0) * r[2]!);
   // Dropped first when the system is rank deficient: the step overhead, the request overhead,
   // the pair rate.
   const dropOrder = [1, 0, 2];
@@ -177,7 +226,7 @@ export function fitStepTable(
   let x: number[];
   for (;;) {
     const { free, colScale, m, deficient } = system(held);
-    const b = good.map((o, i) => o.measuredMs / scales[i]!);
+    const b = good.map((o, i) => (o.measuredMs - pairMs[i]!) / scales[i]!);
     const droppable = dropOrder.filter((j) => !held.has(j));
     if (deficient) {
       if (droppable.length === 0) {
@@ -193,6 +242,7 @@ export function fitStepTable(
     }
     const solved = solve(m, Matrix.columnVector(b), true).to1DArray();
     x = new Array<number>(names.length).fill(0);
+    x[2] = pairRate ?? 0;
     free.forEach((j, k) => {
       x[j] = solved[k]! / colScale[k]!;
     });
@@ -202,11 +252,14 @@ export function fitStepTable(
   }
   const table: StepTable = {
     prefillTokens: prefillKnots,
-    prefillMs: nonDecreasing(prefillKnots.map((_, i) => x[3 + i]!)),
+    prefillMs: atLeastZero(nonDecreasing(prefillKnots.map((_, i) => x[3 + i]!))),
     decodeSeqs: decodeKnots,
-    decodeMs: nonDecreasing(decodeKnots.map((_, i) => x[3 + prefillKnots.length + i]!)),
+    decodeMs: atLeastZero(
+      nonDecreasing(decodeKnots.map((_, i) => x[3 + prefillKnots.length + i]!)),
+    ),
     msPerContextPair: x[2]!,
     overheadMs: x[1]!,
+    ...(passes.perSequencePasses && { perSequencePasses: true }),
   };
   const requestOverheadMs = x[0]!;
   const errorsPct = good.map((o) => {
@@ -217,7 +270,10 @@ export function fitStepTable(
   return {
     table,
     requestOverheadMs,
-    fixed: [...held].sort().map((j) => names[j]!),
+    fixed: [...held]
+      .filter((j) => !(j === 2 && pairRate !== undefined))
+      .sort()
+      .map((j) => names[j]!),
     errorsPct,
     maxErrorPct: Math.max(...errorsPct.map(Math.abs)),
     rmsErrorPct: Math.sqrt(errorsPct.reduce((s, e) => s + e * e, 0) / errorsPct.length),
@@ -243,6 +299,9 @@ export function nonDecreasing(values: readonly number[]): number[] {
   }
   return blocks.flatMap((b) => new Array<number>(b.n).fill(b.sum / b.n));
 }
+
+/** No step part costs less than nothing (noise on a busy host can push a knot below 0). */
+const atLeastZero = (xs: number[]): number[] => xs.map((v) => Math.max(0, v));
 
 function distinct(xs: number[]): number[] {
   return [...new Set(xs.filter((x) => x > 0))].sort((a, b) => a - b);

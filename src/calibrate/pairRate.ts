@@ -1,0 +1,30 @@
+/**
+ * The attention-pair rate of a step table from paired probes: each warm run (one chunk after a
+ * cached prefix) is timed right after a cold run of the same chunk, so the two see the same
+ * load, and their difference is what reading the cached context adds. Each pair gives
+ * (warm - cold) / pairs, with pairs = chunk tokens x cached tokens (what `contextPairs` in
+ * src/model/stepTable.ts counts for that chunk); the rate is the median over every pair of
+ * every warm probe: a pair that met a burst of contention on one side moves it little, where a
+ * least-squares fit over the medians of each side took it from the noise. Pure: no I/O.
+ */
+
+/** One warm run beside the cold run before it. */
+export interface WarmColdPair {
+  warmMs: number;
+  coldMs: number;
+  /** Attention pairs the warm chunk reads beyond the cold one's: chunk x cached tokens. */
+  pairs: number;
+}
+
+/** ms per context pair (>= 0), or null when no pair has any context. */
+export function contextPairRate(pairs: readonly WarmColdPair[]): number | null {
+  const rates = pairs
+    .filter((p) => p.pairs > 0 && Number.isFinite(p.warmMs) && Number.isFinite(p.coldMs))
+    .map((p) => (p.warmMs - p.coldMs) / p.pairs)
+    .sort((a, b) => a - b);
+  if (rates.length === 0) return null;
+  const mid = rates.length / 2;
+  const median =
+    rates.length % 2 === 1 ? rates[Math.floor(mid)]! : (rates[mid - 1]! + rates[mid]!) / 2;
+  return Math.max(0, median);
+}
