@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { measureLive } from '../src/calibrate/live.ts';
-import { contextPairRate } from '../src/calibrate/pairRate.ts';
+import { contextPairRate, contextPairRates } from '../src/calibrate/pairRate.ts';
 import { perSequencePasses } from '../src/calibrate/passes.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
 import { runBench } from '../src/loadgen/run.ts';
@@ -85,7 +85,7 @@ try {
     budgetTokens: BUDGET,
     speedup: 1,
     budgetS: CALIBRATE_S,
-    maxPromptTokens: 1024,
+    maxPromptTokens: 1536,
     maxBatch: 4,
     repeats: 3,
     stepTable: true,
@@ -93,10 +93,12 @@ try {
   for (const o of m.observations) log(`  ${o.label}: ${o.measuredMs.toFixed(1)} ms`);
   const ttfts = m.observations.filter((x) => x.perRequest).map((x) => x.measuredMs);
   const pairRate = contextPairRate(m.warmColdPairs);
+  const byContext = contextPairRates(m.warmColdPairs);
   const fitted = fitStepTable(m.observations, { errorFloorMs: Math.max(0, ...ttfts) });
   const fit = fitStepTable(m.observations, {
     errorFloorMs: Math.max(0, ...ttfts),
     ...(pairRate !== null && { msPerContextPair: pairRate }),
+    ...(byContext !== null && { pairRatesByContext: byContext }),
     perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),
   });
   log(

@@ -52,7 +52,7 @@ import {
   type ReplicaSpec,
 } from '../model/index.ts';
 import { Rng } from '../util/rng.ts';
-import { contextPairRate, type WarmColdPair } from './pairRate.ts';
+import { contextPairRate, contextPairRates, type WarmColdPair } from './pairRate.ts';
 import { perSequencePasses } from './passes.ts';
 
 export interface LiveOptions {
@@ -434,6 +434,7 @@ async function measureWarm(
       pairs:
         pairsOf(prefillSteps(run.tokens, o.budgetTokens, cached)) -
         pairsOf(prefillSteps(colds[colds.length - 1]!.tokens, o.budgetTokens)),
+      contextTokens: cached,
     });
   }
   // Only a probe run to the end counts (a cancelled one returned above).
@@ -601,9 +602,11 @@ export function liveProfile(
   });
   if (o.stepTable) {
     const pairRate = contextPairRate(m.warmColdPairs);
+    const byContext = contextPairRates(m.warmColdPairs);
     const fit = fitStepTable(m.observations, {
       errorFloorMs,
       ...(pairRate !== null && { msPerContextPair: pairRate }),
+      ...(byContext !== null && { pairRatesByContext: byContext }),
       perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),
     });
     curve.table = {

@@ -135,6 +135,13 @@ export function calibrationFor(profile: CostProfile, tp: number): Calibration {
         decodeMs: table.decodeMs,
         msPerContextPair: table.msPerContextPair,
         overheadMs: table.overheadMs,
+        ...(table.perSequencePasses === true && { perSequencePasses: true }),
+        ...(table.pairRateContextTokens !== undefined && {
+          pairRateContextTokens: table.pairRateContextTokens,
+        }),
+        ...(table.msPerContextPairAt !== undefined && {
+          msPerContextPairAt: table.msPerContextPairAt,
+        }),
       },
     }),
   };
@@ -227,6 +234,10 @@ function readTable(raw: unknown, path: string): ProfileTable {
       throw new ProfileError(`${path}.perSequencePasses must be true or false`);
     }
     if (t.perSequencePasses) table.perSequencePasses = true;
+  }
+  if (t.pairRateContextTokens !== undefined || t.msPerContextPairAt !== undefined) {
+    table.pairRateContextTokens = t.pairRateContextTokens as number[];
+    table.msPerContextPairAt = t.msPerContextPairAt as number[];
   }
   const problem = stepTableProblem(table);
   if (problem !== null) throw new ProfileError(`${path}: ${problem}`);

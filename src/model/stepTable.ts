@@ -36,6 +36,16 @@ export interface StepTable {
    * Absent: false (one pass per step, as vLLM runs it).
    */
   perSequencePasses?: boolean;
+  /**
+   * Contexts (tokens before a chunk) the pair rate was measured at, ascending, > 0; with
+   * `msPerContextPairAt` of the same length. A CPU's attention per pair grows with the context
+   * (llama.cpp on the tiny model: about 0.4, 1.2 and 2 ms per thousand pairs at 512, 768 and 1,024
+   * tokens), so a chunk after c tokens is charged its pairs at the rate interpolated at c
+   * (linear between these, the nearest one's outside). Absent: `msPerContextPair` everywhere.
+   */
+  pairRateContextTokens?: number[];
+  /** ms per pair at `pairRateContextTokens`. */
+  msPerContextPairAt?: number[];
 }
 
 /** What a step computes, as the cost model sees it (`StepWork`, optionally with its entries). */
@@ -63,6 +73,47 @@ export function contextPairs(work: TableStepWork): number {
   }
   if (work.decodeTokens === 0) return work.prefillTokens * work.kvTokensRead;
   return work.kvTokensRead;
+}
+
+/** The pair rate at a context of `contextTokens` tokens, ms per pair. */
+export function pairRateAt(
+  t: Pick<StepTable, 'msPerContextPair' | 'pairRateContextTokens' | 'msPerContextPairAt'>,
+  contextTokens: number,
+): number {
+  const cs = t.pairRateContextTokens;
+  const rs = t.msPerContextPairAt;
+  if (cs === undefined || rs === undefined || cs.length === 0) return t.msPerContextPair;
+  if (contextTokens <= cs[0]!) return rs[0]!;
+  for (let i = 1; i < cs.length; i++) {
+    if (contextTokens <= cs[i]!) {
+      const f = (contextTokens - cs[i - 1]!) / (cs[i]! - cs[i - 1]!);
+      return rs[i - 1]! + f * (rs[i]! - rs[i - 1]!);
+    }
+  }
+  return rs[rs.length - 1]!;
+}
+
+/**
+ * What attention over the context adds to a step, ms: `msPerContextPair x contextPairs(work)`,
+ * or, where the table holds the rate by context, each entry's pairs at the rate at its context
+ * (without entries: a prompt-only step's at its context, decodes' at their mean context).
+ */
+export function contextPairMs(t: StepTable, work: TableStepWork): number {
+  if (t.pairRateContextTokens === undefined || t.msPerContextPairAt === undefined) {
+    return t.msPerContextPair * contextPairs(work);
+  }
+  if (work.entries !== undefined) {
+    let ms = 0;
+    for (const e of work.entries) {
+      const pairs =
+        e.kind === 'decode' ? e.tokens * (e.contextTokens + e.tokens) : e.tokens * e.contextTokens;
+      ms += pairs * pairRateAt(t, e.contextTokens);
+    }
+    return ms;
+  }
+  const context =
+    work.decodeTokens === 0 ? work.kvTokensRead : work.kvTokensRead / work.decodeTokens;
+  return contextPairs(work) * pairRateAt(t, context);
 }
 
 /**
@@ -113,7 +164,7 @@ export function tableStepMs(t: StepTable, work: TableStepWork): number {
     t.overheadMs +
     prefillMs +
     pl(t.decodeSeqs, t.decodeMs, work.decodeTokens) +
-    t.msPerContextPair * contextPairs(work);
+    contextPairMs(t, work);
   return Math.max(0, ms);
 }
 
@@ -163,6 +214,11 @@ export function fitStepTable(
     msPerContextPair?: number;
     /** The table's `perSequencePasses`: multi-chunk steps in the observations count so. */
     perSequencePasses?: boolean;
+    /**
+     * The pair rate measured at several contexts (`contextPairRates`), held like
+     * `msPerContextPair` (which then stays the table's single rate for older readers).
+     */
+    pairRatesByContext?: { contextTokens: number[]; msPerPair: number[] };
   } = {},
 ): TableFit {
   const passes = { perSequencePasses: options.perSequencePasses === true };
@@ -209,8 +265,34 @@ export function fitStepTable(
     if (!(pairRate >= 0)) throw new TableFitError(`msPerContextPair must be >= 0, got ${pairRate}`);
     held.add(2);
   }
+  const byContext = options.pairRatesByContext;
+  if (byContext !== undefined) {
+    const problem = pairRatesProblem(byContext.contextTokens, byContext.msPerPair);
+    if (problem !== null) throw new TableFitError(problem);
+    held.add(2);
+  }
+  const rates: Pick<
+    StepTable,
+    'msPerContextPair' | 'pairRateContextTokens' | 'msPerContextPairAt'
+  > = {
+    msPerContextPair: pairRate ?? 0,
+    ...(byContext !== undefined && {
+      pairRateContextTokens: [...byContext.contextTokens],
+      msPerContextPairAt: [...byContext.msPerPair],
+    }),
+  };
   // What the held pair rate already accounts for, taken off each point before the solve.
-  const pairMs = rows.map((r) => (pairRate ?? 0) * r[2]!);
+  const pairMs = good.map((o) =>
+    byContext === undefined
+      ? (pairRate ?? 0) * rowsPairs(o)
+      : o.steps.reduce(
+          (sum, s) =>
+            s.prefillTokens + s.decodeTokens === 0
+              ? sum
+              : sum + contextPairMs({ ...emptyTable, ...rates }, s),
+          0,
+        ),
+  );
   // Dropped first when the system is rank deficient: the step overhead, the request overhead,
   // the pair rate.
   const dropOrder = [1, 0, 2];
@@ -260,6 +342,10 @@ export function fitStepTable(
     msPerContextPair: x[2]!,
     overheadMs: x[1]!,
     ...(passes.perSequencePasses && { perSequencePasses: true }),
+    ...(byContext !== undefined && {
+      pairRateContextTokens: rates.pairRateContextTokens,
+      msPerContextPairAt: rates.msPerContextPairAt,
+    }),
   };
   const requestOverheadMs = x[0]!;
   const errorsPct = good.map((o) => {
@@ -271,13 +357,47 @@ export function fitStepTable(
     table,
     requestOverheadMs,
     fixed: [...held]
-      .filter((j) => !(j === 2 && pairRate !== undefined))
+      .filter((j) => !(j === 2 && (pairRate !== undefined || byContext !== undefined)))
       .sort()
       .map((j) => names[j]!),
     errorsPct,
     maxErrorPct: Math.max(...errorsPct.map(Math.abs)),
     rmsErrorPct: Math.sqrt(errorsPct.reduce((s, e) => s + e * e, 0) / errorsPct.length),
   };
+}
+
+const emptyTable: StepTable = {
+  prefillTokens: [],
+  prefillMs: [],
+  decodeSeqs: [],
+  decodeMs: [],
+  msPerContextPair: 0,
+  overheadMs: 0,
+};
+
+/** Context pairs of an observation's computing steps, as the fit's pair column counts them. */
+const rowsPairs = (o: TableObservation): number =>
+  o.steps.reduce(
+    (sum, s) => (s.prefillTokens + s.decodeTokens === 0 ? sum : sum + contextPairs(s)),
+    0,
+  );
+
+/** Why a pair rate by context cannot be used, or null. */
+export function pairRatesProblem(contexts: unknown, rates: unknown): string | null {
+  if (!Array.isArray(contexts) || !Array.isArray(rates) || contexts.length !== rates.length) {
+    return 'pairRateContextTokens and msPerContextPairAt must be lists of the same length';
+  }
+  if (contexts.length === 0) return 'pairRateContextTokens must not be empty';
+  for (let i = 0; i < contexts.length; i++) {
+    const c = contexts[i];
+    if (typeof c !== 'number' || !(c > 0) || (i > 0 && !(c > contexts[i - 1]))) {
+      return 'pairRateContextTokens must be ascending numbers > 0';
+    }
+    if (typeof rates[i] !== 'number' || !(rates[i] >= 0) || !Number.isFinite(rates[i])) {
+      return 'msPerContextPairAt must be numbers >= 0';
+    }
+  }
+  return null;
 }
 
 /**
@@ -330,6 +450,9 @@ export function stepTableProblem(t: StepTable): string | null {
   if (t.prefillTokens.length === 0) return 'prefillTokens must not be empty';
   for (const f of ['msPerContextPair', 'overheadMs'] as const) {
     if (typeof t[f] !== 'number' || !(t[f] >= 0)) return `${f} must be a number >= 0`;
+  }
+  if (t.pairRateContextTokens !== undefined || t.msPerContextPairAt !== undefined) {
+    return pairRatesProblem(t.pairRateContextTokens, t.msPerContextPairAt);
   }
   return null;
 }
