@@ -102,7 +102,7 @@ try {
     perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),
   });
   log(
-    `pair rate: paired ${pairRate} ms (${m.warmColdPairs.length} pairs), fitted ${fitted.table.msPerContextPair} ms`,
+    `pair rate: paired ${pairRate} ms (${m.warmColdPairs.length} pairs), by context ${JSON.stringify(byContext)}, fitted ${fitted.table.msPerContextPair} ms`,
   );
   log(
     `table ${JSON.stringify(fit.table)}, request overhead ${fit.requestOverheadMs.toFixed(1)} ms`,
