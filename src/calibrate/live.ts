@@ -128,7 +128,7 @@ const DECODE_WINDOW_STEPS = 64;
 export const DEFAULT_REPEATS = 5;
 const WARMUP_PROMPTS = [16, 64, 64, 512, 64];
 /** Warm and cold runs per warm probe, at least (pairRate.ts takes the median of their pairs). */
-const WARM_REPEATS = 6;
+const WARM_REPEATS = 8;
 
 /** The probes, cheapest first, prefill and decode alternating. */
 export function planProbes(
@@ -185,14 +185,17 @@ export function mixedProbes(budgetTokens: number, maxPromptTokens: number): Prob
 
 /**
  * The warm probes a step table needs: one chunk (the largest 64 x 2^k within the budget and half
- * the longest prompt) after a cached prefix of about half and of all the rest of the longest
- * prompt (whole 64-token multiples, so the prefix is whole blocks at any common block size).
+ * the longest prompt) after a cached prefix of about a quarter, half and all the rest of the
+ * longest prompt (whole 64-token multiples, so the prefix is whole blocks at any common block
+ * size): the pair rate at three contexts, since on a CPU it grows with the context.
  */
 export function warmProbes(budgetTokens: number, maxPromptTokens: number): Probe[] {
   let chunkTokens = MIN_PREFILL_TOKENS;
   while (chunkTokens * 2 <= Math.min(budgetTokens, maxPromptTokens / 2)) chunkTokens *= 2;
   const longest = Math.floor((maxPromptTokens - chunkTokens) / 64) * 64;
-  const contexts = [...new Set([Math.floor(longest / 128) * 64, longest])].filter((c) => c > 0);
+  const contexts = [
+    ...new Set([Math.floor(longest / 256) * 64, Math.floor(longest / 128) * 64, longest]),
+  ].filter((c) => c > 0);
   return contexts.map((contextTokens) => ({ kind: 'warm', chunkTokens, contextTokens }));
 }
 
