@@ -15,7 +15,7 @@ import { contextPairRate, contextPairRates } from '../src/calibrate/pairRate.ts'
 import { perSequencePasses } from '../src/calibrate/passes.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
 import { runBench } from '../src/loadgen/run.ts';
-import { fitStepTable, tableStepMs } from '../src/model/stepTable.ts';
+import { fitStepTable, markPromptSamples, tableStepMs } from '../src/model/stepTable.ts';
 import type { StepPlan } from '../src/scheduler/types.ts';
 import { makeSyntheticTrace } from '../src/workload/trace.ts';
 import { tinyModelPath } from '../test/support/tinyModel.ts';
@@ -35,6 +35,8 @@ interface Step {
   durationMs: number;
   placementMs: number;
   plan: StepPlan;
+  /** Prompt chunks that sampled a first token in this step. */
+  promptSamples: number;
 }
 const steps: Step[] = [];
 /** When each request's first token left the engine (the end of the step that sampled it). */
@@ -60,6 +62,7 @@ const server = await startEngineServer({
         durationMs: executed.durationMs,
         placementMs: executed.placementMs,
         plan: result.plan as StepPlan,
+        promptSamples: result.emitted.filter((t) => t.index === 0).length,
       });
     },
   },
@@ -95,8 +98,9 @@ try {
   const pairRate = contextPairRate(m.warmColdPairs);
   const byContext = contextPairRates(m.warmColdPairs);
   const fitted = fitStepTable(m.observations, { errorFloorMs: Math.max(0, ...ttfts) });
-  const fit = fitStepTable(m.observations, {
+  const fit = fitStepTable(markPromptSamples(m.observations), {
     errorFloorMs: Math.max(0, ...ttfts),
+    promptSamples: true,
     ...(pairRate !== null && { msPerContextPair: pairRate }),
     ...(byContext !== null && { pairRatesByContext: byContext }),
     perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),
@@ -146,7 +150,7 @@ try {
   let tableMs = 0;
   for (const s of steps) {
     const p = s.plan;
-    const simMs = tableStepMs(fit.table, p);
+    const simMs = tableStepMs(fit.table, { ...p, promptSamples: s.promptSamples });
     liveMs += s.durationMs;
     tableMs += simMs;
     const entries = p.entries.map(

@@ -47,6 +47,7 @@ import { fitCurve, type Observation } from '../model/fit.ts';
 import {
   type CostProfile,
   fitStepTable,
+  markPromptSamples,
   PROFILE_FORMAT,
   type ProfileCurve,
   type ReplicaSpec,
@@ -606,8 +607,9 @@ export function liveProfile(
   if (o.stepTable) {
     const pairRate = contextPairRate(m.warmColdPairs);
     const byContext = contextPairRates(m.warmColdPairs);
-    const fit = fitStepTable(m.observations, {
+    const fit = fitStepTable(markPromptSamples(m.observations), {
       errorFloorMs,
+      promptSamples: true,
       ...(pairRate !== null && { msPerContextPair: pairRate }),
       ...(byContext !== null && { pairRatesByContext: byContext }),
       perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),

@@ -142,6 +142,9 @@ export function calibrationFor(profile: CostProfile, tp: number): Calibration {
         ...(table.msPerContextPairAt !== undefined && {
           msPerContextPairAt: table.msPerContextPairAt,
         }),
+        ...(table.msPerPromptSample !== undefined && {
+          msPerPromptSample: table.msPerPromptSample,
+        }),
       },
     }),
   };
@@ -235,6 +238,7 @@ function readTable(raw: unknown, path: string): ProfileTable {
     }
     if (t.perSequencePasses) table.perSequencePasses = true;
   }
+  if (t.msPerPromptSample !== undefined) table.msPerPromptSample = t.msPerPromptSample as number;
   if (t.pairRateContextTokens !== undefined || t.msPerContextPairAt !== undefined) {
     table.pairRateContextTokens = t.pairRateContextTokens as number[];
     table.msPerContextPairAt = t.msPerContextPairAt as number[];

@@ -46,6 +46,13 @@ export interface StepTable {
   pairRateContextTokens?: number[];
   /** ms per pair at `pairRateContextTokens`. */
   msPerContextPairAt?: number[];
+  /**
+   * What a prompt chunk that ends its prompt adds, ms: it computes its last token's logits and
+   * samples the first output token, as a decode does, where a chunk in the middle of a prompt
+   * computes no logits (llama.cpp on the tiny model: such chunks ran 1.3 to 1.8x the table
+   * without it). Absent: 0 (every chunk costs P alone).
+   */
+  msPerPromptSample?: number;
 }
 
 /** What a step computes, as the cost model sees it (`StepWork`, optionally with its entries). */
@@ -55,6 +62,8 @@ export interface TableStepWork {
   kvTokensRead: number;
   /** The step's entries (a scheduler plan has them): tokens and context per request. */
   entries?: readonly { kind: 'decode' | 'prefill'; tokens: number; contextTokens: number }[];
+  /** Prompt chunks of the step that end their prompt (each samples a first token). */
+  promptSamples?: number;
 }
 
 /**
@@ -164,7 +173,8 @@ export function tableStepMs(t: StepTable, work: TableStepWork): number {
     t.overheadMs +
     prefillMs +
     pl(t.decodeSeqs, t.decodeMs, work.decodeTokens) +
-    contextPairMs(t, work);
+    contextPairMs(t, work) +
+    (t.msPerPromptSample === undefined ? 0 : t.msPerPromptSample * (work.promptSamples ?? 0));
   return Math.max(0, ms);
 }
 
@@ -219,6 +229,12 @@ export function fitStepTable(
      * `msPerContextPair` (which then stays the table's single rate for older readers).
      */
     pairRatesByContext?: { contextTokens: number[]; msPerPair: number[] };
+    /**
+     * Fit `msPerPromptSample` from the observations' `promptSamples` (a prompt's last chunk):
+     * a multi-chunk prompt against one chunk of the same size separates it from the knots, a
+     * mixed step (no request overhead) from the request overhead.
+     */
+    promptSamples?: boolean;
   } = {},
 ): TableFit {
   const passes = { perSequencePasses: options.perSequencePasses === true };
@@ -230,13 +246,16 @@ export function fitStepTable(
     good.flatMap((o) => o.steps.flatMap((s) => prefillChunks(passes, s))),
   );
   const decodeKnots = distinct(good.flatMap((o) => o.steps.map((s) => s.decodeTokens)));
+  const sampleCol = options.promptSamples === true;
   const names = [
     'requestOverheadMs',
     'overheadMs',
     'msPerContextPair',
     ...prefillKnots.map((k) => `prefill ${k}`),
     ...decodeKnots.map((k) => `decode ${k}`),
+    ...(sampleCol ? ['msPerPromptSample'] : []),
   ];
+  const sampleJ = names.length - 1;
   const rows = good.map((o) => {
     const r = new Array<number>(names.length).fill(0);
     if (o.perRequest) r[0] = 1;
@@ -252,6 +271,7 @@ export function fitStepTable(
       knotWeights(decodeKnots, s.decodeTokens).forEach((w, i) => {
         r[3 + prefillKnots.length + i]! += w;
       });
+      if (sampleCol) r[sampleJ]! += s.promptSamples ?? 0;
     }
     return r;
   });
@@ -260,6 +280,7 @@ export function fitStepTable(
   const held = new Set<number>();
   // Columns nothing exercises are held at 0 from the start.
   for (let j = 0; j < 3; j++) if (rows.every((r) => r[j] === 0)) held.add(j);
+  if (sampleCol && rows.every((r) => r[sampleJ] === 0)) held.add(sampleJ);
   const pairRate = options.msPerContextPair;
   if (pairRate !== undefined) {
     if (!(pairRate >= 0)) throw new TableFitError(`msPerContextPair must be >= 0, got ${pairRate}`);
@@ -295,7 +316,7 @@ export function fitStepTable(
   );
   // Dropped first when the system is rank deficient: the step overhead, the request overhead,
   // the pair rate.
-  const dropOrder = [1, 0, 2];
+  const dropOrder = sampleCol ? [1, sampleJ, 0, 2] : [1, 0, 2];
   const system = (heldNow: Set<number>) => {
     const free = names.map((_, j) => j).filter((j) => !heldNow.has(j));
     const colScale = free.map((j) => Math.hypot(...rows.map((r) => r[j]!)) || 1);
@@ -346,6 +367,7 @@ export function fitStepTable(
       pairRateContextTokens: rates.pairRateContextTokens,
       msPerContextPairAt: rates.msPerContextPairAt,
     }),
+    ...(sampleCol && { msPerPromptSample: x[sampleJ]! }),
   };
   const requestOverheadMs = x[0]!;
   const errorsPct = good.map((o) => {
@@ -401,6 +423,26 @@ export function pairRatesProblem(contexts: unknown, rates: unknown): string | nu
 }
 
 /**
+ * The observations with each prompt's sampling chunk marked (`promptSamples`): a time to first
+ * token ends with its prompt's last chunk; a step measured inside a stream that computes prompt
+ * tokens is a one-chunk prompt arriving (calibrate's mixed probes), which samples too.
+ */
+export function markPromptSamples(observations: readonly TableObservation[]): TableObservation[] {
+  return observations.map((o) => {
+    let last = -1;
+    o.steps.forEach((s, i) => {
+      if (s.prefillTokens > 0) last = i;
+    });
+    return {
+      ...o,
+      steps: o.steps.map((s, i) =>
+        s.prefillTokens > 0 && (!o.perRequest || i === last) ? { ...s, promptSamples: 1 } : s,
+      ),
+    };
+  });
+}
+
+/**
  * The closest non-decreasing sequence in least squares (pool adjacent violators): a larger step
  * never costs less. Noise (a busy machine) can make a measured knot cost more than the next.
  */
@@ -450,6 +492,12 @@ export function stepTableProblem(t: StepTable): string | null {
   if (t.prefillTokens.length === 0) return 'prefillTokens must not be empty';
   for (const f of ['msPerContextPair', 'overheadMs'] as const) {
     if (typeof t[f] !== 'number' || !(t[f] >= 0)) return `${f} must be a number >= 0`;
+  }
+  if (
+    t.msPerPromptSample !== undefined &&
+    (typeof t.msPerPromptSample !== 'number' || !(t.msPerPromptSample >= 0))
+  ) {
+    return 'msPerPromptSample must be a number >= 0';
   }
   if (t.pairRateContextTokens !== undefined || t.msPerContextPairAt !== undefined) {
     return pairRatesProblem(t.pairRateContextTokens, t.msPerContextPairAt);
