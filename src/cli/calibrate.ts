@@ -267,6 +267,9 @@ function tableSummary(t: NonNullable<ProfileCurve['table']>, budgetTokens: numbe
           )} (interpolated; the nearest outside)`,
         ]
       : []),
+    ...(t.msPerPromptSample !== undefined
+      ? [`    a prompt's last chunk (it samples) adds ${t.msPerPromptSample.toFixed(2)} ms`]
+      : []),
     t.perSequencePasses === true
       ? '    one pass per sequence: a step of several prompt chunks costs each chunk alone, summed (the decodes did not batch)'
       : '    one pass per step: a step of several prompt chunks costs their total',
