@@ -11,11 +11,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { measureLive } from '../src/calibrate/live.ts';
-import { contextPairRate } from '../src/calibrate/pairRate.ts';
+import { contextPairRate, contextPairRates } from '../src/calibrate/pairRate.ts';
 import { perSequencePasses } from '../src/calibrate/passes.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
 import { runBench } from '../src/loadgen/run.ts';
-import { fitStepTable, tableStepMs } from '../src/model/stepTable.ts';
+import { fitStepTable, markPromptSamples, tableStepMs } from '../src/model/stepTable.ts';
 import type { StepPlan } from '../src/scheduler/types.ts';
 import { makeSyntheticTrace } from '../src/workload/trace.ts';
 import { tinyModelPath } from '../test/support/tinyModel.ts';
@@ -35,6 +35,8 @@ interface Step {
   durationMs: number;
   placementMs: number;
   plan: StepPlan;
+  /** Prompt chunks that sampled a first token in this step. */
+  promptSamples: number;
 }
 const steps: Step[] = [];
 /** When each request's first token left the engine (the end of the step that sampled it). */
@@ -60,6 +62,7 @@ const server = await startEngineServer({
         durationMs: executed.durationMs,
         placementMs: executed.placementMs,
         plan: result.plan as StepPlan,
+        promptSamples: result.emitted.filter((t) => t.index === 0).length,
       });
     },
   },
@@ -85,7 +88,7 @@ try {
     budgetTokens: BUDGET,
     speedup: 1,
     budgetS: CALIBRATE_S,
-    maxPromptTokens: 1024,
+    maxPromptTokens: 1536,
     maxBatch: 4,
     repeats: 3,
     stepTable: true,
@@ -93,14 +96,17 @@ try {
   for (const o of m.observations) log(`  ${o.label}: ${o.measuredMs.toFixed(1)} ms`);
   const ttfts = m.observations.filter((x) => x.perRequest).map((x) => x.measuredMs);
   const pairRate = contextPairRate(m.warmColdPairs);
+  const byContext = contextPairRates(m.warmColdPairs);
   const fitted = fitStepTable(m.observations, { errorFloorMs: Math.max(0, ...ttfts) });
-  const fit = fitStepTable(m.observations, {
+  const fit = fitStepTable(markPromptSamples(m.observations), {
     errorFloorMs: Math.max(0, ...ttfts),
+    promptSamples: true,
     ...(pairRate !== null && { msPerContextPair: pairRate }),
+    ...(byContext !== null && { pairRatesByContext: byContext }),
     perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),
   });
   log(
-    `pair rate: paired ${pairRate} ms (${m.warmColdPairs.length} pairs), fitted ${fitted.table.msPerContextPair} ms`,
+    `pair rate: paired ${pairRate} ms (${m.warmColdPairs.length} pairs), by context ${JSON.stringify(byContext)}, fitted ${fitted.table.msPerContextPair} ms`,
   );
   log(
     `table ${JSON.stringify(fit.table)}, request overhead ${fit.requestOverheadMs.toFixed(1)} ms`,
@@ -144,7 +150,7 @@ try {
   let tableMs = 0;
   for (const s of steps) {
     const p = s.plan;
-    const simMs = tableStepMs(fit.table, p);
+    const simMs = tableStepMs(fit.table, { ...p, promptSamples: s.promptSamples });
     liveMs += s.durationMs;
     tableMs += simMs;
     const entries = p.entries.map(

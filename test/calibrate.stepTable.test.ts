@@ -65,12 +65,14 @@ test('--step-table is for --url', async () => {
   assert.match(r.stderr, /--step-table is for --url/);
 });
 
-test('warm probes: one chunk after a cached prefix of about half and all the rest of the longest prompt', () => {
+test('warm probes: one chunk after a cached prefix of about a quarter, half and all the rest of the longest prompt', () => {
   assert.deepEqual(warmProbes(256, 1024), [
+    { kind: 'warm', chunkTokens: 256, contextTokens: 192 },
     { kind: 'warm', chunkTokens: 256, contextTokens: 384 },
     { kind: 'warm', chunkTokens: 256, contextTokens: 768 },
   ]);
   assert.deepEqual(warmProbes(2048, 1024), [
+    { kind: 'warm', chunkTokens: 512, contextTokens: 128 },
     { kind: 'warm', chunkTokens: 512, contextTokens: 256 },
     { kind: 'warm', chunkTokens: 512, contextTokens: 512 },
   ]);
@@ -151,8 +153,9 @@ test('kvroute calibrate --url --step-table: a table of the measured sizes that s
     assert.deepEqual(table.prefillTokens, [64, 128, 256, 512]);
     assert.deepEqual(table.decodeSeqs, [1, 4]);
     assert.ok(curve.points.some((p) => p.label.startsWith('mixed step: 256-token chunk')));
-    // The warm probes: a 512-token chunk after the engine's cached prefix of 256 and 512 tokens.
-    for (const cached of [256, 512]) {
+    // The warm probes: a 512-token chunk after the engine's cached prefix of 128, 256 and 512
+    // tokens, and the pair rate at each of those contexts in the table.
+    for (const cached of [128, 256, 512]) {
       assert.ok(
         curve.points.some((p) => p.label.startsWith(`prompt 512 tokens after ${cached} cached`)),
         `a warm point after ${cached} cached tokens`,
@@ -161,9 +164,11 @@ test('kvroute calibrate --url --step-table: a table of the measured sizes that s
     assert.equal(
       curve.points.filter((p) => p.label.startsWith('prompt 512 tokens (1 step) between those'))
         .length,
-      2,
+      3,
       'the cold chunk timed beside each warm probe',
     );
+    assert.deepEqual(table.pairRateContextTokens, [128, 256, 512]);
+    assert.equal(table.msPerContextPairAt!.length, 3);
     assert.match(r.stdout, /a decode costs \d+\.\d prompt tokens of step time/);
     assert.match(profile.method, /a step table/);
     // The calibrated spec times steps from the table.

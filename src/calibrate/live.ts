@@ -47,12 +47,13 @@ import { fitCurve, type Observation } from '../model/fit.ts';
 import {
   type CostProfile,
   fitStepTable,
+  markPromptSamples,
   PROFILE_FORMAT,
   type ProfileCurve,
   type ReplicaSpec,
 } from '../model/index.ts';
 import { Rng } from '../util/rng.ts';
-import { contextPairRate, type WarmColdPair } from './pairRate.ts';
+import { contextPairRate, contextPairRates, type WarmColdPair } from './pairRate.ts';
 import { perSequencePasses } from './passes.ts';
 
 export interface LiveOptions {
@@ -128,7 +129,7 @@ const DECODE_WINDOW_STEPS = 64;
 export const DEFAULT_REPEATS = 5;
 const WARMUP_PROMPTS = [16, 64, 64, 512, 64];
 /** Warm and cold runs per warm probe, at least (pairRate.ts takes the median of their pairs). */
-const WARM_REPEATS = 6;
+const WARM_REPEATS = 8;
 
 /** The probes, cheapest first, prefill and decode alternating. */
 export function planProbes(
@@ -185,14 +186,17 @@ export function mixedProbes(budgetTokens: number, maxPromptTokens: number): Prob
 
 /**
  * The warm probes a step table needs: one chunk (the largest 64 x 2^k within the budget and half
- * the longest prompt) after a cached prefix of about half and of all the rest of the longest
- * prompt (whole 64-token multiples, so the prefix is whole blocks at any common block size).
+ * the longest prompt) after a cached prefix of about a quarter, half and all the rest of the
+ * longest prompt (whole 64-token multiples, so the prefix is whole blocks at any common block
+ * size): the pair rate at three contexts, since on a CPU it grows with the context.
  */
 export function warmProbes(budgetTokens: number, maxPromptTokens: number): Probe[] {
   let chunkTokens = MIN_PREFILL_TOKENS;
   while (chunkTokens * 2 <= Math.min(budgetTokens, maxPromptTokens / 2)) chunkTokens *= 2;
   const longest = Math.floor((maxPromptTokens - chunkTokens) / 64) * 64;
-  const contexts = [...new Set([Math.floor(longest / 128) * 64, longest])].filter((c) => c > 0);
+  const contexts = [
+    ...new Set([Math.floor(longest / 256) * 64, Math.floor(longest / 128) * 64, longest]),
+  ].filter((c) => c > 0);
   return contexts.map((contextTokens) => ({ kind: 'warm', chunkTokens, contextTokens }));
 }
 
@@ -434,6 +438,7 @@ async function measureWarm(
       pairs:
         pairsOf(prefillSteps(run.tokens, o.budgetTokens, cached)) -
         pairsOf(prefillSteps(colds[colds.length - 1]!.tokens, o.budgetTokens)),
+      contextTokens: cached,
     });
   }
   // Only a probe run to the end counts (a cancelled one returned above).
@@ -601,9 +606,12 @@ export function liveProfile(
   });
   if (o.stepTable) {
     const pairRate = contextPairRate(m.warmColdPairs);
-    const fit = fitStepTable(m.observations, {
+    const byContext = contextPairRates(m.warmColdPairs);
+    const fit = fitStepTable(markPromptSamples(m.observations), {
       errorFloorMs,
+      promptSamples: true,
       ...(pairRate !== null && { msPerContextPair: pairRate }),
+      ...(byContext !== null && { pairRatesByContext: byContext }),
       perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),
     });
     curve.table = {

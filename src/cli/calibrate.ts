@@ -259,6 +259,17 @@ function tableSummary(t: NonNullable<ProfileCurve['table']>, budgetTokens: numbe
       (t.fixed.length > 0 ? ` (held at 0: ${t.fixed.join(', ')})` : ''),
     `    prefill tokens -> ms: ${knots(t.prefillTokens, t.prefillMs)}`,
     `    decode sequences -> ms: ${knots(t.decodeSeqs, t.decodeMs)}`,
+    ...(t.pairRateContextTokens !== undefined && t.msPerContextPairAt !== undefined
+      ? [
+          `    context tokens -> ms per million pairs: ${knots(
+            t.pairRateContextTokens,
+            t.msPerContextPairAt.map((r) => r * 1e6),
+          )} (interpolated; the nearest outside)`,
+        ]
+      : []),
+    ...(t.msPerPromptSample !== undefined
+      ? [`    a prompt's last chunk (it samples) adds ${t.msPerPromptSample.toFixed(2)} ms`]
+      : []),
     t.perSequencePasses === true
       ? '    one pass per sequence: a step of several prompt chunks costs each chunk alone, summed (the decodes did not batch)'
       : '    one pass per step: a step of several prompt chunks costs their total',

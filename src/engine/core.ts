@@ -240,7 +240,17 @@ export class EngineCore {
 
   /** The cost model's duration of a scheduled plan (the sim runtime's clock). */
   modeledStepMs(plan: StepPlan): number {
-    return simStepMs(this.#spec, plan, this.#pendingLoadMs);
+    if (this.#spec.calibration?.table?.msPerPromptSample === undefined) {
+      return simStepMs(this.#spec, plan, this.#pendingLoadMs);
+    }
+    // A step table that charges a prompt's sampling chunk: count the chunks ending a prompt.
+    let promptSamples = 0;
+    for (const e of plan.entries) {
+      if (e.kind !== 'prefill') continue;
+      const prompt = this.#scheduler.promptTokensOf(e.id);
+      if (prompt !== undefined && e.contextTokens + e.tokens >= prompt) promptSamples++;
+    }
+    return simStepMs(this.#spec, { ...plan, promptSamples }, this.#pendingLoadMs);
   }
 
   /** Applies the plan the last `schedule()` returned, once it ran for `durationMs`. */

@@ -135,6 +135,16 @@ export function calibrationFor(profile: CostProfile, tp: number): Calibration {
         decodeMs: table.decodeMs,
         msPerContextPair: table.msPerContextPair,
         overheadMs: table.overheadMs,
+        ...(table.perSequencePasses === true && { perSequencePasses: true }),
+        ...(table.pairRateContextTokens !== undefined && {
+          pairRateContextTokens: table.pairRateContextTokens,
+        }),
+        ...(table.msPerContextPairAt !== undefined && {
+          msPerContextPairAt: table.msPerContextPairAt,
+        }),
+        ...(table.msPerPromptSample !== undefined && {
+          msPerPromptSample: table.msPerPromptSample,
+        }),
       },
     }),
   };
@@ -227,6 +237,11 @@ function readTable(raw: unknown, path: string): ProfileTable {
       throw new ProfileError(`${path}.perSequencePasses must be true or false`);
     }
     if (t.perSequencePasses) table.perSequencePasses = true;
+  }
+  if (t.msPerPromptSample !== undefined) table.msPerPromptSample = t.msPerPromptSample as number;
+  if (t.pairRateContextTokens !== undefined || t.msPerContextPairAt !== undefined) {
+    table.pairRateContextTokens = t.pairRateContextTokens as number[];
+    table.msPerContextPairAt = t.msPerContextPairAt as number[];
   }
   const problem = stepTableProblem(table);
   if (problem !== null) throw new ProfileError(`${path}: ${problem}`);

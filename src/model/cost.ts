@@ -131,6 +131,8 @@ export interface StepWork {
   kvTokensRead: number;
   /** Per-request tokens and contexts (a scheduler plan has them); only a step table reads them. */
   entries?: readonly { kind: 'decode' | 'prefill'; tokens: number; contextTokens: number }[];
+  /** Prompt chunks that end their prompt (each samples a first token); only a step table reads it. */
+  promptSamples?: number;
 }
 
 /**

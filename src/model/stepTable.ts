@@ -36,6 +36,23 @@ export interface StepTable {
    * Absent: false (one pass per step, as vLLM runs it).
    */
   perSequencePasses?: boolean;
+  /**
+   * Contexts (tokens before a chunk) the pair rate was measured at, ascending, > 0; with
+   * `msPerContextPairAt` of the same length. A CPU's attention per pair grows with the context
+   * (llama.cpp on the tiny model: about 0.4, 1.2 and 2 ms per thousand pairs at 512, 768 and 1,024
+   * tokens), so a chunk after c tokens is charged its pairs at the rate interpolated at c
+   * (linear between these, the nearest one's outside). Absent: `msPerContextPair` everywhere.
+   */
+  pairRateContextTokens?: number[];
+  /** ms per pair at `pairRateContextTokens`. */
+  msPerContextPairAt?: number[];
+  /**
+   * What a prompt chunk that ends its prompt adds, ms: it computes its last token's logits and
+   * samples the first output token, as a decode does, where a chunk in the middle of a prompt
+   * computes no logits (llama.cpp on the tiny model: such chunks ran 1.3 to 1.8x the table
+   * without it). Absent: 0 (every chunk costs P alone).
+   */
+  msPerPromptSample?: number;
 }
 
 /** What a step computes, as the cost model sees it (`StepWork`, optionally with its entries). */
@@ -45,6 +62,8 @@ export interface TableStepWork {
   kvTokensRead: number;
   /** The step's entries (a scheduler plan has them): tokens and context per request. */
   entries?: readonly { kind: 'decode' | 'prefill'; tokens: number; contextTokens: number }[];
+  /** Prompt chunks of the step that end their prompt (each samples a first token). */
+  promptSamples?: number;
 }
 
 /**
@@ -63,6 +82,47 @@ export function contextPairs(work: TableStepWork): number {
   }
   if (work.decodeTokens === 0) return work.prefillTokens * work.kvTokensRead;
   return work.kvTokensRead;
+}
+
+/** The pair rate at a context of `contextTokens` tokens, ms per pair. */
+export function pairRateAt(
+  t: Pick<StepTable, 'msPerContextPair' | 'pairRateContextTokens' | 'msPerContextPairAt'>,
+  contextTokens: number,
+): number {
+  const cs = t.pairRateContextTokens;
+  const rs = t.msPerContextPairAt;
+  if (cs === undefined || rs === undefined || cs.length === 0) return t.msPerContextPair;
+  if (contextTokens <= cs[0]!) return rs[0]!;
+  for (let i = 1; i < cs.length; i++) {
+    if (contextTokens <= cs[i]!) {
+      const f = (contextTokens - cs[i - 1]!) / (cs[i]! - cs[i - 1]!);
+      return rs[i - 1]! + f * (rs[i]! - rs[i - 1]!);
+    }
+  }
+  return rs[rs.length - 1]!;
+}
+
+/**
+ * What attention over the context adds to a step, ms: `msPerContextPair x contextPairs(work)`,
+ * or, where the table holds the rate by context, each entry's pairs at the rate at its context
+ * (without entries: a prompt-only step's at its context, decodes' at their mean context).
+ */
+export function contextPairMs(t: StepTable, work: TableStepWork): number {
+  if (t.pairRateContextTokens === undefined || t.msPerContextPairAt === undefined) {
+    return t.msPerContextPair * contextPairs(work);
+  }
+  if (work.entries !== undefined) {
+    let ms = 0;
+    for (const e of work.entries) {
+      const pairs =
+        e.kind === 'decode' ? e.tokens * (e.contextTokens + e.tokens) : e.tokens * e.contextTokens;
+      ms += pairs * pairRateAt(t, e.contextTokens);
+    }
+    return ms;
+  }
+  const context =
+    work.decodeTokens === 0 ? work.kvTokensRead : work.kvTokensRead / work.decodeTokens;
+  return contextPairs(work) * pairRateAt(t, context);
 }
 
 /**
@@ -113,7 +173,8 @@ export function tableStepMs(t: StepTable, work: TableStepWork): number {
     t.overheadMs +
     prefillMs +
     pl(t.decodeSeqs, t.decodeMs, work.decodeTokens) +
-    t.msPerContextPair * contextPairs(work);
+    contextPairMs(t, work) +
+    (t.msPerPromptSample === undefined ? 0 : t.msPerPromptSample * (work.promptSamples ?? 0));
   return Math.max(0, ms);
 }
 
@@ -163,6 +224,17 @@ export function fitStepTable(
     msPerContextPair?: number;
     /** The table's `perSequencePasses`: multi-chunk steps in the observations count so. */
     perSequencePasses?: boolean;
+    /**
+     * The pair rate measured at several contexts (`contextPairRates`), held like
+     * `msPerContextPair` (which then stays the table's single rate for older readers).
+     */
+    pairRatesByContext?: { contextTokens: number[]; msPerPair: number[] };
+    /**
+     * Fit `msPerPromptSample` from the observations' `promptSamples` (a prompt's last chunk):
+     * a multi-chunk prompt against one chunk of the same size separates it from the knots, a
+     * mixed step (no request overhead) from the request overhead.
+     */
+    promptSamples?: boolean;
   } = {},
 ): TableFit {
   const passes = { perSequencePasses: options.perSequencePasses === true };
@@ -174,13 +246,16 @@ export function fitStepTable(
     good.flatMap((o) => o.steps.flatMap((s) => prefillChunks(passes, s))),
   );
   const decodeKnots = distinct(good.flatMap((o) => o.steps.map((s) => s.decodeTokens)));
+  const sampleCol = options.promptSamples === true;
   const names = [
     'requestOverheadMs',
     'overheadMs',
     'msPerContextPair',
     ...prefillKnots.map((k) => `prefill ${k}`),
     ...decodeKnots.map((k) => `decode ${k}`),
+    ...(sampleCol ? ['msPerPromptSample'] : []),
   ];
+  const sampleJ = names.length - 1;
   const rows = good.map((o) => {
     const r = new Array<number>(names.length).fill(0);
     if (o.perRequest) r[0] = 1;
@@ -196,6 +271,7 @@ export function fitStepTable(
       knotWeights(decodeKnots, s.decodeTokens).forEach((w, i) => {
         r[3 + prefillKnots.length + i]! += w;
       });
+      if (sampleCol) r[sampleJ]! += s.promptSamples ?? 0;
     }
     return r;
   });
@@ -204,16 +280,43 @@ export function fitStepTable(
   const held = new Set<number>();
   // Columns nothing exercises are held at 0 from the start.
   for (let j = 0; j < 3; j++) if (rows.every((r) => r[j] === 0)) held.add(j);
+  if (sampleCol && rows.every((r) => r[sampleJ] === 0)) held.add(sampleJ);
   const pairRate = options.msPerContextPair;
   if (pairRate !== undefined) {
     if (!(pairRate >= 0)) throw new TableFitError(`msPerContextPair must be >= 0, got ${pairRate}`);
     held.add(2);
   }
+  const byContext = options.pairRatesByContext;
+  if (byContext !== undefined) {
+    const problem = pairRatesProblem(byContext.contextTokens, byContext.msPerPair);
+    if (problem !== null) throw new TableFitError(problem);
+    held.add(2);
+  }
+  const rates: Pick<
+    StepTable,
+    'msPerContextPair' | 'pairRateContextTokens' | 'msPerContextPairAt'
+  > = {
+    msPerContextPair: pairRate ?? 0,
+    ...(byContext !== undefined && {
+      pairRateContextTokens: [...byContext.contextTokens],
+      msPerContextPairAt: [...byContext.msPerPair],
+    }),
+  };
   // What the held pair rate already accounts for, taken off each point before the solve.
-  const pairMs = rows.map((r) => (pairRate ?? 0) * r[2]!);
+  const pairMs = good.map((o) =>
+    byContext === undefined
+      ? (pairRate ?? 0) * rowsPairs(o)
+      : o.steps.reduce(
+          (sum, s) =>
+            s.prefillTokens + s.decodeTokens === 0
+              ? sum
+              : sum + contextPairMs({ ...emptyTable, ...rates }, s),
+          0,
+        ),
+  );
   // Dropped first when the system is rank deficient: the step overhead, the request overhead,
   // the pair rate.
-  const dropOrder = [1, 0, 2];
+  const dropOrder = sampleCol ? [1, sampleJ, 0, 2] : [1, 0, 2];
   const system = (heldNow: Set<number>) => {
     const free = names.map((_, j) => j).filter((j) => !heldNow.has(j));
     const colScale = free.map((j) => Math.hypot(...rows.map((r) => r[j]!)) || 1);
@@ -260,6 +363,11 @@ export function fitStepTable(
     msPerContextPair: x[2]!,
     overheadMs: x[1]!,
     ...(passes.perSequencePasses && { perSequencePasses: true }),
+    ...(byContext !== undefined && {
+      pairRateContextTokens: rates.pairRateContextTokens,
+      msPerContextPairAt: rates.msPerContextPairAt,
+    }),
+    ...(sampleCol && { msPerPromptSample: x[sampleJ]! }),
   };
   const requestOverheadMs = x[0]!;
   const errorsPct = good.map((o) => {
@@ -271,13 +379,67 @@ export function fitStepTable(
     table,
     requestOverheadMs,
     fixed: [...held]
-      .filter((j) => !(j === 2 && pairRate !== undefined))
+      .filter((j) => !(j === 2 && (pairRate !== undefined || byContext !== undefined)))
       .sort()
       .map((j) => names[j]!),
     errorsPct,
     maxErrorPct: Math.max(...errorsPct.map(Math.abs)),
     rmsErrorPct: Math.sqrt(errorsPct.reduce((s, e) => s + e * e, 0) / errorsPct.length),
   };
+}
+
+const emptyTable: StepTable = {
+  prefillTokens: [],
+  prefillMs: [],
+  decodeSeqs: [],
+  decodeMs: [],
+  msPerContextPair: 0,
+  overheadMs: 0,
+};
+
+/** Context pairs of an observation's computing steps, as the fit's pair column counts them. */
+const rowsPairs = (o: TableObservation): number =>
+  o.steps.reduce(
+    (sum, s) => (s.prefillTokens + s.decodeTokens === 0 ? sum : sum + contextPairs(s)),
+    0,
+  );
+
+/** Why a pair rate by context cannot be used, or null. */
+export function pairRatesProblem(contexts: unknown, rates: unknown): string | null {
+  if (!Array.isArray(contexts) || !Array.isArray(rates) || contexts.length !== rates.length) {
+    return 'pairRateContextTokens and msPerContextPairAt must be lists of the same length';
+  }
+  if (contexts.length === 0) return 'pairRateContextTokens must not be empty';
+  for (let i = 0; i < contexts.length; i++) {
+    const c = contexts[i];
+    if (typeof c !== 'number' || !(c > 0) || (i > 0 && !(c > contexts[i - 1]))) {
+      return 'pairRateContextTokens must be ascending numbers > 0';
+    }
+    if (typeof rates[i] !== 'number' || !(rates[i] >= 0) || !Number.isFinite(rates[i])) {
+      return 'msPerContextPairAt must be numbers >= 0';
+    }
+  }
+  return null;
+}
+
+/**
+ * The observations with each prompt's sampling chunk marked (`promptSamples`): a time to first
+ * token ends with its prompt's last chunk; a step measured inside a stream that computes prompt
+ * tokens is a one-chunk prompt arriving (calibrate's mixed probes), which samples too.
+ */
+export function markPromptSamples(observations: readonly TableObservation[]): TableObservation[] {
+  return observations.map((o) => {
+    let last = -1;
+    o.steps.forEach((s, i) => {
+      if (s.prefillTokens > 0) last = i;
+    });
+    return {
+      ...o,
+      steps: o.steps.map((s, i) =>
+        s.prefillTokens > 0 && (!o.perRequest || i === last) ? { ...s, promptSamples: 1 } : s,
+      ),
+    };
+  });
 }
 
 /**
@@ -330,6 +492,15 @@ export function stepTableProblem(t: StepTable): string | null {
   if (t.prefillTokens.length === 0) return 'prefillTokens must not be empty';
   for (const f of ['msPerContextPair', 'overheadMs'] as const) {
     if (typeof t[f] !== 'number' || !(t[f] >= 0)) return `${f} must be a number >= 0`;
+  }
+  if (
+    t.msPerPromptSample !== undefined &&
+    (typeof t.msPerPromptSample !== 'number' || !(t.msPerPromptSample >= 0))
+  ) {
+    return 'msPerPromptSample must be a number >= 0';
+  }
+  if (t.pairRateContextTokens !== undefined || t.msPerContextPairAt !== undefined) {
+    return pairRatesProblem(t.pairRateContextTokens, t.msPerContextPairAt);
   }
   return null;
 }

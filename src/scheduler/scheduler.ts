@@ -156,6 +156,11 @@ export class Scheduler {
     return this.#live.get(id)?.cachedTokens;
   }
 
+  /** The prompt length of a queued or running request; undefined when unknown. */
+  promptTokensOf(id: string): number | undefined {
+    return this.#live.get(id)?.promptTokens;
+  }
+
   /** The LoRA adapter a queued or running request runs with; null: the base model or unknown. */
   loraOf(id: string): string | null {
     return this.#live.get(id)?.loraName ?? null;

@@ -7,6 +7,10 @@ import { mixedStepMs, type ReplicaSpec } from '../../model/cost.ts';
 import type { StepPlan } from '../../scheduler/types.ts';
 
 /** Modelled duration of one planned step, in ms. */
-export function simStepMs(spec: ReplicaSpec, plan: StepPlan, loraLoadMs: number): number {
+export function simStepMs(
+  spec: ReplicaSpec,
+  plan: StepPlan & { promptSamples?: number },
+  loraLoadMs: number,
+): number {
   return mixedStepMs(spec, plan) + loraLoadMs;
 }
