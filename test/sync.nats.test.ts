@@ -247,9 +247,12 @@ describe('state shared over NATS', { skip }, () => {
     await load$;
     assert.deepEqual(failures, []);
     a.pools.first!.finish(during, Date.now());
+    // A release published while the client was reconnecting can be lost; the owner's next state
+    // broadcast mends it (`stateEveryMs`), so the hang guard covers two of its periods.
     await waitFor(
       () => totalInFlight(b.router) === 0 && totalInFlight(a.router) === 0,
       'both ledgers empty',
+      2 * sync.stateEveryMs,
     );
   });
 });
