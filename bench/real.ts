@@ -1,7 +1,8 @@
 /**
  * Real engine benchmarks: llama.cpp (`kvroute engine --runtime llama.cpp`, the tiny model,
  * `--threads 1`, at most two engines at once) behind kvroute's gateway, every server a process.
- * `npm run bench:real [-- --json] [-- --quick] [-- --runtime sim] [-- --only fidelity]` prints one
+ * `npm run bench:real [-- --json] [-- --quick] [-- --runtime sim] [-- --only fidelity]
+ * [-- --fidelity-requests N]` prints one
  * JSON object (`--only fidelity`: the fidelity figure alone, one engine, a few minutes):
  *
  * - warmTtftMs.p50 / coldTtftMs.p50: conversations through the gateway over two engines
@@ -81,6 +82,8 @@ const SIZES = QUICK
       fidelityRequests: 24,
       calibrateS: 120,
     };
+// A p99 of 24 requests is about their largest: --fidelity-requests gives it more.
+if (args.fidelityRequests !== null) SIZES.fidelityRequests = args.fidelityRequests;
 const LONG_PROMPT_TOKENS = 3900;
 const TURN_TOKENS = 1024;
 const FOLLOW_UP_TOKENS = 64;

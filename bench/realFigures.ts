@@ -202,11 +202,19 @@ export interface RealArgs {
   runtime: 'llama.cpp' | 'sim';
   /** null: every figure. */
   only: RealPart | null;
+  /** Requests of the fidelity trace; null: the size's own (24, 16 with --quick). */
+  fidelityRequests: number | null;
 }
 
 /** bench:real's flags, or the one error line naming the flag and what it accepts. */
 export function parseRealArgs(argv: readonly string[]): RealArgs | string {
-  const out: RealArgs = { json: false, quick: false, runtime: 'llama.cpp', only: null };
+  const out: RealArgs = {
+    json: false,
+    quick: false,
+    runtime: 'llama.cpp',
+    only: null,
+    fidelityRequests: null,
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '--json') out.json = true;
@@ -223,8 +231,15 @@ export function parseRealArgs(argv: readonly string[]): RealArgs | string {
         return `--only must be one of ${REAL_PARTS.join(', ')}, got '${v ?? ''}'`;
       }
       out.only = v as RealPart;
+    } else if (a === '--fidelity-requests') {
+      const v = argv[++i];
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 4 || n > 1000) {
+        return `--fidelity-requests must be an integer from 4 to 1000, got '${v ?? ''}'`;
+      }
+      out.fidelityRequests = n;
     } else {
-      return `unknown flag '${a}': bench:real takes --json, --quick, --runtime llama.cpp|sim, --only ${REAL_PARTS.join('|')}`;
+      return `unknown flag '${a}': bench:real takes --json, --quick, --runtime llama.cpp|sim, --only ${REAL_PARTS.join('|')}, --fidelity-requests N`;
     }
   }
   return out;

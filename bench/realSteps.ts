@@ -10,12 +10,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { measureLive } from '../src/calibrate/live.ts';
+import { liveProfile, measureLive } from '../src/calibrate/live.ts';
 import { contextPairRate, contextPairRates } from '../src/calibrate/pairRate.ts';
-import { perSequencePasses } from '../src/calibrate/passes.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
 import { runBench } from '../src/loadgen/run.ts';
-import { fitStepTable, markPromptSamples, tableStepMs } from '../src/model/stepTable.ts';
+import { makeReplicaSpec, tableStepMs } from '../src/model/index.ts';
 import type { StepPlan } from '../src/scheduler/types.ts';
 import { makeSyntheticTrace } from '../src/workload/trace.ts';
 import { tinyModelPath } from '../test/support/tinyModel.ts';
@@ -94,23 +93,18 @@ try {
     stepTable: true,
   });
   for (const o of m.observations) log(`  ${o.label}: ${o.measuredMs.toFixed(1)} ms`);
-  const ttfts = m.observations.filter((x) => x.perRequest).map((x) => x.measuredMs);
-  const pairRate = contextPairRate(m.warmColdPairs);
-  const byContext = contextPairRates(m.warmColdPairs);
-  const fitted = fitStepTable(m.observations, { errorFloorMs: Math.max(0, ...ttfts) });
-  const fit = fitStepTable(markPromptSamples(m.observations), {
-    errorFloorMs: Math.max(0, ...ttfts),
-    promptSamples: true,
-    ...(pairRate !== null && { msPerContextPair: pairRate }),
-    ...(byContext !== null && { pairRatesByContext: byContext }),
-    perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),
+  // The table `kvroute calibrate --step-table` writes for these measurements.
+  const profile = liveProfile(m, makeReplicaSpec({ model: 'llama-3.1-8b', tp: 1 }), {
+    url: server.url,
+    budgetTokens: BUDGET,
+    speedup: 1,
+    stepTable: true,
   });
+  const fit = profile.curves[0]!.table!;
   log(
-    `pair rate: paired ${pairRate} ms (${m.warmColdPairs.length} pairs), by context ${JSON.stringify(byContext)}, fitted ${fitted.table.msPerContextPair} ms`,
+    `pair rate: paired ${contextPairRate(m.warmColdPairs)} ms (${m.warmColdPairs.length} pairs), by context ${JSON.stringify(contextPairRates(m.warmColdPairs))}; ${m.tilePairs.length} tile pairs`,
   );
-  log(
-    `table ${JSON.stringify(fit.table)}, request overhead ${fit.requestOverheadMs.toFixed(1)} ms`,
-  );
+  log(`table ${JSON.stringify(fit)}`);
   // The calibration's last streams may still be running: start the trace on an idle engine.
   await waitIdle();
   const trace = join(dir, 'trace.jsonl');
@@ -150,7 +144,7 @@ try {
   let tableMs = 0;
   for (const s of steps) {
     const p = s.plan;
-    const simMs = tableStepMs(fit.table, { ...p, promptSamples: s.promptSamples });
+    const simMs = tableStepMs(fit, { ...p, promptSamples: s.promptSamples });
     liveMs += s.durationMs;
     tableMs += simMs;
     const entries = p.entries.map(

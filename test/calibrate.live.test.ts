@@ -74,7 +74,14 @@ function exactObservations(truth: ReturnType<typeof makeReplicaSpec>): LiveMeasu
       measuredMs: mixedStepMs(truth, steps[0]!),
     };
   });
-  return { model: 'llama-3.3-70b', observations, warmColdPairs: [], skipped: [], wallS: 0 };
+  return {
+    model: 'llama-3.3-70b',
+    observations,
+    warmColdPairs: [],
+    tilePairs: [],
+    skipped: [],
+    wallS: 0,
+  };
 }
 
 test("the live fit recovers the engine's cost model from its exact timings", () => {

@@ -258,12 +258,22 @@ describe('bench:real flags', () => {
       quick: false,
       runtime: 'llama.cpp',
       only: 'fidelity',
+      fidelityRequests: null,
     });
+    assert.equal(
+      (
+        parseRealArgs(['--only', 'fidelity', '--fidelity-requests', '64']) as {
+          fidelityRequests: number;
+        }
+      ).fidelityRequests,
+      64,
+    );
     assert.deepEqual(parseRealArgs(['--quick', '--runtime', 'sim']), {
       json: false,
       quick: true,
       runtime: 'sim',
       only: null,
+      fidelityRequests: null,
     });
   });
 
@@ -274,6 +284,12 @@ describe('bench:real flags', () => {
       parseRealArgs(['--runtime', 'vllm']),
       "--runtime must be llama.cpp or sim, got 'vllm'",
     );
+    for (const v of ['2', '6.5', 'many', undefined]) {
+      assert.equal(
+        parseRealArgs(['--fidelity-requests', ...(v === undefined ? [] : [v])]),
+        `--fidelity-requests must be an integer from 4 to 1000, got '${v ?? ''}'`,
+      );
+    }
     assert.match(parseRealArgs(['--fast']) as string, /^unknown flag '--fast': bench:real takes /);
   });
 });

@@ -49,11 +49,13 @@ import {
   fitStepTable,
   markPromptSamples,
   PROFILE_FORMAT,
+  pairRateAt,
   type ProfileCurve,
   type ReplicaSpec,
 } from '../model/index.ts';
 import { Rng } from '../util/rng.ts';
 import { contextPairRate, contextPairRates, type WarmColdPair } from './pairRate.ts';
+import { rowTiling, TILE_PROBE_TOKENS, type TilePair } from './rowTile.ts';
 import { perSequencePasses } from './passes.ts';
 
 export interface LiveOptions {
@@ -97,6 +99,7 @@ export interface ProgressEvent {
 export type Probe =
   | { kind: 'prefill'; promptTokens: number }
   | { kind: 'warm'; chunkTokens: number; contextTokens: number }
+  | { kind: 'tile'; chunkTokens: number; contextTokens: number }
   | { kind: 'decode'; batch: number; contextTokens: number; outputTokens: number }
   | { kind: 'mixed'; chunkTokens: number; contextTokens: number };
 
@@ -108,6 +111,8 @@ export interface LiveMeasurements {
    * their median paired difference (pairRate.ts), not a fitted unknown.
    */
   warmColdPairs: WarmColdPair[];
+  /** The attention-tile probes' runs beside their cold chunks (with `stepTable`; rowTile.ts). */
+  tilePairs: TilePair[];
   /** Probes planned but not run (budget) or left out (too short a window...), in words. */
   skipped: string[];
   wallS: number;
@@ -167,8 +172,8 @@ export function planProbes(
 export const probeLabel = (p: Probe): string =>
   p.kind === 'prefill'
     ? `prefill ${p.promptTokens} tokens`
-    : p.kind === 'warm'
-      ? `warm ${p.chunkTokens}-token chunk after ${p.contextTokens} cached tokens`
+    : p.kind === 'warm' || p.kind === 'tile'
+      ? `${p.kind} ${p.chunkTokens}-token chunk after ${p.contextTokens} cached tokens`
       : p.kind === 'mixed'
         ? `mixed ${p.chunkTokens}-token chunk + 1 decode at ${p.contextTokens} tokens`
         : `decode batch ${p.batch} x ${p.contextTokens} tokens`;
@@ -200,6 +205,18 @@ export function warmProbes(budgetTokens: number, maxPromptTokens: number): Probe
   return contexts.map((contextTokens) => ({ kind: 'warm', chunkTokens, contextTokens }));
 }
 
+/**
+ * The attention-tile probes a step table needs (rowTile.ts): a chunk one token past a tile and
+ * one of half a tile, after the longest warm probe's context; none when the budget is smaller.
+ */
+export function tileProbes(budgetTokens: number, maxPromptTokens: number): Probe[] {
+  const longest = warmProbes(budgetTokens, maxPromptTokens).at(-1);
+  if (longest?.kind !== 'warm') return [];
+  return TILE_PROBE_TOKENS.filter(
+    (n) => n <= budgetTokens && longest.contextTokens + n <= maxPromptTokens,
+  ).map((chunkTokens) => ({ kind: 'tile', chunkTokens, contextTokens: longest.contextTokens }));
+}
+
 export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
   const { dispatcher, abort, close } = openClient(o.signal);
   const startedAt = performance.now();
@@ -229,12 +246,14 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
           ...planned.slice(0, 4),
           ...early,
           ...warmProbes(o.budgetTokens, maxPrompt),
+          ...tileProbes(o.budgetTokens, maxPrompt),
           ...mixedProbes(o.budgetTokens, maxPrompt),
           ...rest,
         ]
       : planned;
     const observations: Observation[] = [];
     const warmColdPairs: WarmColdPair[] = [];
+    const tilePairs: TilePair[] = [];
     const skipped: string[] = [];
     for (const [i, probe] of probes.entries()) {
       const label = probeLabel(probe);
@@ -250,9 +269,11 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
           ? await measurePrefill(client, probe.promptTokens, o)
           : probe.kind === 'warm'
             ? await measureWarm(client, probe, o, warmColdPairs)
-            : probe.kind === 'mixed'
-              ? await measureMixed(client, probe, o, contextLimit)
-              : await measureDecode(client, probe, o.speedup);
+            : probe.kind === 'tile'
+              ? await measureTile(client, probe, o, tilePairs)
+              : probe.kind === 'mixed'
+                ? await measureMixed(client, probe, o, contextLimit)
+                : await measureDecode(client, probe, o.speedup);
       if (typeof result === 'string') {
         skipped.push(`${label}: ${result}`);
         o.onProgress?.({ fraction: fraction(), label, result });
@@ -270,6 +291,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
       model,
       observations,
       warmColdPairs,
+      tilePairs,
       skipped,
       wallS: (performance.now() - startedAt) / 1000,
     };
@@ -466,6 +488,30 @@ async function measureWarm(
   ];
 }
 
+/**
+ * A tile probe: the warm probe's runs, kept only as pairs for rowTile.ts (a chunk of an odd
+ * length would add prefill knots beside the probes' own, so its times stay out of the fit).
+ */
+async function measureTile(
+  client: Client,
+  probe: Extract<Probe, { kind: 'tile' }>,
+  o: LiveOptions,
+  pairsOut: TilePair[],
+): Promise<Observation[] | string> {
+  const pairs: WarmColdPair[] = [];
+  const result = await measureWarm(client, { ...probe, kind: 'warm' }, o, pairs);
+  if (typeof result === 'string') return result;
+  for (const p of pairs) {
+    pairsOut.push({
+      chunkTokens: probe.chunkTokens,
+      contextTokens: p.contextTokens ?? 0,
+      warmMs: p.warmMs,
+      coldMs: p.coldMs,
+    });
+  }
+  return [];
+}
+
 const MIXED_REPEATS = 5;
 const MIXED_STREAM_TOKENS = 4000;
 
@@ -607,7 +653,16 @@ export function liveProfile(
   if (o.stepTable) {
     const pairRate = contextPairRate(m.warmColdPairs);
     const byContext = contextPairRates(m.warmColdPairs);
+    const rates = {
+      msPerContextPair: pairRate ?? 0,
+      ...(byContext !== null && {
+        pairRateContextTokens: byContext.contextTokens,
+        msPerContextPairAt: byContext.msPerPair,
+      }),
+    };
+    const tiling = rowTiling(m.tilePairs, (c) => pairRateAt(rates, c));
     const fit = fitStepTable(markPromptSamples(m.observations), {
+      tiling,
       errorFloorMs,
       promptSamples: true,
       ...(pairRate !== null && { msPerContextPair: pairRate }),

@@ -145,6 +145,10 @@ export function calibrationFor(profile: CostProfile, tp: number): Calibration {
         ...(table.msPerPromptSample !== undefined && {
           msPerPromptSample: table.msPerPromptSample,
         }),
+        ...(table.attentionRowTile !== undefined && { attentionRowTile: table.attentionRowTile }),
+        ...(table.shortChunkPairFactor !== undefined && {
+          shortChunkPairFactor: table.shortChunkPairFactor,
+        }),
       },
     }),
   };
@@ -239,6 +243,10 @@ function readTable(raw: unknown, path: string): ProfileTable {
     if (t.perSequencePasses) table.perSequencePasses = true;
   }
   if (t.msPerPromptSample !== undefined) table.msPerPromptSample = t.msPerPromptSample as number;
+  if (t.attentionRowTile !== undefined) table.attentionRowTile = t.attentionRowTile as number;
+  if (t.shortChunkPairFactor !== undefined) {
+    table.shortChunkPairFactor = t.shortChunkPairFactor as number;
+  }
   if (t.pairRateContextTokens !== undefined || t.msPerContextPairAt !== undefined) {
     table.pairRateContextTokens = t.pairRateContextTokens as number[];
     table.msPerContextPairAt = t.msPerContextPairAt as number[];

@@ -53,6 +53,34 @@ export interface StepTable {
    * without it). Absent: 0 (every chunk costs P alone).
    */
   msPerPromptSample?: number;
+  /**
+   * A prompt chunk's attention over its context is computed in tiles of this many query rows, a
+   * partial tile at the cost of a whole one (llama.cpp's CPU flash-attention kernel tiles 64
+   * rows): a chunk of n >= tile tokens is charged its context pairs for ceil(n / tile) x tile
+   * rows (on the tiny model a 65-token chunk after 1,024 tokens read as 128 rows, a 129-token one
+   * as 192). Absent: n rows, as a GPU's kernels nearly are.
+   */
+  attentionRowTile?: number;
+  /**
+   * With `attentionRowTile`: a chunk under one tile takes a per-row path instead (llama.cpp's
+   * vector kernel), each of its pairs this many times the tiled rate (the tiny model: about
+   * 3.7). Absent: 1.
+   */
+  shortChunkPairFactor?: number;
+}
+
+/** The table's attention tiling: what `attentionRows` reads. */
+export type RowTiling = Pick<StepTable, 'attentionRowTile' | 'shortChunkPairFactor'>;
+
+/**
+ * The query rows a prompt chunk of `tokens` tokens is charged its context pairs for: `tokens`,
+ * or with `attentionRowTile` whole tiles (a chunk under one tile at `shortChunkPairFactor`).
+ */
+export function attentionRows(t: RowTiling, tokens: number): number {
+  const tile = t.attentionRowTile;
+  if (tile === undefined || !(tokens > 0)) return tokens;
+  if (tokens < tile) return tokens * (t.shortChunkPairFactor ?? 1);
+  return Math.ceil(tokens / tile) * tile;
 }
 
 /** What a step computes, as the cost model sees it (`StepWork`, optionally with its entries). */
@@ -69,19 +97,29 @@ export interface TableStepWork {
 /**
  * Attention pairs beyond each chunk's own: from the entries when given; otherwise a step of one
  * prompt chunk (tokens x its context) or of decodes only (their contexts, summed). A mixed step
- * without entries counts its KV read once per context token, as decodes do.
+ * without entries counts its KV read once per context token, as decodes do. A prompt chunk's
+ * rows are `attentionRows` of the table's tiling (none given: its tokens).
  */
-export function contextPairs(work: TableStepWork): number {
+export function contextPairs(work: TableStepWork, tiling: RowTiling = {}): number {
   if (work.entries !== undefined) {
     let pairs = 0;
-    for (const e of work.entries) {
-      pairs +=
-        e.kind === 'decode' ? e.tokens * (e.contextTokens + e.tokens) : e.tokens * e.contextTokens;
-    }
+    for (const e of work.entries) pairs += entryPairs(tiling, e);
     return pairs;
   }
-  if (work.decodeTokens === 0) return work.prefillTokens * work.kvTokensRead;
+  if (work.decodeTokens === 0) {
+    return attentionRows(tiling, work.prefillTokens) * work.kvTokensRead;
+  }
   return work.kvTokensRead;
+}
+
+/** One entry's context pairs: a decode reads its context and itself, a chunk its context. */
+function entryPairs(
+  tiling: RowTiling,
+  e: { kind: 'decode' | 'prefill'; tokens: number; contextTokens: number },
+): number {
+  return e.kind === 'decode'
+    ? e.tokens * (e.contextTokens + e.tokens)
+    : attentionRows(tiling, e.tokens) * e.contextTokens;
 }
 
 /** The pair rate at a context of `contextTokens` tokens, ms per pair. */
@@ -109,20 +147,16 @@ export function pairRateAt(
  */
 export function contextPairMs(t: StepTable, work: TableStepWork): number {
   if (t.pairRateContextTokens === undefined || t.msPerContextPairAt === undefined) {
-    return t.msPerContextPair * contextPairs(work);
+    return t.msPerContextPair * contextPairs(work, t);
   }
   if (work.entries !== undefined) {
     let ms = 0;
-    for (const e of work.entries) {
-      const pairs =
-        e.kind === 'decode' ? e.tokens * (e.contextTokens + e.tokens) : e.tokens * e.contextTokens;
-      ms += pairs * pairRateAt(t, e.contextTokens);
-    }
+    for (const e of work.entries) ms += entryPairs(t, e) * pairRateAt(t, e.contextTokens);
     return ms;
   }
   const context =
     work.decodeTokens === 0 ? work.kvTokensRead : work.kvTokensRead / work.decodeTokens;
-  return contextPairs(work) * pairRateAt(t, context);
+  return contextPairs(work, t) * pairRateAt(t, context);
 }
 
 /**
@@ -235,8 +269,11 @@ export function fitStepTable(
      * mixed step (no request overhead) from the request overhead.
      */
     promptSamples?: boolean;
+    /** The table's attention tiling, measured apart (src/calibrate/rowTile.ts), held. */
+    tiling?: RowTiling;
   } = {},
 ): TableFit {
+  const tiling = options.tiling ?? {};
   const passes = { perSequencePasses: options.perSequencePasses === true };
   const good = observations.filter((o) => o.measuredMs > 0 && o.steps.length > 0);
   if (good.length < 2) {
@@ -262,7 +299,7 @@ export function fitStepTable(
     for (const s of o.steps) {
       if (s.prefillTokens + s.decodeTokens === 0) continue;
       r[1]! += 1;
-      r[2]! += contextPairs(s);
+      r[2]! += contextPairs(s, tiling);
       for (const chunk of prefillChunks(passes, s)) {
         knotWeights(prefillKnots, chunk).forEach((w, i) => {
           r[3 + i]! += w;
@@ -305,12 +342,12 @@ export function fitStepTable(
   // What the held pair rate already accounts for, taken off each point before the solve.
   const pairMs = good.map((o) =>
     byContext === undefined
-      ? (pairRate ?? 0) * rowsPairs(o)
+      ? (pairRate ?? 0) * rowsPairs(o, tiling)
       : o.steps.reduce(
           (sum, s) =>
             s.prefillTokens + s.decodeTokens === 0
               ? sum
-              : sum + contextPairMs({ ...emptyTable, ...rates }, s),
+              : sum + contextPairMs({ ...emptyTable, ...rates, ...tiling }, s),
           0,
         ),
   );
@@ -368,6 +405,10 @@ export function fitStepTable(
       msPerContextPairAt: rates.msPerContextPairAt,
     }),
     ...(sampleCol && { msPerPromptSample: x[sampleJ]! }),
+    ...(tiling.attentionRowTile !== undefined && { attentionRowTile: tiling.attentionRowTile }),
+    ...(tiling.shortChunkPairFactor !== undefined && {
+      shortChunkPairFactor: tiling.shortChunkPairFactor,
+    }),
   };
   const requestOverheadMs = x[0]!;
   const errorsPct = good.map((o) => {
@@ -398,9 +439,9 @@ const emptyTable: StepTable = {
 };
 
 /** Context pairs of an observation's computing steps, as the fit's pair column counts them. */
-const rowsPairs = (o: TableObservation): number =>
+const rowsPairs = (o: TableObservation, tiling: RowTiling): number =>
   o.steps.reduce(
-    (sum, s) => (s.prefillTokens + s.decodeTokens === 0 ? sum : sum + contextPairs(s)),
+    (sum, s) => (s.prefillTokens + s.decodeTokens === 0 ? sum : sum + contextPairs(s, tiling)),
     0,
   );
 
@@ -498,6 +539,22 @@ export function stepTableProblem(t: StepTable): string | null {
     (typeof t.msPerPromptSample !== 'number' || !(t.msPerPromptSample >= 0))
   ) {
     return 'msPerPromptSample must be a number >= 0';
+  }
+  if (
+    t.attentionRowTile !== undefined &&
+    (typeof t.attentionRowTile !== 'number' ||
+      !Number.isInteger(t.attentionRowTile) ||
+      !(t.attentionRowTile >= 1))
+  ) {
+    return 'attentionRowTile must be an integer >= 1';
+  }
+  if (
+    t.shortChunkPairFactor !== undefined &&
+    (typeof t.shortChunkPairFactor !== 'number' ||
+      !(t.shortChunkPairFactor > 0) ||
+      !Number.isFinite(t.shortChunkPairFactor))
+  ) {
+    return 'shortChunkPairFactor must be a number > 0';
   }
   if (t.pairRateContextTokens !== undefined || t.msPerContextPairAt !== undefined) {
     return pairRatesProblem(t.pairRateContextTokens, t.msPerContextPairAt);

