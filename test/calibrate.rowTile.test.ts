@@ -18,12 +18,12 @@ import {
   fitStepTable,
   makeReplicaSpec,
   mixedStepMs,
-  PROFILE_FORMAT,
   ProfileError,
   profileFromData,
   type StepTable,
   tableStepMs,
 } from '../src/model/index.ts';
+import { tableProfile } from './support/tableProfile.ts';
 
 const FLAT: StepTable = {
   prefillTokens: [64, 256],
@@ -204,29 +204,7 @@ describe('the probes and the fit', () => {
 
 describe('a profile carries the tiling to the cost model', () => {
   const profile = (table: Record<string, unknown>): CostProfile =>
-    profileFromData({
-      format: PROFILE_FORMAT,
-      source: 'live http://127.0.0.1:1',
-      method: 'test',
-      measuredOn: { model: 'llama-3.1-8b', gpu: 'h200', weightsDtype: 'bf16', kvDtype: 'bf16' },
-      curves: [
-        {
-          tp: 1,
-          mfuMax: 0.01,
-          halfTokens: 10,
-          mbu: 0.01,
-          overheadMs: 1,
-          requestOverheadMs: 0,
-          fixed: [],
-          objective: 'least-squares',
-          maxErrorPct: 0,
-          rmsErrorPct: 0,
-          rooflineMaxErrorPct: 0,
-          points: [],
-          table: { requestOverheadMs: 0, fixed: [], maxErrorPct: 0, rmsErrorPct: 0, ...table },
-        },
-      ],
-    });
+    profileFromData(JSON.parse(JSON.stringify(tableProfile(table))));
   const spec = (p: CostProfile) =>
     makeReplicaSpec({ model: 'llama-3.1-8b', tp: 1, weightsDtype: 'bf16', profile: p });
   const step = {

@@ -19,7 +19,6 @@ import {
   fitStepTable,
   makeReplicaSpec,
   mixedStepMs,
-  PROFILE_FORMAT,
   ProfileError,
   pairRateAt,
   profileFromData,
@@ -27,6 +26,7 @@ import {
   type TableObservation,
   tableStepMs,
 } from '../src/model/index.ts';
+import { tableProfile } from './support/tableProfile.ts';
 
 const FLAT: StepTable = {
   prefillTokens: [64, 256],
@@ -188,30 +188,7 @@ describe('the fit holds the rates by context', () => {
 describe('a profile table reaches the cost model whole', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'kvroute-pair-context-'));
   after(() => rmSync(tmp, { recursive: true, force: true }));
-  const profile = (table: Record<string, unknown>): CostProfile =>
-    ({
-      format: PROFILE_FORMAT,
-      source: 'live http://127.0.0.1:1',
-      method: 'test',
-      measuredOn: { model: 'llama-3.1-8b', gpu: 'h200', weightsDtype: 'bf16', kvDtype: 'bf16' },
-      curves: [
-        {
-          tp: 1,
-          mfuMax: 0.01,
-          halfTokens: 10,
-          mbu: 0.01,
-          overheadMs: 1,
-          requestOverheadMs: 0,
-          fixed: [],
-          objective: 'least-squares',
-          maxErrorPct: 0,
-          rmsErrorPct: 0,
-          rooflineMaxErrorPct: 0,
-          points: [],
-          table: { requestOverheadMs: 0, fixed: [], maxErrorPct: 0, rmsErrorPct: 0, ...table },
-        },
-      ],
-    }) as unknown as CostProfile;
+  const profile = (table: Record<string, unknown>): CostProfile => tableProfile(table);
   const spec = (p: CostProfile) =>
     makeReplicaSpec({ model: 'llama-3.1-8b', tp: 1, weightsDtype: 'bf16', profile: p });
   const twoChunks = {

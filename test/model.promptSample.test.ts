@@ -19,13 +19,13 @@ import {
   type CostProfile,
   fitStepTable,
   markPromptSamples,
-  PROFILE_FORMAT,
   ProfileError,
   profileFromData,
   type StepTable,
   type TableObservation,
   tableStepMs,
 } from '../src/model/index.ts';
+import { tableProfile } from './support/tableProfile.ts';
 
 const TABLE: StepTable = {
   prefillTokens: [64, 128, 256],
@@ -108,29 +108,7 @@ describe('through a profile into the simulated engine', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'kvroute-prompt-sample-'));
   after(() => rmSync(tmp, { recursive: true, force: true }));
   const profile = (table: Record<string, unknown>): CostProfile =>
-    ({
-      format: PROFILE_FORMAT,
-      source: 'live http://127.0.0.1:1',
-      method: 'test',
-      measuredOn: { model: 'llama-3.1-8b', gpu: 'h100-sxm', weightsDtype: 'bf16', kvDtype: 'bf16' },
-      curves: [
-        {
-          tp: 1,
-          mfuMax: 0.5,
-          halfTokens: 10,
-          mbu: 0.5,
-          overheadMs: 1,
-          requestOverheadMs: 0,
-          fixed: [],
-          objective: 'least-squares',
-          maxErrorPct: 0,
-          rmsErrorPct: 0,
-          rooflineMaxErrorPct: 0,
-          points: [],
-          table: { requestOverheadMs: 0, fixed: [], maxErrorPct: 0, rmsErrorPct: 0, ...table },
-        },
-      ],
-    }) as unknown as CostProfile;
+    tableProfile(table, { gpu: 'h100-sxm', curve: { mfuMax: 0.5, mbu: 0.5 } });
   /** Step durations of one 600-token prompt (chunks of 256, 256, 88) on an engine with the profile. */
   const durations = (table: Record<string, unknown>): number[] => {
     const path = join(tmp, `p${Math.random().toString(36).slice(2)}.yaml`);
