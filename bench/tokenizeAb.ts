@@ -2,14 +2,14 @@
  * bench:tokenize's steady-state chat figure for this tree's tokenizer against a baseline tree's,
  * rounds alternating, so that a busy machine weighs on both alike:
  *
- *   git archive <commit> src | tar -x -C /tmp/base/src   # the baseline's sources (under a
- *                                                       # folder that finds node_modules)
+ *   mkdir -p /tmp/base && git archive <commit> src | tar -x -C /tmp/base   # its sources
+ *   ln -s "$PWD/node_modules" /tmp/base/node_modules   # its imports resolve to this checkout's
  *   BASELINE_SRC=/tmp/base/src node --import tsx bench/tokenizeAb.ts [--rounds 9] [--calls 100]
  *
  * The workload is bench/tokenize.ts's `chatUs`, as it builds it: the Llama 3 tokenizer and chat
  * template, a 6,000-token system prompt (one of 4, rotating, seen before) and a 2,000-token user
- * message new to the tokenizer (its words not: the tokenizer cut the texts), rendered, tokenized
- * and keyed in blocks of 16 as the gateway does per request. Each tree runs in a process of its
+ * message new to the tokenizer (its words are not: the measured tokenizer cut the texts itself),
+ * rendered, tokenized and keyed in blocks of 16 as the gateway does per request. Each tree runs in a process of its
  * own (no shared heap, so neither pays for the other's garbage); each round gives both the same
  * new user messages, in turn which goes first. Prints each tree's median p50 and p99 (µs), the
  * median of the per-round p50 ratios (this tree / baseline) and the load average; both trees'

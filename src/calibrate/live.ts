@@ -25,6 +25,9 @@
  *   per-request overheads; a CPU engine pays it in full (a 256-token chunk after 1,024 cached
  *   tokens takes about 1.6 x the cold chunk on llama.cpp), and a prefix-sharing workload runs
  *   mostly such chunks.
+ * - Tile (with `stepTable`): after the longest warm context, a 65-token and a 32-token chunk,
+ *   each beside the same chunk cold, tell whether the engine computes a chunk's attention in whole
+ *   64-row query tiles (rowTile.ts: llama.cpp's CPU kernel does); kept as pairs only, not points.
  * - Decode: `batch` concurrent streams of `context`-token prompts, long enough that all of them
  *   decode together for a while. In the window from the last stream's first token to the first
  *   stream's last token every step is a pure decode of `batch` tokens; the step time is the
