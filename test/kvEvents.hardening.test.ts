@@ -8,7 +8,6 @@
  */
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import { pack } from 'msgpackr';
@@ -23,6 +22,7 @@ import { EventSubscriber } from '../src/gateway/subscriber.ts';
 import { decodeEventBatch, encodeEventBatch, encodeSeq, readReplayReply } from '../src/kv/wire.ts';
 import type { ForeignKvEvent } from '../src/router/index.ts';
 import { startEngine, tokens, waitFor } from './gateway.harness.ts';
+import { freePort } from './support/ports.ts';
 
 type Line = Record<string, unknown> & { level: string; msg: string };
 
@@ -52,14 +52,6 @@ function stored(fields: Record<string, unknown>): Record<string, unknown> {
 }
 
 const batchOf = (...events: unknown[]): Buffer => pack([1.5, events, 0]);
-
-async function freePort(): Promise<number> {
-  const srv = createNetServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 describe('malformed BlockStored events', () => {
   test('block_size 0, a token count off the blocks, non-integer or negative ids: refused', () => {
@@ -274,8 +266,29 @@ describe('a central bound socket (kv-events-bind)', () => {
 
   test('engines that connect are attributed by topic; unknown topics are counted, not indexed', async () => {
     const { lines, logger } = capture();
-    const gwPort = await freePort();
-    const bind = `tcp://127.0.0.1:${await freePort()}`;
+    // The gateway binds first, on a port of its choosing (nothing can take it in between), with
+    // a backend nothing serves; the engines connect to what it bound, then a reload names them.
+    const config = {
+      ...defaultConfig(),
+      port: 0,
+      kvEventsBind: 'tcp://127.0.0.1:*',
+      backends: [
+        { url: 'http://127.0.0.1:9', events: null, replay: null, model: null, apiKey: null },
+      ],
+    };
+    const gw: GatewayHandle = await startGateway(config, { logger });
+    closers.push(() => gw.close());
+    type Snap = {
+      replicas: { url: string; indexedBlocks: number; subscriber: { batches: number } }[];
+      kvEventsBind: {
+        endpoint: string;
+        batches: number;
+        unknownTopics: Record<string, number>;
+      };
+    };
+    const snap = async () => (await (await fetch(`${gw.url}/router/replicas`)).json()) as Snap;
+    const bind = (await snap()).kvEventsBind.endpoint;
+    assert.match(bind, /^tcp:\/\/127\.0\.0\.1:\d+$/);
     // The engines publish to the gateway's endpoint (no *: they connect), as llm-d's pods do:
     // one under llm-d's topic (its URL's host:port as the pod), one under its topic= key.
     const p0 = await freePort();
@@ -305,37 +318,31 @@ describe('a central bound socket (kv-events-bind)', () => {
       () => e1.close(),
       () => stranger.close(),
     );
-    const gw: GatewayHandle = await startGateway(
-      {
-        ...defaultConfig(),
-        port: gwPort,
-        kvEventsBind: bind,
-        backends: [
-          { url: e0.url, events: null, replay: e0.replayEndpoint, model: null, apiKey: null },
-          {
-            url: e1.url,
-            events: null,
-            replay: e1.replayEndpoint,
-            model: null,
-            apiKey: null,
-            topic: 'pod-b',
-          },
-        ],
-      },
-      { logger },
+    const reloaded = gw.reload({
+      ...config,
+      backends: [
+        { url: e0.url, events: null, replay: e0.replayEndpoint, model: null, apiKey: null },
+        {
+          url: e1.url,
+          events: null,
+          replay: e1.replayEndpoint,
+          model: null,
+          apiKey: null,
+          topic: 'pod-b',
+        },
+      ],
+    });
+    assert.deepEqual(reloaded.added, [e0.url, e1.url]);
+    await waitFor(
+      () => gw.backends().every((b) => b.url !== 'http://127.0.0.1:9'),
+      'the placeholder backend drained',
     );
-    closers.push(() => gw.close());
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'x', maxRetries: 0 });
     const strangerClient = new OpenAI({
       baseURL: `${stranger.url}/v1`,
       apiKey: 'x',
       maxRetries: 0,
     });
-    type Snap = {
-      replicas: { url: string; indexedBlocks: number; subscriber: { batches: number } }[];
-      kvEventsBind: { batches: number; unknownTopics: Record<string, number> };
-    };
-    const snap = async () => (await (await fetch(`${gw.url}/router/replicas`)).json()) as Snap;
     let seed = 0;
     await waitFor(async () => {
       // The publishers' connections come up asynchronously: send until each replica has indexed.

@@ -8,11 +8,11 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './cli.ts';
 import { type CodeBlock, commands } from './docs.ts';
+import { freePort } from './ports.ts';
 
 /** A ready line: the gateway's, the engine's, the picker's, nats-server's (on stderr). */
 const READY = /listening on|ready url=|Server is ready/;
@@ -23,14 +23,6 @@ export interface LineResult {
   line: string;
   stdout: string;
   stderr: string;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 export class DocRunner {
