@@ -22,8 +22,10 @@
  * - fidelity: on the budget-256 engine, `kvroute calibrate --url --step-table`, then the routing
  *   trace's arrivals at half the rate sent straight to that engine (the load generator), and
  *   `kvroute sim --trace --profile` of the same trace, fleet (1), budget, sequences and pool.
- *   Target: TTFT p50 and p99 within 15 %. `withRequestOverhead` adds the profile's per-request
- *   overhead (HTTP, the first token's logits) to the simulated TTFTs.
+ *   Target: TTFT p50 and p99 within 15 %. The simulated TTFTs include the profile's request
+ *   overhead (`requestOverheadMs`: HTTP, tokenization, the hand-off to the step loop).
+ *   `hostStealPct`: the share of the host's CPU time its hypervisor took during the calibration
+ *   and the live run (/proc/stat), which slows a real engine's steps as no cost model can know.
  * - loadAverage: the host's 1-minute load average at the start and the end (the figures are
  *   load-sensitive on a shared machine).
  *
@@ -32,7 +34,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -47,11 +49,14 @@ import { makeSyntheticTrace } from '../src/workload/trace.ts';
 import { tinyModelPath } from '../test/support/tinyModel.ts';
 import { LLAMA3_DIR } from '../test/support/tokenizerFixtures.ts';
 import {
+  type CpuTicks,
+  cpuTicksOf,
   fidelityFigure,
   gapsInWindow,
   routingFigure,
   runFigures,
   type StallRun,
+  stealPct,
   stallFigure,
   parseRealArgs,
   type WarmColdSample,
@@ -440,6 +445,15 @@ async function waitIdle(url: string): Promise<void> {
   throw new Error(`${url}: still busy after 60 s`);
 }
 
+/** The host's CPU ticks now (/proc/stat); null off Linux. */
+function cpuTicks(): CpuTicks | null {
+  try {
+    return cpuTicksOf(readFileSync('/proc/stat', 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
 /**
  * The fidelity run on the budget-256 engine: calibrate it (its step table in `profile`), then
  * the fidelity trace live, each started on an idle engine, and the sim of the same trace.
@@ -449,6 +463,7 @@ async function fidelityOn(small: Engine, profile: string, fidelityTrace: string)
     `fidelity: calibrate (${SIZES.calibrateS} s), then ${SIZES.fidelityRequests} requests live and simulated on 1 engine`,
   );
   await waitIdle(small.url);
+  const ticksAtCalibrate = cpuTicks();
   const cArgs = calibrateArgs(small.url, profile);
   log(`  kvroute ${cArgs.join(' ').replace(small.url, 'URL')}`);
   const summary = await kvroute(cArgs);
@@ -460,8 +475,10 @@ async function fidelityOn(small: Engine, profile: string, fidelityTrace: string)
   );
   await waitIdle(small.url);
   const loadAtLive = loadavg()[0]!;
+  const ticksAtLive = cpuTicks();
   const live = await liveRun(small.url, fidelityTrace, FIDELITY_RATE_SCALE, 'live', 1);
   const loadAfterLive = loadavg()[0]!;
+  const ticksAfterLive = cpuTicks();
   const sArgs = simArgs(fidelityTrace, profile);
   log(`  kvroute ${sArgs.join(' ')}`);
   const sim = JSON.parse(await kvroute(sArgs)).results[0];
@@ -477,6 +494,10 @@ async function fidelityOn(small: Engine, profile: string, fidelityTrace: string)
     engine: { ...SMALL_ENGINE, blockSize: BLOCK_SIZE },
     requests: SIZES.fidelityRequests,
     loadAverageLive: { start: loadAtLive, end: loadAfterLive },
+    hostStealPct: {
+      calibrate: stealPct(ticksAtCalibrate, ticksAtLive),
+      live: stealPct(ticksAtLive, ticksAfterLive),
+    },
   };
 }
 

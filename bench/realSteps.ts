@@ -4,13 +4,22 @@
  * sequences, 1,024 blocks of 16), `calibrate --step-table`'s probes against it, then the fidelity
  * trace sent to it; every step the engine ran is printed beside the fitted table's time for the
  * same plan (what `kvroute sim --profile` charges it), with the placement time (state copies,
- * erasures) inside it. `node --import tsx bench/realSteps.ts [--calibrate-s 120] [--requests 16]`;
- * one JSON line per step on stdout, the totals and the host's load average on stderr.
+ * erasures) inside it. Then `kvroute sim --profile` of the same trace (bench:real's fidelity
+ * flags), its own steps and each request's TTFT beside the live one: where the two runs part.
+ * `node --import tsx bench/realSteps.ts [--calibrate-s 120] [--requests 16]`; one JSON line per
+ * step (`run: live` or `sim`) and per request (`request`) on stdout, the totals and the host's
+ * load average on stderr.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { liveProfile, measureLive } from '../src/calibrate/live.ts';
+import { writeProfile } from '../src/calibrate/profileFile.ts';
+import { parseSimFlags } from '../src/cli/sim.ts';
+import type { StepResult } from '../src/engine/types.ts';
+import type { RequestRecord } from '../src/results/requestRecord.ts';
+import type { FleetRequestRecord } from '../src/sim/fleet.ts';
+import { simulate } from '../src/sim/run.ts';
 import { contextPairRate, contextPairRates } from '../src/calibrate/pairRate.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
 import { runBench } from '../src/loadgen/run.ts';
@@ -66,6 +75,11 @@ const server = await startEngineServer({
     },
   },
 });
+/** A plan's entries as `prefill256@512+admit` (kind, tokens, context before them). */
+const entriesOf = (p: StepPlan): string[] =>
+  p.entries.map(
+    (e) => `${e.kind}${e.tokens}@${e.contextTokens}${p.admitted.includes(e.id) ? '+admit' : ''}`,
+  );
 /** Waits (at most 30 s) until the engine has nothing running or waiting. */
 async function waitIdle(): Promise<void> {
   for (let i = 0; i < 300; i++) {
@@ -123,8 +137,10 @@ try {
   recording = true;
   const t0 = performance.now();
   const clientFirstAtMs: number[] = [];
+  const liveRequests: RequestRecord[] = [];
   const live = await runBench({
     onRequest: (r) => {
+      liveRequests.push(r);
       if (r.ttftMs !== null) clientFirstAtMs.push(r.arrivalMs + r.ttftMs);
     },
     url: server.url,
@@ -147,13 +163,53 @@ try {
     const simMs = tableStepMs(fit, { ...p, promptSamples: s.promptSamples });
     liveMs += s.durationMs;
     tableMs += simMs;
-    const entries = p.entries.map(
-      (e) => `${e.kind}${e.tokens}@${e.contextTokens}${p.admitted.includes(e.id) ? '+admit' : ''}`,
-    );
     process.stdout.write(
-      `${JSON.stringify({ atMs: Math.round(s.endMs - t0), liveMs: +s.durationMs.toFixed(1), placementMs: +s.placementMs.toFixed(1), tableMs: +simMs.toFixed(1), entries })}\n`,
+      `${JSON.stringify({ run: 'live', atMs: Math.round(s.endMs - t0), liveMs: +s.durationMs.toFixed(1), placementMs: +s.placementMs.toFixed(1), tableMs: +simMs.toFixed(1), entries: entriesOf(p) })}\n`,
     );
   }
+  // The simulator on the same trace with the fitted profile, as bench:real runs it.
+  const profilePath = join(dir, 'profile.yaml');
+  writeProfile(profilePath, profile);
+  const parsed = parseSimFlags([
+    ...['--trace', trace, '--rate-scale', '0.5', '--replicas', '1', '--policy', 'delay-cost'],
+    ...['--model', 'llama-3.1-8b', '--tp', '1', '--gpu', 'h200', '--budget', String(BUDGET)],
+    ...['--max-seqs', '4', '--kv-blocks', '1024', '--block-size', '16', '--warmup', '0'],
+    ...['--profile', profilePath, '--stale-ms', '1', '--report-ms', '100', '--event-delay-ms', '0'],
+    '--quiet',
+  ]);
+  if (parsed === 'help') throw new Error('sim flags');
+  const simRequests: FleetRequestRecord[] = [];
+  let simAtMs = 0;
+  const sim = simulate({
+    ...parsed.base,
+    onRequest: (r) => simRequests.push(r),
+    instrument: {
+      engine: (e) => ({
+        add: (req) => e.add(req),
+        hasWork: () => e.hasWork(),
+        counters: () => e.counters(),
+        step: (): StepResult => {
+          const result = e.step();
+          simAtMs += result.durationMs;
+          const plan = result.plan as StepPlan;
+          if (plan.entries.length > 0) {
+            process.stdout.write(
+              `${JSON.stringify({ run: 'sim', busyMs: Math.round(simAtMs), tableMs: +result.durationMs.toFixed(1), entries: entriesOf(plan) })}\n`,
+            );
+          }
+          return result;
+        },
+      }),
+    },
+  });
+  const byId = new Map(simRequests.map((r) => [r.id, r]));
+  for (const l of [...liveRequests].sort((a, b) => a.id - b.id)) {
+    const r = byId.get(l.id);
+    process.stdout.write(
+      `${JSON.stringify({ run: 'request', id: l.id, promptTokens: l.promptTokens, cached: [l.cachedTokens, r?.cachedTokens ?? null], ttftMs: [l.ttftMs === null ? null : +l.ttftMs.toFixed(1), r?.ttftMs == null ? null : +r.ttftMs.toFixed(1)] })}\n`,
+    );
+  }
+  log(`sim TTFT p50 ${sim.ttftMs.p50.toFixed(0)} p99 ${sim.ttftMs.p99.toFixed(0)} ms`);
   // Client first token (from the run's start) against the engine's step end that sampled it.
   const engineFirst = firstTokenAtMs.map((x) => x - t0).sort((a, b) => a - b);
   const clientFirst = clientFirstAtMs.sort((a, b) => a - b);

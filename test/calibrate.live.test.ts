@@ -15,6 +15,7 @@ import {
   type LiveMeasurements,
   liveProfile,
   measureLive,
+  measuredRequestOverhead,
   planProbes,
   prefillSteps,
 } from '../src/calibrate/live.ts';
@@ -78,6 +79,7 @@ function exactObservations(truth: ReturnType<typeof makeReplicaSpec>): LiveMeasu
     model: 'llama-3.3-70b',
     observations,
     warmColdPairs: [],
+    requestOverheadsMs: [],
     tilePairs: [],
     skipped: [],
     wallS: 0,
@@ -144,8 +146,15 @@ test('calibrating a live kvroute engine: every probe measured, no TTFT before th
       const modelMs = x.steps.reduce((sum, w) => sum + mixedStepMs(truth, w), 0);
       assert.ok(x.measuredMs >= modelMs * 0.999, `${x.label}: ${x.measuredMs} < ${modelMs} ms`);
     }
+    // Each prefill probe's request ran alone: its overhead is its TTFT less the prefill time
+    // the engine counted, never below 0 (its first step starts after it arrives).
+    assert.ok(m.requestOverheadsMs.length >= ttfts.length, `${m.requestOverheadsMs.length}`);
+    for (const ms of m.requestOverheadsMs) assert.ok(ms > -1, `overhead ${ms} ms`);
     const profile = liveProfile(m, truth, o);
     const curve = profile.curves[0]!;
+    // The fit holds the measured overhead (and does not name it among the held-at-0 ones).
+    assert.equal(curve.requestOverheadMs, measuredRequestOverhead(m.requestOverheadsMs));
+    assert.ok(!curve.fixed.includes('requestOverheadMs'));
     assert.equal(curve.tp, 2);
     assert.ok(curve.mfuMax > 0 && curve.mfuMax <= 1 && curve.mbu > 0 && curve.mbu <= 1);
   } finally {

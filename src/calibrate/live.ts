@@ -42,7 +42,7 @@
  * - Probes run cheapest first, prefill and decode alternating, until `budgetS` runs out; one
  *   still running then is cancelled and left out.
  */
-import type { Agent } from 'undici';
+import { type Agent, request } from 'undici';
 import { discoverModelCard, openClient } from '../loadgen/run.ts';
 import { type StreamOutcome, streamCompletion } from '../loadgen/sse.ts';
 import type { StepWork } from '../model/cost.ts';
@@ -60,6 +60,7 @@ import { Rng } from '../util/rng.ts';
 import { contextPairRate, contextPairRates, type WarmColdPair } from './pairRate.ts';
 import { rowTiling, TILE_PROBE_TOKENS, type TilePair } from './rowTile.ts';
 import { perSequencePasses } from './passes.ts';
+import { overheadOf, type PrefillTotals, prefillTotals } from './requestOverhead.ts';
 
 export interface LiveOptions {
   url: string;
@@ -116,6 +117,11 @@ export interface LiveMeasurements {
   warmColdPairs: WarmColdPair[];
   /** The attention-tile probes' runs beside their cold chunks (with `stepTable`; rowTile.ts). */
   tilePairs: TilePair[];
+  /**
+   * Each single-request probe's TTFT less the prefill time the server counted for it (ms,
+   * requestOverhead.ts); empty from a server without `vllm:request_prefill_time_seconds`.
+   */
+  requestOverheadsMs: number[];
   /** Probes planned but not run (budget) or left out (too short a window...), in words. */
   skipped: string[];
   wallS: number;
@@ -295,6 +301,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
       observations,
       warmColdPairs,
       tilePairs,
+      requestOverheadsMs: client.overheadsMs,
       skipped,
       wallS: (performance.now() - startedAt) / 1000,
     };
@@ -311,6 +318,9 @@ class Client {
   readonly #dispatcher: Agent;
   readonly #signal: AbortSignal;
   readonly #rng: Rng;
+  /** Every `sendAlone` overhead measured; scraping stops once the server shows no histogram. */
+  readonly overheadsMs: number[] = [];
+  #scrape = true;
 
   constructor(o: LiveOptions, model: string | null, dispatcher: Agent, signal: AbortSignal) {
     this.#o = o;
@@ -326,6 +336,50 @@ class Client {
 
   get signal(): AbortSignal {
     return this.#signal;
+  }
+
+  /**
+   * `send` of a request the server runs alone (the probes send one at a time): its request
+   * overhead is recorded too, from the server's prefill histogram read before and after it.
+   */
+  async sendAlone(prompt: number[], maxTokens: number): Promise<StreamOutcome | null> {
+    const before = await this.#prefillTotals();
+    const outcome = await this.send(prompt, maxTokens);
+    if (outcome === null || before === null) return outcome;
+    const ttftMs = (outcome.tokenTimes[0]! - outcome.sentAt) * this.#o.speedup;
+    // The server counts a request when it ends, which can be just after its last byte.
+    for (let tries = 0; tries < 5; tries++) {
+      const after = await this.#prefillTotals();
+      if (after === null) break;
+      const overhead = overheadOf(before, after, ttftMs);
+      if (overhead !== null) {
+        this.overheadsMs.push(overhead);
+        break;
+      }
+      if (after.count > before.count) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    return outcome;
+  }
+
+  async #prefillTotals(): Promise<PrefillTotals | null> {
+    if (!this.#scrape) return null;
+    try {
+      const res = await request(`${this.#o.url}/metrics`, {
+        dispatcher: this.#dispatcher,
+        headers: this.#o.apiKey === null ? {} : { authorization: `Bearer ${this.#o.apiKey}` },
+        headersTimeout: 5_000,
+        bodyTimeout: 5_000,
+        signal: this.#signal,
+      });
+      const totals = res.statusCode === 200 ? prefillTotals(await res.body.text()) : null;
+      if (res.statusCode !== 200) await res.body.dump();
+      if (totals === null) this.#scrape = false;
+      return totals;
+    } catch {
+      this.#scrape = false;
+      return null;
+    }
   }
 
   /**
@@ -400,7 +454,7 @@ async function measurePrefill(
 ): Promise<Observation | string> {
   const runs: { ttftMs: number; tokens: number }[] = [];
   for (let r = 0; r < (o.repeats ?? DEFAULT_REPEATS); r++) {
-    const outcome = await client.send(client.freshPrompt(promptTokens), 1);
+    const outcome = await client.sendAlone(client.freshPrompt(promptTokens), 1);
     if (outcome === null) return 'cancelled (time budget)';
     runs.push({
       ttftMs: (outcome.tokenTimes[0]! - outcome.sentAt) * o.speedup,
@@ -441,14 +495,14 @@ async function measureWarm(
   // The pair rate is the median of these pairs' differences, a small part of either time:
   // at least WARM_REPEATS of them, whatever `repeats` says.
   for (let r = 0; r < Math.max(WARM_REPEATS, o.repeats ?? DEFAULT_REPEATS); r++) {
-    const cold = await client.send(client.freshPrompt(probe.chunkTokens), 1);
+    const cold = await client.sendAlone(client.freshPrompt(probe.chunkTokens), 1);
     if (cold === null) return 'cancelled (time budget)';
     colds.push({
       ttftMs: (cold.tokenTimes[0]! - cold.sentAt) * o.speedup,
       tokens: computedTokens(cold, probe.chunkTokens),
     });
     const prompt = [...prefix, ...client.freshPrompt(probe.chunkTokens)];
-    const outcome = await client.send(prompt, 1);
+    const outcome = await client.sendAlone(prompt, 1);
     if (outcome === null) return 'cancelled (time budget)';
     const cached = Math.min(outcome.cachedTokens ?? 0, prompt.length - 1);
     const run = {
@@ -635,6 +689,11 @@ async function measureDecode(
   };
 }
 
+/** Request overheads measured (at least 3 of them): their median, not below 0; else null. */
+export function measuredRequestOverhead(overheadsMs: readonly number[]): number | null {
+  return overheadsMs.length >= 3 ? Math.max(0, medianOf(overheadsMs)) : null;
+}
+
 /**
  * The profile from live measurements of `spec`'s replica: one curve at its TP, least squares.
  * Decode steps are slopes over many steps and precise, so their errors count relative to
@@ -649,9 +708,12 @@ export function liveProfile(
 ): CostProfile {
   const ttfts = m.observations.filter((x) => x.perRequest).map((x) => x.measuredMs);
   const errorFloorMs = Math.max(0, ...ttfts);
+  const requestOverheadMs = measuredRequestOverhead(m.requestOverheadsMs);
+  const held = requestOverheadMs === null ? {} : { requestOverheadMs };
   const curve: ProfileCurve = fitCurve(spec, m.observations, {
     objective: 'least-squares',
     errorFloorMs,
+    ...held,
   });
   if (o.stepTable) {
     const pairRate = contextPairRate(m.warmColdPairs);
@@ -671,6 +733,7 @@ export function liveProfile(
       ...(pairRate !== null && { msPerContextPair: pairRate }),
       ...(byContext !== null && { pairRatesByContext: byContext }),
       perSequencePasses: perSequencePasses(m.observations.filter((x) => !x.perRequest)),
+      ...held,
     });
     curve.table = {
       ...fit.table,
@@ -687,6 +750,9 @@ export function liveProfile(
       `cold prompts of fresh token ids, the median of several times to first token, as a request overhead plus ` +
       `ceil(n / ${o.budgetTokens}) prefill steps; concurrent decodes, pooled inter-token gaps while all ` +
       `streams decode; wall times x ${o.speedup}` +
+      (requestOverheadMs === null
+        ? ''
+        : `; the request overhead measured, the median over ${m.requestOverheadsMs.length} single requests of the time to first token less the prefill time the server counted (vllm:request_prefill_time_seconds)`) +
       (o.stepTable
         ? '; a step table (prefill and decode knots, overheads) fitted to the same points plus mixed steps and chunks after a cached prefix, its context-pair rate the median of each such chunk against the cold chunk timed just before it'
         : ''),

@@ -1,6 +1,6 @@
 /**
- * How long an idle engine takes to a request's first token: the steps it would run for that
- * prompt alone, chunked by the token budget exactly as the scheduler chunks it (long-prefill cap,
+ * How long an idle engine takes to a request's first token: its calibrated request overhead
+ * (none without a profile that measured one) and the steps it would run for that prompt alone, chunked by the token budget exactly as the scheduler chunks it (long-prefill cap,
  * block alignment), each timed by the cost model's mixed step (a chunk reads the KV of the tokens
  * before it). It is the reference of the slowdown SLO (`src/results/slo.ts`): a request's TTFT
  * over the time it needs with the replica to itself.
@@ -11,7 +11,7 @@ import { resolveSchedulerConfig } from '../scheduler/config.ts';
 import type { EngineConfig } from './types.ts';
 
 /**
- * Milliseconds from admission to the first token of a `promptTokens` prompt on an idle engine,
+ * Milliseconds from arrival to the first token of a `promptTokens` prompt on an idle engine,
  * with `cachedTokens` of it already cached (rounded down to whole blocks, and at least one token
  * left to compute, as the scheduler's prefix lookup does). LoRA load time is left out.
  */
@@ -51,7 +51,7 @@ function stepsToFirstToken(
   const bs = config.blockSize;
   const maxCachedBlocks = Math.floor((promptTokens - 1) / bs);
   let computed = Math.min(Math.floor(cachedTokens / bs), Math.max(0, maxCachedBlocks)) * bs;
-  let ms = 0;
+  let ms = config.spec.calibration?.requestOverheadMs ?? 0;
   while (computed < promptTokens) {
     const tokens = prefillChunkTokens(computed, promptTokens, rules.budgetTokens, rules);
     if (tokens <= 0) break;

@@ -109,6 +109,13 @@ export interface Calibration {
   curve: StepCurve;
   /** Measured step times that replace the curve's (absent: the curve times every step). */
   table?: StepTable;
+  /**
+   * What a request costs before its first step, ms (HTTP, tokenization, hand-off to the step
+   * loop): the fitted request overhead of whatever times the steps (the table, else the curve),
+   * absent where it is not positive. The simulator hands each request to its engine this much
+   * after it arrives; its TTFT counts from the arrival.
+   */
+  requestOverheadMs?: number;
 }
 
 export class ProfileError extends Error {
@@ -123,10 +130,12 @@ export function calibrationFor(profile: CostProfile, tp: number): Calibration {
     throw new ProfileError(`the profile has curves for TP ${tps}; none for TP ${tp}`);
   }
   const { mfuMax, halfTokens, mbu, overheadMs, table } = found;
+  const requestOverheadMs = (table ?? found).requestOverheadMs;
   return {
     source: profile.source,
     measuredOn: profile.measuredOn,
     curve: { tp, mfuMax, halfTokens, mbu, overheadMs },
+    ...(requestOverheadMs > 0 && { requestOverheadMs }),
     ...(table && {
       table: {
         prefillTokens: table.prefillTokens,

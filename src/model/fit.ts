@@ -33,6 +33,8 @@ export interface FitOptions {
   objective: FitObjective;
   /** Hold the per-step overhead at this value instead of fitting it (kernel-time profiles: 0). */
   overheadMs?: number;
+  /** Hold the request overhead at this measured value (src/calibrate/requestOverhead.ts). */
+  requestOverheadMs?: number;
   /**
    * Errors of per-request points (TTFTs) are taken relative to max(measured, errorFloorMs): a
    * request timed from the client carries delays of a few ms whatever its length, which
@@ -78,6 +80,7 @@ export function fitCurve(
   }
   const fixed = new Map<number, number>();
   if (options.overheadMs !== undefined) fixed.set(1, options.overheadMs);
+  if (options.requestOverheadMs !== undefined) fixed.set(0, options.requestOverheadMs);
   if (!observations.some((o) => o.perRequest)) fixed.set(0, 0);
   const floorMs = options.errorFloorMs ?? 0;
   const scales = observations.map((o) =>
@@ -106,7 +109,12 @@ export function fitCurve(
     if (found && (best === null || found.score < best.score * CLEARLY_BETTER)) best = found;
   }
   if (best === null) throw new FitError('no fit');
-  return curveResult(spec, observations, best.theta, best.fixed, options.objective);
+  const curve = curveResult(spec, observations, best.theta, best.fixed, options.objective);
+  // A measured request overhead is held, not "held at 0": it is not named among those.
+  if (options.requestOverheadMs !== undefined) {
+    curve.fixed = curve.fixed.filter((name) => name !== 'requestOverheadMs');
+  }
+  return curve;
 }
 
 interface Problem {

@@ -243,7 +243,8 @@ export class TableFitError extends Error {
  * distinct prompt-chunk sizes and decode batch sizes the observations' steps have. The request
  * overhead, the step overhead and the pair rate are held at 0 when the data cannot separate
  * them (the step overhead needs a mixed step: a prompt chunk sharing a step with decodes) or
- * when they come out negative.
+ * when they come out negative; the step overhead (then the sample cost) also where it would
+ * push a knot below zero.
  */
 export function fitStepTable(
   observations: readonly TableObservation[],
@@ -271,6 +272,11 @@ export function fitStepTable(
     promptSamples?: boolean;
     /** The table's attention tiling, measured apart (src/calibrate/rowTile.ts), held. */
     tiling?: RowTiling;
+    /**
+     * The request overhead measured apart (src/calibrate/requestOverhead.ts: each TTFT less the
+     * server's own prefill time), held: fitted, it trades against the prefill knots.
+     */
+    requestOverheadMs?: number;
   } = {},
 ): TableFit {
   const tiling = options.tiling ?? {};
@@ -293,6 +299,7 @@ export function fitStepTable(
     ...(sampleCol ? ['msPerPromptSample'] : []),
   ];
   const sampleJ = names.length - 1;
+  const knotsEnd = 3 + prefillKnots.length + decodeKnots.length;
   const rows = good.map((o) => {
     const r = new Array<number>(names.length).fill(0);
     if (o.perRequest) r[0] = 1;
@@ -318,6 +325,13 @@ export function fitStepTable(
   // Columns nothing exercises are held at 0 from the start.
   for (let j = 0; j < 3; j++) if (rows.every((r) => r[j] === 0)) held.add(j);
   if (sampleCol && rows.every((r) => r[sampleJ] === 0)) held.add(sampleJ);
+  const measuredOverhead = options.requestOverheadMs;
+  if (measuredOverhead !== undefined) {
+    if (!(measuredOverhead >= 0)) {
+      throw new TableFitError(`requestOverheadMs must be >= 0, got ${measuredOverhead}`);
+    }
+    held.add(0);
+  }
   const pairRate = options.msPerContextPair;
   if (pairRate !== undefined) {
     if (!(pairRate >= 0)) throw new TableFitError(`msPerContextPair must be >= 0, got ${pairRate}`);
@@ -366,7 +380,10 @@ export function fitStepTable(
   let x: number[];
   for (;;) {
     const { free, colScale, m, deficient } = system(held);
-    const b = good.map((o, i) => (o.measuredMs - pairMs[i]!) / scales[i]!);
+    const b = good.map(
+      (o, i) =>
+        (o.measuredMs - pairMs[i]! - (o.perRequest ? (measuredOverhead ?? 0) : 0)) / scales[i]!,
+    );
     const droppable = dropOrder.filter((j) => !held.has(j));
     if (deficient) {
       if (droppable.length === 0) {
@@ -382,12 +399,22 @@ export function fitStepTable(
     }
     const solved = solve(m, Matrix.columnVector(b), true).to1DArray();
     x = new Array<number>(names.length).fill(0);
+    x[0] = measuredOverhead ?? 0;
     x[2] = pairRate ?? 0;
     free.forEach((j, k) => {
       x[j] = solved[k]! / colScale[k]!;
     });
     const negative = droppable.filter((j) => x[j]! < 0);
-    if (negative.length === 0) break;
+    if (negative.length === 0) {
+      // A knot below zero: a column every step shares (the step overhead, then the sample
+      // cost) took more than its share from a few noisy mixed steps; it is held at 0 instead
+      // of the knots being clamped after the solve.
+      const knotBelowZero = x.some((v, j) => j >= 3 && j < knotsEnd && v < -1e-9);
+      const culprit = [1, ...(sampleCol ? [sampleJ] : [])].find((j) => !held.has(j) && x[j]! > 0);
+      if (!knotBelowZero || culprit === undefined) break;
+      held.add(culprit);
+      continue;
+    }
     held.add(negative.reduce((worst, j) => (x[j]! < x[worst]! ? j : worst)));
   }
   const table: StepTable = {
@@ -421,6 +448,7 @@ export function fitStepTable(
     requestOverheadMs,
     fixed: [...held]
       .filter((j) => !(j === 2 && (pairRate !== undefined || byContext !== undefined)))
+      .filter((j) => !(j === 0 && measuredOverhead !== undefined))
       .sort()
       .map((j) => names[j]!),
     errorsPct,

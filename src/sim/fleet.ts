@@ -5,7 +5,9 @@
  * router learns first tokens and completions at once (the gateway sees the streams), engine
  * reports `staleMs` late and KV events `eventDelayMs` late. A killed replica's requests are
  * re-routed if they have not streamed a token and counted as errors if they have; nothing is
- * dropped without a count.
+ * dropped without a count. A replica with a request overhead (a calibrated profile's) gets each
+ * request that long after it was routed: the request is the replica's from the routing on
+ * (queued, re-routed if the replica dies), its engine's only from the hand-off.
  */
 import type {
   EngineCounters,
@@ -106,6 +108,8 @@ export interface FleetOptions {
   concurrency?: number;
   /** Every request's outcome as it ends, warm-up included (`--requests-out`); off when absent. */
   onRequest?: (r: FleetRequestRecord) => void;
+  /** Per replica, ms from routing a request to its engine taking it (absent: 0 for all). */
+  requestOverheadMs?: readonly number[];
 }
 
 /** A request's outcome: `RequestRecord` without the run's labels (policy, replicas). */
@@ -135,6 +139,7 @@ type FleetEvent = SimEvent &
   (
     | { kind: 'arrival'; arrival: Arrival }
     | { kind: 'stepEnd'; replica: number; gen: number }
+    | { kind: 'handOff'; replica: number; gen: number; req: Req }
     | { kind: 'kvEvents'; replica: number; gen: number; events: KvEvent[] }
     | { kind: 'report'; reports: [number, number, ReplicaReport][] }
     | { kind: 'reportTick' }
@@ -314,6 +319,12 @@ export class Fleet {
       case 'stepEnd':
         this.#onStepEnd(e.replica, e.gen, nowMs);
         return undefined;
+      case 'handOff': {
+        // A replica that died since has re-routed the request already.
+        const r = this.#replicas[e.replica]!;
+        if (r.gen === e.gen && r.engine !== null) this.#handOff(r, e.req, nowMs);
+        return undefined;
+      }
       case 'arrival':
         this.#onArrival(e.arrival, nowMs);
         return this.#o.concurrency === undefined ? this.#nextArrival() : undefined;
@@ -429,8 +440,31 @@ export class Fleet {
       this.#ended();
       return;
     }
+    const overheadMs = this.#o.requestOverheadMs?.[replica] ?? 0;
+    if (overheadMs <= 0) {
+      if (!this.#add(r, req, nowMs)) return;
+      this.#assign(r, req, decision.uncachedTokens);
+      if (!r.busy) this.#startStep(r, nowMs);
+      return;
+    }
+    this.#assign(r, req, decision.uncachedTokens);
+    this.#push({ kind: 'handOff', replica, gen: r.gen, req }, nowMs + overheadMs, PRIORITY.arrival);
+  }
+
+  /** A routed request's engine takes it, `requestOverheadMs` after the routing. */
+  #handOff(r: Replica, req: Req, nowMs: number): void {
+    if (!this.#add(r, req, nowMs)) {
+      r.requests.delete(req.id);
+      r.queuedPromptTokens -= req.uncachedTokens;
+      return;
+    }
+    if (!r.busy) this.#startStep(r, nowMs);
+  }
+
+  /** Hands `req` to the replica's engine; a refusal fails the request (false). */
+  #add(r: Replica, req: Req, nowMs: number): boolean {
     try {
-      r.engine.add({
+      r.engine!.add({
         id: req.id,
         promptTokens: req.tokens!,
         maxNewTokens: req.arrival.outputTokens,
@@ -440,22 +474,26 @@ export class Fleet {
         ...(req.arrival.lora !== undefined && { loraName: req.arrival.lora }),
       });
     } catch (err) {
-      router.onFinished(req.id, nowMs);
+      this.#o.router.onFinished(req.id, nowMs);
       const code = (err as { code?: unknown }).code;
       this.#fail(req, typeof code === 'string' ? code : 'engine-error', nowMs);
-      return;
+      return false;
     }
-    req.replica = replica;
     if (!this.#keepPrompts) {
       // Nothing will re-route it: let the prompt go now rather than hold it until the first
       // token, so it dies young instead of being copied by every garbage collection meanwhile.
       req.tokens = null;
       req.blockKeys = null;
     }
+    return true;
+  }
+
+  /** The request is the replica's: re-routed if it dies, counted in its queue. */
+  #assign(r: Replica, req: Req, uncachedTokens: number): void {
+    req.replica = r.index;
     r.requests.set(req.id, req);
-    req.uncachedTokens = decision.uncachedTokens;
-    r.queuedPromptTokens += req.uncachedTokens;
-    if (!r.busy) this.#startStep(r, nowMs);
+    req.uncachedTokens = uncachedTokens;
+    r.queuedPromptTokens += uncachedTokens;
   }
 
   #startStep(r: Replica, nowMs: number): void {

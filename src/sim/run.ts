@@ -132,6 +132,10 @@ export function simulate(
   const replicaConfigs = config.fleet
     ? replicaEngineOptions(config.engine, config.fleet).map((o) => makeEngineConfig(o))
     : undefined;
+  const overheads = Array.from(
+    { length: config.replicas },
+    (_, r) => (replicaConfigs?.[r] ?? engineConfig).spec.calibration?.requestOverheadMs ?? 0,
+  );
   const fleet = new Fleet({
     replicas: config.replicas,
     workload,
@@ -158,6 +162,7 @@ export function simulate(
     ...(admit && { admit }),
     ...(admitRoute && { admitRoute }),
     ...(config.onRequest && { onRequest: labelled(config.onRequest, policy, config.replicas) }),
+    ...(overheads.some((ms) => ms > 0) && { requestOverheadMs: overheads }),
   });
   const outcome = fleet.run();
   const run = summarizeRun(
