@@ -268,7 +268,7 @@ describe('config reload', () => {
     assert.deepEqual(failures, []);
   });
 
-  test('kvroute serve reads its --config again on SIGHUP; a bad file keeps the running one', async () => {
+  test('kvroute serve reads its --config again on SIGHUP; a bad or empty file keeps the running one', async () => {
     const [first, second] = engines as [EngineServerHandle, EngineServerHandle];
     const path = join(dir, 'kvroute.yaml');
     const entry = (e: EngineServerHandle) =>
@@ -288,6 +288,18 @@ describe('config reload', () => {
         return now.length === 1 && now[0]!.name === hostOf(second) && now[0]!.state === 'active';
       }, 'the reloaded backend set');
       await waitFor(() => child.stderr().includes('"why":"SIGHUP"'), 'the SIGHUP log line');
+
+      // An empty file (a save caught between its truncate and its write) drains nothing.
+      await writeFile(path, '');
+      child.proc.kill('SIGHUP');
+      await waitFor(
+        () => child.stderr().includes('config not reloaded: the file is empty'),
+        'the empty-file line',
+      );
+      assert.deepEqual(
+        (await backends(base, {})).map((b) => b.name),
+        [hostOf(second)],
+      );
 
       await writeFile(path, 'backends: [\n');
       child.proc.kill('SIGHUP');

@@ -4,7 +4,7 @@
  * config file; every bad value is one line naming the flag (exit 2). The config file is read
  * again on SIGHUP and when it changes; a bad one logs one error and the running config stays.
  */
-import { accessSync } from 'node:fs';
+import { accessSync, statSync } from 'node:fs';
 import {
   type ClientKey,
   DEFAULT_EMBEDDED_REPLICAS,
@@ -367,6 +367,15 @@ function reloadOnChange(
       logger.warn({ why }, 'nothing to reload: the gateway was started without --config');
       return;
     }
+    // A file caught between an editor's truncate and its write reads empty: as a config that is
+    // "no backends", which would drain the fleet. The write's own change event reads it again.
+    if (isEmptyFile(path)) {
+      logger.warn(
+        { why, path },
+        'config not reloaded: the file is empty; the running config stays',
+      );
+      return;
+    }
     logger.info({ why, path }, 'reading the config again');
     let next: GatewayConfig;
     try {
@@ -391,4 +400,12 @@ function reloadOnChange(
     process.off('SIGHUP', onHangup);
     watcher?.close();
   };
+}
+
+function isEmptyFile(path: string): boolean {
+  try {
+    return statSync(path).size === 0;
+  } catch {
+    return false; // unreadable: readServeConfig names the error
+  }
 }
