@@ -2,7 +2,7 @@
  * Real engine benchmarks: llama.cpp (`kvroute engine --runtime llama.cpp`, the tiny model,
  * `--threads 1`, at most two engines at once) behind kvroute's gateway, every server a process.
  * `npm run bench:real [-- --json] [-- --quick] [-- --runtime sim] [-- --only fidelity]
- * [-- --fidelity-requests N]` prints one
+ * [-- --fidelity-requests N] [-- --fidelity-runs N]` prints one
  * JSON object (`--only fidelity`: the fidelity figure alone, one engine, a few minutes):
  *
  * - warmTtftMs.p50 / coldTtftMs.p50: conversations through the gateway over two engines
@@ -26,6 +26,8 @@
  *   overhead (`requestOverheadMs`: HTTP, tokenization, the hand-off to the step loop).
  *   `hostStealPct`: the share of the host's CPU time its hypervisor took during the calibration
  *   and the live run (/proc/stat), which slows a real engine's steps as no cost model can know.
+ *   `--fidelity-runs N` repeats the whole figure (calibration included) on fresh engines and
+ *   judges the median of each error over the runs.
  * - loadAverage: the host's 1-minute load average at the start and the end (the figures are
  *   load-sensitive on a shared machine).
  *
@@ -52,6 +54,7 @@ import {
   type CpuTicks,
   cpuTicksOf,
   fidelityFigure,
+  fidelityOverRuns,
   gapsInWindow,
   routingFigure,
   runFigures,
@@ -68,7 +71,13 @@ if (typeof args === 'string') {
   process.stderr.write(`bench:real: ${args}\n`);
   process.exit(2);
 }
-const { json: JSON_OUT, quick: QUICK, runtime: RUNTIME, only: ONLY } = args;
+const {
+  json: JSON_OUT,
+  quick: QUICK,
+  runtime: RUNTIME,
+  only: ONLY,
+  fidelityRuns: FIDELITY_RUNS,
+} = args;
 const BIN = fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
 const execFileAsync = promisify(execFile);
 
@@ -501,6 +510,22 @@ async function fidelityOn(small: Engine, profile: string, fidelityTrace: string)
   };
 }
 
+/**
+ * `--fidelity-runs` fidelity runs: the first on `first`, each later one on a fresh engine (the
+ * last run's trace left its prefixes cached, which the sim's empty fleet does not have). One
+ * run: its figure; more: their median, each run beside it (fidelityOverRuns).
+ */
+async function fidelityRuns(first: Engine, profile: string, fidelityTrace: string) {
+  const runs = [await fidelityOn(first, profile, fidelityTrace)];
+  for (let i = 1; i < FIDELITY_RUNS; i++) {
+    await stopChild(first.child);
+    children.delete(first.child);
+    first = await startEngine({ ...SMALL_ENGINE, seed: i });
+    runs.push(await fidelityOn(first, profile, fidelityTrace));
+  }
+  return runs.length === 1 ? runs[0]! : fidelityOverRuns(runs);
+}
+
 try {
   if (RUNTIME === 'llama.cpp') {
     model = await tinyModelPath();
@@ -510,8 +535,11 @@ try {
   const profile = join(dir, 'profile.yaml');
   const fidelityTrace = writeTrace(dir, SIZES.fidelityRequests);
   if (ONLY === 'fidelity') {
-    const small = await startEngine({ ...SMALL_ENGINE, seed: 0 });
-    const fidelity = await fidelityOn(small, profile, fidelityTrace);
+    const fidelity = await fidelityRuns(
+      await startEngine({ ...SMALL_ENGINE, seed: 0 }),
+      profile,
+      fidelityTrace,
+    );
     await stopAll();
     const out = {
       runtime: RUNTIME,
@@ -533,7 +561,7 @@ try {
     );
     const small = await startEngine({ ...SMALL_ENGINE, seed: 0 });
     const stallRuns = [await stallOn(small.url, SMALL_ENGINE.budget)];
-    const fidelity = await fidelityOn(small, profile, fidelityTrace);
+    const fidelity = await fidelityRuns(small, profile, fidelityTrace);
     await stopAll();
     const large = await startEngine({ ...SMALL_ENGINE, budget: LARGE_BUDGET, seed: 0 });
     stallRuns.push(await stallOn(large.url, LARGE_BUDGET));

@@ -7,6 +7,7 @@ import { describe, test } from 'node:test';
 import {
   cpuTicksOf,
   fidelityFigure,
+  fidelityOverRuns,
   gapsInWindow,
   routingFigure,
   runFigures,
@@ -113,6 +114,24 @@ describe('routing and fidelity', () => {
       0,
     );
     assert.equal(close.met, true);
+  });
+
+  test('several runs: judged on the median of each error, every run kept', () => {
+    const run = (p50: number, p99: number) =>
+      fidelityFigure({ ttftP50Ms: 100, ttftP99Ms: 400 }, { ttftP50Ms: p50, ttftP99Ms: p99 }, 4);
+    // p50 errors -30, -10, +5 (median -10); p99 errors -20, +25, -5 (median -5).
+    const f = fidelityOverRuns([run(70, 320), run(90, 500), run(105, 380)]);
+    assert.equal(f.ttftP50ErrPct, -10);
+    assert.equal(f.ttftP99ErrPct, -5);
+    assert.equal(f.met, true);
+    assert.deepEqual(f.sim, { ttftP50Ms: 90, ttftP99Ms: 380 });
+    assert.equal(f.runs.length, 3);
+    assert.equal(f.runs[0]!.ttftP50ErrPct, -30);
+    // An even count takes the mean of the middle two: p50 errors -30 and -20 give -25, missed.
+    const two = fidelityOverRuns([run(70, 400), run(80, 400)]);
+    assert.equal(two.ttftP50ErrPct, -25);
+    assert.equal(two.met, false);
+    assert.throws(() => fidelityOverRuns([]), { message: 'no fidelity runs' });
   });
 });
 

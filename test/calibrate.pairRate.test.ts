@@ -259,6 +259,7 @@ describe('bench:real flags', () => {
       runtime: 'llama.cpp',
       only: 'fidelity',
       fidelityRequests: null,
+      fidelityRuns: 1,
     });
     assert.equal(
       (
@@ -274,6 +275,7 @@ describe('bench:real flags', () => {
       runtime: 'sim',
       only: null,
       fidelityRequests: null,
+      fidelityRuns: 1,
     });
   });
 
@@ -288,6 +290,16 @@ describe('bench:real flags', () => {
       assert.equal(
         parseRealArgs(['--fidelity-requests', ...(v === undefined ? [] : [v])]),
         `--fidelity-requests must be an integer from 4 to 1000, got '${v ?? ''}'`,
+      );
+    }
+    assert.equal(
+      (parseRealArgs(['--fidelity-runs', '5']) as { fidelityRuns: number }).fidelityRuns,
+      5,
+    );
+    for (const v of ['0', '10', '2.5', 'x', undefined]) {
+      assert.equal(
+        parseRealArgs(['--fidelity-runs', ...(v === undefined ? [] : [v])]),
+        `--fidelity-runs must be an integer from 1 to 9, got '${v ?? ''}'`,
       );
     }
     assert.match(parseRealArgs(['--fast']) as string, /^unknown flag '--fast': bench:real takes /);
