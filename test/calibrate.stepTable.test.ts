@@ -14,9 +14,11 @@ import { readProfile } from '../src/calibrate/profileFile.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
 import {
   decodeCostTokensOf,
+  fitStepTable,
   makeReplicaSpec,
   mixedStepMs,
   type StepTable,
+  type TableObservation,
   tableStepMs,
 } from '../src/model/index.ts';
 
@@ -84,6 +86,34 @@ test('warm probes: one chunk after a cached prefix of about a quarter, half and 
   assert.deepEqual(prefillSteps(300, 256), prefillSteps(300, 256, 0));
 });
 
+test("a one-token prompt's point is a knot: a short chunk that ends a prompt pays its fixed cost", () => {
+  // TTFTs of isolated prompts (each one step, its last), the request overhead held at 2 ms.
+  const ttft = (tokens: number, ms: number): TableObservation => ({
+    label: `p${tokens}`,
+    steps: [{ prefillTokens: tokens, decodeTokens: 0, kvTokensRead: 0 }],
+    perRequest: true,
+    measuredMs: ms,
+  });
+  const decode = (seqs: number, ms: number): TableObservation => ({
+    label: `d${seqs}`,
+    steps: [{ prefillTokens: 0, decodeTokens: seqs, kvTokensRead: 0 }],
+    perRequest: false,
+    measuredMs: ms,
+  });
+  const observations = [ttft(64, 24), ttft(128, 28), decode(1, 18), decode(4, 30)];
+  const without = fitStepTable(observations, { requestOverheadMs: 2 }).table;
+  const withOne = fitStepTable([ttft(1, 20), ...observations], { requestOverheadMs: 2 }).table;
+  const chunk6 = { prefillTokens: 6, decodeTokens: 0, kvTokensRead: 0 };
+  // Without it: 6/64 of the 64-token knot (22 ms), from P(0) = 0.
+  assert.ok(Math.abs(tableStepMs(without, chunk6) - (6 / 64) * 22) < 1e-6);
+  // With it: the knots at 1 and 64 are 18 and 22 ms; 6 tokens are 5/63 of the way.
+  assert.deepEqual(withOne.prefillTokens, [1, 64, 128]);
+  assert.ok(Math.abs(tableStepMs(withOne, chunk6) - (18 + (5 / 63) * 4)) < 1e-6);
+  // A chunk at or past the first real knot is charged as before.
+  const chunk128 = { prefillTokens: 128, decodeTokens: 0, kvTokensRead: 0 };
+  assert.ok(Math.abs(tableStepMs(withOne, chunk128) - 26) < 1e-6);
+});
+
 test('a point is the median of its repeats (the lower middle one of an even count)', () => {
   assert.equal(medianOf([5, 1, 9]), 5);
   assert.equal(medianOf([400, 100, 300, 200]), 200);
@@ -149,8 +179,10 @@ test('kvroute calibrate --url --step-table: a table of the measured sizes that s
     const curve = profile.curves[0]!;
     const table = curve.table!;
     assert.ok(table, 'the profile has a table');
-    // Prompts of 64..1,024 tokens run as chunks of at most the budget; decodes at batch 1 and 4.
-    assert.deepEqual(table.prefillTokens, [64, 128, 256, 512]);
+    // Prompts of 64..1,024 tokens run as chunks of at most the budget, and the one-token prompt
+    // (a short chunk's fixed cost); decodes at batch 1 and 4.
+    assert.deepEqual(table.prefillTokens, [1, 64, 128, 256, 512]);
+    assert.ok(curve.points.some((p) => p.label.startsWith('prompt 1 tokens (1 step)')));
     assert.deepEqual(table.decodeSeqs, [1, 4]);
     assert.ok(curve.points.some((p) => p.label.startsWith('mixed step: 256-token chunk')));
     // The warm probes: a 512-token chunk after the engine's cached prefix of 128, 256 and 512

@@ -12,7 +12,8 @@
  *   the typical request on this host, and on a shared host the fastest of a few runs is the one
  *   that happened to meet no contention (on a dedicated server the two agree).
  * - Prefill: isolated requests (one at a time, `max_tokens` 1) of 64, 128, ... tokens up to 4 x
- *   the server's token budget, `repeats` of each. A prompt of n tokens runs as ceil(n / budget)
+ *   the server's token budget, `repeats` of each (with `stepTable`, of 1 token too: a knot for the
+ *   fixed cost of a short chunk that ends its prompt, SAMPLE_PROBE_TOKENS). A prompt of n tokens runs as ceil(n / budget)
  *   chunks (the server's chunked prefill), each a step that also reads the KV of the chunks
  *   before it, so the point is modeled as a per-request overhead (HTTP, queueing) plus the sum
  *   of those steps. Prompts of 1, 2 and 4 chunks separate the per-request overhead from the
@@ -134,6 +135,14 @@ export class LiveError extends Error {
 const TOKEN_ID_LO = 1000;
 const TOKEN_ID_HI = 30000;
 const MIN_PREFILL_TOKENS = 64;
+/**
+ * With a step table, a prompt of one token is timed too: what a chunk that ends a prompt costs
+ * before its tokens' compute (one forward pass, the last token's logits and the draw). A table
+ * interpolating from P(0) = 0 to the 64-token knot charged a short chunk almost none of it (on
+ * llama.cpp with a 128k vocabulary a 6-token tail was charged 2 ms and took tens), and a
+ * prefix-sharing workload ends many prompts with such a tail.
+ */
+export const SAMPLE_PROBE_TOKENS = 1;
 const DECODE_BATCHES = [1, 4, 16, 64];
 const DECODE_CONTEXTS = [256, 2048, 8192];
 /** KV tokens a decode probe may hold at once (batch x (context + output)), by default. */
@@ -253,6 +262,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
     const probes = o.stepTable
       ? [
           ...planned.slice(0, 4),
+          { kind: 'prefill', promptTokens: SAMPLE_PROBE_TOKENS } satisfies Probe,
           ...early,
           ...warmProbes(o.budgetTokens, maxPrompt),
           ...tileProbes(o.budgetTokens, maxPrompt),
