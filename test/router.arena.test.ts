@@ -55,7 +55,7 @@ function checkArena(arena: BlockArena, model: (Set<number> | null)[], fleet: num
     for (let w = 0; w < words; w++) {
       let bits = 0;
       for (const r of want) if (r >>> 5 === w) bits |= 1 << (r & 31);
-      assert.equal(heldWord(holder, pool, words, at, w), bits, `entry ${at}, word ${w}`);
+      assert.equal(heldWord(holder[at]!, pool, w), bits, `entry ${at}, word ${w}`);
     }
   }
   assert.equal(arena.sharedSets, shared);

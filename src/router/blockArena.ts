@@ -8,7 +8,8 @@
  * Most blocks are held by one replica (a prompt's own blocks, on the replica it went to), so an
  * entry names its holder in one 32-bit word, `holder[at]`: a replica id (>= 0), or NO_HOLDER.
  * Only a block two or more replicas hold takes a bitset of the whole fleet, a set of `words`
- * words in the shared `pool`, and then `holder[at]` is `~set` (negative). An entry costs 12
+ * words in the shared `pool`, and then `holder[at]` is `~base` (negative), base the set's first
+ * word (not its number: the walk reads it without a multiply). An entry costs 12
  * bytes whatever the fleet's size (a bitset per entry cost 8 + 4 x words: 56 bytes at 352
  * replicas, and that grew with keys x fleet). A set whose holders fall back to one is returned
  * to the pool's free list and the entry names its last holder again, so the sets in use are
@@ -32,11 +33,11 @@ export class BlockArena {
   /** Entry i's key. */
   keys: Float64Array;
   /**
-   * Entry i's holders: one replica id, NO_HOLDER, or `~set` for a set in `pool`. Set when the
+   * Entry i's holders: one replica id, NO_HOLDER, or `~base` for a set at `pool[base]`. Set when the
    * entry is appended, not filled ahead: zeros are pages the system maps only once written.
    */
   holder: Int32Array;
-  /** Shared bitsets, `words` 32-bit words each; a free one's word 0 links the free list. */
+  /** Shared bitsets, `words` 32-bit words each; a free one's word 0 holds the next free base. */
   pool: Int32Array;
   /** Holders per set (0 for a free set). */
   #setHolders: Int32Array;
@@ -82,16 +83,28 @@ export class BlockArena {
     return at;
   }
 
-  /** Widens every shared bitset to `words` words (more replicas); single holders stay as they are. */
+  /**
+   * Widens every shared bitset to `words` words (more replicas): the sets move to their new
+   * bases, and the shared entries and free-list links that name them follow (a scan of the
+   * arena, as rare as the fleet passing a multiple of 64). Single holders stay as they are.
+   */
   widen(words: number): void {
     if (words <= this.#words) return;
     const old = this.pool;
     const oldWords = this.#words;
-    const sets = this.#setHolders.length;
-    const pool = new Int32Array(sets * words);
-    // Word 0 moves with the rest, so the free list's links stay valid.
+    const rebase = (base: number): number => (base / oldWords) * words;
+    const pool = new Int32Array(this.#setHolders.length * words);
     for (let s = 0; s < this.#setsUsed; s++) {
       for (let w = 0; w < oldWords; w++) pool[s * words + w] = old[s * oldWords + w]!;
+      // A free set's word 0 is the next free base.
+      if (this.#setHolders[s] === 0 && pool[s * words] !== NO_SET) {
+        pool[s * words] = rebase(pool[s * words]!);
+      }
+    }
+    if (this.#freeSet !== NO_SET) this.#freeSet = rebase(this.#freeSet);
+    for (let at = 0; at < this.#length; at++) {
+      const h = this.holder[at]!;
+      if (h < 0) this.holder[at] = ~rebase(~h);
     }
     this.pool = pool;
     this.#words = words;
@@ -100,7 +113,7 @@ export class BlockArena {
   testBit(at: number, replica: number): boolean {
     const h = this.holder[at]!;
     if (h >= 0) return h === replica;
-    return (this.pool[~h * this.#words + (replica >>> 5)]! & (1 << (replica & 31))) !== 0;
+    return (this.pool[~h + (replica >>> 5)]! & (1 << (replica & 31))) !== 0;
   }
 
   /** Adds `replica` to the entry's holders; true when it was not one. */
@@ -113,20 +126,19 @@ export class BlockArena {
     if (h === replica) return false;
     if (h >= 0) {
       // A second holder: the entry takes a set with both.
-      const set = this.#takeSet();
-      const base = set * this.#words;
+      const base = this.#takeSet();
       this.pool[base + (h >>> 5)]! |= 1 << (h & 31);
       this.pool[base + (replica >>> 5)]! |= 1 << (replica & 31);
-      this.#setHolders[set] = 2;
-      this.holder[at] = ~set;
+      this.#setHolders[base / this.#words]! = 2;
+      this.holder[at] = ~base;
       return true;
     }
-    const i = ~h * this.#words + (replica >>> 5);
+    const i = ~h + (replica >>> 5);
     const bit = 1 << (replica & 31);
     const word = this.pool[i]!;
     if ((word & bit) !== 0) return false;
     this.pool[i] = word | bit;
-    this.#setHolders[~h]!++;
+    this.#setHolders[~h / this.#words]!++;
     return true;
   }
 
@@ -138,14 +150,13 @@ export class BlockArena {
       this.holder[at] = NO_HOLDER;
       return true;
     }
-    const set = ~h;
-    const words = this.#words;
-    const i = set * words + (replica >>> 5);
+    const base = ~h;
+    const i = base + (replica >>> 5);
     const bit = 1 << (replica & 31);
     const word = this.pool[i]!;
     if ((word & bit) === 0) return false;
     this.pool[i] = word & ~bit;
-    if (--this.#setHolders[set]! === 1) this.holder[at] = this.#lastHolder(set);
+    if (--this.#setHolders[base / this.#words]! === 1) this.holder[at] = this.#lastHolder(base);
     return true;
   }
 
@@ -182,35 +193,34 @@ export class BlockArena {
     this.#length = length;
   }
 
-  /** The one replica left in `set`, whose set goes back to the pool. */
-  #lastHolder(set: number): number {
-    const base = set * this.#words;
+  /** The one replica left in the set at `base`, which goes back to the pool. */
+  #lastHolder(base: number): number {
     let w = 0;
     while (this.pool[base + w] === 0) w++;
     const word = this.pool[base + w]!;
-    this.#releaseSet(set);
+    this.#releaseSet(base);
     return w * 32 + 31 - Math.clz32(word & -word);
   }
 
+  /** A zeroed set's base. */
   #takeSet(): number {
-    let set = this.#freeSet;
-    if (set !== NO_SET) {
-      this.#freeSet = this.pool[set * this.#words]!;
-      this.pool[set * this.#words] = 0;
+    let base = this.#freeSet;
+    if (base !== NO_SET) {
+      this.#freeSet = this.pool[base]!;
+      this.pool[base] = 0;
     } else {
       if (this.#setsUsed === this.#setHolders.length) this.#growPool();
-      set = this.#setsUsed++;
+      base = this.#setsUsed++ * this.#words;
     }
     this.#shared++;
-    return set;
+    return base;
   }
 
-  #releaseSet(set: number): void {
-    const base = set * this.#words;
+  #releaseSet(base: number): void {
     this.pool.fill(0, base, base + this.#words);
     this.pool[base] = this.#freeSet;
-    this.#setHolders[set] = 0;
-    this.#freeSet = set;
+    this.#setHolders[base / this.#words] = 0;
+    this.#freeSet = base;
     this.#shared--;
   }
 
@@ -235,20 +245,14 @@ export class BlockArena {
 }
 
 /**
- * Word `w` of entry `at`'s holder bitset (`holder`, `pool` and `words` read from one arena):
- * the walk's one read of holders, small enough to be inlined. A single holder (or NO_HOLDER,
- * whose word is past every bitset) sets at most one bit of one word; a shared one reads its set.
+ * Word `w` of the holder bitset of an entry whose `holder` word is `h` (`pool` read from the same
+ * arena): the walk's one read of holders, small enough to be inlined. A single holder (or
+ * NO_HOLDER, whose word is past every bitset) sets at most one bit of one word; a shared one
+ * reads its set.
  */
-export function heldWord(
-  holder: Int32Array,
-  pool: Int32Array,
-  words: number,
-  at: number,
-  w: number,
-): number {
-  const h = holder[at]!;
+export function heldWord(h: number, pool: Int32Array, w: number): number {
   if (h >= 0) return h >>> 5 === w ? 1 << (h & 31) : 0;
-  return pool[~h * words + w]!;
+  return pool[~h + w]!;
 }
 
 /** Bitset words for `replicaCount` replicas, in whole pairs (64 replicas a pair). */

@@ -9,7 +9,7 @@
  * a block that some replica still matching lacks in the index: elsewhere they change nothing.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
-import { heldWord } from './blockArena.ts';
+import { heldWord, NO_HOLDER } from './blockArena.ts';
 import type { BlockIndex } from './blockIndex.ts';
 import { type RouteOverlay, startBucketOf } from './overlay.ts';
 
@@ -44,13 +44,13 @@ export function matchPrefix(
     const key = keys[i]!;
     at = at >= 0 && at + 1 < length && entryKeys[at + 1] === key ? at + 1 : index.locate(key);
     if (starts !== null && starts[startBucketOf(key)] !== 0) predicted!.enter(key, i);
+    // Read once per block; a key no replica holds reads as NO_HOLDER, no bit in any word.
+    const h = at >= 0 ? holder[at]! : NO_HOLDER;
     let lacking = 0;
-    if (at >= 0) {
-      for (let l = 0; l < liveCount; l++) {
-        const w = live[l]!;
-        lacking |= alive[w]! & ~heldWord(holder, pool, words, at, w);
-      }
-    } else lacking = 1;
+    for (let l = 0; l < liveCount; l++) {
+      const w = live[l]!;
+      lacking |= alive[w]! & ~heldWord(h, pool, w);
+    }
     if (lacking !== 0) {
       if (predicted !== null) {
         ovHeld.fill(0, 0, words);
@@ -60,7 +60,7 @@ export function matchPrefix(
       for (let l = 0; l < liveCount; l++) {
         const w = live[l]!;
         const was = alive[w]!;
-        let held = at >= 0 ? heldWord(holder, pool, words, at, w) : 0;
+        let held = heldWord(h, pool, w);
         if (predicted !== null) held |= ovHeld[w]!;
         const keep = was & held;
         if (keep !== was) dropAll(was & ~keep, w, i, outBlocks);
@@ -92,7 +92,7 @@ export function matchPrefix(
       const h = holder[at + 1]!;
       if (h !== solo) {
         if (h >= 0) break;
-        const set = ~h * words;
+        const set = ~h;
         if (((want0 & ~pool[set + w0]!) | (want1 & ~pool[set + w1]!)) !== 0) break;
       }
       if (starts !== null && starts[startBucketOf(key)] !== 0) break;
