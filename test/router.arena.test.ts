@@ -166,11 +166,11 @@ const tableOp: fc.Arbitrary<TableOp> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ kind: 'compact' as const }) },
 );
 
-/** Keys spread over both 32-bit halves, many sharing their low half. */
+/** Keys spread over both 32-bit halves (the home slot folds the two). */
 const keyOf = (k: number): number => k * 2 ** 20 + (k % 7);
 
 describe('the key table', () => {
-  test('maps each key to its arena entry, as a Map does, through growth, deletes and compaction', () => {
+  test('maps each key to its entry as a Map does, through growth, deletes and compaction', () => {
     let grew = false;
     fc.assert(
       fc.property(fc.array(tableOp, { minLength: 1_500, maxLength: 4_000, size: 'max' }), (ops) => {

@@ -9,9 +9,9 @@
  * entry names its holder in one 32-bit word, `holder[at]`: a replica id (>= 0), or NO_HOLDER.
  * Only a block two or more replicas hold takes a bitset of the whole fleet, a set of `words`
  * words in the shared `pool`, and then `holder[at]` is `~base` (negative), base the set's first
- * word (not its number: the walk reads it without a multiply). An entry costs 12
- * bytes whatever the fleet's size (a bitset per entry cost 8 + 4 x words: 56 bytes at 352
- * replicas, and that grew with keys x fleet). A set whose holders fall back to one is returned
+ * word (not its number: the walk reads it without a multiply). An entry costs 12 bytes whatever
+ * the fleet's size (a bitset per entry cost 8 + 4 x words: 56 bytes at 352 replicas, and that
+ * grew with keys x fleet). A set whose holders fall back to one is returned
  * to the pool's free list and the entry names its last holder again, so the sets in use are
  * exactly the entries held twice or more.
  */
@@ -33,8 +33,8 @@ export class BlockArena {
   /** Entry i's key. */
   keys: Float64Array;
   /**
-   * Entry i's holders: one replica id, NO_HOLDER, or `~base` for a set at `pool[base]`. Set when the
-   * entry is appended, not filled ahead: zeros are pages the system maps only once written.
+   * Entry i's holders: one replica id, NO_HOLDER, or `~base` for a set at `pool[base]`. Set when
+   * the entry is appended, not filled ahead: zeros are pages the system maps only once written.
    */
   holder: Int32Array;
   /** Shared bitsets, `words` 32-bit words each; a free one's word 0 holds the next free base. */
@@ -45,6 +45,7 @@ export class BlockArena {
   #length = 0;
   /** Sets ever handed out: [0, #setsUsed) are in use or on the free list. */
   #setsUsed = 0;
+  /** Base of the first free set, or NO_SET. */
   #freeSet = NO_SET;
   #shared = 0;
 
