@@ -15,7 +15,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import { BlockArena, wordsFor } from './blockArena.ts';
-import { SlotTable } from './slotTable.ts';
+import { EMPTY, EntryTable } from './entryTable.ts';
 
 /** Free entries tolerated whatever the live count, so small indexes never compact. */
 const MIN_FREE_TO_COMPACT = 4096;
@@ -27,8 +27,8 @@ const SLICE_VISITS = 256;
 export class BlockIndex {
   /** Entries in insertion order: what the prefix walk reads. */
   readonly arena: BlockArena;
-  /** Record: [key + 1, arena index]. */
-  #map: SlotTable;
+  /** Key -> arena index. */
+  #map: EntryTable;
   #counts: number[] = [];
   /** Entries with at least one holder. */
   #live = 0;
@@ -38,7 +38,7 @@ export class BlockIndex {
 
   constructor(replicaCount: number, expectedKeys = 0) {
     this.arena = new BlockArena(wordsFor(replicaCount), expectedKeys);
-    this.#map = new SlotTable(2, expectedKeys);
+    this.#map = new EntryTable(this.arena, expectedKeys);
     this.ensureReplicas(replicaCount);
   }
 
@@ -63,8 +63,7 @@ export class BlockIndex {
 
   /** Arena index of `key`'s entry, or -1 when no replica holds it. */
   locate(key: BlockKey): number {
-    const slot = this.#map.find(key);
-    return slot < 0 ? -1 : this.#map.f64[slot * 2 + 1]!;
+    return this.#map.find(key);
   }
 
   has(key: BlockKey, replica: number): boolean {
@@ -81,13 +80,11 @@ export class BlockIndex {
   add(key: BlockKey, replica: number): boolean {
     if (this.#compacting) this.#compactSlice();
     const map = this.#map;
-    const known = map.size;
-    const slot = map.insert(key);
-    let at: number;
-    if (map.size === known) at = map.f64[slot * 2 + 1]!;
-    else {
+    const slot = map.probe(key);
+    let at = map.entryAt(slot);
+    if (at === EMPTY) {
       at = this.arena.append(key);
-      map.f64[slot * 2 + 1] = at;
+      map.put(slot, at);
       this.#live++;
     }
     if (!this.arena.setBit(at, replica)) return false;
@@ -99,9 +96,9 @@ export class BlockIndex {
   remove(key: BlockKey, replica: number): boolean {
     if (this.#compacting) this.#compactSlice();
     const map = this.#map;
-    const slot = map.find(key);
+    const slot = map.slotOf(key);
     if (slot < 0) return false;
-    const at = map.f64[slot * 2 + 1]!;
+    const at = map.entryAt(slot);
     if (!this.arena.clearBit(at, replica)) return false;
     this.#counts[replica]!--;
     if (this.arena.isEmpty(at)) {
@@ -117,7 +114,7 @@ export class BlockIndex {
       const arena = this.arena;
       for (let at = 0; at < arena.length; at++) {
         if (arena.clearBit(at, replica) && arena.isEmpty(at)) {
-          this.#map.removeAt(this.#map.find(arena.keys[at]!));
+          this.#map.removeAt(this.#map.slotOf(arena.keys[at]!));
           this.#drop(at);
         }
       }
@@ -162,9 +159,9 @@ export class BlockIndex {
       const from = this.#read++;
       if (arena.isFree(from)) continue;
       if (from !== this.#write) {
-        const key = arena.keys[from]!;
+        // The slot is found while the entry still holds its key (the table compares it there).
+        map.repoint(map.slotOf(arena.keys[from]!), this.#write);
         arena.move(from, this.#write);
-        map.f64[map.find(key) * 2 + 1] = this.#write;
         probes++;
       }
       this.#write++;

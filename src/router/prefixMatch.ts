@@ -9,6 +9,7 @@
  * a block that some replica still matching lacks in the index: elsewhere they change nothing.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
+import { heldWord, NO_HOLDER } from './blockArena.ts';
 import type { BlockIndex } from './blockIndex.ts';
 import { type RouteOverlay, startBucketOf } from './overlay.ts';
 
@@ -26,7 +27,7 @@ export function matchPrefix(
   outBlocks: Int32Array,
 ): void {
   const words = index.words;
-  const { keys: entryKeys, holders, length } = index.arena;
+  const { keys: entryKeys, holder, pool, length } = index.arena;
   const predicted = overlay !== null && overlay.pending > 0 ? overlay.walk() : null;
   // A block's bucket of first keys: most are empty, and a walk takes in predictions only there.
   const starts = predicted === null ? null : overlay!.startBuckets;
@@ -43,25 +44,23 @@ export function matchPrefix(
     const key = keys[i]!;
     at = at >= 0 && at + 1 < length && entryKeys[at + 1] === key ? at + 1 : index.locate(key);
     if (starts !== null && starts[startBucketOf(key)] !== 0) predicted!.enter(key, i);
+    // Read once per block; a key no replica holds reads as NO_HOLDER, no bit in any word.
+    const h = at >= 0 ? holder[at]! : NO_HOLDER;
     let lacking = 0;
-    if (at >= 0) {
-      const base = at * words;
-      for (let l = 0; l < liveCount; l++) {
-        const w = live[l]!;
-        lacking |= alive[w]! & ~holders[base + w]!;
-      }
-    } else lacking = 1;
+    for (let l = 0; l < liveCount; l++) {
+      const w = live[l]!;
+      lacking |= alive[w]! & ~heldWord(h, pool, w);
+    }
     if (lacking !== 0) {
       if (predicted !== null) {
         ovHeld.fill(0, 0, words);
         predicted.orPredicted(key, i, nowMs, ovHeld);
       }
-      const base = at * words;
       let kept = 0;
       for (let l = 0; l < liveCount; l++) {
         const w = live[l]!;
         const was = alive[w]!;
-        let held = at >= 0 ? holders[base + w]! : 0;
+        let held = heldWord(h, pool, w);
         if (predicted !== null) held |= ovHeld[w]!;
         const keep = was & held;
         if (keep !== was) dropAll(was & ~keep, w, i, outBlocks);
@@ -83,14 +82,21 @@ export function matchPrefix(
     // With one word, the second test repeats the first (no branch on the count in the loop).
     const w1 = liveCount === 2 ? live[1]! : w0;
     const want1 = alive[w1]!;
-    let base = (at + 1) * words;
+    // An entry naming one holder covers the replicas still matching only when that is the one
+    // replica left (`solo`, else -1, which no holder is); a shared one is read word by word.
+    const solo =
+      liveCount === 1 && (want0 & (want0 - 1)) === 0 ? w0 * 32 + 31 - Math.clz32(want0) : -1;
     while (i < n && at + 1 < length) {
       const key = keys[i]!;
       if (entryKeys[at + 1] !== key) break;
-      if ((want0 & ~holders[base + w0]!) !== 0 || (want1 & ~holders[base + w1]!) !== 0) break;
+      const h = holder[at + 1]!;
+      if (h !== solo) {
+        if (h >= 0) break;
+        const set = ~h;
+        if (((want0 & ~pool[set + w0]!) | (want1 & ~pool[set + w1]!)) !== 0) break;
+      }
       if (starts !== null && starts[startBucketOf(key)] !== 0) break;
       at++;
-      base += words;
       i++;
     }
   }

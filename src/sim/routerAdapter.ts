@@ -14,7 +14,7 @@ import { MultiRouter, routeOrNull } from './multiRouter.ts';
 import { type ReplicaGroup, replicaSpeeds } from './replicaGroups.ts';
 import type { RouterOptions, ViewOptions } from './types.ts';
 
-/** Presizing the index past this (~96 MB of table and arena) is left to growth. */
+/** Presizing the index past this (~40 MB of arena and key table) is left to growth. */
 const MAX_PRESIZED_KEYS = 1 << 21;
 
 /** What the router needs of a simulation's config (a SimConfig is one). */
