@@ -208,7 +208,7 @@ describe('the ProcessingRequest decoder', () => {
     const bytes = serialize({ request_body: { body: Buffer.from('hello'), end_of_stream: true } });
     for (let n = 1; n < bytes.length; n++) {
       const cut = bytes.subarray(0, n);
-      assert.throws(() => protobufjs(cut));
+      assert.throws(() => protobufjs(cut), { name: 'RangeError', message: /^index out of range/ });
       assert.throws(() => decodeProcessingRequest(cut), RangeError);
     }
   });

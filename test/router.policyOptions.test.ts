@@ -223,3 +223,16 @@ describe('delay-cost: time scale and adapters', () => {
     assert.equal(makePolicy('delay-cost', { loraBlind: true }).loraAware, false, 'no slot guard');
   });
 });
+
+for (const policy of ['cost', 'delay-cost']) {
+  test(`${policy}: cpuReloadUsPerToken (default 5.2) prices a CPU-tier hit against a recompute`, () => {
+    // r0 holds the 4-block prompt in its CPU tier only; r1 holds nothing. Both idle.
+    const views = [replicaView(0, { cachedBlocks: 4, cpuCachedTokens: 4 * BLOCK }), replicaView(1)];
+    // Default: the reload is 5.2 / 71.3 of a recompute per token, so the CPU owner wins.
+    assert.equal(makePolicy(policy).pick(input(views)).replicaId, 0);
+    // 80 us per token reloads slower than the 71.3 us a prefill token takes: recompute on r1.
+    assert.equal(makePolicy(policy, { cpuReloadUsPerToken: 80 }).pick(input(views)).replicaId, 1);
+    // Just under the prefill cost the reload still wins.
+    assert.equal(makePolicy(policy, { cpuReloadUsPerToken: 70 }).pick(input(views)).replicaId, 0);
+  });
+}
