@@ -80,6 +80,7 @@ function exactObservations(truth: ReturnType<typeof makeReplicaSpec>): LiveMeasu
     observations,
     warmColdPairs: [],
     requestOverheadsMs: [],
+    textOverheads: [],
     tilePairs: [],
     skipped: [],
     wallS: 0,

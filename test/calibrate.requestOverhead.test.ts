@@ -6,7 +6,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { measuredRequestOverhead } from '../src/calibrate/live.ts';
-import { overheadOf, prefillTotals } from '../src/calibrate/requestOverhead.ts';
+import {
+  overheadOf,
+  prefillTotals,
+  textMsPerPromptToken,
+} from '../src/calibrate/requestOverhead.ts';
 import { fitStepTable, type TableObservation } from '../src/model/index.ts';
 
 /** The histogram as vLLM's prometheus_client writes it (labels as vLLM v1 sets them). */
@@ -53,6 +57,23 @@ describe('the server side', () => {
     assert.equal(measuredRequestOverhead([5, 7]), null);
     assert.equal(measuredRequestOverhead([9, 5, 7, 30]), 7);
     assert.equal(measuredRequestOverhead([-2, -1, -3]), 0);
+  });
+});
+
+describe("a text prompt's tokenization", () => {
+  test('the median of (text overhead - token-id overhead) / prompt tokens; null under 3 runs', () => {
+    const run = (promptTokens: number, overheadMs: number) => ({ promptTokens, overheadMs });
+    // Token-id prompts' overhead 2 ms; text runs at 1,000 tokens: 12, 14, 10 ms -> 0.01 ms/token.
+    assert.equal(textMsPerPromptToken([run(1000, 12), run(1000, 14), run(1000, 10)], 2), 0.01);
+    // An even count: the mean of the middle two (0.008 and 0.010).
+    const four = textMsPerPromptToken(
+      [run(1000, 10), run(1000, 12), run(500, 2), run(1000, 30)],
+      2,
+    );
+    assert.ok(Math.abs(four! - 0.009) < 1e-12, `${four}`);
+    assert.equal(textMsPerPromptToken([run(1000, 12), run(1000, 14)], 2), null);
+    // Text no slower than token ids: 0, not negative.
+    assert.equal(textMsPerPromptToken([run(1000, 1), run(1000, 1.5), run(1000, 2)], 2), 0);
   });
 });
 

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { writeProfile } from '../src/calibrate/profileFile.ts';
+import { readProfile, writeProfile } from '../src/calibrate/profileFile.ts';
 import { parseSimFlags } from '../src/cli/sim.ts';
 import { idlePrefillMs } from '../src/engine/idlePrefill.ts';
 import { makeEngineConfig } from '../src/engine/options.ts';
@@ -32,9 +32,20 @@ const TABLE = {
 const tmp = mkdtempSync(join(tmpdir(), 'kvroute-request-overhead-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
 
-function profileFile(name: string, requestOverheadMs: number): string {
+function profileFile(
+  name: string,
+  requestOverheadMs: number,
+  requestMsPerPromptToken?: number,
+): string {
   const path = join(tmp, `${name}.yaml`);
-  writeProfile(path, tableProfile({ ...TABLE, requestOverheadMs }));
+  writeProfile(
+    path,
+    tableProfile({
+      ...TABLE,
+      requestOverheadMs,
+      ...(requestMsPerPromptToken !== undefined && { requestMsPerPromptToken }),
+    }),
+  );
   return path;
 }
 
@@ -106,6 +117,26 @@ describe('the simulator', () => {
       withIt.map((r, i) => r.endMs! - without[i]!.endMs!),
       [12, 12, 12, 12],
     );
+  });
+
+  test("a text prompt's tokenization: each prompt token adds the profile's ms per token", () => {
+    const trace = traceFile('text', [0, 1000, 2000, 3000]);
+    // 12 ms + 512 tokens x 0.01 ms = 17.12 ms before the two 50 ms chunks.
+    const r = run(trace, profileFile('text', 12, 0.01));
+    for (const x of r) assert.ok(Math.abs(x.ttftMs! - 117.12) < 1e-9, `${x.ttftMs}`);
+    const path = profileFile('text-idle', 12, 0.01);
+    const parsed = parseSimFlags(['--profile', path, '--model', 'llama-3.1-8b', '--tp', '1']);
+    assert.ok(parsed !== 'help');
+    const config = makeEngineConfig({ ...parsed.base.engine, budgetTokens: 256 });
+    assert.ok(Math.abs(idlePrefillMs(config, 256) - (12 + 2.56 + 50)) < 1e-9);
+    // Carried by calibrationFor; a negative value in the file is refused naming the field.
+    const c = calibrationFor(tableProfile({ ...TABLE, requestMsPerPromptToken: 0.01 }), 1);
+    assert.equal(c.requestMsPerPromptToken, 0.01);
+    const bad = join(tmp, 'bad.yaml');
+    writeProfile(bad, tableProfile({ ...TABLE, requestMsPerPromptToken: -1 }));
+    assert.throws(() => readProfile(bad), {
+      message: /table\.requestMsPerPromptToken must be a number >= 0, got -1/,
+    });
   });
 
   test('requests arriving together are handed off together: the schedule shifts by the overhead', () => {

@@ -45,6 +45,7 @@
  */
 import { type Agent, request } from 'undici';
 import { discoverModelCard, openClient } from '../loadgen/run.ts';
+import { builtinVocab } from '../loadgen/words.ts';
 import { type StreamOutcome, streamCompletion } from '../loadgen/sse.ts';
 import type { StepWork } from '../model/cost.ts';
 import { fitCurve, type Observation } from '../model/fit.ts';
@@ -61,7 +62,13 @@ import { Rng } from '../util/rng.ts';
 import { contextPairRate, contextPairRates, type WarmColdPair } from './pairRate.ts';
 import { rowTiling, TILE_PROBE_TOKENS, type TilePair } from './rowTile.ts';
 import { perSequencePasses } from './passes.ts';
-import { overheadOf, type PrefillTotals, prefillTotals } from './requestOverhead.ts';
+import {
+  overheadOf,
+  type PrefillTotals,
+  prefillTotals,
+  type TextOverhead,
+  textMsPerPromptToken,
+} from './requestOverhead.ts';
 
 export interface LiveOptions {
   url: string;
@@ -106,7 +113,8 @@ export type Probe =
   | { kind: 'warm'; chunkTokens: number; contextTokens: number }
   | { kind: 'tile'; chunkTokens: number; contextTokens: number }
   | { kind: 'decode'; batch: number; contextTokens: number; outputTokens: number }
-  | { kind: 'mixed'; chunkTokens: number; contextTokens: number };
+  | { kind: 'mixed'; chunkTokens: number; contextTokens: number }
+  | { kind: 'text'; promptTokens: number };
 
 export interface LiveMeasurements {
   model: string | null;
@@ -123,6 +131,11 @@ export interface LiveMeasurements {
    * requestOverhead.ts); empty from a server without `vllm:request_prefill_time_seconds`.
    */
   requestOverheadsMs: number[];
+  /**
+   * The same for prompts sent as text (with `stepTable`): the server tokenizes those before
+   * their first step, which the token-id probes spare it. requestOverhead.ts.
+   */
+  textOverheads: TextOverhead[];
   /** Probes planned but not run (budget) or left out (too short a window...), in words. */
   skipped: string[];
   wallS: number;
@@ -143,6 +156,8 @@ const MIN_PREFILL_TOKENS = 64;
  * prefix-sharing workload ends many prompts with such a tail.
  */
 export const SAMPLE_PROBE_TOKENS = 1;
+/** Words of the text probe's prompts (one token each for the builtin tokenizer). */
+const TEXT_PROBE_TOKENS = 1024;
 const DECODE_BATCHES = [1, 4, 16, 64];
 const DECODE_CONTEXTS = [256, 2048, 8192];
 /** KV tokens a decode probe may hold at once (batch x (context + output)), by default. */
@@ -194,7 +209,9 @@ export const probeLabel = (p: Probe): string =>
       ? `${p.kind} ${p.chunkTokens}-token chunk after ${p.contextTokens} cached tokens`
       : p.kind === 'mixed'
         ? `mixed ${p.chunkTokens}-token chunk + 1 decode at ${p.contextTokens} tokens`
-        : `decode batch ${p.batch} x ${p.contextTokens} tokens`;
+        : p.kind === 'text'
+          ? `text prompt of ${p.promptTokens} words (the server's tokenization)`
+          : `decode batch ${p.batch} x ${p.contextTokens} tokens`;
 
 /**
  * The mixed probes a step table needs: one decode with a prompt chunk of a length the prefill
@@ -263,6 +280,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
       ? [
           ...planned.slice(0, 4),
           { kind: 'prefill', promptTokens: SAMPLE_PROBE_TOKENS } satisfies Probe,
+          { kind: 'text', promptTokens: Math.min(TEXT_PROBE_TOKENS, maxPrompt) } satisfies Probe,
           ...early,
           ...warmProbes(o.budgetTokens, maxPrompt),
           ...tileProbes(o.budgetTokens, maxPrompt),
@@ -273,6 +291,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
     const observations: Observation[] = [];
     const warmColdPairs: WarmColdPair[] = [];
     const tilePairs: TilePair[] = [];
+    const textOverheads: TextOverhead[] = [];
     const skipped: string[] = [];
     for (const [i, probe] of probes.entries()) {
       const label = probeLabel(probe);
@@ -292,7 +311,9 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
               ? await measureTile(client, probe, o, tilePairs)
               : probe.kind === 'mixed'
                 ? await measureMixed(client, probe, o, contextLimit)
-                : await measureDecode(client, probe, o.speedup);
+                : probe.kind === 'text'
+                  ? await measureText(client, probe, o, textOverheads)
+                  : await measureDecode(client, probe, o.speedup);
       if (typeof result === 'string') {
         skipped.push(`${label}: ${result}`);
         o.onProgress?.({ fraction: fraction(), label, result });
@@ -312,6 +333,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
       warmColdPairs,
       tilePairs,
       requestOverheadsMs: client.overheadsMs,
+      textOverheads,
       skipped,
       wallS: (performance.now() - startedAt) / 1000,
     };
@@ -352,7 +374,11 @@ class Client {
    * `send` of a request the server runs alone (the probes send one at a time): its request
    * overhead is recorded too, from the server's prefill histogram read before and after it.
    */
-  async sendAlone(prompt: number[], maxTokens: number): Promise<StreamOutcome | null> {
+  async sendAlone(
+    prompt: number[] | string,
+    maxTokens: number,
+    onOverhead: (ms: number, outcome: StreamOutcome) => void = (ms) => this.overheadsMs.push(ms),
+  ): Promise<StreamOutcome | null> {
     const before = await this.#prefillTotals();
     const outcome = await this.send(prompt, maxTokens);
     if (outcome === null || before === null) return outcome;
@@ -363,7 +389,7 @@ class Client {
       if (after === null) break;
       const overhead = overheadOf(before, after, ttftMs);
       if (overhead !== null) {
-        this.overheadsMs.push(overhead);
+        onOverhead(overhead, outcome);
         break;
       }
       if (after.count > before.count) break;
@@ -397,7 +423,7 @@ class Client {
    * `stop` cancels comes back with the tokens it had.
    */
   async send(
-    prompt: number[],
+    prompt: number[] | string,
     maxTokens: number,
     stop?: AbortSignal,
   ): Promise<StreamOutcome | null> {
@@ -480,6 +506,30 @@ async function measurePrefill(
     perRequest: true,
     measuredMs: median.ttftMs,
   };
+}
+
+/**
+ * Text prompts of fresh words, one at a time (`max_tokens` 1): each one's TTFT less the prefill
+ * time the server counted, beside the tokens it reported; not a point of the fit (the steps are
+ * those of a token-id prompt of the same length).
+ */
+async function measureText(
+  client: Client,
+  probe: Extract<Probe, { kind: 'text' }>,
+  o: LiveOptions,
+  out: TextOverhead[],
+): Promise<Observation[] | string> {
+  const vocab = builtinVocab();
+  const before = out.length;
+  for (let r = 0; r < (o.repeats ?? DEFAULT_REPEATS); r++) {
+    const text = vocab.text(client.freshPrompt(probe.promptTokens));
+    const outcome = await client.sendAlone(text, 1, (overheadMs, done) => {
+      if (done.promptTokens !== null) out.push({ promptTokens: done.promptTokens, overheadMs });
+    });
+    if (outcome === null) return 'cancelled (time budget)';
+  }
+  if (out.length === before) return 'the server counts no prefill time (no overhead to read)';
+  return [];
 }
 
 /** The run with the median time to first token. */
@@ -720,6 +770,8 @@ export function liveProfile(
   const errorFloorMs = Math.max(0, ...ttfts);
   const requestOverheadMs = measuredRequestOverhead(m.requestOverheadsMs);
   const held = requestOverheadMs === null ? {} : { requestOverheadMs };
+  const perToken =
+    requestOverheadMs === null ? null : textMsPerPromptToken(m.textOverheads, requestOverheadMs);
   const curve: ProfileCurve = fitCurve(spec, m.observations, {
     objective: 'least-squares',
     errorFloorMs,
@@ -748,6 +800,7 @@ export function liveProfile(
     curve.table = {
       ...fit.table,
       requestOverheadMs: fit.requestOverheadMs,
+      ...(perToken !== null && { requestMsPerPromptToken: perToken }),
       fixed: fit.fixed,
       maxErrorPct: fit.maxErrorPct,
       rmsErrorPct: fit.rmsErrorPct,

@@ -256,6 +256,9 @@ function tableSummary(t: NonNullable<ProfileCurve['table']>, budgetTokens: numbe
   return [
     `  step table (times every step in place of the curve): overhead ${t.overheadMs.toFixed(2)} ms/step, ` +
       `${(t.msPerContextPair * 1e6).toFixed(3)} ms per million context pairs, request overhead ${t.requestOverheadMs.toFixed(2)} ms` +
+      (t.requestMsPerPromptToken !== undefined
+        ? ` + ${(t.requestMsPerPromptToken * 1000).toFixed(2)} ms per thousand tokens of a text prompt`
+        : '') +
       (t.fixed.length > 0 ? ` (held at 0: ${t.fixed.join(', ')})` : ''),
     `    prefill tokens -> ms: ${knots(t.prefillTokens, t.prefillMs)}`,
     `    decode sequences -> ms: ${knots(t.decodeSeqs, t.decodeMs)}`,

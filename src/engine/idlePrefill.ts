@@ -51,7 +51,8 @@ function stepsToFirstToken(
   const bs = config.blockSize;
   const maxCachedBlocks = Math.floor((promptTokens - 1) / bs);
   let computed = Math.min(Math.floor(cachedTokens / bs), Math.max(0, maxCachedBlocks)) * bs;
-  let ms = config.spec.calibration?.requestOverheadMs ?? 0;
+  const c = config.spec.calibration;
+  let ms = (c?.requestOverheadMs ?? 0) + (c?.requestMsPerPromptToken ?? 0) * promptTokens;
   while (computed < promptTokens) {
     const tokens = prefillChunkTokens(computed, promptTokens, rules.budgetTokens, rules);
     if (tokens <= 0) break;

@@ -74,6 +74,12 @@ export interface ProfileCurve extends StepCurve {
 export interface ProfileTable extends StepTable {
   /** Per-request overhead fitted with the table, ms; not part of a step. */
   requestOverheadMs: number;
+  /**
+   * ms per prompt token beyond it for a text prompt (the server tokenizes it before its first
+   * step; calibrate's probes send token ids, so it is measured apart with text prompts). Absent:
+   * 0, as older profiles read.
+   */
+  requestMsPerPromptToken?: number;
   fixed: string[];
   maxErrorPct: number;
   rmsErrorPct: number;
@@ -116,6 +122,11 @@ export interface Calibration {
    * after it arrives; its TTFT counts from the arrival.
    */
   requestOverheadMs?: number;
+  /**
+   * What each prompt token adds to that, ms: a text prompt's tokenization on the server (its
+   * table's `requestMsPerPromptToken`; absent where not measured or not positive).
+   */
+  requestMsPerPromptToken?: number;
 }
 
 export class ProfileError extends Error {
@@ -136,6 +147,9 @@ export function calibrationFor(profile: CostProfile, tp: number): Calibration {
     measuredOn: profile.measuredOn,
     curve: { tp, mfuMax, halfTokens, mbu, overheadMs },
     ...(requestOverheadMs > 0 && { requestOverheadMs }),
+    ...((table?.requestMsPerPromptToken ?? 0) > 0 && {
+      requestMsPerPromptToken: table!.requestMsPerPromptToken,
+    }),
     ...(table && {
       table: {
         prefillTokens: table.prefillTokens,
@@ -252,6 +266,13 @@ function readTable(raw: unknown, path: string): ProfileTable {
     if (t.perSequencePasses) table.perSequencePasses = true;
   }
   if (t.msPerPromptSample !== undefined) table.msPerPromptSample = t.msPerPromptSample as number;
+  if (t.requestMsPerPromptToken !== undefined) {
+    table.requestMsPerPromptToken = num(
+      t.requestMsPerPromptToken,
+      `${path}.requestMsPerPromptToken`,
+      { min: 0 },
+    );
+  }
   if (t.attentionRowTile !== undefined) table.attentionRowTile = t.attentionRowTile as number;
   if (t.shortChunkPairFactor !== undefined) {
     table.shortChunkPairFactor = t.shortChunkPairFactor as number;

@@ -110,6 +110,11 @@ export interface FleetOptions {
   onRequest?: (r: FleetRequestRecord) => void;
   /** Per replica, ms from routing a request to its engine taking it (absent: 0 for all). */
   requestOverheadMs?: readonly number[];
+  /**
+   * Per replica, ms more per prompt token (a text prompt's tokenization on the server; absent:
+   * 0 for all): the hand-off is `requestOverheadMs + promptTokens x this` after the routing.
+   */
+  requestOverheadMsPerPromptToken?: readonly number[];
 }
 
 /** A request's outcome: `RequestRecord` without the run's labels (policy, replicas). */
@@ -440,7 +445,9 @@ export class Fleet {
       this.#ended();
       return;
     }
-    const overheadMs = this.#o.requestOverheadMs?.[replica] ?? 0;
+    const overheadMs =
+      (this.#o.requestOverheadMs?.[replica] ?? 0) +
+      (this.#o.requestOverheadMsPerPromptToken?.[replica] ?? 0) * req.arrival.promptLength;
     if (overheadMs <= 0) {
       if (!this.#add(r, req, nowMs)) return;
       this.#assign(r, req, decision.uncachedTokens);

@@ -132,9 +132,14 @@ export function simulate(
   const replicaConfigs = config.fleet
     ? replicaEngineOptions(config.engine, config.fleet).map((o) => makeEngineConfig(o))
     : undefined;
+  const calibrationOf = (r: number) => (replicaConfigs?.[r] ?? engineConfig).spec.calibration;
   const overheads = Array.from(
     { length: config.replicas },
-    (_, r) => (replicaConfigs?.[r] ?? engineConfig).spec.calibration?.requestOverheadMs ?? 0,
+    (_, r) => calibrationOf(r)?.requestOverheadMs ?? 0,
+  );
+  const perToken = Array.from(
+    { length: config.replicas },
+    (_, r) => calibrationOf(r)?.requestMsPerPromptToken ?? 0,
   );
   const fleet = new Fleet({
     replicas: config.replicas,
@@ -163,6 +168,7 @@ export function simulate(
     ...(admitRoute && { admitRoute }),
     ...(config.onRequest && { onRequest: labelled(config.onRequest, policy, config.replicas) }),
     ...(overheads.some((ms) => ms > 0) && { requestOverheadMs: overheads }),
+    ...(perToken.some((ms) => ms > 0) && { requestOverheadMsPerPromptToken: perToken }),
   });
   const outcome = fleet.run();
   const run = summarizeRun(
