@@ -263,20 +263,15 @@ export function parseRealArgs(argv: readonly string[]): RealArgs | string {
         return `--only must be one of ${REAL_PARTS.join(', ')}, got '${v ?? ''}'`;
       }
       out.only = v as RealPart;
-    } else if (a === '--fidelity-requests') {
+    } else if (a === '--fidelity-requests' || a === '--fidelity-runs') {
       const v = argv[++i];
       const n = Number(v);
-      if (!Number.isInteger(n) || n < 4 || n > 1000) {
-        return `--fidelity-requests must be an integer from 4 to 1000, got '${v ?? ''}'`;
+      const [lo, hi] = a === '--fidelity-requests' ? [4, 1000] : [1, 9];
+      if (!Number.isInteger(n) || n < lo! || n > hi!) {
+        return `${a} must be an integer from ${lo} to ${hi}, got '${v ?? ''}'`;
       }
-      out.fidelityRequests = n;
-    } else if (a === '--fidelity-runs') {
-      const v = argv[++i];
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1 || n > 9) {
-        return `--fidelity-runs must be an integer from 1 to 9, got '${v ?? ''}'`;
-      }
-      out.fidelityRuns = n;
+      if (a === '--fidelity-requests') out.fidelityRequests = n;
+      else out.fidelityRuns = n;
     } else {
       return `unknown flag '${a}': bench:real takes --json, --quick, --runtime llama.cpp|sim, --only ${REAL_PARTS.join('|')}, --fidelity-requests N, --fidelity-runs N`;
     }
