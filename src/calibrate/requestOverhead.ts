@@ -56,8 +56,8 @@ export interface TextOverhead {
 /**
  * What each prompt token of a text prompt adds to the request overhead, ms: the median over the
  * text runs of (their overhead - the token-id prompts' overhead) / their prompt tokens, not below
- * 0; null with fewer than 3 runs. The server tokenizes a text prompt before its first step (about
- * 10 ms for 1,300 tokens on the llama.cpp engine here), which a workload of text prompts pays on
+ * 0; null with fewer than 3 runs. The server tokenizes a text prompt before its first step (2 to
+ * 9 ms for 1,300 tokens on the llama.cpp engine here), which a workload of text prompts pays on
  * every request and the token-id probes never do.
  */
 export function textMsPerPromptToken(
