@@ -1,8 +1,16 @@
 #!/usr/bin/env node
 // Runs the TypeScript sources directly through tsx's loader, so `npx kvroute` works right
 // after `npm ci` with no build step and no stale output.
-import { register } from 'tsx/esm/api';
+import { fileURLToPath } from 'node:url';
+import { followParent, rerunWithHugePages, wantsHugePages } from './hugePages.js';
 
-register();
-const { main } = await import('../src/cli/main.ts');
-process.exitCode = await main(process.argv.slice(2));
+const args = process.argv.slice(2);
+if (wantsHugePages(args)) {
+  process.exitCode = await rerunWithHugePages(fileURLToPath(import.meta.url), args);
+} else {
+  followParent();
+  const { register } = await import('tsx/esm/api');
+  register();
+  const { main } = await import('../src/cli/main.ts');
+  process.exitCode = await main(args);
+}

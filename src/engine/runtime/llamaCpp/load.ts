@@ -74,7 +74,8 @@ export async function loadGgufModel(path: string, flag = '--gguf'): Promise<Llam
   const lib = await loadLlamaCpp();
   lastLogError = '';
   try {
-    return await lib.loadModel({ modelPath: path, gpuLayers: 0 });
+    // Read, not mapped: malloc'd weights can sit on huge pages (bin/hugePages.js says why).
+    return await lib.loadModel({ modelPath: path, gpuLayers: 0, useMmap: false });
   } catch (err) {
     const why = lastLogError || (err as Error).message.split('\n')[0]!;
     throw new EngineError(

@@ -1,0 +1,61 @@
+/**
+ * llama.cpp on transparent huge pages. On this kind of Linux VM a step that touches the whole
+ * output matrix again (the first step that computes logits after prompt chunks) ran 25 -> 40 to
+ * 80 ms about half the time on 4 KiB pages: re-walking 65 MB of weights that the prompt chunks
+ * had pushed out of the translation caches. With the weights and buffers on 2 MiB pages the
+ * spikes were gone (bench/llamaCppPages.ts measures both). llama.cpp reads its weights into
+ * malloc'd memory (load.ts: no mmap), and glibc madvises its large regions for huge pages with
+ * `glibc.malloc.hugetlb=1`; glibc reads that tunable once, at start, so a command that runs
+ * llama.cpp engines starts itself again once with it. The child dies with its parent (an IPC
+ * channel closes even on SIGKILL), takes its signals, and its exit is the parent's.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+const TUNABLE = 'glibc.malloc.hugetlb=1';
+/** Set in the child's environment: it has a parent to follow. */
+const CHILD_MARK = 'KVROUTE_HUGE_PAGES_CHILD';
+
+/** True for a llama.cpp command on Linux with huge pages on offer and the tunable not yet set. */
+export function wantsHugePages(args, env = process.env) {
+  if (process.platform !== 'linux') return false;
+  if ((env.GLIBC_TUNABLES ?? '').includes('glibc.malloc.hugetlb')) return false;
+  const at = args.indexOf('--runtime');
+  if (!(at >= 0 && args[at + 1] === 'llama.cpp') && !args.includes('--runtime=llama.cpp')) {
+    return false;
+  }
+  try {
+    return !readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8').includes('[never]');
+  } catch {
+    return false;
+  }
+}
+
+/** Runs this command again with the tunable set; resolves when it has ended. */
+export function rerunWithHugePages(binPath, args) {
+  const tunables = [process.env.GLIBC_TUNABLES, TUNABLE].filter(Boolean).join(':');
+  const child = spawn(process.execPath, [...process.execArgv, binPath, ...args], {
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, GLIBC_TUNABLES: tunables, [CHILD_MARK]: '1' },
+    // Its own process group: a terminal's Ctrl-C reaches it once, forwarded, not twice.
+    detached: true,
+  });
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  const forward = (signal) => child.kill(signal);
+  for (const s of signals) process.on(s, forward);
+  return new Promise((resolve) => {
+    child.on('exit', (code, signal) => {
+      for (const s of signals) process.off(s, forward);
+      if (signal !== null) process.kill(process.pid, signal);
+      else resolve(code ?? 1);
+    });
+  });
+}
+
+/** In the child: die with the parent (its end of the channel closes when it dies). */
+export function followParent() {
+  if (process.env[CHILD_MARK] !== '1' || !process.channel) return;
+  delete process.env[CHILD_MARK];
+  process.channel.unref();
+  process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
+}
