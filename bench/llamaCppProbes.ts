@@ -3,7 +3,7 @@
  * by the shape of its chunks, the facts behind the step table's `attentionRowTile`,
  * `shortChunkPairFactor` and the runtime's sampler options (docs/calibration.md).
  *
- *   node --import tsx bench/llamaCppProbes.ts [--reps 5] [--only E0,E1,E2,E3,E4] [--fa auto|false]
+ *   node --import tsx bench/llamaCppProbes.ts [--reps 5] [--only E0,E1,E2,E3,E4,E5] [--fa auto|false]
  *     [--mmap auto|false] [--kv-debug] [--sequences 8] [--clock cpu|wall]
  *
  * Same shape as bench:real's fidelity engine: the tiny model, 1 thread, batch 256, 8 sequences
@@ -21,10 +21,17 @@
  *     null, as the runtime passes them now) at c = 0 / 512 / 1,024; n = 1 is a decode.
  * E3  H3, idle and placement: 132 @ 1,024 with sample back to back, after 3 s idle, an inner
  *     chunk after idle as control, and after a state copy (save/load) instead of in-place erase.
+ * E5  H5, page size: a prompt of 1,113 fresh tokens in 256-token chunks (no sample), then three
+ *     decodes with sample: the first is the first step since the prompt began to compute logits
+ *     (it reads the whole 65 MB output matrix again). On 4 KiB pages it ran 25 -> 40 to 80 ms
+ *     about half the time; run it both ways, with `--clock wall` (the cost is page walks):
+ *     `... --only E5 --clock wall` (mmap'd weights) against
+ *     `GLIBC_TUNABLES=glibc.malloc.hugetlb=1 ... --only E5 --clock wall --mmap false` (the
+ *     engine's setting, bin/hugePages.js). Also prints the process's AnonHugePages.
  * E4  H4, two chunks in one step: consecutive sequence ids (llama.cpp's split_equal pairs them
  *     into one ubatch of equal lengths plus a tail) against non-consecutive ids.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -43,7 +50,7 @@ const flag = (name: string): string | undefined => {
   return at >= 0 ? argv[at + 1] : undefined;
 };
 const REPS = Number(flag('--reps') ?? 5);
-const ONLY = new Set((flag('--only') ?? 'E0,E1,E2,E3,E4').split(','));
+const ONLY = new Set((flag('--only') ?? 'E0,E1,E2,E3,E4,E5').split(','));
 const FA = flag('--fa') === 'false' ? false : 'auto';
 const MMAP = flag('--mmap') === 'false' ? false : 'auto';
 const SEQUENCES = Number(flag('--sequences') ?? 8);
@@ -337,6 +344,35 @@ if (ONLY.has('E4')) {
   log(
     `E4 132@1024+sample alone ${m.A!.toFixed(1)}, 124@0 alone ${m.B!.toFixed(1)}, sum ${(m.A! + m.B!).toFixed(1)}; together: ids 0+1 ${m.consecutive!.toFixed(1)}, ids 0+3 ${m.nonConsecutive!.toFixed(1)}`,
   );
+}
+
+if (ONLY.has('E5')) {
+  const first: number[] = [];
+  const later: number[] = [];
+  for (let r = 0; r < REPS * 4; r++) {
+    const seq = seqs[r % SEQUENCES]!;
+    await restore(seq, 0);
+    await fill(seq, 1113);
+    for (let d = 0; d < 3; d++) {
+      const t0 = clock();
+      await seq.controlledEvaluate(items(fresh(1), 'off'));
+      (d === 0 ? first : later).push(clock() - t0);
+    }
+  }
+  const hugeKb = /AnonHugePages:\s+(\d+)/.exec(readFileSync('/proc/self/smaps_rollup', 'utf8'));
+  const p90 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.9)]!;
+  const o = {
+    e: 'E5',
+    glibcTunables: process.env.GLIBC_TUNABLES ?? null,
+    mmap: MMAP,
+    anonHugePagesMb: hugeKb ? Number(hugeKb[1]) / 1024 : null,
+    firstDecodeMs: { median: median(first), p90: p90(first), max: Math.max(...first) },
+    laterDecodeMs: { median: median(later), p90: p90(later), max: Math.max(...later) },
+    slowFirst: first.filter((x) => x > 2 * median(later)).length,
+    of: first.length,
+  };
+  emit(o);
+  log(`E5 ${JSON.stringify(o)}`);
 }
 
 log(`load average at the end ${loadavg()[0]!.toFixed(2)}`);
