@@ -6,7 +6,9 @@
  * same plan (what `kvroute sim --profile` charges it), with the placement time (state copies,
  * erasures) inside it. Then `kvroute sim --profile` of the same trace (bench:real's fidelity
  * flags), its own steps and each request's TTFT beside the live one: where the two runs part.
- * `node --import tsx bench/realSteps.ts [--calibrate-s 120] [--requests 16]`; one JSON line per
+ * `GLIBC_TUNABLES=glibc.malloc.hugetlb=1 node --import tsx bench/realSteps.ts [--calibrate-s 120]
+ * [--requests 16]` (the engine runs in this process: the tunable puts it on huge pages as
+ * `kvroute engine --runtime llama.cpp` is, docs/real-engine.md); one JSON line per
  * step (`run: live` or `sim`) and per request (`request`) on stdout, the totals and the host's
  * load average on stderr.
  */
@@ -47,8 +49,6 @@ interface Step {
   promptSamples: number;
 }
 const steps: Step[] = [];
-/** When each request's first token left the engine (the end of the step that sampled it). */
-const firstTokenAtMs: number[] = [];
 let recording = false;
 const server = await startEngineServer({
   host: '127.0.0.1',
@@ -64,7 +64,6 @@ const server = await startEngineServer({
     threads: 1,
     onStep: (result, executed) => {
       if (!recording) return;
-      for (const t of result.emitted) if (t.index === 0) firstTokenAtMs.push(performance.now());
       steps.push({
         endMs: performance.now(),
         durationMs: executed.durationMs,
@@ -136,13 +135,9 @@ try {
   );
   recording = true;
   const t0 = performance.now();
-  const clientFirstAtMs: number[] = [];
   const liveRequests: RequestRecord[] = [];
   const live = await runBench({
-    onRequest: (r) => {
-      liveRequests.push(r);
-      if (r.ttftMs !== null) clientFirstAtMs.push(r.arrivalMs + r.ttftMs);
-    },
+    onRequest: (r) => liveRequests.push(r),
     url: server.url,
     workload: { kind: 'trace', path: trace, rateScale: 0.5 },
     seed: 1,
@@ -210,11 +205,6 @@ try {
     );
   }
   log(`sim TTFT p50 ${sim.ttftMs.p50.toFixed(0)} p99 ${sim.ttftMs.p99.toFixed(0)} ms`);
-  // Client first token (from the run's start) against the engine's step end that sampled it.
-  const engineFirst = firstTokenAtMs.map((x) => x - t0).sort((a, b) => a - b);
-  const clientFirst = clientFirstAtMs.sort((a, b) => a - b);
-  const lateMs = clientFirst.map((c, i) => +(c - (engineFirst[i] ?? Number.NaN)).toFixed(1));
-  log(`client first token - engine step end, per request in order: ${lateMs.join(', ')} ms`);
   log(
     `live TTFT p50 ${live.ttftMs.p50.toFixed(0)} p99 ${live.ttftMs.p99.toFixed(0)} ms; ${steps.length} steps: live ${liveMs.toFixed(0)} ms, table ${tableMs.toFixed(0)} ms; load average ${loadavg()[0]!.toFixed(1)}`,
   );
