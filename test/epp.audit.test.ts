@@ -6,23 +6,23 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { waitFor, within } from './gateway.harness.ts';
 import {
-  DataPlaneStream,
-  type Decoded,
-  dataPlaneClient,
+  EnvoyStream,
+  envoyClient,
+  httpBody,
+  httpHeaders,
   requestHeaders,
   setHeader,
-} from '../src/epp/dataPlane.ts';
-import { waitFor, within } from './gateway.harness.ts';
+} from './support/envoy.ts';
 import { type EppFleetHandle, startTestEpp } from './support/epp.ts';
 
 let epp: EppFleetHandle;
-// biome-ignore lint/suspicious/noExplicitAny: generated gRPC client
-let client: any;
+let client: ReturnType<typeof envoyClient>;
 
 before(async () => {
   epp = await startTestEpp(2, 'cost');
-  client = dataPlaneClient(epp.address);
+  client = envoyClient(epp.address);
 });
 after(async () => {
   client?.close();
@@ -37,14 +37,16 @@ async function exchange(
   body: Record<string, unknown>,
 ): Promise<{ replica: string; cached: number | null }> {
   const bytes = Buffer.from(JSON.stringify(body));
-  const stream = new DataPlaneStream(client);
+  // Envoy's side, written by field number (test/support/envoy.ts): 4 request_body, 3
+  // response_headers, 5 response_body.
+  const stream = new EnvoyStream(client);
   stream.send(requestHeaders('/v1/completions'));
-  stream.send({ request_body: { body: bytes, end_of_stream: true } });
-  const head: Decoded = await stream.next();
+  stream.send({ 4: httpBody(bytes, true) });
+  const head = await stream.next();
   const endpoint = setHeader(head.request_headers, 'x-gateway-destination-endpoint')!;
   const sent: Buffer[] = [];
   for (;;) {
-    const r: Decoded = await stream.next();
+    const r = await stream.next();
     const s = r.request_body.response.body_mutation.streamed_response;
     sent.push(Buffer.from(s.body));
     if (s.end_of_stream) break;
@@ -55,19 +57,15 @@ async function exchange(
     body: Buffer.concat(sent),
   });
   stream.send({
-    response_headers: {
-      headers: {
-        headers: [
-          { key: ':status', raw_value: Buffer.from(String(res.status)) },
-          { key: 'content-type', raw_value: Buffer.from(res.headers.get('content-type') ?? '') },
-        ],
-      },
-    },
+    3: httpHeaders({
+      ':status': String(res.status),
+      'content-type': res.headers.get('content-type') ?? '',
+    }),
   });
-  const answer: Decoded = await stream.next();
+  const answer = await stream.next();
   const replica = setHeader(answer.response_headers, 'x-kvroute-replica')!;
   const text = Buffer.from(await res.arrayBuffer());
-  stream.send({ response_body: { body: text, end_of_stream: true } });
+  stream.send({ 5: httpBody(text, true) });
   await stream.next();
   stream.end();
   await within(120_000, stream.status, 'stream end');

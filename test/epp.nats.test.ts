@@ -9,12 +9,12 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { DataPlaneStream, dataPlaneClient, requestHeaders } from '../src/epp/dataPlane.ts';
 import { type EppHandle, startEpp } from '../src/epp/server.ts';
 import type { BackendConfig } from '../src/gateway/config.ts';
 import type { Router } from '../src/router/index.ts';
 import type { SyncConfig } from '../src/sync/stateSync.ts';
 import { configFor, type EngineServerHandle, startEngines, waitFor } from './gateway.harness.ts';
+import { EnvoyStream, envoyClient, httpBody, requestHeaders } from './support/envoy.ts';
 import { type NatsServer, natsServerInstalled, startNatsServer } from './support/natsServer.ts';
 
 const skip = natsServerInstalled()
@@ -59,10 +59,10 @@ function chatBody(seed: number): Buffer {
  * in the picker's ledger until the stream ends. Returns the stream (still open).
  */
 async function openExchange(address: string, seed: number) {
-  const client = dataPlaneClient(address);
-  const stream = new DataPlaneStream(client);
+  const client = envoyClient(address);
+  const stream = new EnvoyStream(client);
   stream.send(requestHeaders(CHAT));
-  stream.send({ request_body: { body: chatBody(seed), end_of_stream: true } });
+  stream.send({ 4: httpBody(chatBody(seed), true) }); // request_body
   const head = await stream.next();
   assert.equal(head?.response, 'request_headers', JSON.stringify(head).slice(0, 300));
   return {
