@@ -19,6 +19,8 @@ export const NO_HANDLE = -1;
 
 const U64_MAX = 0xffff_ffff_ffff_ffffn;
 const MIN_SLOTS = 1024;
+/** Slots below which the table grows fourfold, not twofold. */
+const QUADRUPLE_BELOW = 1 << 16;
 /** Words per slot: low, high, handle + 1. */
 const STRIDE = 3;
 
@@ -136,7 +138,9 @@ export class EngineHashTable {
 
   #grow(): void {
     const old = this.#slots;
-    const count = (this.#mask + 1) * 2;
+    // Four times while small: a replica's map fills from empty to its KV pool's blocks, and each
+    // growth is a fresh allocation and a pass over the table (at most 3/4 of 768 KiB idle).
+    const count = (this.#mask + 1) * (this.#mask + 1 < QUADRUPLE_BELOW ? 4 : 2);
     this.#mask = count - 1;
     this.#shift = 32 - Math.log2(count);
     const slots = new Int32Array(count * STRIDE);

@@ -68,8 +68,11 @@ const groupBit = (groupIdx: number | null | undefined): number =>
 const isTier = (medium: string | null | undefined): boolean =>
   medium !== undefined && medium !== null && medium !== 'GPU';
 
-/** Handles an engine hash's slots start with; they double when full. */
+/** Handles an engine hash's slots start with; they grow fourfold, from HANDLES_DOUBLE on twofold. */
 const MIN_HANDLES = 1024;
+const HANDLES_DOUBLE = 1 << 15;
+/** Router keys the counted-hash table is sized for at first (64 KiB). */
+const MIN_REFS = 2048;
 
 export class ForeignKeyMap {
   /** Engine hash -> handle: a small integer indexing `#keyOf`, `#maskOf` and `#seqOf` below. */
@@ -91,7 +94,7 @@ export class ForeignKeyMap {
    * Counted engine hashes per router key (two engine hashes, e.g. differing extra keys, can
    * share one): record [key + 1, count], a key absent when none is counted.
    */
-  #refs = new SlotTable(2);
+  #refs = new SlotTable(2, MIN_REFS);
   #hybrid = false;
   /** Engine hash -> router key of the blocks in the CPU tier (OffloadingConnector events). */
   #cpuKeys = new Map<EngineHash, BlockKey>();
@@ -174,13 +177,14 @@ export class ForeignKeyMap {
   }
 
   #grow(): void {
-    const keyOf = new Float64Array(this.#keyOf.length * 2);
+    const handles = this.#keyOf.length * (this.#keyOf.length < HANDLES_DOUBLE ? 4 : 2);
+    const keyOf = new Float64Array(handles);
     keyOf.set(this.#keyOf);
     this.#keyOf = keyOf;
-    const maskOf = new Int32Array(this.#maskOf.length * 2);
+    const maskOf = new Int32Array(handles);
     maskOf.set(this.#maskOf);
     this.#maskOf = maskOf;
-    const seqOf = new Float64Array(this.#seqOf.length * 2).fill(-1);
+    const seqOf = new Float64Array(handles).fill(-1);
     seqOf.set(this.#seqOf);
     this.#seqOf = seqOf;
   }
