@@ -242,3 +242,52 @@ describe('the key table', () => {
     for (let k = 0; k < 5 * first; k++) assert.equal(arena.keys[k], keyOf(k));
   });
 });
+
+describe('the key table with long probe runs', () => {
+  // Keys below 2^32 whose home slot in a 1,024-slot table is one of a few slots, two of them
+  // next to the end (runs wrap round), so that runs grow past 15 slots: displacements saturate
+  // and a deletion must read a moved key's home from the arena.
+  const HOMES = [1_020, 1_022, 3];
+  const home = (key: number): number => Math.imul(key, 0x9e3779b1) >>> 22;
+  const crowded: number[] = [];
+  for (let key = 1; crowded.length < 90; key++) {
+    if (HOMES.includes(home(key))) crowded.push(key);
+  }
+
+  test('finds, inserts and deletes as a Map does', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ insert: fc.boolean(), k: fc.nat(crowded.length - 1) }), {
+          minLength: 50,
+          maxLength: 600,
+        }),
+        (ops) => {
+          const arena = new BlockArena(2);
+          const table = new EntryTable(arena);
+          const model = new Map<number, number>();
+          for (const op of ops) {
+            const key = crowded[op.k]!;
+            if (op.insert) {
+              const slot = table.probe(key);
+              assert.equal(table.entryAt(slot), model.get(key) ?? EMPTY);
+              if (table.entryAt(slot) !== EMPTY) continue;
+              const at = arena.append(key);
+              table.put(slot, at);
+              model.set(key, at);
+            } else {
+              const slot = table.slotOf(key);
+              assert.equal(slot >= 0, model.has(key));
+              if (slot < 0) continue;
+              table.removeAt(slot);
+              arena.free(model.get(key)!);
+              model.delete(key);
+            }
+            for (const k of crowded) assert.equal(table.find(k), model.get(k) ?? -1);
+          }
+          assert.equal(table.size, model.size);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+});

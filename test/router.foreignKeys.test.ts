@@ -123,3 +123,91 @@ test('a hash map past its first thousand handles keeps every mapping', () => {
   assert.equal(map.size, 3_000 - 1_000 + 600);
   for (const h of hashes) assert.equal(map.routerKey(h), model.routerKey(h));
 });
+
+/** Hashes of every kind a caller may hand in: u64 BigInts, others, and numbers and strings. */
+const MIXED: EngineHash[] = [
+  0n,
+  7n,
+  0xffff_ffff_ffff_ffffn,
+  1n << 64n,
+  -1n,
+  -7n,
+  7,
+  0,
+  '7',
+  'ab12',
+  0x9e3779b97f4a7c15n,
+  0x9e3779b97f4a7c15n + (1n << 64n),
+];
+
+test('hashes of every kind stay distinct keys, as in a Map', () => {
+  const mixedHash = fc.constantFrom(...MIXED);
+  const mixedEvent = fc.oneof(
+    {
+      weight: 6,
+      arbitrary: fc
+        .record({
+          hashes: fc.array(mixedHash, { minLength: 1, maxLength: 4 }),
+          parent: fc.option(mixedHash, { nil: null }),
+          tokens: fc.array(fc.nat(2), { minLength: 8, maxLength: 8 }),
+        })
+        .map(
+          (e): ForeignKvEvent => ({
+            type: 'BlockStored',
+            blockHashes: e.hashes,
+            parentBlockHash: e.parent,
+            tokenIds: e.tokens.slice(0, e.hashes.length * 2),
+            blockSize: 2,
+            loraName: null,
+            cacheSalt: null,
+          }),
+        ),
+    },
+    {
+      weight: 3,
+      arbitrary: fc
+        .array(mixedHash, { minLength: 1, maxLength: 4 })
+        .map((blockHashes): ForeignKvEvent => ({ type: 'BlockRemoved', blockHashes })),
+    },
+  );
+  fc.assert(
+    fc.property(
+      fc.array(fc.array(mixedEvent, { minLength: 1, maxLength: 4 }), { maxLength: 30 }),
+      (batches) => {
+        const map = new ForeignKeyMap();
+        const model = new ReferenceForeignKeyMap();
+        for (const batch of batches) {
+          assert.deepEqual(plain(map.translate(batch)), plain(model.translate(batch)));
+          assert.equal(map.size, model.size);
+          for (const h of MIXED) assert.equal(map.routerKey(h), model.routerKey(h));
+        }
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
+
+test('a map of 50,000 hashes (tables past their fourfold growth) keeps every mapping', () => {
+  const map = new ForeignKeyMap();
+  const model = new ReferenceForeignKeyMap();
+  const count = 50_000;
+  const hashes = Array.from({ length: count }, (_, i) =>
+    BigInt.asUintN(64, BigInt(i) * 0x9e3779b97f4a7c15n + 3n),
+  );
+  const tokenIds = Array.from({ length: count * 2 }, (_, i) => (i * 7919) % 50_000);
+  const events: ForeignKvEvent[] = [
+    {
+      type: 'BlockStored',
+      blockHashes: hashes,
+      parentBlockHash: null,
+      tokenIds,
+      blockSize: 2,
+      loraName: null,
+      cacheSalt: null,
+    },
+    { type: 'BlockRemoved', blockHashes: hashes.filter((_, i) => i % 5 === 0) },
+  ];
+  assert.deepEqual(plain(map.translate(events)), plain(model.translate(events)));
+  assert.equal(map.size, count - count / 5);
+  for (const h of hashes) assert.equal(map.routerKey(h), model.routerKey(h));
+});

@@ -16,10 +16,10 @@
  */
 import { type BlockKey, extendBlockKey, extendBlockKeys, type KeyScope } from '../kv/blockKey.ts';
 import type { AllBlocksCleared, KvEvent } from '../kv/events.ts';
+import { type EngineHash, EngineHashTable, NO_HANDLE } from './engineHashTable.ts';
 import { SlotTable } from './slotTable.ts';
 
-/** An engine's block hash as decoded off the wire. */
-export type EngineHash = bigint | number | string;
+export type { EngineHash } from './engineHashTable.ts';
 
 export interface ForeignBlockStored {
   type: 'BlockStored';
@@ -68,19 +68,25 @@ const groupBit = (groupIdx: number | null | undefined): number =>
 const isTier = (medium: string | null | undefined): boolean =>
   medium !== undefined && medium !== null && medium !== 'GPU';
 
-/** Handles an engine hash's slots start with; they double when full. */
+/** Handles an engine hash's slots start with; they grow fourfold, from HANDLES_DOUBLE on twofold. */
 const MIN_HANDLES = 1024;
+const HANDLES_DOUBLE = 1 << 15;
+/** Router keys the counted-hash table is sized for at first (64 KiB). */
+const MIN_REFS = 2048;
 
 export class ForeignKeyMap {
-  /**
-   * Engine hash -> handle: a small integer (a Map value without a boxed number), indexing
-   * `#keyOf` and `#maskOf` below. Map order is the hashes' insertion order, as a recount walks it.
-   */
-  #handles = new Map<EngineHash, number>();
+  /** Engine hash -> handle: a small integer indexing `#keyOf`, `#maskOf` and `#seqOf` below. */
+  #handles = new EngineHashTable();
   /** Handle -> router key. */
   #keyOf = new Float64Array(MIN_HANDLES);
   /** Handle -> groups holding the hash (group 0 alone until a second group appears). */
   #maskOf = new Int32Array(MIN_HANDLES);
+  /**
+   * Handle -> when its hash was mapped (-1: a free handle): a recount re-judges hashes in the
+   * order they were mapped, as it did walking a Map.
+   */
+  #seqOf = new Float64Array(MIN_HANDLES).fill(-1);
+  #nextSeq = 0;
   /** Handles given back by removed hashes, reused first. */
   #free: number[] = [];
   #nextHandle = 0;
@@ -88,7 +94,7 @@ export class ForeignKeyMap {
    * Counted engine hashes per router key (two engine hashes, e.g. differing extra keys, can
    * share one): record [key + 1, count], a key absent when none is counted.
    */
-  #refs = new SlotTable(2);
+  #refs = new SlotTable(2, MIN_REFS);
   #hybrid = false;
   /** Engine hash -> router key of the blocks in the CPU tier (OffloadingConnector events). */
   #cpuKeys = new Map<EngineHash, BlockKey>();
@@ -110,7 +116,7 @@ export class ForeignKeyMap {
 
   routerKey(hash: EngineHash): BlockKey | undefined {
     const handle = this.#handles.get(hash);
-    return handle === undefined ? undefined : this.#keyOf[handle];
+    return handle === NO_HANDLE ? undefined : this.#keyOf[handle];
   }
 
   /** Translates foreign events into kvroute events, updating the hash map. */
@@ -136,8 +142,10 @@ export class ForeignKeyMap {
   clear(): void {
     this.#cpuKeys.clear();
     this.#handles.clear();
+    this.#seqOf.fill(-1, 0, this.#nextHandle);
     this.#free.length = 0;
     this.#nextHandle = 0;
+    this.#nextSeq = 0;
     this.#refs.clear();
     this.#kinds.clear();
     this.#hybrid = false;
@@ -157,22 +165,36 @@ export class ForeignKeyMap {
     }
     this.#keyOf[handle] = key;
     this.#maskOf[handle] = mask;
-    this.#handles.set(hash, handle);
+    this.#seqOf[handle] = this.#nextSeq++;
+    this.#handles.add(hash, handle);
   }
 
   /** Forgets `hash` (mapped to `handle`). */
   #unmap(hash: EngineHash, handle: number): void {
     this.#handles.delete(hash);
+    this.#seqOf[handle] = -1;
     this.#free.push(handle);
   }
 
   #grow(): void {
-    const keyOf = new Float64Array(this.#keyOf.length * 2);
+    const handles = this.#keyOf.length * (this.#keyOf.length < HANDLES_DOUBLE ? 4 : 2);
+    const keyOf = new Float64Array(handles);
     keyOf.set(this.#keyOf);
     this.#keyOf = keyOf;
-    const maskOf = new Int32Array(this.#maskOf.length * 2);
+    const maskOf = new Int32Array(handles);
     maskOf.set(this.#maskOf);
     this.#maskOf = maskOf;
+    const seqOf = new Float64Array(handles).fill(-1);
+    seqOf.set(this.#seqOf);
+    this.#seqOf = seqOf;
+  }
+
+  /** Mapped handles in the order their hashes were mapped. */
+  #handlesInOrder(): number[] {
+    const handles: number[] = [];
+    for (let h = 0; h < this.#nextHandle; h++) if (this.#seqOf[h]! >= 0) handles.push(h);
+    const seqOf = this.#seqOf;
+    return handles.sort((a, b) => seqOf[a]! - seqOf[b]!);
   }
 
   /** One more counted engine hash for `key`. */
@@ -214,7 +236,7 @@ export class ForeignKeyMap {
     const before = this.#fullMask;
     const added: BlockKey[] = [];
     const removed: BlockKey[] = [];
-    for (const handle of this.#handles.values()) {
+    for (const handle of this.#handlesInOrder()) {
       const key = this.#keyOf[handle]!;
       const mask = this.#maskOf[handle]!;
       this.#fullMask = before;
@@ -305,7 +327,7 @@ export class ForeignKeyMap {
     for (let i = 0; i < hashes.length; i++) {
       const hash = hashes[i]!;
       const handle = this.#handles.get(hash);
-      if (handle === undefined) continue;
+      if (handle === NO_HANDLE) continue;
       const key = this.#keyOf[handle]!;
       if (!this.#hybrid) {
         // One group, which always counts: the common case, kept to two map operations.
@@ -348,7 +370,7 @@ export class ForeignKeyMap {
       const handle = this.#handles.get(hash);
       if (!this.#hybrid) {
         // What changes is the hash's key, if anything.
-        if (handle === undefined) {
+        if (handle === NO_HANDLE) {
           this.#map(hash, key, 1);
           this.#retain(key);
         } else {
@@ -361,12 +383,12 @@ export class ForeignKeyMap {
         }
         continue;
       }
-      const previous = handle === undefined ? undefined : this.#keyOf[handle]!;
-      const oldMask = handle === undefined ? 0 : this.#maskOf[handle]!;
-      const wasCounted = handle !== undefined && this.#counted(oldMask);
+      const previous = handle === NO_HANDLE ? undefined : this.#keyOf[handle]!;
+      const oldMask = handle === NO_HANDLE ? 0 : this.#maskOf[handle]!;
+      const wasCounted = handle !== NO_HANDLE && this.#counted(oldMask);
       // The same hash for other tokens: its removal was missed; the old block is gone.
       const mask = (previous === key ? oldMask : 0) | bit;
-      if (handle === undefined) this.#map(hash, key, mask);
+      if (handle === NO_HANDLE) this.#map(hash, key, mask);
       else {
         if (previous !== key && wasCounted && this.#release(previous!)) stale.push(previous!);
         this.#keyOf[handle] = key;
