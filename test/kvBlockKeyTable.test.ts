@@ -55,3 +55,52 @@ test('a key already present or a block already holding a key is refused', () => 
   assert.equal(table.get(9), -1);
   assert.equal(table.size, 1);
 });
+
+test('deleteBlock removes the key a block holds, as delete of that key does, collisions included', () => {
+  // Keys sharing their low 32 bits make long probe runs, so deletes shift entries (and their
+  // recorded slots) back.
+  const key = fc.tuple(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 2 ** 21 - 1 }));
+  const toKey = ([lo, hi]: [number, number]) => hi * 2 ** 32 + ((lo * 0x9e3779b9) >>> 0);
+  const op = fc.oneof(
+    fc.record({ kind: fc.constant('add' as const), key }),
+    fc.record({ kind: fc.constant('delete' as const), key }),
+    fc.record({ kind: fc.constant('deleteBlock' as const), block: fc.nat(11) }),
+  );
+  fc.assert(
+    fc.property(fc.array(op, { maxLength: 200, size: 'max' }), (ops) => {
+      const numBlocks = 12;
+      const byKey = new BlockKeyTable(numBlocks);
+      const byBlock = new BlockKeyTable(numBlocks);
+      const model = new Map<number, number>();
+      const free = Array.from({ length: numBlocks }, (_, b) => b);
+      for (const o of ops) {
+        if (o.kind === 'add') {
+          const k = toKey(o.key);
+          if (model.has(k) || free.length === 0) continue;
+          const block = free.shift()!;
+          byKey.add(k, block);
+          byBlock.add(k, block);
+          model.set(k, block);
+          continue;
+        }
+        let k: number | undefined;
+        if (o.kind === 'delete') k = toKey(o.key);
+        else k = [...model].find(([, b]) => b === o.block)?.[0];
+        const present = k !== undefined && model.has(k);
+        const block = present ? model.get(k!)! : -1;
+        const viaBlock = o.kind === 'deleteBlock' ? o.block : block;
+        assert.equal(viaBlock >= 0 && byBlock.deleteBlock(viaBlock), present);
+        assert.equal(k !== undefined && byKey.delete(k), present);
+        if (present) {
+          model.delete(k!);
+          free.push(block);
+        }
+        assert.equal(byBlock.size, model.size);
+        for (const [mk, mv] of model) assert.equal(byBlock.get(mk), mv);
+        assert.deepEqual(byBlock.keys(), byKey.keys());
+        assert.deepEqual([...byBlock.keyOf], [...byKey.keyOf]);
+      }
+    }),
+    { numRuns: 1000 },
+  );
+});

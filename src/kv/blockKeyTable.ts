@@ -12,6 +12,9 @@
  * table two-thirds full took: probe runs are shorter, and a probe compares `keyOf[block]`, an
  * array the owner reads anyway. It never holds more than `keyOf.length` entries, so it is sized
  * once.
+ *
+ * Each keyed block also knows its slot (`#slotOf`, kept as entries move), so evicting a block's
+ * key (`deleteBlock`, the pool's hot path) starts at its hole without probing for it.
  */
 import type { BlockKey } from './blockKey.ts';
 
@@ -24,6 +27,8 @@ export class BlockKeyTable {
   readonly #slots: Int32Array;
   /** Key per block, NO_KEY for a block that holds none (shared with the owner, read only there). */
   readonly keyOf: Float64Array;
+  /** Slot per block, valid while the block holds a key. */
+  readonly #slotOf: Int32Array;
   readonly #mask: number;
   readonly #shift: number;
   #size = 0;
@@ -36,6 +41,7 @@ export class BlockKeyTable {
     while (capacity < numBlocks * 3) capacity *= 2;
     this.#slots = new Int32Array(capacity).fill(EMPTY);
     this.keyOf = new Float64Array(numBlocks).fill(NO_KEY);
+    this.#slotOf = new Int32Array(numBlocks);
     this.#mask = capacity - 1;
     this.#shift = 32 - Math.log2(capacity);
   }
@@ -92,29 +98,43 @@ export class BlockKeyTable {
     if (keyOf[block] !== NO_KEY) throw new Error(`block ${block} already holds a key`);
     slots[i] = block;
     keyOf[block] = key;
+    this.#slotOf[block] = i;
     this.#size++;
     return true;
   }
 
   /** Removes `key`; its block then holds no key. False when `key` is absent. */
   delete(key: BlockKey): boolean {
-    let hole = this.#find(key);
-    if (hole === -1) return false;
+    const slot = this.#find(key);
+    if (slot === -1) return false;
+    this.#empty(slot);
+    return true;
+  }
+
+  /** Removes the key `block` holds; false when it holds none. */
+  deleteBlock(block: number): boolean {
+    if (this.keyOf[block] === NO_KEY) return false;
+    this.#empty(this.#slotOf[block]!);
+    return true;
+  }
+
+  /**
+   * Loads what `deleteBlock` reads for each of `blocks[from, to)`: the slot after the block's own
+   * (the first that the shift back looks at) and that slot's key, as `touch` does for keys.
+   */
+  touchBlocks(blocks: ArrayLike<number>, from: number, to: number): void {
     const slots = this.#slots;
+    const slotOf = this.#slotOf;
     const keyOf = this.keyOf;
     const mask = this.#mask;
-    keyOf[slots[hole]!] = NO_KEY;
-    // Shift later entries of the probe run back into the hole while their home allows it.
-    for (let j = (hole + 1) & mask; slots[j] !== EMPTY; j = (j + 1) & mask) {
-      const home = this.#home(keyOf[slots[j]!]!);
-      const stays = hole <= j ? hole < home && home <= j : hole < home || home <= j;
-      if (stays) continue;
-      slots[hole] = slots[j]!;
-      hole = j;
+    let sink = 0;
+    for (let i = from; i < to; i++) {
+      const block = blocks[i]!;
+      if (keyOf[block] === NO_KEY) continue;
+      const after = slots[(slotOf[block]! + 1) & mask]!;
+      if (after !== EMPTY) sink += keyOf[after]!;
     }
-    slots[hole] = EMPTY;
-    this.#size--;
-    return true;
+    this.touched = sink;
   }
 
   /** Drops every key; every block then holds none. */
@@ -132,6 +152,27 @@ export class BlockKeyTable {
       if (slots[i] !== EMPTY) out.push(this.keyOf[slots[i]!]!);
     }
     return out;
+  }
+
+  /** Empties `hole`: its block holds no key, and later entries of the run shift back into it. */
+  #empty(hole: number): void {
+    const slots = this.#slots;
+    const slotOf = this.#slotOf;
+    const keyOf = this.keyOf;
+    const mask = this.#mask;
+    keyOf[slots[hole]!] = NO_KEY;
+    // Shift later entries of the probe run back into the hole while their home allows it.
+    for (let j = (hole + 1) & mask; slots[j] !== EMPTY; j = (j + 1) & mask) {
+      const moved = slots[j]!;
+      const home = this.#home(keyOf[moved]!);
+      const stays = hole <= j ? hole < home && home <= j : hole < home || home <= j;
+      if (stays) continue;
+      slots[hole] = moved;
+      slotOf[moved] = hole;
+      hole = j;
+    }
+    slots[hole] = EMPTY;
+    this.#size--;
   }
 
   /** Fibonacci hashing of the key's low 32 bits: the top bits of the product pick the slot. */
