@@ -50,19 +50,27 @@ export class FreeBlockQueue {
       throw new Error(`${count} blocks asked of a free list of ${this.#size}`);
     const next = this.#next;
     const prev = this.#prev;
-    // A long run: grow `out` once and write by index, where pushes would regrow it several
-    // times. A short one (a decode's next block) is pushed: pushes leave room for the next ones.
     const at = out.length;
-    const grow = count > 8;
-    if (grow) out.length = at + count;
     let block = next[this.#head]!;
-    for (let i = 0; i < count; i++) {
-      if (grow) out[at + i] = block;
-      else out.push(block);
-      const after = next[block]!;
-      prev[block] = -1;
-      next[block] = -1;
-      block = after;
+    // A long run: grow `out` once and write by index, where pushes would regrow it several times.
+    // A short one (a decode's next block) is pushed: pushes leave room for the next ones.
+    if (count > 8) {
+      out.length = at + count;
+      for (let i = 0; i < count; i++) {
+        out[at + i] = block;
+        const after = next[block]!;
+        prev[block] = -1;
+        next[block] = -1;
+        block = after;
+      }
+    } else {
+      for (let i = 0; i < count; i++) {
+        out.push(block);
+        const after = next[block]!;
+        prev[block] = -1;
+        next[block] = -1;
+        block = after;
+      }
     }
     next[this.#head] = block;
     prev[block] = this.#head;
