@@ -21,13 +21,14 @@
  *     null, as the runtime passes them now) at c = 0 / 512 / 1,024; n = 1 is a decode.
  * E3  H3, idle and placement: 132 @ 1,024 with sample back to back, after 3 s idle, an inner
  *     chunk after idle as control, and after a state copy (save/load) instead of in-place erase.
- * E5  H5, page size: a prompt of 1,113 fresh tokens in 256-token chunks (no sample), then three
- *     decodes with sample: the first is the first step since the prompt began to compute logits
- *     (it reads the whole 65 MB output matrix again). On 4 KiB pages it ran 25 -> 40 to 80 ms
- *     about half the time; run it both ways, with `--clock wall` (the cost is page walks):
+ * E5  H5, page size: a prompt of 1,113 to 1,363 tokens (ids over the whole vocabulary) in
+ *     256-token chunks, no sample, then three decodes with sample: the first is the first step
+ *     since the prompt began to compute logits (it reads the whole 65 MB output matrix again).
+ *     On 4 KiB pages it ran 25 -> 40 to 80 ms about half the time in a machine's first half hour
+ *     after start (none an hour later). Run it both ways, with `--clock wall`:
  *     `... --only E5 --clock wall` (mmap'd weights) against
  *     `GLIBC_TUNABLES=glibc.malloc.hugetlb=1 ... --only E5 --clock wall --mmap false` (the
- *     engine's setting, bin/hugePages.js). Also prints the process's AnonHugePages.
+ *     engine's setting, src/cli/hugePages.ts). Also prints the process's AnonHugePages.
  * E4  H4, two chunks in one step: consecutive sequence ids (llama.cpp's split_equal pairs them
  *     into one ubatch of equal lengths plus a tail) against non-consecutive ids.
  */
@@ -352,7 +353,15 @@ if (ONLY.has('E5')) {
   for (let r = 0; r < REPS * 4; r++) {
     const seq = seqs[r % SEQUENCES]!;
     await restore(seq, 0);
-    await fill(seq, 1113);
+    // Ids over the whole vocabulary (calibrate's probes keep to [1000, 30000)).
+    await fill(
+      seq,
+      0,
+      Array.from(
+        { length: 1113 + 50 * (r % 6) },
+        (_, i) => 1000 + ((i * 7919 + r * 104_729) % 126_000),
+      ),
+    );
     for (let d = 0; d < 3; d++) {
       const t0 = clock();
       await seq.controlledEvaluate(items(fresh(1), 'off'));

@@ -1,14 +1,13 @@
 /**
- * llama.cpp on transparent huge pages. On this kind of Linux VM the first step that computes
- * logits after prompt chunks (it reads the whole 65 MB output matrix of the tiny model again)
- * ran 25 -> 40 to 80 ms about half the time on 4 KiB pages: page walks over weights the prompt
- * chunks had pushed out of the translation caches. On 2 MiB pages the spikes were gone
- * (`bench/llamaCppProbes.ts --only E5` measures both). llama.cpp reads its weights into malloc'd
- * memory (`useMmap: false` in the engine's loader), and glibc madvises its large regions for huge
- * pages under `glibc.malloc.hugetlb=1`. glibc reads that tunable once, at start, so a command
- * that runs llama.cpp engines starts itself again once with it (bin/kvroute.js). The child dies
- * with its parent (an IPC channel closes even on SIGKILL), gets its signals, and its exit is the
- * parent's.
+ * llama.cpp on transparent huge pages. On this kind of Linux VM, in its first half hour after
+ * start, the first step that computes logits after prompt chunks (it reads the whole 65 MB
+ * output matrix of the tiny model again) ran 25 -> 40 to 80 ms about half the time on 4 KiB
+ * pages; on 2 MiB pages the spikes were gone (`bench/llamaCppProbes.ts --only E5` measures
+ * both). llama.cpp reads its weights into malloc'd memory (`useMmap: false` in the engine's
+ * loader), and glibc madvises its large regions for huge pages under `glibc.malloc.hugetlb=1`.
+ * glibc reads that tunable once, at start, so a command that runs llama.cpp engines starts
+ * itself again once with it (bin/kvroute.js). The child dies with its parent (an IPC channel
+ * closes even on SIGKILL), gets its signals, and its exit is the parent's.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
