@@ -7,7 +7,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { computeBlockKeys, extendBlockKey, extendBlockKeys } from '../src/kv/blockKey.ts';
+import {
+  chainBlockKeys,
+  computeBlockKeys,
+  extendBlockKey,
+  extendBlockKeys,
+} from '../src/kv/blockKey.ts';
 import * as reference from './support/blockKeyReference.ts';
 
 /** Token ids as a tokenizer gives them: small and large ids, 0, and the 32-bit edges. */
@@ -72,6 +77,28 @@ test('extendBlockKeys and extendBlockKey give the reference keys from any block 
           const block = tokens.slice(fromBlock * size, (fromBlock + 1) * size);
           assert.equal(extendBlockKey(parent, block, keyScope), all[fromBlock]);
         }
+      },
+    ),
+    { numRuns: 400 },
+  );
+});
+
+test('chainBlockKeys gives the reference keys from any parent, up to any limit', () => {
+  fc.assert(
+    fc.property(
+      fc.array(token, { maxLength: 400, size: 'max' }),
+      blockSize,
+      scope,
+      fc.nat(30),
+      fc.option(fc.nat(30), { nil: undefined }),
+      (tokens, size, keyScope, from, limit) => {
+        // The parent: a block of another chain (or none), its children keyed on `tokens`.
+        const prefix = reference.computeBlockKeys(tokens.slice().reverse(), size, keyScope);
+        const parent = from === 0 || prefix.length === 0 ? null : prefix[from % prefix.length]!;
+        const want = reference.extendBlockKeys(tokens, size, 0, parent, [], keyScope, limit);
+        const got = chainBlockKeys(tokens, size, parent, keyScope, limit);
+        assert.deepEqual([...got], want);
+        assert.equal(got.length, want.length);
       },
     ),
     { numRuns: 400 },

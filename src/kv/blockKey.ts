@@ -212,6 +212,31 @@ export function extendBlockKeys(
   return out;
 }
 
+/**
+ * Keys of the full blocks of `tokens` (at most `limitBlocks`), chained from `parent` (null: the
+ * root, seeded by `scope`), as extendBlockKeys(tokens, blockSize, 0, parent, [], scope,
+ * limitBlocks) gives them, in an array made at its size (no growth while it fills, no pair of
+ * parent words made when there is a parent).
+ */
+export function chainBlockKeys(
+  tokens: ArrayLike<number>,
+  blockSize: number,
+  parent: BlockKey | null,
+  scope?: KeyScope,
+  limitBlocks = Number.POSITIVE_INFINITY,
+): BlockKey[] {
+  const blocks = Math.max(0, Math.min(Math.floor(tokens.length / blockSize), limitBlocks));
+  const out = new Array<BlockKey>(blocks);
+  if (blocks === 0) return out;
+  if (parent === null) {
+    const [hi, lo] = rootParent(scope);
+    chainKeys(tokens, blockSize, 0, blocks, hi, lo, out, 0);
+  } else {
+    chainKeys(tokens, blockSize, 0, blocks, Math.floor(parent / TWO_POW_32), parent | 0, out, 0);
+  }
+  return out;
+}
+
 /** extendBlockKey's output (no allocation per call). */
 const oneKey: BlockKey[] = [0];
 

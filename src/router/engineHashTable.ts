@@ -94,6 +94,49 @@ export class EngineHashTable {
     this.#size++;
   }
 
+  /**
+   * Handle of `hash`; when it is not held, maps it to `handle` (>= 0) and answers NO_HANDLE. One
+   * probe where a `get` then an `add` take two.
+   */
+  getOrAdd(hash: EngineHash, handle: number): number {
+    if (!isU64(hash)) {
+      const held = this.#other.get(hash);
+      if (held !== undefined) return held;
+      this.#other.set(hash, handle);
+      return NO_HANDLE;
+    }
+    word64[0] = hash;
+    const lo = halves[0]!;
+    const hi = halves[1]!;
+    let at = this.#probe(lo, hi) * STRIDE;
+    if (this.#slots[at + 2] !== 0) return this.#slots[at + 2]! - 1;
+    if ((this.#size + 1) * 2 > this.#mask + 1) {
+      this.#grow();
+      at = this.#probe(lo, hi) * STRIDE;
+    }
+    const slots = this.#slots;
+    slots[at] = lo;
+    slots[at + 1] = hi;
+    slots[at + 2] = handle + 1;
+    this.#size++;
+    return NO_HANDLE;
+  }
+
+  /** Handle of `hash`, which is forgotten, or NO_HANDLE when not held. One probe. */
+  take(hash: EngineHash): number {
+    if (!isU64(hash)) {
+      const held = this.#other.get(hash);
+      if (held === undefined) return NO_HANDLE;
+      this.#other.delete(hash);
+      return held;
+    }
+    word64[0] = hash;
+    const slot = this.#probe(halves[0]!, halves[1]!);
+    const handle = this.#slots[slot * STRIDE + 2]! - 1;
+    if (handle !== NO_HANDLE) this.#removeAt(slot);
+    return handle;
+  }
+
   /** Forgets `hash` (a no-op when not held). */
   delete(hash: EngineHash): void {
     if (!isU64(hash)) {

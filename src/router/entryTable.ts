@@ -22,6 +22,11 @@ import type { BlockArena } from './blockArena.ts';
 /** 2^-32: multiplying by it is exact, as dividing by 2^32 is, and cheaper. */
 const TWO_POW_MINUS_32 = 1 / 4294967296;
 const MIN_SLOTS = 1024;
+/**
+ * Slots below which the table grows fourfold, not twofold (1 MiB of slots): an index not
+ * presized fills from empty, and each growth is a pass reading the arena key of every entry.
+ */
+const QUADRUPLE_BELOW = 1 << 18;
 /** `entryAt` of an empty slot. */
 export const EMPTY = -1;
 /** A slot's arena index + 1. */
@@ -181,7 +186,7 @@ export class EntryTable {
   #grow(): void {
     const old = this.#slots;
     const arenaKeys = this.#arena.keys;
-    const count = old.length * 2;
+    const count = old.length * (old.length < QUADRUPLE_BELOW ? 4 : 2);
     this.#mask = count - 1;
     this.#shift = 32 - Math.log2(count);
     const slots = new Int32Array(count);

@@ -14,7 +14,7 @@
  * full-attention kinds (and groups that name no kind, as older vLLM and SGLang send), or every
  * group when a model has no full-attention group at all (sliding-window-only models).
  */
-import { type BlockKey, extendBlockKey, extendBlockKeys, type KeyScope } from '../kv/blockKey.ts';
+import { type BlockKey, chainBlockKeys, extendBlockKey, type KeyScope } from '../kv/blockKey.ts';
 import type { AllBlocksCleared, KvEvent } from '../kv/events.ts';
 import { type EngineHash, EngineHashTable, NO_HANDLE } from './engineHashTable.ts';
 import { SlotTable } from './slotTable.ts';
@@ -156,22 +156,36 @@ export class ForeignKeyMap {
     return (this.#fullMask === 0 ? mask : mask & this.#fullMask) !== 0;
   }
 
-  /** A handle for a new hash mapped to `key`, held by the groups in `mask`. */
-  #map(hash: EngineHash, key: BlockKey, mask: number): void {
-    let handle = this.#free.pop();
-    if (handle === undefined) {
+  /** The handle `#claim` takes next: the last one given back, else a fresh one. */
+  #nextFree(): number {
+    const free = this.#free.length;
+    return free > 0 ? this.#free[free - 1]! : this.#nextHandle;
+  }
+
+  /**
+   * Takes the handle `#nextFree` named, which the hash table has just mapped a new hash to,
+   * for `key`, held by the groups in `mask`.
+   */
+  #claim(key: BlockKey, mask: number): void {
+    let handle: number;
+    if (this.#free.length > 0) handle = this.#free.pop()!;
+    else {
       handle = this.#nextHandle++;
       if (handle === this.#keyOf.length) this.#grow();
     }
     this.#keyOf[handle] = key;
     this.#maskOf[handle] = mask;
     this.#seqOf[handle] = this.#nextSeq++;
-    this.#handles.add(hash, handle);
   }
 
   /** Forgets `hash` (mapped to `handle`). */
   #unmap(hash: EngineHash, handle: number): void {
     this.#handles.delete(hash);
+    this.#giveBack(handle);
+  }
+
+  /** Frees `handle`, whose hash the table no longer holds. */
+  #giveBack(handle: number): void {
     this.#seqOf[handle] = -1;
     this.#free.push(handle);
   }
@@ -324,17 +338,23 @@ export class ForeignKeyMap {
     const bit = this.#learnGroup(event, out);
     const blockKeys: BlockKey[] = [];
     const hashes = event.blockHashes;
+    if (!this.#hybrid) {
+      // One group, which always counts: the common case, a probe of each table per hash.
+      for (let i = 0; i < hashes.length; i++) {
+        const handle = this.#handles.take(hashes[i]!);
+        if (handle === NO_HANDLE) continue;
+        const key = this.#keyOf[handle]!;
+        this.#giveBack(handle);
+        if (this.#release(key)) blockKeys.push(key);
+      }
+      if (blockKeys.length > 0) out.push({ type: 'BlockRemoved', blockKeys });
+      return;
+    }
     for (let i = 0; i < hashes.length; i++) {
       const hash = hashes[i]!;
       const handle = this.#handles.get(hash);
       if (handle === NO_HANDLE) continue;
       const key = this.#keyOf[handle]!;
-      if (!this.#hybrid) {
-        // One group, which always counts: the common case, kept to two map operations.
-        this.#unmap(hash, handle);
-        if (this.#release(key)) blockKeys.push(key);
-        continue;
-      }
       const mask = this.#maskOf[handle]!;
       if ((mask & bit) === 0) continue;
       const left = mask & ~bit;
@@ -361,22 +381,24 @@ export class ForeignKeyMap {
     const keys = chainedKeys(event, parentKey);
     const chained = keys.length;
     if (chained < hashes.length) this.#unresolvedBlocks += hashes.length - chained;
-    const stale: BlockKey[] = [];
+    // Made only when a hash's old block goes (a missed removal), not per event.
+    let stale: BlockKey[] | null = null;
     // One group, which always counts (see #counted): every chained key is counted.
     const counted: BlockKey[] = this.#hybrid ? [] : keys;
     for (let b = 0; b < chained; b++) {
       const key = keys[b]!;
       const hash = hashes[b]!;
-      const handle = this.#handles.get(hash);
+      // A new hash is mapped to the next free handle in the same probe.
+      const handle = this.#handles.getOrAdd(hash, this.#nextFree());
       if (!this.#hybrid) {
         // What changes is the hash's key, if anything.
         if (handle === NO_HANDLE) {
-          this.#map(hash, key, 1);
+          this.#claim(key, 1);
           this.#retain(key);
         } else {
           const previous = this.#keyOf[handle]!;
           if (previous !== key) {
-            if (this.#release(previous)) stale.push(previous);
+            if (this.#release(previous)) (stale ??= []).push(previous);
             this.#keyOf[handle] = key;
             this.#retain(key);
           }
@@ -388,9 +410,11 @@ export class ForeignKeyMap {
       const wasCounted = handle !== NO_HANDLE && this.#counted(oldMask);
       // The same hash for other tokens: its removal was missed; the old block is gone.
       const mask = (previous === key ? oldMask : 0) | bit;
-      if (handle === NO_HANDLE) this.#map(hash, key, mask);
+      if (handle === NO_HANDLE) this.#claim(key, mask);
       else {
-        if (previous !== key && wasCounted && this.#release(previous!)) stale.push(previous!);
+        if (previous !== key && wasCounted && this.#release(previous!)) {
+          (stale ??= []).push(previous!);
+        }
         this.#keyOf[handle] = key;
         this.#maskOf[handle] = mask;
       }
@@ -400,7 +424,7 @@ export class ForeignKeyMap {
         counted.push(key);
       }
     }
-    if (stale.length > 0) out.push({ type: 'BlockRemoved', blockKeys: stale });
+    if (stale !== null) out.push({ type: 'BlockRemoved', blockKeys: stale });
     if (counted.length === 0) return;
     const tokens = chained * size;
     out.push({
@@ -423,15 +447,16 @@ export class ForeignKeyMap {
  */
 function chainedKeys(event: ForeignBlockStored, parentKey: BlockKey | null): BlockKey[] {
   const size = event.blockSize;
-  const scope: KeyScope = {
-    cacheSalt: event.cacheSalt ?? undefined,
-    loraName: event.loraName ?? undefined,
-  };
+  // No scope object for the common event with neither (the same keys: both read as absent).
+  const scope: KeyScope | undefined =
+    (event.cacheSalt ?? null) === null && (event.loraName ?? null) === null
+      ? undefined
+      : { cacheSalt: event.cacheSalt ?? undefined, loraName: event.loraName ?? undefined };
   const blocks = event.blockHashes.length;
-  const keys: BlockKey[] = [];
   if (Number.isInteger(size) && size > 0) {
-    return extendBlockKeys(event.tokenIds, size, 0, parentKey, keys, scope, blocks);
+    return chainBlockKeys(event.tokenIds, size, parentKey, scope, blocks);
   }
+  const keys: BlockKey[] = [];
   // A malformed size: block by block, as a slice of the tokens each.
   let parent = parentKey;
   for (let b = 0; b < blocks; b++) {

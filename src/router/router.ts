@@ -522,11 +522,11 @@ export class Router {
     const fallback = this.#fallback.get(state.id);
     if (fallback) {
       // Not trusted: only a restart's clear is believed.
-      if (events.some((e) => e.type === 'AllBlocksCleared')) fallback.clear();
+      if (anyCleared(events)) fallback.clear();
       return 0;
     }
     const changed = this.#index.applyEvents(state.id, events);
-    if (this.#overlay && events.some((e) => e.type === 'AllBlocksCleared')) {
+    if (this.#overlay && anyCleared(events)) {
       this.#overlay.clearReplica(state.id);
     }
     this.#counters.eventBatches++;
@@ -759,4 +759,10 @@ export class Router {
 /** Prompt tokens in a request's first `blocks` blocks (its cached prefix there). */
 function cachedOf(blocks: number, request: RouteRequest): number {
   return Math.min(request.promptTokens, blocks * request.blockSize);
+}
+
+/** Whether a batch holds a restart's clear (a loop: no closure made per batch). */
+function anyCleared(events: readonly KvEvent[]): boolean {
+  for (let i = 0; i < events.length; i++) if (events[i]!.type === 'AllBlocksCleared') return true;
+  return false;
 }
