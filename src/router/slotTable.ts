@@ -150,6 +150,21 @@ export class SlotTable {
     this.#shift = 32 - Math.log2(slots);
     const buffer = new ArrayBuffer(slots * stride * 8);
     const f64 = new Float64Array(buffer);
+    if (stride === 2) {
+      // Key and one payload word (the foreign-key map's and the overlay's records): no inner loop.
+      const mask = this.#mask;
+      for (let from = 0; from < oldSlots * 2; from += 2) {
+        const k = old[from]!;
+        if (k === 0) continue;
+        let to = this.#home(k - 1) * 2;
+        while (f64[to] !== 0) to = (to + 2) & (mask * 2 + 1);
+        f64[to] = k;
+        f64[to + 1] = old[from + 1]!;
+      }
+      this.f64 = f64;
+      this.i32 = new Int32Array(buffer);
+      return;
+    }
     for (let s = 0; s < oldSlots; s++) {
       const k = old[s * stride]!;
       if (k === 0) continue;
