@@ -11,6 +11,7 @@
  */
 
 import { type PieceScanner, scannerFor } from './splitScanner.ts';
+import { WordTable } from './wordTable.ts';
 
 /** A resumable piece of work. */
 export interface Job {
@@ -64,11 +65,9 @@ const SECTION_CACHE_BUDGET_CHARS = 16 << 20;
 /** Pieces between two looks at the clock. */
 const PIECES_PER_CLOCK_READ = 64;
 
-type CachedIds = number | number[];
-
 /** Caches of one position class (first section or any other, when that matters). */
 class Caches {
-  readonly words = new Map<string, CachedIds>();
+  readonly words = new WordTable(WORD_CACHE_MAX_ENTRIES);
   readonly sections = new Map<string, number[]>();
   sectionChars = 0;
 
@@ -169,7 +168,7 @@ class SectionJob implements Job {
     this.#startLength = out.length;
     const cached = text.length >= SECTION_CACHE_MIN_CHARS ? caches.recallSection(text) : undefined;
     if (cached) {
-      for (let i = 0; i < cached.length; i++) out.push(cached[i]!);
+      appendAll(out, cached);
       this.#done = true;
     }
   }
@@ -178,6 +177,7 @@ class SectionJob implements Job {
     if (this.#done) return true;
     const out = this.#out;
     const words = this.#caches.words;
+    const scan = this.#scan;
     let sinceClock = 0;
     for (;;) {
       if (this.#long) {
@@ -190,24 +190,38 @@ class SectionJob implements Job {
         sinceClock = 0;
         if (performance.now() > deadlineMs) return false;
       }
-      const piece = this.#nextPiece();
-      if (piece === null) return this.#finish(true);
-      const cached = words.get(piece);
-      if (cached !== undefined) {
-        if (typeof cached === 'number') out.push(cached);
-        else for (let i = 0; i < cached.length; i++) out.push(cached[i]!);
-        continue;
+      // The piece is text[start, end): the scanner's range of the section (no string cut out
+      // unless the word cache misses), or the regex's match as a string of its own.
+      let text = this.#text;
+      let start = this.#prev;
+      let end: number;
+      if (scan !== null) {
+        if (start >= text.length) return this.#finish(true);
+        end = scan(text, start);
+        this.#prev = end;
+      } else {
+        const piece = this.#nextPiece();
+        if (piece === null) return this.#finish(true);
+        text = piece;
+        start = 0;
+        end = piece.length;
       }
+      const cacheable = end - start <= WORD_CACHE_MAX_CHARS;
+      if (cacheable) {
+        const entry = words.find(text, start, end);
+        if (entry >= 0) {
+          words.appendIds(entry, out);
+          continue;
+        }
+      }
+      const piece = start === 0 && end === text.length ? text : text.slice(start, end);
       if (piece.length > LONG_PIECE_CHARS) {
         this.#long = this.#model.longPiece(piece, this.#first);
         continue;
       }
-      const start = out.length;
+      const from = out.length;
       this.#model.encodePiece(piece, this.#first, out);
-      if (piece.length <= WORD_CACHE_MAX_CHARS) {
-        if (words.size >= WORD_CACHE_MAX_ENTRIES) words.clear();
-        words.set(piece, out.length - start === 1 ? out[start]! : out.slice(start));
-      }
+      if (cacheable) words.add(text, start, end, out, from, out.length);
     }
   }
 
@@ -226,14 +240,6 @@ class SectionJob implements Job {
       const match = this.#queued;
       this.#queued = null;
       return match;
-    }
-    const scan = this.#scan;
-    if (scan !== null) {
-      const start = this.#prev;
-      if (start >= text.length) return null;
-      const end = scan(text, start);
-      this.#prev = end;
-      return text.slice(start, end);
     }
     const re = this.#re;
     if (re === null) {
@@ -267,6 +273,21 @@ class SectionJob implements Job {
     }
     return null;
   }
+}
+
+/** Arguments per push: a spread of many more could overflow the stack. */
+const PUSH_CHUNK = 8192;
+
+/**
+ * Appends `ids` to `out`: a spread grows `out` once per chunk (a push per id grows it many
+ * times; half the time of a recalled 6,000-token system prompt).
+ */
+function appendAll(out: number[], ids: readonly number[]): void {
+  if (ids.length <= PUSH_CHUNK) {
+    out.push(...ids);
+    return;
+  }
+  for (let i = 0; i < ids.length; i += PUSH_CHUNK) out.push(...ids.slice(i, i + PUSH_CHUNK));
 }
 
 function advance(text: string, index: number): number {
