@@ -56,7 +56,7 @@
  * reload time over p (cpuHitCredit.ts).
  */
 import { DEFAULT_LORA_LOAD_TOKENS, DEFAULT_PREFILL_US_PER_TOKEN } from '../defaults.ts';
-import type { Pick, PickInput, Policy } from '../policy.ts';
+import type { Pick, PickInput, Policy, ReplicaView } from '../policy.ts';
 import { type CpuHitOptions, cpuReloadTokens } from './cpuHitCredit.ts';
 import { decodeQueueTokens } from './decodeWork.ts';
 import { argMin } from './pickBest.ts';
@@ -135,15 +135,12 @@ export class DelayCostPolicy implements Policy {
 
   pick(input: PickInput): Pick {
     const { candidates, request } = input;
-    const fleetP = this.prefillMsPerToken;
-    /** A candidate's prefill ms per token: its own speed's, else the fleet's. */
-    const pOf = (c: (typeof candidates)[number]): number => c.speed?.prefillMsPerToken ?? fleetP;
-    const uncachedOf = (c: (typeof candidates)[number]): number =>
-      request.promptTokens -
-      c.cachedTokens +
-      cpuReloadTokens(c.cpuCachedTokens, this.cpuReloadUsPerToken, pOf(c) * 1000);
-    let fewestUncached = request.promptTokens;
-    for (const c of candidates) fewestUncached = Math.min(fewestUncached, uncachedOf(c));
+    const promptTokens = request.promptTokens;
+    // No closures here: the loader names each closure it makes, once per pick.
+    let fewestUncached = promptTokens;
+    for (let i = 0; i < candidates.length; i++) {
+      fewestUncached = Math.min(fewestUncached, this.#uncached(candidates[i]!, promptTokens));
+    }
     const maxSeqs = this.maxSeqs;
     const slotGapMs = maxSeqs === undefined ? 0 : this.#decodeEstimateMs(input.nowMs) / maxSeqs;
     const lastSlot = this.#slotQueue.length - 1;
@@ -153,14 +150,14 @@ export class DelayCostPolicy implements Policy {
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
       const speed = c.speed;
-      const p = pOf(c);
+      const p = this.#prefillMsPerToken(c);
       let gapMs = slotGapMs;
       if (speed !== undefined) {
         this.#decodeScale.set(c.id, speed.decodeBaseMs);
         // The mean is in decode steps once a finished request has been scaled (see onFinished).
         if (this.#decodeMs !== undefined) gapMs = slotGapMs * speed.decodeBaseMs;
       }
-      const uncached = uncachedOf(c);
+      const uncached = this.#uncached(c, promptTokens);
       const extra = uncached - fewestUncached;
       const slotWaitMs = maxSeqs === undefined ? 0 : Math.max(0, c.inFlight + 1 - maxSeqs) * gapMs;
       const slotLoad = maxSeqs === undefined ? 0 : Math.min(1, c.inFlight / maxSeqs);
@@ -179,6 +176,21 @@ export class DelayCostPolicy implements Policy {
       scores[i] = (queue + uncached + load + extra * followers) * p + slotWaitMs;
     }
     return { replicaId: candidates[argMin(scores, input.rng, queues)]!.id, scores };
+  }
+
+  /** A candidate's prefill ms per token: its own speed's, else the fleet's. */
+  #prefillMsPerToken(c: ReplicaView): number {
+    return c.speed?.prefillMsPerToken ?? this.prefillMsPerToken;
+  }
+
+  /** Prompt tokens a candidate would compute: its uncached ones and its CPU tier's reload. */
+  #uncached(c: ReplicaView, promptTokens: number): number {
+    const reloadUsPerToken = this.#prefillMsPerToken(c) * 1000;
+    return (
+      promptTokens -
+      c.cachedTokens +
+      cpuReloadTokens(c.cpuCachedTokens, this.cpuReloadUsPerToken, reloadUsPerToken)
+    );
   }
 
   onFirstToken(requestId: string, _replicaId: number, nowMs: number): void {
