@@ -396,19 +396,23 @@ function finishedRecord(seq: Seq, reason: SeqFinished['reason']): SeqFinished {
 }
 
 function checkRequest(req: SchedRequest, blockSize: number): void {
-  const bad = (why: string): never => {
-    throw new EngineError('ERR_INVALID_REQUEST', `${req.id}: ${why}`);
-  };
+  const why = badRequestReason(req, blockSize);
+  if (why !== null) throw new EngineError('ERR_INVALID_REQUEST', `${req.id}: ${why}`);
+}
+
+/** What is wrong with a request, or null (no closure per request: the loader names each). */
+function badRequestReason(req: SchedRequest, blockSize: number): string | null {
   if (!Number.isInteger(req.promptTokens) || req.promptTokens < 1) {
-    bad(`prompt must have at least 1 token, got ${req.promptTokens}`);
+    return `prompt must have at least 1 token, got ${req.promptTokens}`;
   }
   if (!Number.isInteger(req.maxNewTokens) || req.maxNewTokens < 1) {
-    bad(`maxNewTokens must be an integer >= 1, got ${req.maxNewTokens}`);
+    return `maxNewTokens must be an integer >= 1, got ${req.maxNewTokens}`;
   }
   if (req.blockKeys !== undefined) {
-    if (req.tokenIds?.length !== req.promptTokens) bad('blockKeys need the prompt token ids');
+    if (req.tokenIds?.length !== req.promptTokens) return 'blockKeys need the prompt token ids';
     if (req.blockKeys.length !== Math.floor(req.promptTokens / blockSize)) {
-      bad(`expected ${Math.floor(req.promptTokens / blockSize)} block keys`);
+      return `expected ${Math.floor(req.promptTokens / blockSize)} block keys`;
     }
   }
+  return null;
 }
