@@ -10,25 +10,31 @@ export class PlanBuilder {
   leftTokens: number;
   readonly admitted: string[] = [];
   readonly preempted: string[] = [];
-  readonly #entries: PlanEntry[] = [];
+  /** Allocated at the expected size once (pushes would grow them several times a step). */
+  readonly #entries: PlanEntry[];
   /** The planned requests, parallel to the entries; null where one was dropped. */
-  readonly #seqs: (Seq | null)[] = [];
+  readonly #seqs: (Seq | null)[];
+  #count = 0;
   #dropped = 0;
   #prefillTokens = 0;
   #decodeTokens = 0;
   #kvTokensRead = 0;
 
-  constructor(stepIndex: number, budgetTokens: number) {
+  /** `expectedEntries`: about how many requests the step will plan (more may be added). */
+  constructor(stepIndex: number, budgetTokens: number, expectedEntries = 0) {
     this.stepIndex = stepIndex;
     this.leftTokens = budgetTokens;
+    this.#entries = new Array<PlanEntry>(expectedEntries);
+    this.#seqs = new Array<Seq | null>(expectedEntries);
   }
 
   add(seq: Seq, kind: PlanEntryKind, tokens: number): void {
+    const at = this.#count++;
     seq.plannedStep = this.stepIndex;
-    seq.planIndex = this.#entries.length;
+    seq.planIndex = at;
     const contextTokens = seq.computedTokens;
-    this.#entries.push({ id: seq.id, kind, tokens, contextTokens });
-    this.#seqs.push(seq);
+    this.#entries[at] = { id: seq.id, kind, tokens, contextTokens };
+    this.#seqs[at] = seq;
     this.leftTokens -= tokens;
     if (kind === 'decode') this.#decodeTokens += tokens;
     else this.#prefillTokens += tokens;
@@ -54,6 +60,8 @@ export class PlanBuilder {
   build(): { plan: StepPlan; seqs: Seq[] } {
     let entries = this.#entries;
     let seqs = this.#seqs as Seq[];
+    entries.length = this.#count;
+    seqs.length = this.#count;
     if (this.#dropped > 0) {
       entries = entries.filter((_, i) => this.#seqs[i] !== null);
       seqs = this.#seqs.filter((seq): seq is Seq => seq !== null);

@@ -98,7 +98,7 @@ export class Scheduler {
 
   schedule(): StepPlan {
     if (this.#pending !== null) throw new Error('complete() the last plan before scheduling again');
-    const b = new PlanBuilder(this.#stepIndex++, this.config.budgetTokens);
+    const b = new PlanBuilder(this.#stepIndex++, this.config.budgetTokens, this.#running.length);
     this.#scheduleDecodes(b);
     if (this.#prefilling > 0) this.#continuePrefills(b);
     if (b.preempted.length === 0) this.#admitWaiting(b);
@@ -113,9 +113,11 @@ export class Scheduler {
       throw new Error('complete() takes the plan the last schedule() returned');
     }
     this.#pending = null;
-    const emitted: TokenOut[] = [];
-    const finished: SeqFinished[] = [];
     const { entries } = plan;
+    // At most one token per entry: allocated once, cut to what came out.
+    const emitted = new Array<TokenOut>(entries.length);
+    let emittedCount = 0;
+    const finished: SeqFinished[] = [];
     for (let i = 0; i < entries.length; i++) {
       const seq = pending.seqs[i]!;
       if (seq.status !== 'running') continue; // aborted after it was planned
@@ -125,11 +127,12 @@ export class Scheduler {
       if (wasPrefilling && !seq.isPrefilling) this.#prefillDone(seq);
       if (seq.computedTokens < seq.knownTokens) continue;
       // Every known token has KV: this step sampled the next one.
-      emitted.push({ id: seq.id, index: seq.generatedTokens++ });
+      emitted[emittedCount++] = { id: seq.id, index: seq.generatedTokens++ };
       this.#counters.generationTokens++;
       if (seq.generatedTokens === seq.maxNewTokens) finished.push(this.#finish(seq));
     }
     if (finished.length > 0) this.#dropFinished();
+    emitted.length = emittedCount;
     return { emitted, finished };
   }
 
