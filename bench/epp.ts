@@ -19,6 +19,13 @@
  * - serverMs {pickMs, repeatMs, uniqueMs}: the picker's own share of each case, the mean of its
  *   `kvroute_gateway_pre_upstream_seconds` histogram (stream start to the header answer:
  *   decode, parse, tokenize, key, admit, route); the rest of an exchange is gRPC on both sides.
+ *   That span starts at the headers, so it also holds the body's way through gRPC.
+ * - serverUnderHalfMs {pickMs, ...}: the share of exchanges whose picker share was at most 0.5 ms
+ *   (the histogram's 0.5 ms bucket): its p50 is at most 0.5 ms when this is at least 0.5.
+ * - floorMs {p50, p99}: the pickMs exchanges, same payloads, right after them in each run, against
+ *   `bench/eppFloor.ts`: a process answering with the picker's codec and doing nothing else. What
+ *   gRPC costs here on both sides; pickOverFloorMs (the median of the runs' pickMs p50 minus
+ *   floorMs p50) is what the picker's work adds to an exchange.
  * Text: TypeScript's ThirdPartyNoticeText.txt (English prose), cut at a new offset per message.
  * - inProcessUs: three of the picker's steps timed in this process on the seed shape's bodies, each
  *   beside what it replaced (alternating, median of RUNS; a ratio that a busy machine leaves
@@ -127,9 +134,12 @@ const PROFILE_DIR = process.env.BENCH_EPP_CPU_PROF;
 
 /** Starts `kvroute ARGS` and resolves with its first stdout line (its ready line). */
 function startCli(args: string[], nodeArgs: string[] = []): Promise<string> {
-  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  return startNode([...nodeArgs, BIN, ...args], `kvroute ${args[0]}`);
+}
+
+/** Starts node with `argv` and resolves with its first stdout line. */
+function startNode(argv: string[], name: string): Promise<string> {
+  const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(child);
   child.stdout.setEncoding('utf8');
   // The stream stays open after the first line: a closed pipe would end the child.
@@ -139,7 +149,7 @@ function startCli(args: string[], nodeArgs: string[] = []): Promise<string> {
       out += chunk;
       if (out.includes('\n')) resolve(out);
     });
-    child.once('exit', (code) => reject(new Error(`kvroute ${args[0]} exited (${code}): ${out}`)));
+    child.once('exit', (code) => reject(new Error(`${name} exited (${code}): ${out}`)));
   });
 }
 
@@ -160,9 +170,19 @@ const address = /listening on (\S+)/.exec(banner)?.[1];
 const metricsUrl = /metrics (http:\/\/[^\s;]+)/.exec(banner)?.[1];
 if (!address || !metricsUrl) throw new Error(`kvroute epp did not start: ${banner}`);
 const client = dataPlaneClient(address);
+const floorBanner = await startNode(
+  ['--import', 'tsx', fileURLToPath(new URL('./eppFloor.ts', import.meta.url))],
+  'bench/eppFloor.ts',
+);
+const floorAddress = /listening on (\S+)/.exec(floorBanner)?.[1];
+if (!floorAddress) throw new Error(`bench/eppFloor.ts did not start: ${floorBanner}`);
+const floorClient = dataPlaneClient(floorAddress);
 
-/** Sum and count of the picker's pre-upstream histogram, from its /metrics. */
-async function serverSeconds(): Promise<{ sum: number; count: number }> {
+/**
+ * Sum and count of the picker's pre-upstream histogram, from its /metrics, and how many were
+ * at most 0.5 ms (a bucket's bound: the share's p50 is <= 0.5 ms when half of them were).
+ */
+async function serverSeconds(): Promise<{ sum: number; count: number; underHalfMs: number }> {
   let text = '';
   for (let attempt = 0; ; attempt++) {
     try {
@@ -173,20 +193,24 @@ async function serverSeconds(): Promise<{ sum: number; count: number }> {
       if (attempt >= 2) throw err;
     }
   }
-  const read = (suffix: string) =>
+  const read = (suffix: string, labels = '[^}]*') =>
     [
       ...text.matchAll(
-        new RegExp(`^kvroute_gateway_pre_upstream_seconds_${suffix}\\{[^}]*\\} (\\S+)$`, 'gm'),
+        new RegExp(`^kvroute_gateway_pre_upstream_seconds_${suffix}\\{${labels}\\} (\\S+)$`, 'gm'),
       ),
     ]
       .map((m) => Number(m[1]))
       .reduce((a, b) => a + b, 0);
-  return { sum: read('sum'), count: read('count') };
+  return {
+    sum: read('sum'),
+    count: read('count'),
+    underHalfMs: read('bucket', '(?:[^}]*,)?le="0\\.0005"[^}]*'),
+  };
 }
 
 /** One exchange: headers and the whole body in, the header mutation back; then closed. */
-async function exchangeMs(payload: Buffer): Promise<number> {
-  const stream = new DataPlaneStream(client);
+async function exchangeMs(payload: Buffer, via = client): Promise<number> {
+  const stream = new DataPlaneStream(via);
   const startedNs = process.hrtime.bigint();
   stream.send(requestHeaders('/v1/chat/completions'));
   stream.send({ request_body: { body: payload, end_of_stream: true } });
@@ -210,6 +234,12 @@ function quantiles(xs: number[]): { p50: number; p99: number } {
 }
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
+async function mapSerially<T, R>(xs: T[], f: (x: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (const x of xs) out.push(await f(x));
+  return out;
+}
+
 const ALL_CASES: Case[] = ['pickMs', 'repeatMs', 'uniqueMs'];
 const casesArg = process.argv.indexOf('--cases');
 // `--cases pickMs,uniqueMs`: only those (a profile of one shape); default all three.
@@ -222,13 +252,20 @@ const runs: Record<Case, { p50: number; p99: number }[]> = {
   repeatMs: [],
   uniqueMs: [],
 };
-const server: Record<Case, { sum: number; count: number }> = {
-  pickMs: { sum: 0, count: 0 },
-  repeatMs: { sum: 0, count: 0 },
-  uniqueMs: { sum: 0, count: 0 },
+const server: Record<Case, { sum: number; count: number; underHalfMs: number }> = {
+  pickMs: { sum: 0, count: 0, underHalfMs: 0 },
+  repeatMs: { sum: 0, count: 0, underHalfMs: 0 },
+  uniqueMs: { sum: 0, count: 0, underHalfMs: 0 },
 };
+/** The same seed-shaped exchanges against bench/eppFloor.ts: gRPC alone, no picker work. */
+const floorRuns: { p50: number; p99: number }[] = [];
+const overFloorMs: number[] = [];
 // Payloads are built before timing; the warm-up fills the tokenizer's word cache and the JIT.
-for (let i = 0; i < WARMUP; i++) await exchangeMs(bodies.pickMs());
+for (let i = 0; i < WARMUP; i++) {
+  const payload = bodies.pickMs();
+  await exchangeMs(payload);
+  await exchangeMs(payload, floorClient);
+}
 for (let r = 0; r < RUNS; r++) {
   for (const c of cases) {
     const payloads = Array.from({ length: EXCHANGES }, bodies[c]);
@@ -238,10 +275,17 @@ for (let r = 0; r < RUNS; r++) {
     const after = await serverSeconds();
     server[c].sum += after.sum - before.sum;
     server[c].count += after.count - before.count;
+    server[c].underHalfMs += after.underHalfMs - before.underHalfMs;
     runs[c].push(quantiles(ms));
+    if (c === 'pickMs') {
+      const floor = quantiles(await mapSerially(payloads, (p) => exchangeMs(p, floorClient)));
+      floorRuns.push(floor);
+      overFloorMs.push(quantiles(ms).p50 - floor.p50);
+    }
   }
 }
 client.close();
+floorClient.close();
 for (const c of children) c.kill('SIGTERM');
 
 /** Mean µs of one call of `f` over `calls`, after a warm-up. */
@@ -345,6 +389,19 @@ const summary = Object.fromEntries(
 const serverMs = Object.fromEntries(
   cases.map((c) => [c, round((server[c].sum / server[c].count) * 1000)]),
 ) as Record<Case, number>;
+const serverUnderHalfMs = Object.fromEntries(
+  cases.map((c) => [c, round(server[c].underHalfMs / server[c].count)]),
+) as Record<Case, number>;
+const floor =
+  floorRuns.length === 0
+    ? null
+    : {
+        floorMs: {
+          p50: round(median(floorRuns.map((q) => q.p50))),
+          p99: round(median(floorRuns.map((q) => q.p99))),
+        },
+        pickOverFloorMs: round(median(overFloorMs)),
+      };
 const inProcessUs = Object.fromEntries(
   Object.entries(inProcess).map(([name, t]) => {
     const before = median(t.before);
@@ -355,6 +412,8 @@ const inProcessUs = Object.fromEntries(
 const result = {
   ...summary,
   serverMs,
+  serverUnderHalfMs,
+  ...floor,
   inProcessUs,
   promptTokens,
   exchanges: EXCHANGES,
@@ -371,6 +430,10 @@ else {
   for (const c of cases) {
     text += `  ${label[c].padEnd(64)} p50 ${summary[c].p50} ms, p99 ${summary[c].p99} ms; the picker's own share ${serverMs[c]} ms\n`;
   }
+  if (floor !== null) {
+    text += `  ${'the same exchanges, gRPC alone (bench/eppFloor.ts)'.padEnd(64)} p50 ${floor.floorMs.p50} ms, p99 ${floor.floorMs.p99} ms; the picker adds ${floor.pickOverFloorMs} ms\n`;
+  }
+  text += `  the picker's share at most 0.5 ms in ${cases.map((c) => `${c} ${Math.round(serverUnderHalfMs[c] * 100)} %`).join(', ')}\n`;
   text += '  (targets: seed shape p50 <= 1 ms, its picker share <= 0.5 ms)\n';
   for (const [name, t] of Object.entries(inProcessUs)) {
     text += `  in process, ${name}: ${t.before} -> ${t.after} us an exchange (x${t.ratio})\n`;
