@@ -25,7 +25,8 @@
  * - floorMs {p50, p99}: the pickMs exchanges, same payloads, right after them in each run, against
  *   `bench/eppFloor.ts`: a process answering with the picker's codec and doing nothing else. What
  *   gRPC costs here on both sides; pickOverFloorMs (the median of the runs' pickMs p50 minus
- *   floorMs p50) is what the picker's work adds to an exchange.
+ *   floorMs p50) is what the picker's work adds to an exchange; floorCpuMs {client, server}: CPU
+ *   ms per floor exchange of this process and of the stand-in, all threads (Linux /proc).
  * Text: TypeScript's ThirdPartyNoticeText.txt (English prose), cut at a new offset per message.
  * - inProcessUs: three of the picker's steps timed in this process on the seed shape's bodies, each
  *   beside what it replaced (alternating, median of RUNS; a ratio that a busy machine leaves
@@ -57,6 +58,7 @@ import { EXT_PROC_SERVICE, serviceDefinition } from '../src/epp/protos.ts';
 import { encodeProcessingResponse } from '../src/epp/wire.ts';
 import { decodeProcessingRequest } from '../src/epp/wireIn.ts';
 import { decodeUtf8 } from '../src/openai/utf8.ts';
+import { cpuSecondsOf } from './gatewayLoad.ts';
 import { chatInput } from '../src/tokenizer/chat.ts';
 import { loadPromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
 
@@ -133,12 +135,12 @@ process.once('exit', () => {
 const PROFILE_DIR = process.env.BENCH_EPP_CPU_PROF;
 
 /** Starts `kvroute ARGS` and resolves with its first stdout line (its ready line). */
-function startCli(args: string[], nodeArgs: string[] = []): Promise<string> {
-  return startNode([...nodeArgs, BIN, ...args], `kvroute ${args[0]}`);
+async function startCli(args: string[], nodeArgs: string[] = []): Promise<string> {
+  return (await startNode([...nodeArgs, BIN, ...args], `kvroute ${args[0]}`)).line;
 }
 
 /** Starts node with `argv` and resolves with its first stdout line. */
-function startNode(argv: string[], name: string): Promise<string> {
+function startNode(argv: string[], name: string): Promise<{ line: string; pid: number }> {
   const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(child);
   child.stdout.setEncoding('utf8');
@@ -147,7 +149,7 @@ function startNode(argv: string[], name: string): Promise<string> {
     let out = '';
     child.stdout.on('data', (chunk: string) => {
       out += chunk;
-      if (out.includes('\n')) resolve(out);
+      if (out.includes('\n')) resolve({ line: out, pid: child.pid! });
     });
     child.once('exit', (code) => reject(new Error(`${name} exited (${code}): ${out}`)));
   });
@@ -170,12 +172,12 @@ const address = /listening on (\S+)/.exec(banner)?.[1];
 const metricsUrl = /metrics (http:\/\/[^\s;]+)/.exec(banner)?.[1];
 if (!address || !metricsUrl) throw new Error(`kvroute epp did not start: ${banner}`);
 const client = dataPlaneClient(address);
-const floorBanner = await startNode(
+const floorProcess = await startNode(
   ['--import', 'tsx', fileURLToPath(new URL('./eppFloor.ts', import.meta.url))],
   'bench/eppFloor.ts',
 );
-const floorAddress = /listening on (\S+)/.exec(floorBanner)?.[1];
-if (!floorAddress) throw new Error(`bench/eppFloor.ts did not start: ${floorBanner}`);
+const floorAddress = /listening on (\S+)/.exec(floorProcess.line)?.[1];
+if (!floorAddress) throw new Error(`bench/eppFloor.ts did not start: ${floorProcess.line}`);
 const floorClient = dataPlaneClient(floorAddress);
 
 /**
@@ -260,6 +262,8 @@ const server: Record<Case, { sum: number; count: number; underHalfMs: number }> 
 /** The same seed-shaped exchanges against bench/eppFloor.ts: gRPC alone, no picker work. */
 const floorRuns: { p50: number; p99: number }[] = [];
 const overFloorMs: number[] = [];
+/** CPU ms per floor exchange, all threads: this process (the client) and the stand-in. */
+const floorCpu = { client: [] as number[], server: [] as number[] };
 // Payloads are built before timing; the warm-up fills the tokenizer's word cache and the JIT.
 for (let i = 0; i < WARMUP; i++) {
   const payload = bodies.pickMs();
@@ -278,7 +282,13 @@ for (let r = 0; r < RUNS; r++) {
     server[c].underHalfMs += after.underHalfMs - before.underHalfMs;
     runs[c].push(quantiles(ms));
     if (c === 'pickMs') {
+      const cpu0 = [cpuSecondsOf(process.pid), cpuSecondsOf(floorProcess.pid)];
       const floor = quantiles(await mapSerially(payloads, (p) => exchangeMs(p, floorClient)));
+      const cpu1 = [cpuSecondsOf(process.pid), cpuSecondsOf(floorProcess.pid)];
+      if (cpu0.every((x) => x !== null) && cpu1.every((x) => x !== null)) {
+        floorCpu.client.push(((cpu1[0]! - cpu0[0]!) * 1000) / payloads.length);
+        floorCpu.server.push(((cpu1[1]! - cpu0[1]!) * 1000) / payloads.length);
+      }
       floorRuns.push(floor);
       overFloorMs.push(quantiles(ms).p50 - floor.p50);
     }
@@ -401,6 +411,12 @@ const floor =
           p99: round(median(floorRuns.map((q) => q.p99))),
         },
         pickOverFloorMs: round(median(overFloorMs)),
+        ...(floorCpu.client.length > 0 && {
+          floorCpuMs: {
+            client: round(median(floorCpu.client)),
+            server: round(median(floorCpu.server)),
+          },
+        }),
       };
 const inProcessUs = Object.fromEntries(
   Object.entries(inProcess).map(([name, t]) => {
@@ -432,6 +448,9 @@ else {
   }
   if (floor !== null) {
     text += `  ${'the same exchanges, gRPC alone (bench/eppFloor.ts)'.padEnd(64)} p50 ${floor.floorMs.p50} ms, p99 ${floor.floorMs.p99} ms; the picker adds ${floor.pickOverFloorMs} ms\n`;
+    if (floor.floorCpuMs) {
+      text += `  CPU of one floor exchange: the client ${floor.floorCpuMs.client} ms, the stand-in ${floor.floorCpuMs.server} ms\n`;
+    }
   }
   text += `  the picker's share at most 0.5 ms in ${cases.map((c) => `${c} ${Math.round(serverUnderHalfMs[c] * 100)} %`).join(', ')}\n`;
   text += '  (targets: seed shape p50 <= 1 ms, its picker share <= 0.5 ms)\n';
