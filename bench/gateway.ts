@@ -12,6 +12,9 @@
  *   connections), against two instant backends (a trivial HTTP server answering a short SSE
  *   stream, /metrics included), and nginxThroughputRps: the same load through nginx doing
  *   round-robin proxy_pass (keep-alive upstreams, buffering off) to the same two backends.
+ *   nodePassThroughRps: the same load through the bare Node proxy (round-robin over the same
+ *   two backends), and passThroughVsNginx: what a single Node process that only proxies reaches
+ *   against nginx on this machine.
  * - natsAddedMs: what sharing routing state over NATS (`serve --nats`) adds to the request
  *   path: a gateway with --nats (publishing every decision and release to a nats-server spawned
  *   here) against the same gateway without, in the same alternating rounds as addedMs. A peer
@@ -247,7 +250,7 @@ async function main(): Promise<void> {
   // when installed, nginx: what the machine and the runtime add, beside what the gateway adds.
   const { match: nodeProxy, child: nodeProxyChild } = await startChild(
     process.execPath,
-    ['--input-type=module', '-e', PASS_THROUGH_PROXY, backends[0]!],
+    ['--input-type=module', '-e', PASS_THROUGH_PROXY, ...backends],
     /ready (\S+)/,
   );
   const nginx = ensureNginx();
@@ -262,8 +265,6 @@ async function main(): Promise<void> {
     backends[0]!,
     ...vias,
   ])) as [Percentiles, Percentiles, Percentiles, Percentiles | undefined];
-  // Only the gateway and nginx take part in the throughput half: nothing else left running.
-  nodeProxyChild.kill('SIGTERM');
   const added = (through: Percentiles) => ({
     p50: round3(through.p50 - instantDirect.p50),
     p99: round3(through.p99 - instantDirect.p99),
@@ -287,6 +288,13 @@ async function main(): Promise<void> {
   log(
     `gateway throughput (${CONCURRENCY} connections, 2 instant backends): ${throughputRps.toFixed(0)} req/s`,
   );
+  // The same load through the bare Node proxy: the most any single Node process proxying it
+  // reaches on this machine, the gateway's own yardstick.
+  await closedLoop(nodeProxy[1]!, CONCURRENCY, WARMUP_S);
+  const passThroughRps = (await closedLoop(nodeProxy[1]!, CONCURRENCY, PHASE_S)).requestsPerS;
+  log(`node pass-through throughput (same load): ${passThroughRps.toFixed(0)} req/s`);
+  // Only one proxy at a time takes part in the throughput half: nothing else left running.
+  nodeProxyChild.kill('SIGTERM');
 
   let nginxThroughputRps: number | null = null;
   if (nginxServer !== null) {
@@ -308,6 +316,9 @@ async function main(): Promise<void> {
     throughputRps: Math.round(throughputRps),
     nginxThroughputRps: nginxThroughputRps === null ? null : Math.round(nginxThroughputRps),
     ratioVsNginx: nginxThroughputRps === null ? null : round3(throughputRps / nginxThroughputRps),
+    nodePassThroughRps: Math.round(passThroughRps),
+    passThroughVsNginx:
+      nginxThroughputRps === null ? null : round3(passThroughRps / nginxThroughputRps),
     addedMsInstantBackend: added(instantVia),
     nodePassThroughAddedMs: added(nodeVia),
     nginxAddedMs: nginxVia ? added(nginxVia) : null,

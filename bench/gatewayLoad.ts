@@ -77,11 +77,13 @@ server.listen(0, '127.0.0.1', () => console.log('ready http://127.0.0.1:' + serv
 
 /**
  * The least a Node HTTP proxy does: read the body, forward it over keep-alive connections to
- * argv[1], stream the answer back. No parsing, tokenizing or routing.
+ * the backends named by its arguments, in turn, stream the answer back. No parsing, tokenizing
+ * or routing.
  */
 export const PASS_THROUGH_PROXY = `
 import { Agent, createServer, request } from 'node:http';
-const target = new URL(process.argv[1]);
+const targets = process.argv.slice(1).map((url) => new URL(url));
+let turn = 0;
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });
 const server = createServer({ keepAlive: true }, (req, res) => {
   const chunks = [];
@@ -89,6 +91,7 @@ const server = createServer({ keepAlive: true }, (req, res) => {
   req.on('end', () => {
     const body = Buffer.concat(chunks);
     const headers = { 'content-type': 'application/json', 'content-length': body.length };
+    const target = targets[turn++ % targets.length];
     const up = request({ host: target.hostname, port: target.port, path: req.url, method: 'POST', agent, headers }, (ur) => {
       res.writeHead(ur.statusCode, { 'content-type': ur.headers['content-type'] });
       ur.on('data', (c) => res.write(c));
