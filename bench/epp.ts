@@ -47,17 +47,12 @@ import {
   httpHeaders,
   requestHeaders,
 } from '../src/epp/dataPlane.ts';
-import {
-  DESTINATION_HEADER,
-  destinationMetadata,
-  headerOption,
-  type ProcessingResponse,
-  streamedBody,
-} from '../src/epp/messages.ts';
+import type { ProcessingResponse } from '../src/epp/messages.ts';
 import { EXT_PROC_SERVICE, serviceDefinition } from '../src/epp/protos.ts';
 import { encodeProcessingResponse } from '../src/epp/wire.ts';
 import { decodeProcessingRequest } from '../src/epp/wireIn.ts';
 import { decodeUtf8 } from '../src/openai/utf8.ts';
+import { pickAnswers } from './eppAnswers.ts';
 import { cpuSecondsOf } from './gatewayLoad.ts';
 import { chatInput } from '../src/tokenizer/chat.ts';
 import { loadPromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
@@ -236,12 +231,6 @@ function quantiles(xs: number[]): { p50: number; p99: number } {
 }
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-async function mapSerially<T, R>(xs: T[], f: (x: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = [];
-  for (const x of xs) out.push(await f(x));
-  return out;
-}
-
 const ALL_CASES: Case[] = ['pickMs', 'repeatMs', 'uniqueMs'];
 const casesArg = process.argv.indexOf('--cases');
 // `--cases pickMs,uniqueMs`: only those (a profile of one shape); default all three.
@@ -283,7 +272,9 @@ for (let r = 0; r < RUNS; r++) {
     runs[c].push(quantiles(ms));
     if (c === 'pickMs') {
       const cpu0 = [cpuSecondsOf(process.pid), cpuSecondsOf(floorProcess.pid)];
-      const floor = quantiles(await mapSerially(payloads, (p) => exchangeMs(p, floorClient)));
+      const floorTimes: number[] = [];
+      for (const p of payloads) floorTimes.push(await exchangeMs(p, floorClient));
+      const floor = quantiles(floorTimes);
       const cpu1 = [cpuSecondsOf(process.pid), cpuSecondsOf(floorProcess.pid)];
       if (cpu0.every((x) => x !== null) && cpu1.every((x) => x !== null)) {
         floorCpu.client.push(((cpu1[0]! - cpu0[0]!) * 1000) / payloads.length);
@@ -330,24 +321,7 @@ const requestMessages = (payload: Buffer): Buffer[] =>
     },
     ...Array.from({ length: 16 }, () => ({ response_body: { body: tokenChunk } })),
   ].map((m) => protoLoaderProcess.requestSerialize(m));
-const answers = (payload: Buffer): ProcessingResponse[] => [
-  {
-    request_headers: {
-      response: {
-        clear_route_cache: true,
-        header_mutation: {
-          set_headers: [
-            headerOption(DESTINATION_HEADER, '10.0.0.1:8000'),
-            headerOption('content-length', String(payload.length)),
-          ],
-        },
-      },
-    },
-    dynamic_metadata: destinationMetadata('10.0.0.1:8000'),
-  },
-  ...streamedBody('request_body', payload, true),
-];
-const sampleAnswers = sample.map(answers);
+const sampleAnswers = sample.map((payload) => pickAnswers(payload));
 const sampleRequests = sample.map(requestMessages);
 const steps = {
   decode: {

@@ -7,19 +7,12 @@
  * decode, no JSON, no tokenizing, no pick: what an exchange costs gRPC on both sides.
  */
 import { Server, ServerCredentials, type ServerDuplexStream } from '@grpc/grpc-js';
-import {
-  DESTINATION_HEADER,
-  destinationMetadata,
-  headerOption,
-  type ProcessingRequest,
-  type ProcessingResponse,
-  streamedBody,
-} from '../src/epp/messages.ts';
+import type { ProcessingRequest, ProcessingResponse } from '../src/epp/messages.ts';
 import { EXT_PROC_SERVICE, serviceDefinition } from '../src/epp/protos.ts';
 import { encodeProcessingResponse } from '../src/epp/wire.ts';
 import { decodeProcessingRequest } from '../src/epp/wireIn.ts';
+import { pickAnswers } from './eppAnswers.ts';
 
-const ENDPOINT = '10.0.0.1:8000';
 const MAX_MESSAGE_BYTES = 8 << 20;
 
 const definition = serviceDefinition(EXT_PROC_SERVICE);
@@ -42,21 +35,7 @@ server.addService(
         if (req.request !== 'request_body' || !body?.end_of_stream) return;
         const raw = body.body ?? Buffer.alloc(0);
         const bytes = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
-        call.write({
-          request_headers: {
-            response: {
-              clear_route_cache: true,
-              header_mutation: {
-                set_headers: [
-                  headerOption(DESTINATION_HEADER, ENDPOINT),
-                  headerOption('content-length', String(bytes.length)),
-                ],
-              },
-            },
-          },
-          dynamic_metadata: destinationMetadata(ENDPOINT),
-        });
-        for (const r of streamedBody('request_body', bytes, true)) call.write(r);
+        for (const r of pickAnswers(bytes)) call.write(r);
       });
       call.on('end', () => call.end());
     },
