@@ -7,7 +7,8 @@
  *
  * Per round and tree: the step (schedule() + complete() with 256 running decodes, paged KV,
  * prefix caching, budget 8,192) and the admission of a cold 8,000-token prompt into a full pool
- * (lookup, 500 blocks allocated with evictions, 500 stored with their events), each as p50 and
+ * (lookup, 500 blocks allocated with evictions, 500 stored with their events), its token ids
+ * typed as the engine's are and again as a plain array (`plainAdmit*`), each as p50 and
  * p99 of wall-clock samples and as mean CPU time per call (what preemption by other processes
  * does not inflate). Prints each tree's medians, the median of the per-round ratios (this tree /
  * baseline) and the load average. The workloads are bench/scheduler.ts's.
@@ -119,8 +120,11 @@ function stepRound(tree: Tree): Record<string, number> {
   return { stepP50Us: at(samples, 0.5), stepP99Us: at(samples, 0.99), stepCpuMeanUs: cpuMean };
 }
 
-/** bench/scheduler.ts's admitRun: p50, p99 and mean CPU µs of one admission. */
-function admitRound(tree: Tree): Record<string, number> {
+/**
+ * bench/scheduler.ts's admitRun: p50, p99 and mean CPU µs of one admission, token ids typed as
+ * the engine's are (`admit*`) or a plain array (`plainAdmit*`).
+ */
+function admitRound(tree: Tree, typed: boolean): Record<string, number> {
   const promptTokens = 8000;
   const pool = new tree.BlockPool({ numBlocks: 4 * 501, blockSize: BLOCK_SIZE });
   const sched = new tree.Scheduler({ budgetTokens: 8192, maxSeqs: 8, kvPolicy: 'paged' }, pool);
@@ -128,8 +132,9 @@ function admitRound(tree: Tree): Record<string, number> {
   let cpuTotal = 0;
   for (let i = 0; i < ADMITS + 8; i++) {
     const id = `p${i}`;
-    const tokenIds = uniquePrompt(promptTokens, 1000 + i);
-    const blockKeys = tree.computeBlockKeys(tokenIds, BLOCK_SIZE);
+    const plain = uniquePrompt(promptTokens, 1000 + i);
+    const blockKeys = tree.computeBlockKeys(plain, BLOCK_SIZE);
+    const tokenIds = typed ? Int32Array.from(plain) : plain;
     sched.add({ id, promptTokens, maxNewTokens: 2, arrivalMs: i, tokenIds, blockKeys });
     const cpu = process.cpuUsage();
     const t0 = nowUs();
@@ -146,10 +151,11 @@ function admitRound(tree: Tree): Record<string, number> {
     }
   }
   samples.sort((a, b) => a - b);
+  const prefix = typed ? 'admit' : 'plainAdmit';
   return {
-    admitP50Us: at(samples, 0.5),
-    admitP99Us: at(samples, 0.99),
-    admitCpuMeanUs: cpuTotal / ADMITS,
+    [`${prefix}P50Us`]: at(samples, 0.5),
+    [`${prefix}P99Us`]: at(samples, 0.99),
+    [`${prefix}CpuMeanUs`]: cpuTotal / ADMITS,
   };
 }
 
@@ -158,13 +164,19 @@ const names = ['baseline', 'current'];
 // JIT warm-up of both trees before anything is kept.
 for (const name of names) {
   stepRound(trees[name]!);
-  admitRound(trees[name]!);
+  admitRound(trees[name]!, true);
+  admitRound(trees[name]!, false);
 }
 const runs: Record<string, Record<string, number>[]> = { baseline: [], current: [] };
 for (let r = 0; r < ROUNDS; r++) {
   // Alternate which tree goes first, so neither always runs on a freshly collected heap.
   for (const name of r % 2 === 0 ? names : [...names].reverse()) {
-    runs[name]!.push({ ...stepRound(trees[name]!), ...admitRound(trees[name]!) });
+    const tree = trees[name]!;
+    runs[name]!.push({
+      ...stepRound(tree),
+      ...admitRound(tree, true),
+      ...admitRound(tree, false),
+    });
   }
 }
 const fields = Object.keys(runs.current![0]!);

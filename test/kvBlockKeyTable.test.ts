@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { BlockKeyTable, NO_KEY } from '../src/kv/blockKeyTable.ts';
 
 test('the key table behaves like a Map under random adds and deletes, collisions included', () => {
-  // Keys that share their low 32 bits land on the same home slot and wrap around the table.
+  // Keys that share their low 32 bits land in the same bucket: chains of several blocks.
   const key = fc.tuple(fc.integer({ min: 0, max: 7 }), fc.integer({ min: 0, max: 2 ** 21 - 1 }));
   const toKey = ([lo, hi]: [number, number]) => hi * 2 ** 32 + ((lo * 0x9e3779b9) >>> 0);
   fc.assert(
@@ -57,8 +57,7 @@ test('a key already present or a block already holding a key is refused', () => 
 });
 
 test('deleteBlock removes the key a block holds, as delete of that key does, collisions included', () => {
-  // Keys sharing their low 32 bits make long probe runs, so deletes shift entries (and their
-  // recorded slots) back.
+  // Keys sharing their low 32 bits make long chains, so deletes unlink blocks from their middle.
   const key = fc.tuple(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 2 ** 21 - 1 }));
   const toKey = ([lo, hi]: [number, number]) => hi * 2 ** 32 + ((lo * 0x9e3779b9) >>> 0);
   const op = fc.oneof(

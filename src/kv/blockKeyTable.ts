@@ -1,35 +1,42 @@
 /**
- * Block key -> block id, an open-addressing hash table of block ids over one Int32Array. Keys are
- * 53-bit numbers that a JS Map hashes slowly (they are heap doubles, not small integers); this
- * table probes from a Fibonacci hash of their low 32 bits. Linear probing with backward-shift
- * deletion (no tombstones).
+ * Block key -> block id: a hash table chained through the blocks themselves. Keys are 53-bit
+ * numbers that a JS Map hashes slowly (they are heap doubles, not small integers); this table
+ * picks a bucket from a Fibonacci hash of their low 32 bits.
  *
- * A slot holds only a block id (4 bytes); the block's key lives in `keyOf`, one float64 per block,
- * which the table shares with its owner (the block pool reads a block's key there) and alone
- * writes: `add` sets a block's key, `delete` and `clear` reset it to NO_KEY. So a block holds a
- * key exactly while the table maps that key to it. A slot a quarter the size of a key + block pair
- * lets the table keep three slots or more per entry, at most a third full, in half the bytes a pair
- * table two-thirds full took: probe runs are shorter, and a probe compares `keyOf[block]`, an
- * array the owner reads anyway. It never holds more than `keyOf.length` entries, so it is sized
- * once.
+ * A bucket holds the first block of its chain and each block the next (`#next`, one int32 a
+ * block). The block's key lives in `keyOf`, one float64 per block, which the table shares with
+ * its owner (the block pool reads a block's key there) and alone writes: `add` sets a block's
+ * key, `delete` and `clear` reset it to NO_KEY. So a block holds a key exactly while the table
+ * maps that key to it.
  *
- * Each keyed block also knows its slot (`#slotOf`, kept as entries move), so evicting a block's
- * key (`deleteBlock`, the pool's hot path) starts at its hole without probing for it.
+ * Why chains and not open addressing: the pool's hot path evicts keys by block as it reuses
+ * blocks (`deleteBlock`). Unlinking a block reads its bucket and, rarely, walks a short chain;
+ * deleting from a linear-probing table shifts the rest of the probe run back, with an
+ * unpredictable branch per entry (bench/schedulerAb.ts: the admission of a cold 8,000-token
+ * prompt 0.91x of the probing table's time). At two buckets or more per block a chain holds under
+ * half an entry on average, and the table takes 12 to 20 B a block (the probing one 16 to 28). It
+ * never holds more than `keyOf.length` entries, so it is sized once.
  */
 import type { BlockKey } from './blockKey.ts';
 
 /** Key of a block that holds none (block keys are never negative). */
 export const NO_KEY = -1;
-const EMPTY = -1;
+/** No block: an empty bucket or the end of a chain. */
+const NONE = -1;
+/**
+ * About four buckets a block (the power of two nearest, so 2.8 to 5.7): chains hold about a
+ * quarter of an entry on average when every block holds a key. More costs more than it saves
+ * once the pools outgrow the caches: eight a block made a 352-replica simulation ~1.2x slower.
+ */
+const BUCKETS_PER_BLOCK = 4;
 
 export class BlockKeyTable {
-  /** Block id per slot; EMPTY marks a free slot. */
-  readonly #slots: Int32Array;
+  /** First block per bucket; NONE for an empty bucket. */
+  readonly #heads: Int32Array;
+  /** Per block: the next block in its chain (NONE at the end). */
+  readonly #next: Int32Array;
   /** Key per block, NO_KEY for a block that holds none (shared with the owner, read only there). */
   readonly keyOf: Float64Array;
-  /** Slot per block, valid while the block holds a key. */
-  readonly #slotOf: Int32Array;
-  readonly #mask: number;
   readonly #shift: number;
   #size = 0;
   /** What `touch` read, kept only so that its loads are not optimized away. */
@@ -37,13 +44,11 @@ export class BlockKeyTable {
 
   /** A table for blocks 0..numBlocks-1, every one holding no key. */
   constructor(numBlocks: number) {
-    let capacity = 16;
-    while (capacity < numBlocks * 3) capacity *= 2;
-    this.#slots = new Int32Array(capacity).fill(EMPTY);
+    const buckets = 2 ** Math.max(4, Math.round(Math.log2(numBlocks * BUCKETS_PER_BLOCK)));
+    this.#heads = new Int32Array(buckets).fill(NONE);
+    this.#next = new Int32Array(numBlocks);
     this.keyOf = new Float64Array(numBlocks).fill(NO_KEY);
-    this.#slotOf = new Int32Array(numBlocks);
-    this.#mask = capacity - 1;
-    this.#shift = 32 - Math.log2(capacity);
+    this.#shift = 32 - Math.log2(buckets);
   }
 
   get size(): number {
@@ -52,26 +57,25 @@ export class BlockKeyTable {
 
   /** The block holding `key`, or -1. */
   get(key: BlockKey): number {
-    const slot = this.#find(key);
-    return slot === -1 ? -1 : this.#slots[slot]!;
+    return this.#find(key);
   }
 
   has(key: BlockKey): boolean {
-    return this.#find(key) !== -1;
+    return this.#find(key) !== NONE;
   }
 
   /**
-   * Loads the home slots of `keys[from, to)`, and the keys of the blocks there, without acting on
+   * Loads the buckets of `keys[from, to)`, and the keys of their first blocks, without acting on
    * them: the loads are independent, so the CPU overlaps their cache misses and the operations
    * that follow hit the cache.
    */
   touch(keys: ArrayLike<BlockKey>, from: number, to: number): void {
-    const slots = this.#slots;
+    const heads = this.#heads;
     const keyOf = this.keyOf;
     let sink = 0;
     for (let i = from; i < to; i++) {
-      const block = slots[this.#home(keys[i]!)]!;
-      if (block !== EMPTY) sink += keyOf[block]!;
+      const block = heads[this.#bucket(keys[i]!)]!;
+      if (block !== NONE) sink += keyOf[block]!;
     }
     this.touched = sink;
   }
@@ -86,109 +90,92 @@ export class BlockKeyTable {
    * nothing); true when added, and then `keyOf[block]` is `key`.
    */
   addIfAbsent(key: BlockKey, block: number): boolean {
-    const slots = this.#slots;
     const keyOf = this.keyOf;
-    let i = this.#home(key);
-    for (;;) {
-      const held = slots[i]!;
-      if (held === EMPTY) break;
-      if (keyOf[held] === key) return false;
-      i = (i + 1) & this.#mask;
-    }
+    const next = this.#next;
+    const bucket = this.#bucket(key);
+    const first = this.#heads[bucket]!;
+    for (let b = first; b !== NONE; b = next[b]!) if (keyOf[b] === key) return false;
     if (keyOf[block] !== NO_KEY) throw new Error(`block ${block} already holds a key`);
-    slots[i] = block;
+    next[block] = first;
+    this.#heads[bucket] = block;
     keyOf[block] = key;
-    this.#slotOf[block] = i;
     this.#size++;
     return true;
   }
 
   /** Removes `key`; its block then holds no key. False when `key` is absent. */
   delete(key: BlockKey): boolean {
-    const slot = this.#find(key);
-    if (slot === -1) return false;
-    this.#empty(slot);
+    const block = this.#find(key);
+    if (block === NONE) return false;
+    this.#unlink(block);
     return true;
   }
 
   /** Removes the key `block` holds; false when it holds none. */
   deleteBlock(block: number): boolean {
     if (this.keyOf[block] === NO_KEY) return false;
-    this.#empty(this.#slotOf[block]!);
+    this.#unlink(block);
     return true;
   }
 
   /**
-   * Loads what `deleteBlock` reads for each of `blocks[from, to)`: the slot after the block's own
-   * (the first that the shift back looks at) and that slot's key, as `touch` does for keys.
+   * Loads what `deleteBlock` reads first for each of `blocks[from, to)`, their buckets, as
+   * `touch` does for keys.
    */
   touchBlocks(blocks: ArrayLike<number>, from: number, to: number): void {
-    const slots = this.#slots;
-    const slotOf = this.#slotOf;
+    const heads = this.#heads;
     const keyOf = this.keyOf;
-    const mask = this.#mask;
     let sink = 0;
     for (let i = from; i < to; i++) {
-      const block = blocks[i]!;
-      if (keyOf[block] === NO_KEY) continue;
-      const after = slots[(slotOf[block]! + 1) & mask]!;
-      if (after !== EMPTY) sink += keyOf[after]!;
+      const key = keyOf[blocks[i]!]!;
+      if (key !== NO_KEY) sink += heads[this.#bucket(key)]!;
     }
     this.touched = sink;
   }
 
   /** Drops every key; every block then holds none. */
   clear(): void {
-    this.#slots.fill(EMPTY);
+    this.#heads.fill(NONE);
     this.keyOf.fill(NO_KEY);
     this.#size = 0;
   }
 
-  /** Every key held, in table order. */
+  /** Every key held, bucket by bucket. */
   keys(): BlockKey[] {
     const out: BlockKey[] = [];
-    const slots = this.#slots;
-    for (let i = 0; i < slots.length; i++) {
-      if (slots[i] !== EMPTY) out.push(this.keyOf[slots[i]!]!);
+    const heads = this.#heads;
+    const next = this.#next;
+    for (let i = 0; i < heads.length; i++) {
+      for (let b = heads[i]!; b !== NONE; b = next[b]!) out.push(this.keyOf[b]!);
     }
     return out;
   }
 
-  /** Empties `hole`: its block holds no key, and later entries of the run shift back into it. */
-  #empty(hole: number): void {
-    const slots = this.#slots;
-    const slotOf = this.#slotOf;
-    const keyOf = this.keyOf;
-    const mask = this.#mask;
-    keyOf[slots[hole]!] = NO_KEY;
-    // Shift later entries of the probe run back into the hole while their home allows it.
-    for (let j = (hole + 1) & mask; slots[j] !== EMPTY; j = (j + 1) & mask) {
-      const moved = slots[j]!;
-      const home = this.#home(keyOf[moved]!);
-      const stays = hole <= j ? hole < home && home <= j : hole < home || home <= j;
-      if (stays) continue;
-      slots[hole] = moved;
-      slotOf[moved] = hole;
-      hole = j;
+  /** Takes `block` (which holds a key) out of its chain; it then holds no key. */
+  #unlink(block: number): void {
+    const next = this.#next;
+    const bucket = this.#bucket(this.keyOf[block]!);
+    let b = this.#heads[bucket]!;
+    if (b === block) this.#heads[bucket] = next[block]!;
+    else {
+      while (next[b] !== block) b = next[b]!;
+      next[b] = next[block]!;
     }
-    slots[hole] = EMPTY;
+    this.keyOf[block] = NO_KEY;
     this.#size--;
   }
 
-  /** Fibonacci hashing of the key's low 32 bits: the top bits of the product pick the slot. */
-  #home(key: BlockKey): number {
+  /** Fibonacci hashing of the key's low 32 bits: the top bits of the product pick the bucket. */
+  #bucket(key: BlockKey): number {
     return Math.imul(key >>> 0, 0x9e3779b1) >>> this.#shift;
   }
 
+  /** The block holding `key`, or NONE. */
   #find(key: BlockKey): number {
-    const slots = this.#slots;
     const keyOf = this.keyOf;
-    let i = this.#home(key);
-    for (;;) {
-      const held = slots[i]!;
-      if (held === EMPTY) return -1;
-      if (keyOf[held] === key) return i;
-      i = (i + 1) & this.#mask;
-    }
+    const next = this.#next;
+    let b = this.#heads[this.#bucket(key)]!;
+    while (b !== NONE && keyOf[b] !== key) b = next[b]!;
+    return b;
   }
 }
