@@ -69,7 +69,10 @@ export interface ReplicaView {
 export interface PickInput {
   readonly request: RouteRequest;
   readonly nowMs: number;
-  /** Eligible replicas, in id order, never empty. */
+  /**
+   * Eligible replicas, in id order, never empty. The router refills these views for each route:
+   * read them during `pick`, keep nothing of them.
+   */
   readonly candidates: readonly ReplicaView[];
   /** Names of all replicas by id (removed ones: null), for rings that must not move. */
   readonly fleet: readonly (string | null)[];
