@@ -13,9 +13,9 @@
  * blocks (`deleteBlock`). Unlinking a block reads its bucket and, rarely, walks a short chain;
  * deleting from a linear-probing table shifts the rest of the probe run back, with an
  * unpredictable branch per entry (bench/schedulerAb.ts: the admission of a cold 8,000-token
- * prompt 0.91x of the probing table's time). At two buckets or more per block a chain holds under
- * half an entry on average, and the table takes 12 to 20 B a block (the probing one 16 to 28). It
- * never holds more than `keyOf.length` entries, so it is sized once.
+ * prompt 0.73x to 0.77x of the probing table's time). With about four buckets a block the table
+ * takes 15 to 27 B a block (the probing one took 16 to 28). It never holds more than
+ * `keyOf.length` entries, so it is sized once.
  */
 import type { BlockKey } from './blockKey.ts';
 
@@ -26,7 +26,7 @@ const NONE = -1;
 /**
  * About four buckets a block (the power of two nearest, so 2.8 to 5.7): chains hold about a
  * quarter of an entry on average when every block holds a key. More costs more than it saves
- * once the pools outgrow the caches: eight a block made a 352-replica simulation ~1.2x slower.
+ * once the pools outgrow the caches: 7.5 a block made a 352-replica simulation ~1.2x slower.
  */
 const BUCKETS_PER_BLOCK = 4;
 
