@@ -33,6 +33,7 @@ export {
 export { Ledger, type ReplicaLoad } from './ledger.ts';
 export { RouteOverlay } from './overlay.ts';
 export type { Pick, PickInput, Policy, ReplicaView, Routed, RouteRequest } from './policy.ts';
+export { idleReplicaView } from './policy.ts';
 export { decodeStepMsOf, type ReplicaSpeed } from './replicaSpeed.ts';
 export { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
 export { matchPrefix, replicaMask } from './prefixMatch.ts';

@@ -6,7 +6,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { Rng } from '../util/rng.ts';
-import type { LoraView } from './adapters.ts';
+import { type LoraView, NO_LORA } from './adapters.ts';
 import type { ReplicaSpeed } from './replicaSpeed.ts';
 
 export interface RouteRequest {
@@ -64,6 +64,34 @@ export interface ReplicaView {
   readonly lora: Readonly<LoraView>;
   /** The replica's speed in a mixed fleet (absent: the policy's fleet-wide figures). */
   readonly speed?: ReplicaSpeed;
+}
+
+/** A ReplicaView whose fields can be written: the router refills one per replica per route. */
+export type MutableReplicaView = { -readonly [K in keyof ReplicaView]: ReplicaView[K] };
+
+/** Replica `id`'s view with nothing routed, cached or reported, every field present. */
+export function idleReplicaView(id: number, name: string): MutableReplicaView {
+  return {
+    id,
+    name,
+    cachedBlocks: 0,
+    cachedTokens: 0,
+    cpuCachedTokens: 0,
+    queuedPromptTokens: 0,
+    prefillRequests: 0,
+    decodeRequests: 0,
+    inFlight: 0,
+    activePrefillBlocks: 0,
+    activeDecodeBlocks: 0,
+    kvUsage: 0,
+    running: 0,
+    waiting: 0,
+    reportedQueuedPromptTokens: undefined,
+    reportedAtMs: undefined,
+    indexedBlocks: 0,
+    lora: NO_LORA,
+    speed: undefined,
+  };
 }
 
 export interface PickInput {

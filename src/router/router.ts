@@ -34,7 +34,15 @@ import { type FilterThresholds, judge, leastLoaded, type Verdict } from './filte
 import { ForeignKeyMap, type ForeignKvEvent } from './foreignKeys.ts';
 import { Ledger } from './ledger.ts';
 import { RouteOverlay } from './overlay.ts';
-import type { Pick, PickInput, Policy, ReplicaView, RouteRequest } from './policy.ts';
+import {
+  idleReplicaView,
+  type MutableReplicaView,
+  type Pick,
+  type PickInput,
+  type Policy,
+  type ReplicaView,
+  type RouteRequest,
+} from './policy.ts';
 import { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
 import { matchPrefix } from './prefixMatch.ts';
 import { extendThroughTier } from './tierMatch.ts';
@@ -149,7 +157,7 @@ interface ReplicaState {
   foreign: ForeignKeyMap | undefined;
   speed: ReplicaSpeed | undefined;
   /** What the policy sees of this replica, refilled by each route (see `#view`). */
-  readonly view: { -readonly [K in keyof ReplicaView]: ReplicaView[K] };
+  readonly view: MutableReplicaView;
 }
 
 export class Router {
@@ -238,7 +246,7 @@ export class Router {
       lastEventAtMs: undefined,
       foreign: undefined,
       speed,
-      view: emptyView(id, name),
+      view: idleReplicaView(id, name),
     });
     this.#byName.set(name, id);
     this.#index.ensureReplicas(id + 1);
@@ -768,31 +776,6 @@ export class Router {
 }
 
 /** Prompt tokens in a request's first `blocks` blocks (its cached prefix there). */
-/** A replica's view before any route fills it: every field present, so its shape never changes. */
-function emptyView(id: number, name: string): ReplicaState['view'] {
-  return {
-    id,
-    name,
-    cachedBlocks: 0,
-    cachedTokens: 0,
-    cpuCachedTokens: 0,
-    queuedPromptTokens: 0,
-    prefillRequests: 0,
-    decodeRequests: 0,
-    inFlight: 0,
-    activePrefillBlocks: 0,
-    activeDecodeBlocks: 0,
-    kvUsage: 0,
-    running: 0,
-    waiting: 0,
-    reportedQueuedPromptTokens: undefined,
-    reportedAtMs: undefined,
-    indexedBlocks: 0,
-    lora: NO_LORA,
-    speed: undefined,
-  };
-}
-
 function cachedOf(blocks: number, request: RouteRequest): number {
   return Math.min(request.promptTokens, blocks * request.blockSize);
 }

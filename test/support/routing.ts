@@ -1,8 +1,7 @@
 /** Requests and KV events built from deterministic token ids, shared by the router tests. */
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
 import type { KvEvent } from '../../src/kv/events.ts';
-import { NO_LORA } from '../../src/router/adapters.ts';
-import type { ReplicaView, RouteRequest } from '../../src/router/index.ts';
+import { idleReplicaView, type ReplicaView, type RouteRequest } from '../../src/router/index.ts';
 
 export const BLOCK = 16;
 
@@ -35,25 +34,6 @@ export function stored(toks: number[], keys = computeBlockKeys(toks, BLOCK)): Kv
 
 /** A policy's view of replica `id`: idle, empty cache, unless `fields` say otherwise. */
 export function replicaView(id: number, fields: Partial<ReplicaView> = {}): ReplicaView {
-  const v = {
-    id,
-    name: `r${id}`,
-    cachedBlocks: 0,
-    cachedTokens: 0,
-    queuedPromptTokens: 0,
-    prefillRequests: 0,
-    decodeRequests: 0,
-    inFlight: 0,
-    activePrefillBlocks: 0,
-    activeDecodeBlocks: 0,
-    kvUsage: 0,
-    running: 0,
-    waiting: 0,
-    reportedQueuedPromptTokens: undefined,
-    reportedAtMs: undefined,
-    indexedBlocks: 0,
-    lora: NO_LORA,
-    ...fields,
-  };
+  const v = { ...idleReplicaView(id, `r${id}`), ...fields };
   return { ...v, cachedTokens: v.cachedBlocks * BLOCK, cpuCachedTokens: v.cpuCachedTokens ?? 0 };
 }
