@@ -179,10 +179,10 @@ export class Router {
   #matched = new Int32Array(0);
   /** Route scratch: healthy and eligible replicas, the walk's bitset of replicas still matching. */
   #healthy: ReplicaState[] = [];
-  /** The candidates' views handed to the policy (the array and the views are reused). */
-  #views: ReplicaView[] = [];
   #eligible: ReplicaState[] = [];
   #alive = new Int32Array(0);
+  /** The candidates' views handed to the policy (the array and the views are reused). */
+  #views: ReplicaView[] = [];
   /** Per replica: blocks of the last walk's match that only its CPU tier holds. */
   #cpuMatched = new Int32Array(0);
   #cpuDirty = false;
