@@ -260,10 +260,9 @@ export class Exchange {
   /** From the request's headers to the answer naming its endpoint (the gateway's pre-upstream). */
   #observePick(picked: Picked): void {
     const m = this.#ctx.metrics;
-    m.preUpstreamSeconds.observe(
-      { model: m.modelLabel(picked.model), tenant: m.tenantLabel(picked.tenant) },
-      (performance.now() - this.#arrivedMs) / 1000,
-    );
+    m.preUpstreamSeconds
+      .series(m.modelLabel(picked.model), m.tenantLabel(picked.tenant))
+      .observe((performance.now() - this.#arrivedMs) / 1000);
   }
 
   #onResponseHeaders(req: ProcessingRequest): void {
@@ -346,14 +345,9 @@ export class Exchange {
     if (!picked || this.#released) return;
     this.#ctx.picker.firstToken(picked, Date.now());
     const m = this.#ctx.metrics;
-    m.ttftSeconds.observe(
-      {
-        model: m.modelLabel(picked.model),
-        tenant: m.tenantLabel(picked.tenant),
-        replica: picked.replica,
-      },
-      (performance.now() - this.#arrivedMs) / 1000,
-    );
+    m.ttftSeconds
+      .series(m.modelLabel(picked.model), m.tenantLabel(picked.tenant), picked.replica)
+      .observe((performance.now() - this.#arrivedMs) / 1000);
   }
 
   #immediate(err: ApiError): void {
@@ -392,13 +386,8 @@ export class Exchange {
     const picked = this.#picked;
     const model = m.modelLabel(picked?.model ?? null);
     const tenant = m.tenantLabel(picked?.tenant ?? null);
-    m.requests.inc({
-      endpoint,
-      status: String(this.#status ?? CLIENT_CLOSED_STATUS),
-      model,
-      tenant,
-    });
+    m.requests.series(endpoint, String(this.#status ?? CLIENT_CLOSED_STATUS), model, tenant).inc();
     if (picked)
-      m.e2eSeconds.observe({ model, tenant }, (performance.now() - this.#arrivedMs) / 1000);
+      m.e2eSeconds.series(model, tenant).observe((performance.now() - this.#arrivedMs) / 1000);
   }
 }

@@ -10,10 +10,11 @@
  * `nodejs_*`, unprefixed, as every Node.js exporter names them) are in the same registry.
  */
 import type { ServerResponse } from 'node:http';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import type { RouteDecision } from '../router/index.ts';
 import { AuditMetrics } from './audit/metrics.ts';
 import { LatencyWindow } from './latency.ts';
+import { type HistogramSeries, LabelledCounter, LabelledHistogram } from './metricSeries.ts';
 import type { RequestRecord } from './requestLog.ts';
 import type { TokenizerAgreement } from './tokenizerCheck.ts';
 
@@ -63,21 +64,21 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   /** The cache audit's counters and error histogram (`audit/`). */
   readonly audit = new AuditMetrics(this.registry);
-  readonly decisions: Counter<'policy' | 'replica' | 'model'>;
-  readonly promptTokens: Counter<'kind' | 'model'>;
-  readonly spills: Counter<'policy' | 'model'>;
-  readonly failOpen: Counter<'policy' | 'model'>;
+  readonly decisions: LabelledCounter;
+  readonly promptTokens: LabelledCounter;
+  readonly spills: LabelledCounter;
+  readonly failOpen: LabelledCounter;
   readonly retries: Counter;
   readonly remoteTokenizeFallbacks: Counter;
-  readonly requests: Counter<'endpoint' | 'status' | 'model' | 'tenant'>;
+  readonly requests: LabelledCounter;
   readonly brokenStreams: Counter;
   readonly clientAborts: Counter;
-  readonly decisionSeconds: Histogram;
-  readonly routeDecisionSeconds: Histogram<'model'>;
-  readonly ttftSeconds: Histogram<'model' | 'tenant' | 'replica'>;
-  readonly e2eSeconds: Histogram<'model' | 'tenant'>;
-  readonly preUpstreamSeconds: Histogram<'model' | 'tenant'>;
-  readonly rejections: Counter<'limit' | 'tenant'>;
+  readonly decisionSeconds: HistogramSeries;
+  readonly routeDecisionSeconds: LabelledHistogram;
+  readonly ttftSeconds: LabelledHistogram;
+  readonly e2eSeconds: LabelledHistogram;
+  readonly preUpstreamSeconds: LabelledHistogram;
+  readonly rejections: LabelledCounter;
   /** TTFTs of the last minutes, for the dashboard's percentiles. */
   readonly recentTtft = new LatencyWindow();
   /** Per replica and per policy, plain numbers the dashboard reads every second. */
@@ -85,17 +86,15 @@ export class GatewayMetrics {
   readonly policyDecisions = new Map<string, number>();
   readonly #knownTenants: ReadonlySet<string>;
   readonly #models = new Set<string>();
-  /** Label children by label values: the hot path bumps them without hashing label objects. */
-  readonly #children = new Map<Counter<string>, Map<string, Counter.Internal>>();
-  readonly #histogramChildren = new Map<
-    Histogram<string>,
-    Map<string, Histogram.Internal<string>>
-  >();
 
   constructor(source: ReplicaGaugeSource) {
     const registers = [this.registry];
-    const counter = <T extends string = never>(name: string, help: string, labelNames: T[] = []) =>
-      new Counter<T>({ name, help, labelNames, registers });
+    const counter = (name: string, help: string) => new Counter({ name, help, registers });
+    // Counters and histograms the request path bumps: label sets resolved once (metricSeries.ts).
+    const labelled = (name: string, help: string, labelNames: string[]) =>
+      new LabelledCounter(name, help, labelNames, this.registry);
+    const histogram = (name: string, help: string, buckets: number[], labelNames: string[]) =>
+      new LabelledHistogram(name, help, buckets, labelNames, this.registry);
     /** A per-replica gauge read from the router at scrape time. */
     const replicaGauge = (name: string, help: string, value: (r: ReplicaLoad) => number) =>
       new Gauge({
@@ -111,22 +110,22 @@ export class GatewayMetrics {
         },
       });
 
-    this.decisions = counter(
+    this.decisions = labelled(
       'kvroute_gateway_decisions_total',
       'Routing decisions, by policy, chosen replica and model',
       ['policy', 'replica', 'model'],
     );
-    this.promptTokens = counter(
+    this.promptTokens = labelled(
       'kvroute_gateway_prompt_tokens_routed_total',
       'Prompt tokens routed, by whether the chosen replica had them cached, and model',
       ['kind', 'model'],
     );
-    this.spills = counter(
+    this.spills = labelled(
       'kvroute_gateway_spills_total',
       'Requests sent away from the replica holding their longest prefix',
       ['policy', 'model'],
     );
-    this.failOpen = counter(
+    this.failOpen = labelled(
       'kvroute_gateway_fail_open_total',
       'Decisions made with every replica filtered out (the filters were relaxed)',
       ['policy', 'model'],
@@ -139,12 +138,12 @@ export class GatewayMetrics {
       'kvroute_gateway_remote_tokenize_fallbacks_total',
       'Requests tokenized locally because no backend /tokenize answered (--tokenize remote)',
     );
-    this.requests = counter(
+    this.requests = labelled(
       'kvroute_gateway_requests_total',
       'Requests answered, by endpoint, status (499: the client left first), model and tenant',
       ['endpoint', 'status', 'model', 'tenant'],
     );
-    this.rejections = counter(
+    this.rejections = labelled(
       'kvroute_gateway_rejected_total',
       'Requests refused with 429 by admission control, by the limit that refused them',
       ['limit', 'tenant'],
@@ -157,18 +156,12 @@ export class GatewayMetrics {
       'kvroute_gateway_client_aborts_total',
       'Requests whose client left before the response ended',
     );
-    this.decisionSeconds = new Histogram({
-      name: 'kvroute_gateway_decision_seconds',
-      help: 'Time to choose a replica (tokenize excluded); also by model as route_decision_seconds',
-      buckets: DECISION_BUCKETS_S,
-      registers,
-    });
-    const histogram = <T extends string>(
-      name: string,
-      help: string,
-      buckets: number[],
-      labelNames: T[],
-    ) => new Histogram<T>({ name, help, buckets, labelNames, registers });
+    this.decisionSeconds = histogram(
+      'kvroute_gateway_decision_seconds',
+      'Time to choose a replica (tokenize excluded); also by model as route_decision_seconds',
+      DECISION_BUCKETS_S,
+      [],
+    ).series();
     this.routeDecisionSeconds = histogram(
       'kvroute_gateway_route_decision_seconds',
       'Time the router took to choose a replica, per attempt (tokenize excluded)',
@@ -221,12 +214,12 @@ export class GatewayMetrics {
   recordDecision(d: RouteDecision, seconds: number, model: string | null = null): void {
     const label = this.modelLabel(model);
     this.decisionSeconds.observe(seconds);
-    this.#histogramChild(this.routeDecisionSeconds, label).observe(seconds);
-    this.#child(this.decisions, d.policy, d.replica, label).inc();
-    this.#child(this.promptTokens, 'cached', label).inc(d.cachedTokens);
-    this.#child(this.promptTokens, 'uncached', label).inc(d.uncachedTokens);
-    if (d.spilled) this.#child(this.spills, d.policy, label).inc();
-    if (d.failedOpen) this.#child(this.failOpen, d.policy, label).inc();
+    this.routeDecisionSeconds.series(label).observe(seconds);
+    this.decisions.series(d.policy, d.replica, label).inc();
+    this.promptTokens.series('cached', label).inc(d.cachedTokens);
+    this.promptTokens.series('uncached', label).inc(d.uncachedTokens);
+    if (d.spilled) this.spills.series(d.policy, label).inc();
+    if (d.failedOpen) this.failOpen.series(d.policy, label).inc();
     this.policyDecisions.set(d.policy, (this.policyDecisions.get(d.policy) ?? 0) + 1);
     let tally = this.replicaTally.get(d.replica);
     if (tally === undefined) {
@@ -241,7 +234,7 @@ export class GatewayMetrics {
 
   /** A request refused by admission control (the 429 itself is counted when it closes). */
   recordRejection(limit: string, tenant: string | null): void {
-    this.rejections.inc({ limit, tenant: this.tenantLabel(tenant) });
+    this.rejections.series(limit, this.tenantLabel(tenant)).inc();
   }
 
   /**
@@ -258,20 +251,14 @@ export class GatewayMetrics {
       const model = this.modelLabel(record.model);
       const tenant = this.tenantLabel(record.tenant);
       const status = res.headersSent ? res.statusCode : CLIENT_CLOSED_STATUS;
-      this.#child(this.requests, endpoint, String(status), model, tenant).inc();
+      this.requests.series(endpoint, String(status), model, tenant).inc();
       if (record.preUpstreamMs !== null) {
-        this.#histogramChild(this.preUpstreamSeconds, model, tenant).observe(
-          record.preUpstreamMs / 1000,
-        );
-        this.#histogramChild(this.e2eSeconds, model, tenant).observe(
-          (performance.now() - arrivedMs) / 1000,
-        );
+        this.preUpstreamSeconds.series(model, tenant).observe(record.preUpstreamMs / 1000);
+        this.e2eSeconds.series(model, tenant).observe((performance.now() - arrivedMs) / 1000);
       }
       if (record.ttftMs !== null) {
         const replica = record.replica ?? 'none';
-        this.#histogramChild(this.ttftSeconds, model, tenant, replica).observe(
-          record.ttftMs / 1000,
-        );
+        this.ttftSeconds.series(model, tenant, replica).observe(record.ttftMs / 1000);
         this.recentTtft.add(performance.now(), record.ttftMs / 1000);
       }
     });
@@ -288,39 +275,5 @@ export class GatewayMetrics {
     if (this.#models.size >= MAX_MODEL_LABELS) return 'other';
     this.#models.add(model);
     return model;
-  }
-
-  /** As `#child`, for a histogram: values in the order of its label names. */
-  #histogramChild<T extends string>(
-    histogram: Histogram<T>,
-    ...values: string[]
-  ): Histogram.Internal<T> {
-    let byValues = this.#histogramChildren.get(histogram);
-    if (!byValues) {
-      byValues = new Map();
-      this.#histogramChildren.set(histogram, byValues);
-    }
-    const key = values.join('\u0000');
-    let child = byValues.get(key);
-    if (!child) {
-      child = histogram.labels(...values);
-      byValues.set(key, child);
-    }
-    return child as Histogram.Internal<T>;
-  }
-
-  #child<T extends string>(counter: Counter<T>, ...values: string[]): Counter.Internal {
-    let byValues = this.#children.get(counter);
-    if (!byValues) {
-      byValues = new Map();
-      this.#children.set(counter, byValues);
-    }
-    const key = values.join('\u0000');
-    let child = byValues.get(key);
-    if (!child) {
-      child = counter.labels(...values);
-      byValues.set(key, child);
-    }
-    return child;
   }
 }
