@@ -25,8 +25,8 @@ const op: fc.Arbitrary<Op> = fc.record({
   value: fc.oneof(fc.constantFrom(...BUCKETS, 0, 3), fc.double({ min: 0, max: 5, noNaN: true })),
 });
 
-/** Both implementations fed `ops`, each in a registry of its own. */
-function feed(ops: Op[], contentType: RegistryContentType) {
+/** Both implementations, each in a registry of its own, and `apply` feeding both the same ops. */
+function pair(contentType: RegistryContentType) {
   const ours = new Registry<RegistryContentType>();
   const theirs = new Registry<RegistryContentType>();
   ours.setContentType(contentType);
@@ -39,7 +39,7 @@ function feed(ops: Op[], contentType: RegistryContentType) {
     ['model', 'tenant'],
     ours,
   );
-  const unlabelled = new LabelledHistogram('u_seconds', 'no labels', BUCKETS, [], ours).series();
+  const unlabelled = new LabelledHistogram('u_seconds', 'no labels', BUCKETS, [], ours);
   const pc = new Counter({
     name: 'c_total',
     help: 'a counter',
@@ -59,19 +59,27 @@ function feed(ops: Op[], contentType: RegistryContentType) {
     buckets: BUCKETS,
     registers: [theirs],
   });
-  for (const { metric, labels, value } of ops) {
-    const [model, tenant] = labels;
-    if (metric === 'counter') {
-      counter.series(model, tenant).inc(value);
-      pc.labels(model, tenant).inc(value);
-    } else {
-      histogram.series(model, tenant).observe(value);
-      ph.labels(model, tenant).observe(value);
-      unlabelled.observe(value);
-      pu.observe(value);
+  const apply = (ops: Op[]) => {
+    for (const { metric, labels, value } of ops) {
+      const [model, tenant] = labels;
+      if (metric === 'counter') {
+        counter.series(model, tenant).inc(value);
+        pc.labels(model, tenant).inc(value);
+      } else {
+        histogram.series(model, tenant).observe(value);
+        ph.labels(model, tenant).observe(value);
+        unlabelled.series().observe(value);
+        pu.observe(value);
+      }
     }
-  }
-  return { ours, theirs };
+  };
+  return { ours, theirs, apply };
+}
+
+function feed(ops: Op[], contentType: RegistryContentType) {
+  const both = pair(contentType);
+  both.apply(ops);
+  return both;
 }
 
 describe('LabelledCounter and LabelledHistogram', () => {
@@ -88,15 +96,35 @@ describe('LabelledCounter and LabelledHistogram', () => {
     );
   });
 
-  test('reset drops every series, an unlabelled one too, as in prom-client', async () => {
-    const { ours, theirs } = feed(
-      [{ metric: 'histogram', labels: ['a', 'b'], value: 0.2 }],
+  test('reset drops every series, an unlabelled one too, and later ones start again from zero, as in prom-client', async () => {
+    const { ours, theirs, apply } = feed(
+      [
+        { metric: 'histogram', labels: ['a', 'b'], value: 0.2 },
+        { metric: 'counter', labels: ['a', 'b'], value: 2 },
+      ],
       Registry.PROMETHEUS_CONTENT_TYPE,
     );
     ours.resetMetrics();
     theirs.resetMetrics();
     assert.equal(await ours.metrics(), await theirs.metrics());
     assert.doesNotMatch(await ours.metrics(), /^u_seconds/m);
+    apply([
+      { metric: 'counter', labels: ['a', 'b'], value: 1 },
+      { metric: 'histogram', labels: ['b', 'a'], value: 3 },
+    ]);
+    assert.equal(await ours.metrics(), await theirs.metrics());
+    assert.match(await ours.metrics(), /^c_total\{model="a",tenant="b"\} 1$/m);
+  });
+
+  test('label values that would join alike stay apart', async () => {
+    const { ours, theirs, apply } = pair(Registry.PROMETHEUS_CONTENT_TYPE);
+    apply([
+      { metric: 'counter', labels: ['a\u0000b', 'c'], value: 1 },
+      { metric: 'counter', labels: ['a', 'b\u0000c'], value: 5 },
+    ]);
+    const text = await ours.metrics();
+    assert.equal(text, await theirs.metrics());
+    assert.equal(text.match(/^c_total\{/gm)?.length, 2);
   });
 
   test('refuse what prom-client refuses: a negative or infinite increment, a NaN observation, a wrong label count', () => {

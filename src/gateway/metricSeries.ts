@@ -60,9 +60,13 @@ function labelsOf(names: readonly string[], values: readonly string[]): Record<s
   return labels;
 }
 
-/** Series by their label values joined with NUL (no label value holds one). */
+/**
+ * Series by label values, one Map level a label (no key string is built per lookup, and values
+ * holding any character stay apart), and in the order they were made (the exposition's order).
+ */
 class SeriesTable<S> {
-  readonly #byKey = new Map<string, S>();
+  #root = new Map<string, unknown>();
+  #all: S[] = [];
 
   constructor(
     readonly labelNames: readonly string[],
@@ -72,22 +76,39 @@ class SeriesTable<S> {
   }
 
   get(values: readonly string[]): S {
-    const key = values.length === 1 ? values[0]! : values.join('\u0000');
-    let series = this.#byKey.get(key);
-    if (series === undefined) {
-      series = this.make(labelsOf(this.labelNames, values));
-      this.#byKey.set(key, series);
+    if (values.length !== this.labelNames.length) labelsOf(this.labelNames, values);
+    if (values.length === 0) return this.#all[0] ?? this.#add(values);
+    let level = this.#root;
+    const last = values.length - 1;
+    for (let i = 0; i < last; i++) {
+      let next = level.get(values[i]!) as Map<string, unknown> | undefined;
+      if (next === undefined) {
+        next = new Map();
+        level.set(values[i]!, next);
+      }
+      level = next;
     }
+    const series = level.get(values[last]!) as S | undefined;
+    if (series !== undefined) return series;
+    const made = this.#add(values);
+    level.set(values[last]!, made);
+    return made;
+  }
+
+  #add(values: readonly string[]): S {
+    const series = this.make(labelsOf(this.labelNames, values));
+    this.#all.push(series);
     return series;
   }
 
-  values(): IterableIterator<S> {
-    return this.#byKey.values();
+  values(): readonly S[] {
+    return this.#all;
   }
 
   /** Every series dropped, an unlabelled one too (as prom-client's `reset`). */
   clear(): void {
-    this.#byKey.clear();
+    this.#root = new Map();
+    this.#all = [];
   }
 }
 
@@ -125,7 +146,7 @@ export class LabelledCounter {
 
   /** As prom-client's `Counter.get`: one value a series, in the order they were first used. */
   async get(): Promise<Exposed> {
-    const values = [...this.#table.values()].map((s) => ({ value: s.value, labels: s.labels }));
+    const values = this.#table.values().map((s) => ({ value: s.value, labels: s.labels }));
     return { name: this.name, help: this.help, type: 'counter', values, aggregator: 'sum' };
   }
 

@@ -14,7 +14,7 @@ import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import type { RouteDecision } from '../router/index.ts';
 import { AuditMetrics } from './audit/metrics.ts';
 import { LatencyWindow } from './latency.ts';
-import { type HistogramSeries, LabelledCounter, LabelledHistogram } from './metricSeries.ts';
+import { LabelledCounter, LabelledHistogram } from './metricSeries.ts';
 import type { RequestRecord } from './requestLog.ts';
 import type { TokenizerAgreement } from './tokenizerCheck.ts';
 
@@ -73,7 +73,7 @@ export class GatewayMetrics {
   readonly requests: LabelledCounter;
   readonly brokenStreams: Counter;
   readonly clientAborts: Counter;
-  readonly decisionSeconds: HistogramSeries;
+  readonly decisionSeconds: LabelledHistogram;
   readonly routeDecisionSeconds: LabelledHistogram;
   readonly ttftSeconds: LabelledHistogram;
   readonly e2eSeconds: LabelledHistogram;
@@ -161,7 +161,7 @@ export class GatewayMetrics {
       'Time to choose a replica (tokenize excluded); also by model as route_decision_seconds',
       DECISION_BUCKETS_S,
       [],
-    ).series();
+    );
     this.routeDecisionSeconds = histogram(
       'kvroute_gateway_route_decision_seconds',
       'Time the router took to choose a replica, per attempt (tokenize excluded)',
@@ -213,7 +213,7 @@ export class GatewayMetrics {
   /** One routing decision in the pool of `model`, and how long it took. */
   recordDecision(d: RouteDecision, seconds: number, model: string | null = null): void {
     const label = this.modelLabel(model);
-    this.decisionSeconds.observe(seconds);
+    this.decisionSeconds.series().observe(seconds);
     this.routeDecisionSeconds.series(label).observe(seconds);
     this.decisions.series(d.policy, d.replica, label).inc();
     this.promptTokens.series('cached', label).inc(d.cachedTokens);
