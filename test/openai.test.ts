@@ -75,6 +75,39 @@ describe('SseFramer', () => {
     assert.deepEqual(framer.push(Buffer.from('\n\n')), ['x\ny']);
   });
 
+  test('pushUntil stops at the first wanted event, at any cuts, and the framer is then done', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 1, max: stream.length - 1 })),
+        fc.constantFrom(...expected),
+        (cuts, target) => {
+          const framer = new SseFramer();
+          const seen: string[] = [];
+          let from = 0;
+          let found = false;
+          for (const cut of [...cuts.sort((a, b) => a - b), stream.length]) {
+            found = framer.pushUntil(stream.subarray(from, cut), (data) => {
+              seen.push(data);
+              return data === target;
+            });
+            from = cut;
+            if (found) break;
+          }
+          assert.equal(found, true);
+          // Every event before the wanted one was offered, none after it.
+          assert.deepEqual(seen, expected.slice(0, expected.indexOf(target) + 1));
+          assert.throws(() => framer.push(Buffer.from('data: more\n\n')), /stopped/);
+        },
+      ),
+    );
+    const framer = new SseFramer();
+    assert.equal(
+      framer.pushUntil(stream, () => false),
+      false,
+    );
+    assert.deepEqual(framer.push(Buffer.from('data: later\n\n')), ['later']);
+  });
+
   test('an event past the byte limit throws SseError, across chunks too', () => {
     const framer = new SseFramer({ maxEventBytes: 64 });
     assert.deepEqual(framer.push(Buffer.from(`data: ${'x'.repeat(40)}\n\n`)), ['x'.repeat(40)]);

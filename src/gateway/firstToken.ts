@@ -18,19 +18,17 @@ export class FirstTokenDetector {
   /** Feeds a chunk; returns true on the chunk that completes the first content event. */
   feed(chunk: Buffer): boolean {
     if (this.#done) return false;
-    let events: string[];
+    let found: boolean;
     try {
-      events = this.#framer.push(chunk);
+      // Events after the first with content are neither decoded nor parsed.
+      found = this.#framer.pushUntil(chunk, eventHasContent);
     } catch {
       // An event too large to be an OpenAI chunk: this is not a stream worth watching.
       this.#done = true;
       return false;
     }
-    if (events.some(eventHasContent)) {
-      this.#done = true;
-      return true;
-    }
-    return false;
+    if (found) this.#done = true;
+    return found;
   }
 }
 

@@ -40,6 +40,8 @@ export class SseFramer {
   /** The last chunk ended in CR: a LF starting the next one belongs to that line end. */
   #skipLf = false;
   #started = false;
+  /** `pushUntil` found what it was asked for. */
+  #stopped = false;
 
   constructor(options: { maxEventBytes?: number } = {}) {
     this.#maxEventBytes = options.maxEventBytes ?? MAX_EVENT_BYTES;
@@ -47,13 +49,32 @@ export class SseFramer {
 
   /** Feeds bytes; returns the data of each event they complete, in order. Throws SseError. */
   push(chunk: Uint8Array): string[] {
+    const events: string[] = [];
+    this.#frame(chunk, (data) => {
+      events.push(data);
+      return false;
+    });
+    return events;
+  }
+
+  /**
+   * Feeds bytes up to the first event whose data `wanted` accepts, and returns true there; the
+   * rest of the chunk is not read (nor its events decoded), and the framer is done: pushing to
+   * it again throws. Returns false when no event of the chunk was wanted. Throws SseError.
+   */
+  pushUntil(chunk: Uint8Array, wanted: (data: string) => boolean): boolean {
+    return this.#frame(chunk, wanted);
+  }
+
+  /** Frames `chunk`, handing each completed event's data to `sink` until it returns true. */
+  #frame(chunk: Uint8Array, sink: (data: string) => boolean): boolean {
+    if (this.#stopped) throw new Error('this SSE framer stopped at the event it was asked for');
     let buf = Buffer.isBuffer(chunk)
       ? chunk
       : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     // The held bytes hold no line end (they would have ended a line): search only what is new.
     const held = this.#partial.length;
     if (held > 0) buf = Buffer.concat([this.#partial, buf]);
-    const events: string[] = [];
     let pos = 0;
     if (this.#skipLf && buf.length > 0) {
       this.#skipLf = false;
@@ -79,14 +100,18 @@ export class SseFramer {
         next = lf + 1;
       }
       const data = this.#line(buf, pos, end);
-      if (data !== null) events.push(data);
       pos = next;
+      if (data !== null && sink(data)) {
+        this.#stopped = true;
+        this.#partial = EMPTY;
+        return true;
+      }
     }
     this.#partial = pos < buf.length ? Buffer.from(buf.subarray(pos)) : EMPTY;
     if (this.#eventBytes + this.#partial.length > this.#maxEventBytes) {
       throw new SseError(`an event grew past ${this.#maxEventBytes} bytes without ending`);
     }
-    return events;
+    return false;
   }
 
   /** Handles one line; returns the event's data when the line ends an event that has some. */

@@ -4,7 +4,8 @@
  * prompt ((predicted - reported) / prompt tokens: > 0 over-predicted, < 0 under-predicted).
  * The verdict itself is a gauge read at scrape time (0 ok, 1 over-predicts, -1 under-predicts).
  */
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
+import { LabelledCounter, LabelledHistogram } from '../metricSeries.ts';
 import type { AuditSample, AuditVerdict } from '../../router/audit/index.ts';
 
 const ERROR_BUCKETS = [-1, -0.5, -0.25, -0.1, -0.05, -0.01, 0, 0.01, 0.05, 0.1, 0.25, 0.5, 1];
@@ -20,39 +21,40 @@ export interface VerdictSource {
 }
 
 export class AuditMetrics {
-  readonly predicted: Counter<'replica' | 'model'>;
-  readonly reported: Counter<'replica' | 'model'>;
-  readonly error: Histogram<'replica' | 'model'>;
-  readonly repairs: Counter<'replica' | 'model' | 'action'>;
+  readonly predicted: LabelledCounter;
+  readonly reported: LabelledCounter;
+  readonly error: LabelledHistogram;
+  readonly repairs: LabelledCounter;
   #source: VerdictSource | null = null;
 
   constructor(registry: Registry) {
     const registers = [registry];
-    this.predicted = new Counter({
-      name: 'kvroute_gateway_predicted_cached_tokens_total',
-      help: 'Prompt tokens the router predicted cached on the replica it chose (audited requests)',
-      labelNames: ['replica', 'model'],
-      registers,
-    });
-    this.reported = new Counter({
-      name: 'kvroute_gateway_reported_cached_tokens_total',
-      help: 'Prompt tokens the engine reported it reused (usage cached_tokens, or the hit counter)',
-      labelNames: ['replica', 'model'],
-      registers,
-    });
-    this.error = new Histogram({
-      name: 'kvroute_gateway_cache_prediction_error_ratio',
-      help: 'Per audited request, (predicted - reported cached tokens) / prompt tokens',
-      buckets: ERROR_BUCKETS,
-      labelNames: ['replica', 'model'],
-      registers,
-    });
-    this.repairs = new Counter({
-      name: 'kvroute_gateway_index_repairs_total',
-      help: 'Repairs of a replica index the audit asked for, by action',
-      labelNames: ['replica', 'model', 'action'],
-      registers,
-    });
+    // Bumped per audited response: series resolved once (metricSeries.ts).
+    this.predicted = new LabelledCounter(
+      'kvroute_gateway_predicted_cached_tokens_total',
+      'Prompt tokens the router predicted cached on the replica it chose (audited requests)',
+      ['replica', 'model'],
+      registry,
+    );
+    this.reported = new LabelledCounter(
+      'kvroute_gateway_reported_cached_tokens_total',
+      'Prompt tokens the engine reported it reused (usage cached_tokens, or the hit counter)',
+      ['replica', 'model'],
+      registry,
+    );
+    this.error = new LabelledHistogram(
+      'kvroute_gateway_cache_prediction_error_ratio',
+      'Per audited request, (predicted - reported cached tokens) / prompt tokens',
+      ERROR_BUCKETS,
+      ['replica', 'model'],
+      registry,
+    );
+    this.repairs = new LabelledCounter(
+      'kvroute_gateway_index_repairs_total',
+      'Repairs of a replica index the audit asked for, by action',
+      ['replica', 'model', 'action'],
+      registry,
+    );
     const self = this;
     new Gauge({
       name: 'kvroute_gateway_audit_verdict',
@@ -74,14 +76,12 @@ export class AuditMetrics {
   }
 
   observe(replica: string, model: string, sample: AuditSample): void {
-    const labels = { replica, model };
-    this.predicted.inc(labels, sample.predictedTokens);
-    this.reported.inc(labels, sample.reportedTokens);
+    this.predicted.series(replica, model).inc(sample.predictedTokens);
+    this.reported.series(replica, model).inc(sample.reportedTokens);
     if (sample.promptTokens > 0) {
-      this.error.observe(
-        labels,
-        (sample.predictedTokens - sample.reportedTokens) / sample.promptTokens,
-      );
+      this.error
+        .series(replica, model)
+        .observe((sample.predictedTokens - sample.reportedTokens) / sample.promptTokens);
     }
   }
 }

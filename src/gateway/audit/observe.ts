@@ -27,7 +27,7 @@ export function auditResponse(
   metrics.audit.observe(decision.replica, model, sample);
   const action = pool.audit.record(decision.replica, sample);
   if (action !== null && action !== 'diagnose' && action !== 'recovered') {
-    metrics.audit.repairs.inc({ replica: decision.replica, model, action });
+    metrics.audit.repairs.series(decision.replica, model, action).inc();
   }
 }
 
