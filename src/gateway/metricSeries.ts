@@ -8,15 +8,6 @@
  */
 import type { Metric, Registry, RegistryContentType } from 'prom-client';
 
-export interface CounterSeries {
-  /** Adds `by` (default 1); a negative or non-finite amount throws, as prom-client's does. */
-  inc(by?: number): void;
-}
-
-export interface HistogramSeries {
-  observe(value: number): void;
-}
-
 /** One line's value, as prom-client's metrics give them to its registry. */
 interface ExposedValue {
   value: number;
@@ -112,10 +103,12 @@ class SeriesTable<S> {
   }
 }
 
-class CounterCell implements CounterSeries {
+/** One counter series: its labels and value. */
+class CounterCell {
   value = 0;
   constructor(readonly labels: Record<string, string>) {}
 
+  /** Adds `by` (default 1); a negative or non-finite amount throws, as prom-client's does. */
   inc(by = 1): void {
     if (!(by >= 0 && by < Number.POSITIVE_INFINITY)) {
       throw new Error(`a counter takes a finite amount >= 0, not ${by}`);
@@ -124,30 +117,30 @@ class CounterCell implements CounterSeries {
   }
 }
 
-export class LabelledCounter {
-  /** Read by the registry, which drops a counter's `_total` from `name` for OpenMetrics. */
-  readonly type = 'counter';
-  readonly #table: SeriesTable<CounterCell>;
+/** What a counter and a histogram share: a name, its series and their registration. */
+abstract class LabelledMetric<S> {
+  readonly #table: SeriesTable<S>;
 
   constructor(
+    /** Not readonly: the registry drops a counter's `_total` from it for OpenMetrics. */
     public name: string,
     readonly help: string,
     readonly labelNames: readonly string[],
     registry: Registry<RegistryContentType>,
+    make: (labels: Record<string, string>) => S,
   ) {
-    this.#table = new SeriesTable(labelNames, (labels) => new CounterCell(labels));
+    this.#table = new SeriesTable(labelNames, make);
     register(registry, this);
   }
 
   /** The series of these label values, in `labelNames` order (made on first use). */
-  series(...values: string[]): CounterSeries {
+  series(...values: string[]): S {
     return this.#table.get(values);
   }
 
-  /** As prom-client's `Counter.get`: one value a series, in the order they were first used. */
-  async get(): Promise<Exposed> {
-    const values = this.#table.values().map((s) => ({ value: s.value, labels: s.labels }));
-    return { name: this.name, help: this.help, type: 'counter', values, aggregator: 'sum' };
+  /** Every series, in the order they were first used. */
+  protected cells(): readonly S[] {
+    return this.#table.values();
   }
 
   reset(): void {
@@ -155,7 +148,28 @@ export class LabelledCounter {
   }
 }
 
-class HistogramCell implements HistogramSeries {
+export class LabelledCounter extends LabelledMetric<CounterCell> {
+  /** Read by the registry (with `name`, `get`, `reset`). */
+  readonly type = 'counter';
+
+  constructor(
+    name: string,
+    help: string,
+    labelNames: readonly string[],
+    registry: Registry<RegistryContentType>,
+  ) {
+    super(name, help, labelNames, registry, (labels) => new CounterCell(labels));
+  }
+
+  /** As prom-client's `Counter.get`: one value a series, in the order they were first used. */
+  async get(): Promise<Exposed> {
+    const values = this.cells().map((s) => ({ value: s.value, labels: s.labels }));
+    return { name: this.name, help: this.help, type: 'counter', values, aggregator: 'sum' };
+  }
+}
+
+/** One histogram series: its labels, bucket counts, sum and count. */
+class HistogramCell {
   /** Observations per bucket (not cumulative); above the last bound, in none. */
   readonly counts: Float64Array;
   sum = 0;
@@ -182,25 +196,18 @@ class HistogramCell implements HistogramSeries {
   }
 }
 
-export class LabelledHistogram {
+export class LabelledHistogram extends LabelledMetric<HistogramCell> {
   readonly type = 'histogram';
-  readonly #table: SeriesTable<HistogramCell>;
 
   constructor(
-    readonly name: string,
-    readonly help: string,
-    readonly buckets: readonly number[],
-    readonly labelNames: readonly string[],
+    name: string,
+    help: string,
+    buckets: readonly number[],
+    labelNames: readonly string[],
     registry: Registry<RegistryContentType>,
   ) {
     const bounds = [...buckets].sort((a, b) => a - b);
-    this.#table = new SeriesTable(labelNames, (labels) => new HistogramCell(labels, bounds));
-    register(registry, this);
-  }
-
-  /** The series of these label values, in `labelNames` order (made on first use). */
-  series(...values: string[]): HistogramSeries {
-    return this.#table.get(values);
+    super(name, help, labelNames, registry, (labels) => new HistogramCell(labels, bounds));
   }
 
   /**
@@ -210,7 +217,7 @@ export class LabelledHistogram {
   async getForPromString(): Promise<Exposed> {
     const bucket = `${this.name}_bucket`;
     const values: ExposedValue[] = [];
-    for (const s of this.#table.values()) {
+    for (const s of this.cells()) {
       const sharedLabels = s.labels;
       let cumulative = 0;
       s.bounds.forEach((le, i) => {
@@ -258,9 +265,5 @@ export class LabelledHistogram {
       labels: { ...labels, ...sharedLabels },
     }));
     return data;
-  }
-
-  reset(): void {
-    this.#table.clear();
   }
 }
