@@ -9,7 +9,9 @@
  * token shared prefix and 2,000 new tokens), built once and fed to both. Per round and tree: the
  * pick p50 (keys and route, wall clock), the mean pick in CPU time (what preemption does not
  * inflate), events/s (stores, then a quarter removed) and vLLM-hash events/s (the same through
- * the foreign path, 8 replicas), those two also per CPU second. Prints each tree's medians, the
+ * the foreign path, 8 replicas, each told its block count first where the tree has
+ * `reserveEngineBlocks`, as bench:router's foreignEventsPerS), those two also per CPU second.
+ * Prints each tree's medians, the
  * median of the per-round ratios (this tree / baseline) and the load average.
  */
 import { loadavg } from 'node:os';
@@ -59,6 +61,8 @@ interface RouterLike {
   route(request: object, nowMs: number): unknown;
   onFirstToken(id: string, nowMs: number): boolean;
   onFinished(id: string, nowMs: number): boolean;
+  /** A tree older than the call has none: its maps then grow as they fill. */
+  reserveEngineBlocks?(replica: string, blocks: number): void;
 }
 interface Tree {
   Router: new (options: object) => RouterLike;
@@ -158,6 +162,12 @@ const foreignBatches = [
   stored.slice(0, FOREIGN_REPLICAS).map(toForeign),
   removals.slice(0, FOREIGN_REPLICAS).map(toForeign),
 ];
+/** Each foreign replica's stored blocks: what the gateway reserves, its engine's pool at least. */
+const foreignBlocks = stored
+  .slice(0, FOREIGN_REPLICAS)
+  .map((events) =>
+    events.reduce((n, e) => n + (e.type === 'BlockStored' ? e.blockKeys.length : 0), 0),
+  );
 
 const cpuS = (since: NodeJS.CpuUsage): number => {
   const used = process.cpuUsage(since);
@@ -221,6 +231,9 @@ function round(tree: Tree, seed: number): Record<string, number> {
   out.pickCpuMeanUs = (pickCpuS / PICKS) * 1e6;
 
   const foreign = new tree.Router({ replicas: names.slice(0, FOREIGN_REPLICAS), seed });
+  foreignBlocks.forEach((blocks, r) => {
+    foreign.reserveEngineBlocks?.(names[r]!, blocks);
+  });
   cpu = process.cpuUsage();
   t0 = performance.now();
   let foreignChanged = 0;

@@ -18,15 +18,27 @@ const hash = fc.oneof(
   fc.nat(20).map((h): EngineHash => `h${h}`),
   fc.constantFrom<EngineHash>(-1n, 2n ** 64n, 2n ** 64n - 1n, 0n),
 );
-const op = fc.tuple(fc.constantFrom('add', 'getOrAdd', 'delete', 'take', 'get'), hash);
+const op = fc.oneof(
+  {
+    weight: 30,
+    arbitrary: fc.tuple(fc.constantFrom('add', 'getOrAdd', 'delete', 'take', 'get'), hash),
+  },
+  fc.tuple(fc.constant('reserve'), fc.nat(5_000)),
+);
 
-test('EngineHashTable answers as a Map under random adds, lookups and removals', () => {
+test('EngineHashTable answers as a Map under random adds, lookups, removals and reserves', () => {
   fc.assert(
     fc.property(fc.array(op, { maxLength: 4_000, size: 'max' }), (ops) => {
       const table = new EngineHashTable();
       const model = new Map<EngineHash, number>();
       let next = 0;
-      for (const [kind, h] of ops) {
+      for (const [kind, arg] of ops) {
+        if (kind === 'reserve') {
+          table.reserve(arg as number);
+          assert.ok(table.slots >= 2 * (arg as number));
+          continue;
+        }
+        const h = arg as EngineHash;
         const held = model.get(h) ?? NO_HANDLE;
         switch (kind) {
           case 'add':
@@ -57,4 +69,15 @@ test('EngineHashTable answers as a Map under random adds, lookups and removals',
     }),
     { numRuns: 60 },
   );
+});
+
+test('EngineHashTable.reserve(n): n hashes then go in without the table growing', () => {
+  const table = new EngineHashTable();
+  table.reserve(40_000);
+  const slots = table.slots;
+  for (let i = 0; i < 40_000; i++) table.add((BigInt(i) * 0x9e3779b97f4a7c15n) % 2n ** 64n, i);
+  assert.equal(table.slots, slots);
+  for (let i = 0; i < 40_000; i += 997) {
+    assert.equal(table.get((BigInt(i) * 0x9e3779b97f4a7c15n) % 2n ** 64n), i);
+  }
 });

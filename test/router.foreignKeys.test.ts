@@ -71,11 +71,20 @@ const event = fc.oneof(
 const plain = (events: KvEvent[]): unknown[] =>
   events.map((e) => (e.type === 'BlockStored' ? { ...e, tokenIds: Array.from(e.tokenIds) } : e));
 
-/** Feeds `batches` to the map and to the map it replaced; the two answer alike after each. */
-function sameAsModel(batches: ForeignKvEvent[][], hashes: readonly EngineHash[]): void {
+/**
+ * Feeds `batches` to the map and to the map it replaced; the two answer alike after each.
+ * `reserves[i]`, when given, is reserved before batch i (room made changes no answer).
+ */
+function sameAsModel(
+  batches: ForeignKvEvent[][],
+  hashes: readonly EngineHash[],
+  reserves: readonly (number | null)[] = [],
+): void {
   const map = new ForeignKeyMap();
   const model = new ReferenceForeignKeyMap();
-  for (const batch of batches) {
+  for (const [i, batch] of batches.entries()) {
+    const reserve = reserves[i];
+    if (reserve != null) map.reserve(reserve);
     assert.deepEqual(plain(map.translate(batch)), plain(model.translate(batch)));
     assert.equal(map.size, model.size);
     assert.equal(map.unresolvedBlocks, model.unresolvedBlocks);
@@ -94,6 +103,22 @@ test('ForeignKeyMap answers as the map it replaced, after every batch', () => {
         ),
     ),
     { numRuns: 400 },
+  );
+});
+
+test('reserving room before or between batches changes no answer', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.array(event, { minLength: 1, maxLength: 4 }), { maxLength: 20 }),
+      fc.array(fc.option(fc.nat(5_000), { nil: null }), { maxLength: 20 }),
+      (batches, reserves) =>
+        sameAsModel(
+          batches,
+          Array.from({ length: HASHES }, (_, h) => BigInt(h) * 0x9e3779b97f4a7c15n),
+          reserves,
+        ),
+    ),
+    { numRuns: 150 },
   );
 });
 
@@ -183,27 +208,30 @@ test('hashes of every kind stay distinct keys, as in a Map', () => {
   );
 });
 
-test('a map of 50,000 hashes (tables past their fourfold growth) keeps every mapping', () => {
-  const map = new ForeignKeyMap();
-  const model = new ReferenceForeignKeyMap();
-  const count = 50_000;
-  const hashes = Array.from({ length: count }, (_, i) =>
-    BigInt.asUintN(64, BigInt(i) * 0x9e3779b97f4a7c15n + 3n),
-  );
-  const tokenIds = Array.from({ length: count * 2 }, (_, i) => (i * 7919) % 50_000);
-  const events: ForeignKvEvent[] = [
-    {
-      type: 'BlockStored',
-      blockHashes: hashes,
-      parentBlockHash: null,
-      tokenIds,
-      blockSize: 2,
-      loraName: null,
-      cacheSalt: null,
-    },
-    { type: 'BlockRemoved', blockHashes: hashes.filter((_, i) => i % 5 === 0) },
-  ];
-  assert.deepEqual(plain(map.translate(events)), plain(model.translate(events)));
-  assert.equal(map.size, count - count / 5);
-  for (const h of hashes) assert.equal(map.routerKey(h), model.routerKey(h));
-});
+for (const reserved of [0, 50_000, 7]) {
+  test(`a map of 50,000 hashes (reserved for ${reserved}) keeps every mapping`, () => {
+    const map = new ForeignKeyMap();
+    map.reserve(reserved);
+    const model = new ReferenceForeignKeyMap();
+    const count = 50_000;
+    const hashes = Array.from({ length: count }, (_, i) =>
+      BigInt.asUintN(64, BigInt(i) * 0x9e3779b97f4a7c15n + 3n),
+    );
+    const tokenIds = Array.from({ length: count * 2 }, (_, i) => (i * 7919) % 50_000);
+    const events: ForeignKvEvent[] = [
+      {
+        type: 'BlockStored',
+        blockHashes: hashes,
+        parentBlockHash: null,
+        tokenIds,
+        blockSize: 2,
+        loraName: null,
+        cacheSalt: null,
+      },
+      { type: 'BlockRemoved', blockHashes: hashes.filter((_, i) => i % 5 === 0) },
+    ];
+    assert.deepEqual(plain(map.translate(events)), plain(model.translate(events)));
+    assert.equal(map.size, count - count / 5);
+    for (const h of hashes) assert.equal(map.routerKey(h), model.routerKey(h));
+  });
+}

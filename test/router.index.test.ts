@@ -168,16 +168,25 @@ describe('predict-on-route overlay', () => {
 });
 
 describe('the index table', () => {
-  test('SlotTable agrees with a Map under random inserts and removals', () => {
+  test('SlotTable agrees with a Map under random inserts, removals and reserves', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 3_000 })), { maxLength: 3_000 }),
+        fc.array(
+          fc.tuple(
+            fc.constantFrom('insert', 'remove', 'reserve'),
+            fc.integer({ min: 0, max: 3_000 }),
+          ),
+          { maxLength: 3_000 },
+        ),
         (ops) => {
           const table = new SlotTable(2);
           const model = new Map<number, number>();
-          for (const [insert, k] of ops) {
+          for (const [kind, k] of ops) {
             const key = k * 2 ** 20 + (k % 7); // spread over both 32-bit halves
-            if (insert) {
+            if (kind === 'reserve') {
+              table.reserve(k);
+              assert.ok(table.slots >= 2 * k);
+            } else if (kind === 'insert') {
               const slot = table.insert(key);
               table.f64[slot * 2 + 1] = k;
               model.set(key, k);
@@ -198,6 +207,16 @@ describe('the index table', () => {
       ),
       { numRuns: 40 },
     );
+  });
+
+  test('SlotTable.reserve(n): n keys then go in without the table growing', () => {
+    const table = new SlotTable(2);
+    table.reserve(50_000);
+    const slots = table.slots;
+    for (let k = 0; k < 50_000; k++) table.insert(k * 2 ** 20 + 3);
+    assert.equal(table.slots, slots);
+    table.insert(-5);
+    assert.equal(table.size, 50_001);
   });
 
   test('the prefix walk equals a per-replica reference walk', () => {
@@ -290,31 +309,43 @@ describe('foreign engine hashes', () => {
     assert.equal(map.size, 0);
   });
 
-  test('a router fed foreign events routes to the owner and applies removals', () => {
-    const router = new Router({ replicas: ['x', 'y'], overlayTtlMs: 0 });
-    const toks = tokens(31, 320);
-    const keys = computeBlockKeys(toks, BLOCK);
-    const hashes = keys.map((k) => toWireHash(k) ^ 0xffn); // differs from ours
-    router.applyForeignEvents(
-      'y',
-      [
-        {
-          type: 'BlockStored',
-          blockHashes: hashes,
-          parentBlockHash: null,
-          tokenIds: toks,
-          blockSize: BLOCK,
-          loraName: null,
-          cacheSalt: null,
-        },
-      ],
-      0,
+  for (const reserved of [null, 100_000]) {
+    test(`a router fed foreign events routes to the owner and applies removals (engine blocks reserved: ${reserved})`, () => {
+      const router = new Router({ replicas: ['x', 'y'], overlayTtlMs: 0 });
+      if (reserved !== null) router.reserveEngineBlocks('y', reserved);
+      const toks = tokens(31, 320);
+      const keys = computeBlockKeys(toks, BLOCK);
+      const hashes = keys.map((k) => toWireHash(k) ^ 0xffn); // differs from ours
+      router.applyForeignEvents(
+        'y',
+        [
+          {
+            type: 'BlockStored',
+            blockHashes: hashes,
+            parentBlockHash: null,
+            tokenIds: toks,
+            blockSize: BLOCK,
+            loraName: null,
+            cacheSalt: null,
+          },
+        ],
+        0,
+      );
+      const d = router.route(request('q', toks), 0);
+      assert.equal(d.replica, 'y');
+      assert.equal(d.cachedTokens, 320);
+      router.onFinished('q', 0);
+      router.applyForeignEvents('y', [{ type: 'BlockRemoved', blockHashes: hashes.slice(10) }], 1);
+      assert.equal(router.route(request('r', toks), 1).cachedTokens, 160);
+    });
+  }
+
+  test('reserveEngineBlocks: an unknown replica is an error; approx mode has no engine hashes to make room for', () => {
+    assert.throws(
+      () => new Router({ replicas: ['x'] }).reserveEngineBlocks('z', 10),
+      /unknown replica 'z'/,
     );
-    const d = router.route(request('q', toks), 0);
-    assert.equal(d.replica, 'y');
-    assert.equal(d.cachedTokens, 320);
-    router.onFinished('q', 0);
-    router.applyForeignEvents('y', [{ type: 'BlockRemoved', blockHashes: hashes.slice(10) }], 1);
-    assert.equal(router.route(request('r', toks), 1).cachedTokens, 160);
+    const approx = new Router({ replicas: ['x'], indexMode: 'approx' });
+    assert.doesNotThrow(() => approx.reserveEngineBlocks('z', 10));
   });
 });

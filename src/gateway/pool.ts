@@ -581,7 +581,12 @@ export class ModelPool {
         onReport: (report, nowMs) => {
           if (m.phase === 'starting') this.#activate(m, report, nowMs);
           else if (m.phase === 'active') this.router.onReport(name, report, nowMs);
-          if (report.kvBlocks !== undefined) this.#kvBlocks.set(name, report.kvBlocks);
+          if (report.kvBlocks !== undefined) {
+            this.#kvBlocks.set(name, report.kvBlocks);
+            // Its engine hash map sized for the pool at once (a no-op once it is), not grown
+            // while events arrive.
+            if (m.phase === 'active') this.router.reserveEngineBlocks(name, report.kvBlocks);
+          }
           if (m.phase === 'active' && report.prefixCacheHitsTokens !== undefined) {
             this.audit.onHitCounter(name, report.prefixCacheHitsTokens);
           }

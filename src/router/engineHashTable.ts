@@ -47,6 +47,11 @@ export class EngineHashTable {
     this.#shift = 32 - Math.log2(MIN_SLOTS);
   }
 
+  /** Slots of the u64 table (twice the hashes it holds before it grows). */
+  get slots(): number {
+    return this.#mask + 1;
+  }
+
   /** Hashes held. */
   get size(): number {
     return this.#size + this.#other.size;
@@ -179,11 +184,21 @@ export class EngineHashTable {
     this.#size--;
   }
 
+  /** Makes room for `hashes` u64 hashes in all without growing again (see SlotTable.reserve). */
+  reserve(hashes: number): void {
+    let count = this.#mask + 1;
+    while (count < hashes * 2) count *= 2;
+    if (count > this.#mask + 1) this.#rehash(count);
+  }
+
   #grow(): void {
-    const old = this.#slots;
     // Four times while small: a replica's map fills from empty to its KV pool's blocks, and each
     // growth is a fresh allocation and a pass over the table (at most 3/4 of 768 KiB idle).
-    const count = (this.#mask + 1) * (this.#mask + 1 < QUADRUPLE_BELOW ? 4 : 2);
+    this.#rehash((this.#mask + 1) * (this.#mask + 1 < QUADRUPLE_BELOW ? 4 : 2));
+  }
+
+  #rehash(count: number): void {
+    const old = this.#slots;
     this.#mask = count - 1;
     this.#shift = 32 - Math.log2(count);
     const slots = new Int32Array(count * STRIDE);

@@ -73,6 +73,8 @@ const MIN_HANDLES = 1024;
 const HANDLES_DOUBLE = 1 << 15;
 /** Router keys the counted-hash table is sized for at first (64 KiB). */
 const MIN_REFS = 2048;
+/** The most blocks `reserve` makes room for (a bogus pool size must not take gigabytes). */
+export const MAX_RESERVED_BLOCKS = 1 << 20;
 
 export class ForeignKeyMap {
   /** Engine hash -> handle: a small integer indexing `#keyOf`, `#maskOf` and `#seqOf` below. */
@@ -190,8 +192,23 @@ export class ForeignKeyMap {
     this.#free.push(handle);
   }
 
+  /**
+   * Makes room for `blocks` engine hashes (the replica's KV pool, e.g. vLLM's `num_gpu_blocks`)
+   * without growing while its events fill the map: each growth of a large table is a pass over
+   * it, a stall of milliseconds on the event path. Capped at MAX_RESERVED_BLOCKS.
+   */
+  reserve(blocks: number): void {
+    const n = Math.min(Math.max(0, Math.floor(blocks)), MAX_RESERVED_BLOCKS);
+    this.#handles.reserve(n);
+    this.#refs.reserve(n);
+    if (n > this.#keyOf.length) this.#resizeHandles(n);
+  }
+
   #grow(): void {
-    const handles = this.#keyOf.length * (this.#keyOf.length < HANDLES_DOUBLE ? 4 : 2);
+    this.#resizeHandles(this.#keyOf.length * (this.#keyOf.length < HANDLES_DOUBLE ? 4 : 2));
+  }
+
+  #resizeHandles(handles: number): void {
     const keyOf = new Float64Array(handles);
     keyOf.set(this.#keyOf);
     this.#keyOf = keyOf;

@@ -560,6 +560,18 @@ export class Router {
   }
 
   /**
+   * The replica's KV pool holds `blocks` blocks (vLLM's `num_gpu_blocks`): its engine hash map
+   * makes room for them now, so that its events never wait on the map's growth. Events mode
+   * only (in approx mode no engine hash is mapped).
+   */
+  reserveEngineBlocks(replica: string, blocks: number): void {
+    if (this.indexMode !== 'events') return;
+    const state = this.#state(replica);
+    state.foreign ??= new ForeignKeyMap();
+    state.foreign.reserve(blocks);
+  }
+
+  /**
    * Whether the engines' KV events show block `key` stored on `replica`. Events mode only: in
    * approx mode the index is the router's own record of its routes, not what the engine did.
    */

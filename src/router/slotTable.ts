@@ -141,11 +141,24 @@ export class SlotTable {
     this.#size = 0;
   }
 
+  /**
+   * Makes room for `keys` keys in all without growing again (a replica's KV pool, once known):
+   * one rehash now instead of one per doubling as it fills.
+   */
+  reserve(keys: number): void {
+    let slots = this.#mask + 1;
+    while (slots < keys * 2) slots *= 2;
+    if (slots > this.#mask + 1) this.#rehash(slots);
+  }
+
   #grow(): void {
+    this.#rehash((this.#mask + 1) * 2);
+  }
+
+  #rehash(slots: number): void {
     const old = this.f64;
     const stride = this.strideF64;
     const oldSlots = this.#mask + 1;
-    const slots = oldSlots * 2;
     this.#mask = slots - 1;
     this.#shift = 32 - Math.log2(slots);
     const buffer = new ArrayBuffer(slots * stride * 8);
