@@ -235,3 +235,27 @@ for (const reserved of [0, 50_000, 7]) {
     for (const h of hashes) assert.equal(map.routerKey(h), model.routerKey(h));
   });
 }
+
+test('a bogus pool size is capped: reserving 10^12 blocks takes no more than 2^20 blocks of room', () => {
+  const map = new ForeignKeyMap();
+  map.reserve(1e12);
+  map.reserve(Number.NaN);
+  map.reserve(Number.POSITIVE_INFINITY);
+  map.reserve(-5);
+  const events: ForeignKvEvent[] = [
+    {
+      type: 'BlockStored',
+      blockHashes: [1n, 2n],
+      parentBlockHash: null,
+      tokenIds: [1, 2, 3, 4],
+      blockSize: 2,
+      loraName: null,
+      cacheSalt: null,
+    },
+  ];
+  assert.deepEqual(
+    plain(map.translate(events)),
+    plain(new ReferenceForeignKeyMap().translate(events)),
+  );
+  assert.equal(map.size, 2);
+});

@@ -74,7 +74,7 @@ const HANDLES_DOUBLE = 1 << 15;
 /** Router keys the counted-hash table is sized for at first (64 KiB). */
 const MIN_REFS = 2048;
 /** The most blocks `reserve` makes room for (a bogus pool size must not take gigabytes). */
-export const MAX_RESERVED_BLOCKS = 1 << 20;
+const MAX_RESERVED_BLOCKS = 1 << 20;
 
 export class ForeignKeyMap {
   /** Engine hash -> handle: a small integer indexing `#keyOf`, `#maskOf` and `#seqOf` below. */
@@ -198,7 +198,7 @@ export class ForeignKeyMap {
    * it, a stall of milliseconds on the event path. Capped at MAX_RESERVED_BLOCKS.
    */
   reserve(blocks: number): void {
-    const n = Math.min(Math.max(0, Math.floor(blocks)), MAX_RESERVED_BLOCKS);
+    const n = Math.min(Math.max(0, Math.floor(blocks) || 0), MAX_RESERVED_BLOCKS);
     this.#handles.reserve(n);
     this.#refs.reserve(n);
     if (n > this.#keyOf.length) this.#resizeHandles(n);
