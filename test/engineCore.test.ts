@@ -193,6 +193,66 @@ test('paged preemption: the most recent request is recomputed from prompt + gene
   assert.equal(counters.kvBlocksFree, 10);
 });
 
+test("a request's handle comes back with each of its tokens, preempted or not; -1 without one", () => {
+  const engine = makeEngine({ kvBlocks: 10, blockSize: 1, watermark: 0, budgetTokens: 100 });
+  engine.add({ id: 'a', promptTokens: range(4), maxNewTokens: 5, arrivalMs: 0, handle: 7 });
+  engine.add({ id: 'b', promptTokens: range(4, 10), maxNewTokens: 5, arrivalMs: 1, handle: 0 });
+  engine.add({ id: 'c', promptTokens: range(2, 20), maxNewTokens: 2, arrivalMs: 2 });
+  const results = drain(engine);
+  assert.ok(
+    results.some((r) => r.preempted.length > 0),
+    'the pool is small enough to preempt',
+  );
+  const tokens = results.flatMap((r) => r.emitted);
+  assert.equal(tokens.length, 12);
+  const want = { a: 7, b: 0, c: -1 } as Record<string, number>;
+  for (const t of tokens) assert.equal(t.handle, want[t.id], `${t.id} token ${t.index}`);
+});
+
+test('prefetchRunning changes no step (a property over random requests on a small pool)', () => {
+  fc.assert(
+    fc.property(
+      fc.array(
+        fc.record({
+          prompt: fc.integer({ min: 1, max: 90 }),
+          shared: fc.integer({ min: 0, max: 60 }),
+          out: fc.integer({ min: 1, max: 12 }),
+        }),
+        { minLength: 1, maxLength: 24 },
+      ),
+      fc.constantFrom<'paged' | 'reserve'>('paged', 'reserve'),
+      (requests, kvPolicy) => {
+        const runOnce = (prefetchRunning: boolean) => {
+          const engine = makeEngine({
+            kvPolicy,
+            kvBlocks: 40,
+            blockSize: 4,
+            budgetTokens: 48,
+            maxSeqs: 8,
+            prefetchRunning,
+          });
+          requests.forEach((r, i) => {
+            const prompt = [
+              ...range(Math.min(r.shared, r.prompt)),
+              ...range(r.prompt, 1000 * (i + 1)),
+            ];
+            engine.add({
+              id: `r${i}`,
+              promptTokens: prompt.slice(0, r.prompt),
+              maxNewTokens: r.out,
+              arrivalMs: i,
+              handle: i,
+            });
+          });
+          return drain(engine, 10_000);
+        };
+        assert.deepEqual(runOnce(true), runOnce(false));
+      },
+    ),
+    { numRuns: 60 },
+  );
+});
+
 test('step time is the cost model of the plan; an idle step takes no time', () => {
   const engine = makeEngine();
   const idle = engine.step();

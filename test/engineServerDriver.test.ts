@@ -29,7 +29,7 @@ class FakeCore implements SteppableEngine {
       events: [],
     };
     for (const [id, r] of this.live) {
-      result.emitted.push({ id, index: r.next++ });
+      result.emitted.push({ id, index: r.next++, handle: -1 });
       if (--r.left === 0) {
         this.live.delete(id);
         result.finished.push({

@@ -29,7 +29,7 @@ test('hand trace: budget 8, one decode running, a 20-token prompt gets chunks 7,
   sched.add({ id: 'a', promptTokens: 4, maxNewTokens: 100 });
   const first = sched.schedule();
   assert.deepEqual(entries(first), [['a', 4]]);
-  assert.deepEqual(sched.complete(first).emitted, [{ id: 'a', index: 0 }]);
+  assert.deepEqual(sched.complete(first).emitted, [{ id: 'a', index: 0, handle: -1 }]);
 
   sched.add({ id: 'b', promptTokens: 20, maxNewTokens: 5 });
   const chunks: number[] = [];
@@ -59,7 +59,7 @@ test('a request with maxNew = 1 leaves on the step its prompt finishes', () => {
   assert.deepEqual(sched.complete(p1), { emitted: [], finished: [] });
   const p2 = sched.schedule();
   const out = sched.complete(p2);
-  assert.deepEqual(out.emitted, [{ id: 'a', index: 0 }]);
+  assert.deepEqual(out.emitted, [{ id: 'a', index: 0, handle: -1 }]);
   assert.deepEqual(out.finished, [
     { id: 'a', promptTokens: 12, cachedTokens: 0, outputTokens: 1, reason: 'length' },
   ]);

@@ -159,6 +159,7 @@ export class EngineCore {
       maxNewTokens: req.maxNewTokens,
       priority: req.priority ?? 0,
       arrivalMs: req.arrivalMs,
+      ...(req.handle !== undefined && { handle: req.handle }),
       ...(req.loraName && { loraName: req.loraName }),
       ...(tokenIds !== null && { tokenIds, blockKeys: blockKeys!, cacheSalt: req.cacheSalt }),
     });

@@ -27,6 +27,8 @@ export interface EngineConfig {
   /** Scheduler options from the seed's probes (see scheduler config). */
   rotateDecodes?: boolean;
   alignChunksToBlocks?: boolean;
+  /** The scheduler's `prefetchRunning`: on in the fleet simulator. */
+  prefetchRunning?: boolean;
   longPrefillThreshold?: number;
   maxPartialPrefills?: number;
   /** Paged mode: fraction of blocks kept free when admitting (vLLM's watermark, default 0.01). */
@@ -74,6 +76,11 @@ export interface EngineRequest {
   kvTransfer?: 'remote-decode' | 'remote-prefill';
   /** How a runtime that computes logits draws this request's tokens (the sim runtime ignores it). */
   sampling?: SamplingParams;
+  /**
+   * The driver's own number for the request, handed back with each of its tokens
+   * (`TokenEmitted.handle`): the simulator finds a token's request in a dense array by it.
+   */
+  handle?: number;
 }
 
 /** vLLM's sampling knobs as a real runtime applies them; null: off. */
@@ -91,6 +98,8 @@ export interface TokenEmitted {
   id: string;
   /** 0-based index of this output token. */
   index: number;
+  /** The request's `EngineRequest.handle`; -1 when it gave none. */
+  handle: number;
   /** The sampled token, from a runtime that samples (absent from the sim runtime). */
   tokenId?: number;
 }

@@ -11,6 +11,7 @@ export interface ResolvedSchedulerConfig extends ChunkRules {
   maxSeqs: number;
   kvPolicy: KvPolicyName;
   rotateDecodes: boolean;
+  prefetchRunning: boolean;
   maxPartialPrefills: number;
   watermark: number;
   priorityAgeMs: number;
@@ -66,6 +67,7 @@ export function resolveSchedulerConfig(
     maxSeqs,
     kvPolicy: config.kvPolicy,
     rotateDecodes: config.rotateDecodes ?? false,
+    prefetchRunning: config.prefetchRunning ?? false,
     longPrefillThreshold,
     alignTokens: align ? blockSize : 1,
     maxPartialPrefills,

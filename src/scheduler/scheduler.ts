@@ -32,6 +32,8 @@ const NO_HIT: PrefixMatch = Object.freeze({ blockIds: [], freeBlocks: 0 }) as Pr
 
 export class Scheduler {
   readonly config: Readonly<ResolvedSchedulerConfig>;
+  /** What the last `#prefetch` read: kept so that the compiler keeps the reads. */
+  prefetched = 0;
   readonly #pool: BlockPool;
   readonly #blockSize: number;
   readonly #kv: KvPolicy;
@@ -127,7 +129,7 @@ export class Scheduler {
       if (wasPrefilling && !seq.isPrefilling) this.#prefillDone(seq);
       if (seq.computedTokens < seq.knownTokens) continue;
       // Every known token has KV: this step sampled the next one.
-      emitted[emittedCount++] = { id: seq.id, index: seq.generatedTokens++ };
+      emitted[emittedCount++] = { id: seq.id, index: seq.generatedTokens++, handle: seq.handle };
       this.#counters.generationTokens++;
       if (seq.generatedTokens === seq.maxNewTokens) finished.push(this.#finish(seq));
     }
@@ -191,6 +193,7 @@ export class Scheduler {
     const rotate = this.config.rotateDecodes;
     const start = rotate && count > 0 ? this.#decodeCursor % count : 0;
     let next = start;
+    if (this.config.prefetchRunning) this.#prefetch(running);
     for (let k = 0; k < count; k++) {
       const i = start + k < count ? start + k : start + k - count;
       // Preemption takes requests from the back, so any index still in range is the same request.
@@ -206,6 +209,22 @@ export class Scheduler {
       b.add(seq, 'decode', 1);
       next = i + 1;
     }
+  }
+
+  /**
+   * Reads what this step reads of each running request first, in a loop that does nothing else
+   * (`prefetchRunning`). In a simulated fleet, one engine's requests have gone out of cache
+   * while hundreds of others stepped; this loop lets the CPU fetch them side by side, where the
+   * planning would wait on each in turn.
+   */
+  #prefetch(running: readonly Seq[]): void {
+    let sum = 0;
+    for (let i = 0; i < running.length; i++) {
+      const seq = running[i]!;
+      sum += seq.computedTokens + seq.prefillEndTokens + seq.blockIds.length;
+      if (seq.blockKeys !== null) sum += seq.blockKeys.length;
+    }
+    this.prefetched = sum;
   }
 
   /** 2. The rest of prompts admitted in earlier steps, in running order. */

@@ -25,6 +25,8 @@ export class Seq {
   readonly scope: KeyScope;
   /** The LoRA adapter the request runs with, null for the base model. */
   readonly loraName: string | null;
+  /** The caller's number for the request (`SchedRequest.handle`), -1 if none. */
+  readonly handle: number;
 
   status: SeqStatus = 'waiting';
   computedTokens = 0;
@@ -54,6 +56,7 @@ export class Seq {
     this.blockKeys = req.blockKeys ?? null;
     this.scope = { cacheSalt: req.cacheSalt, loraName: req.loraName };
     this.loraName = req.loraName || null;
+    this.handle = req.handle ?? -1;
   }
 
   /** Tokens known: the prompt and every token sampled so far. */

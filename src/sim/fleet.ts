@@ -23,6 +23,7 @@ import { EventQueue, PRIORITY, type SimEvent } from './eventQueue.ts';
 import { runLoop, type SimClock } from './loop.ts';
 import { BusyTracker, LoadSampler, RequestLog } from './metrics.ts';
 import { OwnerTracker } from './owners.ts';
+import { TokenGaps } from './tokenGaps.ts';
 import type { Arrival, Workload } from '../workload/workloads.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import type { FaultSpec, ViewOptions } from './types.ts';
@@ -135,7 +136,8 @@ interface Req {
   /** Prompt tokens not cached where it was routed (its share of the replica's reported queue). */
   uncachedTokens: number;
   firstTokenMs: number;
-  lastTokenMs: number;
+  /** Its slot in the fleet's TokenGaps, handed to its engine with it. */
+  slot: number;
   rerouted: boolean;
   measured: boolean;
 }
@@ -222,6 +224,7 @@ export class Fleet {
   readonly #clock: SimClock = { nowMs: 0 };
   readonly #replicas: Replica[];
   readonly #requests = new Map<string, Req>();
+  readonly #gaps = new TokenGaps();
   readonly #arrivals: Iterator<Arrival>;
   readonly #log = new RequestLog();
   readonly #busy: BusyTracker;
@@ -401,7 +404,7 @@ export class Fleet {
       replica: -1,
       uncachedTokens: 0,
       firstTokenMs: Number.NaN,
-      lastTokenMs: Number.NaN,
+      slot: this.#gaps.open(measured),
       rerouted: false,
       measured,
     };
@@ -438,7 +441,7 @@ export class Fleet {
       !admitRoute(r.queuedPromptTokens, decision.uncachedTokens)
     ) {
       router.onFinished(req.id, nowMs);
-      this.#requests.delete(req.id);
+      this.#leave(req);
       this.#o.onRequest?.(refusedRecord(req.index, req.arrival, nowMs));
       this.#rejected++;
       if (req.measured) this.#rejectedMeasured++;
@@ -478,6 +481,7 @@ export class Fleet {
         arrivalMs: req.arrival.atMs,
         // The workload keys prompts with the engine's own chaining: no need to hash them twice.
         blockKeys: req.blockKeys!,
+        handle: req.slot,
         ...(req.arrival.lora !== undefined && { loraName: req.arrival.lora }),
       });
     } catch (err) {
@@ -540,29 +544,32 @@ export class Fleet {
 
   #onEmitted(r: Replica, emitted: readonly TokenEmitted[], nowMs: number): void {
     const itl = this.#log.itlMs;
+    const gaps = this.#gaps;
     for (let i = 0; i < emitted.length; i++) {
       const t = emitted[i]!;
+      // Every token's engine holds its request, given with its slot: a later token needs only
+      // the slot; the first one (once a request) updates the record, found by id.
+      const gapMs = gaps.tick(t.handle, nowMs);
+      if (!Number.isNaN(gapMs)) {
+        if (gaps.measured(t.handle)) itl.add(gapMs);
+        continue;
+      }
       const req = r.requests.get(t.id);
       if (req === undefined) continue;
-      if (Number.isNaN(req.firstTokenMs)) {
-        req.firstTokenMs = nowMs;
-        req.tokens = null;
-        req.blockKeys = null;
-        r.queuedPromptTokens -= req.uncachedTokens;
-        this.#o.router.onFirstToken(req.id, nowMs);
-        const stop = this.#o.earlyStop;
-        if (
-          req.measured &&
-          stop !== undefined &&
-          nowMs - req.arrival.atMs > stop.ttftLimitMs(req.arrival.promptLength)
-        ) {
-          this.#ttftViolations++;
-          this.#checkEarlyStop();
-        }
-      } else if (req.measured) {
-        itl.add(nowMs - req.lastTokenMs);
+      req.firstTokenMs = nowMs;
+      req.tokens = null;
+      req.blockKeys = null;
+      r.queuedPromptTokens -= req.uncachedTokens;
+      this.#o.router.onFirstToken(req.id, nowMs);
+      const stop = this.#o.earlyStop;
+      if (
+        req.measured &&
+        stop !== undefined &&
+        nowMs - req.arrival.atMs > stop.ttftLimitMs(req.arrival.promptLength)
+      ) {
+        this.#ttftViolations++;
+        this.#checkEarlyStop();
       }
-      req.lastTokenMs = nowMs;
     }
   }
 
@@ -572,7 +579,7 @@ export class Fleet {
       const req = r.requests.get(f.id);
       if (req === undefined) continue;
       r.requests.delete(f.id);
-      this.#requests.delete(f.id);
+      this.#leave(req);
       this.#o.router.onFinished(f.id, nowMs);
       this.#ended();
       if (f.reason === 'abort' || Number.isNaN(req.firstTokenMs)) {
@@ -721,8 +728,13 @@ export class Fleet {
     return views;
   }
 
+  /** The request is no longer in flight: its slot goes to a later one (once). */
+  #leave(req: Req): void {
+    if (this.#requests.delete(req.id)) this.#gaps.close(req.slot);
+  }
+
   #fail(req: Req, kind: string, nowMs: number): void {
-    this.#requests.delete(req.id);
+    this.#leave(req);
     this.#error(kind);
     this.#record(req, kind, nowMs);
     this.#ended();

@@ -113,7 +113,8 @@ export function simulate(
   if (workload.adapters && config.engine.lora === undefined) {
     config = { ...config, engine: { ...config.engine, lora: { maxLoras: DEFAULT_MAX_LORAS } } };
   }
-  const engineConfig = makeEngineConfig(config.engine);
+  // Engines stepped in turn: each one's requests are out of cache by its next step.
+  const engineConfig = { ...makeEngineConfig(config.engine), prefetchRunning: true };
   const counts =
     config.earlyStop || config.durationMs === undefined
       ? countArrivals(workload, config.warmupMs)
@@ -130,7 +131,10 @@ export function simulate(
   const admitRoute = config.admission && ttftGate(config.admission, usPerToken);
   const policy = runLabel(config.router);
   const replicaConfigs = config.fleet
-    ? replicaEngineOptions(config.engine, config.fleet).map((o) => makeEngineConfig(o))
+    ? replicaEngineOptions(config.engine, config.fleet).map((o) => ({
+        ...makeEngineConfig(o),
+        prefetchRunning: true,
+      }))
     : undefined;
   const calibrationOf = (r: number) => (replicaConfigs?.[r] ?? engineConfig).spec.calibration;
   const overheads = Array.from(
