@@ -86,6 +86,54 @@ for (const policy of POLICY_NAMES) {
       );
     });
 
+    test('picks an eligible replica as replicas fall and recover between routes', () => {
+      // The router reuses its per-route lists: one route's longer list must not leak into the next.
+      fc.assert(
+        fc.property(
+          fc.integer({ min: 1, max: 10 }),
+          fc.array(
+            fc.array(
+              fc.record({
+                up: fc.boolean(),
+                kvUsage: fc.constantFrom(0.1, 0.99),
+                ageMs: fc.constantFrom(0, 2_000),
+              }),
+              { minLength: 10, maxLength: 10 },
+            ),
+            { minLength: 1, maxLength: 12 },
+          ),
+          (count, rounds) => {
+            const router = new Router({ replicas: names(count), policy, seed: 3 });
+            rounds.forEach((states, k) => {
+              const nowMs = 10_000 * (k + 1);
+              const fleet = states.slice(0, count);
+              fleet.forEach((r, i) => {
+                router.onReport(
+                  `r${i}`,
+                  { kvUsage: r.kvUsage, running: 1, waiting: 0 },
+                  nowMs - r.ageMs,
+                );
+                if (r.up) router.markUp(`r${i}`);
+                else router.markDown(`r${i}`);
+              });
+              const req = request(`q${k}`, tokens(k % 3, 64));
+              if (!fleet.some((r) => r.up)) {
+                assert.throws(() => router.route(req, nowMs), { code: 'ERR_NO_HEALTHY_REPLICA' });
+                return;
+              }
+              const d = router.route(req, nowMs);
+              const chosen = fleet[d.replicaId]!;
+              assert.ok(chosen.up, `round ${k}: ${d.replica} is down`);
+              const eligible = fleet.some((r) => r.up && r.kvUsage < 0.95 && r.ageMs === 0);
+              assert.equal(d.failedOpen, !eligible, `round ${k}`);
+              if (eligible) assert.ok(chosen.kvUsage < 0.95 && chosen.ageMs === 0, `round ${k}`);
+            });
+          },
+        ),
+        { numRuns: 60 },
+      );
+    });
+
     test('deterministic for a seed', () => {
       const run = (): string[] => {
         const router = new Router({ replicas: names(8), policy, seed: 42 });

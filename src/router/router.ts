@@ -291,8 +291,8 @@ export class Router {
     // Scratch reused across routes: no route keeps these arrays (views copy what they need).
     const healthy = this.#healthy;
     const eligible = this.#eligible;
-    healthy.length = 0;
-    eligible.length = 0;
+    let healthyCount = 0;
+    let eligibleCount = 0;
     const words = this.#index.blocks.words;
     if (this.#alive.length !== words) this.#alive = new Int32Array(words);
     const alive = this.#alive;
@@ -300,10 +300,14 @@ export class Router {
     for (const state of this.#replicas) {
       const verdict = this.#verdict(state, nowMs);
       if (verdict === 'down' || request.avoid?.includes(state.name)) continue;
-      healthy.push(state);
+      healthy[healthyCount++] = state;
       alive[state.id >>> 5] = alive[state.id >>> 5]! | (1 << (state.id & 31));
-      if (verdict === 'eligible') eligible.push(state);
+      if (verdict === 'eligible') eligible[eligibleCount++] = state;
     }
+    // Overwritten in place and cut to this route's count: a length set to 0 drops an array's
+    // storage in V8, and every route grew it again, push by push.
+    healthy.length = healthyCount;
+    eligible.length = eligibleCount;
     if (healthy.length === 0) {
       this.#counters.noHealthyReplica++;
       throw new RouterError('ERR_NO_HEALTHY_REPLICA', 'no healthy replica to route to');
@@ -352,10 +356,11 @@ export class Router {
       pick = { replicaId: considered[at]!.id };
     } else {
       const views = this.#views;
-      views.length = 0;
-      for (const s of candidates) {
-        views.push(this.#view(s, request, matched[s.id]!, loraViews?.get(s.id) ?? NO_LORA));
+      for (let i = 0; i < candidates.length; i++) {
+        const s = candidates[i]!;
+        views[i] = this.#view(s, request, matched[s.id]!, loraViews?.get(s.id) ?? NO_LORA);
       }
+      views.length = candidates.length;
       pick = this.policy.pick(this.#pickInput(request, nowMs, views));
       if (!candidates.some((s) => s.id === pick.replicaId)) {
         throw new RouterError(
