@@ -4,7 +4,8 @@
  * replicas x requests (`bench:sim -- --scale`).
  *
  *   node --import tsx bench/routeWidth.ts [--replicas 22,88,352] [--rounds 7] [--routes 20000]
- *   BASELINE_SRC=/tmp/base/src node --import tsx bench/routeWidth.ts   # a baseline tree beside
+ *   git archive <commit> src package.json | tar -x -C /tmp/base   # a baseline tree beside
+ *   BASELINE_SRC=/tmp/base/src node --import tsx bench/routeWidth.ts
  *
  * Per width: a `cost` router in events mode; each request brings 20 blocks no replica holds
  * (the prefix walk stops at once, so the per-replica work is what is timed), 1,000 requests stay
@@ -15,6 +16,7 @@
  */
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
+import { baselineSrc } from './baselineSrc.ts';
 
 const argv = process.argv;
 const option = (name: string, fallback: string): string => {
@@ -79,7 +81,8 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length
 const trees: [string, RouterClass][] = [
   ['current', await load(resolve(import.meta.dirname, '../src'))],
 ];
-if (process.env.BASELINE_SRC) trees.unshift(['baseline', await load(process.env.BASELINE_SRC)]);
+const baseline = baselineSrc(false);
+if (baseline !== undefined) trees.unshift(['baseline', await load(baseline)]);
 
 const rows: Record<string, string | number>[] = [];
 for (const width of WIDTHS) {

@@ -2,7 +2,7 @@
  * bench:router's three figures for this tree's router against a baseline tree's, in one process,
  * rounds alternating, so that a busy machine weighs on both alike:
  *
- *   git archive <commit> src | tar -x -C /tmp/base   # the baseline's sources
+ *   git archive <commit> src package.json | tar -x -C /tmp/base   # its sources and package.json
  *   BASELINE_SRC=/tmp/base/src node --import tsx bench/routerAb.ts [-- --rounds 5] [--picks 4000]
  *
  * The fleet is bench:router's (64 replicas, 1,000,000 blocks, 8,000-token prompts of a 6,000-
@@ -16,6 +16,7 @@
  */
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
+import { baselineSrc } from './baselineSrc.ts';
 
 const argv = process.argv;
 const flag = (name: string, fallback: number): number => {
@@ -83,13 +84,9 @@ async function load(src: string): Promise<Tree> {
   };
 }
 
-const baselineSrc = process.env.BASELINE_SRC;
-if (!baselineSrc) {
-  console.error('BASELINE_SRC: the src/ folder of the baseline tree is required');
-  process.exit(2);
-}
+const baseline = baselineSrc(true);
 const trees: Record<string, Tree> = {
-  baseline: await load(baselineSrc),
+  baseline: await load(baseline),
   current: await load(resolve(import.meta.dirname, '../src')),
 };
 const ref = trees.baseline!;

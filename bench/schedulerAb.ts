@@ -2,7 +2,7 @@
  * bench:scheduler's two figures for this tree's scheduler and block pool against a baseline
  * tree's, in one process, rounds alternating, so that a busy machine weighs on both alike:
  *
- *   git archive <commit> src | tar -x -C /tmp/base   # the baseline's sources
+ *   git archive <commit> src package.json | tar -x -C /tmp/base   # its sources and package.json
  *   BASELINE_SRC=/tmp/base/src node --import tsx bench/schedulerAb.ts [--rounds 9]
  *
  * Per round and tree: the step (schedule() + complete() with 256 running decodes, paged KV,
@@ -15,6 +15,7 @@
  */
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
+import { baselineSrc } from './baselineSrc.ts';
 
 const argv = process.argv;
 const flag = (name: string, fallback: number): number => {
@@ -58,13 +59,9 @@ async function load(src: string): Promise<Tree> {
   };
 }
 
-const baselineSrc = process.env.BASELINE_SRC;
-if (!baselineSrc) {
-  console.error('BASELINE_SRC: the src/ folder of the baseline tree is required');
-  process.exit(2);
-}
+const baseline = baselineSrc(true);
 const trees: Record<string, Tree> = {
-  baseline: await load(baselineSrc),
+  baseline: await load(baseline),
   current: await load(resolve(import.meta.dirname, '../src')),
 };
 

@@ -2,7 +2,7 @@
  * bench:tokenize's steady-state chat figure for this tree's tokenizer against a baseline tree's,
  * rounds alternating, so that a busy machine weighs on both alike:
  *
- *   mkdir -p /tmp/base && git archive <commit> src | tar -x -C /tmp/base   # its sources
+ *   mkdir -p /tmp/base && git archive <commit> src package.json | tar -x -C /tmp/base
  *   ln -s "$PWD/node_modules" /tmp/base/node_modules   # its imports resolve to this checkout's
  *   BASELINE_SRC=/tmp/base/src node --import tsx bench/tokenizeAb.ts [--rounds 9] [--calls 100]
  *
@@ -21,6 +21,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
 import { dirname, resolve } from 'node:path';
+import { baselineSrc } from './baselineSrc.ts';
 
 const argv = process.argv;
 const flag = (name: string, fallback: number): number => {
@@ -149,12 +150,8 @@ if (at >= 0) {
   process.exit(0);
 }
 
-const baselineSrc = process.env.BASELINE_SRC;
-if (!baselineSrc) {
-  console.error('BASELINE_SRC: the src/ folder of the baseline tree is required');
-  process.exit(2);
-}
-const trees = { this: resolve(import.meta.dirname, '../src'), baseline: resolve(baselineSrc) };
+const baseline = baselineSrc(true);
+const trees = { this: resolve(import.meta.dirname, '../src'), baseline: baseline };
 type Name = keyof typeof trees;
 const names: Name[] = ['this', 'baseline'];
 
