@@ -34,6 +34,24 @@ describe('cost = queued prompt tokens + uncached prompt tokens', () => {
     assert.equal(pick(5_999, 0), 0);
   });
 
+  test('a pick over fewer candidates than the last scores only its own', () => {
+    const policy = makePolicy('cost');
+    const input = (queues: number[]): PickInput => ({
+      request: { id: 'q', blockKeys: [], promptTokens: 100, blockSize: BLOCK },
+      nowMs: 0,
+      candidates: queues.map((q, id) => replicaView(id, { queuedPromptTokens: q })),
+      fleet: queues.map((_, id) => `r${id}`),
+      fleetVersion: 1,
+      rng: new Rng(1),
+    });
+    const wide = policy.pick(input([30, 10, 20]));
+    assert.equal(wide.replicaId, 1);
+    assert.deepEqual([...wide.scores!], [130, 110, 120]);
+    const narrow = policy.pick(input([5, 7]));
+    assert.equal(narrow.replicaId, 0);
+    assert.deepEqual([...narrow.scores!], [105, 107]);
+  });
+
   test('spill emerges: owner, owner, owner, then a second owner that is warm at once', () => {
     const router = new Router({ replicas: ['a', 'b'], policy: 'cost', seed: 9 });
     router.applyEvents('a', [stored(shared)], 0);

@@ -113,7 +113,10 @@ export interface PickInput {
 export interface Pick {
   /** Id of the chosen replica; must be one of the candidates. */
   readonly replicaId: number;
-  /** Per-candidate scores (aligned with `candidates`), for metrics and debugging. */
+  /**
+   * Per-candidate scores (aligned with `candidates`), for metrics and debugging; valid until the
+   * policy's next pick (a policy may reuse the array).
+   */
   readonly scores?: readonly number[];
 }
 

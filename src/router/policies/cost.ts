@@ -59,10 +59,15 @@ export class CostPolicy implements Policy {
     this.loraLoadTokens = options.loraLoadTokens ?? DEFAULT_LORA_LOAD_TOKENS;
   }
 
+  // Reused by every pick, overwritten in place: the router reads a pick's scores before the
+  // next one (`Pick.scores`), and two fresh arrays the fleet's size were a route's cost too.
+  readonly #scores: number[] = [];
+  readonly #queues: number[] = [];
+
   pick(input: PickInput): Pick {
     const { candidates, request } = input;
-    const scores = new Array<number>(candidates.length);
-    const queues = new Array<number>(candidates.length);
+    const scores = this.#scores;
+    const queues = this.#queues;
     const adapter = this.loraAware && request.lora ? this.loraLoadTokens : 0;
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
@@ -76,6 +81,8 @@ export class CostPolicy implements Policy {
       );
       scores[i] = queue + (request.promptTokens - c.cachedTokens) + reload + load;
     }
+    scores.length = candidates.length;
+    queues.length = candidates.length;
     return { replicaId: candidates[argMin(scores, input.rng, queues)]!.id, scores };
   }
 
