@@ -24,10 +24,27 @@ export interface FilterInput {
 }
 
 export function judge(replica: FilterInput, nowMs: number, limits: FilterThresholds): Verdict {
-  if (!replica.healthy) return 'down';
-  if (replica.reportedAtMs === undefined) return 'eligible';
-  if (nowMs - replica.reportedAtMs > limits.staleMs) return 'stale';
-  if ((replica.kvUsage ?? 0) > limits.kvThreshold) return 'kv-full';
+  return verdictOf(
+    !replica.healthy,
+    replica.reportedAtMs ?? Number.NaN,
+    replica.kvUsage ?? 0,
+    nowMs,
+    limits,
+  );
+}
+
+/** judge's rules on plain values; `reportedAtMs` NaN: the replica has not reported yet. */
+export function verdictOf(
+  down: boolean,
+  reportedAtMs: number,
+  kvUsage: number,
+  nowMs: number,
+  limits: FilterThresholds,
+): Verdict {
+  if (down) return 'down';
+  if (Number.isNaN(reportedAtMs)) return 'eligible';
+  if (nowMs - reportedAtMs > limits.staleMs) return 'stale';
+  if (kvUsage > limits.kvThreshold) return 'kv-full';
   return 'eligible';
 }
 

@@ -53,9 +53,25 @@ export class Ledger {
   /** Peers' entries: peer id -> request id -> entry (a namespace of its own per peer). */
   #peers = new Map<string, Map<string, LedgerEntry>>();
   #loads: ReplicaLoad[] = [];
+  /**
+   * Per replica, its load's queuedPromptTokens, kept beside it in one array (the same sums in
+   * the same order, so the same values): a route that scores the whole fleet reads this, not a
+   * load object per replica (see ReplicaGauges for why).
+   */
+  #queued = new Float64Array(0);
 
   ensureReplicas(count: number): void {
     while (this.#loads.length < count) this.#loads.push(emptyLoad());
+    if (this.#queued.length < count) {
+      const queued = new Float64Array(count);
+      queued.set(this.#queued);
+      this.#queued = queued;
+    }
+  }
+
+  /** queuedPromptTokens of every replica, by id (read only; valid until replicas are added). */
+  get queuedPromptTokens(): Readonly<Float64Array> {
+    return this.#queued;
   }
 
   /** Current totals of `replica` (read only; copy before handing out). */
@@ -158,6 +174,7 @@ export class Ledger {
   #add(entry: LedgerEntry): void {
     const load = this.#loads[entry.replica]!;
     load.queuedPromptTokens += entry.uncachedTokens;
+    this.#queued[entry.replica] = load.queuedPromptTokens;
     load.activePrefillBlocks += entry.uncachedBlocks;
     load.prefillRequests++;
   }
@@ -167,6 +184,7 @@ export class Ledger {
     entry.decoding = true;
     const load = this.#loads[entry.replica]!;
     load.queuedPromptTokens -= entry.uncachedTokens;
+    this.#queued[entry.replica] = load.queuedPromptTokens;
     load.activePrefillBlocks -= entry.uncachedBlocks;
     load.prefillRequests--;
     load.decodeRequests++;
@@ -183,6 +201,7 @@ export class Ledger {
       load.activeDecodeTokens -= entry.promptTokens;
     } else {
       load.queuedPromptTokens -= entry.uncachedTokens;
+      this.#queued[entry.replica] = load.queuedPromptTokens;
       load.activePrefillBlocks -= entry.uncachedBlocks;
       load.prefillRequests--;
     }

@@ -30,7 +30,7 @@ import {
 } from './defaults.ts';
 import { ApproxFallback } from './audit/fallback.ts';
 import { RouterError } from './errors.ts';
-import { type FilterThresholds, judge, leastLoaded, type Verdict } from './filters.ts';
+import { type FilterThresholds, leastLoaded, type Verdict } from './filters.ts';
 import { ForeignKeyMap, type ForeignKvEvent } from './foreignKeys.ts';
 import { Ledger } from './ledger.ts';
 import { RouteOverlay } from './overlay.ts';
@@ -43,10 +43,12 @@ import {
   type ReplicaView,
   type RouteRequest,
 } from './policy.ts';
+import { CostPolicy } from './policies/cost.ts';
 import { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
 import { matchPrefix } from './prefixMatch.ts';
 import { extendThroughTier } from './tierMatch.ts';
 import { makePolicy, type PolicyOptions } from './registry.ts';
+import { ReplicaGauges } from './replicaGauges.ts';
 import type { ReplicaSpeed } from './replicaSpeed.ts';
 import type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';
 
@@ -177,6 +179,18 @@ export class Router {
   #fallback = new Map<number, ApproxFallback>();
   #rng: Rng;
   #matched = new Int32Array(0);
+  /** The guards' inputs per replica, side by side (see ReplicaGauges). */
+  #gauges = new ReplicaGauges();
+  /** The policy, when it is `cost` reading the ledger's queues (CostPolicy.pickFromArrays). */
+  readonly #arrayPolicy: CostPolicy | null;
+  /** Route scratch: the eligible replicas' ids, in the order of `#eligible`. */
+  #eligibleIds = new Int32Array(0);
+  /**
+   * Per replica: the number of the last route that offered it to the policy, so that a pick is
+   * checked against the candidates without a pass over them.
+   */
+  #offeredIn = new Float64Array(0);
+  #routes = 0;
   /** Route scratch: healthy and eligible replicas, the walk's bitset of replicas still matching. */
   #healthy: ReplicaState[] = [];
   #eligible: ReplicaState[] = [];
@@ -206,6 +220,8 @@ export class Router {
       staleMs: options.staleMs ?? DEFAULT_STALE_MS,
     };
     this.explain = options.explain ?? false;
+    this.#arrayPolicy =
+      this.policy instanceof CostPolicy && this.policy.readsArrays ? this.policy : null;
     this.#rng = Rng.derive(options.seed ?? DEFAULT_SEED, 'router');
     this.#index = makePrefixIndex(this.indexMode, options.replicas.length, {
       capacityBlocks: options.approxCapacityBlocks,
@@ -253,6 +269,11 @@ export class Router {
     this.#ledger.ensureReplicas(id + 1);
     this.#adapters.ensureReplicas(id + 1);
     this.#matched = new Int32Array(id + 1);
+    this.#eligibleIds = new Int32Array(id + 1);
+    this.#gauges.ensureReplicas(id + 1);
+    const offeredIn = new Float64Array(id + 1);
+    offeredIn.set(this.#offeredIn);
+    this.#offeredIn = offeredIn;
     this.#cpuMatched = new Int32Array(id + 1);
     if (tiers) this.setApproxTiers(name, tiers);
     this.#fleetChanged();
@@ -276,6 +297,7 @@ export class Router {
     const state = this.#state(name);
     state.removed = true;
     state.healthy = false;
+    this.#gauges.down[state.id] = 1;
     this.#byName.delete(name);
     this.#forget(state);
     this.#fleetChanged();
@@ -297,17 +319,26 @@ export class Router {
     if (this.#alive.length !== words) this.#alive = new Int32Array(words);
     const alive = this.#alive;
     alive.fill(0);
-    for (const state of this.#replicas) {
-      const verdict = this.#verdict(state, nowMs);
-      if (verdict === 'down' || request.avoid?.includes(state.name)) continue;
-      healthy[healthyCount++] = state;
-      alive[state.id >>> 5] = alive[state.id >>> 5]! | (1 << (state.id & 31));
-      if (verdict === 'eligible') eligible[eligibleCount++] = state;
+    const replicas = this.#replicas;
+    const gauges = this.#gauges;
+    const eligibleIds = this.#eligibleIds;
+    const avoid = request.avoid;
+    // By id, from the gauges: a replica's state object is read only where a name is avoided.
+    for (let id = 0; id < replicas.length; id++) {
+      const verdict = gauges.verdict(id, nowMs, this.thresholds);
+      if (verdict === 'down' || avoid?.includes(replicas[id]!.name)) continue;
+      healthy[healthyCount++] = replicas[id]!;
+      alive[id >>> 5] = alive[id >>> 5]! | (1 << (id & 31));
+      if (verdict === 'eligible') {
+        eligibleIds[eligibleCount] = id;
+        eligible[eligibleCount++] = replicas[id]!;
+      }
     }
     // Overwritten in place and cut to this route's count: a length set to 0 drops an array's
-    // storage in V8, and every route grew it again, push by push.
-    healthy.length = healthyCount;
-    eligible.length = eligibleCount;
+    // storage in V8, and every route grew it again, push by push. A length set is a call out
+    // of compiled code even when it changes nothing, so it is made only when it does.
+    if (healthy.length !== healthyCount) healthy.length = healthyCount;
+    if (eligible.length !== eligibleCount) eligible.length = eligibleCount;
     if (healthy.length === 0) {
       this.#counters.noHealthyReplica++;
       throw new RouterError('ERR_NO_HEALTHY_REPLICA', 'no healthy replica to route to');
@@ -340,8 +371,11 @@ export class Router {
       }
     }
     const considered = failedOpen ? healthy : candidates;
+    // The longest match among the replicas considered (matched[] of the others is stale).
+    let bestBlocks = 0;
     let pick: Pick;
     if (failedOpen) {
+      for (const s of considered) bestBlocks = Math.max(bestBlocks, matched[s.id]!);
       // Least loaded counting the prefill this request would add there, so a fleet that is
       // all over the KV threshold at saturation still keeps prompts on their warm replicas.
       const loads = considered.map((s) => this.#ledger.load(s.id));
@@ -354,15 +388,34 @@ export class Router {
         this.#rng,
       );
       pick = { replicaId: considered[at]!.id };
+    } else if (lora === null && !this.#cpuDirty && this.#arrayPolicy !== null) {
+      // The default policy, with nothing a view adds: scored from arrays by replica id.
+      for (let i = 0; i < eligibleCount; i++) {
+        const blocks = matched[eligibleIds[i]!]!;
+        if (blocks > bestBlocks) bestBlocks = blocks;
+      }
+      pick = this.#arrayPolicy.pickFromArrays(
+        eligibleIds,
+        eligibleCount,
+        this.#ledger.queuedPromptTokens,
+        matched,
+        request,
+        this.#rng,
+      );
     } else {
       const views = this.#views;
+      const route = ++this.#routes;
+      const offeredIn = this.#offeredIn;
       for (let i = 0; i < candidates.length; i++) {
         const s = candidates[i]!;
-        views[i] = this.#view(s, request, matched[s.id]!, loraViews?.get(s.id) ?? NO_LORA);
+        const blocks = matched[s.id]!;
+        if (blocks > bestBlocks) bestBlocks = blocks;
+        offeredIn[s.id] = route;
+        views[i] = this.#view(s, request, blocks, loraViews?.get(s.id) ?? NO_LORA);
       }
-      views.length = candidates.length;
+      if (views.length !== candidates.length) views.length = candidates.length;
       pick = this.policy.pick(this.#pickInput(request, nowMs, views));
-      if (!candidates.some((s) => s.id === pick.replicaId)) {
+      if (offeredIn[pick.replicaId] !== route) {
         throw new RouterError(
           'ERR_INVALID_OPTION',
           `policy '${this.policy.name}' picked replica ${pick.replicaId}, which is not eligible`,
@@ -372,10 +425,8 @@ export class Router {
 
     const chosen = this.#replicas[pick.replicaId]!;
     const cachedTokens = cachedOf(matched[chosen.id]!, request);
-    let bestCachedTokens = 0;
-    for (const s of considered) {
-      bestCachedTokens = Math.max(bestCachedTokens, cachedOf(matched[s.id]!, request));
-    }
+    // cachedOf grows with the blocks matched, so the best match caches the most.
+    const bestCachedTokens = cachedOf(bestBlocks, request);
     const uncachedTokens = request.promptTokens - cachedTokens;
     const queuedAheadTokens = this.#ledger.load(chosen.id).queuedPromptTokens;
     this.#apply(request, chosen.id, matched[chosen.id]!, cachedTokens, nowMs);
@@ -533,6 +584,8 @@ export class Router {
     const state = this.#state(replica);
     state.report = { ...report };
     state.reportedAtMs = nowMs;
+    this.#gauges.reportedAtMs[state.id] = nowMs;
+    this.#gauges.kvUsage[state.id] = report.kvUsage ?? 0;
   }
 
   /** KV events from an engine that speaks kvroute block keys; returns blocks changed. */
@@ -627,7 +680,9 @@ export class Router {
 
   /** Health check failed: no new requests; the ledger keeps its in-flight requests. */
   markDown(replica: string): void {
-    this.#state(replica).healthy = false;
+    const state = this.#state(replica);
+    state.healthy = false;
+    this.#gauges.down[state.id] = 1;
   }
 
   /** Health check passed. A replica coming back from down is cold: its cache is forgotten. */
@@ -635,6 +690,7 @@ export class Router {
     const state = this.#state(replica);
     if (state.healthy) return;
     state.healthy = true;
+    this.#gauges.down[state.id] = 0;
     this.#forget(state);
   }
 
@@ -761,12 +817,7 @@ export class Router {
   }
 
   #verdict(state: ReplicaState, nowMs: number): Verdict {
-    if (state.removed) return 'down';
-    return judge(
-      { healthy: state.healthy, kvUsage: state.report?.kvUsage, reportedAtMs: state.reportedAtMs },
-      nowMs,
-      this.thresholds,
-    );
+    return this.#gauges.verdict(state.id, nowMs, this.thresholds);
   }
 
   #forget(state: ReplicaState): void {

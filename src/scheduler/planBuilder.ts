@@ -60,8 +60,12 @@ export class PlanBuilder {
   build(): { plan: StepPlan; seqs: Seq[] } {
     let entries = this.#entries;
     let seqs = this.#seqs as Seq[];
-    entries.length = this.#count;
-    seqs.length = this.#count;
+    // Cut to the entries planned; a length set is a call out of compiled code even when it
+    // changes nothing, and most steps plan exactly the requests they expected.
+    if (entries.length !== this.#count) {
+      entries.length = this.#count;
+      seqs.length = this.#count;
+    }
     if (this.#dropped > 0) {
       entries = entries.filter((_, i) => this.#seqs[i] !== null);
       seqs = this.#seqs.filter((seq): seq is Seq => seq !== null);

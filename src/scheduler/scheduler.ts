@@ -134,7 +134,7 @@ export class Scheduler {
       if (seq.generatedTokens === seq.maxNewTokens) finished.push(this.#finish(seq));
     }
     if (finished.length > 0) this.#dropFinished();
-    emitted.length = emittedCount;
+    if (emittedCount !== emitted.length) emitted.length = emittedCount;
     return { emitted, finished };
   }
 

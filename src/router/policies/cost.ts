@@ -31,7 +31,8 @@
  * hit: uncached(r) + cpuReloadTokens (cpuHitCredit.ts), a CPU hit between a GPU hit and a miss.
  */
 import { DEFAULT_LORA_LOAD_TOKENS, type QueueSource } from '../defaults.ts';
-import type { Pick, PickInput, Policy, ReplicaView } from '../policy.ts';
+import type { Rng } from '../../util/rng.ts';
+import type { Pick, PickInput, Policy, ReplicaView, RouteRequest } from '../policy.ts';
 import { type CpuHitOptions, cpuReloadTokens } from './cpuHitCredit.ts';
 import { argMin } from './pickBest.ts';
 
@@ -81,13 +82,53 @@ export class CostPolicy implements Policy {
       );
       scores[i] = queue + (request.promptTokens - c.cachedTokens) + reload + load;
     }
-    scores.length = candidates.length;
-    queues.length = candidates.length;
+    cutTo(scores, candidates.length);
+    cutTo(queues, candidates.length);
     return { replicaId: candidates[argMin(scores, input.rng, queues)]!.id, scores };
+  }
+
+  /**
+   * `pick` over candidates `ids[0..count)` that have no adapter to load and no tokens cached in
+   * a CPU tier, with queueSource 'ledger', scored from the router's arrays by replica id (the
+   * ledger's queued prompt tokens, the walk's matched blocks) instead of from views: the same
+   * scores, ties and draws as `pick` over those candidates' views in the same order (a property
+   * test holds the two to each other). The router takes this path where it applies
+   * (`readsArrays`), so that a route over a wide fleet reads no object per replica.
+   */
+  pickFromArrays(
+    ids: ArrayLike<number>,
+    count: number,
+    queued: ArrayLike<number>,
+    matchedBlocks: ArrayLike<number>,
+    request: RouteRequest,
+    rng: Rng,
+  ): Pick {
+    const scores = this.#scores;
+    const queues = this.#queues;
+    const { promptTokens, blockSize } = request;
+    for (let i = 0; i < count; i++) {
+      const id = ids[i]!;
+      const queue = queued[id]!;
+      queues[i] = queue;
+      scores[i] = queue + (promptTokens - Math.min(promptTokens, matchedBlocks[id]! * blockSize));
+    }
+    cutTo(scores, count);
+    cutTo(queues, count);
+    return { replicaId: ids[argMin(scores, rng, queues)]!, scores };
+  }
+
+  /** Whether `pickFromArrays` gives this policy's picks (it reads the ledger's queues). */
+  get readsArrays(): boolean {
+    return this.queueSource === 'ledger';
   }
 
   #queueTokens(c: ReplicaView, promptTokens: number): number {
     if (this.queueSource === 'ledger') return c.queuedPromptTokens;
     return c.reportedQueuedPromptTokens ?? c.waiting * promptTokens;
   }
+}
+
+/** Cuts a reused array to `length`; a length set is a call out of compiled code even when equal. */
+function cutTo(array: number[], length: number): void {
+  if (array.length !== length) array.length = length;
 }

@@ -1,0 +1,43 @@
+/**
+ * What a route's guards read of every replica, in arrays indexed by replica id: whether it is
+ * down, when it last reported and its KV usage then. Every route judges the whole fleet. Read
+ * from each replica's state and report objects, that pass cost a cache miss or two per replica
+ * once the fleet's state outgrew the cache (a simulated fleet of 352 replicas steps hundreds of
+ * engines between two routes); read side by side from these arrays, a few lines in all. The
+ * router writes them wherever it changes the state they mirror.
+ */
+import { type FilterThresholds, type Verdict, verdictOf } from './filters.ts';
+
+export class ReplicaGauges {
+  /** 1: removed or marked down. */
+  down = new Uint8Array(0);
+  /** When the last report came; NaN: none yet. */
+  reportedAtMs = new Float64Array(0);
+  /** The last report's KV usage (0 before one). */
+  kvUsage = new Float64Array(0);
+
+  /** Room for replicas [0, count); a new one is up and has not reported. */
+  ensureReplicas(count: number): void {
+    const had = this.down.length;
+    if (count <= had) return;
+    const down = new Uint8Array(count);
+    down.set(this.down);
+    this.down = down;
+    const reportedAtMs = new Float64Array(count).fill(Number.NaN);
+    reportedAtMs.set(this.reportedAtMs);
+    this.reportedAtMs = reportedAtMs;
+    const kvUsage = new Float64Array(count);
+    kvUsage.set(this.kvUsage);
+    this.kvUsage = kvUsage;
+  }
+
+  verdict(replica: number, nowMs: number, limits: FilterThresholds): Verdict {
+    return verdictOf(
+      this.down[replica] === 1,
+      this.reportedAtMs[replica]!,
+      this.kvUsage[replica]!,
+      nowMs,
+      limits,
+    );
+  }
+}
