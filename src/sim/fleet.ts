@@ -161,6 +161,12 @@ class Replica {
   busy = false;
   stepStartMs = 0;
   pending: StepResult | null = null;
+  /**
+   * The slots (`EngineRequest.handle`) of the pending step's tokens, copied out when the step
+   * starts, while its token objects are fresh in the cache: by the step's end hundreds of other
+   * engines have stepped, and reading each token object again was a miss per token.
+   */
+  pendingSlots = new Int32Array(64);
   stepEvent: FleetEvent & { kind: 'stepEnd' };
   /** Requests on this replica, in assignment order. */
   readonly requests = new Map<string, Req>();
@@ -521,6 +527,11 @@ export class Fleet {
     if (idle) return;
     r.busy = true;
     r.pending = result;
+    const emitted = result.emitted;
+    if (emitted.length > r.pendingSlots.length) {
+      r.pendingSlots = new Int32Array(Math.max(emitted.length, 2 * r.pendingSlots.length));
+    }
+    for (let i = 0; i < emitted.length; i++) r.pendingSlots[i] = emitted[i]!.handle;
     r.stepStartMs = nowMs;
     const ev = r.stepEvent;
     ev.timeMs = nowMs + Math.max(0, result.durationMs);
@@ -545,16 +556,18 @@ export class Fleet {
   #onEmitted(r: Replica, emitted: readonly TokenEmitted[], nowMs: number): void {
     const itl = this.#log.itlMs;
     const gaps = this.#gaps;
+    const slots = r.pendingSlots;
     for (let i = 0; i < emitted.length; i++) {
-      const t = emitted[i]!;
       // Every token's engine holds its request, given with its slot: a later token needs only
-      // the slot; the first one (once a request) updates the record, found by id.
-      const gapMs = gaps.tick(t.handle, nowMs);
+      // the slot (copied out at the step's start); the first one (once a request) updates the
+      // record, found by id.
+      const slot = slots[i]!;
+      const gapMs = gaps.tick(slot, nowMs);
       if (!Number.isNaN(gapMs)) {
-        if (gaps.measured(t.handle)) itl.add(gapMs);
+        if (gaps.measured(slot)) itl.add(gapMs);
         continue;
       }
-      const req = r.requests.get(t.id);
+      const req = r.requests.get(emitted[i]!.id);
       if (req === undefined) continue;
       req.firstTokenMs = nowMs;
       req.tokens = null;
