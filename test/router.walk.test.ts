@@ -288,4 +288,21 @@ describe('route overlay against a list of predictions', () => {
       { numRuns: 300 },
     );
   });
+
+  test('first keys in one bucket of the filter: reclaiming one leaves the other found', () => {
+    // Keys equal in their low 32 bits fall in the same bucket whatever the filter's size.
+    const a = 5 * 2 ** 40 + 12_345;
+    const b = 9 * 2 ** 40 + 12_345;
+    const overlay = new RouteOverlay(1_000);
+    overlay.addTail(1, [a, 1, 2], 0, 0);
+    overlay.addTail(2, [b, 3, 4], 0, 500);
+    assert.equal(overlay.newestStartingAt(a)?.replica, 1);
+    assert.equal(overlay.newestStartingAt(b)?.replica, 2);
+    overlay.expire(1_200);
+    assert.equal(overlay.newestStartingAt(a), null);
+    assert.equal(overlay.newestStartingAt(b)?.replica, 2);
+    overlay.expire(1_600);
+    assert.equal(overlay.newestStartingAt(b), null);
+    assert.equal(overlay.pending, 0);
+  });
 });

@@ -17,8 +17,14 @@ import type { BlockKey } from '../kv/blockKey.ts';
 import { DEFAULT_OVERLAY_TTL_MS } from './defaults.ts';
 import { SlotTable } from './slotTable.ts';
 
-/** Buckets of the first-key filter (a power of two). */
-const START_BUCKETS = 4096;
+/**
+ * Buckets of the first-key filter (a power of two). A walk reads one bit per block, so the
+ * filter's bits (16 KiB) stay in the first-level cache; the counts behind them are touched only
+ * when a prediction is added or reclaimed. With 4,096 buckets, a 352-replica simulation's
+ * thousand pending predictions marked a fifth of them, and 99.9 % of the walk's table probes
+ * found nothing.
+ */
+const START_BUCKETS = 1 << 17;
 
 export interface Prediction {
   /** -1 once its replica was cleared. */
@@ -44,6 +50,8 @@ export class RouteOverlay {
    * for a block whose bucket is not empty, one load instead of a probe for most blocks.
    */
   #startCounts = new Int32Array(START_BUCKETS);
+  /** Bucket b's bit (word b >>> 5) is set while its count is not 0: what walks read. */
+  #startBits = new Int32Array(START_BUCKETS >>> 5);
   #walk = new PredictionWalk(this);
 
   constructor(ttlMs = DEFAULT_OVERLAY_TTL_MS) {
@@ -51,11 +59,11 @@ export class RouteOverlay {
   }
 
   /**
-   * Pending predictions per bucket of first keys (`startBucketOf`), read only: a walk calls
-   * `enter` only for a block whose bucket is not empty.
+   * One bit per bucket of first keys, set while a pending prediction starts in it, read only: a
+   * walk calls `enter` only for a block whose bucket's bit is set (`mayStartAt`).
    */
-  get startBuckets(): Int32Array {
-    return this.#startCounts;
+  get startBits(): Int32Array {
+    return this.#startBits;
   }
 
   /** Route predictions not yet reclaimed. */
@@ -81,7 +89,10 @@ export class RouteOverlay {
     // A new record's payload is 0, so `older` is -1.
     const older = f64[slot * 2 + 1]! - 1;
     f64[slot * 2 + 1] = id + 1;
-    this.#startCounts[startBucketOf(tail[0]!)]!++;
+    const bucket = startBucketOf(tail[0]!);
+    if (this.#startCounts[bucket]!++ === 0) {
+      this.#startBits[bucket >>> 5]! |= 1 << (bucket & 31);
+    }
     this.#queue.push({
       replica,
       fromBlock,
@@ -98,7 +109,10 @@ export class RouteOverlay {
     while (this.#head < queue.length && queue[this.#head]!.expiresAtMs <= nowMs) {
       const id = this.#firstId + this.#head;
       const first = queue[this.#head]!.keys[0]!;
-      this.#startCounts[startBucketOf(first)]!--;
+      const bucket = startBucketOf(first);
+      if (--this.#startCounts[bucket]! === 0) {
+        this.#startBits[bucket >>> 5]! &= ~(1 << (bucket & 31));
+      }
       const slot = starts.find(first);
       // Only the newest prediction with its first key is in the table; older ones are not.
       if (slot >= 0 && starts.f64[slot * 2 + 1] === id + 1) starts.removeAt(slot);
@@ -127,7 +141,7 @@ export class RouteOverlay {
 
   /** Newest pending prediction whose first key is `key`, or null. */
   newestStartingAt(key: BlockKey): Prediction | null {
-    if (this.#startCounts[startBucketOf(key)] === 0) return null;
+    if (!mayStartAt(this.#startBits, key)) return null;
     const slot = this.#starts.find(key);
     return slot < 0 ? null : this.byId(this.#starts.f64[slot * 2 + 1]! - 1);
   }
@@ -184,7 +198,13 @@ export class PredictionWalk {
   }
 }
 
-/** A first key's bucket in `RouteOverlay.startBuckets`. */
-export function startBucketOf(key: BlockKey): number {
+/** A first key's bucket in the overlay's filter. */
+function startBucketOf(key: BlockKey): number {
   return (key >>> 0) & (START_BUCKETS - 1);
+}
+
+/** Whether a pending prediction may start at `key`: its bucket's bit in `startBits`. */
+export function mayStartAt(startBits: Int32Array, key: BlockKey): boolean {
+  const bucket = startBucketOf(key);
+  return (startBits[bucket >>> 5]! & (1 << (bucket & 31))) !== 0;
 }

@@ -11,7 +11,7 @@
 import type { BlockKey } from '../kv/blockKey.ts';
 import { heldWord, NO_HOLDER } from './blockArena.ts';
 import type { BlockIndex } from './blockIndex.ts';
-import { type RouteOverlay, startBucketOf } from './overlay.ts';
+import { mayStartAt, type RouteOverlay } from './overlay.ts';
 
 /**
  * Writes into `outBlocks[r]` the matched prefix length in blocks of every replica r whose bit is
@@ -30,7 +30,7 @@ export function matchPrefix(
   const { keys: entryKeys, holder, pool, length } = index.arena;
   const predicted = overlay !== null && overlay.pending > 0 ? overlay.walk() : null;
   // A block's bucket of first keys: most are empty, and a walk takes in predictions only there.
-  const starts = predicted === null ? null : overlay!.startBuckets;
+  const starts = predicted === null ? null : overlay!.startBits;
   const ovHeld = scratch(words);
   // The words of `alive` with a replica still matching: after the first blocks, one or two.
   const live = liveWords(words);
@@ -43,7 +43,7 @@ export function matchPrefix(
   while (i < n) {
     const key = keys[i]!;
     at = at >= 0 && at + 1 < length && entryKeys[at + 1] === key ? at + 1 : index.locate(key);
-    if (starts !== null && starts[startBucketOf(key)] !== 0) predicted!.enter(key, i);
+    if (starts !== null && mayStartAt(starts, key)) predicted!.enter(key, i);
     // Read once per block; a key no replica holds reads as NO_HOLDER, no bit in any word.
     const h = at >= 0 ? holder[at]! : NO_HOLDER;
     let lacking = 0;
@@ -95,7 +95,7 @@ export function matchPrefix(
         const set = ~h;
         if (((want0 & ~pool[set + w0]!) | (want1 & ~pool[set + w1]!)) !== 0) break;
       }
-      if (starts !== null && starts[startBucketOf(key)] !== 0) break;
+      if (starts !== null && mayStartAt(starts, key)) break;
       at++;
       i++;
     }
