@@ -26,23 +26,25 @@ export interface FilterInput {
 export function judge(replica: FilterInput, nowMs: number, limits: FilterThresholds): Verdict {
   return verdictOf(
     !replica.healthy,
-    replica.reportedAtMs ?? Number.NaN,
+    replica.reportedAtMs !== undefined,
+    replica.reportedAtMs ?? 0,
     replica.kvUsage ?? 0,
     nowMs,
     limits,
   );
 }
 
-/** judge's rules on plain values; `reportedAtMs` NaN: the replica has not reported yet. */
+/** judge's rules on plain values (`reportedAtMs` is read only when `reported`). */
 export function verdictOf(
   down: boolean,
+  reported: boolean,
   reportedAtMs: number,
   kvUsage: number,
   nowMs: number,
   limits: FilterThresholds,
 ): Verdict {
   if (down) return 'down';
-  if (Number.isNaN(reportedAtMs)) return 'eligible';
+  if (!reported) return 'eligible';
   if (nowMs - reportedAtMs > limits.staleMs) return 'stale';
   if (kvUsage > limits.kvThreshold) return 'kv-full';
   return 'eligible';

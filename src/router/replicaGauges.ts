@@ -11,7 +11,9 @@ import { type FilterThresholds, type Verdict, verdictOf } from './filters.ts';
 export class ReplicaGauges {
   /** 1: removed or marked down. */
   down = new Uint8Array(0);
-  /** When the last report came; NaN: none yet. */
+  /** 1 once a report came. */
+  reported = new Uint8Array(0);
+  /** When the last report came. */
   reportedAtMs = new Float64Array(0);
   /** The last report's KV usage (0 before one). */
   kvUsage = new Float64Array(0);
@@ -23,7 +25,10 @@ export class ReplicaGauges {
     const down = new Uint8Array(count);
     down.set(this.down);
     this.down = down;
-    const reportedAtMs = new Float64Array(count).fill(Number.NaN);
+    const reported = new Uint8Array(count);
+    reported.set(this.reported);
+    this.reported = reported;
+    const reportedAtMs = new Float64Array(count);
     reportedAtMs.set(this.reportedAtMs);
     this.reportedAtMs = reportedAtMs;
     const kvUsage = new Float64Array(count);
@@ -34,6 +39,7 @@ export class ReplicaGauges {
   verdict(replica: number, nowMs: number, limits: FilterThresholds): Verdict {
     return verdictOf(
       this.down[replica] === 1,
+      this.reported[replica] === 1,
       this.reportedAtMs[replica]!,
       this.kvUsage[replica]!,
       nowMs,

@@ -584,6 +584,7 @@ export class Router {
     const state = this.#state(replica);
     state.report = { ...report };
     state.reportedAtMs = nowMs;
+    this.#gauges.reported[state.id] = 1;
     this.#gauges.reportedAtMs[state.id] = nowMs;
     this.#gauges.kvUsage[state.id] = report.kvUsage ?? 0;
   }
