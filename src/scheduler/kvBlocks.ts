@@ -18,4 +18,5 @@ export function takeBlocks(pool: BlockPool, seq: Seq, hit: PrefixMatch, freshBlo
   if (!pool.tryAllocate(freshBlocks, seq.blockIds)) {
     throw new Error(`pool had fewer than ${freshBlocks} free blocks after the room check`);
   }
+  seq.blockCount = seq.blockIds.length;
 }

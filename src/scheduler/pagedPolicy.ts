@@ -43,8 +43,10 @@ export class PagedPolicy implements KvPolicy {
 
   tryGrow(seq: Seq, tokens: number): boolean {
     const pool = this.#pool;
-    const freshBlocks =
-      blocksFor(seq.computedTokens + tokens, pool.blockSize) - seq.blockIds.length;
-    return freshBlocks <= 0 || pool.tryAllocate(freshBlocks, seq.blockIds);
+    const freshBlocks = blocksFor(seq.computedTokens + tokens, pool.blockSize) - seq.blockCount;
+    if (freshBlocks <= 0) return true;
+    if (!pool.tryAllocate(freshBlocks, seq.blockIds)) return false;
+    seq.blockCount = seq.blockIds.length;
+    return true;
   }
 }

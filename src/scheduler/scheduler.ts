@@ -125,7 +125,7 @@ export class Scheduler {
       if (seq.status !== 'running') continue; // aborted after it was planned
       const wasPrefilling = seq.isPrefilling;
       seq.computedTokens += entries[i]!.tokens;
-      if (seq.blockKeys !== null && seq.storedBlocks < seq.blockKeys.length) this.#storeBlocks(seq);
+      if (seq.storedBlocks < seq.keyBlocks) this.#storeBlocks(seq);
       if (wasPrefilling && !seq.isPrefilling) this.#prefillDone(seq);
       if (seq.computedTokens < seq.knownTokens) continue;
       // Every known token has KV: this step sampled the next one.
@@ -221,8 +221,7 @@ export class Scheduler {
     let sum = 0;
     for (let i = 0; i < running.length; i++) {
       const seq = running[i]!;
-      sum += seq.computedTokens + seq.prefillEndTokens + seq.blockIds.length;
-      if (seq.blockKeys !== null) sum += seq.blockKeys.length;
+      sum += seq.computedTokens + seq.prefillEndTokens + seq.blockCount + seq.keyBlocks;
     }
     this.prefetched = sum;
   }
@@ -327,7 +326,7 @@ export class Scheduler {
    */
   #secureKv(seq: Seq, tokens: number, b: PlanBuilder): boolean {
     // Room in the blocks it holds (a decode 15 steps in 16): no policy asks for none more.
-    if (seq.computedTokens + tokens <= seq.blockIds.length * this.#blockSize) return true;
+    if (seq.computedTokens + tokens <= seq.blockCount * this.#blockSize) return true;
     while (!this.#kv.tryGrow(seq, tokens)) {
       const victim = this.#running[this.#running.length - 1]!;
       this.#preempt(victim, b);
@@ -384,6 +383,7 @@ export class Scheduler {
   #releaseKv(seq: Seq): void {
     this.#pool.release(seq.blockIds);
     seq.blockIds = [];
+    seq.blockCount = 0;
     seq.storedBlocks = 0;
   }
 

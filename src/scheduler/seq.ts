@@ -35,8 +35,16 @@ export class Seq {
   cachedTokens = 0;
   /** Blocks holding this request's KV, in token order. */
   blockIds: number[] = [];
+  /**
+   * blockIds.length, kept on the request by every change of its blocks (takeBlocks, tryGrow,
+   * the release): a step's check for room reads the request alone, not its block array, which
+   * in a simulated fleet has left the cache since the engine's last step.
+   */
+  blockCount = 0;
   /** Prompt blocks already offered to the prefix cache. */
   storedBlocks = 0;
+  /** blockKeys.length (0 without keys), for the same reason. */
+  keyBlocks = 0;
   /** Order of the (last) admission. */
   admitSeq = -1;
   preemptions = 0;
@@ -54,6 +62,7 @@ export class Seq {
     this.addSeq = addSeq;
     this.tokenIds = req.tokenIds ?? null;
     this.blockKeys = req.blockKeys ?? null;
+    this.keyBlocks = req.blockKeys?.length ?? 0;
     this.scope = { cacheSalt: req.cacheSalt, loraName: req.loraName };
     this.loraName = req.loraName || null;
     this.handle = req.handle ?? -1;
