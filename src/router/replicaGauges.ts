@@ -18,22 +18,13 @@ export class ReplicaGauges {
   /** The last report's KV usage (0 before one). */
   kvUsage = new Float64Array(0);
 
-  /** Room for replicas [0, count); a new one is up and has not reported. */
+  /** Room for replicas [0, count); a new one is up and has not reported (all zeros). */
   ensureReplicas(count: number): void {
-    const had = this.down.length;
-    if (count <= had) return;
-    const down = new Uint8Array(count);
-    down.set(this.down);
-    this.down = down;
-    const reported = new Uint8Array(count);
-    reported.set(this.reported);
-    this.reported = reported;
-    const reportedAtMs = new Float64Array(count);
-    reportedAtMs.set(this.reportedAtMs);
-    this.reportedAtMs = reportedAtMs;
-    const kvUsage = new Float64Array(count);
-    kvUsage.set(this.kvUsage);
-    this.kvUsage = kvUsage;
+    if (count <= this.down.length) return;
+    this.down = grown(this.down, new Uint8Array(count));
+    this.reported = grown(this.reported, new Uint8Array(count));
+    this.reportedAtMs = grown(this.reportedAtMs, new Float64Array(count));
+    this.kvUsage = grown(this.kvUsage, new Float64Array(count));
   }
 
   verdict(replica: number, nowMs: number, limits: FilterThresholds): Verdict {
@@ -46,4 +37,10 @@ export class ReplicaGauges {
       limits,
     );
   }
+}
+
+/** `to` holding `from`'s values first (the rest as made: zeros). */
+function grown<T extends Uint8Array | Float64Array>(from: T, to: T): T {
+  to.set(from);
+  return to;
 }
