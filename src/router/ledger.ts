@@ -8,6 +8,7 @@
  * add their assignments under their own id, so request ids of different routers never collide,
  * and they count towards the same totals.
  */
+import { grown } from '../util/grown.ts';
 
 export interface LedgerEntry {
   readonly replica: number;
@@ -62,11 +63,7 @@ export class Ledger {
 
   ensureReplicas(count: number): void {
     while (this.#loads.length < count) this.#loads.push(emptyLoad());
-    if (this.#queued.length < count) {
-      const queued = new Float64Array(count);
-      queued.set(this.#queued);
-      this.#queued = queued;
-    }
+    if (this.#queued.length < count) this.#queued = grown(this.#queued, new Float64Array(count));
   }
 
   /** queuedPromptTokens of every replica, by id (read only; valid until replicas are added). */

@@ -6,6 +6,7 @@
  * engines between two routes); read side by side from these arrays, a few lines in all. The
  * router writes them wherever it changes the state they mirror.
  */
+import { grown } from '../util/grown.ts';
 import { type FilterThresholds, type Verdict, verdictOf } from './filters.ts';
 
 export class ReplicaGauges {
@@ -37,10 +38,4 @@ export class ReplicaGauges {
       limits,
     );
   }
-}
-
-/** `to` holding `from`'s values first (the rest as made: zeros). */
-function grown<T extends Uint8Array | Float64Array>(from: T, to: T): T {
-  to.set(from);
-  return to;
 }

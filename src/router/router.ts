@@ -12,6 +12,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
+import { grown } from '../util/grown.ts';
 import { Rng } from '../util/rng.ts';
 import {
   AdapterTracker,
@@ -271,9 +272,7 @@ export class Router {
     this.#matched = new Int32Array(id + 1);
     this.#eligibleIds = new Int32Array(id + 1);
     this.#gauges.ensureReplicas(id + 1);
-    const offeredIn = new Float64Array(id + 1);
-    offeredIn.set(this.#offeredIn);
-    this.#offeredIn = offeredIn;
+    this.#offeredIn = grown(this.#offeredIn, new Float64Array(id + 1));
     this.#cpuMatched = new Int32Array(id + 1);
     if (tiers) this.setApproxTiers(name, tiers);
     this.#fleetChanged();

@@ -6,6 +6,8 @@
  * Events are plain objects the caller may reuse once popped (each replica reuses its one
  * step-end event), which keeps the hot loop free of allocations.
  */
+import { grown } from '../util/grown.ts';
+
 export interface SimEvent {
   timeMs: number;
   priority: number;
@@ -117,11 +119,7 @@ export class EventQueue<E extends SimEvent = SimEvent> {
   }
 
   #grow(): void {
-    const times = new Float64Array(this.#times.length * 2);
-    times.set(this.#times);
-    this.#times = times;
-    const ranks = new Float64Array(this.#ranks.length * 2);
-    ranks.set(this.#ranks);
-    this.#ranks = ranks;
+    this.#times = grown(this.#times, new Float64Array(this.#times.length * 2));
+    this.#ranks = grown(this.#ranks, new Float64Array(this.#ranks.length * 2));
   }
 }

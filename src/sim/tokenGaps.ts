@@ -6,6 +6,8 @@
  * string, its record) was a few cache misses a token, while slots are reused as requests end,
  * so these arrays stay about as long as the requests in flight and stay in cache.
  */
+import { grown } from '../util/grown.ts';
+
 export class TokenGaps {
   #lastMs = new Float64Array(64);
   #measured = new Uint8Array(64);
@@ -44,11 +46,7 @@ export class TokenGaps {
   }
 
   #grow(): void {
-    const lastMs = new Float64Array(this.#lastMs.length * 2);
-    lastMs.set(this.#lastMs);
-    this.#lastMs = lastMs;
-    const measured = new Uint8Array(this.#measured.length * 2);
-    measured.set(this.#measured);
-    this.#measured = measured;
+    this.#lastMs = grown(this.#lastMs, new Float64Array(this.#lastMs.length * 2));
+    this.#measured = grown(this.#measured, new Uint8Array(this.#measured.length * 2));
   }
 }
