@@ -43,7 +43,7 @@ before(async () => {
     {
       onEvents: (replica, events) => {
         batches++;
-        index.applyEvents(replica, foreign.translate(events));
+        index.applyEvents(replica, foreign.translate(events), foreign.sharedKeys);
       },
       onRestart: (replica) => index.clearReplica(replica),
     },

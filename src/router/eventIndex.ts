@@ -26,7 +26,18 @@ export class EventIndex implements PrefixIndex {
     this.cpuBlocks.ensureReplicas(count);
   }
 
-  applyEvents(replica: number, events: readonly KvEvent[]): number {
+  /**
+   * `sharedKeys` (a ForeignKeyMap's, for its translated events; null for kvroute's own): a
+   * replica holds a key as one bit, so a store of a key it already holds counts one more engine
+   * hash for it there, and a removal takes one back before it clears the bit (two engine hashes,
+   * e.g. differing extra keys, can share one router key). The usual key has one hash and no
+   * entry: a store finds its bit clear, a removal finds the map empty.
+   */
+  applyEvents(
+    replica: number,
+    events: readonly KvEvent[],
+    sharedKeys: Map<BlockKey, number> | null = null,
+  ): number {
     let changed = 0;
     // Each event's table slots are warmed while the event before it is applied, so their cache
     // misses overlap that work instead of stalling the first probes of their own event.
@@ -41,13 +52,19 @@ export class EventIndex implements PrefixIndex {
       switch (event.type) {
         case 'BlockStored': {
           const keys = event.blockKeys;
-          for (let i = 0; i < keys.length; i++) if (this.blocks.add(keys[i]!, replica)) changed++;
+          for (let i = 0; i < keys.length; i++) {
+            const key = keys[i]!;
+            if (this.blocks.add(key, replica)) changed++;
+            else if (sharedKeys !== null) sharedKeys.set(key, (sharedKeys.get(key) ?? 0) + 1);
+          }
           break;
         }
         case 'BlockRemoved': {
           const keys = event.blockKeys;
           for (let i = 0; i < keys.length; i++) {
-            if (this.blocks.remove(keys[i]!, replica)) changed++;
+            const key = keys[i]!;
+            if (sharedKeys !== null && sharedKeys.size > 0 && release(sharedKeys, key)) continue;
+            if (this.blocks.remove(key, replica)) changed++;
           }
           break;
         }
@@ -55,6 +72,7 @@ export class EventIndex implements PrefixIndex {
           changed += this.blocks.blockCount(replica) + this.cpuBlocks.blockCount(replica);
           this.blocks.clearReplica(replica);
           this.cpuBlocks.clearReplica(replica);
+          sharedKeys?.clear();
           break;
       }
     }
@@ -80,6 +98,15 @@ export class EventIndex implements PrefixIndex {
   cpuBlockCount(replica: number): number {
     return this.cpuBlocks.blockCount(replica);
   }
+}
+
+/** Takes back one of `key`'s shared hashes; false when it has none (its bit is its last). */
+function release(sharedKeys: Map<BlockKey, number>, key: BlockKey): boolean {
+  const shared = sharedKeys.get(key);
+  if (shared === undefined) return false;
+  if (shared > 1) sharedKeys.set(key, shared - 1);
+  else sharedKeys.delete(key);
+  return true;
 }
 
 /** A CPU-tier store or removal: bits in the tier's own index. */

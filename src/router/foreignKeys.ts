@@ -17,7 +17,6 @@
 import { type BlockKey, chainBlockKeys, extendBlockKey, type KeyScope } from '../kv/blockKey.ts';
 import type { AllBlocksCleared, KvEvent } from '../kv/events.ts';
 import { type EngineHash, EngineHashTable, NO_HANDLE } from './engineHashTable.ts';
-import { SlotTable } from './slotTable.ts';
 
 export type { EngineHash } from './engineHashTable.ts';
 
@@ -71,8 +70,6 @@ const isTier = (medium: string | null | undefined): boolean =>
 /** Handles an engine hash's slots start with; they grow fourfold, from HANDLES_DOUBLE on twofold. */
 const MIN_HANDLES = 1024;
 const HANDLES_DOUBLE = 1 << 15;
-/** Router keys the counted-hash table is sized for at first (64 KiB). */
-const MIN_REFS = 2048;
 /** The most blocks `reserve` makes room for (a bogus pool size must not take gigabytes). */
 const MAX_RESERVED_BLOCKS = 1 << 20;
 
@@ -93,10 +90,11 @@ export class ForeignKeyMap {
   #free: number[] = [];
   #nextHandle = 0;
   /**
-   * Counted engine hashes per router key (two engine hashes, e.g. differing extra keys, can
-   * share one): record [key + 1, count], a key absent when none is counted.
+   * Router key -> counted engine hashes for it past the first, kept by the index as it applies
+   * this map's events (EventIndex.applyEvents): two engine hashes, e.g. differing extra keys,
+   * can share one router key, which the index holds as one bit.
    */
-  #refs = new SlotTable(2, MIN_REFS);
+  readonly sharedKeys = new Map<BlockKey, number>();
   #hybrid = false;
   /** Engine hash -> router key of the blocks in the CPU tier (OffloadingConnector events). */
   #cpuKeys = new Map<EngineHash, BlockKey>();
@@ -121,7 +119,11 @@ export class ForeignKeyMap {
     return handle === NO_HANDLE ? undefined : this.#keyOf[handle];
   }
 
-  /** Translates foreign events into kvroute events, updating the hash map. */
+  /**
+   * Translates foreign events into kvroute events, updating the hash map: a store of each key
+   * whose engine hash starts to count, a removal of each whose hash stops. Applied with
+   * `sharedKeys`, a key stays while any of its counted hashes does.
+   */
   translate(events: readonly ForeignKvEvent[]): KvEvent[] {
     const out: KvEvent[] = [];
     for (const event of events) {
@@ -148,7 +150,7 @@ export class ForeignKeyMap {
     this.#free.length = 0;
     this.#nextHandle = 0;
     this.#nextSeq = 0;
-    this.#refs.clear();
+    this.sharedKeys.clear();
     this.#kinds.clear();
     this.#hybrid = false;
     this.#fullMask = 0;
@@ -200,7 +202,6 @@ export class ForeignKeyMap {
   reserve(blocks: number): void {
     const n = Math.min(Math.max(0, Math.floor(blocks) || 0), MAX_RESERVED_BLOCKS);
     this.#handles.reserve(n);
-    this.#refs.reserve(n);
     if (n > this.#keyOf.length) this.#resizeHandles(n);
   }
 
@@ -226,26 +227,6 @@ export class ForeignKeyMap {
     for (let h = 0; h < this.#nextHandle; h++) if (this.#seqOf[h]! >= 0) handles.push(h);
     const seqOf = this.#seqOf;
     return handles.sort((a, b) => seqOf[a]! - seqOf[b]!);
-  }
-
-  /** One more counted engine hash for `key`. */
-  #retain(key: BlockKey): void {
-    const slot = this.#refs.insert(key);
-    this.#refs.f64[slot * 2 + 1]!++;
-  }
-
-  /** One counted engine hash fewer for `key`; true when none is left. */
-  #release(key: BlockKey): boolean {
-    const refs = this.#refs;
-    const slot = refs.find(key);
-    if (slot < 0) return true;
-    const left = refs.f64[slot * 2 + 1]! - 1;
-    if (left > 0) {
-      refs.f64[slot * 2 + 1] = left;
-      return false;
-    }
-    refs.removeAt(slot);
-    return true;
   }
 
   /** A group's first event: note its kind; a new group may change what counts. */
@@ -274,11 +255,8 @@ export class ForeignKeyMap {
       const was = this.#counted(mask);
       this.#fullMask = fullMask;
       const is = this.#counted(mask);
-      if (was && !is && this.#release(key)) removed.push(key);
-      else if (!was && is) {
-        if (this.#refs.find(key) < 0) added.push(key);
-        this.#retain(key);
-      }
+      if (was && !is) removed.push(key);
+      else if (!was && is) added.push(key);
     }
     this.#fullMask = fullMask;
     if (removed.length > 0) out.push({ type: 'BlockRemoved', blockKeys: removed });
@@ -360,9 +338,8 @@ export class ForeignKeyMap {
       for (let i = 0; i < hashes.length; i++) {
         const handle = this.#handles.take(hashes[i]!);
         if (handle === NO_HANDLE) continue;
-        const key = this.#keyOf[handle]!;
+        blockKeys.push(this.#keyOf[handle]!);
         this.#giveBack(handle);
-        if (this.#release(key)) blockKeys.push(key);
       }
       if (blockKeys.length > 0) out.push({ type: 'BlockRemoved', blockKeys });
       return;
@@ -377,7 +354,7 @@ export class ForeignKeyMap {
       const left = mask & ~bit;
       if (left === 0) this.#unmap(hash, handle);
       else this.#maskOf[handle] = left;
-      if (this.#counted(mask) && !this.#counted(left) && this.#release(key)) blockKeys.push(key);
+      if (this.#counted(mask) && !this.#counted(left)) blockKeys.push(key);
     }
     if (blockKeys.length > 0) out.push({ type: 'BlockRemoved', blockKeys });
   }
@@ -400,8 +377,9 @@ export class ForeignKeyMap {
     if (chained < hashes.length) this.#unresolvedBlocks += hashes.length - chained;
     // Made only when a hash's old block goes (a missed removal), not per event.
     let stale: BlockKey[] | null = null;
-    // One group, which always counts (see #counted): every chained key is counted.
-    const counted: BlockKey[] = this.#hybrid ? [] : keys;
+    // The keys whose hash starts to count. One group, which always counts (see #counted): every
+    // chained key, as the event's own array until a hash turns out to be counted already.
+    let counted: BlockKey[] = this.#hybrid ? [] : keys;
     for (let b = 0; b < chained; b++) {
       const key = keys[b]!;
       const hash = hashes[b]!;
@@ -409,17 +387,17 @@ export class ForeignKeyMap {
       const handle = this.#handles.getOrAdd(hash, this.#nextFree());
       if (!this.#hybrid) {
         // What changes is the hash's key, if anything.
-        if (handle === NO_HANDLE) {
-          this.#claim(key, 1);
-          this.#retain(key);
-        } else {
+        if (handle === NO_HANDLE) this.#claim(key, 1);
+        else {
           const previous = this.#keyOf[handle]!;
-          if (previous !== key) {
-            if (this.#release(previous)) (stale ??= []).push(previous);
-            this.#keyOf[handle] = key;
-            this.#retain(key);
+          if (previous === key) {
+            if (counted === keys) counted = keys.slice(0, b);
+            continue;
           }
+          (stale ??= []).push(previous);
+          this.#keyOf[handle] = key;
         }
+        if (counted !== keys) counted.push(key);
         continue;
       }
       const previous = handle === NO_HANDLE ? undefined : this.#keyOf[handle]!;
@@ -429,19 +407,17 @@ export class ForeignKeyMap {
       const mask = (previous === key ? oldMask : 0) | bit;
       if (handle === NO_HANDLE) this.#claim(key, mask);
       else {
-        if (previous !== key && wasCounted && this.#release(previous!)) {
-          (stale ??= []).push(previous!);
-        }
+        if (previous !== key && wasCounted) (stale ??= []).push(previous!);
         this.#keyOf[handle] = key;
         this.#maskOf[handle] = mask;
       }
       // A store only adds groups: a counted hash stays counted.
-      if (this.#counted(mask)) {
-        if (!(previous === key && wasCounted)) this.#retain(key);
-        counted.push(key);
-      }
+      if (this.#counted(mask) && !(previous === key && wasCounted)) counted.push(key);
     }
-    if (stale !== null) out.push({ type: 'BlockRemoved', blockKeys: stale });
+    if (stale !== null) {
+      counted = cancelRestored(stale, counted, keys);
+      if (stale.length > 0) out.push({ type: 'BlockRemoved', blockKeys: stale });
+    }
     if (counted.length === 0) return;
     const tokens = chained * size;
     out.push({
@@ -455,6 +431,24 @@ export class ForeignKeyMap {
       cacheSalt: event.cacheSalt,
     });
   }
+}
+
+/**
+ * A stale key that this same store also counted (one engine hash twice in one event, re-pointed
+ * to other tokens the second time): the two cancel, removed from both lists, as the removal
+ * would otherwise apply before the store it follows. Returns the counted keys, copied before a
+ * change when they are the event's own `keys`.
+ */
+function cancelRestored(stale: BlockKey[], counted: BlockKey[], keys: BlockKey[]): BlockKey[] {
+  let out = counted;
+  for (let i = stale.length - 1; i >= 0; i--) {
+    const at = out.lastIndexOf(stale[i]!);
+    if (at < 0) continue;
+    if (out === keys) out = keys.slice();
+    out.splice(at, 1);
+    stale.splice(i, 1);
+  }
+  return out;
 }
 
 /**

@@ -18,8 +18,15 @@ export interface PrefixIndex {
   readonly blocks: BlockIndex;
   /** Makes room for replica ids below `count`. */
   ensureReplicas(count: number): void;
-  /** Applies an engine's KV events (kvroute keys); returns blocks added plus removed. */
-  applyEvents(replica: number, events: readonly KvEvent[]): number;
+  /**
+   * Applies an engine's KV events (kvroute keys); returns blocks added plus removed.
+   * `sharedKeys`: see EventIndex.applyEvents.
+   */
+  applyEvents(
+    replica: number,
+    events: readonly KvEvent[],
+    sharedKeys?: Map<BlockKey, number> | null,
+  ): number;
   /** Records that `keys` were sent to `replica`. */
   recordRoute(replica: number, keys: readonly BlockKey[]): void;
   /** Forgets everything on `replica` (it restarted cold or left). */

@@ -590,7 +590,16 @@ export class Router {
 
   /** KV events from an engine that speaks kvroute block keys; returns blocks changed. */
   applyEvents(replica: string, events: readonly KvEvent[], nowMs: number): number {
-    const state = this.#state(replica);
+    return this.#applyEvents(this.#state(replica), events, nowMs, null);
+  }
+
+  /** `sharedKeys`: the replica's ForeignKeyMap's, for events it translated (else null). */
+  #applyEvents(
+    state: ReplicaState,
+    events: readonly KvEvent[],
+    nowMs: number,
+    sharedKeys: Map<BlockKey, number> | null,
+  ): number {
     state.lastEventAtMs = nowMs;
     const fallback = this.#fallback.get(state.id);
     if (fallback) {
@@ -598,7 +607,7 @@ export class Router {
       if (anyCleared(events)) fallback.clear();
       return 0;
     }
-    const changed = this.#index.applyEvents(state.id, events);
+    const changed = this.#index.applyEvents(state.id, events, sharedKeys);
     if (this.#overlay && anyCleared(events)) {
       this.#overlay.clearReplica(state.id);
     }
@@ -613,8 +622,8 @@ export class Router {
    */
   applyForeignEvents(replica: string, events: readonly ForeignKvEvent[], nowMs: number): number {
     const state = this.#state(replica);
-    state.foreign ??= new ForeignKeyMap();
-    return this.applyEvents(replica, state.foreign.translate(events), nowMs);
+    const foreign = (state.foreign ??= new ForeignKeyMap());
+    return this.#applyEvents(state, foreign.translate(events), nowMs, foreign.sharedKeys);
   }
 
   /**

@@ -54,6 +54,11 @@ export class ReferenceForeignKeyMap {
     return this.#unresolvedBlocks;
   }
 
+  /** Counted engine hashes per router key: the keys a replica holds, each as many times. */
+  get refs(): ReadonlyMap<BlockKey, number> {
+    return this.#refs;
+  }
+
   routerKey(hash: EngineHash): BlockKey | undefined {
     return this.#toKey.get(hash);
   }
