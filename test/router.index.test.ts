@@ -8,6 +8,7 @@ import type { KvEvent } from '../src/kv/events.ts';
 import {
   BlockIndex,
   ForeignKeyMap,
+  type ForeignKvEvent,
   type IndexMode,
   makePrefixIndex,
   matchPrefix,
@@ -339,6 +340,51 @@ describe('foreign engine hashes', () => {
       assert.equal(router.route(request('r', toks), 1).cachedTokens, 160);
     });
   }
+
+  test('two engine hashes for the same tokens: the blocks stay cached until both are removed', () => {
+    // vLLM hashes extra keys (e.g. an image's hash) into its block hash; the token ids, which
+    // the router keys on, can be the same.
+    const router = new Router({ replicas: ['x', 'y'], overlayTtlMs: 0 });
+    const toks = tokens(41, 64);
+    const first = computeBlockKeys(toks, BLOCK).map((k) => toWireHash(k) ^ 0xf0n);
+    const second = first.map((h) => h ^ 0xf00n);
+    const stored = (blockHashes: bigint[]): ForeignKvEvent => ({
+      type: 'BlockStored',
+      blockHashes,
+      parentBlockHash: null,
+      tokenIds: toks,
+      blockSize: BLOCK,
+      loraName: null,
+      cacheSalt: null,
+    });
+    const cachedOnY = (id: string, nowMs: number): number => {
+      const d = router.route(request(id, toks), nowMs);
+      router.onFinished(id, nowMs);
+      return d.replica === 'y' ? d.cachedTokens : 0;
+    };
+    // Applied in one batch and in two: the count does not depend on how events are batched.
+    router.applyForeignEvents('y', [stored(first), stored(second)], 0);
+    assert.equal(router.applyForeignEvents('y', [stored(second)], 0), 0);
+    router.applyForeignEvents('y', [{ type: 'BlockRemoved', blockHashes: first }], 1);
+    assert.equal(cachedOnY('a', 1), 64);
+    router.applyForeignEvents('y', [stored(first)], 2);
+    router.applyForeignEvents('y', [{ type: 'BlockRemoved', blockHashes: second }], 2);
+    assert.equal(cachedOnY('b', 2), 64);
+    assert.equal(
+      router.applyForeignEvents('y', [{ type: 'BlockRemoved', blockHashes: first }], 3),
+      4,
+    );
+    assert.equal(cachedOnY('c', 3), 0);
+    // A clear forgets the second hashes too: one removal after it empties the blocks.
+    router.applyForeignEvents(
+      'y',
+      [stored(first), stored(second), { type: 'AllBlocksCleared' }],
+      4,
+    );
+    router.applyForeignEvents('y', [stored(first)], 4);
+    router.applyForeignEvents('y', [{ type: 'BlockRemoved', blockHashes: first }], 5);
+    assert.equal(cachedOnY('d', 5), 0);
+  });
 
   test('reserveEngineBlocks: an unknown replica is an error; approx mode has no engine hashes to make room for', () => {
     assert.throws(
