@@ -73,6 +73,26 @@ describe('malformed BlockStored events', () => {
     assert.deepEqual(only.type === 'BlockStored' && only.tokenIds, [7, 8]);
   });
 
+  test('each refusal names what was wrong; ids sent as 64-bit integers still count', () => {
+    const reasons = [
+      [stored({ token_ids: [1, 2, 3, 4.5] }), /token id 4.5 \(integers >= 0\)/],
+      [stored({ token_ids: [1, -2, 3, 4] }), /token id -2 /],
+      [stored({ token_ids: [1, 'x', 3, 4] }), /token id of type string/],
+      // The block size is judged before the ids, as it was.
+      [stored({ block_size: 0, token_ids: [1, -2, 3, 4] }), /block_size 0/],
+      [stored({ token_ids: [1, 2, 3] }), /3 token ids for 2 blocks of 2/],
+    ] as const;
+    for (const [event, reason] of reasons) {
+      const batch = decodeEventBatch(batchOf(event));
+      assert.equal(batch.malformedEvents, 1);
+      assert.match(batch.malformedReason ?? '', reason);
+    }
+    const wide = decodeEventBatch(batchOf(stored({ token_ids: [1n, 2, 3n, 4] })));
+    assert.equal(wide.malformedEvents, 0);
+    const only = wide.events[0]!;
+    assert.deepEqual(only.type === 'BlockStored' && only.tokenIds, [1, 2, 3, 4]);
+  });
+
   test('the subscriber indexes nothing from them and counts them', async () => {
     const pub = new Publisher({ linger: 0 });
     await pub.bind('tcp://127.0.0.1:*');

@@ -31,7 +31,7 @@
  * block pool emits them for a model with one KV cache group); `array` is the last array_like
  * vLLM before group_idx (tag + 8 fields).
  */
-import { Unpackr } from 'msgpackr';
+import { Unpackr } from 'msgpackr/unpack';
 import { type BlockKey, toWireHash } from './blockKey.ts';
 import type { KvEvent } from './events.ts';
 import { MsgpackWriter } from './wireMsgpack.ts';
@@ -403,12 +403,9 @@ class MalformedEvent extends WireError {}
 function decodeStored(f: Record<string, unknown>): WireBlockStored {
   const blockHashes = toHashes(f.block_hashes);
   if (!Array.isArray(f.token_ids)) throw new WireError('BlockStored without token_ids');
-  const tokenIds = f.token_ids.map((t) => {
-    if (typeof t !== 'number' && typeof t !== 'bigint') {
-      throw new MalformedEvent(`BlockStored with a token id of type ${typeof t}`);
-    }
-    return Number(t);
-  });
+  // The usual event's ids are all plain non-negative integers: one pass checks and copies them.
+  const packed = packedTokenIds(f.token_ids);
+  const tokenIds = packed ?? numbersOf(f.token_ids);
   const parentBlockHash =
     f.parent_block_hash === undefined || f.parent_block_hash === null
       ? null
@@ -423,7 +420,7 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
   // An offloading connector's store names blocks by hash alone (token_ids [], block_size the
   // offloaded block's, or 0 in some versions): its consumer knows them from their GPU store.
   const tierStore = medium !== null && medium !== MEDIUM_GPU && tokenIds.length === 0;
-  if (!tierStore) checkStored(blockHashes.length, tokenIds, blockSize);
+  if (!tierStore) checkStored(blockHashes.length, tokenIds, blockSize, packed !== null);
   const loraName = optString(f.lora_name);
   const extraKeys = Array.isArray(f.extra_keys)
     ? f.extra_keys.map((k) => (Array.isArray(k) ? k : null))
@@ -448,20 +445,54 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
   };
 }
 
-/** A stored event indexes whole blocks of real token ids, or nothing. */
-function checkStored(blocks: number, tokenIds: readonly number[], blockSize: number): void {
+/**
+ * A stored event indexes whole blocks of real token ids, or nothing. `idsChecked`: every id is
+ * known to be an integer >= 0 already.
+ */
+function checkStored(
+  blocks: number,
+  tokenIds: readonly number[],
+  blockSize: number,
+  idsChecked: boolean,
+): void {
   if (!(Number.isSafeInteger(blockSize) && blockSize >= 1)) {
     throw new MalformedEvent(`BlockStored with block_size ${blockSize} (an integer >= 1)`);
   }
-  const bad = tokenIds.find((t) => !(Number.isSafeInteger(t) && t >= 0));
-  if (bad !== undefined) {
-    throw new MalformedEvent(`BlockStored with token id ${bad} (integers >= 0)`);
+  const bad = idsChecked ? -1 : tokenIds.findIndex((t) => !(Number.isSafeInteger(t) && t >= 0));
+  if (bad >= 0) {
+    throw new MalformedEvent(`BlockStored with token id ${tokenIds[bad]} (integers >= 0)`);
   }
   if (tokenIds.length !== blocks * blockSize) {
     throw new MalformedEvent(
       `BlockStored with ${tokenIds.length} token ids for ${blocks} blocks of ${blockSize}`,
     );
   }
+}
+
+/**
+ * The ids in a packed array, or null unless every one is a number that is an integer >= 0 (a
+ * loop: it runs once per token). Packed, not the decoder's array: msgpackr makes each array at
+ * its length, with holes, and the block-key hash then meets two kinds of token array (a
+ * tokenizer's are packed), which took bench:router's keys from 7.4 to 10 µs a pick.
+ */
+function packedTokenIds(ids: unknown[]): number[] | null {
+  const out: number[] = [];
+  for (let i = 0; i < ids.length; i++) {
+    const t = ids[i];
+    if (!(Number.isSafeInteger(t) && (t as number) >= 0)) return null;
+    out.push(t as number);
+  }
+  return out;
+}
+
+/** Token ids as numbers, BigInts converted; any other type refuses the event. */
+function numbersOf(ids: unknown[]): number[] {
+  return ids.map((id) => {
+    if (typeof id !== 'number' && typeof id !== 'bigint') {
+      throw new MalformedEvent(`BlockStored with a token id of type ${typeof id}`);
+    }
+    return Number(id);
+  });
 }
 
 /**
