@@ -174,47 +174,49 @@ function foreignRouter(fleet: Fleet, seed: number, reserve: boolean) {
   return { router, perReplica };
 }
 
-/** Stores then removes a quarter, through the foreign path; blocks changed per second. */
-function foreignIngest(fleet: Fleet, seed: number, reserve: boolean): number {
-  const { router, perReplica } = foreignRouter(fleet, seed, reserve);
-  const stored = perReplica.map(toForeign);
-  const removed = quarterRemovals(perReplica).map(toForeign);
+/** `events` in batches of EVENTS_PER_BATCH, as an engine publishes them. */
+function batchesOf<T>(events: readonly T[]): T[][] {
+  const batches: T[][] = [];
+  for (let i = 0; i < events.length; i += EVENTS_PER_BATCH) {
+    batches.push(events.slice(i, i + EVENTS_PER_BATCH));
+  }
+  return batches;
+}
+
+/**
+ * Applies each replica's units (`phases[p][replica]`: stored, then a quarter removed), timed
+ * together; blocks changed per second.
+ */
+function timedIngest<T>(phases: T[][][], apply: (replica: number, unit: T) => number): number {
   const t0 = performance.now();
   let changed = 0;
-  for (const batches of [stored, removed]) {
-    batches.forEach((events, r) => {
-      for (let i = 0; i < events.length; i += EVENTS_PER_BATCH) {
-        changed += router.applyForeignEvents(names[r]!, events.slice(i, i + EVENTS_PER_BATCH), 0);
-      }
+  for (const perReplica of phases) {
+    perReplica.forEach((units, r) => {
+      for (const unit of units) changed += apply(r, unit);
     });
   }
   return changed / ((performance.now() - t0) / 1000);
 }
 
+/** Stores then removes a quarter, through the foreign path; blocks changed per second. */
+function foreignIngest(fleet: Fleet, seed: number, reserve: boolean): number {
+  const { router, perReplica } = foreignRouter(fleet, seed, reserve);
+  const batches = (events: KvEvent[]) => batchesOf(toForeign(events));
+  return timedIngest(
+    [perReplica.map(batches), quarterRemovals(perReplica).map(batches)],
+    (r, batch) => router.applyForeignEvents(names[r]!, batch, 0),
+  );
+}
+
 /** foreignIngest (maps reserved) from vLLM's msgpack payloads, each decoded then applied. */
 function foreignWireIngest(fleet: Fleet, seed: number): number {
   const { router, perReplica } = foreignRouter(fleet, seed, true);
-  const payloads = (events: KvEvent[]): Buffer[] => {
-    const out: Buffer[] = [];
-    for (let i = 0; i < events.length; i += EVENTS_PER_BATCH) {
-      out.push(
-        encodeEventBatch(events.slice(i, i + EVENTS_PER_BATCH), { tsS: 0, format: 'array' }),
-      );
-    }
-    return out;
-  };
-  const stored = perReplica.map(payloads);
-  const removed = quarterRemovals(perReplica).map(payloads);
-  const t0 = performance.now();
-  let changed = 0;
-  for (const frames of [stored, removed]) {
-    frames.forEach((batches, r) => {
-      for (const payload of batches) {
-        changed += router.applyForeignEvents(names[r]!, decodeEventBatch(payload).events, 0);
-      }
-    });
-  }
-  return changed / ((performance.now() - t0) / 1000);
+  const payloads = (events: KvEvent[]) =>
+    batchesOf(events).map((batch) => encodeEventBatch(batch, { tsS: 0, format: 'array' }));
+  return timedIngest(
+    [perReplica.map(payloads), quarterRemovals(perReplica).map(payloads)],
+    (r, payload) => router.applyForeignEvents(names[r]!, decodeEventBatch(payload).events, 0),
+  );
 }
 
 /** A router for the picks, and its ingest: all stores, then a quarter removed, timed together. */
