@@ -93,6 +93,16 @@ describe('malformed BlockStored events', () => {
     assert.deepEqual(only.type === 'BlockStored' && only.tokenIds, [1, 2, 3, 4]);
   });
 
+  test("an array-form event tagged with a name of Object's prototype is skipped, not the batch", () => {
+    const good = ['BlockStored', [21], null, [7, 8], 2];
+    for (const tag of ['constructor', 'toString', '__proto__', 'hasOwnProperty']) {
+      const batch = decodeEventBatch(batchOf([tag, [11], null, [1, 2], 2], good));
+      assert.equal(batch.skippedEvents, 1, tag);
+      assert.equal(batch.events.length, 1, tag);
+      assert.equal(batch.events[0]!.type, 'BlockStored');
+    }
+  });
+
   test('the subscriber indexes nothing from them and counts them', async () => {
     const pub = new Publisher({ linger: 0 });
     await pub.bind('tcp://127.0.0.1:*');
