@@ -31,3 +31,12 @@ test('kvroute --help lists every command, one line each', () => {
   }
   assert.equal(runCli([]).status, 2, 'no command is a usage error');
 });
+
+test("an unknown command is named with the commands there are, even one of Object's own names", () => {
+  for (const name of ['bogus', 'constructor', 'toString', '__proto__']) {
+    const out = runCli([name]);
+    assert.equal(out.status, 2, `${name}: ${out.stderr}`);
+    assert.match(out.stderr, new RegExp(`^kvroute: unknown command '${name}'; commands: plan, `));
+    assert.doesNotMatch(out.stderr, /TypeError|\n {4}at /, name);
+  }
+});

@@ -12,7 +12,7 @@ import { GatewayMetrics } from '../src/gateway/metrics.ts';
 import { requestHeaders } from '../src/epp/dataPlane.ts';
 import { Exchange } from '../src/epp/exchange.ts';
 import type { ProcessingRequest, ProcessingResponse } from '../src/epp/messages.ts';
-import type { PickInput, Picked } from '../src/epp/picker.ts';
+import { endpointOfPath, type PickInput, type Picked } from '../src/epp/picker.ts';
 
 class FakePicker {
   readonly finished: Picked[] = [];
@@ -176,4 +176,12 @@ describe('an exchange ends with its route finished exactly once', () => {
     );
     assert.deepEqual(picker.finished, [picked]);
   });
+});
+
+test("a request's :path names a generate endpoint only by the table's own keys", () => {
+  assert.equal(endpointOfPath('/v1/chat/completions?x=1'), 'chat');
+  assert.equal(endpointOfPath('/v1/completions'), 'completions');
+  for (const path of ['/v1/models', undefined, 'constructor', 'toString', '__proto__']) {
+    assert.equal(endpointOfPath(path), null, String(path));
+  }
 });

@@ -39,6 +39,11 @@ describe('messages as vLLM hands them to the template', () => {
       ]),
     );
     assert.match(err.message, /content\[0\] must be a text part/);
+    // A type that names a member of Object's prototype is no text part either.
+    for (const type of ['constructor', 'toString', '__proto__']) {
+      const refused = refusal(() => parseChatMessages([{ role: 'user', content: [{ type }] }]));
+      assert.match(refused.message, /content\[0\] must be a text part/, type);
+    }
   });
 
   test('tool calls: arguments parsed (bad JSON -> {}), empty lists dropped; tool ids and names kept', () => {

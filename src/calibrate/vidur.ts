@@ -72,8 +72,11 @@ const VIDUR_MODELS: Record<string, string> = { 'meta-llama/Llama-2-70b-hf': 'lla
 /** Catalog names read off a Vidur folder path `<sku>/<org>/<model>`, where it has them. */
 export function guessFromVidurPath(dir: string): { gpu?: string; model?: string } {
   const abs = resolve(dir);
-  const model = VIDUR_MODELS[`${basename(dirname(abs))}/${basename(abs)}`];
-  const gpu = VIDUR_GPUS[basename(dirname(dirname(abs)))];
+  // Own keys only: a folder named "constructor" names no GPU.
+  const own = (table: Record<string, string>, key: string) =>
+    Object.hasOwn(table, key) ? table[key] : undefined;
+  const model = own(VIDUR_MODELS, `${basename(dirname(abs))}/${basename(abs)}`);
+  const gpu = own(VIDUR_GPUS, basename(dirname(dirname(abs))));
   return { ...(gpu && { gpu }), ...(model && { model }) };
 }
 

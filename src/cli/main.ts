@@ -58,7 +58,8 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${usage()}\n`);
     return name ? 0 : 2;
   }
-  const command = COMMANDS[name];
+  // An own key only: `kvroute constructor` is an unknown command, not Object's constructor.
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!command) {
     process.stderr.write(
       `kvroute: unknown command '${name}'; commands: ${Object.keys(COMMANDS).join(', ')}\n`,

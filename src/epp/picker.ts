@@ -34,7 +34,8 @@ const GENERATE_PATHS: Record<string, Endpoint> = {
 
 /** The generate endpoint of a request's `:path` (its query left out), or null. */
 export function endpointOfPath(path: string | undefined): Endpoint | null {
-  return GENERATE_PATHS[(path ?? '/').split('?')[0]!] ?? null;
+  const bare = (path ?? '/').split('?')[0]!;
+  return Object.hasOwn(GENERATE_PATHS, bare) ? GENERATE_PATHS[bare]! : null;
 }
 
 export interface PickerContext {

@@ -161,7 +161,9 @@ function preTokenizerName(pre: Json | null): string | null {
   const split = splits[0]!;
   if (split.behavior !== 'Isolated' || split.invert === true) return null;
   const regex = (split.pattern as Json | undefined)?.Regex;
-  return typeof regex === 'string' ? (PRE_TOKENIZERS[regex] ?? null) : null;
+  return typeof regex === 'string' && Object.hasOwn(PRE_TOKENIZERS, regex)
+    ? PRE_TOKENIZERS[regex]!
+    : null;
 }
 
 /** The special tokens a TemplateProcessing post-processor puts around a single sequence. */

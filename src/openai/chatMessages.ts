@@ -62,7 +62,11 @@ function contentText(raw: unknown, i: number): string {
       return;
     }
     const p = (part ?? {}) as Record<string, unknown>;
-    const field = typeof p.type === 'string' ? TEXT_PARTS[p.type] : undefined;
+    // An own key only: a type such as "constructor" names no part.
+    const field =
+      typeof p.type === 'string' && Object.hasOwn(TEXT_PARTS, p.type)
+        ? TEXT_PARTS[p.type]
+        : undefined;
     if (field === undefined) {
       throw badRequest(`messages[${i}].content[${j}] must be a text part`, 'messages');
     }
