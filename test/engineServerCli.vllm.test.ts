@@ -157,6 +157,11 @@ describe('translateVllmArgs', () => {
     ]);
     assert.throws(() => t(['-dp', '2']), /--data-parallel-size 2 is not supported/);
     assert.deepEqual(t(['-pp', '1']).args, []);
+    // Names of Object's prototype are no flag of either: passed on as they are, for the parser
+    // to name as unknown (they once read as a renamed flag, or took the next argument).
+    for (const name of ['constructor', 'toString', '__proto__']) {
+      assert.deepEqual(t([`--${name}`]).args, [`--${name}`], name);
+    }
   });
 });
 

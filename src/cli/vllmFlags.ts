@@ -289,7 +289,7 @@ export function translateVllmArgs(argv: readonly string[], kvroute: FlagSpec): V
     } else if (name === 'max-model-len') {
       const raw = value();
       if (raw !== 'auto' && raw !== '-1') args.push('--max-model-len', humanReadableInt(name, raw));
-    } else if (name in RENAMED) {
+    } else if (Object.hasOwn(RENAMED, name)) {
       const raw = value();
       args.push(
         `--${RENAMED[name]}`,
@@ -302,7 +302,7 @@ export function translateVllmArgs(argv: readonly string[], kvroute: FlagSpec): V
           `--${name} ${raw} is not supported: one kvroute engine is one replica (run one per rank)`,
         );
       }
-    } else if (kvroute[name] !== undefined) {
+    } else if (Object.hasOwn(kvroute, name)) {
       args.push(arg);
       if (kvroute[name]!.type === 'string' && inline === undefined && argv[i + 1] !== undefined) {
         args.push(argv[++i]!);
