@@ -3,10 +3,15 @@
  * connections, two instant backends): `node --import tsx bench/gatewayProfile.ts [--seconds 10]
  * [--dir DIR] [--root TREE]`. The gateway runs under `--cpu-prof`; its profile (written to DIR, default
  * /tmp/kvroute-gateway-profile, when it stops) covers start-up too: the load's start is printed as
- * an offset from the process start, to cut it when reading the profile.
+ * an offset from the process start, to cut it when reading the profile. Once the gateway has
+ * stopped, the profile's busy time during the load is printed split by who spent it
+ * (`profileShares`): kvroute's own folders, each dependency, node's internals, native calls.
  */
+import { once } from 'node:events';
+import { readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { closedLoop, startChild, startInstantBackends, stopChildren } from './gatewayLoad.ts';
+import { profileShares } from './profileShares.ts';
 
 const argv = process.argv;
 const flag = (name: string): string | undefined => {
@@ -17,6 +22,8 @@ const SECONDS = Number(flag('seconds') ?? 10);
 const DIR = flag('dir') ?? '/tmp/kvroute-gateway-profile';
 /** `--root DIR`: another tree's gateway (a baseline laid out as bench/gatewayAb.ts says). */
 const ROOT = flag('root');
+/** The system's monotonic clock in µs, as a CPU profile's timestamps read it. */
+const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
 const BIN = ROOT
   ? `${ROOT}/bin/kvroute.js`
   : fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
@@ -42,10 +49,20 @@ try {
   );
   await closedLoop(match[1]!, 64, 2);
   const loadFromS = (performance.now() - started) / 1000;
+  const fromUs = nowUs();
   const { requestsPerS, done } = await closedLoop(match[1]!, 64, SECONDS);
+  const toUs = nowUs();
   process.stdout.write(
     `${JSON.stringify({ dir: DIR, pid: child.pid, loadFromS: Math.round(loadFromS * 10) / 10, requests: done, requestsPerS: Math.round(requestsPerS) })}\n`,
   );
+  // The profile is written as the gateway exits; its main thread's file is <pid>.0.
+  const exited = once(child, 'exit');
+  stopChildren();
+  await exited;
+  const file = readdirSync(DIR).find((f) => f.includes(`.${child.pid}.0.`));
+  if (file === undefined) throw new Error(`no profile of ${child.pid} in ${DIR}`);
+  const shares = profileShares(`${DIR}/${file}`, fromUs, toUs);
+  process.stdout.write(`${JSON.stringify({ profile: file, busyShares: shares })}\n`);
 } finally {
   stopChildren();
 }

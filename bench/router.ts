@@ -3,7 +3,11 @@
  * - pickUs: one `cost` decision for an 8,000-token prompt (6,000 tokens from one of 200 shared
  *   prefixes + 2,000 unique; 500 blocks of 16) over 64 replicas with 1,000,000 blocks indexed,
  *   block keys computed inside the measurement (computeBlockKeys + Router.route).
- * - eventsPerS: block events (stored, then removed) applied per second through Router.applyEvents.
+ * - eventsPerS: block events (stored, then removed) applied per second through Router.applyEvents,
+ *   into a new router's presized tables (a cold start: the system maps each of their pages on its
+ *   first write). eventsSteadyPerS: the same events into a router that held them all once, its
+ *   pages mapped, as a gateway's are once it has run a while. No target; it shows what of the
+ *   cold figure is the first writes (the readable table gives each one's page faults).
  * - foreignEventsPerS: the same for events as a vLLM engine sends them (its own 64-bit hashes,
  *   keyed on their token ids), through Router.applyForeignEvents: the gateway's path, each
  *   replica's engine hash map made room for its blocks first (Router.reserveEngineBlocks, as the
@@ -119,6 +123,9 @@ interface RunResult {
   /** The computeBlockKeys part of a pick, for the readable table. */
   keysP50Us: number;
   eventsPerS: number;
+  coldFaults: number;
+  eventsSteadyPerS: number;
+  steadyFaults: number;
   foreignEventsPerS: number;
   foreignColdEventsPerS: number;
   foreignWireEventsPerS: number;
@@ -143,16 +150,17 @@ function toForeign(events: readonly KvEvent[]): ForeignKvEvent[] {
   );
 }
 
+/** A removal of each stored event's blocks. */
+function removalsOf(events: KvEvent[]): KvEvent[] {
+  return events.map((e) => ({
+    type: 'BlockRemoved',
+    blockKeys: e.type === 'BlockStored' ? e.blockKeys : [],
+  }));
+}
+
 /** Removals of every fourth stored event's blocks, per replica. */
 function quarterRemovals(stored: KvEvent[][]): KvEvent[][] {
-  return stored.map((events) =>
-    events
-      .filter((_, i) => i % 4 === 3)
-      .map((e) => ({
-        type: 'BlockRemoved',
-        blockKeys: e.type === 'BlockStored' ? e.blockKeys : [],
-      })),
-  );
+  return stored.map((events) => removalsOf(events.filter((_, i) => i % 4 === 3)));
 }
 
 /**
@@ -219,24 +227,50 @@ function foreignWireIngest(fleet: Fleet, seed: number): number {
   );
 }
 
-/** A router for the picks, and its ingest: all stores, then a quarter removed, timed together. */
-function ingest(fleet: Fleet, seed: number): { router: Router; eventsPerS: number } {
-  const router = new Router({
+/** A router presized for the fleet's blocks, as the picks use it. */
+function eventRouter(seed: number): Router {
+  return new Router({
     replicas: names,
     policy: 'cost',
     indexMode: 'events',
     expectedKeys: INDEXED_BLOCKS,
     seed,
   });
-  const removals = quarterRemovals(fleet.stored);
+}
+
+/** The fleet's stores, then a quarter of them removed, timed together, and the page faults. */
+function timedStoresAndRemovals(router: Router, fleet: Fleet, removals: KvEvent[][]) {
+  const faults0 = process.resourceUsage().minorPageFault;
   const t0 = performance.now();
   let changed = applyAll(router, fleet.stored, 0);
   changed += applyAll(router, removals, 0);
-  return { router, eventsPerS: changed / ((performance.now() - t0) / 1000) };
+  return {
+    perS: changed / ((performance.now() - t0) / 1000),
+    faults: process.resourceUsage().minorPageFault - faults0,
+  };
+}
+
+/** A router for the picks, and its ingest into tables never written before (a cold start). */
+function ingest(fleet: Fleet, seed: number) {
+  const router = eventRouter(seed);
+  const cold = timedStoresAndRemovals(router, fleet, quarterRemovals(fleet.stored));
+  return { router, eventsPerS: cold.perS, coldFaults: cold.faults };
+}
+
+/**
+ * The same ingest into a router that held the fleet once and had every block removed: its
+ * tables' pages are mapped already, as in a gateway that has run a while. A cold start also
+ * pays the system's first write to each page of its presized tables (a page fault each).
+ */
+function steadyIngest(fleet: Fleet, seed: number) {
+  const router = eventRouter(seed);
+  applyAll(router, fleet.stored, 0);
+  applyAll(router, fleet.stored.map(removalsOf), 0);
+  return timedStoresAndRemovals(router, fleet, quarterRemovals(fleet.stored));
 }
 
 function run(fleet: Fleet, seed: number): RunResult {
-  const { router, eventsPerS } = ingest(fleet, seed);
+  const { router, eventsPerS, coldFaults } = ingest(fleet, seed);
   // Put the removed quarter back so 1M blocks are indexed for the picks.
   applyAll(
     router,
@@ -277,10 +311,17 @@ function run(fleet: Fleet, seed: number): RunResult {
     p99Us: percentile(samples, 0.99),
     keysP50Us: percentile(keySamples, 0.5),
     eventsPerS,
+    coldFaults,
     foreignEventsPerS: foreignIngest(fleet, seed, true),
     foreignColdEventsPerS: foreignIngest(fleet, seed, false),
     foreignWireEventsPerS: foreignWireIngest(fleet, seed),
+    ...steady(fleet, seed),
   };
+}
+
+function steady(fleet: Fleet, seed: number) {
+  const { perS, faults } = steadyIngest(fleet, seed);
+  return { eventsSteadyPerS: perS, steadyFaults: faults };
 }
 
 function median(xs: number[]): number {
@@ -303,6 +344,7 @@ const result = {
     p99: Number(median(runs.map((r) => r.p99Us)).toFixed(2)),
   },
   eventsPerS: Math.round(median(runs.map((r) => r.eventsPerS))),
+  eventsSteadyPerS: Math.round(median(runs.map((r) => r.eventsSteadyPerS))),
   foreignEventsPerS: Math.round(median(runs.map((r) => r.foreignEventsPerS))),
   foreignColdEventsPerS: Math.round(median(runs.map((r) => r.foreignColdEventsPerS))),
   foreignWireEventsPerS: Math.round(median(runs.map((r) => r.foreignWireEventsPerS))),
@@ -321,6 +363,9 @@ if (json) {
       'pick p99 (us)': r.p99Us.toFixed(2),
       'of which keys p50 (us)': r.keysP50Us.toFixed(2),
       'events/s': Math.round(r.eventsPerS).toLocaleString(),
+      'its page faults': r.coldFaults.toLocaleString(),
+      'the same, pages mapped': Math.round(r.eventsSteadyPerS).toLocaleString(),
+      'their page faults': r.steadyFaults.toLocaleString(),
       'vLLM-hash events/s': Math.round(r.foreignEventsPerS).toLocaleString(),
       'the same, maps not told (grown)': Math.round(r.foreignColdEventsPerS).toLocaleString(),
       'the same, decoded from msgpack': Math.round(r.foreignWireEventsPerS).toLocaleString(),
@@ -328,7 +373,8 @@ if (json) {
   );
   console.log(
     `median: pick p50 ${result.pickUs.p50} us (target <= 12), p99 ${result.pickUs.p99} us ` +
-      `(target <= 25), events ${result.eventsPerS.toLocaleString()}/s (target >= 15,000,000), ` +
+      `(target <= 25), events ${result.eventsPerS.toLocaleString()}/s (target >= 15,000,000; ` +
+      `${result.eventsSteadyPerS.toLocaleString()}/s into pages mapped before), ` +
       `vLLM-hash events ${result.foreignEventsPerS.toLocaleString()}/s (target >= 5,000,000; ` +
       `${result.foreignColdEventsPerS.toLocaleString()}/s into maps not told their size, ` +
       `${result.foreignWireEventsPerS.toLocaleString()}/s decoded from vLLM's msgpack first)`,
