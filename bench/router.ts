@@ -266,7 +266,8 @@ function steadyIngest(fleet: Fleet, seed: number) {
   const router = eventRouter(seed);
   applyAll(router, fleet.stored, 0);
   applyAll(router, fleet.stored.map(removalsOf), 0);
-  return timedStoresAndRemovals(router, fleet, quarterRemovals(fleet.stored));
+  const steady = timedStoresAndRemovals(router, fleet, quarterRemovals(fleet.stored));
+  return { eventsSteadyPerS: steady.perS, steadyFaults: steady.faults };
 }
 
 function run(fleet: Fleet, seed: number): RunResult {
@@ -315,13 +316,8 @@ function run(fleet: Fleet, seed: number): RunResult {
     foreignEventsPerS: foreignIngest(fleet, seed, true),
     foreignColdEventsPerS: foreignIngest(fleet, seed, false),
     foreignWireEventsPerS: foreignWireIngest(fleet, seed),
-    ...steady(fleet, seed),
+    ...steadyIngest(fleet, seed),
   };
-}
-
-function steady(fleet: Fleet, seed: number) {
-  const { perS, faults } = steadyIngest(fleet, seed);
-  return { eventsSteadyPerS: perS, steadyFaults: faults };
 }
 
 function median(xs: number[]): number {
