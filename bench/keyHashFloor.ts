@@ -95,9 +95,8 @@ for (let i = 0; i < PROMPT_TOKENS; i++) tokens.push(rng.int(VOCAB));
 const typed = Int32Array.from(tokens);
 const kept = typed.slice(0, PREFIX_TOKENS);
 
-// The WebAssembly keys must be the pick's keys: from the root (the first block's parent words
-// come from computeBlockKeys' own first key) and from an arbitrary parent.
-heapTokens.set(tokens);
+// The WebAssembly keys must be the pick's keys. The root's parent words are blockKey.ts' own, so
+// both builds chain from a parent: the prompt's first key, over the blocks after it.
 const parent = computeBlockKeys(tokens, BLOCK_SIZE)[0]!;
 const want = chainBlockKeys(tokens.slice(BLOCK_SIZE), BLOCK_SIZE, parent);
 heapTokens.set(tokens.slice(BLOCK_SIZE));
