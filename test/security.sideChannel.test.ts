@@ -15,7 +15,9 @@ import { after, before, test } from 'node:test';
 import { readEngineArgv, readEngineOptions } from '../src/cli/engine.ts';
 import { parseKvTransferConfig } from '../src/engine/connector/kvTransferConfig.ts';
 import type { EngineServerHandle } from '../src/engine/server/server.ts';
+import { backendOf } from '../src/embedded/fleet.ts';
 import { filler, startTestEngine } from './engineServerHelpers.ts';
+import { replicas, startGatewayFor, waitFor } from './gateway.harness.ts';
 
 const KEY = 'fleet-key';
 const AUTH = { authorization: `Bearer ${KEY}` };
@@ -332,5 +334,32 @@ test('the secret comes from --kv-transfer-secret-file or KVROUTE_KV_TRANSFER_SEC
     assert.equal(r.status, 404);
   } finally {
     await own.close();
+  }
+});
+
+test('P/D through the gateway works when the engines share the API key (the secret)', async () => {
+  const gw = await startGatewayFor([prefill, decode], {
+    backends: [
+      { ...backendOf(prefill), apiKey: KEY, role: 'prefill' },
+      { ...backendOf(decode), apiKey: KEY, role: 'decode' },
+    ],
+  });
+  try {
+    await waitFor(async () => (await replicas(gw)).every((r) => r.healthy), 'replicas healthy');
+    const external0 = decode.counters().kvTransfer!.externalTokens;
+    for (let i = 0; i < 2; i++) {
+      const r = await post(`${gw.url}/v1/completions`, {
+        model: 'm',
+        prompt: `${filler(200, 40 + i)}`,
+        max_tokens: 6,
+      });
+      assert.equal(r.status, 200, r.text);
+      assert.equal((r.json.usage as Json).completion_tokens, 6);
+    }
+    // The prompts came over the link (pulled with the secret), not computed on the decoder.
+    assert.ok(decode.counters().kvTransfer!.externalTokens - external0 >= 2 * 16);
+    await waitFor(() => held(prefill) === 0, 'holds freed');
+  } finally {
+    await gw.close();
   }
 });
