@@ -94,7 +94,8 @@ server
   --served-model-name S name clients send as "model" (default: MODEL)
   --api-key KEY...      /v1 paths need Authorization: Bearer KEY (one of several), else 401
                         {"error": "Unauthorized"}, as vLLM; default: VLLM_API_KEY, else open.
-                        /health, /metrics, /tokenize, /detokenize stay open, as in vLLM
+                        /health, /metrics, /tokenize, /detokenize stay open, as in vLLM;
+                        the first key is also the P/D side channel's secret by default
   --sim-model NAME      catalog model to simulate, one of --model's (default: the one MODEL
                         names, else ${ENGINE_DEFAULTS.model})
   --max-model-len N     context window (default: the model's)
