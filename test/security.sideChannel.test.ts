@@ -14,6 +14,9 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { readEngineArgv, readEngineOptions } from '../src/cli/engine.ts';
 import { parseKvTransferConfig } from '../src/engine/connector/kvTransferConfig.ts';
+import { NixlConnectorCore } from '../src/engine/connector/nixl.ts';
+import { TransferSecret } from '../src/engine/connector/secret.ts';
+import { BlockPool } from '../src/kv/blockPool.ts';
 import type { EngineServerHandle } from '../src/engine/server/server.ts';
 import { backendOf } from '../src/embedded/fleet.ts';
 import { filler, startTestEngine } from './engineServerHelpers.ts';
@@ -362,4 +365,48 @@ test('P/D through the gateway works when the engines share the API key (the secr
   } finally {
     await gw.close();
   }
+});
+
+test('the connector core: holds past the total or the per-client bound are not taken; a release frees the share', () => {
+  const pool = new BlockPool({ numBlocks: 40, blockSize: 4 });
+  const c = new NixlConnectorCore(pool, 1_000, { maxHeldBlocks: 12, maxHeldBlocksPerClient: 8 });
+  assert.equal(c.hold('a1', [], 16, 'a')?.length, 4);
+  assert.equal(c.hold('a2', [], 16, 'a')?.length, 4);
+  assert.equal(c.hold('a3', [], 4, 'a'), null); // a holds 8 of its 8
+  assert.equal(c.hold('b1', [], 16, 'b')?.length, 4);
+  assert.equal(c.hold('b2', [], 8, 'b'), null); // 12 of 12 in all
+  assert.equal(c.refusedHolds, 2);
+  assert.equal(c.heldBlocks, 12);
+  assert.ok(c.release('a1'));
+  assert.equal(c.hold('a3', [], 16, 'a')?.length, 4);
+  // Unbounded without bounds (the simulator's fleet).
+  const open = new NixlConnectorCore(new BlockPool({ numBlocks: 40, blockSize: 4 }));
+  assert.equal(open.hold('x', [], 120, 'a')?.length, 30);
+});
+
+test('the MAC binds every field a pull uses; another secret does not verify', () => {
+  const secret = new TransferSecret('s1');
+  const p = {
+    engineId: 'e',
+    requestId: 'xfer-1',
+    host: '10.0.0.1',
+    port: 8100,
+    blockIds: [1, 2],
+    tpSize: 2,
+  };
+  const mac = secret.mac(p);
+  assert.ok(secret.verifies(p, mac));
+  for (const changed of [
+    { ...p, engineId: 'f' },
+    { ...p, requestId: 'xfer-2' },
+    { ...p, host: '10.0.0.2' },
+    { ...p, port: 8101 },
+    { ...p, blockIds: [1, 3] },
+    { ...p, tpSize: 1 },
+  ]) {
+    assert.equal(secret.verifies(changed, mac), false, JSON.stringify(changed));
+  }
+  assert.equal(new TransferSecret('s2').verifies(p, mac), false);
+  assert.equal(secret.verifies(p, null), false);
+  assert.equal(secret.verifies(p, 'zz'), false);
 });
