@@ -67,7 +67,9 @@ export interface GenerationTransfer {
 export function transferClientOf(t: TransferContext, req: IncomingMessage): string {
   const auth = req.headers.authorization;
   if (t.apiKeysEnabled && auth !== undefined) {
-    return `key:${createHash('sha256').update(auth).digest('hex').slice(0, 32)}`;
+    // The key alone: the check takes the scheme in any case, which must not make new clients.
+    const key = auth.slice(auth.indexOf(' ') + 1);
+    return `key:${createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
   }
   return `addr:${req.socket.remoteAddress ?? ''}`;
 }
