@@ -176,6 +176,8 @@ test('a held prefill is freed after VLLM_NIXL_ABORT_REQUEST_TIMEOUT', async () =
   const short = await startTestEngine({
     servedModelName: 'm',
     kvBlocks: 64,
+    // The prompt's blocks pass the default per-client share of a 64-block pool (16).
+    kvMaxHeldBlocksPerClient: 32,
     speedup: 1000,
     kvAbortTimeoutMs: 1_000,
     kvTransferConfig: parseKvTransferConfig('{"kv_connector":"NixlConnector","kv_role":"kv_both"}'),

@@ -36,6 +36,12 @@ import {
   readEngineFaultFlags,
 } from './engineFaultFlags.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
+import {
+  openSideChannelWarning,
+  readTransferSecurityFlags,
+  TRANSFER_SECURITY_FLAGS,
+  TRANSFER_SECURITY_HELP,
+} from './engineTransferSecurity.ts';
 import { serveUntilSignal } from './untilSignal.ts';
 import { translateVllmArgs } from './vllmFlags.ts';
 import { DEFAULT_ENGINE_TTL_MS, type Registration, registerEngine } from '../sync/discovery.ts';
@@ -48,7 +54,7 @@ export const FLAGS = flagSpec({
     'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser ' +
     'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms ' +
     'nats advertise cluster kv-transfer-config kv-transfer-gbps kv-transfer-latency-ms ' +
-    'runtime gguf threads',
+    `runtime gguf threads ${TRANSFER_SECURITY_FLAGS}`,
   multiple: 'served-model-alias lora-modules kv-transfer-config-part api-key',
   boolean:
     'enable-prefix-caching no-enable-prefix-caching enable-auto-tool-choice ' +
@@ -88,7 +94,8 @@ server
   --served-model-name S name clients send as "model" (default: MODEL)
   --api-key KEY...      /v1 paths need Authorization: Bearer KEY (one of several), else 401
                         {"error": "Unauthorized"}, as vLLM; default: VLLM_API_KEY, else open.
-                        /health, /metrics, /tokenize, /detokenize stay open, as in vLLM
+                        /health, /metrics, /tokenize, /detokenize stay open, as in vLLM;
+                        the first key is also the P/D side channel's secret by default
   --sim-model NAME      catalog model to simulate, one of --model's (default: the one MODEL
                         names, else ${ENGINE_DEFAULTS.model})
   --max-model-len N     context window (default: the model's)
@@ -127,6 +134,7 @@ disaggregated prefill and decode (vLLM's NixlConnector, modelled)
   --kv-transfer-gbps F  modelled KV link for pulls, GB/s (default ${DEFAULT_TRANSFER_GBPS})
   --kv-transfer-latency-ms F  modelled latency per pull (default ${DEFAULT_TRANSFER_LATENCY_MS})
                         (VLLM_NIXL_ABORT_REQUEST_TIMEOUT, seconds, frees unpulled blocks; default 480)
+${TRANSFER_SECURITY_HELP}
 KV events
   --kv-events-config J  vLLM's JSON: {"enable_kv_cache_events": true, "publisher": "zmq",
                         "endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558", "topic": ""}
@@ -248,6 +256,8 @@ function readKvTransferFlags(flags: Flags): EngineServerOptions {
         '--kv-transfer-gbps and --kv-transfer-latency-ms need --kv-transfer-config',
       );
     }
+    const stray = TRANSFER_SECURITY_FLAGS.split(' ').find((f) => flags.has(f));
+    if (stray !== undefined) throw new UsageError(`--${stray} needs --kv-transfer-config`);
     return {};
   }
   let config: ReturnType<typeof parseKvTransferConfig>;
@@ -271,6 +281,7 @@ function readKvTransferFlags(flags: Flags): EngineServerOptions {
   }
   return {
     kvTransferConfig: config,
+    ...readTransferSecurityFlags(flags, process.env),
     ...(gbps !== undefined && { kvTransferGbps: gbps }),
     ...(latency !== undefined && { kvTransferLatencyMs: latency }),
     ...(kvAbortTimeoutMs !== undefined && { kvAbortTimeoutMs }),
@@ -321,6 +332,8 @@ export async function run(argv: string[]): Promise<number> {
   if (flags === 'help') return printHelp(HELP);
   for (const warning of vllm.warnings) process.stderr.write(`kvroute engine: ${warning}\n`);
   const options = readEngineOptions(flags);
+  const open = openSideChannelWarning(options);
+  if (open !== null) process.stderr.write(open);
   const faults = readEngineFaultFlags(flags);
   if (faults) options.faults = faults;
   if (options.kvReplay && !options.kvEvents) {

@@ -46,7 +46,10 @@ export class EngineCore {
   /** The KV connector beside the pool (P/D); null without --kv-transfer-config. */
   readonly #connector: NixlConnectorCore | null = null;
   /** Remote-decode requests: their keys and prompt length, for the hold at their finish. */
-  readonly #remoteDecode = new Map<string, { keys: readonly BlockKey[]; promptTokens: number }>();
+  readonly #remoteDecode = new Map<
+    string,
+    { keys: readonly BlockKey[]; promptTokens: number; client: string }
+  >();
   /** Remote-prefill requests: tokens written from the pull, until they finish. */
   readonly #external = new Map<string, number>();
   #externalTokens = 0;
@@ -82,7 +85,11 @@ export class EngineCore {
       this.#pool,
     );
     if (config.kvTransfer) {
-      this.#connector = new NixlConnectorCore(this.#pool, config.kvTransfer.abortTimeoutMs);
+      this.#connector = new NixlConnectorCore(
+        this.#pool,
+        config.kvTransfer.abortTimeoutMs,
+        config.kvTransfer,
+      );
     }
     const offload = config.cpuOffload;
     if (offload) {
@@ -169,7 +176,11 @@ export class EngineCore {
     const connector = this.#connector;
     if (connector === null || req.kvTransfer === undefined) return;
     if (req.kvTransfer === 'remote-decode') {
-      this.#remoteDecode.set(req.id, { keys: blockKeys ?? [], promptTokens: tokens.length });
+      this.#remoteDecode.set(req.id, {
+        keys: blockKeys ?? [],
+        promptTokens: tokens.length,
+        client: req.transferClient ?? '',
+      });
     } else if (tokenIds !== null) {
       const external = connector.inject(req.id, blockKeys!, tokenIds, scope);
       if (external > 0) this.#external.set(req.id, external);
@@ -316,6 +327,7 @@ export class EngineCore {
           heldRequests: this.#connector.heldRequests,
           heldBlocks: this.#connector.heldBlocks,
           expiredHolds: this.#connector.expiredHolds,
+          refusedHolds: this.#connector.refusedHolds,
           externalTokens: this.#externalTokens,
           injectedBlocks: this.#connector.injectedBlocks,
         },
@@ -334,7 +346,8 @@ export class EngineCore {
     if (remote !== undefined) {
       this.#remoteDecode.delete(f.id);
       if (f.reason !== 'length') return f;
-      return { ...f, heldBlockIds: connector.hold(f.id, remote.keys, remote.promptTokens) };
+      const held = connector.hold(f.id, remote.keys, remote.promptTokens, remote.client);
+      return held === null ? f : { ...f, heldBlockIds: held };
     }
     const external = this.#external.get(f.id);
     if (external === undefined) return f;

@@ -42,7 +42,13 @@ export interface EngineConfig {
    * The NixlConnector (vLLM's --kv-transfer-config): requests may keep their blocks for a remote
    * decode or bring blocks pulled from a remote prefill (`EngineRequest.kvTransfer`).
    */
-  kvTransfer?: { abortTimeoutMs?: number };
+  kvTransfer?: {
+    abortTimeoutMs?: number;
+    /** Blocks held for remote decodes, all clients together (default: unbounded). */
+    maxHeldBlocks?: number;
+    /** ... and per `EngineRequest.transferClient` (default: unbounded). */
+    maxHeldBlocksPerClient?: number;
+  };
   /**
    * A CPU tier of KV blocks (vLLM's OffloadingConnector: `--kv-offloading-size`, or
    * `--kv-transfer-config` with `num_cpu_blocks` / `cpu_bytes_to_use`): GPU evictions are kept
@@ -74,6 +80,8 @@ export interface EngineRequest {
    * were pulled from a prefiller and are written into the pool at `add` (do_remote_prefill).
    */
   kvTransfer?: 'remote-decode' | 'remote-prefill';
+  /** Who sent a 'remote-decode' request: its held blocks count against this client's bound. */
+  transferClient?: string;
   /** How a runtime that computes logits draws this request's tokens (the sim runtime ignores it). */
   sampling?: SamplingParams;
   /**
@@ -179,6 +187,8 @@ export interface EngineKvTransferCounters {
   heldBlocks: number;
   /** Producer: holds freed by the abort timeout, never pulled. */
   expiredHolds: number;
+  /** Producer: holds not taken because they would pass `maxHeldBlocks` or the client's bound. */
+  refusedHolds?: number;
   /** Consumer: prompt tokens written from pulls (computed, not prefix-cache hits). */
   externalTokens: number;
   /** Consumer: pulled blocks waiting for their request's admission. */

@@ -6,7 +6,10 @@
  * Producer (prefill) side: a request that came with `do_remote_decode` keeps its prompt's blocks
  * when it finishes (`hold`): the connector takes a reference on each, so the pool cannot reuse
  * them, until the consumer says it pulled them (`release`) or the hold expires
- * (`VLLM_NIXL_ABORT_REQUEST_TIMEOUT`, 480 s in vLLM; `expire`).
+ * (`VLLM_NIXL_ABORT_REQUEST_TIMEOUT`, 480 s in vLLM; `expire`). The timeout alone lets any client
+ * fill the pool with holds (each lasts minutes), so holds are also bounded: `maxHeldBlocks` in all
+ * and `maxHeldBlocksPerClient` per client (whoever the driver says sent the request); a hold past
+ * either bound is not taken at all (`hold` returns null: the request is answered without params).
  *
  * Consumer (decode) side: once the blocks arrived (`inject`), the blocks of the prompt beyond the
  * local prefix cache are written into the pool and cached, as vLLM's scheduler caches them after
@@ -25,8 +28,15 @@ export const DEFAULT_TRANSFER_LATENCY_MS = 1;
 /** Link bandwidth when none is given: 25 GB/s, a 200 Gb/s RDMA NIC. */
 export const DEFAULT_TRANSFER_GBPS = 25;
 
+/** Bounds on the blocks held for remote decodes; absent: unbounded (the simulator's fleet). */
+export interface HoldBounds {
+  maxHeldBlocks?: number;
+  maxHeldBlocksPerClient?: number;
+}
+
 interface Held {
   blockIds: number[];
+  client: string;
   /** Set by the first `expire` after the hold (the core has no clock; its driver does). */
   expiresAtMs: number | null;
 }
@@ -41,12 +51,24 @@ export class NixlConnectorCore {
   readonly #abortTimeoutMs: number;
   readonly #held = new Map<string, Held>();
   readonly #injected = new Map<string, Injected>();
+  readonly #maxHeld: number;
+  readonly #maxHeldPerClient: number;
+  /** Blocks held, by client. */
+  readonly #heldByClient = new Map<string, number>();
   /** Holds that expired before a pull (vLLM's `num_kv_expired_reqs`). */
   expiredHolds = 0;
+  /** Holds not taken because they would pass a bound. */
+  refusedHolds = 0;
 
-  constructor(pool: BlockPool, abortTimeoutMs = DEFAULT_ABORT_REQUEST_TIMEOUT_MS) {
+  constructor(
+    pool: BlockPool,
+    abortTimeoutMs = DEFAULT_ABORT_REQUEST_TIMEOUT_MS,
+    bounds: HoldBounds = {},
+  ) {
     this.#pool = pool;
     this.#abortTimeoutMs = abortTimeoutMs;
+    this.#maxHeld = bounds.maxHeldBlocks ?? Number.POSITIVE_INFINITY;
+    this.#maxHeldPerClient = bounds.maxHeldBlocksPerClient ?? Number.POSITIVE_INFINITY;
   }
 
   /** Producer: blocks held for remote decodes, all requests together. */
@@ -71,18 +93,30 @@ export class NixlConnectorCore {
    * Producer: keeps the prompt's blocks of a finished request. The full blocks are the cached
    * ones (found by key, as the scheduler just released them); the rest (a partial last block,
    * or every block without prefix caching) are taken fresh, which holds the same room. Returns
-   * the block ids held (the `remote_block_ids`), fewer when the pool has no room for the rest.
+   * the block ids held (the `remote_block_ids`), fewer when the pool has no room for the rest;
+   * null, holding nothing, when the prompt's blocks would pass the total or the client's bound.
    */
-  hold(requestId: string, blockKeys: readonly BlockKey[], promptTokens: number): number[] {
+  hold(
+    requestId: string,
+    blockKeys: readonly BlockKey[],
+    promptTokens: number,
+    client = '',
+  ): number[] | null {
     this.release(requestId);
     const pool = this.#pool;
     const total = Math.ceil(promptTokens / pool.blockSize);
+    const clientHeld = this.#heldByClient.get(client) ?? 0;
+    if (this.heldBlocks + total > this.#maxHeld || clientHeld + total > this.#maxHeldPerClient) {
+      this.refusedHolds++;
+      return null;
+    }
     const hit = pool.findCachedPrefix(blockKeys, blockKeys.length);
     const blockIds = [...hit.blockIds];
     pool.acquire(blockIds);
     const rest = Math.min(total - blockIds.length, pool.freeBlocks);
     if (rest > 0) pool.tryAllocate(rest, blockIds);
-    this.#held.set(requestId, { blockIds, expiresAtMs: null });
+    this.#held.set(requestId, { blockIds, client, expiresAtMs: null });
+    this.#heldByClient.set(client, clientHeld + blockIds.length);
     return blockIds;
   }
 
@@ -102,6 +136,9 @@ export class NixlConnectorCore {
     if (!held) return false;
     this.#held.delete(requestId);
     this.#pool.release(held.blockIds);
+    const left = (this.#heldByClient.get(held.client) ?? 0) - held.blockIds.length;
+    if (left > 0) this.#heldByClient.set(held.client, left);
+    else this.#heldByClient.delete(held.client);
     return true;
   }
 

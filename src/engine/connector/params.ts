@@ -13,6 +13,9 @@
  *   KVTransferParams" and computes the prompt itself: so does this (`incomplete`).
  *
  * A field of the wrong type is the request's 400, naming the field.
+ *
+ * kvroute adds one field of its own when the engines share a secret (secret.ts): `kvroute_mac`,
+ * the prefiller's HMAC over the fields a pull uses. vLLM reads named fields and ignores it.
  */
 import { badRequest } from '../../openai/errors.ts';
 
@@ -28,6 +31,8 @@ export type KvTransferRequest =
       remoteHost: string;
       remotePort: number;
       tpSize: number;
+      /** `kvroute_mac`, null when absent. */
+      mac: string | null;
     }
   /** do_remote_prefill without what the pull needs: computed locally, as vLLM falls back. */
   | { kind: 'incomplete'; missing: string }
@@ -44,7 +49,10 @@ export interface KvTransferResponse {
   remote_host: string;
   remote_port: number;
   tp_size: number;
+  kvroute_mac?: string;
 }
+
+export const MAC_FIELD = 'kvroute_mac';
 
 const PARAM = 'kv_transfer_params';
 
@@ -93,6 +101,7 @@ export function readKvTransferParams(body: Record<string, unknown>): KvTransferR
     (v) => (Number.isInteger(v) && (v as number) >= 1 ? (v as number) : null),
     'an integer >= 1',
   );
+  const mac = optional(p, MAC_FIELD, str, 'a string');
   if (remoteDecode) return { kind: 'prefill' };
   if (!remotePrefill) return { kind: 'none' };
   if (blockIds === null || blockIds.length === 0)
@@ -114,6 +123,7 @@ export function readKvTransferParams(body: Record<string, unknown>): KvTransferR
     remoteHost: host!,
     remotePort: port!,
     tpSize: tpSize ?? 1,
+    mac,
   };
 }
 
@@ -125,6 +135,8 @@ export function prefillResponseParams(o: {
   host: string;
   port: number;
   tpSize: number;
+  /** The MAC over these fields (secret.ts), when the engines share a secret. */
+  mac?: string;
 }): KvTransferResponse {
   return {
     do_remote_prefill: true,
@@ -135,6 +147,7 @@ export function prefillResponseParams(o: {
     remote_host: o.host,
     remote_port: o.port,
     tp_size: o.tpSize,
+    ...(o.mac !== undefined && { [MAC_FIELD]: o.mac }),
   };
 }
 

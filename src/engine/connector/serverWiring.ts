@@ -1,14 +1,24 @@
 /**
  * The connector wired into the engine server: the transfer context the handlers use, the side
- * channel's routes, and the timer that frees holds past the abort timeout (on the modelled clock:
- * wall time x speedup, as every other engine time).
+ * channel's routes and its check of the shared secret, and the timer that frees holds past the
+ * abort timeout (on the modelled clock: wall time x speedup, as every other engine time).
  */
 import { randomUUID } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { kvBytesPerToken } from '../../model/cost.ts';
 import type { EngineServerOptions, ResolvedEngineOptions } from '../server/options.ts';
 import { DEFAULT_TRANSFER_GBPS, DEFAULT_TRANSFER_LATENCY_MS } from './nixl.ts';
-import { DONE_PATH, handleDone, handlePull, isTransferEngine, PULL_PATH } from './sideChannel.ts';
+import { TransferHandles } from './handles.ts';
+import { transferSecretOf } from './secret.ts';
+import {
+  admitSideChannel,
+  DONE_PATH,
+  handleDone,
+  handlePull,
+  isTransferEngine,
+  PULL_PATH,
+  type SideChannel,
+} from './sideChannel.ts';
 import type { TransferContext } from './transfer.ts';
 
 /** How often held blocks are checked against the abort timeout (wall ms). */
@@ -22,6 +32,8 @@ type PostRoute = {
 export interface ServerTransfers {
   context: TransferContext;
   routes: Record<string, PostRoute>;
+  /** False when a side-channel call lacks the secret (answered 401 already). */
+  admit(req: IncomingMessage, res: ServerResponse): boolean;
   listening(): void;
   close(): void;
 }
@@ -47,9 +59,15 @@ export function startTransfers(
   const spec = o.engineConfig.spec;
   const engineId = config.engineId ?? randomUUID();
   const host = o.host === '0.0.0.0' || o.host === '::' ? '127.0.0.1' : o.host;
+  const apiKeys = options.apiKeys ?? [];
+  const secret = transferSecretOf(options.kvTransferSecret, apiKeys);
+  const handles = new TransferHandles();
   const context: TransferContext = {
     engine: core,
     engineId,
+    secret,
+    handles,
+    apiKeysEnabled: apiKeys.some((k) => k !== ''),
     host,
     port,
     tpSize: spec.tp,
@@ -62,21 +80,20 @@ export function startTransfers(
     transfers: 0,
     bytesTransferred: 0,
   };
+  const side: SideChannel = { engine: core, handles, engineId };
   let timer: NodeJS.Timeout | null = null;
   return {
     context,
     routes: {
-      [PULL_PATH]: {
-        method: 'POST',
-        handle: (_c, body, res) => handlePull(core, engineId, body, res),
-      },
-      [DONE_PATH]: { method: 'POST', handle: (_c, body, res) => handleDone(core, body, res) },
+      [PULL_PATH]: { method: 'POST', handle: (_c, body, res) => handlePull(side, body, res) },
+      [DONE_PATH]: { method: 'POST', handle: (_c, body, res) => handleDone(side, body, res) },
     },
+    admit: (req, res) => admitSideChannel(secret, req, res),
     listening() {
-      timer = setInterval(
-        () => core.expireTransfers(performance.now() * o.speedup),
-        EXPIRE_EVERY_MS,
-      );
+      timer = setInterval(() => {
+        core.expireTransfers(performance.now() * o.speedup);
+        handles.sweep((id) => core.isTransferHeld(id));
+      }, EXPIRE_EVERY_MS);
       timer.unref();
     },
     close() {

@@ -5,15 +5,21 @@
  * notification:
  *
  * - `POST /nixl/pull {engine_id, request_id, block_ids}`: are the blocks still held here? 200
- *   `{blocks}`, or 404 when they are gone (pulled, expired, or never held), 409 for another
- *   engine's id.
- * - `POST /nixl/done {request_id, block_ids}`: the consumer has them; the producer frees them
- *   (vLLM's notification). 200 `{released}`; `released: false` means they were gone before the
- *   transfer ended, and the consumer computes the prompt itself.
+ *   `{blocks}`.
+ * - `POST /nixl/done {engine_id, request_id, block_ids}`: the consumer has them; the producer
+ *   frees them (vLLM's notification). 200 `{released: true}`.
+ *
+ * `request_id` is the prefiller's random handle (handles.ts), not its request id. Every refusal
+ * (an unknown handle, blocks gone or not the ones held, another engine's id) is the same 404 with
+ * a body that names nothing, so the side channel cannot be used to learn ids or probe for holds.
+ * With a shared secret (secret.ts) a call needs `Authorization: Bearer SECRET`, else 401.
  */
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { badRequest } from '../../openai/errors.ts';
 import { sendJson } from '../../openai/http.ts';
+import { UNAUTHORIZED_BODY } from '../server/auth.ts';
+import type { TransferHandles } from './handles.ts';
+import type { TransferSecret } from './secret.ts';
 
 /** What the side channel needs of the engine core (EngineCore has it). */
 export interface TransferEngine {
@@ -56,27 +62,61 @@ function readCall(raw: unknown): SideCall {
   return { requestId: b.request_id, blockIds: ids as number[], engineId };
 }
 
-export function handlePull(
-  engine: TransferEngine,
-  engineId: string,
-  raw: unknown,
-  res: ServerResponse,
-): void {
+/** The one refusal: names neither the handle nor the engine. */
+const NOT_FOUND = { error: 'Not Found' };
+
+/** What a side-channel handler needs: the engine, its handles and its id. */
+export interface SideChannel {
+  engine: TransferEngine;
+  handles: TransferHandles;
+  engineId: string;
+}
+
+/** The engine request whose blocks the call names exactly, or null (answered 404). */
+function heldOf(s: SideChannel, call: SideCall, res: ServerResponse): string | null {
+  const id = s.handles.resolve(call.requestId);
+  const ok =
+    id !== undefined &&
+    (call.engineId === null || call.engineId === s.engineId) &&
+    s.engine.isTransferHeld(id, call.blockIds);
+  if (ok) return id;
+  sendJson(res, 404, NOT_FOUND);
+  return null;
+}
+
+export function handlePull(s: SideChannel, raw: unknown, res: ServerResponse): void {
   const call = readCall(raw);
-  if (call.engineId !== null && call.engineId !== engineId) {
-    sendJson(res, 409, { error: `engine ${engineId} is not ${call.engineId}` });
-    return;
-  }
-  if (!engine.isTransferHeld(call.requestId, call.blockIds)) {
-    sendJson(res, 404, { error: `no blocks held for ${call.requestId}` });
-    return;
-  }
+  if (heldOf(s, call, res) === null) return;
   sendJson(res, 200, { blocks: call.blockIds.length });
 }
 
-export function handleDone(engine: TransferEngine, raw: unknown, res: ServerResponse): void {
+export function handleDone(s: SideChannel, raw: unknown, res: ServerResponse): void {
   const call = readCall(raw);
-  sendJson(res, 200, { released: engine.releaseTransfer(call.requestId, call.blockIds) });
+  const id = heldOf(s, call, res);
+  if (id === null) return;
+  s.handles.forget(call.requestId);
+  sendJson(res, 200, { released: s.engine.releaseTransfer(id, call.blockIds) });
+}
+
+/**
+ * Whether a request may go on: a side-channel call without the secret (when there is one) is
+ * answered 401 here, with vLLM's body.
+ */
+export function admitSideChannel(
+  secret: TransferSecret | null,
+  req: IncomingMessage,
+  res: ServerResponse,
+): boolean {
+  if (secret === null) return true;
+  const path = (req.url ?? '/').split('?')[0]!;
+  if (path !== PULL_PATH && path !== DONE_PATH) return true;
+  if (secret.admits(req.headers.authorization)) return true;
+  res.writeHead(401, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(UNAUTHORIZED_BODY),
+  });
+  res.end(UNAUTHORIZED_BODY);
+  return false;
 }
 
 /** Consumer side: one side-channel call; false on any failure (refused, gone, timed out). */
@@ -85,12 +125,18 @@ export async function sideCall(
   port: number,
   path: string,
   body: Record<string, unknown>,
+  authorization: string | null,
 ): Promise<Record<string, unknown> | null> {
   try {
     const res = await fetch(`http://${hostForUrl(host)}:${port}${path}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: {
+        'content-type': 'application/json',
+        ...(authorization !== null && { authorization }),
+      },
       body: JSON.stringify(body),
+      // A prefiller answers itself; a redirect would send the pull (and the secret) elsewhere.
+      redirect: 'error',
       signal: AbortSignal.timeout(SIDE_CHANNEL_TIMEOUT_MS),
     });
     const json = (await res.json()) as Record<string, unknown>;

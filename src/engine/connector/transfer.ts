@@ -8,16 +8,28 @@
  *   waits the modelled transfer (`transferMs`, over the speedup), tells the prefiller it is done,
  *   then serves the request with the blocks written into the pool. When the blocks are gone, or
  *   the prefiller does not answer, the prompt is computed here (vLLM's recompute fallback).
+ *   With a shared secret, params whose `kvroute_mac` does not verify are the request's 400,
+ *   before any call goes out: the engine never contacts a host a client named.
  */
-import type { ServerResponse } from 'node:http';
+import { createHash } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { badRequest } from '../../openai/errors.ts';
+import type { TransferHandles } from './handles.ts';
 import { transferMs } from './nixl.ts';
 import type { KvTransferRequest } from './params.ts';
 import { prefillResponseParams } from './params.ts';
+import type { TransferSecret } from './secret.ts';
 import { DONE_PATH, PULL_PATH, sideCall, type TransferEngine } from './sideChannel.ts';
 
 export interface TransferContext {
   engine: TransferEngine;
   engineId: string;
+  /** The fleet's shared secret (secret.ts); null: the side channel is open. */
+  secret: TransferSecret | null;
+  /** The random names of this engine's held transfers. */
+  handles: TransferHandles;
+  /** Whether /v1 needs an API key: then a client is its key, else its address. */
+  apiKeysEnabled: boolean;
   /** Where consumers reach this engine's side channel (its HTTP host and port). */
   host: string;
   port(): number;
@@ -37,6 +49,8 @@ export interface TransferContext {
 /** What `serveGeneration` adds to a request of the protocol. */
 export interface GenerationTransfer {
   kvTransfer: 'remote-decode' | 'remote-prefill';
+  /** Who sent a remote decode (its holds count against this client's bound). */
+  client?: string;
   /** Prompt tokens written from the pull, to leave out of the cached count. */
   externalTokensOf(engineId: string): number;
   /** Top-level fields of the JSON answer, from choice 0's finish. */
@@ -46,25 +60,65 @@ export interface GenerationTransfer {
   ): Record<string, unknown>;
 }
 
-export function prefillTransfer(t: TransferContext): GenerationTransfer {
+/**
+ * Who sent a request, for the hold bounds: its API key (hashed) when /v1 needs one, else its
+ * address (without keys a header is anyone's to vary).
+ */
+export function transferClientOf(t: TransferContext, req: IncomingMessage): string {
+  const auth = req.headers.authorization;
+  if (t.apiKeysEnabled && auth !== undefined) {
+    // The key alone: the check takes the scheme in any case, which must not make new clients.
+    const key = auth.slice(auth.indexOf(' ') + 1);
+    return `key:${createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
+  }
+  return `addr:${req.socket.remoteAddress ?? ''}`;
+}
+
+export function prefillTransfer(t: TransferContext, client: string): GenerationTransfer {
   return {
     kvTransfer: 'remote-decode',
+    client,
     externalTokensOf: () => 0,
-    responseFields: (engineId, heldBlockIds) => ({
-      // vLLM answers null when nothing was kept (the request did not end at its length).
-      kv_transfer_params:
-        heldBlockIds === null
-          ? null
-          : prefillResponseParams({
-              blockIds: heldBlockIds,
-              engineId: t.engineId,
-              requestId: engineId,
-              host: t.host,
-              port: t.port(),
-              tpSize: t.tpSize,
-            }),
-    }),
+    responseFields: (engineId, heldBlockIds) => {
+      // vLLM answers null when nothing was kept (the request did not end at its length; here
+      // also when holding would pass a bound).
+      if (heldBlockIds === null) return { kv_transfer_params: null };
+      const bound = {
+        blockIds: heldBlockIds,
+        engineId: t.engineId,
+        requestId: t.handles.issue(engineId),
+        host: t.host,
+        port: t.port(),
+        tpSize: t.tpSize,
+      };
+      const mac = t.secret?.mac(bound);
+      return {
+        kv_transfer_params: prefillResponseParams({ ...bound, ...(mac && { mac }) }),
+      };
+    },
   };
+}
+
+/** With a secret: params a holder of it did not emit are the request's 400. */
+export function checkTransferParams(
+  t: TransferContext,
+  params: Extract<KvTransferRequest, { kind: 'decode' }>,
+): void {
+  if (t.secret === null) return;
+  const bound = {
+    engineId: params.remoteEngineId,
+    requestId: params.remoteRequestId,
+    host: params.remoteHost,
+    port: params.remotePort,
+    blockIds: params.remoteBlockIds,
+    tpSize: params.tpSize,
+  };
+  if (!t.secret.verifies(bound, params.mac)) {
+    throw badRequest(
+      "'kv_transfer_params' were not issued by a prefiller of this fleet",
+      'kv_transfer_params',
+    );
+  }
 }
 
 /**
@@ -77,12 +131,14 @@ export async function pullRemote(
   promptTokens: number,
   res: ServerResponse,
 ): Promise<GenerationTransfer | null> {
+  checkTransferParams(t, params);
+  const auth = t.secret?.authorization ?? null;
   const call = {
     engine_id: params.remoteEngineId,
     request_id: params.remoteRequestId,
     block_ids: params.remoteBlockIds,
   };
-  const pulled = await sideCall(params.remoteHost, params.remotePort, PULL_PATH, call);
+  const pulled = await sideCall(params.remoteHost, params.remotePort, PULL_PATH, call, auth);
   if (pulled === null) {
     t.failedTransfers++;
     return null;
@@ -90,7 +146,7 @@ export async function pullRemote(
   const tokens = Math.min(promptTokens, params.remoteBlockIds.length * t.blockSize);
   const waitMs = transferMs(tokens, t.kvBytesPerToken, t.gbps, t.latencyMs) / t.speedup;
   await new Promise((resolve) => setTimeout(resolve, waitMs));
-  const done = await sideCall(params.remoteHost, params.remotePort, DONE_PATH, call);
+  const done = await sideCall(params.remoteHost, params.remotePort, DONE_PATH, call, auth);
   if (done === null || done.released !== true) {
     t.failedTransfers++;
     return null;

@@ -410,6 +410,8 @@ export function serveGeneration(
           ...(gen.loraName !== null && { loraName: gen.loraName }),
           ...(gen.priority !== null && { priority: gen.priority }),
           ...(transfer !== null && c.index === 0 && { kvTransfer: transfer.kvTransfer }),
+          ...(transfer?.client !== undefined &&
+            c.index === 0 && { transferClient: transfer.client }),
           ...(output !== null && {
             sampling: {
               temperature: knobs.temperature ?? 1,

@@ -13,7 +13,12 @@ import { completionAddSpecialTokens, readChatInput } from '../../openai/template
 import { TokenizerError } from '../../tokenizer/errors.ts';
 import type { PromptInput, PromptTokenizer, Tokenized } from '../../tokenizer/promptTokenizer.ts';
 import { readKvTransferParams } from '../connector/params.ts';
-import { pullRemote, prefillTransfer, type TransferContext } from '../connector/transfer.ts';
+import {
+  prefillTransfer,
+  pullRemote,
+  type TransferContext,
+  transferClientOf,
+} from '../connector/transfer.ts';
 import type { AdapterRegistry } from './adapters.ts';
 import { type GenerationContext, serveGeneration } from './generate.ts';
 import { checkContextLength, type Generation, toGeneration } from './validation.ts';
@@ -100,7 +105,13 @@ async function generate(
   const t = ctx.kvTransfer ?? null;
   if (t === null || params.kind === 'none') return serveGeneration(ctx, gen, promptTokens, res);
   if (params.kind === 'prefill') {
-    return serveGeneration(ctx, gen, promptTokens, res, prefillTransfer(t));
+    return serveGeneration(
+      ctx,
+      gen,
+      promptTokens,
+      res,
+      prefillTransfer(t, transferClientOf(t, res.req)),
+    );
   }
   if (params.kind === 'incomplete') {
     // vLLM: "Got invalid KVTransferParams ... will not utilize KVTransfer".

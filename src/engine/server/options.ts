@@ -5,7 +5,12 @@
  */
 import type { ReplayForm, WireFormat } from '../../kv/wire.ts';
 import type { Dtype } from '../../model/catalog.ts';
-import { kvBytesPerToken, replicaSpecProblem, type ReplicaSpec } from '../../model/cost.ts';
+import {
+  kvBytesPerToken,
+  kvPoolTokens,
+  replicaSpecProblem,
+  type ReplicaSpec,
+} from '../../model/cost.ts';
 import { makeReplicaSpec } from '../../model/spec.ts';
 import { DEFAULT_MAX_LORAS } from '../lora.ts';
 import { cpuBlocksOf, ENGINE_DEFAULTS, type EngineOptions } from '../options.ts';
@@ -95,6 +100,16 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   kvTransferLatencyMs?: number;
   /** Held blocks are freed this long after a prefill if never pulled (vLLM's 480 s). */
   kvAbortTimeoutMs?: number;
+  /**
+   * The P/D fleet's shared secret (connector/secret.ts): side-channel calls need it and the
+   * params this engine emits carry a MAC made with it. Absent: the first of `apiKeys`; neither:
+   * the side channel is open.
+   */
+  kvTransferSecret?: string;
+  /** Blocks held for remote decodes at most, all clients (default: half the KV pool). */
+  kvMaxHeldBlocks?: number;
+  /** ... and per client, an API key or else an address (default: half of kvMaxHeldBlocks). */
+  kvMaxHeldBlocksPerClient?: number;
   /**
    * vLLM's --api-key (or VLLM_API_KEY): requests on /v1 paths need `Authorization: Bearer` one
    * of these (`auth.ts`); empty or absent: open, as vLLM without a key.
@@ -199,9 +214,7 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       ...(o.kvBlocks !== undefined && { kvBlocks: o.kvBlocks }),
       ...(o.prefixCaching !== undefined && { prefixCaching: o.prefixCaching }),
       ...(o.enableLora && { lora: { maxLoras: DEFAULT_MAX_LORAS, ...o.lora } }),
-      ...(o.kvTransferConfig && {
-        kvTransfer: o.kvAbortTimeoutMs === undefined ? {} : { abortTimeoutMs: o.kvAbortTimeoutMs },
-      }),
+      ...(o.kvTransferConfig && { kvTransfer: holdConfigOf(o, spec) }),
       ...cpuOffloadOf(o, spec, o.blockSize ?? ENGINE_DEFAULTS.blockSize),
     },
     modelName: spec.model.name,
@@ -259,5 +272,33 @@ function cpuOffloadOf(
   if (cpuBlocks === undefined) return {};
   return {
     cpuOffload: { cpuBlocks, ...(o.cpuKvGbps !== undefined && { cpuKvGbps: o.cpuKvGbps }) },
+  };
+}
+
+/**
+ * The NixlConnector's hold bounds: by default half the KV pool for remote decodes in all and
+ * half of that per client, so holds (each up to the abort timeout) never starve local work and
+ * no one client takes the whole share. The pool's size as the core computes it.
+ */
+function holdConfigOf(
+  o: EngineServerOptions,
+  spec: ReplicaSpec,
+): NonNullable<EngineConfig['kvTransfer']> {
+  const blockSize = o.blockSize ?? ENGINE_DEFAULTS.blockSize;
+  const poolBlocks = o.kvBlocks ?? Math.floor(kvPoolTokens(spec) / blockSize);
+  const maxHeldBlocks = o.kvMaxHeldBlocks ?? Math.floor(poolBlocks / 2);
+  const maxHeldBlocksPerClient = o.kvMaxHeldBlocksPerClient ?? Math.floor(maxHeldBlocks / 2);
+  for (const [name, v] of [
+    ['kvMaxHeldBlocks', maxHeldBlocks],
+    ['kvMaxHeldBlocksPerClient', maxHeldBlocksPerClient],
+  ] as const) {
+    if (!Number.isInteger(v) || v < 0) {
+      throw new EngineError('ERR_CONFIG', `${name} must be an integer >= 0, got ${v}`);
+    }
+  }
+  return {
+    ...(o.kvAbortTimeoutMs !== undefined && { abortTimeoutMs: o.kvAbortTimeoutMs }),
+    maxHeldBlocks,
+    maxHeldBlocksPerClient,
   };
 }

@@ -252,7 +252,7 @@ export async function startEngineServer(
 
   async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
     // vLLM's middleware runs before routing: an unknown /v1 path without the key is a 401 too.
-    if (!apiKeys.admit(req, res)) {
+    if (!apiKeys.admit(req, res) || (transfers !== null && !transfers.admit(req, res))) {
       req.resume();
       return;
     }

@@ -1,0 +1,57 @@
+/**
+ * `kvroute engine`'s P/D trust flags (docs/security-engine.md): the fleet's shared secret, from
+ * KVROUTE_KV_TRANSFER_SECRET or --kv-transfer-secret-file (else the first --api-key, which the
+ * server picks), and the bounds on blocks held for remote decodes.
+ */
+import { readFileSync } from 'node:fs';
+import { SECRET_ENV } from '../engine/connector/secret.ts';
+import type { EngineServerOptions } from '../engine/server/options.ts';
+import { type Flags, UsageError } from './args.ts';
+
+export const TRANSFER_SECURITY_FLAGS =
+  'kv-transfer-secret-file kv-max-held-blocks kv-max-held-blocks-per-client';
+
+export const TRANSFER_SECURITY_HELP = `  --kv-transfer-secret-file FILE  the P/D fleet's shared secret (first line of FILE; or
+                        ${SECRET_ENV}; default: the first --api-key): side-channel
+                        calls need it, and params this engine emits carry a MAC made with it;
+                        none at all: the side channel is open (a trusted network only)
+  --kv-max-held-blocks N  blocks held for remote decodes at most (default: half the KV pool);
+                        past it a prefill is answered with kv_transfer_params null
+  --kv-max-held-blocks-per-client N  the same per client, its API key or else its address
+                        (default: half of --kv-max-held-blocks)`;
+
+/** The flags the NixlConnector takes beyond the link; `given`: whether the connector is on. */
+export function readTransferSecurityFlags(
+  flags: Flags,
+  env: NodeJS.ProcessEnv,
+): Partial<EngineServerOptions> {
+  const file = flags.string('kv-transfer-secret-file');
+  const fromEnv = env[SECRET_ENV];
+  let secret: string | undefined;
+  if (file !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new UsageError(
+        `--kv-transfer-secret-file: cannot read ${file}: ${(err as Error).message}`,
+      );
+    }
+    secret = text.split(/\r?\n/, 1)[0]!.trim();
+    if (secret === '') throw new UsageError(`--kv-transfer-secret-file: ${file} is empty`);
+  } else if (fromEnv !== undefined && fromEnv !== '') secret = fromEnv;
+  const held = flags.number('kv-max-held-blocks', { min: 0, integer: true });
+  const perClient = flags.number('kv-max-held-blocks-per-client', { min: 0, integer: true });
+  return {
+    ...(secret !== undefined && { kvTransferSecret: secret }),
+    ...(held !== undefined && { kvMaxHeldBlocks: held }),
+    ...(perClient !== undefined && { kvMaxHeldBlocksPerClient: perClient }),
+  };
+}
+
+/** The start-up warning of an engine whose side channel anyone may call, or null. */
+export function openSideChannelWarning(o: EngineServerOptions): string | null {
+  if (o.kvTransferConfig?.kvConnector !== 'NixlConnector') return null;
+  if (o.kvTransferSecret !== undefined || (o.apiKeys ?? []).some((k) => k !== '')) return null;
+  return `kvroute engine: the P/D side channel (/nixl/pull, /nixl/done) is open and kv_transfer_params are not verified: set ${SECRET_ENV}, --kv-transfer-secret-file or --api-key unless every client is trusted\n`;
+}
