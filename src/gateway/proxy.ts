@@ -43,6 +43,27 @@ export interface ResponseTap {
   end(): Buffer;
 }
 
+/** Two taps in a row: what the first returns is what the second sees. */
+export function chainTaps(first: ResponseTap, second: ResponseTap): ResponseTap {
+  return {
+    start(status, contentType) {
+      first.start(status, contentType);
+      second.start(status, contentType);
+    },
+    data(chunk) {
+      const passed = first.data(chunk);
+      return passed.length === 0 ? passed : second.data(passed);
+    },
+    end() {
+      const rest = first.end();
+      const passed = rest.length === 0 ? rest : second.data(rest);
+      const last = second.end();
+      if (last.length === 0) return passed;
+      return passed.length === 0 ? last : Buffer.concat([passed, last]);
+    },
+  };
+}
+
 export interface UpstreamRequest {
   path: string;
   body: Buffer;
@@ -208,8 +229,14 @@ export function proxyAttempt(
       },
       onResponseEnd() {
         if (clientGone) return;
-        if (!headWritten) writeHead();
         const rest = hooks.tap?.end();
+        if (!headWritten) {
+          // Nothing went out yet, so `rest` is the whole body: a tap may have rewritten it.
+          if (headers['content-length'] !== undefined) {
+            headers['content-length'] = String(rest?.length ?? 0);
+          }
+          writeHead();
+        }
         if (rest && rest.length > 0) res.write(rest);
         res.end();
         settle({ kind: 'completed', status });
