@@ -91,7 +91,20 @@ export class EngineFieldsTap implements ResponseTap {
     }
     const body = Buffer.concat(this.#json);
     this.#json = [];
-    return stripEngineFields(body);
+    if (!mentions(body)) return body;
+    // Not JSON (a body cut short, say) yet naming a field: nothing of it goes out.
+    const out = withoutEngineFields(body.toString('utf8'));
+    if (out !== null) return Buffer.from(out);
+    return isJson(body) ? body : EMPTY;
+  }
+}
+
+function isJson(body: Buffer): boolean {
+  try {
+    JSON.parse(body.toString('utf8'));
+    return true;
+  } catch {
+    return false;
   }
 }
 
