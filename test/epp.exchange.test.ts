@@ -13,6 +13,7 @@ import { requestHeaders } from '../src/epp/dataPlane.ts';
 import { Exchange } from '../src/epp/exchange.ts';
 import type { ProcessingRequest, ProcessingResponse } from '../src/epp/messages.ts';
 import { endpointOfPath, type PickInput, type Picked } from '../src/epp/picker.ts';
+import { ReplicaLabels } from '../src/gateway/replicaLabels.ts';
 
 class FakePicker {
   readonly finished: Picked[] = [];
@@ -61,6 +62,7 @@ function setup(bodyLimitBytes = 1_000_000) {
       metrics: new GatewayMetrics({ replicaLoads: () => [] }),
       logger: silentLogger(),
       bodyLimitBytes,
+      labels: new ReplicaLabels(true),
     },
     {
       send: (r) => sent.push(r),

@@ -1,7 +1,7 @@
 /**
  * Who may read what: `/router/replicas` (every replica's internal state) needs the admin key once
  * keys are configured, a tenant's key is refused with 403; `/metrics` stays open unless a metrics
- * key is given. Flags and the config file set both keys.
+ * key or client keys are given. Flags and the config file set both keys.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -75,7 +75,9 @@ describe('admin and metrics keys', () => {
   });
 
   test('/metrics is open unless a metrics key is set; then it or the admin key reads it', async () => {
-    assert.equal((await get(`${keysOnly.url}/metrics`)).status, 200);
+    // Client keys close it too (its labels name tenants): no tenant reads it.
+    assert.equal((await get(`${keysOnly.url}/metrics`)).status, 401);
+    assert.equal((await get(`${keysOnly.url}/metrics`, 'sk-tenant')).status, 403);
     assert.equal((await get(`${open.url}/metrics`)).status, 200);
     assert.equal((await get(`${open.url}/router/replicas`)).status, 200);
     const url = `${withAdmin.url}/metrics`;

@@ -55,6 +55,8 @@ export function configFor(
     ...defaultConfig(),
     port: 0,
     backends: engines.map(backendOf),
+    // The tests read a replica header as the router's name of the replica (its host:port).
+    exposeReplicaAddresses: true,
     ...overrides,
   };
 }

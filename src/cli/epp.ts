@@ -29,6 +29,7 @@ const FLAGS = flagSpec({
     'grpc-idle-ms grpc-keepalive-ms grpc-keepalive-timeout-ms grpc-max-age-ms grpc-max-age-grace-ms ' +
     'nats cluster nats-heartbeat-ms nats-peer-timeout-ms',
   multiple: 'backend pool-backends',
+  boolean: 'expose-replica-addresses',
 });
 
 const D = DEFAULT_GRPC_LIMITS;
@@ -58,6 +59,8 @@ response to release the router's ledger. The data plane forwards the bytes itsel
                          CPU tier and GPU pool for --index approx (kvroute serve --help)
   --config FILE          kvroute serve's YAML config: backends, policy, tokenizer, tenants
                          and admission; its port and host keys are the gateway's, not used
+  --expose-replica-addresses  x-kvroute-replica gives the replica's ip:port (default: a
+                         label, replica-0, replica-1, ...; docs/security.md)
 connection limits of the gRPC ports (grpc-js options; Envoy reconnects on its next request)
   --grpc-idle-ms N       close a connection with no stream for N ms, one that only sent the
                          HTTP/2 preface included (grpc.max_connection_idle_ms, default ${D.idleMs})

@@ -38,7 +38,7 @@ const FLAGS = flagSpec({
     'headers-timeout-ms request-timeout-ms log-level max-queue-ms max-ttft-ms prefill-us-per-token check-config ' +
     `nats cluster nats-heartbeat-ms nats-peer-timeout-ms pd-threshold decode-cost-tokens engine-budget kv-events-bind ${RUNTIME_FLAG_NAMES}`,
   multiple: 'backend api-key',
-  boolean: 'access-log',
+  boolean: 'access-log expose-replica-addresses',
 });
 
 const D = defaultConfig();
@@ -90,7 +90,8 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --admin-key KEY       key for /router/replicas and /router/backends (closed to client keys
                         once any is set); without it backends cannot be added or removed
                         at run time (POST/DELETE /router/backends)
-  --metrics-key KEY     key for /metrics (default: open)
+  --metrics-key KEY     key for /metrics (the admin key works too; default: open, closed
+                        to all but the admin key once any --api-key is set)
   --first-byte-timeout-ms N  no response byte by then: retry on another replica and probe
                         the silent one (default ${D.firstByteTimeoutMs})
   --headers-timeout-ms N     a client's headers must arrive within this (default ${D.headersTimeoutMs})
@@ -98,6 +99,8 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
   --log-level L         ${LOG_LEVELS.join(', ')} (default ${D.logLevel}); JSON lines on
                         stderr, readable text when stderr is a terminal
   --access-log          one log line per request: tenant, model, replica, cached tokens, TTFT
+  --expose-replica-addresses  x-kvroute-replica and x-kvroute-prefill-replica give the
+                        replica's host:port (default: a label, replica-0, replica-1, ...)
   --block-size N        tokens per KV block, as the engines use (default ${D.blockSize})
   --replicas N          embedded fleet size (default ${DEFAULT_EMBEDDED_REPLICAS})
   --speedup F           embedded engines' modeled time / wall time (default 1)
@@ -188,6 +191,7 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
   }
   set('logLevel', flags.oneOf('log-level', LOG_LEVELS));
   if (flags.bool('access-log')) set('accessLog', true);
+  if (flags.bool('expose-replica-addresses')) set('exposeReplicaAddresses', true);
   const maxQueueMs = flags.positive('max-queue-ms');
   const maxTtftMs = flags.positive('max-ttft-ms');
   const prefillUs = flags.positive('prefill-us-per-token');

@@ -11,7 +11,8 @@
  * once and the same mutation rides on the answer to the (whole) body. NONE, or headers with
  * `end_of_stream` (no body): picked by load alone at the headers.
  *
- * Response path: the headers are answered (with `x-kvroute-replica`); body chunks are echoed
+ * Response path: the headers are answered (with `x-kvroute-replica`, a label unless addresses
+ * are exposed: `../gateway/replicaLabels.ts`); body chunks are echoed
  * (FULL_DUPLEX_STREAMED: at once for an event stream, whole at the end otherwise; other modes:
  * an empty answer each); the first chunk with a generated token moves the prompt off the
  * replica's queue; `end_of_stream` or the trailers end the exchange. Whatever ends it (the
@@ -25,6 +26,7 @@ import { REPLICA_HEADER } from '../gateway/generate.ts';
 import type { Logger } from '../gateway/log.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
 import { CLIENT_CLOSED_STATUS } from '../gateway/metrics.ts';
+import type { ReplicaLabels } from '../gateway/replicaLabels.ts';
 import { REQUEST_ID_HEADER } from '../gateway/requestLog.ts';
 import { randomUUID } from 'node:crypto';
 import {
@@ -60,6 +62,8 @@ export interface ExchangeContext {
   metrics: GatewayMetrics;
   logger: Logger;
   bodyLimitBytes: number;
+  /** What `x-kvroute-replica` calls a replica: a label unless addresses are exposed. */
+  labels: ReplicaLabels;
 }
 
 export class Exchange {
@@ -294,7 +298,11 @@ export class Exchange {
         response:
           replica === null
             ? {}
-            : { header_mutation: { set_headers: [headerOption(REPLICA_HEADER, replica)] } },
+            : {
+                header_mutation: {
+                  set_headers: [headerOption(REPLICA_HEADER, this.#ctx.labels.of(replica))],
+                },
+              },
       },
     });
     if (req.response_headers?.end_of_stream) this.#settle();

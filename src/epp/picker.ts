@@ -18,6 +18,7 @@ import type { Endpoint } from '../openai/request.ts';
 import type { GatewayAdmission } from '../gateway/admission.ts';
 import { auditable } from '../gateway/audit/observe.ts';
 import { type Authenticator, TENANT_HEADER } from '../gateway/auth.ts';
+import { refuseGatewayOnlyFields } from '../gateway/clientFields.ts';
 import { toApiError } from '../gateway/errors.ts';
 import { resolveModel } from '../gateway/generate.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
@@ -95,6 +96,8 @@ export class EppPicker {
     const endpoint = endpointOfPath(headers.get(':path'));
     const caller = this.#ctx.auth.authenticate(undefined, headers.get(TENANT_HEADER));
     const json = endpoint ? parseJson(input.body) : lenientJson(input.body);
+    // The generate paths are checked by parseRequest; any other body the engines may read here.
+    if (!endpoint) refuseGatewayOnlyFields(json);
     const model = endpoint ? optString(asObject(json), 'model') : modelOf(json);
     const { pool, adapter } = endpoint
       ? await resolveModel(this.#ctx, endpoint, json, model)

@@ -17,12 +17,14 @@ import {
 } from '@grpc/grpc-js';
 import { GatewayAdmission } from '../gateway/admission.ts';
 import { Authenticator } from '../gateway/auth.ts';
+import { backendNames } from '../gateway/backends.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { GatewayError } from '../gateway/errors.ts';
 import { centralEventsOf, metricsOf } from '../gateway/gateway.ts';
 import { type Logger, silentLogger } from '../gateway/log.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
 import type { ModelPools } from '../gateway/pools.ts';
+import { ReplicaLabels } from '../gateway/replicaLabels.ts';
 import { closeServer, listen } from '../openai/http.ts';
 import type { StateSync } from '../sync/stateSync.ts';
 import { EndpointBook } from './endpoints.ts';
@@ -152,7 +154,16 @@ export async function startEpp(
     nextLedgerId: () => `epp-${++ledgerIds}`,
   });
   const health = new EppHealth(() => pools.live().length > 0);
-  const exchangeContext = { picker, metrics, logger, bodyLimitBytes: config.bodyLimitBytes };
+  // The configured backends are labelled in their order, as the gateway labels them.
+  const labels = new ReplicaLabels(config.exposeReplicaAddresses);
+  for (const name of backendNames(config.backends)) labels.of(name);
+  const exchangeContext = {
+    picker,
+    metrics,
+    logger,
+    bodyLimitBytes: config.bodyLimitBytes,
+    labels,
+  };
   const maxMessageBytes = config.bodyLimitBytes + MESSAGE_OVERHEAD_BYTES;
 
   const servers: Server[] = [];

@@ -9,7 +9,8 @@
  * Some paths are not for tenants: `/router/replicas` and `GET /router/backends` (every replica's
  * internal state) need the admin key whenever keys of any kind are configured; changing the
  * backends (`POST`, `DELETE /router/backends`) needs the admin key always, and is off without
- * one; `/metrics` needs the metrics key (or the admin key) once one is given; it is open
+ * one; `/metrics` needs the metrics key (or the admin key) once one is given, and the admin key
+ * once client keys exist without one (its tenant labels are not for tenants); it is open
  * otherwise, as Prometheus scrapes it.
  */
 import { timingSafeEqual } from 'node:crypto';
@@ -66,11 +67,20 @@ export class Authenticator {
     this.#authorizeOperator(authorization, [this.#operator.adminKey], 'an admin key (--admin-key)');
   }
 
-  /** Throws unless the request may read `/metrics` (open when no metrics key is set). */
+  /**
+   * Throws unless the request may read `/metrics`: open only while neither a metrics key nor a
+   * client key is set (its labels name tenants, which one tenant must not learn of another).
+   */
   authorizeMetrics(authorization: string | undefined): void {
     const { adminKey, metricsKey } = this.#operator;
-    if (metricsKey === null) return;
-    this.#authorizeOperator(authorization, [metricsKey, adminKey], 'the metrics key');
+    if (metricsKey === null && this.#keys.size === 0) return;
+    this.#authorizeOperator(
+      authorization,
+      [metricsKey, adminKey],
+      metricsKey === null
+        ? 'an admin key (--admin-key) or a metrics key (--metrics-key)'
+        : 'the metrics key',
+    );
   }
 
   #authorizeOperator(

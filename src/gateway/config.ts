@@ -142,6 +142,8 @@ export interface GatewayConfig {
   logLevel: LogLevel;
   /** One log line per answered request (tenant, model, replica, cached tokens, TTFT, status). */
   accessLog: boolean;
+  /** Replica headers name replicas by address (host:port), not by label (`replicaLabels.ts`). */
+  exposeReplicaAddresses: boolean;
   /** Tenant limits, priority classes and the fleet queue bound (`admissionConfig.ts`). */
   admission: AdmissionConfig;
   /**
@@ -195,6 +197,7 @@ export function defaultConfig(): GatewayConfig {
     requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
     logLevel: 'info',
     accessLog: false,
+    exposeReplicaAddresses: false,
     admission: defaultAdmission(),
     nats: null,
   };
@@ -247,6 +250,7 @@ export const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'request-timeout-ms',
   'log-level',
   'access-log',
+  'expose-replica-addresses',
   'max-queue-ms',
   'max-ttft-ms',
   'prefill-us-per-token',
@@ -317,6 +321,11 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
     if (typeof doc['access-log'] !== 'boolean')
       throw configError('access-log', 'must be true or false');
     out.accessLog = doc['access-log'];
+  }
+  if (doc['expose-replica-addresses'] !== undefined) {
+    if (typeof doc['expose-replica-addresses'] !== 'boolean')
+      throw configError('expose-replica-addresses', 'must be true or false');
+    out.exposeReplicaAddresses = doc['expose-replica-addresses'];
   }
   if (doc['kv-events-bind'] !== undefined) {
     out.kvEventsBind = zmqUrl(doc['kv-events-bind'], 'kv-events-bind');

@@ -20,6 +20,7 @@ import { DashboardFeed } from './dashboard/feed.ts';
 import { dashboardRoutes } from './dashboard/routes.ts';
 import { sampleGateway } from './dashboard/state.ts';
 import { backendNames } from './backends.ts';
+import { ReplicaLabels } from './replicaLabels.ts';
 import type { GatewayConfig } from './config.ts';
 import { GatewayError } from './errors.ts';
 import type { GenerateContext } from './generate.ts';
@@ -103,6 +104,9 @@ export async function startGateway(
   lateMetrics = metrics;
 
   let ledgerIds = 0;
+  // The configured backends are labelled in their order: replica-0 is the first --backend.
+  const labels = new ReplicaLabels(config.exposeReplicaAddresses);
+  for (const name of backendNames(config.backends)) labels.of(name);
   const generate: GenerateContext = {
     pools,
     auth: new Authenticator(config.apiKeys, config.tenantSalts, config),
@@ -116,6 +120,7 @@ export async function startGateway(
     maxRetries: config.maxRetries,
     firstByteTimeoutMs: config.firstByteTimeoutMs,
     nextLedgerId: () => `gw-${++ledgerIds}`,
+    labels,
     pd: makePdContext(
       {
         thresholdTokens: config.pdThreshold ?? DEFAULT_PD_THRESHOLD_TOKENS,
@@ -132,6 +137,8 @@ export async function startGateway(
     // With --nats, the sync's state too: this gateway's id, its peers, records applied.
     replicaState: () => ({
       ...pools.snapshot(Date.now()),
+      // What the replica headers call each replica (absent when they give addresses).
+      ...(!labels.exposeAddresses && { labels: labels.table() }),
       ...(sync !== null && { sync: sync.stats() }),
     }),
     accessLog: config.accessLog,

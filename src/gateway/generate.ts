@@ -20,15 +20,17 @@ import { requestUsage } from './audit/streamUsage.ts';
 import { UsageTap } from './audit/usageTap.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
+import { EngineFieldsTap } from './engineFields.ts';
 import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
 import type { ModelPools, Target } from './pools.ts';
-import { proxyAttempt } from './proxy.ts';
+import { chainTaps, proxyAttempt, type ResponseTap } from './proxy.ts';
+import type { ReplicaLabels } from './replicaLabels.ts';
 import { parseRequest } from './request.ts';
 import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
 
-/** Names the replica that served a response, as llm-d's gateway names its destination. */
+/** Names the replica that served a response (its label, `replicaLabels.ts`), as llm-d's gateway names its destination. */
 export const REPLICA_HEADER = 'x-kvroute-replica';
 
 /** What the generate path reads; the settings that a config reload changes live are mutable. */
@@ -47,6 +49,8 @@ export interface GenerateContext {
   nextLedgerId(): string;
   /** P/D routing for pools with prefill or decode backends (`pd/`). */
   pd?: PdContext;
+  /** What the replica headers call a replica (a label, or its address when the operator says). */
+  labels: ReplicaLabels;
 }
 
 export async function handleGenerate(
@@ -153,7 +157,13 @@ export async function handleGenerate(
 
     if (!parsed.stream) pool.watchPrefill(route, parsed.blockKeys);
     record.preUpstreamMs ??= performance.now() - arrivedMs;
-    const tap = audited ? new UsageTap({ stream: parsed.stream, strip: usage.asked }) : undefined;
+    const usageTap = audited
+      ? new UsageTap({ stream: parsed.stream, strip: usage.asked })
+      : undefined;
+    // The engine's transfer fields never reach the client (engineFields.ts).
+    const tap: ResponseTap = usageTap
+      ? chainTaps(usageTap, new EngineFieldsTap())
+      : new EngineFieldsTap();
     const hitsAtRoute = pool.audit.hitsNow(decision.replica);
     const outcome = await proxyAttempt(
       backend.pool,
@@ -161,7 +171,7 @@ export async function handleGenerate(
         path: req.url ?? '/',
         body: usage.body,
         headers: upstreamHeaders(ctx, backend, req, reqId),
-        replyHeaders: { [REPLICA_HEADER]: backend.name },
+        replyHeaders: { [REPLICA_HEADER]: ctx.labels.of(backend.name) },
       },
       res,
       {
@@ -170,7 +180,7 @@ export async function handleGenerate(
           pool.firstToken(route, Date.now());
         },
         firstByteTimeoutMs: ctx.firstByteTimeoutMs,
-        ...(tap && { tap }),
+        tap,
         async onSilence() {
           logger.warn(
             { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
@@ -183,8 +193,15 @@ export async function handleGenerate(
       },
     );
     pool.finish(route, Date.now());
-    if (tap && outcome.kind === 'completed' && outcome.status < 400) {
-      auditResponse(pool, metrics, decision, parsed.promptTokens, tap.cachedTokens, hitsAtRoute);
+    if (usageTap && outcome.kind === 'completed' && outcome.status < 400) {
+      auditResponse(
+        pool,
+        metrics,
+        decision,
+        parsed.promptTokens,
+        usageTap.cachedTokens,
+        hitsAtRoute,
+      );
     }
     switch (outcome.kind) {
       case 'unreachable':

@@ -43,6 +43,27 @@ export interface ResponseTap {
   end(): Buffer;
 }
 
+/** Two taps in a row: what the first returns is what the second sees. */
+export function chainTaps(first: ResponseTap, second: ResponseTap): ResponseTap {
+  return {
+    start(status, contentType) {
+      first.start(status, contentType);
+      second.start(status, contentType);
+    },
+    data(chunk) {
+      const passed = first.data(chunk);
+      return passed.length === 0 ? passed : second.data(passed);
+    },
+    end() {
+      const rest = first.end();
+      const passed = rest.length === 0 ? rest : second.data(rest);
+      const last = second.end();
+      if (last.length === 0) return passed;
+      return passed.length === 0 ? last : Buffer.concat([passed, last]);
+    },
+  };
+}
+
 export interface UpstreamRequest {
   path: string;
   body: Buffer;
@@ -112,6 +133,8 @@ export function proxyAttempt(
     let headers: Record<string, string | string[]> = {};
     let isSse = false;
     let headWritten = false;
+    /** A tap holds body bytes the backend sent: the answer has begun, even if none went out. */
+    let tapHolds = false;
     let settled = false;
     let clientGone = false;
     /** Whether the bytes sent so far end on an event boundary (an error event may follow). */
@@ -189,7 +212,10 @@ export function proxyAttempt(
       onResponseData(c, data) {
         if (clientGone) return;
         const chunk = hooks.tap ? hooks.tap.data(data) : data;
-        if (chunk.length === 0) return;
+        if (chunk.length === 0) {
+          if (data.length > 0) tapHolds = true;
+          return;
+        }
         if (!headWritten) writeHead();
         if (!corked) {
           corked = true;
@@ -208,8 +234,14 @@ export function proxyAttempt(
       },
       onResponseEnd() {
         if (clientGone) return;
-        if (!headWritten) writeHead();
         const rest = hooks.tap?.end();
+        if (!headWritten) {
+          // Nothing went out yet, so `rest` is the whole body: a tap may have rewritten it.
+          if (headers['content-length'] !== undefined) {
+            headers['content-length'] = String(rest?.length ?? 0);
+          }
+          writeHead();
+        }
         if (rest && rest.length > 0) res.write(rest);
         res.end();
         settle({ kind: 'completed', status });
@@ -220,18 +252,25 @@ export function proxyAttempt(
           settle({ kind: 'client-gone' });
           return;
         }
-        if (!headWritten) {
+        if (!headWritten && !tapHolds) {
           settle({ kind: 'unreachable', error });
           return;
         }
+        // Bytes came (a tap held them): not retried, as if they had gone out; the client sees
+        // the cut.
+        if (!headWritten) writeHead();
         const rest = hooks.tap?.end();
         if (rest && rest.length > 0) {
-          res.write(rest);
           atEventBoundary =
             rest.length >= 2 && rest[rest.length - 1] === 10 && rest[rest.length - 2] === 10;
         }
-        if (isSse) endWithErrorEvent(res, error, atEventBoundary);
-        else res.destroy(error);
+        if (isSse) {
+          if (rest && rest.length > 0) res.write(rest);
+          endWithErrorEvent(res, error, atEventBoundary);
+        } else if (rest && rest.length > 0) {
+          // What was held leaves before the cut, as it would have unheld.
+          res.write(rest, () => res.destroy(error));
+        } else res.destroy(error);
         settle({ kind: 'broken', error });
       },
     };

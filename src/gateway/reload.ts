@@ -61,6 +61,7 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   requestTimeoutMs: 'request-timeout-ms',
   logLevel: 'log-level',
   accessLog: 'access-log',
+  exposeReplicaAddresses: 'expose-replica-addresses',
   admission: 'max-queue-ms, max-ttft-ms, priority-classes, tenant limits',
   nats: '--nats, --cluster',
   pdThreshold: 'pd-threshold',

@@ -3,7 +3,7 @@
  * reader (`src/openai/request.ts`), prompt token ids (rendered and tokenized exactly as the backend
  * will: locally, or by a backend's /tokenize with `--tokenize remote`), block keys salted per
  * tenant, and the body to forward. Everything here fails with a 400 ApiError before any upstream
- * call is made; a prompt longer than every backend's context window is refused after counting
+ * call is made (a field only the gateway writes, `clientFields.ts`, among them); a prompt longer than every backend's context window is refused after counting
  * just past that window, never tokenized whole.
  */
 import { type BlockKey, computeBlockKeys } from '../kv/blockKey.ts';
@@ -11,6 +11,7 @@ import { ApiError } from '../openai/errors.ts';
 import type { Body } from '../openai/fields.ts';
 import { parseJson } from '../openai/http.ts';
 import { tenantCacheSalt, withCacheSalt } from './cacheSalt.ts';
+import { refuseGatewayOnlyFields } from './clientFields.ts';
 import { type Endpoint, readGenerationRequest } from '../openai/request.ts';
 import { completionAddSpecialTokens, readChatInput } from '../openai/templateFields.ts';
 import type { PromptInput, Tokenized } from '../tokenizer/promptTokenizer.ts';
@@ -72,6 +73,7 @@ export async function parseRequest(
   ctx: ParseContext,
 ): Promise<ParsedRequest> {
   const body = (ctx.json === undefined ? parseJson(raw) : ctx.json) as Body;
+  refuseGatewayOnlyFields(body);
   const req = readGenerationRequest(endpoint, body, ctx.tokenizer.vocabSize);
   // A batch goes upstream as sent; routing uses its first prompt, which shares the batch's fate.
   const first = req.endpoint === 'completions' ? req.prompts[0]! : null;

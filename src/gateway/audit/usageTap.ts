@@ -165,7 +165,7 @@ export class UsageTap implements ResponseTap {
 const USAGE_KEY = Buffer.from('"usage"');
 
 /** The offset just past the first blank line at or after `from` (LF LF or CR LF CR LF), or -1. */
-function eventEnd(buf: Buffer, from: number): number {
+export function eventEnd(buf: Buffer, from: number): number {
   for (let i = buf.indexOf(LF, from); i >= 0; i = buf.indexOf(LF, i + 1)) {
     if (buf[i + 1] === LF) return i + 2;
     if (buf[i - 1] === CR && buf[i + 1] === CR && buf[i + 2] === LF) return i + 3;

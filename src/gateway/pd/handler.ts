@@ -7,7 +7,8 @@
  * byte for byte. Either leg failing before the first byte reached the client goes to the next
  * replica of its pool; with no prefill replica left the request is decoded alone (the decode
  * engine computes the prompt). Headers: `x-kvroute-prefill-replica` (disaggregated only) and
- * `x-kvroute-replica` (the decode replica).
+ * `x-kvroute-replica` (the decode replica), each a label unless addresses are exposed
+ * (`../replicaLabels.ts`); no engine's `kv_transfer_params` reaches the client.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ApiError } from '../../openai/errors.ts';
@@ -16,6 +17,7 @@ import type { ReplicaSpec } from '../../model/cost.ts';
 import type { Backend } from '../backends.ts';
 import type { GenerateContext } from '../generate.ts';
 import type { ModelPool, PoolRoute } from '../pool.ts';
+import { EngineFieldsTap, stripEngineFields } from '../engineFields.ts';
 import { proxyAttempt } from '../proxy.ts';
 import type { ParsedRequest } from '../request.ts';
 import type { RequestRecord } from '../requestLog.ts';
@@ -101,9 +103,9 @@ export async function handlePdGenerate(
           pool.finish(decode, Date.now());
           r.res.writeHead(prefill.status, {
             'content-type': 'application/json',
-            [PREFILL_REPLICA_HEADER]: prefill.replica,
+            [PREFILL_REPLICA_HEADER]: ctx.labels.of(prefill.replica),
           });
-          r.res.end(prefill.body);
+          r.res.end(stripEngineFields(prefill.body));
           return;
         }
         prefillName = prefill.replica;
@@ -125,8 +127,8 @@ export async function handlePdGenerate(
         body,
         headers: r.headersFor(decode.backend),
         replyHeaders: {
-          'x-kvroute-replica': decode.backend.name,
-          ...(prefillName !== null && { [PREFILL_REPLICA_HEADER]: prefillName }),
+          'x-kvroute-replica': ctx.labels.of(decode.backend.name),
+          ...(prefillName !== null && { [PREFILL_REPLICA_HEADER]: ctx.labels.of(prefillName) }),
         },
       },
       r.res,
@@ -136,6 +138,8 @@ export async function handlePdGenerate(
           pool.firstToken(decode, Date.now());
         },
         firstByteTimeoutMs: ctx.firstByteTimeoutMs,
+        // The decode engine's transfer fields, if any, stay here (engineFields.ts).
+        tap: new EngineFieldsTap(),
         onSilence: async () => {
           if (!parsed.stream) return !(await pool.probe(decode.backend));
           void pool.probe(decode.backend);

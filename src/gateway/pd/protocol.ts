@@ -5,7 +5,8 @@
  * null, remote_block_ids: null, remote_host: null, remote_port: null}`, `stream: false`,
  * `max_tokens: 1` (and `max_completion_tokens: 1` when present), without `stream_options`,
  * `min_tokens` and `min_completion_tokens`; the decode leg is the client's request with the
- * prefill answer's `kv_transfer_params` (left as sent when the answer has none).
+ * prefill answer's `kv_transfer_params`, or with none when the answer has none. A client's own
+ * never gets this far (`../clientFields.ts`); the legs are still built without it.
  */
 
 export type JsonObject = Record<string, unknown>;
@@ -38,5 +39,6 @@ export function transferParamsOf(prefillAnswer: unknown): JsonObject | null {
 }
 
 export function decodeLegBody(request: JsonObject, params: JsonObject | null): JsonObject {
-  return params === null ? request : { ...request, kv_transfer_params: params };
+  const { kv_transfer_params: _client, ...body } = request;
+  return params === null ? body : { ...body, kv_transfer_params: params };
 }
