@@ -181,7 +181,7 @@ describe('the snapshot a late joiner takes', { skip }, () => {
    */
   const joinWith = async (cluster: string, reply: string): Promise<GatewayHandle> => {
     let answered = false;
-    wire.subscribe(subjectsOf(cluster).snapshot, {
+    wire.subscribe(subjectsOf(cluster).snapshot('elder'), {
       max: 1,
       callback: (_err, msg) => {
         answered = msg.respond(reply);
