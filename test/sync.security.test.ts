@@ -262,6 +262,9 @@ describe('what a gateway accepts from its peers', { skip }, () => {
     assert.equal(heldFor(gw.router, 'flooder').length, 1_000);
     assert.ok(gw.router.inFlight().length <= 1_001);
     assert.ok(gw.sync!.stats().refused >= 18_000, 'the rest refused and counted');
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    const refused = /^kvroute_sync_dropped_total\{reason="refused"\} (\d+)/m.exec(metrics);
+    assert.ok(refused && Number(refused[1]) >= 18_000, 'and in the metrics');
   });
 
   test('peers and message sizes are bounded', async () => {

@@ -100,6 +100,10 @@ export async function startGateway(
   }
   await pools.addConfigured(config.backends);
   const metrics = metricsOf(config, pools);
+  if (sync !== null) {
+    const shared = sync;
+    metrics.followSync(() => shared.stats());
+  }
   lateMetrics = metrics;
 
   let ledgerIds = 0;
