@@ -11,12 +11,7 @@ import { connect } from '@nats-io/transport-node';
 import { Kvm } from '@nats-io/kv';
 import { defaultConfig } from '../src/gateway/config.ts';
 import { startGateway } from '../src/gateway/gateway.ts';
-import {
-  bucketName,
-  type EngineEntry,
-  engineKey,
-  followEngines,
-} from '../src/sync/discovery.ts';
+import { bucketName, type EngineEntry, engineKey, followEngines } from '../src/sync/discovery.ts';
 import { complete, type GatewayHandle, tokens, waitFor } from './gateway.harness.ts';
 import { type NatsServer, natsServerInstalled, startNatsServer } from './support/natsServer.ts';
 
