@@ -48,7 +48,8 @@ const deployment = find('Deployment', docs, 'kvroute-epp');
 const service = find('Service', docs, 'kvroute-epp');
 const natsDeployment = find('Deployment', docs, 'kvroute-nats');
 const natsService = find('Service', docs, 'kvroute-nats');
-const configMap = find('ConfigMap');
+const configMap = find('ConfigMap', docs, 'kvroute-epp-config');
+const natsConfigMap = find('ConfigMap', docs, 'kvroute-nats-config');
 const route = find('HTTPRoute');
 const gateway = find('Gateway');
 const container = deployment.spec.template.spec.containers[0];
@@ -117,6 +118,28 @@ describe('the endpoint picker manifests', () => {
     const help = runCli(['epp', '--help']);
     assert.equal(help.status, 0, help.stderr);
     for (const flag of ['--nats', '--cluster']) assert.ok(help.stdout.includes(flag), flag);
+  });
+
+  test('the pickers present the one NATS user the server admits, its password a mounted Secret', () => {
+    const natsContainer = natsDeployment.spec.template.spec.containers[0];
+    const conf: string = natsConfigMap.data['nats.conf'];
+    const user = argOf('--nats-user')!;
+    assert.match(conf, new RegExp(`user: ${user}, password: \\$KVROUTE_NATS_PASSWORD`));
+    assert.match(conf, new RegExp(`"kvroute\\.${argOf('--cluster')}\\.>"`), 'its cluster only');
+    const env = natsContainer.env.find((e: Doc) => e.name === 'KVROUTE_NATS_PASSWORD');
+    const secret = env.valueFrom.secretKeyRef;
+    const file = argOf('--nats-password-file')!;
+    const mount = container.volumeMounts.find((m: Doc) => file.startsWith(`${m.mountPath}/`));
+    const volume = deployment.spec.template.spec.volumes.find((v: Doc) => v.name === mount.name);
+    assert.equal(volume.secret.secretName, secret.name);
+    assert.deepEqual(volume.secret.items, [
+      { key: secret.key, path: file.slice(mount.mountPath.length + 1) },
+    ]);
+    const confMount = natsContainer.volumeMounts.find((m: Doc) => m.name === 'config');
+    assert.equal(
+      natsContainer.args[natsContainer.args.indexOf('-c') + 1],
+      `${confMount.mountPath}/nats.conf`,
+    );
   });
 
   test('the image holds the .proto files the picker loads, and exposes its ports', () => {

@@ -11,7 +11,7 @@ import { connect } from '@nats-io/transport-node';
 import { Kvm } from '@nats-io/kv';
 import { defaultConfig } from '../src/gateway/config.ts';
 import { startGateway } from '../src/gateway/gateway.ts';
-import { bucketName, type EngineEntry, followEngines } from '../src/sync/discovery.ts';
+import { bucketName, type EngineEntry, engineKey, followEngines } from '../src/sync/discovery.ts';
 import { complete, type GatewayHandle, tokens, waitFor } from './gateway.harness.ts';
 import { type NatsServer, natsServerInstalled, startNatsServer } from './support/natsServer.ts';
 
@@ -121,19 +121,20 @@ describe('engines registered in NATS', { skip }, () => {
     try {
       const nc = await connect({ servers: nats.url });
       const kv = await new Kvm(nc).open(bucketName('ttl'));
+      // Each under its own address's key (engineKey): an entry under another's is refused.
       await kv.put(
-        'x',
+        engineKey('http://127.0.0.1:9'),
         JSON.stringify({ url: 'http://127.0.0.1:9', events: null, replay: null, model: null }),
       );
       await waitFor(() => added.length === 1, 'the entry to be seen');
       assert.deepEqual(removed, []);
       await waitFor(() => removed.length === 1, 'the entry to expire', 30_000);
-      assert.equal(await kv.get('x'), null, 'the server forgot it too');
+      assert.equal(await kv.get(engineKey('http://127.0.0.1:9')), null, 'the server forgot it too');
       // The watcher reads the bucket in order: once the valid entry written after the malformed
       // one has been added, the malformed one has been read (and must have been ignored).
       await kv.put('bad', 'not json');
       await kv.put(
-        'y',
+        engineKey('http://127.0.0.1:10'),
         JSON.stringify({ url: 'http://127.0.0.1:10', events: null, replay: null, model: null }),
       );
       await waitFor(() => added.length >= 2, 'the entry written after the malformed one');

@@ -45,6 +45,8 @@ import {
 import { serveUntilSignal } from './untilSignal.ts';
 import { translateVllmArgs } from './vllmFlags.ts';
 import { DEFAULT_ENGINE_TTL_MS, type Registration, registerEngine } from '../sync/discovery.ts';
+import type { NatsAuth } from '../sync/natsAuth.ts';
+import { NATS_AUTH_FLAG_NAMES, NATS_AUTH_HELP, readNatsAuth } from './natsFlags.ts';
 import { DEFAULT_CLUSTER, isClusterName } from '../sync/subjects.ts';
 
 export const FLAGS = flagSpec({
@@ -53,7 +55,7 @@ export const FLAGS = flagSpec({
     'kv-events kv-replay kv-events-format kv-events-topic kv-replay-form kv-replay-buffer ' +
     'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser ' +
     'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms ' +
-    'nats advertise cluster kv-transfer-config kv-transfer-gbps kv-transfer-latency-ms ' +
+    `nats advertise cluster ${NATS_AUTH_FLAG_NAMES} kv-transfer-config kv-transfer-gbps kv-transfer-latency-ms ` +
     `runtime gguf threads ${TRANSFER_SECURITY_FLAGS}`,
   multiple: 'served-model-alias lora-modules kv-transfer-config-part api-key',
   boolean:
@@ -153,7 +155,7 @@ discovery (gateways started with --nats and no --backend follow the registered e
   --advertise URL       the URL gateways reach this engine at (default: its listening URL);
                         its host also replaces a wildcard host in the events/replay endpoints
   --cluster NAME        the gateways' --cluster (default ${DEFAULT_CLUSTER})
-`;
+${NATS_AUTH_HELP}`;
 
 export function readEngineOptions(flags: Flags): EngineServerOptions {
   const server: EngineServerOptions = {
@@ -364,6 +366,7 @@ export async function run(argv: string[]): Promise<number> {
         {
           url: discovery.url,
           cluster: discovery.cluster,
+          ...(discovery.auth !== null && { auth: discovery.auth }),
           entry: {
             url: advertise,
             events: advertisedEndpoint(server.eventsEndpoint, host),
@@ -405,15 +408,20 @@ function readRuntimeFlags(flags: Flags, options: EngineServerOptions): void {
   if (!flags.has('max-seqs')) delete options.maxSeqs;
 }
 
-function readDiscoveryFlags(
-  flags: Flags,
-): { url: string; advertise: string | undefined; cluster: string } | null {
+function readDiscoveryFlags(flags: Flags): {
+  url: string;
+  advertise: string | undefined;
+  cluster: string;
+  auth: NatsAuth | null;
+} | null {
   const url = flags.string('nats');
   const advertise = flags.string('advertise');
   const cluster = flags.string('cluster');
+  const auth = readNatsAuth(flags);
   if (url === undefined) {
     if (advertise !== undefined) throw new UsageError('--advertise needs --nats URL');
     if (cluster !== undefined) throw new UsageError('--cluster needs --nats URL');
+    if (auth !== null) throw new UsageError('a NATS credential or TLS flag needs --nats URL');
     return null;
   }
   if (!/^(nats|tls|wss?):\/\/[^/]+/.test(url)) {
@@ -425,7 +433,12 @@ function readDiscoveryFlags(
   if (cluster !== undefined && !isClusterName(cluster)) {
     throw new UsageError(`--cluster takes letters, digits, - and _, got '${cluster}'`);
   }
-  return { url, advertise: advertise?.replace(/\/+$/, ''), cluster: cluster ?? DEFAULT_CLUSTER };
+  return {
+    url,
+    advertise: advertise?.replace(/\/+$/, ''),
+    cluster: cluster ?? DEFAULT_CLUSTER,
+    auth,
+  };
 }
 
 /** A ZMQ endpoint as a gateway elsewhere reaches it: a wildcard host becomes `host`. */

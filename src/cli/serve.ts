@@ -27,16 +27,28 @@ import {
   type SyncConfig,
 } from '../sync/stateSync.ts';
 import { DEFAULT_CLUSTER, isClusterName } from '../sync/subjects.ts';
+import { DEFAULT_MAX_DISCOVERED_BACKENDS, patternError } from '../sync/discoveryPolicy.ts';
+import { DEFAULT_SYNC_LIMITS } from '../sync/bounds.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { NATS_AUTH_FLAG_NAMES, NATS_AUTH_HELP, readNatsAuth } from './natsFlags.ts';
 import { RUNTIME_FLAG_NAMES, readRuntimeFlags } from './runtimeFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
+
+/** The NATS flags past --nats, --cluster and the heartbeat's: credentials, TLS, bounds (epp's too). */
+export const NATS_FLAG_NAMES = `${NATS_AUTH_FLAG_NAMES} nats-max-peers nats-max-peer-entries nats-max-message-bytes`;
+
+/** The bounds' help, serve's and epp's. */
+export const NATS_BOUNDS_HELP = `  --nats-max-peers N    peers held at once; one more is refused (default ${DEFAULT_SYNC_LIMITS.maxPeers})
+  --nats-max-peer-entries N  entries one peer may hold per model pool (default ${DEFAULT_SYNC_LIMITS.maxEntriesPerPeer})
+  --nats-max-message-bytes N  a larger message is dropped unread (default ${DEFAULT_SYNC_LIMITS.maxMessageBytes})
+`;
 
 const FLAGS = flagSpec({
   string:
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
     'headers-timeout-ms request-timeout-ms log-level max-queue-ms max-ttft-ms prefill-us-per-token check-config ' +
-    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms pd-threshold decode-cost-tokens engine-budget kv-events-bind ${RUNTIME_FLAG_NAMES}`,
+    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms ${NATS_FLAG_NAMES} discovery-allow discovery-max-backends pd-threshold decode-cost-tokens engine-budget kv-events-bind ${RUNTIME_FLAG_NAMES}`,
   multiple: 'backend api-key',
   boolean: 'access-log expose-replica-addresses',
 });
@@ -128,6 +140,9 @@ several gateways (see docs/nats.md)
   --nats-heartbeat-ms N      heartbeat period (default ${DEFAULT_HEARTBEAT_MS})
   --nats-peer-timeout-ms N   a peer silent this long has its in-flight entries dropped
                         (default ${DEFAULT_PEER_TIMEOUT_MS})
+${NATS_AUTH_HELP}${NATS_BOUNDS_HELP}  --discovery-allow LIST  engines taken from discovery only at these addresses, comma-separated:
+                        CIDRs (10.0.0.0/8), IPs, host names, *.suffix (default: any; set it)
+  --discovery-max-backends N  most engines taken from discovery (default ${DEFAULT_MAX_DISCOVERED_BACKENDS})
 `;
 
 /** Flags over the config file over the defaults. */
@@ -224,11 +239,23 @@ function readNatsFlags(flags: Flags, current: SyncConfig | null): SyncConfig | n
   const cluster = flags.string('cluster');
   const heartbeatMs = flags.positive('nats-heartbeat-ms', true);
   const peerTimeoutMs = flags.positive('nats-peer-timeout-ms', true);
+  const auth = readNatsAuth(flags);
+  const maxPeers = flags.positive('nats-max-peers', true);
+  const maxEntriesPerPeer = flags.positive('nats-max-peer-entries', true);
+  const maxMessageBytes = flags.positive('nats-max-message-bytes', true);
+  const allow = flags.string('discovery-allow');
+  const maxBackends = flags.positive('discovery-max-backends', true);
   if (url === undefined) {
     const stray = [
       cluster !== undefined && '--cluster',
       heartbeatMs !== undefined && '--nats-heartbeat-ms',
       peerTimeoutMs !== undefined && '--nats-peer-timeout-ms',
+      auth !== null && 'a NATS credential or TLS flag',
+      maxPeers !== undefined && '--nats-max-peers',
+      maxEntriesPerPeer !== undefined && '--nats-max-peer-entries',
+      maxMessageBytes !== undefined && '--nats-max-message-bytes',
+      allow !== undefined && '--discovery-allow',
+      maxBackends !== undefined && '--discovery-max-backends',
     ].find(Boolean);
     if (stray) throw new UsageError(`${stray} needs --nats URL`);
     return current;
@@ -248,12 +275,30 @@ function readNatsFlags(flags: Flags, current: SyncConfig | null): SyncConfig | n
       `--nats-peer-timeout-ms (${timeout}) must exceed --nats-heartbeat-ms (${hb})`,
     );
   }
+  const patterns = allow === undefined ? [] : allow.split(',').map((p) => p.trim());
+  for (const p of patterns) {
+    const error = patternError(p);
+    if (error !== null) throw new UsageError(`--discovery-allow ${error}`);
+  }
+  const limits = {
+    ...(maxPeers !== undefined && { maxPeers }),
+    ...(maxEntriesPerPeer !== undefined && { maxEntriesPerPeer }),
+    ...(maxMessageBytes !== undefined && { maxMessageBytes }),
+  };
   return {
     url,
     cluster: cluster ?? DEFAULT_CLUSTER,
     heartbeatMs: hb,
     peerTimeoutMs: timeout,
     stateEveryMs: DEFAULT_STATE_EVERY_MS,
+    ...(auth !== null && { auth }),
+    ...(Object.keys(limits).length > 0 && { limits }),
+    ...((allow !== undefined || maxBackends !== undefined) && {
+      discovery: {
+        allow: patterns,
+        maxBackends: maxBackends ?? DEFAULT_MAX_DISCOVERED_BACKENDS,
+      },
+    }),
   };
 }
 

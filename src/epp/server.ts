@@ -139,6 +139,7 @@ export async function startEpp(
   );
   await pools.addConfigured(config.backends);
   const metrics = metricsOf(config, pools);
+  if (sync !== null) metrics.followSync(() => sync.stats());
   lateMetrics = metrics;
   const endpoints = new EndpointBook();
   let ledgerIds = 0;

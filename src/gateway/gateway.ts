@@ -101,6 +101,10 @@ export async function startGateway(
   }
   await pools.addConfigured(config.backends);
   const metrics = metricsOf(config, pools);
+  if (sync !== null) {
+    const shared = sync;
+    metrics.followSync(() => shared.stats());
+  }
   lateMetrics = metrics;
 
   let ledgerIds = 0;
@@ -213,10 +217,23 @@ async function followRegisteredEngines(
   pools: ModelPools,
   logger: Logger,
 ): Promise<EngineFollower | null> {
+  const refusedLogged = new Set<string>();
   try {
     return await followEngines(
-      { url: nats.url, cluster: nats.cluster },
       {
+        url: nats.url,
+        cluster: nats.cluster,
+        ...(nats.auth !== undefined && { auth: nats.auth }),
+        ...(nats.discovery !== undefined && { policy: nats.discovery }),
+      },
+      {
+        onRefuse: (key, why) => {
+          // Once per key and reason: a writer repeating itself does not flood the log.
+          const seen = `${key}\n${why}`;
+          if (refusedLogged.has(seen) || refusedLogged.size >= 1_000) return;
+          refusedLogged.add(seen);
+          logger.warn({ key, why }, 'NATS: a registered engine was not taken');
+        },
         onAdd: (e) => {
           try {
             pools.add({

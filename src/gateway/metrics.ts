@@ -233,6 +233,26 @@ export class GatewayMetrics {
   }
 
   /** A request refused by admission control (the 429 itself is counted when it closes). */
+  /**
+   * With `--nats`: the messages from peers dropped (`malformed`: too large, not JSON, a field
+   * missing or out of range) and the claims refused (`refused`: past a bound, about another
+   * owner's entries, a snapshot or goodbye without the peer's proof), read at scrape time.
+   */
+  followSync(stats: () => { malformed: number; refused: number }): void {
+    new Counter({
+      name: 'kvroute_sync_dropped_total',
+      help: 'Messages from NATS peers dropped (malformed) or claims refused (refused)',
+      labelNames: ['reason'],
+      registers: [this.registry],
+      collect() {
+        const s = stats();
+        this.reset();
+        this.inc({ reason: 'malformed' }, s.malformed);
+        this.inc({ reason: 'refused' }, s.refused);
+      },
+    });
+  }
+
   recordRejection(limit: string, tenant: string | null): void {
     this.rejections.series(limit, this.tenantLabel(tenant)).inc();
   }

@@ -155,6 +155,11 @@ export class Ledger {
     return [...entries];
   }
 
+  /** How many entries `peer` holds here. */
+  peerEntries(peer: string): number {
+    return this.#peers.get(peer)?.size ?? 0;
+  }
+
   /** Peers with entries in flight. */
   peers(): string[] {
     return [...this.#peers.keys()];

@@ -550,6 +550,11 @@ export class Router {
     return dropped.length;
   }
 
+  /** How many entries `peer` holds in this router's ledger (the sync bounds it). */
+  peerEntries(peer: string): number {
+    return this.#ledger.peerEntries(peer);
+  }
+
   /** Peers with entries in this router's ledger. */
   peers(): string[] {
     return this.#ledger.peers();

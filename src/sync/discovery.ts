@@ -9,9 +9,18 @@
  * A gateway with `--nats` and no backend follows the bucket: a new entry is added as a backend
  * (cold, as through the admin API), a deleted one drains. An expired entry sends no event (the
  * server drops it silently), so the gateway drops entries it has not seen written for `ttlMs`.
+ * Anyone who can write the bucket can write an entry: one is taken only under its own address's
+ * key, inside the operator's allow-list, and up to a number of engines (discoveryPolicy.ts).
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { type KV, Kvm } from '@nats-io/kv';
+import {
+  allowListOf,
+  DEFAULT_MAX_DISCOVERED_BACKENDS,
+  type DiscoveryPolicy,
+  refusal,
+} from './discoveryPolicy.ts';
+import { type NatsAuth, natsConnectOptions } from './natsAuth.ts';
 
 export const DEFAULT_ENGINE_TTL_MS = 15_000;
 
@@ -32,8 +41,9 @@ export function engineKey(url: string): string {
   return url.replace(/^https?:\/\//, '').replace(/[^A-Za-z0-9_=-]/g, '_');
 }
 
-function natsOptions(url: string, name: string) {
+function natsOptions(url: string, name: string, auth: NatsAuth | undefined) {
   return {
+    ...natsConnectOptions(auth),
     servers: url.split(','),
     name,
     reconnect: true,
@@ -56,11 +66,13 @@ export interface Registration {
  * refreshing are reported to `onError` and retried at the next refresh.
  */
 export async function registerEngine(
-  options: { url: string; cluster: string; ttlMs?: number; entry: EngineEntry },
+  options: { url: string; cluster: string; ttlMs?: number; entry: EngineEntry; auth?: NatsAuth },
   onError: (err: Error) => void = () => {},
 ): Promise<Registration> {
   const ttlMs = options.ttlMs ?? DEFAULT_ENGINE_TTL_MS;
-  const nc = await connect(natsOptions(options.url, `kvroute engine ${options.entry.url}`));
+  const nc = await connect(
+    natsOptions(options.url, `kvroute engine ${options.entry.url}`, options.auth),
+  );
   const kv = await openBucket(nc, options.cluster, ttlMs);
   const key = engineKey(options.entry.url);
   const value = JSON.stringify(options.entry);
@@ -88,11 +100,24 @@ export interface EngineFollower {
  * per URL until it goes), `onRemove` for each deleted or expired one.
  */
 export async function followEngines(
-  options: { url: string; cluster: string; ttlMs?: number },
-  handlers: { onAdd(entry: EngineEntry): void; onRemove(entry: EngineEntry): void },
+  options: {
+    url: string;
+    cluster: string;
+    ttlMs?: number;
+    auth?: NatsAuth;
+    policy?: DiscoveryPolicy;
+  },
+  handlers: {
+    onAdd(entry: EngineEntry): void;
+    onRemove(entry: EngineEntry): void;
+    /** An entry written and not taken (malformed, or refused by the policy). */
+    onRefuse?(key: string, why: string): void;
+  },
 ): Promise<EngineFollower> {
   const ttlMs = options.ttlMs ?? DEFAULT_ENGINE_TTL_MS;
-  const nc = await connect(natsOptions(options.url, 'kvroute gateway (discovery)'));
+  const allowed = allowListOf(options.policy?.allow ?? []);
+  const maxBackends = options.policy?.maxBackends ?? DEFAULT_MAX_DISCOVERED_BACKENDS;
+  const nc = await connect(natsOptions(options.url, 'kvroute gateway (discovery)', options.auth));
   const kv = await openBucket(nc, options.cluster, ttlMs);
   /** Key -> the entry and when it was last written (Date.now()). */
   const known = new Map<string, { entry: EngineEntry; writtenMs: number }>();
@@ -110,7 +135,20 @@ export async function followEngines(
         continue;
       }
       const entry = readEntry(e.string());
-      if (entry === null) continue;
+      if (entry === null) {
+        handlers.onRefuse?.(e.key, 'not an engine entry');
+        continue;
+      }
+      const why = refusal(
+        { key: e.key, ownKey: engineKey(entry.url), ...entry },
+        allowed,
+        known,
+        maxBackends,
+      );
+      if (why !== null) {
+        handlers.onRefuse?.(e.key, why);
+        continue;
+      }
       const had = known.get(e.key);
       known.set(e.key, { entry, writtenMs: Date.now() });
       if (had && had.entry.url !== entry.url) handlers.onRemove(had.entry);

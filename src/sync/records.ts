@@ -9,14 +9,20 @@
  * or `{"g", "m", "s": [entry...]}`: the sender's whole in-flight set for the model (after a
  * reconnect, and every few seconds), replacing what the receiver held of it; entries
  *   [id, replica, promptTokens, uncachedTokens, blockSize, decoding 0|1, lora|null]
- * heartbeat subject, `{"g": sender}`, or `{"g": sender, "bye": true}` when it stops.
- * snapshot reply, `{"g": responder, "p": [{"m": model, "e": [[owner|null, ...entry]]}]}`: the
- * responder's in-flight entries, its own (owner null) and those it holds of its peers.
+ * heartbeat subject, `{"g": sender, "k": commitment}`, or `{"g": sender, "bye": secret}` when it
+ * stops (the secret whose SHA-256 its heartbeats carried: goodbye.ts).
+ * snapshot reply (on `.snapshot.<responder>`), `{"g": responder, "p": [{"m": model, "e":
+ * [[owner|null, ...entry]]}]}`: the responder's own in-flight entries (owner null); entries of
+ * other owners are not taken (a peer speaks for its own entries only).
  *
- * Anything malformed is dropped whole (a peer of another version must not break routing).
+ * Anything malformed is dropped whole (a peer of another version must not break routing), and so
+ * is anything out of range (bounds.ts): a sender that is not one subject token, a name past 256
+ * characters, a count past 4 Mi tokens, a block size past 4,096, more block keys than the prompt
+ * has blocks.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { InFlightRecord, PeerRoute } from '../router/index.ts';
+import { isBlockSize, isBoundedName, isPeerId, isTokenCount } from './bounds.ts';
 
 export type Stage = 'prefill' | 'done';
 
@@ -85,15 +91,16 @@ export function encodeSnapshot(message: SnapshotMessage): string {
   });
 }
 
-const isCount = (v: unknown): v is number => Number.isInteger(v) && (v as number) >= 0;
-const isName = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
-const isModel = (v: unknown): v is string | null => v === null || typeof v === 'string';
+const isCount = isTokenCount;
+const isName = isBoundedName;
+const isModel = (v: unknown): v is string | null =>
+  v === null || (typeof v === 'string' && v.length <= 256);
 
 function readEntry(e: unknown, peer: string | null): InFlightRecord | null {
   if (!Array.isArray(e) || e.length !== 7) return null;
   const [id, replica, prompt, uncached, blockSize, decoding, lora] = e;
   if (!isName(id) || !isName(replica) || !isCount(prompt) || !isCount(uncached)) return null;
-  if (!isCount(blockSize) || blockSize === 0 || uncached > prompt) return null;
+  if (!isBlockSize(blockSize) || uncached > prompt) return null;
   if ((decoding !== 0 && decoding !== 1) || !(lora === null || isName(lora))) return null;
   return {
     peer,
@@ -115,10 +122,10 @@ function readRecord(r: unknown): PeerRecord | null {
   if (r[0] !== 'r' || r.length !== 9) return null;
   const [, id, replica, prompt, uncached, blockSize, fromBlock, keys, lora] = r;
   if (!isName(id) || !isName(replica) || !isCount(prompt) || !isCount(uncached)) return null;
-  if (!isCount(blockSize) || blockSize === 0 || uncached > prompt || !isCount(fromBlock)) {
-    return null;
-  }
-  if (!Array.isArray(keys) || !keys.every((k) => Number.isSafeInteger(k))) return null;
+  if (!isBlockSize(blockSize) || uncached > prompt || !isCount(fromBlock)) return null;
+  const blocks = Math.ceil(prompt / blockSize);
+  if (fromBlock > blocks || !Array.isArray(keys) || keys.length > blocks - fromBlock) return null;
+  if (!keys.every((k) => Number.isSafeInteger(k))) return null;
   if (!(lora === null || isName(lora))) return null;
   return {
     kind: 'route',
@@ -148,7 +155,7 @@ function parse(data: string): Record<string, unknown> | null {
 
 export function decodeRouteMessage(data: string): RouteMessage | null {
   const o = parse(data);
-  if (o === null || !isName(o.g) || !isModel(o.m)) return null;
+  if (o === null || !isPeerId(o.g) || !isModel(o.m)) return null;
   if (Array.isArray(o.r)) {
     const routes = o.r.map(readRecord);
     if (routes.some((r) => r === null)) return null;
@@ -162,15 +169,31 @@ export function decodeRouteMessage(data: string): RouteMessage | null {
   return null;
 }
 
-export function decodeHeartbeat(data: string): { sender: string; bye: boolean } | null {
+export interface Heartbeat {
+  sender: string;
+  /** SHA-256 (hex) of the sender's goodbye secret; absent from a peer that sends none. */
+  commitment?: string;
+  /** A goodbye: the secret revealed (`true` from an older peer: no proof, not honoured). */
+  bye?: string | true;
+}
+
+const isHex64 = (v: unknown): v is string => typeof v === 'string' && /^[0-9a-f]{64}$/.test(v);
+
+export function decodeHeartbeat(data: string): Heartbeat | null {
   const o = parse(data);
-  if (o === null || !isName(o.g)) return null;
-  return { sender: o.g, bye: o.bye === true };
+  if (o === null || !isPeerId(o.g)) return null;
+  if (o.k !== undefined && !isHex64(o.k)) return null;
+  if (o.bye !== undefined && o.bye !== true && !isHex64(o.bye)) return null;
+  return {
+    sender: o.g,
+    ...(o.k !== undefined && { commitment: o.k as string }),
+    ...(o.bye !== undefined && { bye: o.bye as string | true }),
+  };
 }
 
 export function decodeSnapshot(data: string): SnapshotMessage | null {
   const o = parse(data);
-  if (o === null || !isName(o.g) || !Array.isArray(o.p)) return null;
+  if (o === null || !isPeerId(o.g) || !Array.isArray(o.p)) return null;
   const pools: SnapshotMessage['pools'] = [];
   for (const p of o.p as unknown[]) {
     const po = p as Record<string, unknown> | null;
@@ -179,7 +202,7 @@ export function decodeSnapshot(data: string): SnapshotMessage | null {
     }
     const entries: InFlightRecord[] = [];
     for (const e of po.e as unknown[]) {
-      if (!Array.isArray(e) || !(e[0] === null || isName(e[0]))) return null;
+      if (!Array.isArray(e) || !(e[0] === null || isPeerId(e[0]))) return null;
       const entry = readEntry(e.slice(1), e[0] ?? null);
       if (entry === null) return null;
       entries.push(entry);

@@ -18,11 +18,21 @@
  * that also every `stateEveryMs`, so a record lost on the way is mended. While NATS is away a
  * gateway routes on what it knows (its peers' entries time out like a dead peer's), logs that
  * once, and resynchronises when the connection is back.
+ *
+ * Peers are not trusted (NATS core names no sender): every message is size-checked and decoded
+ * strictly (records.ts, bounds.ts), a peer's records are about its own entries only and bounded
+ * in number per pool, peers are bounded in number, a snapshot is asked of each peer heard beating
+ * on that peer's own subject and only its own entries are taken from it, and a goodbye is
+ * honoured only with the secret whose hash the peer's heartbeats carried (goodbye.ts). What is
+ * dropped is counted (`malformed`, `refused`).
  */
 import { randomUUID } from 'node:crypto';
 import { connect, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { InFlightRecord, RouteDecision, Router, RouteRequest } from '../router/index.ts';
+import { entryRoom, limitsOf, type SyncLimits, admitsPeer } from './bounds.ts';
+import type { DiscoveryPolicy } from './discoveryPolicy.ts';
+import { isGenuineGoodbye, makeGoodbye } from './goodbye.ts';
 import {
   decodeHeartbeat,
   decodeRouteMessage,
@@ -32,6 +42,7 @@ import {
   routeRecord,
   type Stage,
 } from './records.ts';
+import { type NatsAuth, natsConnectOptions } from './natsAuth.ts';
 import { type Subjects, subjectsOf } from './subjects.ts';
 
 export const DEFAULT_HEARTBEAT_MS = 1_000;
@@ -52,6 +63,12 @@ export interface SyncConfig {
   heartbeatMs: number;
   peerTimeoutMs: number;
   stateEveryMs: number;
+  /** Credentials and TLS (`--nats-user`, `--nats-creds-file`, `--nats-tls-ca`...); absent: none. */
+  auth?: NatsAuth;
+  /** Bounds on what peers may make this gateway hold (`boundsOf` fills the defaults). */
+  limits?: Partial<SyncLimits>;
+  /** Which registered engines a gateway following discovery takes (`--discovery-allow`). */
+  discovery?: DiscoveryPolicy;
 }
 
 /** The gateway's routers, one per model pool, as the sync reaches them. */
@@ -72,8 +89,24 @@ export interface SyncStats {
   peers: { id: string; lastSeenAgoMs: number }[];
   published: number;
   applied: number;
+  /** Messages dropped unread: too large, not JSON, a field missing or out of range. */
   malformed: number;
+  /**
+   * Claims refused: from one peer too many, past a peer's entry bound, about another owner's
+   * entries, a snapshot answered in another's name, a goodbye or heartbeat without the peer's proof.
+   */
+  refused: number;
   droppedPeers: number;
+}
+
+/** What this gateway knows of a peer. */
+interface PeerState {
+  /** When its last heartbeat came (Date.now()). */
+  seenMs: number;
+  /** The SHA-256 of its goodbye secret, pinned from the first heartbeat that carried one. */
+  commitment?: string;
+  /** Its snapshot was asked for since the last (re)connect. */
+  asked: boolean;
 }
 
 /** A decision waiting for the next flush: the record is built there, off the request path. */
@@ -95,16 +128,19 @@ export class StateSync {
   readonly #target: SyncTarget;
   readonly #logger: SyncLogger;
   readonly #subjects: Subjects;
+  readonly #limits: SyncLimits;
+  readonly #goodbye = makeGoodbye();
   #nc: NatsConnection | null = null;
   #connected = false;
   #closed = false;
   /** Model -> records of this turn, in order. */
   #queue = new Map<string | null, (Pending | [string, string])[]>();
   #scheduled = false;
-  /** Peer id -> when it was last heard from (Date.now()). */
-  #peers = new Map<string, number>();
+  #peers = new Map<string, PeerState>();
+  /** Snapshots asked for and not yet answered. */
+  #snapshots = new Set<Promise<void>>();
   #timers: NodeJS.Timeout[] = [];
-  #counts = { published: 0, applied: 0, malformed: 0, droppedPeers: 0 };
+  #counts = { published: 0, applied: 0, malformed: 0, refused: 0, droppedPeers: 0 };
 
   constructor(config: SyncConfig, target: SyncTarget, logger: SyncLogger, id = randomUUID()) {
     this.id = id;
@@ -112,6 +148,7 @@ export class StateSync {
     this.#target = target;
     this.#logger = logger;
     this.#subjects = subjectsOf(config.cluster);
+    this.#limits = limitsOf(config.limits);
     this.ready = this.#start();
     // A failed start is logged there; nothing waits on `ready` in production.
     this.ready.catch(() => {});
@@ -142,7 +179,7 @@ export class StateSync {
     return {
       id: this.id,
       connected: this.#connected,
-      peers: [...this.#peers].map(([id, seen]) => ({ id, lastSeenAgoMs: now - seen })),
+      peers: [...this.#peers].map(([id, p]) => ({ id, lastSeenAgoMs: now - p.seenMs })),
       ...this.#counts,
     };
   }
@@ -156,7 +193,10 @@ export class StateSync {
     if (nc === null || nc.isClosed()) return;
     if (this.#connected) {
       this.#flush();
-      nc.publish(this.#subjects.heartbeat, JSON.stringify({ g: this.id, bye: true }));
+      nc.publish(
+        this.#subjects.heartbeat,
+        JSON.stringify({ g: this.id, bye: this.#goodbye.secret }),
+      );
       await withTimeout(nc.drain(), 2_000).catch(() => {});
     }
     if (!nc.isClosed()) await nc.close();
@@ -174,6 +214,7 @@ export class StateSync {
         reconnectTimeWait: RECONNECT_WAIT_MS,
         // NATS may start after the gateway: keep trying, route alone meanwhile.
         waitOnFirstConnect: true,
+        ...natsConnectOptions(this.config.auth),
       });
     } catch (err) {
       this.#logger.warn(
@@ -196,7 +237,7 @@ export class StateSync {
     };
     on(this.#subjects.allRoutes, (msg) => this.#onRoutes(msg));
     on(this.#subjects.heartbeat, (msg) => this.#onHeartbeat(msg));
-    on(this.#subjects.snapshot, (msg) => this.#onSnapshotRequest(msg));
+    on(this.#subjects.snapshot(this.id), (msg) => this.#onSnapshotRequest(msg));
     void this.#watchStatus(nc);
     this.#connected = true;
     this.#logger.info(
@@ -210,46 +251,84 @@ export class StateSync {
     await this.#resync();
   }
 
-  /** After (re)connecting: heartbeat, a peer's snapshot, and this gateway's own state. */
+  /**
+   * After (re)connecting: heartbeat, this gateway's own state, and each peer's snapshot, asked of
+   * every peer heard beating within two heartbeats (#onHeartbeat asks as they are heard).
+   */
   async #resync(): Promise<void> {
     this.#beat();
     this.#publishState();
-    const nc = this.#nc!;
+    for (const p of this.#peers.values()) p.asked = false;
+    await delay(Math.min(2 * this.config.heartbeatMs, this.config.peerTimeoutMs));
+    await Promise.allSettled([...this.#snapshots]);
+  }
+
+  #askSnapshot(peer: string): void {
+    const pending: Promise<void> = this.#takeSnapshot(peer)
+      .catch(() => {})
+      .finally(() => this.#snapshots.delete(pending));
+    this.#snapshots.add(pending);
+  }
+
+  /** `peer`'s own entries, asked of it on its own subject; an answer in another's name is refused. */
+  async #takeSnapshot(peer: string): Promise<void> {
+    const nc = this.#nc;
+    if (nc === null || !this.#connected) return;
     let reply: Msg;
     try {
-      reply = await nc.request(this.#subjects.snapshot, JSON.stringify({ g: this.id }), {
+      reply = await nc.request(this.#subjects.snapshot(peer), JSON.stringify({ g: this.id }), {
         timeout: SNAPSHOT_TIMEOUT_MS,
       });
     } catch {
-      return; // No peer yet (no responders) or none answered: nothing to catch up with.
+      return; // No responder (a peer of an older version, or gone) or no answer in time.
     }
-    const snapshot = decodeSnapshot(reply.string());
+    const snapshot = this.#tooLarge(reply) ? null : decodeSnapshot(reply.string());
     if (snapshot === null) {
       this.#counts.malformed++;
+      return;
+    }
+    if (snapshot.sender !== peer || !this.#peers.has(peer)) {
+      this.#counts.refused++;
       return;
     }
     const now = Date.now();
     let entries = 0;
     for (const pool of snapshot.pools) {
+      const own = pool.entries.filter((e) => e.peer === null);
+      this.#counts.refused += pool.entries.length - own.length;
       const router = this.#target.routerOf(pool.model);
       if (!router) continue;
-      const byOwner = new Map<string, InFlightRecord[]>();
-      for (const e of pool.entries) {
-        const owner = e.peer ?? snapshot.sender;
-        if (owner === this.id) continue;
-        byOwner.set(owner, [...(byOwner.get(owner) ?? []), e]);
-      }
-      for (const [owner, list] of byOwner) {
-        this.#seen(owner, now);
-        router.dropPeer(owner);
-        for (const e of list) if (router.applyPeerRoute({ ...e, peer: owner }, now)) entries++;
-      }
+      router.dropPeer(peer);
+      entries += this.#applyState(router, peer, own, now);
     }
-    this.#seen(snapshot.sender, now);
-    this.#logger.info(
-      { from: snapshot.sender, entries },
-      'NATS: took a peer’s snapshot of the shared state',
-    );
+    this.#logger.info({ from: peer, entries }, 'NATS: took a peer’s snapshot of its entries');
+  }
+
+  /** A peer's whole set for one pool (its ledger there emptied first), up to its bound. */
+  #applyState(router: Router, peer: string, entries: InFlightRecord[], nowMs: number): number {
+    const room = entryRoom(router.peerEntries(peer), this.#limits);
+    let applied = 0;
+    for (const e of entries.slice(0, room)) {
+      if (router.applyPeerRoute({ ...e, peer }, nowMs)) applied++;
+    }
+    this.#counts.refused += Math.max(0, entries.length - room);
+    return applied;
+  }
+
+  #tooLarge(msg: Msg): boolean {
+    return msg.data.length > this.#limits.maxMessageBytes;
+  }
+
+  /** Whether `peer`'s message is taken: a known peer, or a new one while there is room. */
+  #admit(peer: string, nowMs: number): boolean {
+    if (this.#peers.has(peer)) return true;
+    if (!admitsPeer(false, this.#peers.size, this.#limits)) {
+      this.#counts.refused++;
+      return false;
+    }
+    this.#peers.set(peer, { seenMs: nowMs, asked: false });
+    this.#logger.info({ peer }, 'NATS: peer gateway joined');
+    return true;
   }
 
   async #watchStatus(nc: NatsConnection): Promise<void> {
@@ -322,10 +401,15 @@ export class StateSync {
 
   /** Heartbeat, and the sweep of peers that stopped beating. */
   #beat(): void {
-    if (this.#connected) this.#publish(this.#subjects.heartbeat, JSON.stringify({ g: this.id }));
+    if (this.#connected) {
+      this.#publish(
+        this.#subjects.heartbeat,
+        JSON.stringify({ g: this.id, k: this.#goodbye.commitment }),
+      );
+    }
     const now = Date.now();
-    for (const [peer, seenMs] of this.#peers) {
-      if (now - seenMs > this.config.peerTimeoutMs) this.#dropPeer(peer, 'stopped beating');
+    for (const [peer, p] of this.#peers) {
+      if (now - p.seenMs > this.config.peerTimeoutMs) this.#dropPeer(peer, 'stopped beating');
     }
   }
 
@@ -340,22 +424,26 @@ export class StateSync {
   }
 
   #onRoutes(msg: Msg): void {
-    const m = decodeRouteMessage(msg.string());
+    const m = this.#tooLarge(msg) ? null : decodeRouteMessage(msg.string());
     if (m === null) {
       this.#counts.malformed++;
       return;
     }
     if (m.sender === this.id) return;
     const now = Date.now();
-    this.#seen(m.sender, now);
+    if (!this.#admit(m.sender, now)) return;
     const router = this.#target.routerOf(m.model);
     if (!router) return;
     if ('state' in m) {
       router.dropPeer(m.sender);
-      for (const e of m.state) router.applyPeerRoute({ ...e, peer: m.sender }, now);
+      this.#applyState(router, m.sender, m.state, now);
       return;
     }
     for (const r of m.routes) {
+      if (r.kind === 'route' && entryRoom(router.peerEntries(m.sender), this.#limits) === 0) {
+        this.#counts.refused++;
+        continue;
+      }
       const applied =
         r.kind === 'route'
           ? router.applyPeerRoute({ ...r.route, peer: m.sender }, now)
@@ -365,31 +453,50 @@ export class StateSync {
   }
 
   #onHeartbeat(msg: Msg): void {
-    const hb = decodeHeartbeat(msg.string());
+    const hb = this.#tooLarge(msg) ? null : decodeHeartbeat(msg.string());
     if (hb === null) {
       this.#counts.malformed++;
       return;
     }
     if (hb.sender === this.id) return;
-    if (hb.bye) this.#dropPeer(hb.sender, 'said goodbye');
-    else this.#seen(hb.sender, Date.now());
+    const known = this.#peers.get(hb.sender);
+    if (hb.bye !== undefined) {
+      // Only the peer itself knows the secret behind the commitment its heartbeats carried.
+      if (known && hb.bye !== true && isGenuineGoodbye(known.commitment, hb.bye)) {
+        this.#dropPeer(hb.sender, 'said goodbye');
+      } else {
+        this.#counts.refused++;
+      }
+      return;
+    }
+    if (known?.commitment !== undefined && hb.commitment !== known.commitment) {
+      this.#counts.refused++; // A heartbeat in a known peer's name, without its commitment.
+      return;
+    }
+    const now = Date.now();
+    if (!this.#admit(hb.sender, now)) return;
+    const peer = this.#peers.get(hb.sender)!;
+    peer.seenMs = now;
+    if (peer.commitment === undefined && hb.commitment !== undefined) {
+      peer.commitment = hb.commitment;
+    }
+    if (!peer.asked && this.#connected) {
+      peer.asked = true;
+      this.#askSnapshot(hb.sender);
+    }
   }
 
   #onSnapshotRequest(msg: Msg): void {
+    // Its own entries only: each peer speaks for itself (a joiner asks every peer).
     const pools = this.#target.routers().map(({ model, router }) => ({
       model,
-      entries: router.inFlight(),
+      entries: router.inFlight().filter((r) => r.peer === null),
     }));
     try {
       msg.respond(encodeSnapshot({ sender: this.id, pools }));
     } catch {
       // The connection went away meanwhile: the joiner asks again when it can.
     }
-  }
-
-  #seen(peer: string, nowMs: number): void {
-    if (!this.#peers.has(peer)) this.#logger.info({ peer }, 'NATS: peer gateway joined');
-    this.#peers.set(peer, nowMs);
   }
 
   #dropPeer(peer: string, why: string): void {
@@ -402,6 +509,10 @@ export class StateSync {
       `NATS: peer gateway ${why}; its in-flight entries are dropped`,
     );
   }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

@@ -30,8 +30,11 @@ export interface Subjects {
   allRoutes: string;
   /** Each gateway's heartbeat (and goodbye). */
   heartbeat: string;
-  /** A late joiner asks any peer for the shared state here (request/reply). */
-  snapshot: string;
+  /**
+   * A peer's own snapshot subject: a joiner asks each peer it has heard beating for that peer's
+   * in-flight entries here (request/reply), never an anonymous first responder.
+   */
+  snapshot(peer: string): string;
 }
 
 export function subjectsOf(cluster: string): Subjects {
@@ -40,6 +43,6 @@ export function subjectsOf(cluster: string): Subjects {
     route: (model) => `${base}.${modelToken(model)}.route`,
     allRoutes: `${base}.*.route`,
     heartbeat: `${base}.hb`,
-    snapshot: `${base}.snapshot`,
+    snapshot: (peer) => `${base}.snapshot.${peer}`,
   };
 }

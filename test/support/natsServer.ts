@@ -35,13 +35,17 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
-export async function startNatsServer(options: { jetstream?: boolean } = {}): Promise<NatsServer> {
+export async function startNatsServer(
+  options: { jetstream?: boolean; args?: string[] } = {},
+): Promise<NatsServer> {
   const port = await freePort();
   const store = mkdtempSync(join(tmpdir(), 'kvroute-nats-'));
   let child: ChildProcess | null = null;
   const start = async (): Promise<void> => {
     const args = ['-a', '127.0.0.1', '-p', String(port)];
     if (options.jetstream) args.push('-js', '-sd', store);
+    // More of nats-server's flags (credentials: --user U --pass P, --auth TOKEN).
+    args.push(...(options.args ?? []));
     const proc = spawn('nats-server', args, { stdio: 'ignore' });
     child = proc;
     let exited = false;
