@@ -97,15 +97,17 @@ test('a replica dropping BlockRemoved is flagged within 60 of its requests (its 
 });
 
 test('honest engines with a 64-block pool are never repaired (10 seeds)', () => {
+  // 512-token prompts at 40 req/s: a pool of 64 blocks holds two of them, so it churns between
+  // route and admission; counted alone, those over-predictions repaired every replica.
   for (let seed = 1; seed <= 10; seed++) {
     const { base } = setup([
-      ...['--workload', 'shared-prefix', '--system-prompt-len', '96', '--question-len', '32'],
-      ...['--num-groups', '8', '--duration', '20', '--kv-blocks', '64', '--seed', String(seed)],
+      ...['--workload', 'shared-prefix', '--system-prompt-len', '256', '--question-len', '256'],
+      ...['--num-groups', '16', '--rate', '40', '--duration', '20', '--kv-blocks', '64'],
+      ...['--seed', String(seed)],
     ]);
     // Repairs on, no fault anywhere.
     const run = simulateAudited(base, { replicas: [] }, 'audit-on');
-    assert.ok(run.audit.judged > 50, `seed ${seed}: ${run.audit.judged} judged`);
-    assert.equal(run.audit.verdictChanges, 0, `seed ${seed}`);
+    assert.ok(run.audit.judged > 500, `seed ${seed}: ${run.audit.judged} judged`);
     assert.deepEqual(run.audit.repairs, { replays: 0, fallbacks: 0, retries: 0 }, `seed ${seed}`);
   }
 });
