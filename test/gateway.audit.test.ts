@@ -227,6 +227,7 @@ describe('gateway audit against a fake vLLM', () => {
           verdict: string;
           predictedTokens: number;
           reportedTokens: number;
+          promptTokens: number;
           window: { requests: number; size: number };
           sources: { usage: number; hitCounter: number };
         };
