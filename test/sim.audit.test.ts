@@ -56,3 +56,58 @@ test('a silently reset replica: detected there only, and repaired; no alarm with
   assert.ok(repaired.run.hitRate! >= watched.run.hitRate!);
   assert.ok(clean.run.hitRate! > watched.run.hitRate!);
 });
+
+/** The first policy's config and the faults of these flags, over 4 replicas from t = 0. */
+function setup(extra: string[]) {
+  const p = parseSimFlags(['--replicas', '4', '--warmup', '0', ...extra]);
+  assert.notEqual(p, 'help');
+  const q = p as Exclude<typeof p, 'help'>;
+  return { base: { ...q.base, router: { ...q.base.router, policy: q.policies[0]! } }, q };
+}
+
+test('a consistent liar (fake stores, no removals, cached_tokens = prompt) is flagged within 60 of its requests', () => {
+  const { base, q } = setup([
+    '--workload',
+    'seed',
+    '--rate',
+    '8',
+    '--duration',
+    '30',
+    '--fault-lie',
+  ]);
+  assert.deepEqual(q.auditFaults, { replicas: [0], lie: true });
+  const watched = simulateAudited(base, q.auditFaults!, 'audit-off');
+  assert.equal(watched.audit.falseAlarms, 0);
+  assert.ok(watched.audit.detection.detected >= 1, 'the liar was never flagged');
+  assert.ok(watched.audit.detection.maxRequests! <= 60, `${watched.audit.detection.maxRequests}`);
+  const repaired = simulateAudited(base, q.auditFaults!, 'audit-on');
+  assert.equal(repaired.audit.falseAlarms, 0);
+  assert.ok(repaired.audit.repairs.fallbacks >= 1);
+});
+
+test('a replica dropping BlockRemoved is flagged within 60 of its requests (its index outgrows its pool)', () => {
+  const { base, q } = setup([
+    ...['--workload', 'groups', '--duration', '30', '--kv-blocks', '2048'],
+    ...['--fault-drop-events', 'removed'],
+  ]);
+  const watched = simulateAudited(base, q.auditFaults!, 'audit-off');
+  assert.equal(watched.audit.falseAlarms, 0);
+  assert.equal(watched.audit.detection.detected, 1);
+  assert.ok(watched.audit.detection.maxRequests! <= 60, `${watched.audit.detection.maxRequests}`);
+});
+
+test('honest engines with a 64-block pool are never repaired (10 seeds)', () => {
+  // 512-token prompts at 40 req/s: a pool of 64 blocks holds two of them, so it churns between
+  // route and admission; counted alone, those over-predictions repaired every replica.
+  for (let seed = 1; seed <= 10; seed++) {
+    const { base } = setup([
+      ...['--workload', 'shared-prefix', '--system-prompt-len', '256', '--question-len', '256'],
+      ...['--num-groups', '16', '--rate', '40', '--duration', '20', '--kv-blocks', '64'],
+      ...['--seed', String(seed)],
+    ]);
+    // Repairs on, no fault anywhere.
+    const run = simulateAudited(base, { replicas: [] }, 'audit-on');
+    assert.ok(run.audit.judged > 500, `seed ${seed}: ${run.audit.judged} judged`);
+    assert.deepEqual(run.audit.repairs, { replays: 0, fallbacks: 0, retries: 0 }, `seed ${seed}`);
+  }
+});

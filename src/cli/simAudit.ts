@@ -15,6 +15,8 @@ export const SIM_AUDIT_HELP = `audit (the router grading its predictions; see sr
   --fault-drop-events K   the faulty replicas never publish KV events of kind K:
                         ${DROP_EVENT_KINDS.join(' | ')}
   --fault-silent-reset-s N  the faulty replicas empty their cache every N s with no event
+  --fault-lie             the faulty replicas lie consistently: every prompt published as
+                        stored on arrival, no BlockRemoved, cached_tokens = the prompt
   --fault-replicas R,...  which replicas have the faults (default 0)
                         With a fault, the first policy runs three times on the same arrivals:
                         no fault, fault with the audit watching, fault with its repairs
@@ -25,7 +27,9 @@ export function readSimFaults(flags: Flags, replicas: number): SimFaults | null 
   const faults = readEngineFaultFlags(flags, false);
   if (!faults) {
     if (flags.has('fault-replicas')) {
-      throw new UsageError('--fault-replicas needs --fault-drop-events or --fault-silent-reset-s');
+      throw new UsageError(
+        '--fault-replicas needs --fault-drop-events, --fault-silent-reset-s or --fault-lie',
+      );
     }
     return null;
   }
@@ -43,6 +47,7 @@ export function readSimFaults(flags: Flags, replicas: number): SimFaults | null 
     replicas: [...new Set(ids)],
     ...(faults.dropEvents !== undefined && { dropEvents: faults.dropEvents }),
     ...(faults.silentResetS !== undefined && { silentResetS: faults.silentResetS }),
+    ...(faults.lie === true && { lie: true }),
   };
 }
 
@@ -106,6 +111,7 @@ export function runAuditComparison(base: SimConfig, faults: SimFaults, json: boo
   const what = [
     faults.dropEvents !== undefined ? `drop ${faults.dropEvents} events` : null,
     faults.silentResetS !== undefined ? `silent reset every ${faults.silentResetS} s` : null,
+    faults.lie === true ? 'lies consistently' : null,
   ]
     .filter(Boolean)
     .join(', ');

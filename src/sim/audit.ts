@@ -1,8 +1,10 @@
 /**
  * The router's self-audit in the simulator: chosen replicas' engines given the same faults as
  * `kvroute engine --fault-*` (KV events of a kind never published; the cache emptied every N s
- * with no event), each finished request's prediction (prompt - uncached tokens at routing)
- * graded against what its engine reused, and, with `repair`, the gateway's repairs: a replay of
+ * with no event; a consistent liar: every prompt's blocks published as stored when it arrives,
+ * no removal ever published, `cached_tokens` = the prompt), each finished request's prediction (prompt - uncached tokens at routing)
+ * graded against what its engine reused (with the checks a liar cannot fake: its speed against
+ * the replica's idle prefill times, its index against its pool's size), and, with `repair`, the gateway's repairs: a replay of
  * the replica's published events (which cannot bring back what the engine never published),
  * then the per-replica approximate fallback, events tried again after 128 ok requests (doubling).
  *
@@ -14,11 +16,13 @@
  */
 import type { DropEventKind } from '../engine/server/faults.ts';
 import { withDroppedEvents } from '../engine/server/faults.ts';
+import { makeIdlePrefill } from '../engine/idlePrefill.ts';
 import { makeEngineConfig } from '../engine/options.ts';
+import type { BlockStored } from '../kv/events.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { kvPoolTokens } from '../model/cost.ts';
 import type { SimulatedRun } from '../results/result.ts';
-import { type AuditVerdict, CacheAudit } from '../router/audit/index.ts';
+import { type AuditEvidence, type AuditVerdict, CacheAudit } from '../router/audit/index.ts';
 import type { ReplicaReport, SimEngine, SimRouteRequest, SimRouter } from './fleet.ts';
 import { type SimConfig, simulate } from './run.ts';
 
@@ -31,6 +35,13 @@ export interface SimAuditOptions {
   replicas: number[];
   dropEvents?: DropEventKind;
   silentResetS?: number;
+  /** A consistent liar (`--fault-lie`): fake stores, no removals, cached_tokens = the prompt. */
+  lie?: boolean;
+  /**
+   * The replicas' prefill time on an idle engine, ms, for `promptTokens` with `cachedTokens`
+   * cached: the speed profile the claims are checked against (absent: no speed test).
+   */
+  prefillMs?: (promptTokens: number, cachedTokens: number) => number;
   /** Carry out the repairs (else the audit only watches). */
   repair: boolean;
   blockSize: number;
@@ -71,6 +82,10 @@ interface Pending {
   replica: number;
   predicted: number;
   prompt: number;
+  routedAtMs: number;
+  firstTokenAtMs: number | null;
+  /** Another request of its replica awaited its first token meanwhile: no speed test. */
+  contended: boolean;
 }
 
 export class SimAudit {
@@ -82,6 +97,11 @@ export class SimAudit {
   readonly #pending = new Map<string, Pending>();
   readonly #reported = new Map<string, number>();
   readonly #replay = new Map<number, KvEvent[][]>();
+  /** A liar's fake stores, published with its next step's events. */
+  readonly #fakeStores = new Map<number, KvEvent[]>();
+  readonly #promptOf = new Map<string, number>();
+  /** Per replica, the requests awaiting their first token. */
+  readonly #awaiting = new Map<number, Set<Pending>>();
   readonly #nextResetMs = new Map<number, number>();
   /** Open onsets per replica: time and judged count at onset. */
   readonly #onsets = new Map<number, { atMs: number; judged: number }>();
@@ -111,15 +131,29 @@ export class SimAudit {
   engine(inner: SimEngine, replica: number): SimEngine {
     const audit = this;
     return {
-      add: (req) => inner.add(req),
+      add(req) {
+        if (audit.#o.lie && audit.#faulty.has(replica))
+          audit.#promptOf.set(req.id, req.promptTokens.length);
+        inner.add(req);
+      },
       hasWork: () => inner.hasWork(),
       counters: () => inner.counters(),
       step() {
         audit.#maybeReset(inner, replica);
         const result = inner.step();
-        for (const f of result.finished) audit.#reported.set(f.id, f.cachedTokens);
+        const liar = audit.#o.lie === true && audit.#faulty.has(replica);
+        for (const f of result.finished) {
+          const prompt = audit.#promptOf.get(f.id);
+          audit.#promptOf.delete(f.id);
+          audit.#reported.set(f.id, liar && prompt !== undefined ? prompt : f.cachedTokens);
+        }
         if (!audit.#faulty.has(replica)) return result;
-        const events = audit.#drop(replica, result.events);
+        let events = audit.#drop(replica, result.events);
+        const fake = audit.#fakeStores.get(replica);
+        if (fake !== undefined && fake.length > 0) {
+          audit.#fakeStores.set(replica, []);
+          events = [...fake, ...events];
+        }
         if (events.length > 0) {
           const buffer = audit.#replay.get(replica) ?? [];
           buffer.push(events);
@@ -140,17 +174,28 @@ export class SimAudit {
       route(req: SimRouteRequest, nowMs: number) {
         audit.#nowMs = nowMs;
         const d = inner.route(req, nowMs);
+        if (audit.#o.lie) for (const r of audit.#faulty) audit.#fakeStore(r, req);
         if (d !== null) {
-          audit.#pending.set(req.id, {
+          const p: Pending = {
             replica: d.replicaId,
             predicted: req.promptTokens - d.uncachedTokens,
             prompt: req.promptTokens,
-          });
+            routedAtMs: nowMs,
+            firstTokenAtMs: null,
+            contended: false,
+          };
+          audit.#pending.set(req.id, p);
+          audit.#await(p);
         }
         return d;
       },
       onFirstToken: (id, nowMs) => {
         audit.#nowMs = nowMs;
+        const p = audit.#pending.get(id);
+        if (p !== undefined && p.firstTokenAtMs === null) {
+          p.firstTokenAtMs = nowMs;
+          audit.#awaiting.get(p.replica)?.delete(p);
+        }
         inner.onFirstToken(id, nowMs);
       },
       onFinished(id, nowMs) {
@@ -191,8 +236,44 @@ export class SimAudit {
     };
   }
 
+  /** Requests that awaited their first token together on a replica share its steps. */
+  #await(p: Pending): void {
+    let set = this.#awaiting.get(p.replica);
+    if (!set) {
+      set = new Set();
+      this.#awaiting.set(p.replica, set);
+    }
+    if (set.size > 0) {
+      p.contended = true;
+      for (const q of set) q.contended = true;
+    }
+    set.add(p);
+  }
+
+  /**
+   * A liar publishes every prompt's blocks as stored: the simulated one claims each prompt the
+   * fleet is sent, as an engine that learned the hot prefixes would, to draw their traffic.
+   */
+  #fakeStore(replica: number, req: SimRouteRequest): void {
+    const keys = req.blockKeys;
+    if (keys === undefined || keys.length === 0) return;
+    const event: BlockStored = {
+      type: 'BlockStored',
+      blockKeys: [...keys],
+      parentKey: null,
+      tokenIds: [],
+      blockSize: this.#o.blockSize,
+      loraName: req.lora ?? null,
+      cacheSalt: null,
+    };
+    const list = this.#fakeStores.get(replica) ?? [];
+    list.push(event);
+    this.#fakeStores.set(replica, list);
+    this.#onset(replica);
+  }
+
   #drop(replica: number, events: KvEvent[]): KvEvent[] {
-    const kept = withDroppedEvents(events, this.#o.dropEvents);
+    const kept = withDroppedEvents(events, this.#o.lie ? 'removed' : this.#o.dropEvents);
     if (kept.length !== events.length && !this.#onsets.has(replica)) {
       const lost = events.some(
         (e) => !kept.includes(e) && (e.type !== 'BlockRemoved' || e.blockKeys.length > 0),
@@ -220,6 +301,7 @@ export class SimAudit {
     const p = this.#pending.get(id);
     const reported = this.#reported.get(id);
     this.#pending.delete(id);
+    if (p !== undefined) this.#awaiting.get(p.replica)?.delete(p);
     this.#reported.delete(id);
     if (p === undefined || reported === undefined) return;
     const name = String(p.replica);
@@ -236,6 +318,7 @@ export class SimAudit {
       predictedTokens: p.predicted,
       reportedTokens: reported,
       promptTokens: p.prompt,
+      evidence: this.#evidence(p, reported),
     });
     if (change.changed) this.#changes++;
     if (change.changed && change.verdict !== 'ok') {
@@ -250,6 +333,26 @@ export class SimAudit {
       }
     }
     if (this.#o.repair) this.#repair(p.replica, change.changed, change.verdict);
+  }
+
+  /** What a liar cannot fake: the response's speed, the index against the pool. */
+  #evidence(p: Pending, reported: number): AuditEvidence {
+    const indexed = this.#router?.indexedBlocks?.(p.replica);
+    const prefill = this.#o.prefillMs;
+    const claimed = Math.min(p.prompt, Math.max(0, reported));
+    return {
+      poolBlocks: this.#o.kvBlocks,
+      ...(indexed !== undefined && { indexedBlocks: indexed }),
+      ...(prefill !== undefined &&
+        p.firstTokenAtMs !== null &&
+        !p.contended && {
+          speed: {
+            ttftMs: p.firstTokenAtMs - p.routedAtMs,
+            coldMs: prefill(p.prompt, 0),
+            warmMs: prefill(p.prompt, claimed),
+          },
+        }),
+    };
   }
 
   #repair(replica: number, changed: boolean, verdict: AuditVerdict): void {
@@ -311,6 +414,7 @@ export interface SimFaults {
   replicas: number[];
   dropEvents?: DropEventKind;
   silentResetS?: number;
+  lie?: boolean;
 }
 
 /** One run: no fault; the faults with the audit watching; or the faults with its repairs. */
@@ -328,6 +432,8 @@ export function simulateAudited(
       faults.dropEvents !== undefined && { dropEvents: faults.dropEvents }),
     ...(kind !== 'no-fault' &&
       faults.silentResetS !== undefined && { silentResetS: faults.silentResetS }),
+    ...(kind !== 'no-fault' && faults.lie === true && { lie: true }),
+    prefillMs: makeIdlePrefill(engine),
     repair: kind === 'audit-on',
     blockSize: engine.blockSize,
     kvBlocks: engine.kvBlocks ?? Math.floor(kvPoolTokens(engine.spec) / engine.blockSize),

@@ -6,6 +6,10 @@
  *   stream with loss, or a publisher that skips them;
  * - `silentResetS`: every N seconds of modelled time the prefix cache is emptied with no
  *   `AllBlocksCleared` and no sequence restart (a restart or sleep mode the router is not told of);
+ * - `lie`: a consistent liar: every prompt's blocks are published as stored when it arrives
+ *   (before any is computed), no `BlockRemoved` is ever published, and `cached_tokens` reports
+ *   the whole prompt, so the router's predictions and the engine's reports always agree (the
+ *   audit catches it by the speed of its "hits" and its index outgrowing its KV pool);
  * - `chatTemplate`: chats are rendered for generation with this Jinja template, while
  *   `/tokenize` keeps the configured one (so the gateway's tokenizer probe does not notice).
  * A differing engine hash seed is not a fault here: kvroute keys its index on the token ids in
@@ -19,7 +23,13 @@ export type DropEventKind = (typeof DROP_EVENT_KINDS)[number];
 export interface EngineFaults {
   dropEvents?: DropEventKind;
   silentResetS?: number;
+  lie?: boolean;
   chatTemplate?: string;
+}
+
+/** The kind of events a replica with these faults never publishes (a liar: its removals). */
+export function droppedKind(faults: EngineFaults): DropEventKind | undefined {
+  return faults.lie === true ? (faults.dropEvents ?? 'removed') : faults.dropEvents;
 }
 
 /** The events a publisher with the fault sends: those of the dropped kind are gone. */

@@ -2,6 +2,7 @@
 export { type AuditBound, auditBound, binomialTail, thresholdFor } from './bound.ts';
 export {
   type AuditChange,
+  type AuditEvidence,
   type AuditOptions,
   type AuditSample,
   type AuditState,
@@ -15,3 +16,17 @@ export {
   DEFAULT_TOLERANCE_FRACTION,
   judgeCounts,
 } from './verdict.ts';
+export {
+  type ClaimSpeed,
+  type ClampedReport,
+  clampReported,
+  exceedsPool,
+  MIN_POWER_RATIO,
+  poolBoundBlocks,
+  REFUTE_FRACTION,
+  SMALL_POOL_PROMPTS,
+  type SpeedEvidence,
+  smallPool,
+  testClaimSpeed,
+  windowForPool,
+} from './claims.ts';

@@ -12,6 +12,14 @@
  * `windowRequests` (the larger count when both have); see bound.ts for the false-alarm bound.
  */
 import { auditBound, thresholdFor, type AuditBound } from './bound.ts';
+import {
+  clampReported,
+  exceedsPool,
+  type SpeedEvidence,
+  smallPool,
+  testClaimSpeed,
+  windowForPool,
+} from './claims.ts';
 
 export type AuditVerdict = 'ok' | 'over-predicts' | 'under-predicts';
 
@@ -22,11 +30,26 @@ export interface AuditSample {
   /** What the engine said it reused (`usage.prompt_tokens_details.cached_tokens`). */
   reportedTokens: number;
   promptTokens: number;
+  /** What the shell knows beside the count, to check it against (`claims.ts`). */
+  evidence?: AuditEvidence;
+}
+
+/** Figures a lying engine cannot fake, when the shell has them. */
+export interface AuditEvidence {
+  /** The replica's KV pool in blocks (`num_gpu_blocks`). */
+  poolBlocks?: number;
+  /** Blocks the index holds for the replica now (stored minus removed). */
+  indexedBlocks?: number;
+  /** The response's speed against the replica's prefill times (`testClaimSpeed`). */
+  speed?: SpeedEvidence;
 }
 
 export interface AuditOptions {
   blockSize: number;
-  /** Requests judged together (default DEFAULT_AUDIT_WINDOW). */
+  /**
+   * Requests judged together; default: `windowForPool` of the replica's pool when its first
+   * sample gives it, else DEFAULT_AUDIT_WINDOW.
+   */
   windowRequests?: number;
   /** Assumed per-request miss rate of a healthy replica, p0 (default 0.05). */
   healthyMismatchRate?: number;
@@ -56,6 +79,18 @@ export interface AuditState {
   hitRateError: number | null;
   /** Requests judged since the replica was added (or last reset). */
   judged: number;
+  /** What the checks of `claims.ts` found since then. */
+  evidence: {
+    /** Responses whose speed refuted their claimed hit; those whose speed was tested. */
+    refuted: number;
+    speedTested: number;
+    /** Reported counts above the prompt (or below 0), clamped; non-finite ones, ignored. */
+    clamped: number;
+    malformed: number;
+    /** The index held more blocks than the pool can (`exceedsPool`): removals never sent. */
+    poolOverflow: boolean;
+    poolBlocks: number | null;
+  };
 }
 
 /** What one `record` changed. */
@@ -65,6 +100,8 @@ export interface AuditChange {
   previous: AuditVerdict;
   changed: boolean;
   miss: -1 | 0 | 1;
+  /** What flagged it: the window's counts, or the index overflowing the pool. */
+  cause?: 'counts' | 'pool-overflow' | null;
 }
 
 /** -1 under-predicted, 0 within tolerance, 1 over-predicted. */
@@ -95,8 +132,16 @@ class ReplicaWindow {
   sumPrompt = 0;
   judged = 0;
   verdict: AuditVerdict = 'ok';
+  refuted = 0;
+  speedTested = 0;
+  clamped = 0;
+  malformed = 0;
+  poolOverflow = false;
+  poolBlocks: number | null = null;
+  readonly threshold: number;
 
-  constructor(n: number) {
+  constructor(n: number, threshold: number) {
+    this.threshold = threshold;
     this.predicted = new Float64Array(n);
     this.reported = new Float64Array(n);
     this.prompt = new Float64Array(n);
@@ -130,9 +175,14 @@ class ReplicaWindow {
 
 export class CacheAudit {
   readonly blockSize: number;
+  /** The window and threshold of a replica whose pool is unknown (or of every replica, when set). */
   readonly windowRequests: number;
   readonly threshold: number;
   readonly bound: AuditBound;
+  readonly #fixedWindow: boolean;
+  readonly #fixedThreshold: number | undefined;
+  readonly #p0: number;
+  readonly #alpha: number;
   readonly #toleranceBlocks: number;
   readonly #toleranceFraction: number;
   readonly #replicas = new Map<string, ReplicaWindow>();
@@ -145,10 +195,13 @@ export class CacheAudit {
       throw new RangeError(`blockSize must be an integer >= 1, got ${options.blockSize}`);
     }
     const p0 = options.healthyMismatchRate ?? DEFAULT_HEALTHY_MISMATCH_RATE;
+    this.#p0 = p0;
+    this.#alpha = options.falseAlarmRate ?? DEFAULT_FALSE_ALARM_RATE;
+    this.#fixedWindow = options.windowRequests !== undefined;
+    this.#fixedThreshold = options.threshold;
     this.blockSize = options.blockSize;
     this.windowRequests = n;
-    this.threshold =
-      options.threshold ?? thresholdFor(n, p0, options.falseAlarmRate ?? DEFAULT_FALSE_ALARM_RATE);
+    this.threshold = options.threshold ?? thresholdFor(n, p0, this.#alpha);
     if (!Number.isInteger(this.threshold) || this.threshold < 1) {
       throw new RangeError(`threshold must be an integer >= 1, got ${this.threshold}`);
     }
@@ -157,14 +210,63 @@ export class CacheAudit {
     this.#toleranceFraction = options.toleranceFraction ?? DEFAULT_TOLERANCE_FRACTION;
   }
 
-  /** Judges one response; the verdict is recomputed over the replica's window. */
+  /**
+   * Judges one response; the verdict is recomputed over the replica's window. The reported count
+   * is clamped to [0, prompt tokens] first; a non-finite one is counted as malformed and ignored.
+   */
   record(replica: string, sample: AuditSample): AuditChange {
-    const w = this.#window(replica);
-    const miss = classify(sample, this.blockSize, this.#toleranceBlocks, this.#toleranceFraction);
-    w.push(sample, miss);
+    const w = this.#window(replica, sample.evidence?.poolBlocks);
     const previous = w.verdict;
-    w.verdict = judgeCounts(w.over, w.under, this.threshold);
-    return { replica, verdict: w.verdict, previous, changed: w.verdict !== previous, miss };
+    const ev = sample.evidence;
+    if (ev?.poolBlocks !== undefined && ev.poolBlocks >= 1) w.poolBlocks = ev.poolBlocks;
+    const report = clampReported(sample.reportedTokens, sample.promptTokens);
+    if (report === null) {
+      w.malformed++;
+      return { replica, verdict: previous, previous, changed: false, miss: 0, cause: null };
+    }
+    if (report.clamped) w.clamped++;
+    const clean: AuditSample = {
+      predictedTokens: Math.max(0, Math.min(sample.predictedTokens, sample.promptTokens)),
+      reportedTokens: report.tokens,
+      promptTokens: sample.promptTokens,
+    };
+    const miss = this.#judgeOne(w, clean, ev);
+    w.push(clean, miss);
+    if (
+      w.poolBlocks !== null &&
+      ev?.indexedBlocks !== undefined &&
+      exceedsPool(ev.indexedBlocks, w.poolBlocks)
+    ) {
+      w.poolOverflow = true;
+    }
+    w.verdict = w.poolOverflow ? 'over-predicts' : judgeCounts(w.over, w.under, w.threshold);
+    const cause =
+      w.verdict === 'ok'
+        ? null
+        : w.poolOverflow && w.over < w.threshold
+          ? 'pool-overflow'
+          : 'counts';
+    return { replica, verdict: w.verdict, previous, changed: w.verdict !== previous, miss, cause };
+  }
+
+  /**
+   * One request's miss. A claim its speed refutes is read as no hit (the engine computed most
+   * of the prompt); on a small pool (`smallPool`) an over-prediction the speed does not confirm
+   * is no miss: such a pool churns between the route and the admission.
+   */
+  #judgeOne(w: ReplicaWindow, s: AuditSample, ev: AuditEvidence | undefined): -1 | 0 | 1 {
+    const speed = ev?.speed === undefined ? 'untested' : testClaimSpeed(ev.speed);
+    if (speed !== 'untested') w.speedTested++;
+    const tol = [this.blockSize, this.#toleranceBlocks, this.#toleranceFraction] as const;
+    if (speed === 'refuted') {
+      w.refuted++;
+      return classify({ ...s, reportedTokens: 0 }, ...tol);
+    }
+    const miss = classify(s, ...tol);
+    if (miss === 1 && w.poolBlocks !== null) {
+      if (smallPool(w.poolBlocks, s.promptTokens, this.blockSize)) return 0;
+    }
+    return miss;
   }
 
   verdict(replica: string): AuditVerdict {
@@ -172,7 +274,7 @@ export class CacheAudit {
   }
 
   state(replica: string): AuditState {
-    const w = this.#replicas.get(replica) ?? new ReplicaWindow(1);
+    const w = this.#replicas.get(replica) ?? new ReplicaWindow(1, this.threshold);
     return {
       verdict: w.verdict,
       predictedTokens: w.sumPredicted,
@@ -180,13 +282,21 @@ export class CacheAudit {
       promptTokens: w.sumPrompt,
       window: {
         requests: w.size,
-        size: this.windowRequests,
+        size: this.#replicas.has(replica) ? w.miss.length : this.windowRequests,
         over: w.over,
         under: w.under,
-        threshold: this.threshold,
+        threshold: w.threshold,
       },
       hitRateError: w.sumPrompt > 0 ? Math.abs(w.sumPredicted - w.sumReported) / w.sumPrompt : null,
       judged: w.judged,
+      evidence: {
+        refuted: w.refuted,
+        speedTested: w.speedTested,
+        clamped: w.clamped,
+        malformed: w.malformed,
+        poolOverflow: w.poolOverflow,
+        poolBlocks: w.poolBlocks,
+      },
     };
   }
 
@@ -199,10 +309,18 @@ export class CacheAudit {
     this.#replicas.delete(replica);
   }
 
-  #window(replica: string): ReplicaWindow {
+  #window(replica: string, poolBlocks: number | undefined): ReplicaWindow {
     let w = this.#replicas.get(replica);
     if (!w) {
-      w = new ReplicaWindow(this.windowRequests);
+      const n =
+        this.#fixedWindow || poolBlocks === undefined || !(poolBlocks >= 1)
+          ? this.windowRequests
+          : windowForPool(poolBlocks);
+      const k =
+        n === this.windowRequests
+          ? this.threshold
+          : (this.#fixedThreshold ?? thresholdFor(n, this.#p0, this.#alpha));
+      w = new ReplicaWindow(n, k);
       this.#replicas.set(replica, w);
     }
     return w;
