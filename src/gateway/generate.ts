@@ -2,7 +2,9 @@
  * The generate path of `/v1/completions` and `/v1/chat/completions`: authenticate, read and
  * tokenize, route, proxy, and keep the router's ledger true to what happened. A backend that
  * refuses or resets before any byte reached the client is marked down and the request goes to
- * the next best replica, a bounded number of times. So does a backend that sends nothing, not
+ * the next best replica, a bounded number of times; but a kept-alive connection the replica
+ * closed under the request (`reconnect.ts`) is first tried once more on a fresh connection to
+ * the same replica, which keeps its place and its cache in the router. So does a backend that sends nothing, not
  * even a status line, within the first-byte timeout: a live engine answers a stream's head at
  * once, so a streamed attempt is retried elsewhere at once while the silent replica is probed
  * (a probe that times out marks it down); a non-streamed answer comes only when generated, so
@@ -19,12 +21,13 @@ import { auditable, auditResponse } from './audit/observe.ts';
 import { requestUsage } from './audit/streamUsage.ts';
 import { UsageTap } from './audit/usageTap.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
-import type { Backend } from './backends.ts';
+import { type Backend, freshConnection } from './backends.ts';
 import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
 import type { ModelPools, Target } from './pools.ts';
 import { proxyAttempt } from './proxy.ts';
+import { isKeepAliveRace } from './reconnect.ts';
 import { parseRequest } from './request.ts';
 import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
 
@@ -153,35 +156,50 @@ export async function handleGenerate(
 
     if (!parsed.stream) pool.watchPrefill(route, parsed.blockKeys);
     record.preUpstreamMs ??= performance.now() - arrivedMs;
-    const tap = audited ? new UsageTap({ stream: parsed.stream, strip: usage.asked }) : undefined;
+    let tap = audited ? new UsageTap({ stream: parsed.stream, strip: usage.asked }) : undefined;
     const hitsAtRoute = pool.audit.hitsNow(decision.replica);
-    const outcome = await proxyAttempt(
-      backend.pool,
-      {
-        path: req.url ?? '/',
-        body: usage.body,
-        headers: upstreamHeaders(ctx, backend, req, reqId),
-        replyHeaders: { [REPLICA_HEADER]: backend.name },
+    const upstream = {
+      path: req.url ?? '/',
+      body: usage.body,
+      headers: upstreamHeaders(ctx, backend, req, reqId),
+      replyHeaders: { [REPLICA_HEADER]: backend.name },
+    };
+    const hooks = {
+      onFirstToken() {
+        record.ttftMs ??= performance.now() - arrivedMs;
+        pool.firstToken(route, Date.now());
       },
-      res,
-      {
-        onFirstToken() {
-          record.ttftMs ??= performance.now() - arrivedMs;
-          pool.firstToken(route, Date.now());
-        },
-        firstByteTimeoutMs: ctx.firstByteTimeoutMs,
-        ...(tap && { tap }),
-        async onSilence() {
-          logger.warn(
-            { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
-            'no response byte within the first-byte timeout; probing the replica',
-          );
-          if (!parsed.stream) return !(await pool.probe(backend));
-          void pool.probe(backend);
-          return true;
-        },
+      firstByteTimeoutMs: ctx.firstByteTimeoutMs,
+      async onSilence() {
+        logger.warn(
+          { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
+          'no response byte within the first-byte timeout; probing the replica',
+        );
+        if (!parsed.stream) return !(await pool.probe(backend));
+        void pool.probe(backend);
+        return true;
       },
-    );
+    };
+    let outcome = await proxyAttempt(backend.pool, upstream, res, {
+      ...hooks,
+      ...(tap && { tap }),
+    });
+    if (outcome.kind === 'unreachable' && isKeepAliveRace(outcome)) {
+      // The replica closed a kept-alive socket under the request: the engine never saw it. Once
+      // more on a new connection to the same replica; only that one failing says it is gone.
+      metrics.upstreamReconnects.inc();
+      logger.debug(
+        { reqId, replica: backend.name, err: outcome.error },
+        'kept-alive connection closed under the request; sent again on a fresh connection',
+      );
+      tap = audited ? new UsageTap({ stream: parsed.stream, strip: usage.asked }) : undefined;
+      const fresh = freshConnection(backend);
+      try {
+        outcome = await proxyAttempt(fresh, upstream, res, { ...hooks, ...(tap && { tap }) });
+      } finally {
+        void fresh.close().catch(() => {});
+      }
+    }
     pool.finish(route, Date.now());
     if (tap && outcome.kind === 'completed' && outcome.status < 400) {
       auditResponse(pool, metrics, decision, parsed.promptTokens, tap.cachedTokens, hitsAtRoute);

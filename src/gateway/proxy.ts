@@ -11,10 +11,14 @@ import type { Dispatcher } from 'undici';
 import { ApiError, errorInfo } from '../openai/errors.ts';
 import { SSE_DONE, sseData } from '../openai/sse.ts';
 import { FirstTokenDetector } from './firstToken.ts';
+import { expectSocket, type SocketWatcher } from './reconnect.ts';
 
 export type AttemptOutcome =
-  /** Nothing reached the client: the backend refused, reset or failed before any byte. */
-  | { kind: 'unreachable'; error: Error }
+  /**
+   * Nothing reached the client: the backend refused, reset or failed before any byte. `reused`:
+   * the connection had carried a request before (null: not known); `headSeen`: a status line came.
+   */
+  | { kind: 'unreachable'; error: Error; reused: boolean | null; headSeen: boolean }
   /** The backend's whole response (any status) went to the client. */
   | { kind: 'completed'; status: number }
   /** The client left; the upstream request was aborted. */
@@ -117,6 +121,7 @@ export function proxyAttempt(
     /** Whether the bytes sent so far end on an event boundary (an error event may follow). */
     let atEventBoundary = true;
     const detector = new FirstTokenDetector();
+    const socket: SocketWatcher = { reused: null };
 
     let silenceTimer: NodeJS.Timeout | null = null;
     // Chunks (and the end) that arrive in one tick leave in one write: a short answer that
@@ -173,6 +178,7 @@ export function proxyAttempt(
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c) {
         controller = c;
+        expectSocket(socket);
         if (clientGone || settled) c.abort(new ClientGone('the attempt was given up'));
       },
       onResponseStart(_c, statusCode, responseHeaders) {
@@ -221,7 +227,7 @@ export function proxyAttempt(
           return;
         }
         if (!headWritten) {
-          settle({ kind: 'unreachable', error });
+          settle({ kind: 'unreachable', error, reused: socket.reused, headSeen: status !== 0 });
           return;
         }
         const rest = hooks.tap?.end();
@@ -242,7 +248,7 @@ export function proxyAttempt(
         handler,
       );
     } catch (error) {
-      settle({ kind: 'unreachable', error: error as Error });
+      settle({ kind: 'unreachable', error: error as Error, reused: null, headSeen: false });
     }
   });
 }
