@@ -20,6 +20,7 @@ import {
   HealthChecker,
   nextProbeDelayMs,
 } from '../src/gateway/health.ts';
+import { isClosedConnection, isKeepAliveRace } from '../src/gateway/reconnect.ts';
 import { type GatewayHandle, replicas, tokens, waitFor } from './gateway.harness.ts';
 import { freePort } from './support/ports.ts';
 
@@ -171,6 +172,32 @@ async function backendsOf(gw: GatewayHandle): Promise<BackendJson[]> {
 }
 
 describe('a kept-alive connection closed under a request', () => {
+  test('is a reset, a broken pipe or a closed socket on a reused connection, before any head', () => {
+    const coded = (code: string, message = 'x') => Object.assign(new Error(message), { code });
+    for (const error of [
+      coded('ECONNRESET', 'read ECONNRESET'),
+      coded('EPIPE', 'write EPIPE'),
+      coded('UND_ERR_SOCKET', 'other side closed'),
+      new Error('other side closed'),
+      new Error('wrapped', { cause: coded('ECONNRESET') }),
+    ]) {
+      assert.ok(isClosedConnection(error), error.message);
+      assert.ok(isKeepAliveRace({ error, reused: true, headSeen: false }), error.message);
+      assert.ok(!isKeepAliveRace({ error, reused: false, headSeen: false }), 'a fresh one failed');
+      assert.ok(!isKeepAliveRace({ error, reused: null, headSeen: false }), 'not known: no');
+      assert.ok(!isKeepAliveRace({ error, reused: true, headSeen: true }), 'a head came');
+    }
+    for (const error of [
+      coded('ECONNREFUSED'),
+      coded('UND_ERR_HEADERS_TIMEOUT', 'Headers Timeout Error'),
+      new Error('boom'),
+      null,
+      'ECONNRESET',
+    ]) {
+      assert.ok(!isKeepAliveRace({ error, reused: true, headSeen: false }), String(error));
+    }
+  });
+
   test('is sent again on a fresh connection to the same replica, which stays up and warm', async () => {
     const fakes = [await fakeLlama({ dropReused: true }), await fakeLlama({ dropReused: true })];
     const gw = await gatewayFor(
@@ -213,9 +240,13 @@ describe('probes of a backend that has not answered yet', () => {
     const port = await freePort();
     const scheduled: number[] = [];
     let ups = 0;
-    const checker = new HealthChecker([{ replica: 0, url: `http://127.0.0.1:${port}` }], () => ups++, {
-      onSchedule: (_r, delayMs) => scheduled.push(delayMs),
-    });
+    const checker = new HealthChecker(
+      [{ replica: 0, url: `http://127.0.0.1:${port}` }],
+      () => ups++,
+      {
+        onSchedule: (_r, delayMs) => scheduled.push(delayMs),
+      },
+    );
     closers.push(() => checker.close());
     checker.watch(0);
     await waitFor(() => scheduled.length >= 6, 'six probes scheduled');
@@ -296,7 +327,11 @@ describe("an engine's own response fields", () => {
     const messages = [{ role: 'user' as const, content: 'hi' }];
 
     const plain: Record<string, unknown>[] = [];
-    for await (const c of await openai.chat.completions.create({ model: 'm', messages, stream: true })) {
+    for await (const c of await openai.chat.completions.create({
+      model: 'm',
+      messages,
+      stream: true,
+    })) {
       plain.push(c as unknown as Record<string, unknown>);
     }
     const asked = fake.state.bodies.at(-1)?.stream_options;
