@@ -21,13 +21,12 @@ import { auditable, auditResponse } from './audit/observe.ts';
 import { requestUsage } from './audit/streamUsage.ts';
 import { UsageTap } from './audit/usageTap.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
-import { type Backend, freshConnection } from './backends.ts';
+import type { Backend } from './backends.ts';
 import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
 import type { ModelPools, Target } from './pools.ts';
-import { proxyAttempt } from './proxy.ts';
-import { isKeepAliveRace } from './reconnect.ts';
+import { proxyToBackend } from './proxy.ts';
 import { parseRequest } from './request.ts';
 import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
 
@@ -156,50 +155,46 @@ export async function handleGenerate(
 
     if (!parsed.stream) pool.watchPrefill(route, parsed.blockKeys);
     record.preUpstreamMs ??= performance.now() - arrivedMs;
-    let tap = audited ? new UsageTap({ stream: parsed.stream, strip: usage.asked }) : undefined;
+    let tap: UsageTap | undefined;
     const hitsAtRoute = pool.audit.hitsNow(decision.replica);
-    const upstream = {
-      path: req.url ?? '/',
-      body: usage.body,
-      headers: upstreamHeaders(ctx, backend, req, reqId),
-      replyHeaders: { [REPLICA_HEADER]: backend.name },
-    };
-    const hooks = {
-      onFirstToken() {
-        record.ttftMs ??= performance.now() - arrivedMs;
-        pool.firstToken(route, Date.now());
+    const outcome = await proxyToBackend(
+      backend,
+      {
+        path: req.url ?? '/',
+        body: usage.body,
+        headers: upstreamHeaders(ctx, backend, req, reqId),
+        replyHeaders: { [REPLICA_HEADER]: backend.name },
       },
-      firstByteTimeoutMs: ctx.firstByteTimeoutMs,
-      async onSilence() {
-        logger.warn(
-          { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
-          'no response byte within the first-byte timeout; probing the replica',
+      res,
+      () => {
+        tap = audited ? new UsageTap({ stream: parsed.stream, strip: usage.asked }) : undefined;
+        return {
+          onFirstToken() {
+            record.ttftMs ??= performance.now() - arrivedMs;
+            pool.firstToken(route, Date.now());
+          },
+          firstByteTimeoutMs: ctx.firstByteTimeoutMs,
+          ...(tap && { tap }),
+          async onSilence() {
+            logger.warn(
+              { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
+              'no response byte within the first-byte timeout; probing the replica',
+            );
+            if (!parsed.stream) return !(await pool.probe(backend));
+            void pool.probe(backend);
+            return true;
+          },
+        };
+      },
+      (err) => {
+        // The engine never saw the request: the replica keeps its place and its cache.
+        metrics.upstreamReconnects.inc();
+        logger.debug(
+          { reqId, replica: backend.name, err },
+          'kept-alive connection closed under the request; sent again on a fresh connection',
         );
-        if (!parsed.stream) return !(await pool.probe(backend));
-        void pool.probe(backend);
-        return true;
       },
-    };
-    let outcome = await proxyAttempt(backend.pool, upstream, res, {
-      ...hooks,
-      ...(tap && { tap }),
-    });
-    if (outcome.kind === 'unreachable' && isKeepAliveRace(outcome)) {
-      // The replica closed a kept-alive socket under the request: the engine never saw it. Once
-      // more on a new connection to the same replica; only that one failing says it is gone.
-      metrics.upstreamReconnects.inc();
-      logger.debug(
-        { reqId, replica: backend.name, err: outcome.error },
-        'kept-alive connection closed under the request; sent again on a fresh connection',
-      );
-      tap = audited ? new UsageTap({ stream: parsed.stream, strip: usage.asked }) : undefined;
-      const fresh = freshConnection(backend);
-      try {
-        outcome = await proxyAttempt(fresh, upstream, res, { ...hooks, ...(tap && { tap }) });
-      } finally {
-        void fresh.close().catch(() => {});
-      }
-    }
+    );
     pool.finish(route, Date.now());
     if (tap && outcome.kind === 'completed' && outcome.status < 400) {
       auditResponse(pool, metrics, decision, parsed.promptTokens, tap.cachedTokens, hitsAtRoute);

@@ -10,8 +10,9 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { ApiError, errorInfo } from '../openai/errors.ts';
 import { SSE_DONE, sseData } from '../openai/sse.ts';
+import { type Backend, freshConnection } from './backends.ts';
 import { FirstTokenDetector } from './firstToken.ts';
-import { expectSocket, type SocketWatcher } from './reconnect.ts';
+import { expectSocket, isKeepAliveRace, type SocketWatcher } from './reconnect.ts';
 
 export type AttemptOutcome =
   /**
@@ -251,6 +252,29 @@ export function proxyAttempt(
       settle({ kind: 'unreachable', error: error as Error, reused: null, headSeen: false });
     }
   });
+}
+
+/**
+ * One attempt on `backend` over its pooled connections; when the backend closed a kept-alive
+ * connection under it (`reconnect.ts`), once more over a fresh connection to the same backend
+ * (`onReconnect` told first). `hooks` is asked for each of the two: a tap reads one response.
+ */
+export async function proxyToBackend(
+  backend: Backend,
+  upstream: UpstreamRequest,
+  res: ServerResponse,
+  hooks: () => AttemptHooks,
+  onReconnect: (error: Error) => void,
+): Promise<AttemptOutcome> {
+  const outcome = await proxyAttempt(backend.pool, upstream, res, hooks());
+  if (outcome.kind !== 'unreachable' || !isKeepAliveRace(outcome)) return outcome;
+  onReconnect(outcome.error);
+  const fresh = freshConnection(backend);
+  try {
+    return await proxyAttempt(fresh, upstream, res, hooks());
+  } finally {
+    void fresh.close().catch(() => {});
+  }
 }
 
 /** Ends a begun SSE stream the way an OpenAI server reports a failure mid-stream. */
