@@ -26,8 +26,11 @@ USER node
 # 5557 / 5558: an engine's KV events (ZMQ PUB) and replay (ZMQ ROUTER); 9002 / 9003 / 9090: the
 # endpoint picker's ext_proc, gRPC health and metrics ports.
 EXPOSE 8080 8001 5557 5558 9002 9003 9090
-# The gateway's /health: 200 once it listens. (An engine container overrides this with its port.)
+# The gateway's /health (liveness: 200 once it listens) on KVROUTE_PORT: a gateway run on another
+# port (--port N) sets KVROUTE_PORT=N too. (An engine container overrides this with its port.)
+# Readiness (every model has a healthy backend) is /ready.
+ENV KVROUTE_PORT=8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:8080/health').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.KVROUTE_PORT || 8080) + '/health').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 ENTRYPOINT ["node", "bin/kvroute.js"]
 CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]

@@ -72,9 +72,13 @@ describe('Dockerfile', () => {
   });
 
   test("the health check and the default command use the gateway's port and /health", () => {
+    // The health check follows KVROUTE_PORT, set to the default port the command listens on.
+    assert.match(text, new RegExp(`^ENV KVROUTE_PORT=${DEFAULT_PORT}$`, 'm'));
     assert.match(
       text,
-      new RegExp(`HEALTHCHECK[^\\n]*\\\\\\n[^\\n]*127\\.0\\.0\\.1:${DEFAULT_PORT}/health`),
+      new RegExp(
+        `HEALTHCHECK[^\\n]*\\\\\\n[^\\n]*127\\.0\\.0\\.1:' \\+ \\(process\\.env\\.KVROUTE_PORT \\|\\| ${DEFAULT_PORT}\\) \\+ '/health`,
+      ),
     );
     assert.match(text, new RegExp(`^EXPOSE .*\\b${DEFAULT_PORT}\\b`, 'm'));
     assert.match(
@@ -111,10 +115,10 @@ describe('Kubernetes manifests', () => {
     assert.equal(Number(port), portNamed(gatewayContainer, 'http'));
     assert.equal(portNamed(gatewayContainer, 'http'), DEFAULT_PORT);
     assert.match(config, /^host: 0\.0\.0\.0$/m, 'listens beyond loopback in a pod');
-    for (const probe of probes(gatewayContainer)) {
-      assert.equal(probe.httpGet.path, '/health');
-      assert.equal(probe.httpGet.port, 'http');
-    }
+    // Ready once every model has a healthy backend (/ready); alive while it serves (/health).
+    assert.equal(gatewayContainer.readinessProbe.httpGet.path, '/ready');
+    assert.equal(gatewayContainer.livenessProbe.httpGet.path, '/health');
+    for (const probe of probes(gatewayContainer)) assert.equal(probe.httpGet.port, 'http');
   });
 
   test('Services and ServiceMonitors point at named ports that exist', () => {

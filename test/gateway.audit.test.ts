@@ -89,13 +89,41 @@ describe('usage tap', () => {
   test('a chunk of whole events with nothing to drop passes as the same bytes, not a copy', () => {
     const tap = new UsageTap({ stream: true, strip: true });
     tap.start(200, 'text/event-stream');
-    const chunk = Buffer.from(CHUNKS.join(''));
+    const chunk = Buffer.from(CHUNKS.slice(0, 2).join(''));
     const out = tap.data(chunk);
     assert.ok(out.equals(chunk));
     assert.equal(out.buffer, chunk.buffer);
-    assert.equal(tap.data(Buffer.from(USAGE(3))).length, 0);
+    // The chunk with a finish_reason waits for the usage chunk (which may carry engine fields).
+    assert.equal(tap.data(Buffer.from(CHUNKS[2]!)).length, 0);
+    assert.ok(tap.data(Buffer.from(USAGE(3))).equals(Buffer.from(CHUNKS[2]!)));
     assert.ok(tap.data(Buffer.from(DONE)).equals(Buffer.from(DONE)));
     assert.equal(tap.cachedTokens, 3);
+  });
+
+  test("the usage chunk's engine fields (llama.cpp's timings) move to the last content chunk, however cut", () => {
+    const timings =
+      '"timings":{"prompt_n":40,"prompt_ms":12.5,"predicted_n":3,"predicted_ms":30.1}';
+    const usage = USAGE(5).replace(/}\n\n$/, `,${timings}}\n\n`);
+    const finishWith = CHUNKS[2]!.replace(/}\n\n$/, `,${timings}}\n\n`);
+    const sent = Buffer.from(CHUNKS.join('') + usage + DONE);
+    const expected = Buffer.from(CHUNKS.slice(0, 2).join('') + finishWith + DONE);
+    fc.assert(
+      fc.property(fc.array(fc.nat(), { maxLength: 12 }), (points) => {
+        const tap = new UsageTap({ stream: true, strip: true });
+        tap.start(200, 'text/event-stream');
+        const out = cutsOf(sent, points).map((c) => tap.data(c));
+        out.push(tap.end());
+        return Buffer.concat(out).equals(expected) && tap.cachedTokens === 5;
+      }),
+      { seed: 53 },
+    );
+    // No content chunk to carry them (nothing finished): the usage chunk passes without usage.
+    const tap = new UsageTap({ stream: true, strip: true });
+    tap.start(200, 'text/event-stream');
+    const alone = JSON.parse(tap.data(Buffer.from(usage)).toString().slice(6));
+    assert.equal(alone.usage, undefined);
+    assert.deepEqual(alone.choices, []);
+    assert.equal(alone.timings.prompt_n, 40);
   });
 
   test('a stream the client asked usage for passes whole, chunk by chunk, and is read', () => {

@@ -300,10 +300,21 @@ describe('two models with two engines each, and an adapter on one of them', () =
   });
 });
 
-test('served models: base names first, adapters by parent, the configured name as fallback', () => {
+test('served models: base names first, adapters by parent, the configured name first of all', () => {
   const card = (id: string, parent: string | null) => ({ id, object: 'model' as const, parent });
-  const s = servedModels([card('m', null), card('m-alias', null), card('lora', 'm')], 'x');
-  assert.deepEqual(s.bases, ['m', 'm-alias']);
+  const bases = [card('m', null), card('m-alias', null), card('lora', 'm')];
+  const unnamed = servedModels(bases, null);
+  assert.deepEqual(unnamed.bases, ['m', 'm-alias']);
+  assert.deepEqual([...unnamed.adapters.keys()], ['lora']);
+  // model= in its entry is the name it is served under; the engine's own ids answer too.
+  const s = servedModels(bases, 'x');
+  assert.deepEqual(s.bases, ['x', 'm', 'm-alias']);
+  assert.deepEqual(s.reported, ['m', 'm-alias']);
+  assert.deepEqual(
+    s.cards.map((c) => c.id),
+    ['x', 'm', 'm-alias', 'lora'],
+  );
+  assert.deepEqual(servedModels(bases, 'm').bases, ['m', 'm-alias'], 'no name twice');
   assert.deepEqual([...s.adapters.keys()], ['lora']);
   const fallback = servedModels(null, 'configured');
   assert.deepEqual(fallback.bases, ['configured']);

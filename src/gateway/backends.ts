@@ -3,8 +3,9 @@
  * Pool), the headers each one gets, and the two questions the gateway asks a backend outside the
  * request path: is it alive (`/health`) and what does it serve (`/v1/models`).
  */
-import { Pool } from 'undici';
+import { Client, Pool } from 'undici';
 import type { BackendConfig } from './config.ts';
+import { trackSockets } from './reconnect.ts';
 
 /** Connections per backend: enough for every in-flight stream of a busy replica. */
 const POOL_CONNECTIONS = 256;
@@ -28,6 +29,7 @@ export function replicaName(url: string): string {
 }
 
 export function makeBackend(config: BackendConfig, name = replicaName(config.url)): Backend {
+  trackSockets();
   return {
     name,
     config,
@@ -106,6 +108,18 @@ export async function probeHealth(backend: Backend, timeoutMs = ASK_TIMEOUT_MS):
   } catch {
     return false;
   }
+}
+
+/**
+ * A one-off connection to the backend, for the retry of a request whose kept-alive socket the
+ * backend closed under it: a new socket, whatever the pool holds. Close it after the attempt.
+ */
+export function freshConnection(backend: Backend): Client {
+  return new Client(backend.config.url, {
+    pipelining: 1,
+    headersTimeout: HEADERS_TIMEOUT_MS,
+    bodyTimeout: BODY_TIMEOUT_MS,
+  });
 }
 
 export async function closeBackend(backend: Backend): Promise<void> {

@@ -2,7 +2,9 @@
  * The generate path of `/v1/completions` and `/v1/chat/completions`: authenticate, read and
  * tokenize, route, proxy, and keep the router's ledger true to what happened. A backend that
  * refuses or resets before any byte reached the client is marked down and the request goes to
- * the next best replica, a bounded number of times. So does a backend that sends nothing, not
+ * the next best replica, a bounded number of times; but a kept-alive connection the replica
+ * closed under the request (`reconnect.ts`) is first tried once more on a fresh connection to
+ * the same replica, which keeps its place and its cache in the router. So does a backend that sends nothing, not
  * even a status line, within the first-byte timeout: a live engine answers a stream's head at
  * once, so a streamed attempt is retried elsewhere at once while the silent replica is probed
  * (a probe that times out marks it down); a non-streamed answer comes only when generated, so
@@ -25,7 +27,7 @@ import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
 import type { ModelPools, Target } from './pools.ts';
-import { chainTaps, proxyAttempt, type ResponseTap } from './proxy.ts';
+import { chainTaps, proxyToBackend, type ResponseTap } from './proxy.ts';
 import type { ReplicaLabels } from './replicaLabels.ts';
 import { parseRequest } from './request.ts';
 import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
@@ -157,16 +159,10 @@ export async function handleGenerate(
 
     if (!parsed.stream) pool.watchPrefill(route, parsed.blockKeys);
     record.preUpstreamMs ??= performance.now() - arrivedMs;
-    const usageTap = audited
-      ? new UsageTap({ stream: parsed.stream, strip: usage.asked })
-      : undefined;
-    // The engine's transfer fields never reach the client (engineFields.ts).
-    const tap: ResponseTap = usageTap
-      ? chainTaps(usageTap, new EngineFieldsTap())
-      : new EngineFieldsTap();
+    let usageTap: UsageTap | undefined;
     const hitsAtRoute = pool.audit.hitsNow(decision.replica);
-    const outcome = await proxyAttempt(
-      backend.pool,
+    const outcome = await proxyToBackend(
+      backend,
       {
         path: req.url ?? '/',
         body: usage.body,
@@ -174,22 +170,38 @@ export async function handleGenerate(
         replyHeaders: { [REPLICA_HEADER]: ctx.labels.of(backend.name) },
       },
       res,
-      {
-        onFirstToken() {
-          record.ttftMs ??= performance.now() - arrivedMs;
-          pool.firstToken(route, Date.now());
-        },
-        firstByteTimeoutMs: ctx.firstByteTimeoutMs,
-        tap,
-        async onSilence() {
-          logger.warn(
-            { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
-            'no response byte within the first-byte timeout; probing the replica',
-          );
-          if (!parsed.stream) return !(await pool.probe(backend));
-          void pool.probe(backend);
-          return true;
-        },
+      () => {
+        // A fresh tap per attempt: a reconnect starts the response over.
+        usageTap = audited ? new UsageTap({ stream: parsed.stream, strip: usage.asked }) : undefined;
+        // The engine's transfer fields never reach the client (engineFields.ts).
+        const tap: ResponseTap = usageTap
+          ? chainTaps(usageTap, new EngineFieldsTap())
+          : new EngineFieldsTap();
+        return {
+          onFirstToken() {
+            record.ttftMs ??= performance.now() - arrivedMs;
+            pool.firstToken(route, Date.now());
+          },
+          firstByteTimeoutMs: ctx.firstByteTimeoutMs,
+          tap,
+          async onSilence() {
+            logger.warn(
+              { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
+              'no response byte within the first-byte timeout; probing the replica',
+            );
+            if (!parsed.stream) return !(await pool.probe(backend));
+            void pool.probe(backend);
+            return true;
+          },
+        };
+      },
+      (err) => {
+        // The engine never saw the request: the replica keeps its place and its cache.
+        metrics.upstreamReconnects.inc();
+        logger.debug(
+          { reqId, replica: backend.name, err },
+          'kept-alive connection closed under the request; sent again on a fresh connection',
+        );
       },
     );
     pool.finish(route, Date.now());

@@ -69,6 +69,7 @@ export class GatewayMetrics {
   readonly spills: LabelledCounter;
   readonly failOpen: LabelledCounter;
   readonly retries: Counter;
+  readonly upstreamReconnects: Counter;
   readonly remoteTokenizeFallbacks: Counter;
   readonly requests: LabelledCounter;
   readonly brokenStreams: Counter;
@@ -133,6 +134,10 @@ export class GatewayMetrics {
     this.retries = counter(
       'kvroute_gateway_retries_total',
       'Attempts repeated on another replica after a refused or reset connection',
+    );
+    this.upstreamReconnects = counter(
+      'kvroute_gateway_upstream_reconnects_total',
+      'Attempts repeated on a fresh connection to the same replica: it closed a kept-alive one under the request',
     );
     this.remoteTokenizeFallbacks = counter(
       'kvroute_gateway_remote_tokenize_fallbacks_total',

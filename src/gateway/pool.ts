@@ -28,6 +28,7 @@ import type { GatewayConfig } from './config.ts';
 import { type Logger, RateLimitedLog } from './log.ts';
 import type { ServedModels } from './models.ts';
 import { PrefillWatch } from './prefillWatch.ts';
+import { isClosedConnection } from './reconnect.ts';
 import type { EngineReport } from './scraper.ts';
 import type { SubscriberStats } from './subscriber.ts';
 import { BackendWatch } from './watch.ts';
@@ -117,6 +118,8 @@ class Member {
   /** starting: not routed until its first report; active: in the router; draining: leaving. */
   phase: 'starting' | 'active' | 'draining';
   down = false;
+  /** It answered since it joined (a load report or a health probe): it can be called ready. */
+  answered = false;
   inFlight = 0;
   /**
    * Requests routed here with at least one full block of prompt (whose prefill stores a block,
@@ -254,6 +257,16 @@ export class ModelPool {
     return n;
   }
 
+  /**
+   * Members that serve now: in the router, not down, and heard from (a load report or a health
+   * probe answered) since they joined. Readiness (`GET /ready`) wants one per pool.
+   */
+  get healthyCount(): number {
+    let n = 0;
+    for (const m of this.#members.values()) if (m.phase === 'active' && !m.down && m.answered) n++;
+    return n;
+  }
+
   /** Members still open, draining ones included: the pool can be dropped at zero. */
   get openCount(): number {
     return this.#byBackend.size;
@@ -356,6 +369,11 @@ export class ModelPool {
       }
     }
     return warned;
+  }
+
+  /** What a member serves now (null: no such member). */
+  servedOf(name: string): ServedModels | null {
+    return this.#members.get(name)?.served ?? null;
   }
 
   /** New `/v1/models` of a member (same base model; its adapters may differ). */
@@ -567,6 +585,7 @@ export class ModelPool {
         onUp: () => {
           if (m.phase === 'draining' || !m.down) return;
           m.down = false;
+          m.answered = true;
           if (m.phase === 'active') {
             this.router.markUp(name);
             m.watch.rebuild();
@@ -579,6 +598,7 @@ export class ModelPool {
           this.#options.onBackendUp?.(name);
         },
         onReport: (report, nowMs) => {
+          m.answered = true;
           if (m.phase === 'starting') this.#activate(m, report, nowMs);
           else if (m.phase === 'active') this.router.onReport(name, report, nowMs);
           if (report.kvBlocks !== undefined) {
@@ -591,7 +611,12 @@ export class ModelPool {
             this.audit.onHitCounter(name, report.prefixCacheHitsTokens);
           }
         },
-        onUnreachable: (err) => this.markDown(m.backend, err.message),
+        onUnreachable: (err) => {
+          // A reset may be a kept-alive scrape connection the engine closed as it went out:
+          // its health probe (which asks again on a closed connection) decides.
+          if (isClosedConnection(err)) void this.probe(m.backend);
+          else this.markDown(m.backend, err.message);
+        },
         onSilent: () => void this.probe(m.backend),
         onEvents: (events, nowMs) => {
           // Before it is routed, events only warm a cache the replay at activation relearns.

@@ -8,8 +8,9 @@
  * Backends added at run time start cold: probed (`/health`, with backoff) and asked for their
  * models before they join a pool, then scraped and subscribed before they take traffic. A
  * backend's models are read again when it comes back up, when a request names a model nobody
- * serves, and when `/v1/models` is asked after a while; one that now serves another base model
- * moves (drains from its old pool, starts cold in the new one).
+ * serves, and when `/v1/models` is asked after a while; one without `model=` that now serves
+ * another base model moves (drains from its old pool, starts cold in the new one). One with
+ * `model=` never moves: that name is its pool's, whatever id its engine reports.
  */
 import { ApiError } from '../openai/errors.ts';
 import type { RouterCounters } from '../router/index.ts';
@@ -28,7 +29,7 @@ import {
   replicaName,
 } from './backends.ts';
 import type { BackendConfig } from './config.ts';
-import { HEALTH_BACKOFF_MAX_MS, HEALTH_BACKOFF_START_MS } from './health.ts';
+import { HEALTH_BACKOFF_START_MS, nextProbeDelayMs } from './health.ts';
 import type { Logger } from './log.ts';
 import { mergeCards, type ServedModels, servedModels } from './models.ts';
 import {
@@ -149,6 +150,18 @@ export class ModelPools {
   /** Pools that serve their model now (at least one backend in their router). */
   live(): ModelPool[] {
     return [...this.#pools.values()].filter((p) => p.activeCount > 0);
+  }
+
+  /**
+   * Readiness (`GET /ready`): the models (pools with members) that have no healthy backend now;
+   * empty when every one has one. `ready` is false too while no backend is placed at all.
+   */
+  readiness(): { ready: boolean; notReady: string[] } {
+    const withMembers = [...this.#pools.values()].filter((p) => p.names.length > 0);
+    const notReady = withMembers
+      .filter((p) => p.healthyCount === 0)
+      .map((p) => p.model ?? '(unknown)');
+    return { ready: withMembers.length > 0 && notReady.length === 0, notReady };
   }
 
   /** The pool a single-model gateway has (the first live one): its router for callers. */
@@ -394,8 +407,13 @@ export class ModelPools {
   /** The pool for a backend's models: one that knows any of its base names, or a new one. */
   #place(backend: Backend, served: ServedModels, options: { cold: boolean }): void {
     let pool: ModelPool | undefined;
+    const configured = backend.config.model;
     if (served.bases.length === 0) pool = this.#pools.get(UNKNOWN);
-    else for (const p of this.#pools.values()) if (served.bases.some((b) => p.knows(b))) pool = p;
+    else if (configured !== null) {
+      // Its entry names its model: that name alone places it, never the engine's own id.
+      pool = this.#pools.get(configured);
+      if (!pool) for (const p of this.#pools.values()) if (p.knows(configured)) pool = p;
+    } else for (const p of this.#pools.values()) if (served.bases.some((b) => p.knows(b))) pool = p;
     if (!pool) {
       const model = served.bases[0] ?? null;
       pool = new ModelPool({
@@ -441,7 +459,8 @@ export class ModelPools {
         };
       });
       p.wake = null;
-      delayMs = Math.min(delayMs * 2, HEALTH_BACKOFF_MAX_MS);
+      // Never answered yet: at least once a second, so it routes within a second of coming up.
+      delayMs = nextProbeDelayMs(delayMs, false);
     }
   }
 
@@ -451,9 +470,18 @@ export class ModelPools {
     if (!backend) return;
     const cards = await readModelCards(backend);
     if (cards === null || pool.backendOf(name) !== backend) return;
-    const served = servedModels(cards, backend.config.model);
+    const configured = backend.config.model;
+    const served = servedModels(cards, configured);
+    const before = pool.servedOf(name)?.reported ?? [];
+    if (configured !== null && !sameIds(before, served.reported)) {
+      this.#logger.warn(
+        { replica: name, model: configured, from: before, to: served.reported },
+        "the engine reports another model id now; it stays in its entry's model pool (model=)",
+      );
+    }
     const belongs =
-      pool.model === null ? served.bases.length === 0 : served.bases.some((b) => pool.knows(b));
+      configured !== null ||
+      (pool.model === null ? served.bases.length === 0 : served.bases.some((b) => pool.knows(b)));
     if (belongs) {
       pool.updateServed(name, served);
       this.#index = null;
@@ -484,12 +512,16 @@ export class ModelPools {
 
   #warnIfNotConfigured(backend: Backend, served: ServedModels, cards: ModelCard[] | null): void {
     const configured = backend.config.model;
-    if (cards === null || configured === null || served.bases.includes(configured)) return;
+    if (cards === null || configured === null || served.reported.includes(configured)) return;
     this.#logger.warn(
-      { replica: backend.name, configured, serves: served.bases },
-      'the backend does not serve the model its entry names; its /v1/models wins',
+      { replica: backend.name, configured, reports: served.reported },
+      "the engine's /v1/models names its model otherwise: its entry's name (model=) is the one it is served under; the engine's ids answer too",
     );
   }
+}
+
+function sameIds(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((id, i) => id === b[i]);
 }
 
 function agreementOf(pool: ModelPool, name: string): TokenizerAgreement {

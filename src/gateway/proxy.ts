@@ -10,11 +10,16 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { ApiError, errorInfo } from '../openai/errors.ts';
 import { SSE_DONE, sseData } from '../openai/sse.ts';
+import { type Backend, freshConnection } from './backends.ts';
 import { FirstTokenDetector } from './firstToken.ts';
+import { expectSocket, isKeepAliveRace, type SocketWatcher } from './reconnect.ts';
 
 export type AttemptOutcome =
-  /** Nothing reached the client: the backend refused, reset or failed before any byte. */
-  | { kind: 'unreachable'; error: Error }
+  /**
+   * Nothing reached the client: the backend refused, reset or failed before any byte. `reused`:
+   * the connection had carried a request before (null: not known); `headSeen`: a status line came.
+   */
+  | { kind: 'unreachable'; error: Error; reused: boolean | null; headSeen: boolean }
   /** The backend's whole response (any status) went to the client. */
   | { kind: 'completed'; status: number }
   /** The client left; the upstream request was aborted. */
@@ -140,6 +145,7 @@ export function proxyAttempt(
     /** Whether the bytes sent so far end on an event boundary (an error event may follow). */
     let atEventBoundary = true;
     const detector = new FirstTokenDetector();
+    const socket: SocketWatcher = { reused: null };
 
     let silenceTimer: NodeJS.Timeout | null = null;
     // Chunks (and the end) that arrive in one tick leave in one write: a short answer that
@@ -196,6 +202,7 @@ export function proxyAttempt(
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c) {
         controller = c;
+        expectSocket(socket);
         if (clientGone || settled) c.abort(new ClientGone('the attempt was given up'));
       },
       onResponseStart(_c, statusCode, responseHeaders) {
@@ -253,7 +260,7 @@ export function proxyAttempt(
           return;
         }
         if (!headWritten && !tapHolds) {
-          settle({ kind: 'unreachable', error });
+          settle({ kind: 'unreachable', error, reused: socket.reused, headSeen: status !== 0 });
           return;
         }
         // Bytes came (a tap held them): not retried, as if they had gone out; the client sees
@@ -281,9 +288,32 @@ export function proxyAttempt(
         handler,
       );
     } catch (error) {
-      settle({ kind: 'unreachable', error: error as Error });
+      settle({ kind: 'unreachable', error: error as Error, reused: null, headSeen: false });
     }
   });
+}
+
+/**
+ * One attempt on `backend` over its pooled connections; when the backend closed a kept-alive
+ * connection under it (`reconnect.ts`), once more over a fresh connection to the same backend
+ * (`onReconnect` told first). `hooks` is asked for each of the two: a tap reads one response.
+ */
+export async function proxyToBackend(
+  backend: Backend,
+  upstream: UpstreamRequest,
+  res: ServerResponse,
+  hooks: () => AttemptHooks,
+  onReconnect: (error: Error) => void,
+): Promise<AttemptOutcome> {
+  const outcome = await proxyAttempt(backend.pool, upstream, res, hooks());
+  if (outcome.kind !== 'unreachable' || !isKeepAliveRace(outcome)) return outcome;
+  onReconnect(outcome.error);
+  const fresh = freshConnection(backend);
+  try {
+    return await proxyAttempt(fresh, upstream, res, hooks());
+  } finally {
+    void fresh.close().catch(() => {});
+  }
 }
 
 /** Ends a begun SSE stream the way an OpenAI server reports a failure mid-stream. */

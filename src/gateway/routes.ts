@@ -47,11 +47,21 @@ export function makeRequestListener(
       method: 'POST',
       handle: (req, res, record) => handleGenerate(generate, 'chat', req, res, record),
     },
+    // Liveness: 200 while the process serves HTTP, whatever its backends do.
     '/health': {
       method: 'GET',
       handle: (_req, res) => {
         res.writeHead(200, { 'content-length': 0 });
         res.end();
+      },
+    },
+    // Readiness: 200 once every model has a healthy backend; 503 (and which models) until then.
+    '/ready': {
+      method: 'GET',
+      handle: (_req, res) => {
+        const { ready, notReady } = generate.pools.readiness();
+        if (ready) sendJson(res, 200, { status: 'ready' });
+        else sendJson(res, 503, { status: 'not ready', models: notReady });
       },
     },
     '/v1/models': {

@@ -10,6 +10,14 @@
  *   until its blank line), each event verbatim except the one with `choices: []` and a `usage`
  *   object (vLLM's and OpenAI's last chunk before `[DONE]`), which is read and dropped. Events
  *   end with a blank line, LF LF or CR LF CR LF (vLLM writes LF LF).
+ * - Engine fields on that usage chunk are not the gateway's to drop: llama-server puts its
+ *   `timings` on the stream's last chunk, which is the usage chunk when usage is asked and the
+ *   last content chunk (the one with a `finish_reason`) when it is not. So the client gets what
+ *   the engine sends when not asked: a content chunk carrying a `finish_reason` is held until
+ *   the next event (the usage chunk, `[DONE]`, or the end), and the usage chunk's fields beyond
+ *   the OpenAI envelope (`id`, `object`, `created`, `model`, `system_fingerprint`,
+ *   `service_tier`, `choices`, `usage`) are spliced into it, its own bytes otherwise untouched.
+ *   With no such chunk to carry them, the usage chunk passes without its `usage`.
  */
 import { SseFramer } from '../../openai/sse.ts';
 import type { ResponseTap } from '../proxy.ts';
@@ -30,8 +38,8 @@ export function cachedTokensOf(usage: unknown): number | null {
   return typeof cached === 'number' && Number.isFinite(cached) && cached >= 0 ? cached : null;
 }
 
-/** The usage object of an SSE event's data when it is the usage chunk; undefined otherwise. */
-function usageChunk(data: string): unknown {
+/** An SSE event's data parsed when it is the usage chunk; undefined otherwise. */
+function usageChunk(data: string): Record<string, unknown> | undefined {
   if (data === '' || data === '[DONE]' || !data.includes('"usage"')) return undefined;
   try {
     const parsed = JSON.parse(data) as { choices?: unknown; usage?: unknown };
@@ -41,12 +49,63 @@ function usageChunk(data: string): unknown {
       typeof parsed.usage === 'object' &&
       parsed.usage !== null
     ) {
-      return parsed.usage;
+      return parsed as Record<string, unknown>;
     }
   } catch {
     // Not JSON: not a usage chunk.
   }
   return undefined;
+}
+
+/** A stream chunk's OpenAI envelope: what the client gets on every chunk, usage aside. */
+const ENVELOPE = new Set([
+  'id',
+  'object',
+  'created',
+  'model',
+  'system_fingerprint',
+  'service_tier',
+  'choices',
+  'usage',
+]);
+
+/** The usage chunk's fields beyond the envelope (an engine's own, e.g. llama.cpp's `timings`). */
+export function engineFields(chunk: Record<string, unknown>): [string, unknown][] {
+  return Object.entries(chunk).filter(
+    ([k, v]) => !ENVELOPE.has(k) && v !== null && v !== undefined,
+  );
+}
+
+/**
+ * `fields` spliced into one raw event (`data: {...}` and its blank line) before its object's
+ * closing brace, the rest of its bytes untouched; a field it already has is left as it is.
+ */
+export function withFields(raw: Buffer, fields: readonly [string, unknown][]): Buffer {
+  let own: Record<string, unknown> = {};
+  try {
+    own = JSON.parse(eventData(raw)) as Record<string, unknown>;
+  } catch {
+    return raw;
+  }
+  const added = fields.filter(([k]) => !(k in own));
+  const close = raw.lastIndexOf(0x7d /* } */);
+  if (added.length === 0 || close < 0) return raw;
+  const lead = Object.keys(own).length > 0 ? ',' : '';
+  const text = added.map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`).join(',');
+  return Buffer.concat([raw.subarray(0, close), Buffer.from(lead + text), raw.subarray(close)]);
+}
+
+const FINISH_KEY = Buffer.from('"finish_reason"');
+
+/** Whether the event in `buf[start, end)` has a choice with a non-null `finish_reason`. */
+function hasFinish(buf: Buffer, start: number, end: number): boolean {
+  for (let i = buf.indexOf(FINISH_KEY, start); i >= 0 && i < end; ) {
+    let j = i + FINISH_KEY.length;
+    while (j < end && (buf[j] === 0x20 || buf[j] === 0x3a) /* : */) j++;
+    if (j < end && buf[j] !== 0x6e /* n(ull) */) return true;
+    i = buf.indexOf(FINISH_KEY, j);
+  }
+  return false;
 }
 
 /** The data of one raw event (its `data:` lines joined with LF). */
@@ -69,6 +128,8 @@ export class UsageTap implements ResponseTap {
   readonly #strip: boolean;
   #framer: SseFramer | null = null;
   #held: Buffer = EMPTY;
+  /** The last content chunk (it has a finish_reason), held for the usage chunk's engine fields. */
+  #last: Buffer | null = null;
   #json: Buffer[] | null = [];
   #jsonBytes = 0;
   #sse = false;
@@ -97,7 +158,8 @@ export class UsageTap implements ResponseTap {
 
   end(): Buffer {
     if (this.#sse) {
-      const rest = this.#held;
+      const rest = this.#last ? Buffer.concat([this.#last, this.#held]) : this.#held;
+      this.#last = null;
       this.#held = EMPTY;
       return rest;
     }
@@ -118,7 +180,7 @@ export class UsageTap implements ResponseTap {
       this.#framer ??= new SseFramer();
       for (const data of this.#framer.push(chunk)) {
         const usage = usageChunk(data);
-        if (usage !== undefined) this.cachedTokens = cachedTokensOf(usage);
+        if (usage !== undefined) this.cachedTokens = cachedTokensOf(usage.usage);
       }
     } catch {
       this.#framer = null;
@@ -128,8 +190,8 @@ export class UsageTap implements ResponseTap {
 
   #passEvents(chunk: Buffer): Buffer {
     const buf = this.#held.length > 0 ? Buffer.concat([this.#held, chunk]) : chunk;
-    // While no event is dropped, what passes is one stretch of `buf`: no copy.
-    let out: Buffer[] | null = null;
+    // While no event is dropped or held, what passes is one stretch of `buf`: no copy.
+    const out: Buffer[] = [];
     let start = 0;
     let passedTo = 0;
     let searchFrom = Math.max(0, this.#held.length - 3);
@@ -145,21 +207,42 @@ export class UsageTap implements ResponseTap {
           ? usageChunk(eventData(buf.subarray(start, end)))
           : undefined;
       if (usage !== undefined) {
-        this.cachedTokens = cachedTokensOf(usage);
+        this.cachedTokens = cachedTokensOf(usage.usage);
         this.stripped++;
-        out ??= [];
         if (passedTo < start) out.push(buf.subarray(passedTo, start));
         passedTo = end;
+        const fields = engineFields(usage);
+        if (this.#last) out.push(withFields(this.#last, fields));
+        else if (fields.length > 0) out.push(withoutUsage(usage));
+        this.#last = null;
+      } else if (hasFinish(buf, start, end)) {
+        // The last content chunk, maybe: held until the next event says.
+        if (passedTo < start) out.push(buf.subarray(passedTo, start));
+        if (this.#last) out.push(this.#last);
+        this.#last = Buffer.from(buf.subarray(start, end));
+        passedTo = end;
+      } else if (this.#last) {
+        // passedTo is `start` here: the held chunk goes out just before this event.
+        out.push(this.#last);
+        this.#last = null;
       }
       start = end;
       searchFrom = end;
     }
     this.#held = start < buf.length ? Buffer.from(buf.subarray(start)) : EMPTY;
-    if (out === null) return start === 0 ? EMPTY : buf.subarray(0, start);
-    if (passedTo < start) out.push(buf.subarray(passedTo, start));
+    if (passedTo < start) {
+      if (out.length === 0) return buf.subarray(passedTo, start);
+      out.push(buf.subarray(passedTo, start));
+    }
     if (out.length === 0) return EMPTY;
     return out.length === 1 ? out[0]! : Buffer.concat(out);
   }
+}
+
+/** The usage chunk as an event without its `usage` (its engine fields had no chunk to ride). */
+function withoutUsage(chunk: Record<string, unknown>): Buffer {
+  const { usage: _usage, ...rest } = chunk;
+  return Buffer.from(`data: ${JSON.stringify(rest)}\n\n`);
 }
 
 const USAGE_KEY = Buffer.from('"usage"');

@@ -18,7 +18,7 @@ import type { Backend } from '../backends.ts';
 import type { GenerateContext } from '../generate.ts';
 import type { ModelPool, PoolRoute } from '../pool.ts';
 import { EngineFieldsTap, stripEngineFields } from '../engineFields.ts';
-import { proxyAttempt } from '../proxy.ts';
+import { proxyToBackend } from '../proxy.ts';
 import type { ParsedRequest } from '../request.ts';
 import type { RequestRecord } from '../requestLog.ts';
 import { decidePd, type PdPath } from './decider.ts';
@@ -120,8 +120,8 @@ export async function handlePdGenerate(
     // The decode replica computes no prompt on this path: its ledger entry is past prefill.
     if (path === 'disaggregated' && params !== null) pool.firstToken(decode, Date.now());
     const body = Buffer.from(JSON.stringify(decodeLegBody(request, params)));
-    const outcome = await proxyAttempt(
-      decode.backend.pool,
+    const outcome = await proxyToBackend(
+      decode.backend,
       {
         path: r.req.url ?? '/',
         body,
@@ -132,7 +132,7 @@ export async function handlePdGenerate(
         },
       },
       r.res,
-      {
+      () => ({
         onFirstToken: () => {
           record.ttftMs ??= performance.now() - r.arrivedMs;
           pool.firstToken(decode, Date.now());
@@ -145,7 +145,8 @@ export async function handlePdGenerate(
           void pool.probe(decode.backend);
           return true;
         },
-      },
+      }),
+      () => ctx.metrics.upstreamReconnects.inc(),
     );
     pool.finish(decode, Date.now());
     switch (outcome.kind) {
