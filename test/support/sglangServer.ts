@@ -246,7 +246,7 @@ export class FakeSglangServer {
     ].join('\n');
   }
 
-  #tokenize(body: Record<string, unknown>, res: ServerResponse): void {
+  #tokenize(body: Record<string, unknown>, res: ServerResponse): undefined {
     const add = body.add_special_tokens !== false;
     const { prompt } = body;
     if (typeof prompt === 'string') {
@@ -262,7 +262,7 @@ export class FakeSglangServer {
       });
     }
     // FastAPI's answer to a body its pydantic model refuses.
-    sendJson(res, 422, {
+    return sendJson(res, 422, {
       detail: [{ type: 'missing', loc: ['body', 'prompt'], msg: 'Field required' }],
     });
   }
@@ -315,11 +315,11 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown> |
   }
 }
 
-function send(res: ServerResponse, status: number, text: string, type = 'text/plain'): void {
+function send(res: ServerResponse, status: number, text: string, type = 'text/plain'): undefined {
   res.writeHead(status, { 'content-type': type });
   res.end(text);
 }
 
-function sendJson(res: ServerResponse, status: number, json: unknown): void {
+function sendJson(res: ServerResponse, status: number, json: unknown): undefined {
   send(res, status, JSON.stringify(json), 'application/json');
 }
