@@ -67,6 +67,8 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
                         replaces the config file's list; role: a P/D fleet, prefill on the
                         prefill pool then decode on the decode pool (vLLM's NixlConnector
                         protocol); topic: its KV events' topic on --kv-events-bind;
+                        [,engine=vllm|sglang]: sglang reads SGLang's KV events (pages
+                        re-cut into --block-size blocks), sglang:* metrics and /tokenize;
                         [,gpu=NAME][,tp=N][,profile=FILE]: its hardware in a mixed pool
                         (delay-cost prices its tokens at its own speed);
                         [,kv-offloading-size=GiB | ,cpu-kv-blocks=N]: its engine's CPU tier

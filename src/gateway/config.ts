@@ -48,6 +48,9 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+export const BACKEND_ENGINES = ['vllm', 'sglang'] as const;
+export type BackendEngine = (typeof BACKEND_ENGINES)[number];
+
 export interface BackendConfig {
   /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8001. */
   url: string;
@@ -61,6 +64,11 @@ export interface BackendConfig {
   apiKey: string | null;
   /** Its role in a P/D fleet (`pd/roles.ts`); absent: both. */
   role?: BackendRole;
+  /**
+   * The engine behind it, where not vLLM (or vLLM-compatible): `sglang` reads SGLang's KV
+   * events, metrics and /tokenize (src/engines/sglang/). Absent: vLLM.
+   */
+  engine?: BackendEngine;
   /**
    * The topic its engine publishes KV events under to the bound socket (`kv-events-bind`);
    * absent: llm-d's `kv@<host of url>@<model>` (centralEvents.ts).
@@ -395,6 +403,7 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
         'model',
         'api-key',
         'role',
+        'engine',
         'topic',
         'gpu',
         'tp',
@@ -414,6 +423,9 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
     model: doc.model == null ? null : str(doc.model, `${key}.model`),
     apiKey: doc['api-key'] == null ? null : str(doc['api-key'], `${key}.api-key`),
     ...(doc.role != null && { role: roleOf(doc.role, `${key}.role`) }),
+    ...(doc.engine != null && {
+      engine: oneOf(doc.engine, `${key}.engine`, BACKEND_ENGINES),
+    }),
     ...(doc.topic != null && { topic: nonEmpty(str(doc.topic, `${key}.topic`), `${key}.topic`) }),
     ...(doc.gpu != null && { gpu: gpuName(str(doc.gpu, `${key}.gpu`), `${key}.gpu`) }),
     ...(doc.tp != null && { tp: tpOf(String(doc.tp), `${key}.tp`) }),
@@ -495,6 +507,7 @@ const emptyBackend = (): BackendConfig => ({
 
 /**
  * `--backend URL[,events=tcp://H:P][,replay=tcp://H:P][,model=NAME][,api-key=KEY][,topic=T]`
+ * `[,engine=vllm|sglang]`
  * `[,gpu=NAME][,tp=N][,profile=FILE][,kv-offloading-size=GiB | ,cpu-kv-blocks=N][,kv-blocks=N]`.
  * Throws with the flag's name so the CLI can print it.
  */
@@ -510,6 +523,7 @@ export function parseBackendFlag(value: string, flag = '--backend'): BackendConf
     else if (name === 'model') out.model = nonEmpty(v, `${flag} model`);
     else if (name === 'api-key') out.apiKey = nonEmpty(v, `${flag} api-key`);
     else if (name === 'role') out.role = roleOf(v, `${flag} role`);
+    else if (name === 'engine') out.engine = oneOf(v, `${flag} engine`, BACKEND_ENGINES);
     else if (name === 'topic') out.topic = nonEmpty(v, `${flag} topic`);
     else if (name === 'gpu') out.gpu = gpuName(v, `${flag} gpu`);
     else if (name === 'tp') out.tp = tpOf(v, `${flag} tp`);
@@ -521,7 +535,7 @@ export function parseBackendFlag(value: string, flag = '--backend'): BackendConf
     else
       throw configError(
         flag,
-        `has unknown option '${name}' (events, replay, model, api-key, role, topic, gpu, tp, profile, kv-offloading-size, cpu-kv-blocks, kv-blocks)`,
+        `has unknown option '${name}' (events, replay, model, api-key, role, engine, topic, gpu, tp, profile, kv-offloading-size, cpu-kv-blocks, kv-blocks)`,
       );
   }
   oneCpuTier(out, flag);

@@ -578,6 +578,7 @@ export class ModelPool {
       {
         scrapeMs: config.scrapeMs,
         events: config.index === 'events',
+        blockSize: config.blockSize,
         central: this.#options.central ?? null,
       },
       {

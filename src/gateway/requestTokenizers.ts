@@ -8,6 +8,7 @@
  * its local tokenizer (counted in `kvroute_gateway_remote_tokenize_fallbacks_total`): routing may
  * then miss the cache, but the request is still served.
  */
+import { readSglangTokenizeResponse, sglangTokenizeRequest } from '../engines/sglang/tokenize.ts';
 import { ApiError, badRequest } from '../openai/errors.ts';
 import { TokenizerError } from '../tokenizer/errors.ts';
 import type { PromptTokenizer, Tokenized } from '../tokenizer/promptTokenizer.ts';
@@ -77,6 +78,14 @@ export async function askBackend(
   body: Record<string, unknown>,
   timeoutMs = REMOTE_TIMEOUT_MS,
 ): Promise<{ ids: number[]; maxModelLen: number | null }> {
+  const sglang = backend.config.engine === 'sglang';
+  if (sglang) {
+    const asked = sglangTokenizeRequest(body);
+    // SGLang's /tokenize is text only: a chat prompt is tokenized by the next backend or locally.
+    if (asked === null)
+      throw new Error(`${backend.name} (SGLang) /tokenize takes no chat messages`);
+    body = asked;
+  }
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (backend.config.apiKey) headers.authorization = `Bearer ${backend.config.apiKey}`;
   const { statusCode, body: reply } = await backend.pool.request({
@@ -99,6 +108,10 @@ export async function askBackend(
       typeof message === 'string' ? message : 'the backend refused the prompt',
       typeof param === 'string' ? param : null,
     );
+  }
+  if (sglang && statusCode === 200) {
+    const answer = readSglangTokenizeResponse(json);
+    if (answer) return answer;
   }
   const tokens = json?.tokens;
   if (statusCode !== 200 || !Array.isArray(tokens) || !tokens.every(Number.isInteger)) {

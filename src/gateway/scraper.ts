@@ -65,6 +65,8 @@ export interface ScraperOptions {
   onUnreachable(replica: number, error: Error): void;
   /** The backend accepted the scrape and did not answer in time: frozen, or only slow. */
   onSilent?(replica: number, error: Error): void;
+  /** Reads the page (another engine's names, e.g. engines/sglang/metrics.ts); absent: vLLM's. */
+  parse?(text: string): EngineReport | null;
 }
 
 /** A scrape that gets no answer by then is a silent backend (the caller probes it). */
@@ -121,7 +123,8 @@ export class MetricsScraper {
   async #scrape(client: Client): Promise<EngineReport | null> {
     const { statusCode, body } = await client.request({ path: '/metrics', method: 'GET' });
     const text = await body.text();
-    const report = statusCode === 200 ? parseEngineMetrics(text) : null;
+    const parse = this.#options.parse ?? parseEngineMetrics;
+    const report = statusCode === 200 ? parse(text) : null;
     return report && { ...report, ...parseEngineCacheFacts(text) };
   }
 

@@ -73,11 +73,26 @@ export const DEFAULT_BROKEN_LIMITS: BrokenLimits = {
 /** A single message larger than this is refused by ZMQ itself (one engine step's events). */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
+/**
+ * Decodes another engine's payloads into router events (e.g. SGLang's: engines/sglang/feed.ts),
+ * keeping whatever state that takes; `reset` when the engine restarted or was forgotten.
+ */
+export interface BatchDecoder {
+  decode(payload: Uint8Array): {
+    events: ForeignKvEvent[];
+    malformedEvents: number;
+    malformedReason: string | null;
+  };
+  reset(): void;
+}
+
 export interface SubscriberTarget {
   replica: number;
   /** The PUB endpoint to connect to; null: its batches are pushed in (`push`, a bound socket). */
   events: string | null;
   replay: string | null;
+  /** Absent: vLLM's wire format (kv/wire.ts). */
+  decoder?: BatchDecoder;
 }
 
 export interface SubscriberHooks {
@@ -263,6 +278,7 @@ export class EventSubscriber {
       if (feed.distrusted) return;
       feed.lastSeq = null;
       feed.lastPayload = null;
+      feed.target.decoder?.reset();
       // A replica back from down deserves a fresh try at its replay socket.
       feed.replayBackoffUntilMs = 0;
       await this.#replayInto(feed, 0n, null);
@@ -345,6 +361,7 @@ export class EventSubscriber {
 
   #restarted(feed: Feed): void {
     feed.restarts++;
+    feed.target.decoder?.reset();
     feed.lastSeq = null;
     feed.lastPayload = null;
     const times = feed.restartTimesMs;
@@ -480,9 +497,11 @@ export class EventSubscriber {
   #apply(feed: Feed, batch: Batch): void {
     feed.lastSeq = batch.seq;
     feed.lastPayload = batch.payload;
-    let events: WireEvent[];
+    let events: readonly (WireEvent | ForeignKvEvent)[];
     try {
-      const decoded = decodeEventBatch(batch.payload);
+      const decoded = feed.target.decoder
+        ? feed.target.decoder.decode(batch.payload)
+        : decodeEventBatch(batch.payload);
       events = decoded.events;
       if (decoded.malformedEvents > 0) {
         feed.malformedEvents += decoded.malformedEvents;
@@ -503,6 +522,7 @@ export class EventSubscriber {
       (e) =>
         e.type === 'AllBlocksCleared' ||
         e.medium === null ||
+        e.medium === undefined ||
         e.medium === 'GPU' ||
         e.medium === 'CPU',
     );

@@ -8,6 +8,7 @@
  * the `kvroute_gateway_tokenizer_agrees` gauge; a mismatch is logged loudly. The answers also
  * carry each backend's `max_model_len`, the gateway's bound for refusing over-long prompts.
  */
+import { sglangTokenizeRequest } from '../engines/sglang/tokenize.ts';
 import { chatInput } from '../tokenizer/chat.ts';
 import type { PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
 import type { Backend } from './backends.ts';
@@ -84,7 +85,10 @@ export class TokenizerChecker {
         body: { messages: PROBE_MESSAGES },
         local: () => this.#prompts.encodeChat(chatInput(PROBE_MESSAGES)),
       },
-    ];
+    ].filter(
+      // SGLang's /tokenize takes text only: its chat probe cannot be asked.
+      (probe) => backend.config.engine !== 'sglang' || sglangTokenizeRequest(probe.body) !== null,
+    );
     let maxModelLen: number | null = null;
     const problems: string[] = [];
     let unanswered = 0;

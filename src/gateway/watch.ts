@@ -4,6 +4,8 @@
  * watch per backend, so a backend joins or leaves at run time without touching the others; the
  * pool it belongs to decides what each signal means (`pool.ts`).
  */
+import { SglangEventFeed } from '../engines/sglang/feed.ts';
+import { parseSglangMetrics } from '../engines/sglang/metrics.ts';
 import type { ForeignKvEvent } from '../router/index.ts';
 import type { Backend } from './backends.ts';
 import type { CentralEvents } from './centralEvents.ts';
@@ -42,7 +44,12 @@ export interface WatchOptions {
    * endpoint of its own gets the batches whose topic names it from there.
    */
   central?: CentralEvents | null;
+  /** The router's tokens per block: an SGLang backend's pages are re-cut into these. */
+  blockSize?: number;
 }
+
+/** The router's block size where the caller names none (gateway/config.ts's default). */
+const BLOCK_SIZE = 16;
 
 export class BackendWatch {
   readonly #health: HealthChecker;
@@ -66,12 +73,17 @@ export class BackendWatch {
       onReport: (_r, report, nowMs) => hooks.onReport(report, nowMs),
       onUnreachable: (_r, err) => hooks.onUnreachable(err),
       onSilent: () => hooks.onSilent(),
+      ...(backend.config.engine === 'sglang' && { parse: parseSglangMetrics }),
     });
     const { events, replay } = backend.config;
+    const decoder =
+      backend.config.engine === 'sglang'
+        ? { decoder: new SglangEventFeed(options.blockSize ?? BLOCK_SIZE) }
+        : {};
     this.#central = options.events && !events ? (options.central ?? null) : null;
     this.#subscriber =
       options.events && (events || this.#central)
-        ? new EventSubscriber([{ replica: ONLY, events: events ?? null, replay }], {
+        ? new EventSubscriber([{ replica: ONLY, events: events ?? null, replay, ...decoder }], {
             onEvents: (_r, batch, nowMs) => hooks.onEvents(batch, nowMs),
             onRestart: () => hooks.onRestart(),
             onDecodeError: (_r, err) => hooks.onDecodeError(err),
