@@ -53,12 +53,23 @@ export class TokenizeRefused extends Error {
   }
 }
 
+/** One HTTP GET the dialect asks its shell to make; throws when the backend cannot be reached. */
+export type Get = (path: string) => Promise<{ status: number; text: string }>;
+
+/** What the gateway learned of the engine when it joined (llama.cpp's `/props`). */
+export interface EngineShape {
+  /** Parallel slots, when it has slots. */
+  slots: number | null;
+}
+
 export interface EngineDialect {
   readonly kind: EngineKind;
   /** The page its load is read from (`GET`), or null: its load is the router's ledger. */
   readonly loadPath: string | null;
   /** Its load out of that page's text; null when the page holds none of its gauges. */
   parseLoad(text: string): LoadReport | null;
+  /** Reads its load through `get` (the load page, and a fallback where it has one). */
+  readLoad(get: Get, shape: EngineShape): Promise<LoadReport | null>;
   readonly cacheSource: CacheSource;
   /** Whether it has a tokenizer endpoint at all. */
   readonly tokenizes: boolean;

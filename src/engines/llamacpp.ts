@@ -13,6 +13,8 @@
  */
 import {
   type EngineDialect,
+  type EngineShape,
+  type Get,
   type LoadReport,
   type Post,
   readGauges,
@@ -120,10 +122,25 @@ export async function llamaTokenize(body: TokenizeBody, post: Post): Promise<Tok
   return { ids, maxModelLen: null };
 }
 
+/** `/metrics` when served (`--metrics`), else `/slots` (on unless `--no-slots`). */
+export async function readLlamaLoad(get: Get, shape: EngineShape): Promise<LoadReport | null> {
+  const metrics = await get('/metrics');
+  const fromMetrics = metrics.status === 200 ? parseLlamaLoad(metrics.text, shape.slots) : null;
+  if (fromMetrics) return fromMetrics;
+  const slots = await get('/slots');
+  if (slots.status !== 200) return null;
+  try {
+    return parseLlamaSlots(JSON.parse(slots.text));
+  } catch {
+    return null;
+  }
+}
+
 export const llamacpp: EngineDialect = {
   kind: 'llamacpp',
   loadPath: '/metrics',
   parseLoad: (text) => parseLlamaLoad(text),
+  readLoad: readLlamaLoad,
   cacheSource: 'slots',
   tokenizes: true,
   tokenize: llamaTokenize,

@@ -9,6 +9,7 @@ export const openai: EngineDialect = {
   kind: 'openai',
   loadPath: null,
   parseLoad: () => null,
+  readLoad: async () => null,
   cacheSource: 'ledger',
   tokenizes: false,
   tokenize: () => Promise.reject(new Error('an openai backend has no tokenizer endpoint')),

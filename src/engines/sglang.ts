@@ -27,6 +27,10 @@ export const sglang: EngineDialect = {
   kind: 'sglang',
   loadPath: '/metrics',
   parseLoad: parseSglangLoad,
+  readLoad: async (get) => {
+    const page = await get('/metrics');
+    return page.status === 200 ? parseSglangLoad(page.text) : null;
+  },
   cacheSource: 'events',
   tokenizes: true,
   tokenize: (body, post) => vllmTokenize('/tokenize', body, post),

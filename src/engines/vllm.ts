@@ -55,6 +55,10 @@ export const vllm: EngineDialect = {
   kind: 'vllm',
   loadPath: '/metrics',
   parseLoad: parseVllmLoad,
+  readLoad: async (get) => {
+    const page = await get('/metrics');
+    return page.status === 200 ? parseVllmLoad(page.text) : null;
+  },
   cacheSource: 'events',
   tokenizes: true,
   tokenize: (body, post) => vllmTokenize('/tokenize', body, post),

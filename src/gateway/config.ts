@@ -3,6 +3,7 @@
  * command-line flags. Everything is validated here, so the rest of the gateway reads a plain,
  * complete `GatewayConfig` and never re-checks a value.
  */
+import { ENGINE_KINDS, type EngineKind, isEngineKind } from '../engines/dialect.ts';
 import type { SyncConfig } from '../sync/stateSync.ts';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -61,6 +62,11 @@ export interface BackendConfig {
   apiKey: string | null;
   /** Its role in a P/D fleet (`pd/roles.ts`); absent: both. */
   role?: BackendRole;
+  /**
+   * Its engine's kind (`engines/`): vllm, llamacpp, sglang or openai; absent: detected from what
+   * it serves (`/props` is llama.cpp's, else the prefix of its metric names, else openai).
+   */
+  engine?: EngineKind;
   /**
    * The topic its engine publishes KV events under to the bound socket (`kv-events-bind`);
    * absent: llm-d's `kv@<host of url>@<model>` (centralEvents.ts).
@@ -393,6 +399,7 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
         'kv-offloading-size',
         'cpu-kv-blocks',
         'kv-blocks',
+        'engine',
       ].includes(k)
     ) {
       throw configError(`${key}.${k}`, 'is not a known key');
@@ -405,6 +412,7 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
     model: doc.model == null ? null : str(doc.model, `${key}.model`),
     apiKey: doc['api-key'] == null ? null : str(doc['api-key'], `${key}.api-key`),
     ...(doc.role != null && { role: roleOf(doc.role, `${key}.role`) }),
+    ...(doc.engine != null && { engine: engineOf(doc.engine, `${key}.engine`) }),
     ...(doc.topic != null && { topic: nonEmpty(str(doc.topic, `${key}.topic`), `${key}.topic`) }),
     ...(doc.gpu != null && { gpu: gpuName(str(doc.gpu, `${key}.gpu`), `${key}.gpu`) }),
     ...(doc.tp != null && { tp: tpOf(String(doc.tp), `${key}.tp`) }),
@@ -464,6 +472,11 @@ function tpOf(v: string, key: string): number {
   return n;
 }
 
+function engineOf(v: unknown, key: string): EngineKind {
+  if (!isEngineKind(v)) throw configError(key, `must be one of ${ENGINE_KINDS.join(', ')}`);
+  return v;
+}
+
 function roleOf(v: unknown, key: string): BackendRole {
   if (!isBackendRole(v)) throw configError(key, `must be one of ${BACKEND_ROLES.join(', ')}`);
   return v;
@@ -486,6 +499,7 @@ const emptyBackend = (): BackendConfig => ({
 
 /**
  * `--backend URL[,events=tcp://H:P][,replay=tcp://H:P][,model=NAME][,api-key=KEY][,topic=T]`
+ * `[,engine=vllm|llamacpp|sglang|openai]`
  * `[,gpu=NAME][,tp=N][,profile=FILE][,kv-offloading-size=GiB | ,cpu-kv-blocks=N][,kv-blocks=N]`.
  * Throws with the flag's name so the CLI can print it.
  */
@@ -501,6 +515,7 @@ export function parseBackendFlag(value: string, flag = '--backend'): BackendConf
     else if (name === 'model') out.model = nonEmpty(v, `${flag} model`);
     else if (name === 'api-key') out.apiKey = nonEmpty(v, `${flag} api-key`);
     else if (name === 'role') out.role = roleOf(v, `${flag} role`);
+    else if (name === 'engine') out.engine = engineOf(v, `${flag} engine`);
     else if (name === 'topic') out.topic = nonEmpty(v, `${flag} topic`);
     else if (name === 'gpu') out.gpu = gpuName(v, `${flag} gpu`);
     else if (name === 'tp') out.tp = tpOf(v, `${flag} tp`);
@@ -512,7 +527,7 @@ export function parseBackendFlag(value: string, flag = '--backend'): BackendConf
     else
       throw configError(
         flag,
-        `has unknown option '${name}' (events, replay, model, api-key, role, topic, gpu, tp, profile, kv-offloading-size, cpu-kv-blocks, kv-blocks)`,
+        `has unknown option '${name}' (events, replay, model, api-key, role, engine, topic, gpu, tp, profile, kv-offloading-size, cpu-kv-blocks, kv-blocks)`,
       );
   }
   oneCpuTier(out, flag);

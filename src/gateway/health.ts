@@ -55,14 +55,18 @@ export class HealthChecker {
     this.#timers.set(replica, timer);
   }
 
-  /** One `GET /health`: true on a 200 within the probe timeout (1 s). */
+  /** One `GET /health` (`/v1/models` where it has none): true on a 200 within the probe timeout (1 s). */
   async probe(replica: number): Promise<boolean> {
     const client = this.#clients.get(replica);
     if (!client) return false;
     try {
       const { statusCode, body } = await client.request({ path: '/health', method: 'GET' });
       await body.dump();
-      return statusCode === 200;
+      if (statusCode !== 404) return statusCode === 200;
+      // No /health (a plain OpenAI-compatible server): its model list answers for it.
+      const models = await client.request({ path: '/v1/models', method: 'GET' });
+      await models.body.dump();
+      return models.statusCode === 200;
     } catch {
       return false;
     }
