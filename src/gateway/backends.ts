@@ -4,6 +4,7 @@
  * request path: is it alive (`/health`) and what does it serve (`/v1/models`).
  */
 import { Client, Pool } from 'undici';
+import type { EngineDialect } from '../engines/dialect.ts';
 import type { BackendConfig } from './config.ts';
 import { trackSockets } from './reconnect.ts';
 
@@ -22,6 +23,8 @@ export interface Backend {
   readonly name: string;
   readonly config: BackendConfig;
   readonly pool: Pool;
+  /** Its engine's dialect once known (engineDetect.ts); absent: vLLM's. */
+  dialect?: EngineDialect;
 }
 
 export function replicaName(url: string): string {
@@ -67,7 +70,7 @@ export interface ModelCard {
   [key: string]: unknown;
 }
 
-function authHeaders(backend: Backend): Record<string, string> {
+export function backendHeaders(backend: Backend): Record<string, string> {
   return backend.config.apiKey ? { authorization: `Bearer ${backend.config.apiKey}` } : {};
 }
 
@@ -80,7 +83,7 @@ export async function readModelCards(
     const { statusCode, body } = await backend.pool.request({
       path: '/v1/models',
       method: 'GET',
-      headers: authHeaders(backend),
+      headers: backendHeaders(backend),
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     });
@@ -94,17 +97,27 @@ export async function readModelCards(
   return null;
 }
 
-/** One `GET /health`: true on a 200 within the timeout. */
+/**
+ * One `GET /health`: true on a 200 within the timeout. A server without `/health` (a 404: a
+ * plain OpenAI-compatible one) is asked `/v1/models` instead.
+ */
 export async function probeHealth(backend: Backend, timeoutMs = ASK_TIMEOUT_MS): Promise<boolean> {
-  try {
+  const ask = async (path: string): Promise<number> => {
     const { statusCode, body } = await backend.pool.request({
-      path: '/health',
+      path,
       method: 'GET',
+      headers: path === '/health' ? {} : backendHeaders(backend),
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     });
     await body.dump();
-    return statusCode === 200;
+    return statusCode;
+  };
+  try {
+    const path = backend.dialect?.healthPath ?? '/health';
+    const status = await ask(path);
+    if (status === 404 && path === '/health') return (await ask('/v1/models')) === 200;
+    return status === 200;
   } catch {
     return false;
   }

@@ -3,6 +3,7 @@
  * command-line flags. Everything is validated here, so the rest of the gateway reads a plain,
  * complete `GatewayConfig` and never re-checks a value.
  */
+import { ENGINE_KINDS, type EngineKind, isEngineKind } from '../engines/dialect.ts';
 import type { SyncConfig } from '../sync/stateSync.ts';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -48,9 +49,6 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export const BACKEND_ENGINES = ['vllm', 'sglang'] as const;
-export type BackendEngine = (typeof BACKEND_ENGINES)[number];
-
 export interface BackendConfig {
   /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8001. */
   url: string;
@@ -65,10 +63,10 @@ export interface BackendConfig {
   /** Its role in a P/D fleet (`pd/roles.ts`); absent: both. */
   role?: BackendRole;
   /**
-   * The engine behind it, where not vLLM (or vLLM-compatible): `sglang` reads SGLang's KV
-   * events, metrics and /tokenize (src/engines/sglang/). Absent: vLLM.
+   * Its engine's kind (`engines/`): vllm, llamacpp, sglang or openai; absent: detected from what
+   * it serves (`/props` is llama.cpp's, else the prefix of its metric names, else openai).
    */
-  engine?: BackendEngine;
+  engine?: EngineKind;
   /**
    * The topic its engine publishes KV events under to the bound socket (`kv-events-bind`);
    * absent: llm-d's `kv@<host of url>@<model>` (centralEvents.ts).
@@ -411,6 +409,7 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
         'kv-offloading-size',
         'cpu-kv-blocks',
         'kv-blocks',
+        'engine',
       ].includes(k)
     ) {
       throw configError(`${key}.${k}`, 'is not a known key');
@@ -423,9 +422,7 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
     model: doc.model == null ? null : str(doc.model, `${key}.model`),
     apiKey: doc['api-key'] == null ? null : str(doc['api-key'], `${key}.api-key`),
     ...(doc.role != null && { role: roleOf(doc.role, `${key}.role`) }),
-    ...(doc.engine != null && {
-      engine: oneOf(doc.engine, `${key}.engine`, BACKEND_ENGINES),
-    }),
+    ...(doc.engine != null && { engine: engineOf(doc.engine, `${key}.engine`) }),
     ...(doc.topic != null && { topic: nonEmpty(str(doc.topic, `${key}.topic`), `${key}.topic`) }),
     ...(doc.gpu != null && { gpu: gpuName(str(doc.gpu, `${key}.gpu`), `${key}.gpu`) }),
     ...(doc.tp != null && { tp: tpOf(String(doc.tp), `${key}.tp`) }),
@@ -485,6 +482,11 @@ function tpOf(v: string, key: string): number {
   return n;
 }
 
+function engineOf(v: unknown, key: string): EngineKind {
+  if (!isEngineKind(v)) throw configError(key, `must be one of ${ENGINE_KINDS.join(', ')}`);
+  return v;
+}
+
 function roleOf(v: unknown, key: string): BackendRole {
   if (!isBackendRole(v)) throw configError(key, `must be one of ${BACKEND_ROLES.join(', ')}`);
   return v;
@@ -507,7 +509,7 @@ const emptyBackend = (): BackendConfig => ({
 
 /**
  * `--backend URL[,events=tcp://H:P][,replay=tcp://H:P][,model=NAME][,api-key=KEY][,topic=T]`
- * `[,engine=vllm|sglang]`
+ * `[,engine=vllm|llamacpp|sglang|openai]`
  * `[,gpu=NAME][,tp=N][,profile=FILE][,kv-offloading-size=GiB | ,cpu-kv-blocks=N][,kv-blocks=N]`.
  * Throws with the flag's name so the CLI can print it.
  */
@@ -523,7 +525,7 @@ export function parseBackendFlag(value: string, flag = '--backend'): BackendConf
     else if (name === 'model') out.model = nonEmpty(v, `${flag} model`);
     else if (name === 'api-key') out.apiKey = nonEmpty(v, `${flag} api-key`);
     else if (name === 'role') out.role = roleOf(v, `${flag} role`);
-    else if (name === 'engine') out.engine = oneOf(v, `${flag} engine`, BACKEND_ENGINES);
+    else if (name === 'engine') out.engine = engineOf(v, `${flag} engine`);
     else if (name === 'topic') out.topic = nonEmpty(v, `${flag} topic`);
     else if (name === 'gpu') out.gpu = gpuName(v, `${flag} gpu`);
     else if (name === 'tp') out.tp = tpOf(v, `${flag} tp`);

@@ -77,22 +77,32 @@ export class HealthChecker {
   }
 
   /**
-   * One `GET /health`: true on a 200 within the probe timeout (1 s). A kept-alive connection the
-   * replica closed under the probe is no verdict: the probe is asked again, once.
+   * One `GET /health` (`/v1/models` where it has none): true on a 200 within the probe timeout
+   * (1 s). A kept-alive connection the replica closed under the probe is no verdict: the probe is
+   * asked again, once.
    */
   async probe(replica: number): Promise<boolean> {
     const client = this.#clients.get(replica);
     if (!client) return false;
     for (let attempt = 0; ; attempt++) {
       try {
-        const { statusCode, body } = await client.request({ path: '/health', method: 'GET' });
-        await body.dump();
-        if (statusCode === 200) this.#answered.add(replica);
-        return statusCode === 200;
+        const ok = await this.#ask(client);
+        if (ok) this.#answered.add(replica);
+        return ok;
       } catch (err) {
         if (attempt > 0 || !isClosedConnection(err)) return false;
       }
     }
+  }
+
+  async #ask(client: Client): Promise<boolean> {
+    const { statusCode, body } = await client.request({ path: '/health', method: 'GET' });
+    await body.dump();
+    if (statusCode !== 404) return statusCode === 200;
+    // No /health (a plain OpenAI-compatible server): its model list answers for it.
+    const models = await client.request({ path: '/v1/models', method: 'GET' });
+    await models.body.dump();
+    return models.statusCode === 200;
   }
 
   async close(): Promise<void> {

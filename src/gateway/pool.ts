@@ -9,6 +9,7 @@
 import type { QueueView } from '../admission/queueBound.ts';
 import type { BlockKey } from '../kv/blockKey.ts';
 import {
+  DEFAULT_APPROX_CAPACITY_BLOCKS,
   type ReplicaSnapshot,
   type RouteDecision,
   Router,
@@ -32,6 +33,8 @@ import { isClosedConnection } from './reconnect.ts';
 import type { EngineReport } from './scraper.ts';
 import type { SubscriberStats } from './subscriber.ts';
 import { BackendWatch } from './watch.ts';
+import { learnEngine } from './engineDetect.ts';
+import type { EngineShape } from '../engines/dialect.ts';
 import type { CentralEvents } from './centralEvents.ts';
 
 /** A replica whose KV events fail to decode, or whose engine restarts, logs at most this often. */
@@ -66,6 +69,8 @@ export interface PoolReplicaSnapshot extends ReplicaSnapshot {
   url: string;
   events: string | null;
   probing: boolean;
+  /** Its engine's kind (`engines/`), once known. */
+  engine: string | null;
   /** Whether the gateway's token ids match the replica's (the tokenizer agreement check). */
   tokenizer: TokenizerAgreement;
   subscriber: SubscriberStats | null;
@@ -127,6 +132,10 @@ class Member {
    */
   routed = 0;
   closed: Promise<void> | null = null;
+  /** Its engine's shape (llama.cpp's slots), learned with its dialect. */
+  shape: EngineShape = { slots: null };
+  /** Resolves once its engine is known (engineDetect.ts), asked at start and when it is back. */
+  learned: Promise<void> | null = null;
   /** Resolves when a draining member has closed. */
   drained: Promise<void> | null = null;
   release: (() => void) | null = null;
@@ -309,7 +318,7 @@ export class ModelPool {
     if (!options.cold) this.#addToRouter(backend);
     if (this.#started) {
       member.watch.start();
-      if (!options.cold) void this.checker.check(backend);
+      void this.#learn(member, !options.cold);
     }
   }
 
@@ -318,7 +327,7 @@ export class ModelPool {
     this.#started = true;
     for (const m of this.#members.values()) {
       m.watch.start();
-      if (m.phase === 'active') void this.checker.check(m.backend);
+      void this.#learn(m, m.phase === 'active');
     }
     if (this.#options.config.index === 'events') {
       const everyMs = this.#options.config.eventsCheckMs ?? 60_000;
@@ -490,6 +499,7 @@ export class ModelPool {
           url: m.backend.config.url,
           events: m.backend.config.events,
           probing: m.watch.probing,
+          engine: m.backend.dialect?.kind ?? null,
           tokenizer: this.checker.agreement(m.backend),
           subscriber: m.watch.stats(),
           audit: this.audit.view(r.name),
@@ -543,18 +553,68 @@ export class ModelPool {
     );
   }
 
-  /** Becomes routable: in the router from now, its cache relearned from its replay buffer. */
-  #activate(m: Member, report: EngineReport, nowMs: number): void {
+  /**
+   * Becomes routable: in the router from now, its cache relearned from its replay buffer. With
+   * no report (its engine reports no load), it is judged on the router's ledger.
+   */
+  #activate(m: Member, report: EngineReport | null, nowMs: number): void {
     m.phase = 'active';
     this.#addToRouter(m.backend);
-    this.router.onReport(m.backend.name, report, nowMs);
+    this.#applyEngine(m);
+    if (report) this.router.onReport(m.backend.name, report, nowMs);
     m.watch.rebuild();
     this.#logger.info(
-      { replica: m.backend.name, model: this.model },
-      'backend active: health answered, load reported, events subscribed',
+      { replica: m.backend.name, model: this.model, engine: m.backend.dialect?.kind ?? null },
+      report
+        ? 'backend active: health answered, load reported, events subscribed'
+        : 'backend active: health answered, its engine reports no load (routed on the ledger)',
     );
-    void this.checker.check(m.backend);
+    void (m.learned ?? Promise.resolve()).then(() => this.checker.check(m.backend));
     this.#options.onBackendActive?.(m.backend.name);
+  }
+
+  /**
+   * Learns its engine (its `engine=` key, or what it serves), then checks its tokenizer when
+   * `check`. A starting member whose engine reports no load is activated at once.
+   */
+  #learn(m: Member, check: boolean): Promise<void> {
+    m.learned = learnEngine(m.backend).then((facts) => {
+      if (m.phase === 'draining') return;
+      m.backend.dialect = facts.dialect;
+      m.shape = { slots: facts.props?.slots ?? null };
+      this.#logger.info(
+        {
+          replica: m.backend.name,
+          model: this.model,
+          engine: facts.dialect.kind,
+          how: facts.how,
+          slots: m.shape.slots,
+        },
+        'backend engine',
+      );
+      if (m.phase === 'active') this.#applyEngine(m);
+      else if (facts.dialect.loadPath === null) this.#activate(m, null, Date.now());
+    });
+    return check ? m.learned.then(() => void this.checker.check(m.backend)) : m.learned;
+  }
+
+  /** Its cache model in the router, as its engine keeps its cache. */
+  #applyEngine(m: Member): void {
+    const dialect = m.backend.dialect;
+    if (!dialect || !this.router.replicaNames.includes(m.backend.name)) return;
+    const name = m.backend.name;
+    if (dialect.cacheSource === 'slots' && m.shape.slots !== null) {
+      this.router.setSlotCache(name, { slots: m.shape.slots });
+    } else {
+      this.router.setSlotCache(name, null);
+    }
+    if (dialect.cacheSource === 'ledger' && this.#options.config.index === 'events') {
+      // No events will come: its cache is the router's own record of what it sent there.
+      this.router.distrustEvents(
+        name,
+        m.backend.config.kvBlocks ?? this.#kvBlocks.get(name) ?? DEFAULT_APPROX_CAPACITY_BLOCKS,
+      );
+    }
   }
 
   /** A mismatch is loud: routing keys will not match that replica's cache. */
@@ -595,8 +655,13 @@ export class ModelPool {
             { replica: name, model: this.model },
             'replica up: its health probe answered',
           );
-          void this.checker.check(m.backend);
+          void this.#learn(m, true);
           this.#options.onBackendUp?.(name);
+        },
+        engine: () => (m.backend.dialect ? { dialect: m.backend.dialect, shape: m.shape } : null),
+        onNoReport: () => {
+          // Its engine is known and exports none of its dialect's gauges: it routes anyway.
+          if (m.phase === 'starting' && m.backend.dialect) this.#activate(m, null, Date.now());
         },
         onReport: (report, nowMs) => {
           m.answered = true;

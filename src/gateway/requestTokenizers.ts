@@ -1,18 +1,19 @@
 /**
  * The gateway's two ways to a request's token ids. `local` (the default): this process renders
  * and tokenizes with `--tokenizer` / `--chat-template`. `remote` (`--tokenize remote`): a healthy
- * backend's vLLM `POST /tokenize` does it, exact by construction for a template the gateway cannot
+ * backend's tokenizer does it, asked in its engine's dialect (`engines/`), exact by construction for a template the gateway cannot
  * render, at the price of one round trip. A backend that refuses the prompt (400: its template
  * raised, a field is wrong) answers the client through the gateway; one that cannot be reached
  * or answers otherwise is passed over for the next, and after two tries the gateway falls back to
  * its local tokenizer (counted in `kvroute_gateway_remote_tokenize_fallbacks_total`): routing may
  * then miss the cache, but the request is still served.
  */
-import { readSglangTokenizeResponse, sglangTokenizeRequest } from '../engines/sglang/tokenize.ts';
 import { ApiError, badRequest } from '../openai/errors.ts';
 import { TokenizerError } from '../tokenizer/errors.ts';
 import type { PromptTokenizer, Tokenized } from '../tokenizer/promptTokenizer.ts';
-import type { Backend } from './backends.ts';
+import { type Post, TokenizeRefused } from '../engines/dialect.ts';
+import { vllm } from '../engines/vllm.ts';
+import { type Backend, backendHeaders } from './backends.ts';
 import type { RequestTokenizer, TokenizeQuery } from './request.ts';
 
 export const TOKENIZE_MODES = ['local', 'remote'] as const;
@@ -50,7 +51,7 @@ export function remoteTokenizer(options: RemoteOptions): RequestTokenizer {
   return {
     vocabSize: options.fallback.vocabSize,
     async tokenize(query: TokenizeQuery, limitTokens: number): Promise<Tokenized> {
-      const up = options.upBackends();
+      const up = options.upBackends().filter((b) => (b.dialect ?? vllm).tokenizes);
       let lastError = new Error('no backend is up');
       for (let i = 0; i < Math.min(REMOTE_TRIES, up.length); i++) {
         const backend = up[(turn + i) % up.length]!;
@@ -72,56 +73,36 @@ export function remoteTokenizer(options: RemoteOptions): RequestTokenizer {
   };
 }
 
-/** One backend's /tokenize; a 400 becomes the client's ApiError, other failures plain Errors. */
+/**
+ * One backend's tokenizer, asked in its engine's dialect (vLLM's `/tokenize`, llama-server's
+ * `/apply-template` + `/tokenize {content}`); a 400 becomes the client's ApiError, other
+ * failures plain Errors.
+ */
 export async function askBackend(
   backend: Backend,
   body: Record<string, unknown>,
   timeoutMs = REMOTE_TIMEOUT_MS,
 ): Promise<{ ids: number[]; maxModelLen: number | null }> {
-  const sglang = backend.config.engine === 'sglang';
-  if (sglang) {
-    const asked = sglangTokenizeRequest(body);
-    // SGLang's /tokenize is text only: a chat prompt is tokenized by the next backend or locally.
-    if (asked === null)
-      throw new Error(`${backend.name} (SGLang) /tokenize takes no chat messages`);
-    body = asked;
-  }
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (backend.config.apiKey) headers.authorization = `Bearer ${backend.config.apiKey}`;
-  const { statusCode, body: reply } = await backend.pool.request({
-    path: '/tokenize',
-    method: 'POST',
-    headers,
-    body: JSON.stringify(body),
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
-  });
-  const json = (await reply.json().catch(() => null)) as {
-    tokens?: unknown;
-    max_model_len?: unknown;
-    error?: { message?: unknown; param?: unknown };
-  } | null;
-  if (statusCode === 400) {
-    const message = json?.error?.message;
-    const param = json?.error?.param;
-    throw badRequest(
-      typeof message === 'string' ? message : 'the backend refused the prompt',
-      typeof param === 'string' ? param : null,
-    );
-  }
-  if (sglang && statusCode === 200) {
-    const answer = readSglangTokenizeResponse(json);
-    if (answer) return answer;
-  }
-  const tokens = json?.tokens;
-  if (statusCode !== 200 || !Array.isArray(tokens) || !tokens.every(Number.isInteger)) {
-    throw new Error(
-      `${backend.name} /tokenize answered ${statusCode}${statusCode === 200 ? ' without token ids' : ''}`,
-    );
-  }
-  const maxModelLen = json?.max_model_len;
-  return {
-    ids: tokens as number[],
-    maxModelLen: Number.isInteger(maxModelLen) ? (maxModelLen as number) : null,
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    ...backendHeaders(backend),
   };
+  const post: Post = async (path, payload) => {
+    const { statusCode, body: reply } = await backend.pool.request({
+      path,
+      method: 'POST',
+      headers,
+      body: JSON.stringify(payload),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    return { status: statusCode, json: await reply.json().catch(() => null) };
+  };
+  const dialect = backend.dialect ?? vllm;
+  try {
+    return await dialect.tokenize(body, post);
+  } catch (err) {
+    if (err instanceof TokenizeRefused) throw badRequest(err.message, err.param);
+    throw new Error(`${backend.name} ${(err as Error).message}`);
+  }
 }

@@ -1,9 +1,12 @@
 /**
- * Polls each backend's Prometheus `/metrics` for the three gauges the router filters and scores
- * on (KV usage, running, waiting) and hands them over as a report stamped with the wall clock.
+ * Polls each backend for the three gauges the router filters and scores on (KV usage, running,
+ * waiting), read as its engine's dialect says (`engines/`: vLLM's `/metrics` by default), and
+ * hands them over as a report stamped with the wall clock.
  * A backend that cannot be scraped sends no report, so the router's staleness filter drops it.
  */
 import { Client } from 'undici';
+import type { EngineDialect, EngineShape } from '../engines/dialect.ts';
+import { parseVllmLoad, vllm } from '../engines/vllm.ts';
 import { type EngineCacheFacts, parseEngineCacheFacts } from './audit/engineFacts.ts';
 
 /** The audit's figures (`audit/engineFacts.ts`) ride along when the page has them. */
@@ -14,41 +17,15 @@ export interface EngineReport extends EngineCacheFacts {
   waiting: number;
 }
 
-export const KV_USAGE_METRIC = 'vllm:kv_cache_usage_perc';
-/** vLLM before v0.10 named the gauge gpu_cache_usage_perc. */
-const KV_USAGE_METRIC_OLD = 'vllm:gpu_cache_usage_perc';
-export const RUNNING_METRIC = 'vllm:num_requests_running';
-export const WAITING_METRIC = 'vllm:num_requests_waiting';
+export {
+  VLLM_KV_USAGE as KV_USAGE_METRIC,
+  VLLM_RUNNING as RUNNING_METRIC,
+  VLLM_WAITING as WAITING_METRIC,
+} from '../engines/vllm.ts';
 
-/** Reads the gauges out of Prometheus text: usage is the max over label sets, counts the sum. */
+/** vLLM's gauges out of Prometheus text (engines/vllm.ts): usage the max over label sets, counts the sum. */
 export function parseEngineMetrics(text: string): EngineReport | null {
-  let kvUsage: number | null = null;
-  let running: number | null = null;
-  let waiting: number | null = null;
-  for (const line of text.split('\n')) {
-    if (line.length === 0 || line.charCodeAt(0) === 35 /* # */) continue;
-    const brace = line.indexOf('{');
-    const space = line.indexOf(' ');
-    const nameEnd = brace >= 0 && brace < space ? brace : space;
-    if (nameEnd <= 0) continue;
-    const name = line.slice(0, nameEnd);
-    if (
-      name !== KV_USAGE_METRIC &&
-      name !== KV_USAGE_METRIC_OLD &&
-      name !== RUNNING_METRIC &&
-      name !== WAITING_METRIC
-    ) {
-      continue;
-    }
-    const afterLabels = brace >= 0 && brace < space ? line.indexOf('}', brace) + 1 : nameEnd;
-    const value = Number(line.slice(afterLabels).trim().split(/\s+/)[0]);
-    if (!Number.isFinite(value)) continue;
-    if (name === RUNNING_METRIC) running = (running ?? 0) + value;
-    else if (name === WAITING_METRIC) waiting = (waiting ?? 0) + value;
-    else kvUsage = Math.max(kvUsage ?? 0, value);
-  }
-  if (kvUsage === null && running === null && waiting === null) return null;
-  return { kvUsage: kvUsage ?? 0, running: running ?? 0, waiting: waiting ?? 0 };
+  return parseVllmLoad(text);
 }
 
 export interface ScrapeTarget {
@@ -65,8 +42,10 @@ export interface ScraperOptions {
   onUnreachable(replica: number, error: Error): void;
   /** The backend accepted the scrape and did not answer in time: frozen, or only slow. */
   onSilent?(replica: number, error: Error): void;
-  /** Reads the page (another engine's names, e.g. engines/sglang/metrics.ts); absent: vLLM's. */
-  parse?(text: string): EngineReport | null;
+  /** The backend answered and its pages held no load (or its dialect reads none). */
+  onNoReport?(replica: number): void;
+  /** Its engine's dialect and shape (absent or null: vLLM's, no slots). */
+  engine?(replica: number): { dialect: EngineDialect; shape: EngineShape } | null;
 }
 
 /** A scrape that gets no answer by then is a silent backend (the caller probes it). */
@@ -102,9 +81,10 @@ export class MetricsScraper {
     for (const target of this.#targets) {
       if (target.busy || this.#options.isDown(target.replica)) continue;
       target.busy = true;
-      this.#scrape(target.client)
+      this.#scrape(target.replica, target.client)
         .then((report) => {
           if (report) this.#options.onReport(target.replica, report, Date.now());
+          else this.#options.onNoReport?.(target.replica);
         })
         .catch((err: Error) => {
           const code = (err as { code?: string }).code;
@@ -120,12 +100,18 @@ export class MetricsScraper {
     }
   }
 
-  async #scrape(client: Client): Promise<EngineReport | null> {
-    const { statusCode, body } = await client.request({ path: '/metrics', method: 'GET' });
-    const text = await body.text();
-    const parse = this.#options.parse ?? parseEngineMetrics;
-    const report = statusCode === 200 ? parse(text) : null;
-    return report && { ...report, ...parseEngineCacheFacts(text) };
+  async #scrape(replica: number, client: Client): Promise<EngineReport | null> {
+    const engine = this.#options.engine?.(replica) ?? null;
+    const dialect = engine?.dialect ?? vllm;
+    if (dialect.loadPath === null) return null;
+    let metricsText = '';
+    const report = await dialect.readLoad(async (path) => {
+      const { statusCode, body } = await client.request({ path, method: 'GET' });
+      const text = await body.text();
+      if (path === '/metrics' && statusCode === 200) metricsText = text;
+      return { status: statusCode, text };
+    }, engine?.shape ?? { slots: null });
+    return report && { ...report, ...parseEngineCacheFacts(metricsText) };
   }
 
   async close(): Promise<void> {

@@ -2,8 +2,9 @@
  * Does the gateway tokenize as each backend does? The router keys its index on token ids, so a
  * gateway whose ids differ from a backend's sees every prompt as uncached there, and KV-aware
  * routing silently degrades to least-queued. At start and whenever a backend comes back, two
- * probes (a plain completion and a chat with a system message) go to the backend's vLLM
- * `POST /tokenize`, and their ids are compared with the gateway's own. The result per replica
+ * probes (a plain completion and a chat with a system message) go to the backend's tokenizer,
+ * asked in its engine's dialect (`engines/`: vLLM's `POST /tokenize`, llama-server's
+ * `/apply-template` and `/tokenize {content}`), and their ids are compared with the gateway's. The result per replica
  * ('agrees' | 'differs' | 'unknown': no answer, or no /tokenize) is shown in /router/replicas and
  * the `kvroute_gateway_tokenizer_agrees` gauge; a mismatch is logged loudly. The answers also
  * carry each backend's `max_model_len`, the gateway's bound for refusing over-long prompts.
@@ -74,6 +75,13 @@ export class TokenizerChecker {
   }
 
   async #compare(backend: Backend): Promise<CheckResult> {
+    if (backend.dialect && !backend.dialect.tokenizes) {
+      return {
+        agreement: 'unknown',
+        detail: `its engine (${backend.dialect.kind}) has no tokenizer endpoint`,
+        maxModelLen: null,
+      };
+    }
     const probes = [
       {
         name: 'completion',
@@ -87,7 +95,7 @@ export class TokenizerChecker {
       },
     ].filter(
       // SGLang's /tokenize takes text only: its chat probe cannot be asked.
-      (probe) => backend.config.engine !== 'sglang' || sglangTokenizeRequest(probe.body) !== null,
+      (probe) => (backend.dialect?.kind ?? backend.config.engine) !== 'sglang' || sglangTokenizeRequest(probe.body) !== null,
     );
     let maxModelLen: number | null = null;
     const problems: string[] = [];

@@ -4,8 +4,8 @@
  * watch per backend, so a backend joins or leaves at run time without touching the others; the
  * pool it belongs to decides what each signal means (`pool.ts`).
  */
+import type { EngineDialect, EngineShape } from '../engines/dialect.ts';
 import { SglangEventFeed } from '../engines/sglang/feed.ts';
-import { parseSglangMetrics } from '../engines/sglang/metrics.ts';
 import type { ForeignKvEvent } from '../router/index.ts';
 import type { Backend } from './backends.ts';
 import type { CentralEvents } from './centralEvents.ts';
@@ -22,6 +22,10 @@ export interface WatchHooks {
   /** A health probe answered after the backend was marked down. */
   onUp(): void;
   onReport(report: EngineReport, nowMs: number): void;
+  /** A scrape answered with no load in it (or its engine reports none). */
+  onNoReport?(): void;
+  /** Its engine's dialect and shape, once known (null: vLLM's). */
+  engine?(): { dialect: EngineDialect; shape: EngineShape } | null;
   /** A scrape was refused or reset: the backend is gone, not just slow. */
   onUnreachable(error: Error): void;
   /** A scrape got no answer in time: frozen, or only slow (probe it). */
@@ -73,7 +77,8 @@ export class BackendWatch {
       onReport: (_r, report, nowMs) => hooks.onReport(report, nowMs),
       onUnreachable: (_r, err) => hooks.onUnreachable(err),
       onSilent: () => hooks.onSilent(),
-      ...(backend.config.engine === 'sglang' && { parse: parseSglangMetrics }),
+      onNoReport: () => hooks.onNoReport?.(),
+      engine: () => hooks.engine?.() ?? null,
     });
     const { events, replay } = backend.config;
     const decoder =

@@ -35,6 +35,7 @@ export { RouteOverlay } from './overlay.ts';
 export type { Pick, PickInput, Policy, ReplicaView, Routed, RouteRequest } from './policy.ts';
 export { idleReplicaView } from './policy.ts';
 export { decodeStepMsOf, type ReplicaSpeed } from './replicaSpeed.ts';
+export { DEFAULT_SLOT_SIMILARITY, SlotCache, type SlotCacheOptions } from './slotCache.ts';
 export { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
 export { matchPrefix, replicaMask } from './prefixMatch.ts';
 export {

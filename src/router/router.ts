@@ -51,6 +51,7 @@ import { extendThroughTier } from './tierMatch.ts';
 import { makePolicy, type PolicyOptions } from './registry.ts';
 import { ReplicaGauges } from './replicaGauges.ts';
 import type { ReplicaSpeed } from './replicaSpeed.ts';
+import { SlotCache, type SlotCacheOptions } from './slotCache.ts';
 import type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';
 
 export interface RouterOptions {
@@ -178,6 +179,8 @@ export class Router {
   #adapters = new AdapterTracker();
   /** Replicas whose events are not trusted (the audit's repair): routed on their own record. */
   #fallback = new Map<number, ApproxFallback>();
+  /** Replicas whose cache is a set of slots (llama.cpp): hits predicted by their slot model. */
+  #slotCaches = new Map<number, SlotCache>();
   #rng: Rng;
   #matched = new Int32Array(0);
   /** The guards' inputs per replica, side by side (see ReplicaGauges). */
@@ -353,6 +356,9 @@ export class Router {
       this.#cpuMatched.fill(0);
       this.#cpuDirty = false;
     }
+    for (const [id, slots] of this.#slotCaches) {
+      matched[id] = slots.predict(request.blockKeys, request.promptTokens, request.blockSize);
+    }
     const { promptTokens } = request;
 
     const failedOpen = eligible.length === 0;
@@ -474,6 +480,7 @@ export class Router {
   onFinished(requestId: string, nowMs: number): boolean {
     const entry = this.#ledger.finish(requestId);
     if (!entry) return false;
+    this.#slotCaches.get(entry.replica)?.release(requestId);
     if (entry.lora !== undefined) {
       this.#adapters.finished(entry.replica, entry.lora, entry.decoding);
     }
@@ -677,9 +684,20 @@ export class Router {
     state.foreign?.clear();
   }
 
+  /**
+   * `replica`'s cache is a set of slots (llama.cpp's llama-server): its hits are predicted by a
+   * model of its slots (slotCache.ts), not the index. Null: back to the index.
+   */
+  setSlotCache(replica: string, options: SlotCacheOptions | null): void {
+    const { id } = this.#state(replica);
+    if (options === null) this.#slotCaches.delete(id);
+    else this.#slotCaches.set(id, new SlotCache(options));
+  }
+
   /** Forgets what the index holds for a replica (its events will be replayed). */
   clearReplica(replica: string): void {
     const state = this.#state(replica);
+    this.#slotCaches.get(state.id)?.clear();
     this.#index.clearReplica(state.id);
     this.#overlay?.clearReplica(state.id);
     this.#fallback.get(state.id)?.clear();
@@ -763,6 +781,7 @@ export class Router {
   ): void {
     const uncachedTokens = request.promptTokens - cachedTokens;
     const previous = this.#ledger.get(request.id);
+    if (previous) this.#slotCaches.get(previous.replica)?.release(request.id);
     if (previous?.lora !== undefined) {
       // A retry: its earlier assignment is released below (assign), its adapter here.
       this.#adapters.finished(previous.replica, previous.lora, previous.decoding);
@@ -778,6 +797,9 @@ export class Router {
       lora: request.lora ? request.lora : undefined,
     });
     if (request.lora) this.#adapters.routed(replicaId, request.lora);
+    this.#slotCaches
+      .get(replicaId)
+      ?.assign(request.id, request.blockKeys, request.promptTokens, request.blockSize);
     this.#index.recordRoute(replicaId, request.blockKeys);
     this.#fallback.get(replicaId)?.recordRoute(request.blockKeys);
     this.#overlay?.add(replicaId, request.blockKeys, matchedBlocks, nowMs);
@@ -835,6 +857,7 @@ export class Router {
   }
 
   #forget(state: ReplicaState): void {
+    this.#slotCaches.get(state.id)?.clear();
     this.#index.clearReplica(state.id);
     this.#fallback.get(state.id)?.clear();
     this.#overlay?.clearReplica(state.id);
