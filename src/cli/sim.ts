@@ -37,6 +37,7 @@ import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags
 import type { SimFaults } from '../sim/audit.ts';
 import { type PdFlags, readPdFlags, runSimPd, SIM_PD_HELP } from './simPd.ts';
 import { FLEET_HELP, parseFleetFlag } from './fleetFlag.ts';
+import { applySimSetup, SIM_SETUP_FLAGS, SIM_SETUP_HELP } from './simSetupFlags.ts';
 import { fleetLabel, groupReplicas } from '../sim/replicaGroups.ts';
 
 const FLAGS = flagSpec({
@@ -77,7 +78,7 @@ ${workloadHelp({
 })}fleet
 ${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
   --replicas N          default: seed/hot/lora 22, low-shared 40, groups/multiturn/trace 8
-${FLEET_HELP}${ENGINE_HELP}router view
+${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}router view
   --stale-ms MS         engine reports reach the router this late (default 0: also after
                         every step); the cost policy's queue term still comes from the ledger
   --report-ms MS        every replica reports this often (default 100)
@@ -152,11 +153,18 @@ interface Parsed {
 }
 
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
-  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS, ENGINE_FLAGS, ENGINE_FAULT_FLAGS);
+  const flags = readFlags(
+    argv,
+    FLAGS,
+    WORKLOAD_FLAGS,
+    ENGINE_FLAGS,
+    ENGINE_FAULT_FLAGS,
+    SIM_SETUP_FLAGS,
+  );
   if (flags === 'help') return 'help';
   const w = readWorkloadFlags(flags);
   const isTrace = w.workload.kind === 'trace';
-  const engine = readEngineFlags(flags);
+  const engine = applySimSetup(flags, readEngineFlags(flags));
   const fleetSpec = flags.string('fleet');
   const fleet = fleetSpec === undefined ? undefined : parseFleetFlag(fleetSpec, engine.model);
   if (fleet) {
