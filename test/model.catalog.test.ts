@@ -114,7 +114,17 @@ describe('models: KV bytes per token from config.json', () => {
 });
 
 describe('GPUs: a source and a dated list price each', () => {
-  for (const name of ['a10g', 'l40s', 'a100-80gb', 'h100-sxm', 'h200', 'b200', 'mi300x']) {
+  for (const name of [
+    'a10g',
+    'l4',
+    'l40s',
+    'a100-40gb',
+    'a100-80gb',
+    'h100-sxm',
+    'h200',
+    'b200',
+    'mi300x',
+  ]) {
     test(name, () => {
       const g = GPUS[name];
       assert.ok(g, `${name} is in the catalog`);

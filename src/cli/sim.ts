@@ -37,6 +37,9 @@ import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags
 import type { SimFaults } from '../sim/audit.ts';
 import { type PdFlags, readPdFlags, runSimPd, SIM_PD_HELP } from './simPd.ts';
 import { FLEET_HELP, parseFleetFlag } from './fleetFlag.ts';
+import { PUBLISHED_NAMES, PUBLISHED_RUNS } from '../sim/published/index.ts';
+import { formatReplay, replayJson, replayPublished } from './replayPublished.ts';
+import { applySimSetup, SIM_SETUP_FLAGS, SIM_SETUP_HELP } from './simSetupFlags.ts';
 import { fleetLabel, groupReplicas } from '../sim/replicaGroups.ts';
 
 const FLAGS = flagSpec({
@@ -44,7 +47,7 @@ const FLAGS = flagSpec({
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
     'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
     'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas ' +
-    'pd transfer-gbps transfer-latency-ms fleet concurrency',
+    'pd transfer-gbps transfer-latency-ms fleet concurrency replay-published',
   multiple: 'kill revive',
   boolean: 'search json quiet lora-blind',
 });
@@ -77,7 +80,7 @@ ${workloadHelp({
 })}fleet
 ${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
   --replicas N          default: seed/hot/lora 22, low-shared 40, groups/multiturn/trace 8
-${FLEET_HELP}${ENGINE_HELP}router view
+${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}router view
   --stale-ms MS         engine reports reach the router this late (default 0: also after
                         every step); the cost policy's queue term still comes from the ledger
   --report-ms MS        every replica reports this often (default 100)
@@ -120,6 +123,11 @@ admission
   --max-ttft-ms MS      refuse a request when, on the replica the router picked, the prefill
                         queued ahead of it plus its own uncached prefill is modelled at more
                         than MS (the gateway's --max-ttft-ms); with or without --max-queue-ms
+published runs
+  --replay-published NAME  ${PUBLISHED_NAMES.join(', ')}: the published setup (src/sim/published/),
+                        its cache-blind and cache-aware policies simulated, the published hit
+                        rates, token/s and throughput ratio beside the simulated ones
+                        (with --json and --quiet only)
 output
   --json                {"results": [...], "search": [...]}
   --report FILE.html    self-contained HTML report with SVG charts
@@ -151,12 +159,37 @@ interface Parsed {
   pd: PdFlags | null;
 }
 
+/** `--replay-published NAME`: the run's own flags; only --json and --quiet may go with it. */
+function parsePublished(argv: string[]): { name: string; json: boolean } | null {
+  const at = argv.indexOf('--replay-published');
+  if (at === -1) return null;
+  const name = argv[at + 1];
+  if (name === undefined || !PUBLISHED_NAMES.includes(name)) {
+    throw new UsageError(
+      `--replay-published must be one of ${PUBLISHED_NAMES.join(', ')}; got '${name ?? ''}'`,
+    );
+  }
+  const rest = argv.filter((_, i) => i !== at && i !== at + 1);
+  const extra = rest.find((a) => a !== '--json' && a !== '--quiet');
+  if (extra !== undefined) {
+    throw new UsageError(`--replay-published sets up the run itself; drop ${extra}`);
+  }
+  return { name, json: rest.includes('--json') };
+}
+
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
-  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS, ENGINE_FLAGS, ENGINE_FAULT_FLAGS);
+  const flags = readFlags(
+    argv,
+    FLAGS,
+    WORKLOAD_FLAGS,
+    ENGINE_FLAGS,
+    ENGINE_FAULT_FLAGS,
+    SIM_SETUP_FLAGS,
+  );
   if (flags === 'help') return 'help';
   const w = readWorkloadFlags(flags);
   const isTrace = w.workload.kind === 'trace';
-  const engine = readEngineFlags(flags);
+  const engine = applySimSetup(flags, readEngineFlags(flags));
   const fleetSpec = flags.string('fleet');
   const fleet = fleetSpec === undefined ? undefined : parseFleetFlag(fleetSpec, engine.model);
   if (fleet) {
@@ -268,6 +301,14 @@ function readAdmission(flags: Flags): SimAdmission | undefined {
 }
 
 export async function run(argv: string[]): Promise<number> {
+  const published = parsePublished(argv);
+  if (published !== null) {
+    const setup = parseSimFlags([...PUBLISHED_RUNS[published.name]!.simArgs]);
+    if (setup === 'help') return printHelp(HELP);
+    const result = replayPublished(published.name, setup.base);
+    process.stdout.write(`${published.json ? replayJson(result) : formatReplay(result)}\n`);
+    return 0;
+  }
   const parsed = parseSimFlags(argv);
   if (parsed === 'help') return printHelp(HELP);
   if (parsed.auditFaults !== null) {

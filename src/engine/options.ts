@@ -5,6 +5,7 @@
  * TP=2 H200), a 2,048-token budget, 64 sequences (the seed's decode batch), vLLM's paged KV.
  */
 import type { CostProfile } from '../model/calibration.ts';
+import type { Dtype } from '../model/catalog.ts';
 import { kvBytesPerToken } from '../model/cost.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
 import type { KvPolicyName } from '../scheduler/types.ts';
@@ -28,6 +29,11 @@ export interface EngineOptions {
   profile?: CostProfile;
   /** Fraction of GPU memory the engine may use (vLLM's --gpu-memory-utilization); sizes the pool. */
   memoryUtilization?: number;
+  /** Per GPU, kept out of the pool for activations (default 3 GB; SGLang's fraction excludes it). */
+  activationReserveBytes?: number;
+  /** Weights' and KV cache's dtypes (defaults FP8 weights, BF16 KV: the seed's replica). */
+  weightsDtype?: Dtype;
+  kvDtype?: Dtype;
   /** Automatic prefix caching (vLLM's --enable-prefix-caching; default on). */
   prefixCaching?: boolean;
   /**
@@ -62,6 +68,9 @@ export function makeEngineConfig(engine: EngineOptions): EngineConfig {
     tp: engine.tp,
     profile: engine.profile,
     memoryUtilization: engine.memoryUtilization,
+    activationReserveBytes: engine.activationReserveBytes,
+    weightsDtype: engine.weightsDtype,
+    kvDtype: engine.kvDtype,
   });
   return {
     spec,

@@ -95,6 +95,36 @@ export const GPUS: Readonly<Record<string, GpuSpec>> = {
     source: 'NVIDIA A100 Tensor Core GPU datasheet (SXM 80GB)',
     price: { dollarsPerHour: 2.45, sheet: RUNPOD_2026_03, asOf: '2026-03' },
   },
+  'a100-40gb': {
+    name: 'a100-40gb',
+    displayName: 'A100 SXM 40GB',
+    bf16Flops: 312e12,
+    fp8Flops: null,
+    hbmBytes: 40e9,
+    hbmBytesPerS: 1.555e12,
+    source: 'NVIDIA A100 Tensor Core GPU datasheet (SXM 40GB)',
+    price: {
+      dollarsPerHour: 32.7726 / 8,
+      sheet:
+        'Amazon EC2 On-Demand pricing, p4d.24xlarge (8 x A100 40GB), us-east-1, Linux, per GPU',
+      asOf: '2024-06',
+    },
+  },
+  l4: {
+    name: 'l4',
+    displayName: 'L4 24GB',
+    // Dense figures (the datasheet's 242 / 485 TFLOP/s are with sparsity); Ada, FP8 tensor cores.
+    bf16Flops: 121e12,
+    fp8Flops: 242.5e12,
+    hbmBytes: 24e9,
+    hbmBytesPerS: 300e9,
+    source: 'NVIDIA L4 Tensor Core GPU datasheet',
+    price: {
+      dollarsPerHour: 0.8048,
+      sheet: 'Amazon EC2 On-Demand pricing, g6.xlarge (1 x L4), us-east-1, Linux',
+      asOf: '2024-06',
+    },
+  },
   l40s: {
     name: 'l40s',
     displayName: 'L40S 48GB',

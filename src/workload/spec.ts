@@ -5,7 +5,7 @@
  */
 import { TraceWorkload } from './trace.ts';
 import type { SharedPrefixShape } from './sharedPrefixGroups.ts';
-import { makeWorkload, type Workload, type WorkloadName } from './workloads.ts';
+import { type GroupsBurst, makeWorkload, type Workload, type WorkloadName } from './workloads.ts';
 
 export type WorkloadSpec =
   | {
@@ -16,6 +16,8 @@ export type WorkloadSpec =
       zipfS?: number;
       /** `shared-prefix`: inference-perf's shape; absent: its defaults. */
       sharedPrefix?: SharedPrefixShape;
+      /** `groups`: every prompt once, all at time 0. */
+      burst?: GroupsBurst;
     }
   | { kind: 'trace'; path: string; rateScale: number };
 
@@ -45,5 +47,6 @@ export function buildWorkload(spec: WorkloadSpec, o: BuildWorkloadOptions): Work
     ...(spec.adapters !== undefined && { adapters: spec.adapters }),
     ...(spec.zipfS !== undefined && { zipfS: spec.zipfS }),
     ...(spec.sharedPrefix !== undefined && { sharedPrefix: spec.sharedPrefix }),
+    ...(spec.burst !== undefined && { burst: spec.burst }),
   });
 }

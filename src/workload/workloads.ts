@@ -41,7 +41,14 @@ export interface WorkloadOptions {
   zipfS?: number;
   /** `shared-prefix`: inference-perf's shape (sharedPrefixGroups.ts); absent: its defaults. */
   sharedPrefix?: SharedPrefixShape;
+  /**
+   * `groups`: every prompt once, all at time 0 (SGLang's bench_serving with an infinite request
+   * rate), in a shuffled order (its default) or group by group (--disable-shuffle).
+   */
+  burst?: GroupsBurst;
 }
+
+export type GroupsBurst = { order: 'shuffled' | 'grouped' };
 
 export const WORKLOAD_NAMES = [
   'seed',
@@ -122,6 +129,14 @@ class SharedPrefixWorkload implements Workload {
   }
 }
 
+/** Fisher-Yates, from the last element down (the order the groups workload always drew). */
+function shuffleInPlace(order: number[], rng: Rng): void {
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = rng.int(i + 1);
+    [order[i], order[j]] = [order[j]!, order[i]!];
+  }
+}
+
 /**
  * SGLang's generated shared-prefix benchmark: 64 groups x 16 prompts, a 2,048-token system
  * prompt per group, a 128-token question, 256 output tokens. The 1,024 prompts are sent in a
@@ -158,24 +173,30 @@ class GroupsWorkload implements Workload {
     const slots = this.customers * GroupsWorkload.PROMPTS_PER_GROUP;
     const order = Array.from({ length: slots }, (_, i) => i);
     const meanGapMs = 1000 / this.#ratePerS;
+    const burst = this.#opts.burst;
+    if (burst) {
+      if (burst.order === 'shuffled') shuffleInPlace(order, shuffle);
+      for (const slot of order) yield this.#arrival(0, 0, slot);
+      return;
+    }
     let atMs = gaps.exponential(meanGapMs);
     for (let epoch = 0; atMs < this.#opts.durationMs; epoch++) {
-      for (let i = slots - 1; i > 0; i--) {
-        const j = shuffle.int(i + 1);
-        [order[i], order[j]] = [order[j]!, order[i]!];
-      }
+      shuffleInPlace(order, shuffle);
       for (let k = 0; k < slots && atMs < this.#opts.durationMs; k++) {
-        const slot = order[k]!;
-        yield {
-          atMs,
-          customer: Math.floor(slot / GroupsWorkload.PROMPTS_PER_GROUP),
-          promptLength: GroupsWorkload.SYSTEM_TOKENS + GroupsWorkload.QUESTION_TOKENS,
-          outputTokens: GroupsWorkload.OUTPUT_TOKENS,
-          seed: mixSeed(epoch, slot),
-        };
+        yield this.#arrival(atMs, epoch, order[k]!);
         atMs += gaps.exponential(meanGapMs);
       }
     }
+  }
+
+  #arrival(atMs: number, epoch: number, slot: number): Arrival {
+    return {
+      atMs,
+      customer: Math.floor(slot / GroupsWorkload.PROMPTS_PER_GROUP),
+      promptLength: GroupsWorkload.SYSTEM_TOKENS + GroupsWorkload.QUESTION_TOKENS,
+      outputTokens: GroupsWorkload.OUTPUT_TOKENS,
+      seed: mixSeed(epoch, slot),
+    };
   }
 
   materialize(a: Arrival): Materialized {
