@@ -55,7 +55,6 @@ test('open requests hold distinct slots, gaps match a record per request, slots 
           live.set(slot, { lastMs: Number.NaN, measured: o.measured });
           most = Math.max(most, live.size);
         } else if (slots.length === 0) {
-          continue;
         } else if (o.kind === 'close') {
           const slot = slots[o.pick % slots.length]!;
           gaps.close(slot);

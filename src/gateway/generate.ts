@@ -172,7 +172,9 @@ export async function handleGenerate(
       res,
       () => {
         // A fresh tap per attempt: a reconnect starts the response over.
-        usageTap = audited ? new UsageTap({ stream: parsed.stream, strip: usage.asked }) : undefined;
+        usageTap = audited
+          ? new UsageTap({ stream: parsed.stream, strip: usage.asked })
+          : undefined;
         // The engine's transfer fields never reach the client (engineFields.ts).
         const tap: ResponseTap = usageTap
           ? chainTaps(usageTap, new EngineFieldsTap())

@@ -95,7 +95,9 @@ export class TokenizerChecker {
       },
     ].filter(
       // SGLang's /tokenize takes text only: its chat probe cannot be asked.
-      (probe) => (backend.dialect?.kind ?? backend.config.engine) !== 'sglang' || sglangTokenizeRequest(probe.body) !== null,
+      (probe) =>
+        (backend.dialect?.kind ?? backend.config.engine) !== 'sglang' ||
+        sglangTokenizeRequest(probe.body) !== null,
     );
     let maxModelLen: number | null = null;
     const problems: string[] = [];
