@@ -1,5 +1,5 @@
 /**
- * The engines' P/D trust boundary (docs/security-engine.md): the transfer side channel
+ * The engines' P/D trust boundary (docs/security.md): the transfer side channel
  * (`/nixl/pull`, `/nixl/done`) needs the fleet's secret, names nothing when it refuses, and
  * knows held transfers only by random handles; a decode engine pulls only params a prefiller of
  * its fleet emitted (their MAC verifies) and contacts no host a client named; blocks held for

@@ -1,5 +1,5 @@
 /**
- * `kvroute engine`'s P/D trust flags (docs/security-engine.md): the fleet's shared secret, from
+ * `kvroute engine`'s P/D trust flags (docs/security.md): the fleet's shared secret, from
  * KVROUTE_KV_TRANSFER_SECRET or --kv-transfer-secret-file (else the first --api-key, which the
  * server picks), and the bounds on blocks held for remote decodes.
  */
