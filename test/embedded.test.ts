@@ -12,7 +12,7 @@ import { complete } from './gateway.harness.ts';
 
 test('no backend: an embedded fleet serves, with its events, and closes with the gateway', async () => {
   const gw = await startGatewayWithFleet(
-    { ...defaultConfig(), port: 0, embeddedReplicas: 2 },
+    { ...defaultConfig(), port: 0, embeddedReplicas: 2, exposeReplicaAddresses: true },
     { embeddedSpeedup: 50 },
   );
   let urls: string[] = [];

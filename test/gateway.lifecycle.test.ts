@@ -145,6 +145,8 @@ async function gatewayFor(
 ): Promise<GatewayHandle> {
   const gw = await startGateway({
     ...defaultConfig(),
+    // The replica header names the address: the tests read the router by it.
+    exposeReplicaAddresses: true,
     port: 0,
     logLevel: 'error',
     backends: urls.map((url) => ({ url, events: null, replay: null, model, apiKey: null })),

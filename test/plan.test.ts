@@ -163,7 +163,10 @@ describe('kvroute plan CLI', () => {
   });
 
   const bad: [string[], RegExp][] = [
-    [['--gpu', 'h300'], /unknown GPU 'h300'; known: h100-sxm, h200, b200, a100-80gb, l40s/],
+    [
+      ['--gpu', 'h300'],
+      /unknown GPU 'h300'; known: h100-sxm, h200, b200, a100-80gb, a100-40gb, l4, l40s/,
+    ],
     [['--model', 'gpt5'], /unknown model 'gpt5'; known: .*llama-3.3-70b/],
     [['--rate', '-1'], /--rate must be greater than 0, got -1/],
     [['--rate', '0'], /--rate must be greater than 0/],

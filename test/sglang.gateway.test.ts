@@ -58,6 +58,8 @@ before(async () => {
   ];
   gw = await startGateway({
     ...defaultConfig(),
+    // The replica header names the address: the tests read the router by it.
+    exposeReplicaAddresses: true,
     port: 0,
     scrapeMs: 100,
     blockSize: 16,

@@ -87,6 +87,8 @@ describe('engines registered in NATS', { skip }, () => {
 
     gateway = await startGateway({
       ...defaultConfig(),
+      // The replica header names the address: the tests read the router by it.
+      exposeReplicaAddresses: true,
       port: 0,
       nats: {
         url: nats.url,

@@ -6,7 +6,7 @@ export type { EppFleetHandle };
 
 export function startTestEpp(replicas: number, policy = defaultConfig().policy) {
   return startEppWithFleet(
-    { ...defaultConfig(), embeddedReplicas: replicas, policy },
+    { ...defaultConfig(), embeddedReplicas: replicas, policy, exposeReplicaAddresses: true },
     { port: 0, healthPort: 0, metricsPort: 0, embeddedSpeedup: 500 },
   );
 }
