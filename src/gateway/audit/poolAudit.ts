@@ -6,6 +6,7 @@
  * together against its `vllm:prefix_cache_hits_total` delta since the one before.
  */
 import {
+  type AuditEvidence,
   type AuditSample,
   type AuditState,
   type AuditVerdict,
@@ -50,6 +51,7 @@ export class PoolAudit {
   readonly #logger: Logger;
   readonly #actions: AuditActions;
   readonly #indexSource: (replica: string) => 'events' | 'approx';
+  readonly #evidence: ((replica: string) => AuditEvidence | undefined) | undefined;
   readonly #plans = new Map<string, RepairPlan>();
   readonly #last = new Map<string, { action: RepairAction | null; repairs: number }>();
   readonly #sources = new Map<string, { usage: number; hitCounter: number }>();
@@ -63,9 +65,15 @@ export class PoolAudit {
     logger: Logger;
     actions: AuditActions;
     indexSource: (replica: string) => 'events' | 'approx';
+    /**
+     * What the pool knows of the replica beside the report, read when a judgment is made: its
+     * KV pool's size and the blocks its index holds (the pool bound of `claims.ts`).
+     */
+    evidence?: (replica: string) => AuditEvidence | undefined;
     windowRequests?: number;
   }) {
     this.#indexSource = options.indexSource;
+    this.#evidence = options.evidence;
     this.#model = options.model;
     this.#logger = options.logger;
     this.#actions = options.actions;
@@ -153,7 +161,12 @@ export class PoolAudit {
     this.#judgedAt.delete(replica);
   }
 
-  #judge(replica: string, sample: AuditSample): RepairAction | null {
+  #judge(replica: string, reported: AuditSample): RepairAction | null {
+    const known = this.#evidence?.(replica);
+    const sample =
+      known === undefined
+        ? reported
+        : { ...reported, evidence: { ...known, ...reported.evidence } };
     const change = this.audit.record(replica, sample);
     if (change.changed) {
       const s = this.audit.state(replica);
