@@ -225,6 +225,9 @@ export class ModelPool {
       indexSource: (name) =>
         this.router.replicaNames.includes(name) ? this.router.indexSourceOf(name) : 'events',
       evidence: (name) => this.#auditEvidence(name),
+      approxOnly: (name) =>
+        this.router.indexMode === 'approx' ||
+        this.#members.get(name)?.backend.dialect?.cacheSource === 'ledger',
     });
     const local = localTokenizer(options.tokenizer);
     this.requestTokenizer =
