@@ -4,7 +4,8 @@
  * but generation renders chats with another one. The engine then reuses blocks the router,
  * keyed on its own rendering, never predicts: `under-predicts`, and the diagnosis is taken.
  * Repeats of a prompt are spaced past the predict-on-route overlay's 2 s so that only the
- * index (fed by the engine's events) predicts.
+ * index (fed by the engine's events) predicts. The engine's pool is 1,000 blocks (the 8 prompts
+ * fit): the audit's window follows the pool (`windowForPool`), 32 requests here.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -32,7 +33,12 @@ before(async () => {
     file,
     '{% for m in messages %}<<{{ m.role }}>>\n{{ m.content }}\n{% endfor %}<<assistant>>\n',
   );
-  engine = await startEngine({ seed: 3, speedup: 100, faults: { chatTemplate: file } });
+  engine = await startEngine({
+    seed: 3,
+    speedup: 100,
+    kvBlocks: 1000,
+    faults: { chatTemplate: file },
+  });
   gw = await startGatewayFor([engine], { scrapeMs: 50 });
   client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'unused', maxRetries: 0 });
 });

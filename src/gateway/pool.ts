@@ -22,6 +22,7 @@ import { localTokenizer, remoteTokenizer, type TokenizeMode } from './requestTok
 import { type CheckResult, TokenizerChecker, type TokenizerAgreement } from './tokenizerCheck.ts';
 import { makeAuditActions } from './audit/actions.ts';
 import { PoolAudit, type ReplicaAudit } from './audit/poolAudit.ts';
+import type { AuditEvidence } from '../router/audit/index.ts';
 import { type Backend, closeBackend } from './backends.ts';
 import { backendApproxTiers } from './backendCpuTier.ts';
 import { backendSpeed } from './backendSpeed.ts';
@@ -223,6 +224,10 @@ export class ModelPool {
       }),
       indexSource: (name) =>
         this.router.replicaNames.includes(name) ? this.router.indexSourceOf(name) : 'events',
+      evidence: (name) => this.#auditEvidence(name),
+      approxOnly: (name) =>
+        this.router.indexMode === 'approx' ||
+        this.#members.get(name)?.backend.dialect?.cacheSource === 'ledger',
     });
     const local = localTokenizer(options.tokenizer);
     this.requestTokenizer =
@@ -596,6 +601,17 @@ export class ModelPool {
       else if (facts.dialect.loadPath === null) this.#activate(m, null, Date.now());
     });
     return check ? m.learned.then(() => void this.checker.check(m.backend)) : m.learned;
+  }
+
+  /**
+   * The audit's evidence for a replica: its KV pool (the backend's `kv-blocks`, else its
+   * engine's `num_gpu_blocks`) and, while its index follows its events, the blocks indexed.
+   */
+  #auditEvidence(name: string): AuditEvidence | undefined {
+    const poolBlocks = this.#members.get(name)?.backend.config.kvBlocks ?? this.#kvBlocks.get(name);
+    if (poolBlocks === undefined || !this.router.replicaNames.includes(name)) return undefined;
+    if (this.router.indexSourceOf(name) !== 'events') return { poolBlocks };
+    return { poolBlocks, indexedBlocks: this.router.indexedBlocksOf(name) };
   }
 
   /** Its cache model in the router, as its engine keeps its cache. */

@@ -710,6 +710,11 @@ export class Router {
     return this.#fallback.has(this.#state(replica).id) ? 'approx' : 'events';
   }
 
+  /** Blocks the index holds for a replica now (GPU tier: stored minus removed). */
+  indexedBlocksOf(replica: string): number {
+    return this.#index.blockCount(this.#state(replica).id);
+  }
+
   /** Health check failed: no new requests; the ledger keeps its in-flight requests. */
   markDown(replica: string): void {
     const state = this.#state(replica);

@@ -15,7 +15,8 @@
  * A differing engine hash seed is not a fault here: kvroute keys its index on the token ids in
  * `BlockStored`, never on the engine's hashes.
  */
-import type { KvEvent } from '../../kv/events.ts';
+import { computeBlockKeys } from '../../kv/blockKey.ts';
+import type { BlockStored, KvEvent } from '../../kv/events.ts';
 
 export const DROP_EVENT_KINDS = ['removed', 'stored', 'all'] as const;
 export type DropEventKind = (typeof DROP_EVENT_KINDS)[number];
@@ -38,4 +39,29 @@ export function withDroppedEvents(events: KvEvent[], drop: DropEventKind | undef
   if (drop === 'all') return [];
   const type = drop === 'removed' ? 'BlockRemoved' : 'BlockStored';
   return events.filter((e) => e.type !== type);
+}
+
+/**
+ * The liar's event for a prompt on arrival: every full block of it stored, chained from the
+ * root (keyed by salt and adapter as the block pool keys them); null when it has no full block.
+ */
+export function liarStoredEvent(
+  promptTokens: readonly number[],
+  blockSize: number,
+  scope: { cacheSalt: string | null; loraName: string | null },
+): BlockStored | null {
+  const blockKeys = computeBlockKeys(promptTokens, blockSize, {
+    cacheSalt: scope.cacheSalt ?? undefined,
+    loraName: scope.loraName ?? undefined,
+  });
+  if (blockKeys.length === 0) return null;
+  return {
+    type: 'BlockStored',
+    blockKeys,
+    parentKey: null,
+    tokenIds: promptTokens.slice(0, blockKeys.length * blockSize),
+    blockSize,
+    loraName: scope.loraName,
+    cacheSalt: scope.cacheSalt,
+  };
 }

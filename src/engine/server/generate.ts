@@ -46,6 +46,17 @@ export interface GenerationContext {
    * model, no log-probabilities); its end-of-generation ids; absent: the simulated model.
    */
   output?: { text(): TextStream; eosTokenIds: readonly number[] };
+  /**
+   * A fault (`faults.ts`, `lie`): told of each prompt as it arrives (the liar publishes its
+   * blocks as stored), and every answer reports the whole prompt as cached.
+   */
+  liar?: { onPrompt(promptTokens: readonly number[], scope: PromptScope): void };
+}
+
+/** What keys a prompt's blocks besides its tokens. */
+export interface PromptScope {
+  cacheSalt: string | null;
+  loraName: string | null;
 }
 
 interface Usage {
@@ -270,7 +281,9 @@ export function serveGeneration(
       prompt_tokens: promptTokens.length,
       completion_tokens: completion,
       total_tokens: promptTokens.length + completion,
-      prompt_tokens_details: { cached_tokens: choices[0]!.cachedTokens },
+      prompt_tokens_details: {
+        cached_tokens: ctx.liar ? promptTokens.length : choices[0]!.cachedTokens,
+      },
     };
   }
 
@@ -399,6 +412,7 @@ export function serveGeneration(
     },
   });
 
+  ctx.liar?.onPrompt(promptTokens, { cacheSalt: gen.cacheSalt, loraName: gen.loraName });
   for (const c of choices) {
     try {
       ctx.driver.submit(

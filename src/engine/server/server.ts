@@ -35,7 +35,7 @@ import { toApiError } from './errors.ts';
 import * as handlers from './handlers.ts';
 import { EngineMetrics } from './metrics.ts';
 import { defaultReplayForm, type EngineServerOptions, resolveEngineOptions } from './options.ts';
-import { withDroppedEvents } from './faults.ts';
+import { droppedKind, liarStoredEvent, withDroppedEvents } from './faults.ts';
 import { KvEventPublisher } from './publisher.ts';
 import { simulatedModel } from './textGen.ts';
 import { startTransfers } from '../connector/serverWiring.ts';
@@ -157,10 +157,11 @@ export async function startEngineServer(
       })
     : null;
   const faults = options.faults ?? {};
+  const dropped = droppedKind(faults);
   const onStepEnd = (result: StepResult, lagMs: number) => {
     metrics.observeStepLag(lagMs / 1000);
     metrics.observeIteration(result.prefillTokens + result.decodeTokens);
-    publisher?.publish(withDroppedEvents(result.events, faults.dropEvents));
+    publisher?.publish(withDroppedEvents(result.events, dropped));
   };
   const driver =
     llama !== null
@@ -186,6 +187,14 @@ export async function startEngineServer(
         tokenizer: options.tokenizer ?? BUILTIN_TOKENIZER,
         chatTemplate: faults.chatTemplate,
       }),
+    }),
+    ...(faults.lie === true && {
+      liar: {
+        onPrompt(promptTokens, scope) {
+          const stored = liarStoredEvent(promptTokens, o.engineConfig.blockSize, scope);
+          if (stored !== null) publisher?.publish([stored]);
+        },
+      },
     }),
     servedModelName: o.servedModelName,
     servedModelNames: o.servedModelNames,

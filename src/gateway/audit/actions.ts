@@ -43,7 +43,10 @@ export function makeAuditActions(deps: ActionDeps): AuditActions {
     trust(replica) {
       deps.router.trustEvents(replica);
     },
-    async diagnose(replica) {
+    clear(replica) {
+      deps.router.clearReplica(replica);
+    },
+    async diagnose(replica, approxOnly) {
       const m = deps.member(replica);
       if (!m) return 'the replica left';
       const result = await deps.checker.check(m.backend);
@@ -52,6 +55,10 @@ export function makeAuditActions(deps: ActionDeps): AuditActions {
         causes.push(`tokenizer differs (${result.detail ?? 'token ids differ'})`);
       } else if (result.agreement === 'unknown') {
         causes.push('tokenizer agreement unknown (/tokenize did not answer)');
+      }
+      if (approxOnly) {
+        if (causes.length > 0) return causes.join('; ');
+        return "tokenizer agrees: on the approximate index the router's own record predicts, and the engine keeps blocks it counts as evicted (a pool larger than the capacity used), or renders chats with another template than /tokenize uses";
       }
       const stats = m.stats();
       if (stats === null) causes.push('no KV event stream (no events endpoint)');

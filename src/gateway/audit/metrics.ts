@@ -6,7 +6,7 @@
  */
 import { Gauge, type Registry } from 'prom-client';
 import { LabelledCounter, LabelledHistogram } from '../metricSeries.ts';
-import type { AuditSample, AuditVerdict } from '../../router/audit/index.ts';
+import { type AuditSample, type AuditVerdict, clampReported } from '../../router/audit/index.ts';
 
 const ERROR_BUCKETS = [-1, -0.5, -0.25, -0.1, -0.05, -0.01, 0, 0.01, 0.05, 0.1, 0.25, 0.5, 1];
 
@@ -75,13 +75,20 @@ export class AuditMetrics {
     this.#source = source;
   }
 
+  /**
+   * One audited response. The reported count is the engine's number: clamped to [0, prompt
+   * tokens] as the audit clamps it (`clampReported`), and a non-finite one counts nowhere (a
+   * counter must not become +Inf or NaN). The prediction is bounded the same way.
+   */
   observe(replica: string, model: string, sample: AuditSample): void {
-    this.predicted.series(replica, model).inc(sample.predictedTokens);
-    this.reported.series(replica, model).inc(sample.reportedTokens);
-    if (sample.promptTokens > 0) {
-      this.error
-        .series(replica, model)
-        .observe((sample.predictedTokens - sample.reportedTokens) / sample.promptTokens);
+    const report = clampReported(sample.reportedTokens, sample.promptTokens);
+    if (report === null || !Number.isFinite(sample.predictedTokens)) return;
+    const prompt = Math.max(0, sample.promptTokens);
+    const predicted = Math.min(prompt, Math.max(0, sample.predictedTokens));
+    this.predicted.series(replica, model).inc(predicted);
+    this.reported.series(replica, model).inc(report.tokens);
+    if (prompt > 0) {
+      this.error.series(replica, model).observe((predicted - report.tokens) / prompt);
     }
   }
 }

@@ -6,6 +6,7 @@
  * together against its `vllm:prefix_cache_hits_total` delta since the one before.
  */
 import {
+  type AuditEvidence,
   type AuditSample,
   type AuditState,
   type AuditVerdict,
@@ -22,8 +23,13 @@ export interface AuditActions {
   distrust(replica: string): void;
   /** Its events are believed again (then replayed). */
   trust(replica: string): void;
-  /** Why it under-predicts: the tokenizer agreement and the event stream, in words. */
-  diagnose(replica: string): Promise<string>;
+  /** Forgets the replica's entries (an approximate index has no events to replay). */
+  clear(replica: string): void;
+  /**
+   * Why it under-predicts, in words: the tokenizer agreement, and the event stream unless the
+   * replica's index is approximate only (`approxOnly`).
+   */
+  diagnose(replica: string, approxOnly: boolean): Promise<string>;
 }
 
 /** `/router/replicas`' `audit` of one replica. */
@@ -50,6 +56,8 @@ export class PoolAudit {
   readonly #logger: Logger;
   readonly #actions: AuditActions;
   readonly #indexSource: (replica: string) => 'events' | 'approx';
+  readonly #evidence: ((replica: string) => AuditEvidence | undefined) | undefined;
+  readonly #approxOnly: (replica: string) => boolean;
   readonly #plans = new Map<string, RepairPlan>();
   readonly #last = new Map<string, { action: RepairAction | null; repairs: number }>();
   readonly #sources = new Map<string, { usage: number; hitCounter: number }>();
@@ -63,9 +71,21 @@ export class PoolAudit {
     logger: Logger;
     actions: AuditActions;
     indexSource: (replica: string) => 'events' | 'approx';
+    /**
+     * What the pool knows of the replica beside the report, read when a judgment is made: its
+     * KV pool's size and the blocks its index holds (the pool bound of `claims.ts`).
+     */
+    evidence?: (replica: string) => AuditEvidence | undefined;
+    /**
+     * The replica's index can only be approximate (the pool routes on `--index approx`, or its
+     * engine publishes no events): a repair clears its entries, as there is nothing to replay.
+     */
+    approxOnly?: (replica: string) => boolean;
     windowRequests?: number;
   }) {
+    this.#approxOnly = options.approxOnly ?? (() => false);
     this.#indexSource = options.indexSource;
+    this.#evidence = options.evidence;
     this.#model = options.model;
     this.#logger = options.logger;
     this.#actions = options.actions;
@@ -153,13 +173,19 @@ export class PoolAudit {
     this.#judgedAt.delete(replica);
   }
 
-  #judge(replica: string, sample: AuditSample): RepairAction | null {
+  #judge(replica: string, reported: AuditSample): RepairAction | null {
+    const known = this.#evidence?.(replica);
+    const sample =
+      known === undefined
+        ? reported
+        : { ...reported, evidence: { ...known, ...reported.evidence } };
     const change = this.audit.record(replica, sample);
     if (change.changed) {
       const s = this.audit.state(replica);
       const where = {
         replica,
         model: this.#model,
+        index: this.#indexSource(replica),
         verdict: change.verdict,
         previous: change.previous,
         window: s.window,
@@ -184,7 +210,11 @@ export class PoolAudit {
     last.action = action;
     if (action !== 'recovered' && action !== 'diagnose') last.repairs++;
     this.#last.set(replica, last);
-    const where = { replica, model: this.#model, action };
+    const where = { replica, model: this.#model, index: this.#indexSource(replica), action };
+    if (this.#approxOnly(replica)) {
+      this.#carryOutApprox(replica, action, where);
+      return;
+    }
     switch (action) {
       case 'retry-events':
         // Events tried again: believed and replayed; the audit judges whether they agree now.
@@ -217,12 +247,39 @@ export class PoolAudit {
         this.#logger.warn(where, 'cache audit repair: routed on the approximate index');
         return;
       case 'diagnose':
-        void this.#actions.diagnose(replica).then((cause) => {
+        void this.#actions.diagnose(replica, false).then((cause) => {
           this.#logger.warn({ ...where, cause }, 'cache audit: why the router under-predicts');
         });
         return;
       case 'recovered':
         this.#logger.info(where, 'cache audit repair: its events agree again');
+        return;
+    }
+  }
+
+  /**
+   * A repair where the index is approximate only: what over-predicts is the router's own record,
+   * so it is cleared (the next requests rebuild it); there are no events to replay or retry.
+   */
+  #carryOutApprox(replica: string, action: RepairAction, where: object): void {
+    switch (action) {
+      case 'replay':
+      case 'approx':
+      case 'retry-events':
+        this.#actions.clear(replica);
+        this.audit.reset(replica);
+        this.#logger.warn(
+          where,
+          "cache audit repair: its approximate entries cleared (the router's own record starts afresh)",
+        );
+        return;
+      case 'diagnose':
+        void this.#actions.diagnose(replica, true).then((cause) => {
+          this.#logger.warn({ ...where, cause }, 'cache audit: why the router under-predicts');
+        });
+        return;
+      case 'recovered':
+        this.#logger.info(where, 'cache audit repair: its predictions agree again');
         return;
     }
   }
