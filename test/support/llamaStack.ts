@@ -47,6 +47,11 @@ export interface StackFigures {
   predictedTokens: number;
   /** Σ engine cached / Σ engine prompt tokens. */
   realReuse: number;
+  /**
+   * Requests the engine served more than a block beyond the prediction from cache (a hit the
+   * router did not see: llama-server's host prompt cache, or a slot the model lost track of).
+   */
+  unpredictedHitRequests: number;
   mismatchLines: number;
   engines: (string | null)[];
   replicasWithLoad: number;
@@ -187,6 +192,9 @@ export async function runLlamaStack(
           1,
           sum((r) => r.promptTokens),
         ),
+      unpredictedHitRequests: requests.filter(
+        (r) => r.realTokens > r.predictedTokens + config.blockSize,
+      ).length,
       mismatchLines: lines.filter((l) => String(l.msg).includes('TOKENIZER MISMATCH')).length,
       engines: replicas.map((r) => r.engine),
       replicasWithLoad: replicas.filter((r) => r.reportedAtMs !== null).length,
