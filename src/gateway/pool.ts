@@ -636,7 +636,13 @@ export class ModelPool {
   /** A mismatch is loud: routing keys will not match that replica's cache. */
   #reportAgreement(backend: Backend, result: CheckResult): void {
     const where = { replica: backend.name, model: this.model, detail: result.detail };
-    if (result.agreement === 'differs') {
+    if (result.agreement === 'differs' && this.#options.tokenize === 'remote') {
+      // Requests are tokenized by the engines: only the fallback (no engine up) differs.
+      this.#logger.warn(
+        where,
+        'the local fallback tokenizer differs from this replica; requests are tokenized remotely, so routing is unaffected unless no replica can tokenize (serve --tokenizer with its model folder to fix the fallback)',
+      );
+    } else if (result.agreement === 'differs') {
       this.#logger.error(
         where,
         'TOKENIZER MISMATCH: its cache will look empty to the router; serve --tokenizer with its model folder, or use --tokenize remote',
