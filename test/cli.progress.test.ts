@@ -171,7 +171,8 @@ describe('kvroute sim off a TTY', () => {
       assert.match(line, /^kvroute sim: runs and searches on 2 threads: /);
     }
     assert.ok(
-      lines.some((l) => /simulations done|search (cost|random) x \d/.test(l)),
+      // Which of them, or how many, run at that moment depends on the machine's speed.
+      lines.some((l) => /(cost|random) x \d|\d+ running, /.test(l)),
       out.stderr,
     );
     // Runs and policies done of all, simulations done of those expected.
