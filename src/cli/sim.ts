@@ -17,6 +17,7 @@ import { resultsJson } from '../results/result.ts';
 import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
 import { formatAdmission } from '../results/admissionTable.ts';
 import { formatResults, formatSearch } from '../results/table.ts';
+import { APPROX_FORGET_MODES } from '../router/approxForgetting.ts';
 import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import { runBatch } from '../sim/parallel.ts';
@@ -45,7 +46,7 @@ import { fleetLabel, groupReplicas } from '../sim/replicaGroups.ts';
 const FLAGS = flagSpec({
   string:
     'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
-    'overlay-ttl-ms slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
+    'overlay-ttl-ms approx-forget slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
     'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas ' +
     'pd transfer-gbps transfer-latency-ms fleet concurrency replay-published',
   multiple: 'kill revive',
@@ -89,6 +90,12 @@ ${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}router view
   --queue-source ${QUEUE_SOURCES.join('|')}    cost policy's queue term (default ${QUEUE_SOURCES[0]})
   --kv-threshold F      exclude replicas above this KV usage (default ${DEFAULT_KV_THRESHOLD})
   --overlay-ttl-ms MS   predict-on-route lifetime (default ${DEFAULT_OVERLAY_TTL_MS})
+  --approx-forget M     ${APPROX_FORGET_MODES.join('|')}: how the approximate records forget
+                        (--index approx, and sglang's own tree); default kvroute (LRU at a
+                        capacity, every route); llmd: LRU of 31,250 16-token blocks per pod;
+                        sglang: 2^24 characters per worker, swept every 60 s; dynamo: 120 s
+                        TTL per block, 2^20 blocks pruned to 80 %; peer: each policy its own
+                        project's (llmd, sglang, dynamo; kvroute's for the others)
   --lora-blind          also run each LoRA-aware policy (${LORA_AWARE_POLICIES.join(', ')}) as if adapters did
                         not exist: no load term, no free-slot guard, no LoRA affinity (rows
                         POLICY/lora-blind)
@@ -228,6 +235,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   }
   const kvThreshold = flags.fraction('kv-threshold');
   const overlayTtlMs = flags.number('overlay-ttl-ms', { min: 0 });
+  const approxForget = flags.oneOf('approx-forget', APPROX_FORGET_MODES);
   const base: SimConfig = {
     workload: w.workload,
     seed: w.seed,
@@ -243,6 +251,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
       queueSource: flags.oneOf('queue-source', QUEUE_SOURCES) ?? QUEUE_SOURCES[0],
       ...(kvThreshold !== undefined && { kvThreshold }),
       ...(overlayTtlMs !== undefined && { overlayTtlMs }),
+      ...(approxForget !== undefined && { approxForget }),
     },
     view: {
       staleMs,

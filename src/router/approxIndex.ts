@@ -13,9 +13,15 @@
  * asks for a block the tier holds reloads it (it leaves the tier for the GPU record). So a block
  * is in at most one modelled tier of a replica, and `cpuBlocks` is what the tier match
  * (tierMatch.ts) credits as CPU hits. A replica never told stays GPU-only.
+ *
+ * How it forgets can be a peer router's (approxForgetting.ts): a capacity enforced only by a
+ * periodic sweep (SGLang's router), a time to live per block (Dynamo), a trim below the capacity
+ * (Dynamo's prune ratio). Time is the caller's: `recordRoute` and `forget` take `nowMs`. Without
+ * a sweep or a TTL the index is the plain LRU above and never reads the time.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
+import { type ApproxForgetting, lruForgetting } from './approxForgetting.ts';
 import { BlockIndex } from './blockIndex.ts';
 import type { IndexMode } from './defaults.ts';
 import type { PrefixIndex } from './prefixIndex.ts';
@@ -29,8 +35,15 @@ export class ApproxIndex implements PrefixIndex {
   /** Blocks in each replica's modelled CPU tier; empty for a replica without one. */
   readonly cpuBlocks: BlockIndex;
   readonly capacityBlocks: number;
-  /** Per replica, keys in least- to most-recently-used order (Map keeps insertion order). */
-  #lru: Map<BlockKey, true>[] = [];
+  /** Sweep, TTL and trim ratio (capacity: `capacityBlocks`, or a replica's own GPU size). */
+  readonly forgetting: ApproxForgetting;
+  /**
+   * Per replica, keys in least- to most-recently-used order (Map keeps insertion order), each
+   * with the time it was last routed (0 when the caller gives none).
+   */
+  #lru: Map<BlockKey, number>[] = [];
+  /** When the next periodic sweep is due (forgetting.sweepMs > 0). */
+  #nextSweepMs: number;
   /** Per replica, the modelled CPU tier's keys, least recently stored first. */
   #cpuLru: Map<BlockKey, true>[] = [];
   /** Per replica, the CPU tier's size in blocks (0: none). */
@@ -42,8 +55,12 @@ export class ApproxIndex implements PrefixIndex {
     replicaCount: number,
     capacityBlocks = DEFAULT_APPROX_CAPACITY_BLOCKS,
     expectedKeys = 0,
+    forgetting?: ApproxForgetting,
   ) {
-    this.capacityBlocks = capacityBlocks;
+    // A peer's forgetting brings its own capacity.
+    this.forgetting = forgetting ?? lruForgetting(capacityBlocks);
+    this.capacityBlocks = this.forgetting.capacityBlocks;
+    this.#nextSweepMs = this.forgetting.sweepMs;
     this.blocks = new BlockIndex(replicaCount, expectedKeys);
     this.cpuBlocks = new BlockIndex(replicaCount);
     this.ensureReplicas(replicaCount);
@@ -97,22 +114,59 @@ export class ApproxIndex implements PrefixIndex {
     return 0;
   }
 
-  recordRoute(replica: number, keys: readonly BlockKey[]): void {
+  recordRoute(replica: number, keys: readonly BlockKey[], nowMs = 0): void {
     const lru = this.#lru[replica]!;
     const cpu = this.#cpuLru[replica]!;
     for (let i = keys.length - 1; i >= 0; i--) {
       const key = keys[i]!;
-      if (lru.delete(key)) lru.set(key, true);
+      if (lru.delete(key)) lru.set(key, nowMs);
       else {
         // Reloaded from the CPU tier, or computed: on the GPU now, and only there.
         if (cpu.size > 0 && cpu.delete(key)) this.cpuBlocks.remove(key, replica);
-        lru.set(key, true);
+        lru.set(key, nowMs);
         this.blocks.add(key, replica);
       }
     }
+    // With a periodic sweep the record grows past its capacity until the sweep (forget).
+    if (this.forgetting.sweepMs === 0) this.#trim(replica);
+  }
+
+  /**
+   * Forgets what is due at `nowMs`: blocks past their time to live, and, when a periodic sweep
+   * is due, each replica's record down to its capacity. Call before reading `blocks`; a no-op
+   * without a TTL or a sweep.
+   */
+  forget(nowMs: number): void {
+    const { ttlMs, sweepMs } = this.forgetting;
+    if (ttlMs > 0) {
+      for (let r = 0; r < this.#lru.length; r++) this.#expire(r, nowMs - ttlMs);
+    }
+    if (sweepMs > 0 && nowMs >= this.#nextSweepMs) {
+      for (let r = 0; r < this.#lru.length; r++) this.#trim(r);
+      // The sweeper wakes every sweepMs: the next wake-up after now.
+      this.#nextSweepMs += Math.floor((nowMs - this.#nextSweepMs) / sweepMs + 1) * sweepMs;
+    }
+  }
+
+  /** Blocks last routed at or before `cutoffMs` are forgotten (not kept in a CPU tier). */
+  #expire(replica: number, cutoffMs: number): void {
+    const lru = this.#lru[replica]!;
+    for (const [key, atMs] of lru) {
+      if (atMs > cutoffMs) break;
+      lru.delete(key);
+      this.blocks.remove(key, replica);
+    }
+  }
+
+  /** Past its capacity, the least recent blocks go (to the CPU tier when it has one). */
+  #trim(replica: number): void {
+    const lru = this.#lru[replica]!;
+    const cpu = this.#cpuLru[replica]!;
     const cpuCapacity = this.#cpuCapacity[replica]!;
     const gpuCapacity = this.#gpuCapacity[replica]!;
-    while (lru.size > gpuCapacity) {
+    if (lru.size <= gpuCapacity) return;
+    const keep = Math.floor(gpuCapacity * this.forgetting.trimToRatio);
+    while (lru.size > keep) {
       const oldest = lru.keys().next().value as BlockKey;
       lru.delete(oldest);
       this.blocks.remove(oldest, replica);

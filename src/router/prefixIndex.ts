@@ -7,6 +7,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
+import type { ApproxForgetting } from './approxForgetting.ts';
 import { ApproxIndex } from './approxIndex.ts';
 import type { BlockIndex } from './blockIndex.ts';
 import type { IndexMode } from './defaults.ts';
@@ -27,8 +28,10 @@ export interface PrefixIndex {
     events: readonly KvEvent[],
     sharedKeys?: Map<BlockKey, number> | null,
   ): number;
-  /** Records that `keys` were sent to `replica`. */
-  recordRoute(replica: number, keys: readonly BlockKey[]): void;
+  /** Records that `keys` were sent to `replica` at `nowMs` (the approximate index's clock). */
+  recordRoute(replica: number, keys: readonly BlockKey[], nowMs?: number): void;
+  /** Forgets what is due at `nowMs` (the approximate index with a TTL or a sweep). */
+  forget?(nowMs: number): void;
   /** Forgets everything on `replica` (it restarted cold or left). */
   clearReplica(replica: number): void;
   /** Blocks indexed on `replica` (its tree size). */
@@ -53,6 +56,8 @@ export interface PrefixIndexOptions {
   capacityBlocks?: number;
   /** Pre-size the table for this many distinct keys. */
   expectedKeys?: number;
+  /** Approx mode: how the record forgets (a peer's; default LRU at `capacityBlocks`). */
+  forgetting?: ApproxForgetting;
 }
 
 export function makePrefixIndex(
@@ -62,5 +67,10 @@ export function makePrefixIndex(
 ): PrefixIndex {
   return mode === 'events'
     ? new EventIndex(replicaCount, options.expectedKeys)
-    : new ApproxIndex(replicaCount, options.capacityBlocks, options.expectedKeys);
+    : new ApproxIndex(
+        replicaCount,
+        options.capacityBlocks,
+        options.expectedKeys,
+        options.forgetting,
+      );
 }

@@ -13,6 +13,7 @@
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { grown } from '../util/grown.ts';
+import type { ApproxForgetting } from './approxForgetting.ts';
 import { Rng } from '../util/rng.ts';
 import {
   AdapterTracker,
@@ -73,6 +74,11 @@ export interface RouterOptions {
   overlayTtlMs?: number;
   /** Approx mode: blocks remembered per replica. */
   approxCapacityBlocks?: number;
+  /**
+   * Approx mode: how the record forgets, a peer router's way (approxForgetting.ts); brings its
+   * own capacity. Default: LRU at `approxCapacityBlocks` at every route.
+   */
+  approxForgetting?: ApproxForgetting;
   /**
    * Approx mode: each replica's KV tiers (aligned with `replicas`): its GPU pool and CPU tier in
    * blocks, modelled by the approximate index (approxIndex.ts). The events index learns both
@@ -230,6 +236,7 @@ export class Router {
     this.#index = makePrefixIndex(this.indexMode, options.replicas.length, {
       capacityBlocks: options.approxCapacityBlocks,
       expectedKeys: options.expectedKeys,
+      ...(options.approxForgetting && { forgetting: options.approxForgetting }),
     });
     const ttlMs = options.overlayTtlMs ?? DEFAULT_OVERLAY_TTL_MS;
     this.#overlay = this.indexMode === 'events' && ttlMs > 0 ? new RouteOverlay(ttlMs) : null;
@@ -312,6 +319,7 @@ export class Router {
    */
   route(request: RouteRequest, nowMs: number): RouteDecision {
     this.#overlay?.expire(nowMs);
+    this.#index.forget?.(nowMs);
     // Scratch reused across routes: no route keeps these arrays (views copy what they need).
     const healthy = this.#healthy;
     const eligible = this.#eligible;
@@ -523,7 +531,7 @@ export class Router {
     const tail = record.blockKeys;
     if (tail !== undefined && tail.length > 0) {
       // The keys the route added there: from the first block it did not cache on (fromBlock).
-      if (this.indexMode === 'approx') this.#index.recordRoute(id, tail);
+      if (this.indexMode === 'approx') this.#index.recordRoute(id, tail, nowMs);
       this.#overlay?.addTail(id, tail, record.fromBlock ?? 0, nowMs);
     }
     return true;
@@ -805,7 +813,7 @@ export class Router {
     this.#slotCaches
       .get(replicaId)
       ?.assign(request.id, request.blockKeys, request.promptTokens, request.blockSize);
-    this.#index.recordRoute(replicaId, request.blockKeys);
+    this.#index.recordRoute(replicaId, request.blockKeys, nowMs);
     this.#fallback.get(replicaId)?.recordRoute(request.blockKeys);
     this.#overlay?.add(replicaId, request.blockKeys, matchedBlocks, nowMs);
     this.policy.onRouted?.({ request, replicaId, cachedTokens, nowMs });

@@ -7,6 +7,13 @@ import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { cpuReloadMs, DEFAULT_CPU_KV_GBPS } from '../engine/connector/offloading.ts';
 import { kvBytesPerToken, kvPoolTokens, prefillUsPerToken } from '../model/cost.ts';
+import {
+  type ApproxForgetMode,
+  type ApproxForgetting,
+  approxForgetting,
+  peerForgetMode,
+} from '../router/approxForgetting.ts';
+import { DEFAULT_APPROX_CAPACITY_BLOCKS } from '../router/approxIndex.ts';
 import { DEFAULT_STALE_MS } from '../router/defaults.ts';
 import { Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
@@ -59,6 +66,7 @@ function makeRouterCore(config: SimRouterConfig, index: number): Router {
   const names = replicaNames(config.replicas);
   const r = config.router;
   const engine = makeEngineConfig(config.engine);
+  const forgetting = peerForgetting(r.approxForget, r.policy, engine.blockSize);
   return new Router({
     replicas: names,
     ...(config.fleet && { speeds: replicaSpeeds(config.engine, config.fleet) }),
@@ -69,6 +77,7 @@ function makeRouterCore(config: SimRouterConfig, index: number): Router {
       prefillUsPerToken: prefillUsPerToken(engine.spec),
       ...r.policyOptions,
       queueSource: r.queueSource,
+      ...(forgetting && { treeForgetting: forgetting }),
       ...(r.loraBlind && { loraBlind: true }),
       ...(config.engine.lora && { loraLoadTokens: loraLoadTokens(config.engine) }),
       ...(engine.cpuOffload && {
@@ -81,9 +90,12 @@ function makeRouterCore(config: SimRouterConfig, index: number): Router {
       }),
     },
     indexMode: r.index,
+    // A peer's record knows neither the engine's pool nor its CPU tier: its own bounds only.
+    ...(r.index === 'approx' && forgetting && { approxForgetting: forgetting }),
     // The approximate index models each replica's CPU tier (and its GPU record the engine's
     // pool) only when the engines have one: without a tier the run is as before.
     ...(r.index === 'approx' &&
+      !forgetting &&
       engine.cpuOffload && {
         approxTiers: names.map(() => ({
           kvBlocks: kvBlocksPerReplica(config),
@@ -99,6 +111,21 @@ function makeRouterCore(config: SimRouterConfig, index: number): Router {
     // a fleet past ~480 replicas of this size grows past it).
     expectedKeys: Math.min(config.replicas * kvBlocksPerReplica(config), MAX_PRESIZED_KEYS),
   });
+}
+
+/**
+ * The forgetting `--approx-forget` asks of `policy`'s approximate records, in blocks of
+ * `blockSize` tokens; undefined: kvroute's own (the default, unchanged).
+ */
+function peerForgetting(
+  mode: ApproxForgetMode | undefined,
+  policy: string,
+  blockSize: number,
+): ApproxForgetting | undefined {
+  if (mode === undefined) return undefined;
+  const peer = mode === 'peer' ? peerForgetMode(policy) : mode;
+  if (peer === 'kvroute') return undefined;
+  return approxForgetting(peer, blockSize, DEFAULT_APPROX_CAPACITY_BLOCKS);
 }
 
 /** The engines' adapter load time in prefill tokens: the cost policy's LoRA term. */

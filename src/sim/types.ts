@@ -1,4 +1,5 @@
 /** The simulator's inputs as plain data (its result is `src/results/result.ts`'s RunResult). */
+import type { ApproxForgetMode } from '../router/approxForgetting.ts';
 import type { IndexMode, QueueSource } from '../router/defaults.ts';
 import type { PolicyOptions } from '../router/registry.ts';
 
@@ -19,6 +20,11 @@ export interface RouterOptions {
   /** The router's own report-age limit; default: comfortably above the simulated delay. */
   staleLimitMs?: number;
   overlayTtlMs?: number;
+  /**
+   * How the approximate records forget (`--index approx`, and the sglang policy's own tree):
+   * kvroute's LRU (default), one peer's way, or `peer`: each policy its own project's.
+   */
+  approxForget?: ApproxForgetMode;
   /** Routes as if adapters did not exist (no load term, no slot guard, no LoRA affinity). */
   loraBlind?: boolean;
   /** Router instances (gateways) over the fleet, arrivals spread round robin (default 1). */

@@ -6,8 +6,10 @@
  *    that replica;
  * 3. otherwise the least loaded.
  * Matches come from its own approximate record of what it sent where (as the gateway's radix
- * tree, never from engine events), LRU-bounded per replica.
+ * tree, never from engine events), LRU-bounded per replica; with `treeForgetting`, bounded as the
+ * SGLang router bounds it (approxForgetting.ts: a 60 s sweep down to max_tree_size).
  */
+import type { ApproxForgetting } from '../approxForgetting.ts';
 import { ApproxIndex } from '../approxIndex.ts';
 import type { Pick, PickInput, Policy, Routed } from '../policy.ts';
 import { matchPrefix, replicaMask } from '../prefixMatch.ts';
@@ -24,6 +26,8 @@ export interface SglangOptions {
   balanceRelThreshold?: number;
   cacheThreshold?: number;
   treeBlocks?: number;
+  /** How the tree forgets (brings its own size); default LRU at `treeBlocks` per route. */
+  treeForgetting?: ApproxForgetting;
 }
 
 export class SglangPolicy implements Policy {
@@ -37,7 +41,12 @@ export class SglangPolicy implements Policy {
     this.balanceAbsThreshold = options.balanceAbsThreshold ?? DEFAULT_SGLANG_BALANCE_ABS_THRESHOLD;
     this.balanceRelThreshold = options.balanceRelThreshold ?? DEFAULT_SGLANG_BALANCE_REL_THRESHOLD;
     this.cacheThreshold = options.cacheThreshold ?? DEFAULT_SGLANG_CACHE_THRESHOLD;
-    this.#tree = new ApproxIndex(0, options.treeBlocks ?? DEFAULT_SGLANG_TREE_BLOCKS);
+    this.#tree = new ApproxIndex(
+      0,
+      options.treeBlocks ?? DEFAULT_SGLANG_TREE_BLOCKS,
+      0,
+      options.treeForgetting,
+    );
   }
 
   pick(input: PickInput): Pick {
@@ -58,6 +67,7 @@ export class SglangPolicy implements Policy {
     const blocks = request.blockKeys.length;
     if (blocks === 0) return leastLoaded();
     this.#tree.ensureReplicas(input.fleet.length);
+    this.#tree.forget(input.nowMs);
     const matched = new Int32Array(input.fleet.length);
     const alive = replicaMask(
       candidates.map((c) => c.id),
@@ -73,7 +83,7 @@ export class SglangPolicy implements Policy {
 
   onRouted(routed: Routed): void {
     this.#tree.ensureReplicas(routed.replicaId + 1);
-    this.#tree.recordRoute(routed.replicaId, routed.request.blockKeys);
+    this.#tree.recordRoute(routed.replicaId, routed.request.blockKeys, routed.nowMs);
   }
 
   onReplicaRemoved(replicaId: number): void {
