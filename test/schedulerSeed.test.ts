@@ -60,8 +60,16 @@ test('a request with maxNew = 1 leaves on the step its prompt finishes', () => {
   const p2 = sched.schedule();
   const out = sched.complete(p2);
   assert.deepEqual(out.emitted, [{ id: 'a', index: 0, handle: -1 }]);
+  // Its second chunk started with 8 tokens computed: SGLang would log them as cached.
   assert.deepEqual(out.finished, [
-    { id: 'a', promptTokens: 12, cachedTokens: 0, outputTokens: 1, reason: 'length' },
+    {
+      id: 'a',
+      promptTokens: 12,
+      cachedTokens: 0,
+      outputTokens: 1,
+      reason: 'length',
+      resumedPrefixTokens: 8,
+    },
   ]);
   assert.equal(sched.hasWork(), false);
 });

@@ -29,7 +29,7 @@ export function replayPublished(name: string, base: SimConfig): ReplayResult {
   const workload =
     base.workload.kind === 'synthetic' ? { ...base.workload, burst: run.burst } : base.workload;
   const rows = run.runs.map((p) => {
-    const tally = new ReplayTally(run.outputTokens);
+    const tally = new ReplayTally(run.outputTokens, run.hitCount);
     simulate({
       ...base,
       workload,

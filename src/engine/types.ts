@@ -117,6 +117,8 @@ export interface RequestFinished {
   promptTokens: number;
   /** Prompt tokens served from the prefix cache at (last) admission. */
   cachedTokens: number;
+  /** Tokens already computed when each later prefill chunk started (scheduler's SeqFinished). */
+  resumedPrefixTokens?: number;
   outputTokens: number;
   reason: 'length' | 'abort';
   /** A remote-decode request's blocks held for the consumer (its `remote_block_ids`). */

@@ -20,6 +20,11 @@ export interface RequestRecord {
   promptTokens: number;
   /** Prompt tokens served from the prefix cache; null when not known. */
   cachedTokens: number | null;
+  /**
+   * Sim only, not written out: tokens already computed when each prefill chunk after the first
+   * started, summed (SGLang counts them as cached in its logs; src/scheduler/types.ts).
+   */
+  resumedPrefixTokens?: number;
   /** Arrival to first token; null without one. */
   ttftMs: number | null;
   /** Per output token after the first; null for one-token answers and failures. */

@@ -238,7 +238,10 @@ export class Scheduler {
         b.leftTokens,
         this.config,
       );
-      if (tokens > 0 && this.#secureKv(seq, tokens, b)) b.add(seq, 'prefill', tokens);
+      if (tokens > 0 && this.#secureKv(seq, tokens, b)) {
+        seq.resumedPrefixTokens += seq.computedTokens;
+        b.add(seq, 'prefill', tokens);
+      }
     }
   }
 
@@ -414,6 +417,8 @@ function finishedRecord(seq: Seq, reason: SeqFinished['reason']): SeqFinished {
     cachedTokens: seq.cachedTokens,
     outputTokens: seq.generatedTokens,
     reason,
+    // Only for a prompt prefilled in several chunks: records of one-chunk prompts as before.
+    ...(seq.resumedPrefixTokens > 0 && { resumedPrefixTokens: seq.resumedPrefixTokens }),
   };
 }
 

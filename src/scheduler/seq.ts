@@ -33,6 +33,11 @@ export class Seq {
   prefillEndTokens = 0;
   generatedTokens = 0;
   cachedTokens = 0;
+  /**
+   * Tokens already computed when each of its prefill chunks after the first started, summed:
+   * SGLang's scheduler counts them as cached tokens of that prefill batch (SeqFinished).
+   */
+  resumedPrefixTokens = 0;
   /** Blocks holding this request's KV, in token order. */
   blockIds: number[] = [];
   /**

@@ -105,6 +105,13 @@ export interface SeqFinished {
   promptTokens: number;
   /** Prompt tokens served from the prefix cache at the (last) admission. */
   cachedTokens: number;
+  /**
+   * Tokens already computed when each prefill chunk after the first started, summed. SGLang
+   * logs a chunk's earlier chunks as that batch's cached tokens (`PrefillAdder.add_inflight_req`
+   * passes `len(req.prefix_indices)` to `_prefill_one_req`, which adds it to `log_hit_tokens`;
+   * python/sglang/srt/managers/schedule_policy.py), so its reported hit rate counts them.
+   */
+  resumedPrefixTokens?: number;
   outputTokens: number;
   reason: 'length' | 'abort';
 }

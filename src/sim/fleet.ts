@@ -611,6 +611,7 @@ export class Fleet {
         replica: r.index,
         promptTokens: f.promptTokens,
         cachedTokens: f.cachedTokens,
+        ...(f.resumedPrefixTokens && { resumedPrefixTokens: f.resumedPrefixTokens }),
         ttftMs,
         tpotMs,
         endMs: nowMs,

@@ -3,6 +3,7 @@
  * flags, and the figures its authors reported per routing policy.
  */
 import type { GroupsBurst } from '../../workload/workloads.ts';
+import type { HitCount } from './figures.ts';
 
 export interface PublishedPolicyRun {
   /** The policy as the publication names it. */
@@ -28,6 +29,8 @@ export interface PublishedRun {
   burst: GroupsBurst;
   /** Output tokens of every request (the throughput counts them). */
   outputTokens: number;
+  /** How the publication counted its hit rate (figures.ts). */
+  hitCount: HitCount;
   /** The cache-blind baseline first, then the cache-aware run. */
   runs: readonly [PublishedPolicyRun, PublishedPolicyRun];
   /** What the replay cannot reproduce, or assumes. */
