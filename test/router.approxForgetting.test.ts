@@ -4,7 +4,7 @@
  * - llm-d: an LRU of DefaultLRUCapacityPerServer = 31250 blocks of 16 tokens per pod (Gateway
  *   API inference extension, pkg/epp/scheduling/framework/plugins/multi/prefix/plugin.go);
  * - SGLang's router: max_tree_size = 2^24 characters per worker, enforced by a sweep every
- *   eviction_interval_secs = 60 (sgl-router src/policies/cache_aware.rs, src/tree.rs);
+ *   eviction_interval_secs = 60 (sgl-router/src/policies/cache_aware.rs, sgl-router/src/tree.rs);
  * - Dynamo: 120 s TTL per block, 2^20 blocks pruned to 0.8 (lib/llm/src/kv_router/approx.rs,
  *   PruneConfig::default).
  * So a route can be predicted a hit on blocks the engine evicted, where the events index knows.

@@ -9,8 +9,8 @@
  *   pkg/epp/scheduling/framework/plugins/multi/prefix/plugin.go and indexer.go): an LRU of
  *   `DefaultLRUCapacityPerServer = 31250` blocks of `DefaultBlockSizeTokens = 16` tokens per
  *   pod ("llama3 8B on a H100 80GB ... 500K tokens"), trimmed at every add.
- * - `sglang`: the SGLang router's cache_aware policy (sgl-router src/policies/cache_aware.rs,
- *   src/tree.rs): a radix tree of request text per worker, trimmed least recently used first
+ * - `sglang`: the SGLang router's cache_aware policy (sgl-router/src/policies/cache_aware.rs,
+ *   sgl-router/src/tree.rs): a radix tree of request text per worker, trimmed least recently used first
  *   to `max_tree_size = 2^24` characters per tenant by a thread woken every
  *   `eviction_interval_secs = 60`; between wake-ups it grows without bound. Characters are
  *   counted here at 4 per token (llm-d's `averageCharactersPerToken`), so 4,194,304 tokens.
