@@ -16,7 +16,7 @@ export const SGLANG_V04: PublishedRun = {
   simArgs: [
     ...['--workload', 'groups', '--replicas', '8', '--model', 'llama-3.1-8b'],
     ...['--gpu', 'a100-80gb', '--tp', '1', '--engine-defaults', 'sglang', '--dtype', 'bf16'],
-    ...['--warmup', '0', '--duration', '3600'],
+    ...['--warmup', '0', '--duration', '3600', '--approx-forget', 'peer'],
   ],
   burst: { order: 'shuffled' },
   outputTokens: 256,
