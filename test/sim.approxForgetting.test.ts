@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { UsageError } from '../src/cli/args.ts';
 import { parseSimFlags } from '../src/cli/sim.ts';
 import { ReplayTally } from '../src/sim/published/figures.ts';
 import { simulate } from '../src/sim/run.ts';
@@ -45,4 +46,22 @@ test("llm-d's approximate record loses throughput and hits against the exact ind
   );
   const ratio = approx.tokensPerS / exact.tokensPerS;
   assert.ok(ratio < 1, `approx / exact throughput ${ratio}`);
+});
+
+test('--approx-forget: each mode parses; a bad one is a usage error naming the accepted ones', () => {
+  for (const mode of ['kvroute', 'peer', 'llmd', 'sglang', 'dynamo']) {
+    const setup = parseSimFlags(['--index', 'approx', '--approx-forget', mode]);
+    assert.ok(setup !== 'help');
+    assert.equal(setup.base.router.approxForget, mode);
+  }
+  const plain = parseSimFlags([]);
+  assert.ok(plain !== 'help');
+  assert.equal(plain.base.router.approxForget, undefined);
+  assert.throws(
+    () => parseSimFlags(['--approx-forget', 'nope']),
+    (e: unknown) =>
+      e instanceof UsageError &&
+      e.message ===
+        "--approx-forget must be one of kvroute, peer, llmd, sglang, dynamo; got 'nope'",
+  );
 });
