@@ -22,20 +22,20 @@ const args = calibrateArgs(
   'http://127.0.0.1:9',
   '/tmp/x/profile.yaml',
 );
-const valueOf = (flag: string) => args[args.indexOf(flag) + 1];
+const argAfter = (flag: string) => args[args.indexOf(flag) + 1];
 
 test('the step table of the engine the stack runs: its budget, its sequences, its catalog names', () => {
   assert.equal(args[0], 'calibrate');
   assert.ok(args.includes('--step-table'));
-  assert.equal(valueOf('--url'), 'http://127.0.0.1:9');
-  assert.equal(valueOf('--budget'), '512');
-  assert.equal(valueOf('--max-batch'), '4');
-  assert.equal(valueOf('--max-prompt-tokens'), '1152');
-  assert.equal(valueOf('--budget-s'), '30');
-  assert.equal(valueOf('--catalog-model'), engine.model);
-  assert.equal(valueOf('--gpu'), engine.gpu);
-  assert.equal(valueOf('--tp'), String(engine.tp));
-  assert.equal(valueOf('--out'), '/tmp/x/profile.yaml');
+  assert.equal(argAfter('--url'), 'http://127.0.0.1:9');
+  assert.equal(argAfter('--budget'), '512');
+  assert.equal(argAfter('--max-batch'), '4');
+  assert.equal(argAfter('--max-prompt-tokens'), '1152');
+  assert.equal(argAfter('--budget-s'), '30');
+  assert.equal(argAfter('--catalog-model'), engine.model);
+  assert.equal(argAfter('--gpu'), engine.gpu);
+  assert.equal(argAfter('--tp'), String(engine.tp));
+  assert.equal(argAfter('--out'), '/tmp/x/profile.yaml');
 });
 
 test('every flag it passes is one kvroute calibrate --help names', () => {
