@@ -5,7 +5,7 @@
  * SLO in play, so a run that meets it carries the full TTFT p99 for all the others.
  *
  *   npm run bench:capacity -- --workload seed --duration 300 --policy all
- *   npm run bench:capacity -- --trace ../shared/data/mooncake/synthetic_trace.jsonl --policy all
+ *   npm run bench:capacity -- --trace data/mooncake/synthetic_trace.jsonl --policy all
  *
  * Per policy: bisect the fewest replicas meeting the loosest SLO, then run every count upward
  * from just below it until every SLO is met and `--margin` more counts pass (so a count that

@@ -1,5 +1,5 @@
 /**
- * The table in src/sim/README.md: the seed workload, aggregated vs the best P:D split, the fewest
+ * The table in docs/benchmarks.md (Simulator notebook): the seed workload, aggregated vs the best P:D split, the fewest
  * GPUs meeting TTFT p99 {570 ms, 1 s} x TPOT p99 {25, 40, 100 ms}, the link at 25 and 100 GB/s.
  *   node --import tsx bench/pdTable.ts [--duration S] [--warmup S] [--max-replicas N]
  * Prints one JSON line per cell (the `--search --pd auto` shape) and a Markdown table.

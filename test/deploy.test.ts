@@ -35,7 +35,7 @@ const K8S = [
   'deploy/kubernetes/configmap.yaml',
   'deploy/kubernetes/gateway.yaml',
   'deploy/kubernetes/service.yaml',
-  'deploy/kubernetes/servicemonitor.yaml',
+  'deploy/kubernetes/monitoring/servicemonitor.yaml',
   'deploy/kubernetes/test-fleet/engines.yaml',
 ];
 const docs = K8S.flatMap(manifests);
@@ -162,6 +162,64 @@ describe('Kubernetes manifests', () => {
         [httpPort, eventsPort, replayPort],
       );
     }
+  });
+});
+
+/**
+ * Kinds every Kubernetes cluster serves without a CRD (core/v1, apps/v1, batch/v1, rbac, policy,
+ * networking.k8s.io/v1): what the base kustomization may list, so it applies on a plain cluster.
+ */
+const BUILT_IN_KINDS = new Set([
+  'ConfigMap',
+  'Secret',
+  'Service',
+  'ServiceAccount',
+  'PersistentVolumeClaim',
+  'Deployment',
+  'StatefulSet',
+  'DaemonSet',
+  'Job',
+  'CronJob',
+  'Role',
+  'RoleBinding',
+  'PodDisruptionBudget',
+  'NetworkPolicy',
+  'Ingress',
+]);
+
+/** A kustomization's resources, each file parsed (a directory stands for its own kustomization). */
+function kustomized(dir: string): { file: string; doc: Doc }[] {
+  const [k] = manifests(`${dir}/kustomization.yaml`);
+  assert.equal(k.kind, 'Kustomization');
+  return (k.resources as string[]).flatMap((r) =>
+    r.endsWith('.yaml')
+      ? manifests(`${dir}/${r}`).map((doc) => ({ file: `${dir}/${r}`, doc }))
+      : kustomized(join(dir, r)),
+  );
+}
+
+describe('kustomizations', () => {
+  test('the base lists built-in kinds only: it applies on a cluster without the Prometheus Operator', () => {
+    const base = kustomized('deploy/kubernetes');
+    assert.ok(base.length >= 3);
+    for (const { file, doc } of base) {
+      assert.ok(BUILT_IN_KINDS.has(doc.kind), `${file}: ${doc.kind} needs a CRD`);
+    }
+    assert.ok(base.some(({ doc }) => doc.kind === 'Deployment' && doc.metadata.name === 'kvroute'));
+  });
+
+  test('the monitoring overlay is the base plus its ServiceMonitors', () => {
+    const base = kustomized('deploy/kubernetes');
+    const monitoring = kustomized('deploy/kubernetes/monitoring');
+    const extra = monitoring.slice(base.length);
+    assert.deepEqual(
+      monitoring.slice(0, base.length).map(({ doc }) => `${doc.kind}/${doc.metadata.name}`),
+      base.map(({ doc }) => `${doc.kind}/${doc.metadata.name}`),
+    );
+    assert.deepEqual(
+      extra.map(({ doc }) => `${doc.kind}/${doc.metadata.name}`),
+      ['ServiceMonitor/kvroute', 'ServiceMonitor/kvroute-engine'],
+    );
   });
 });
 

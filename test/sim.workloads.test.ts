@@ -102,30 +102,13 @@ test('groups: 64 groups x 16 prompts per shuffled round', () => {
   assert.ok(xs.every((x) => x.promptLength === 2048 + 128 && x.outputTokens === 256));
 });
 
-/** The real trace when ../shared is present, else a generated one of the same format. */
-function traceFile(dir: string): string {
-  const shared = join(import.meta.dirname, '../../shared/data/mooncake/synthetic_trace.jsonl');
-  if (existsSync(shared)) return shared;
-  const path = join(dir, 'trace.jsonl');
-  writeFileSync(
-    path,
-    makeSyntheticTrace({
-      seed: 1,
-      requests: 300,
-      ratePerS: 4,
-      roots: 20,
-      sharedBlocks: 6,
-      maxUniqueBlocks: 10,
-      outputTokens: 150,
-    }),
-  );
-  return path;
-}
+/** The Mooncake trace shipped in the repository (data/mooncake/README.md). */
+const MOONCAKE_TRACE = join(import.meta.dirname, '../data/mooncake/synthetic_trace.jsonl');
 
 test('Mooncake traces: equal hash ids give equal tokens and keys; --rate-scale speeds up', () => {
   const dir = mkdtempSync(join(tmpdir(), 'kvroute-sim-'));
   try {
-    for (const path of [traceFile(dir), join(dir, 'small.jsonl')]) {
+    for (const path of [MOONCAKE_TRACE, join(dir, 'small.jsonl')]) {
       if (!existsSync(path)) {
         writeFileSync(
           path,

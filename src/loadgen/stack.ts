@@ -24,6 +24,8 @@ export interface StackOptions {
   scrapeMs?: number;
   /** Real engines (the llama.cpp runtime) instead of simulated ones. */
   real?: RealEngines | null;
+  /** The gateway's `--decode-cost-tokens` / `--engine-budget` (delay-cost's decode term). */
+  decodeCost?: { tokens: number; budgetTokens: number };
 }
 
 export interface LiveStack {
@@ -102,6 +104,7 @@ async function startInProcessStack(o: StackOptions): Promise<LiveStack> {
       blockSize: o.engine.blockSize,
       ...(o.scrapeMs !== undefined && { scrapeMs: o.scrapeMs }),
       ...(real?.gatewayTokenizer && { tokenizer: real.gatewayTokenizer }),
+      ...(o.decodeCost && { decodeCost: o.decodeCost }),
     });
     return {
       url: gateway.url,
@@ -147,6 +150,14 @@ async function startProcessStack(o: StackOptions): Promise<LiveStack> {
       String(o.engine.blockSize),
       ...(o.scrapeMs !== undefined ? ['--scrape-ms', String(o.scrapeMs)] : []),
       ...(o.real?.gatewayTokenizer ? ['--tokenizer', o.real.gatewayTokenizer] : []),
+      ...(o.decodeCost
+        ? [
+            '--decode-cost-tokens',
+            String(o.decodeCost.tokens),
+            '--engine-budget',
+            String(o.decodeCost.budgetTokens),
+          ]
+        : []),
       ...backendFlags,
     ]);
     started.push(gateway);
