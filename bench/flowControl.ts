@@ -66,7 +66,7 @@ const carrying =
     log(`  probe ${r} req/s: SLO ${met ? 'met' : 'missed'}`),
   );
 const ratePerS = Math.round(carrying * load * 100) / 100;
-log(`carrying rate ${carrying} req/s; experiment at ${ratePerS} req/s (${load}x)`);
+log(`carrying rate ${carrying.toFixed(2)} req/s; experiment at ${ratePerS} req/s (${load}x)`);
 
 const tenants = [
   { name: 'heavy', share: 0.8, weight: 1, priorityClass: 'standard' as const },
