@@ -97,9 +97,16 @@ export interface TenantFlags {
   flowControl?: SimFlowControl;
 }
 
-export function readTenantFlags(flags: Flags): TenantFlags {
+/** `unsupported`: flags of runs that do not take tenants (a P/D fleet, the fault audit). */
+export function readTenantFlags(flags: Flags, unsupported: readonly string[] = []): TenantFlags {
   const spec = flags.string('tenants');
   const on = (flags.oneOf('flow-control', ON_OFF) ?? 'off') === 'on';
+  if (spec !== undefined || on) {
+    const other = unsupported.find((f) => flags.has(f));
+    if (other !== undefined) {
+      throw new UsageError(`--tenants and --flow-control run an aggregated fleet; drop --${other}`);
+    }
+  }
   const bounds = [
     'flow-max-queued',
     'flow-max-queued-per-tenant',
