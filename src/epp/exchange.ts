@@ -83,6 +83,8 @@ export class Exchange {
   #bodyBytes = 0;
   #answered = false;
   #picked: Picked | null = null;
+  /** When the pick was answered (the request leaves for its endpoint). */
+  #pickedMs = 0;
   /** The ledger entry is released (at the end, or early when another endpoint served). */
   #released = false;
   #streaming: boolean | null = null;
@@ -225,6 +227,7 @@ export class Exchange {
       return;
     }
     this.#picked = picked;
+    this.#pickedMs = performance.now();
     if (this.#closed) {
       // Cancelled while picking (already settled): nothing will be sent there.
       this.#release();
@@ -331,8 +334,8 @@ export class Exchange {
     const chunk = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
     const endOfStream = b?.end_of_stream ?? false;
     const streaming = this.#streaming ?? this.#picked?.stream ?? false;
-    if (streaming && !this.#firstToken && this.#detector.feed(chunk)) this.#onFirstToken();
     this.#audit?.body(chunk);
+    if (streaming && !this.#firstToken && this.#detector.feed(chunk)) this.#onFirstToken();
     if (endOfStream) this.#endAudit();
     if (this.#responseMode !== 'FULL_DUPLEX_STREAMED') {
       // Each chunk is replaced by what the tap lets out of it (a JSON answer: all at the end).
@@ -385,6 +388,7 @@ export class Exchange {
 
   #onFirstToken(): void {
     this.#firstToken = true;
+    this.#audit?.firstToken(performance.now() - this.#pickedMs);
     const picked = this.#picked;
     if (!picked || this.#released) return;
     this.#ctx.picker.firstToken(picked, Date.now());
