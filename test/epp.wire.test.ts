@@ -143,7 +143,10 @@ const { struct } = fc.letrec<{ struct: PbStruct; value: PbValue }>((tie) => ({
 }));
 const common = fc.record(
   {
-    header_mutation: fc.record({ set_headers: headerOptions }),
+    header_mutation: fc.record(
+      { set_headers: headerOptions, remove_headers: fc.array(text, { maxLength: 3 }) },
+      { requiredKeys: ['set_headers'] },
+    ),
     body_mutation: fc.oneof(
       fc.record({ body: bytesArb }),
       fc.record({

@@ -229,6 +229,52 @@ describe('a kept-alive connection closed under a request', () => {
   });
 });
 
+describe('a kept-alive connection closed under the P/D prefill leg', () => {
+  test('is sent again on a fresh connection to the same prefill replica, kept up and warm', async () => {
+    const prefill = [await fakeLlama({ dropReused: true }), await fakeLlama({ dropReused: true })];
+    const decode = await fakeLlama();
+    const gw = await startGateway({
+      ...defaultConfig(),
+      exposeReplicaAddresses: true,
+      port: 0,
+      logLevel: 'error',
+      index: 'approx',
+      maxRetries: 1,
+      backends: [
+        ...prefill.map((f) => ({ url: f.url, role: 'prefill' as const })),
+        { url: decode.url, role: 'decode' as const },
+      ].map((b) => ({ ...b, events: null, replay: null, model: 'fake', apiKey: null })),
+    });
+    closers.push(() => gw.close());
+    const openai = clientOf(gw);
+    const prompt = tokens(9, 64) as unknown as string;
+    const servedBy: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const { data, response } = await openai.completions
+        .create({ model: 'fake', prompt, max_tokens: 2 })
+        .withResponse();
+      assert.equal(data.choices[0]?.text, 'ok');
+      servedBy.push(response.headers.get('x-kvroute-prefill-replica') ?? '');
+    }
+    const dropped = prefill.reduce((n, f) => n + f.state.dropped, 0);
+    assert.ok(dropped >= 1, 'some prefill leg went out on a reused connection and was cut');
+    assert.equal(await counter(gw, 'upstreamReconnects'), dropped, 'each cut sent again once');
+    const legRetries = (await gw.metrics.registry
+      .getSingleMetric('kvroute_gateway_pd_leg_retries_total')
+      ?.get()) ?? { values: [] };
+    assert.equal(
+      legRetries.values.reduce((n, v) => n + v.value, 0),
+      0,
+      'never retried on another prefill replica',
+    );
+    assert.equal(new Set(servedBy).size, 1, `one prefill replica took all: ${servedBy.join(', ')}`);
+    for (const b of await backendsOf(gw)) assert.equal(b.state, 'active', b.name);
+    const replica = (await replicas(gw)).find((r) => r.name === servedBy[0]);
+    assert.ok(replica?.healthy, 'not marked down');
+    assert.ok((replica?.indexedBlocks ?? 0) > 0, 'its cache record kept (not forgotten)');
+  });
+});
+
 describe('probes of a backend that has not answered yet', () => {
   test('back off to at most a second until its first answer, to 2 s after', () => {
     const delays: number[] = [];

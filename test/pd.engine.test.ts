@@ -31,7 +31,14 @@ let prefill: EngineServerHandle;
 let decode: EngineServerHandle;
 
 before(async () => {
-  const base = { servedModelName: 'm', kvBlocks: 256, speedup: 1000, maxModelLen: 4096 };
+  // vLLM's own wire format: no secret, the side channel opened explicitly (no kvroute_mac).
+  const base = {
+    servedModelName: 'm',
+    kvBlocks: 256,
+    speedup: 1000,
+    maxModelLen: 4096,
+    kvTransferInsecure: true,
+  };
   prefill = await startTestEngine({
     ...base,
     kvTransferConfig: parseKvTransferConfig(
@@ -180,6 +187,7 @@ test('a held prefill is freed after VLLM_NIXL_ABORT_REQUEST_TIMEOUT', async () =
     kvMaxHeldBlocksPerClient: 32,
     speedup: 1000,
     kvAbortTimeoutMs: 1_000,
+    kvTransferInsecure: true,
     kvTransferConfig: parseKvTransferConfig('{"kv_connector":"NixlConnector","kv_role":"kv_both"}'),
   });
   try {
@@ -241,6 +249,7 @@ test('kvroute engine: --kv-transfer-config in JSON and dotted form; a bad one na
     'kv_both',
     '--kv-transfer-gbps',
     '100',
+    '--kv-transfer-insecure',
   ]);
   try {
     const url = /url=(\S+)/.exec(readyLine)?.[1];

@@ -21,7 +21,14 @@ import {
 } from './gateway.harness.ts';
 
 const nixl = parseKvTransferConfig('{"kv_connector":"NixlConnector","kv_role":"kv_both"}');
-const ENGINE = { servedModelName: 'm', speedup: 200, kvTransferConfig: nixl, maxModelLen: 16_384 };
+// The fleet's engines share a transfer secret: without one their side channel is closed.
+const ENGINE = {
+  servedModelName: 'm',
+  speedup: 200,
+  kvTransferConfig: nixl,
+  kvTransferSecret: 'pd-fleet-secret',
+  maxModelLen: 16_384,
+};
 
 const prefill: EngineServerHandle[] = [];
 const decode: EngineServerHandle[] = [];

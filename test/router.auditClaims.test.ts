@@ -15,6 +15,7 @@ import {
   poolBoundBlocks,
   REFUTE_FRACTION,
   smallPool,
+  speedEvidenceOf,
   testClaimSpeed,
   windowForPool,
 } from '../src/router/audit/index.ts';
@@ -38,6 +39,20 @@ describe('claim checks', () => {
       }),
       SEED,
     );
+  });
+
+  test('speedEvidenceOf: cold is the whole prompt, warm what the claim leaves; claims clamped', () => {
+    assert.deepEqual(speedEvidenceOf(0.5, 4096, 4080, 900), {
+      ttftMs: 900,
+      coldMs: 2048,
+      warmMs: 8,
+    });
+    assert.deepEqual(speedEvidenceOf(0.5, 100, 1e308, 1), { ttftMs: 1, coldMs: 50, warmMs: 0 });
+    assert.deepEqual(speedEvidenceOf(0.5, 100, -3, 1), { ttftMs: 1, coldMs: 50, warmMs: 50 });
+    // No claim: warm is cold, so the test has no power.
+    assert.equal(testClaimSpeed(speedEvidenceOf(0.5, 4096, 0, 5000)), 'untested');
+    assert.equal(testClaimSpeed(speedEvidenceOf(0.5, 4096, 4096, 2000)), 'refuted');
+    assert.equal(testClaimSpeed(speedEvidenceOf(0.5, 4096, 4096, 100)), 'consistent');
   });
 
   test('testClaimSpeed: refuted at 0.75 x cold, untested without power', () => {

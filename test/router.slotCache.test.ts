@@ -125,6 +125,109 @@ test('property: predicted hit <= what the slot llama-server picks holds (= when 
   );
 });
 
+test('property: with the host prompt cache, the predicted hit is what llama-server serves, to the block', () => {
+  const op = fc.oneof(
+    fc.record({
+      kind: fc.constant('arrive' as const),
+      customer: fc.integer({ min: 0, max: 7 }),
+      turns: fc.integer({ min: 0, max: 6 }),
+    }),
+    fc.record({ kind: fc.constant('finish' as const), which: fc.nat() }),
+  );
+  const host = fc.record({
+    hostBlocks: fc.integer({ min: 1, max: 48 }),
+    saveIdleSlots: fc.boolean(),
+    unifiedKv: fc.boolean(),
+  });
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 1, max: 4 }),
+      host,
+      fc.array(op, { maxLength: 60 }),
+      (n, h, ops) => {
+        const model = new SlotCache({ slots: n, ...h });
+        const engine = new TokenSlots(n, 0.1, { ...h, hostTokens: h.hostBlocks * BS });
+        const inFlight: { id: string; slot: number | null; prompt: number[] }[] = [];
+        const waiting: { id: string; prompt: number[] }[] = [];
+        let seq = 0;
+        const place = () => {
+          while (waiting.length > 0) {
+            const got = engine.take(waiting[0]!.prompt);
+            if (!got) break;
+            const w = waiting.shift()!;
+            inFlight.find((f) => f.id === w.id)!.slot = got.slot;
+          }
+        };
+        for (const o of ops) {
+          if (o.kind === 'arrive') {
+            // Whole blocks only: the token-level shares (f_keep, f_sim) equal the block-level ones.
+            const blocks = [...Array(6).keys()].map((i) => 100 * o.customer + i);
+            for (let t = 0; t < o.turns; t++) blocks.push(100 * o.customer + 50 + t);
+            const id = `r${seq++}`;
+            const prompt = promptOf(blocks, 0, seq);
+            const predicted = model.predict(blocks, prompt.length, BS);
+            model.assign(id, blocks, prompt.length, BS);
+            const got = waiting.length === 0 ? engine.take(prompt) : null;
+            if (got) {
+              // The engine reuses up to the prompt less one token; the model counts whole blocks.
+              assert.equal(predicted, Math.floor(got.cached / BS), `served ${got.cached}`);
+              inFlight.push({ id, slot: got.slot, prompt });
+            } else {
+              assert.equal(predicted, 0);
+              inFlight.push({ id, slot: null, prompt });
+              waiting.push({ id, prompt });
+            }
+            assert.deepEqual(
+              model.hostEntries().map((e) => e.length * BS),
+              engine.host.map((e) => e.length),
+              'the host caches hold prompts of the same sizes',
+            );
+          } else {
+            const started = inFlight.filter((f) => f.slot !== null);
+            if (started.length === 0) continue;
+            const f = started[o.which % started.length]!;
+            inFlight.splice(inFlight.indexOf(f), 1);
+            engine.release(f.slot!);
+            model.release(f.id);
+            place();
+          }
+        }
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
+
+test('a slot reused by another prefix: its prompt still hits from the host cache; with --cache-ram 0 it does not', () => {
+  const a = [1, 2, 3, 4, 5, 6];
+  const b = [9, 8, 7, 6, 5, 4];
+  const run = (hostBlocks: number) => {
+    const m = new SlotCache({ slots: 1, hostBlocks, saveIdleSlots: true });
+    m.assign('r1', a, 6 * BS + 2, BS);
+    m.release('r1');
+    m.assign('r2', b, 6 * BS + 2, BS);
+    m.release('r2');
+    return m.predict(a, 6 * BS + 2, BS);
+  };
+  assert.equal(run(0), 0);
+  assert.equal(run(64), 6);
+  // A bound smaller than the prompt keeps nothing of it.
+  assert.equal(run(5), 0);
+});
+
+test('a unified KV cache: idle slots are cleared once saved, so a hit comes from the host cache', () => {
+  const m = new SlotCache({ slots: 2, hostBlocks: 64, saveIdleSlots: true, unifiedKv: true });
+  m.assign('r1', [1, 2, 3, 4], 18, BS);
+  m.release('r1');
+  m.assign('r2', [7, 7, 7, 7], 18, BS);
+  assert.deepEqual(
+    m.held().map((k) => k.length),
+    [0, 4],
+    'the idle slot was cleared',
+  );
+  assert.equal(m.predict([1, 2, 3, 4], 18, BS), 4, 'loaded from the host cache');
+});
+
 test('the router predicts a slot replica from its slots, an index replica from its record', () => {
   const router = new Router({ replicas: ['a', 'b'], indexMode: 'approx', policy: 'cost' });
   router.setSlotCache('a', { slots: 1 });

@@ -100,7 +100,11 @@ async function post(
 const PROMPT = filler(120, 7);
 
 /** A prefill that keeps its blocks for a remote decode; its answer's params. */
-async function holdOn(server: EngineServerHandle, prompt = PROMPT, headers = AUTH) {
+async function holdOn(
+  server: EngineServerHandle,
+  prompt = PROMPT,
+  headers: Record<string, string> = AUTH,
+) {
   const r = await post(
     `${server.url}/v1/completions`,
     { model: 'm', prompt, max_tokens: 1, kv_transfer_params: { do_remote_decode: true } },
@@ -412,4 +416,83 @@ test('the MAC binds every field a pull uses; another secret does not verify', ()
   assert.equal(new TransferSecret('s2').verifies(p, mac), false);
   assert.equal(secret.verifies(p, null), false);
   assert.equal(secret.verifies(p, 'zz'), false);
+});
+
+test('no secret: the side channel is closed (403 to every call), nothing held, nothing pulled', async () => {
+  const closed = await startTestEngine({ ...BASE, kvTransferConfig: nixl('kv_both') });
+  ssrfHits = 0;
+  try {
+    // Every call, however formed, gets the same 403 and body.
+    const answers = new Set<string>();
+    for (const [path, body, headers] of [
+      ['/nixl/pull', { request_id: 'xfer-0', block_ids: [] }, {}],
+      ['/nixl/done', { request_id: 'xfer-0', block_ids: [1, 2] }, {}],
+      ['/nixl/pull', {}, AUTH],
+      ['/nixl/done', { engine_id: 'x', request_id: 'req-1', block_ids: [0] }, AUTH],
+    ] as const) {
+      const r = await post(`${closed.url}${path}`, body, headers);
+      answers.add(`${r.status} ${r.text}`);
+    }
+    assert.deepEqual([...answers], ['403 {"error":"Forbidden"}']);
+    // A prefill for a remote decode is served, holds nothing and says so (params null).
+    assert.equal(await holdOn(closed, PROMPT, {}), null);
+    assert.equal(held(closed), 0);
+    // A decode with pull params contacts no one and computes the prompt.
+    const port = (ssrf.address() as AddressInfo).port;
+    const r = await post(
+      `${closed.url}/v1/completions`,
+      {
+        model: 'm',
+        prompt: PROMPT,
+        max_tokens: 2,
+        kv_transfer_params: {
+          do_remote_prefill: true,
+          remote_engine_id: 'e',
+          remote_request_id: 'xfer-1',
+          remote_block_ids: [0, 1],
+          remote_host: '127.0.0.1',
+          remote_port: port,
+          tp_size: 1,
+        },
+      },
+      {},
+    );
+    assert.equal(r.status, 200, r.text);
+    assert.equal(ssrfHits, 0, 'the decode engine called the host the params named');
+    assert.equal(closed.counters().kvTransfer!.externalTokens, 0);
+  } finally {
+    await closed.close();
+  }
+});
+
+test('--kv-transfer-insecure opens it explicitly; without --kv-transfer-config it is refused', async () => {
+  const { flags } = readEngineArgv([
+    '--kv-transfer-config',
+    '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
+    '--kv-transfer-insecure',
+  ]);
+  assert.notEqual(flags, 'help');
+  assert.equal(readEngineOptions(flags as Exclude<typeof flags, 'help'>).kvTransferInsecure, true);
+  const { flags: stray } = readEngineArgv(['--kv-transfer-insecure']);
+  assert.throws(
+    () => readEngineOptions(stray as Exclude<typeof stray, 'help'>),
+    /--kv-transfer-insecure needs --kv-transfer-config/,
+  );
+  const open = await startTestEngine({
+    ...BASE,
+    kvTransferInsecure: true,
+    kvTransferConfig: nixl('kv_both'),
+  });
+  try {
+    const params = (await holdOn(open, PROMPT, {}))!;
+    assert.ok(params !== null && Array.isArray(params.remote_block_ids));
+    const call = {
+      engine_id: params.remote_engine_id,
+      request_id: params.remote_request_id,
+      block_ids: params.remote_block_ids,
+    };
+    assert.equal((await post(`${open.url}/nixl/pull`, call, {})).status, 200);
+  } finally {
+    await open.close();
+  }
 });

@@ -39,6 +39,7 @@ import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import {
   openSideChannelWarning,
   readTransferSecurityFlags,
+  TRANSFER_SECURITY_BOOLEAN_FLAGS,
   TRANSFER_SECURITY_FLAGS,
   TRANSFER_SECURITY_HELP,
 } from './engineTransferSecurity.ts';
@@ -60,7 +61,8 @@ export const FLAGS = flagSpec({
   multiple: 'served-model-alias lora-modules kv-transfer-config-part api-key',
   boolean:
     'enable-prefix-caching no-enable-prefix-caching enable-auto-tool-choice ' +
-    'no-enable-auto-tool-choice enable-lora no-enable-lora allow-runtime-lora-updating',
+    'no-enable-auto-tool-choice enable-lora no-enable-lora allow-runtime-lora-updating ' +
+    TRANSFER_SECURITY_BOOLEAN_FLAGS,
 });
 
 /** vLLM's --kv-cache-dtype values: `auto` is the model's dtype (BF16 here), the rest FP8. */
@@ -258,7 +260,9 @@ function readKvTransferFlags(flags: Flags): EngineServerOptions {
         '--kv-transfer-gbps and --kv-transfer-latency-ms need --kv-transfer-config',
       );
     }
-    const stray = TRANSFER_SECURITY_FLAGS.split(' ').find((f) => flags.has(f));
+    const stray = [...TRANSFER_SECURITY_FLAGS.split(' '), TRANSFER_SECURITY_BOOLEAN_FLAGS].find(
+      (f) => flags.has(f),
+    );
     if (stray !== undefined) throw new UsageError(`--${stray} needs --kv-transfer-config`);
     return {};
   }

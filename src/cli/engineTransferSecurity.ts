@@ -10,11 +10,15 @@ import { type Flags, UsageError } from './args.ts';
 
 export const TRANSFER_SECURITY_FLAGS =
   'kv-transfer-secret-file kv-max-held-blocks kv-max-held-blocks-per-client';
+export const TRANSFER_SECURITY_BOOLEAN_FLAGS = 'kv-transfer-insecure';
 
 export const TRANSFER_SECURITY_HELP = `  --kv-transfer-secret-file FILE  the P/D fleet's shared secret (first line of FILE; or
                         ${SECRET_ENV}; default: the first --api-key): side-channel
                         calls need it, and params this engine emits carry a MAC made with it;
-                        none at all: the side channel is open (a trusted network only)
+                        none at all: the side channel is closed (calls 403, nothing held
+                        for a remote decode, nothing pulled)
+  --kv-transfer-insecure  with no secret, open the side channel to anyone and take params
+                        unverified, as vLLM does (a trusted network only)
   --kv-max-held-blocks N  blocks held for remote decodes at most (default: half the KV pool);
                         past it a prefill is answered with kv_transfer_params null
   --kv-max-held-blocks-per-client N  the same per client, its API key or else its address
@@ -42,16 +46,24 @@ export function readTransferSecurityFlags(
   } else if (fromEnv !== undefined && fromEnv !== '') secret = fromEnv;
   const held = flags.number('kv-max-held-blocks', { min: 0, integer: true });
   const perClient = flags.number('kv-max-held-blocks-per-client', { min: 0, integer: true });
+  const insecure = flags.bool('kv-transfer-insecure');
   return {
+    ...(insecure && { kvTransferInsecure: true }),
     ...(secret !== undefined && { kvTransferSecret: secret }),
     ...(held !== undefined && { kvMaxHeldBlocks: held }),
     ...(perClient !== undefined && { kvMaxHeldBlocksPerClient: perClient }),
   };
 }
 
-/** The start-up warning of an engine whose side channel anyone may call, or null. */
+/**
+ * The start-up line of an engine with no transfer secret, or null: its side channel closed (P/D
+ * transfers off), or, with --kv-transfer-insecure, open to anyone.
+ */
 export function openSideChannelWarning(o: EngineServerOptions): string | null {
   if (o.kvTransferConfig?.kvConnector !== 'NixlConnector') return null;
   if (o.kvTransferSecret !== undefined || (o.apiKeys ?? []).some((k) => k !== '')) return null;
-  return `kvroute engine: the P/D side channel (/nixl/pull, /nixl/done) is open and kv_transfer_params are not verified: set ${SECRET_ENV}, --kv-transfer-secret-file or --api-key unless every client is trusted\n`;
+  if (o.kvTransferInsecure !== true) {
+    return `kvroute engine: no transfer secret: the P/D side channel (/nixl/pull, /nixl/done) is closed, a prefill holds no blocks and a decode pulls none: set ${SECRET_ENV}, --kv-transfer-secret-file or --api-key (or --kv-transfer-insecure on a trusted network)\n`;
+  }
+  return `kvroute engine: --kv-transfer-insecure: the P/D side channel (/nixl/pull, /nixl/done) is open and kv_transfer_params are not verified: every client must be trusted\n`;
 }

@@ -5,6 +5,8 @@
  * upstream for usage a client did not ask for) and hands it to the pool's audit when the
  * response ends whole with a status under 400. A response without the count (a stream without
  * usage, vLLM without --enable-prompt-tokens-details) is judged by the replica's hit counter.
+ * A stream's time from the pick to its first token goes with it, for the speed test of a
+ * claimed hit (`../gateway/audit/observe.ts`).
  */
 import { auditResponse } from '../gateway/audit/observe.ts';
 import { UsageTap } from '../gateway/audit/usageTap.ts';
@@ -16,6 +18,8 @@ export class ResponseAudit {
   readonly #tap: UsageTap;
   readonly #hitsAtRoute: number | undefined;
   #status = 0;
+  /** From the pick's answer to the stream's first token, ms (the audit's speed test). */
+  #ttftMs: number | null = null;
 
   constructor(picked: Picked) {
     this.#picked = picked;
@@ -26,6 +30,11 @@ export class ResponseAudit {
   headers(status: number, contentType: string): void {
     this.#status = status;
     this.#tap.start(status, contentType);
+  }
+
+  /** The stream's first token came, `ttftMs` after the picker named the endpoint. */
+  firstToken(ttftMs: number): void {
+    if (this.#picked.stream) this.#ttftMs ??= ttftMs;
   }
 
   body(chunk: Buffer): void {
@@ -44,6 +53,7 @@ export class ResponseAudit {
       p.promptTokens,
       this.#tap.cachedTokens,
       this.#hitsAtRoute,
+      this.#ttftMs,
     );
   }
 }

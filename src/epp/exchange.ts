@@ -12,15 +12,18 @@
  * `end_of_stream` (no body): picked by load alone at the headers.
  *
  * Response path: the headers are answered (with `x-kvroute-replica`, a label unless addresses
- * are exposed: `../gateway/replicaLabels.ts`); body chunks are echoed
- * (FULL_DUPLEX_STREAMED: at once for an event stream, whole at the end otherwise; other modes:
- * an empty answer each); the first chunk with a generated token moves the prompt off the
+ * are exposed: `../gateway/replicaLabels.ts`, and without `content-length`, since the body may
+ * shrink); body chunks go back without the engine's `kv_transfer_params`, as the gateway relays
+ * them (`../gateway/engineFields.ts`): FULL_DUPLEX_STREAMED at once for an event stream (event
+ * by event), whole at the end otherwise; other modes: an empty answer for a chunk that passes
+ * unchanged, a `body` mutation for one that does not; the first chunk with a generated token moves the prompt off the
  * replica's queue; `end_of_stream` or the trailers end the exchange. Whatever ends it (the
  * response, an immediate response, the data plane cancelling or closing the stream), the
  * ledger entry is released exactly once.
  */
 import { ApiError } from '../openai/errors.ts';
 import { toApiError } from '../gateway/errors.ts';
+import { EngineFieldsTap } from '../gateway/engineFields.ts';
 import { FirstTokenDetector } from '../gateway/firstToken.ts';
 import { REPLICA_HEADER } from '../gateway/generate.ts';
 import type { Logger } from '../gateway/log.ts';
@@ -80,12 +83,16 @@ export class Exchange {
   #bodyBytes = 0;
   #answered = false;
   #picked: Picked | null = null;
+  /** When the pick was answered (the request leaves for its endpoint). */
+  #pickedMs = 0;
   /** The ledger entry is released (at the end, or early when another endpoint served). */
   #released = false;
   #streaming: boolean | null = null;
   readonly #detector = new FirstTokenDetector();
   #firstToken = false;
   #responseBody: Buffer[] = [];
+  /** Takes the engine's transfer fields out of the response body (as the gateway does). */
+  readonly #engineFields = new EngineFieldsTap();
   /** Reads the response's cached-token count for the pool's audit. */
   #audit: ResponseAudit | null = null;
   #status: number | null = null;
@@ -220,6 +227,7 @@ export class Exchange {
       return;
     }
     this.#picked = picked;
+    this.#pickedMs = performance.now();
     if (this.#closed) {
       // Cancelled while picking (already settled): nothing will be sent there.
       this.#release();
@@ -276,9 +284,15 @@ export class Exchange {
     const picked = this.#picked;
     this.#streaming =
       (h.get('content-type') ?? '').includes('text/event-stream') || (picked?.stream ?? false);
+    const contentType = h.get('content-type') ?? '';
+    // An answer without a content type is read as what the request asked for.
+    this.#engineFields.start(
+      this.#status ?? 0,
+      contentType !== '' ? contentType : this.#streaming ? 'text/event-stream' : '',
+    );
     if (picked?.auditable) {
       this.#audit = new ResponseAudit(picked);
-      this.#audit.headers(this.#status ?? 0, h.get('content-type') ?? '');
+      this.#audit.headers(this.#status ?? 0, contentType);
     }
     let replica = picked?.replica ?? null;
     const served = servedEndpoint(req);
@@ -293,14 +307,20 @@ export class Exchange {
       this.#audit = null;
       replica = served;
     }
+    const set =
+      replica === null ? [] : [headerOption(REPLICA_HEADER, this.#ctx.labels.of(replica))];
+    // The body may lose the engine's fields on its way back: its length is no longer known.
+    const remove =
+      h.has('content-length') && this.#responseMode !== 'NONE' ? ['content-length'] : [];
     this.#io.send({
       response_headers: {
         response:
-          replica === null
+          set.length === 0 && remove.length === 0
             ? {}
             : {
                 header_mutation: {
-                  set_headers: [headerOption(REPLICA_HEADER, this.#ctx.labels.of(replica))],
+                  set_headers: set,
+                  ...(remove.length > 0 && { remove_headers: remove }),
                 },
               },
       },
@@ -314,13 +334,18 @@ export class Exchange {
     const chunk = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
     const endOfStream = b?.end_of_stream ?? false;
     const streaming = this.#streaming ?? this.#picked?.stream ?? false;
-    if (streaming && !this.#firstToken && this.#detector.feed(chunk)) this.#onFirstToken();
     this.#audit?.body(chunk);
+    if (streaming && !this.#firstToken && this.#detector.feed(chunk)) this.#onFirstToken();
     if (endOfStream) this.#endAudit();
     if (this.#responseMode !== 'FULL_DUPLEX_STREAMED') {
-      this.#io.send({ response_body: { response: {} } });
+      // Each chunk is replaced by what the tap lets out of it (a JSON answer: all at the end).
+      const out = this.#relayed(chunk, endOfStream);
+      this.#io.send({
+        response_body: { response: out.equals(chunk) ? {} : { body_mutation: { body: out } } },
+      });
     } else if (streaming) {
-      for (const r of streamedBody('response_body', chunk, endOfStream)) this.#io.send(r);
+      const out = this.#relayed(chunk, endOfStream);
+      for (const r of streamedBody('response_body', out, endOfStream)) this.#io.send(r);
     } else {
       this.#responseBody.push(chunk);
       if (endOfStream) this.#flushResponseBody(true);
@@ -335,20 +360,35 @@ export class Exchange {
 
   #onResponseTrailers(): void {
     this.#endAudit();
+    if (this.#responseMode === 'FULL_DUPLEX_STREAMED' && this.#responseBody.length === 0) {
+      // An event stream's last, unfinished event, held by the tap.
+      const rest = this.#engineFields.end();
+      if (rest.length > 0)
+        for (const r of streamedBody('response_body', rest, false)) this.#io.send(r);
+    }
     this.#flushResponseBody(false);
     this.#io.send({ response_trailers: {} });
     this.#settle();
   }
 
+  /** What goes back of a response chunk: the engine's transfer fields taken out. */
+  #relayed(chunk: Buffer, endOfStream: boolean): Buffer {
+    const out = this.#engineFields.data(chunk);
+    if (!endOfStream) return out;
+    const rest = this.#engineFields.end();
+    return rest.length === 0 ? out : Buffer.concat([out, rest]);
+  }
+
   #flushResponseBody(endOfStream: boolean): void {
     if (this.#responseBody.length === 0 && !endOfStream) return;
-    const body = Buffer.concat(this.#responseBody);
+    const body = this.#relayed(Buffer.concat(this.#responseBody), true);
     this.#responseBody = [];
     for (const r of streamedBody('response_body', body, endOfStream)) this.#io.send(r);
   }
 
   #onFirstToken(): void {
     this.#firstToken = true;
+    this.#audit?.firstToken(performance.now() - this.#pickedMs);
     const picked = this.#picked;
     if (!picked || this.#released) return;
     this.#ctx.picker.firstToken(picked, Date.now());

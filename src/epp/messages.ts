@@ -90,7 +90,7 @@ export interface HeaderValueOption {
 }
 
 export interface CommonResponse {
-  header_mutation?: { set_headers: HeaderValueOption[] };
+  header_mutation?: { set_headers: HeaderValueOption[]; remove_headers?: string[] };
   body_mutation?:
     | { body: Buffer }
     | { streamed_response: { body: Buffer; end_of_stream: boolean } };

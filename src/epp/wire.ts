@@ -184,7 +184,7 @@ function writeOneof(w: Writer, field: number, part: unknown): void {
 /** CommonResponse {header_mutation = 2, body_mutation = 3, clear_route_cache = 5}. */
 function sizeCommon(c: CommonResponse): number {
   let size = 0;
-  if (has(c.header_mutation)) size += delimited(sizeMutation(c.header_mutation.set_headers));
+  if (has(c.header_mutation)) size += delimited(sizeMutation(c.header_mutation));
   if (has(c.body_mutation)) size += delimited(sizeBodyMutation(c.body_mutation));
   if (has(c.clear_route_cache)) size += 2;
   return size;
@@ -192,9 +192,8 @@ function sizeCommon(c: CommonResponse): number {
 
 function writeCommon(w: Writer, c: CommonResponse): void {
   if (has(c.header_mutation)) {
-    const headers = c.header_mutation.set_headers;
-    w.open(2, sizeMutation(headers));
-    writeMutation(w, headers);
+    w.open(2, sizeMutation(c.header_mutation));
+    writeMutation(w, c.header_mutation);
   }
   if (has(c.body_mutation)) {
     w.open(3, sizeBodyMutation(c.body_mutation));
@@ -221,20 +220,30 @@ function writeBodyMutation(w: Writer, m: NonNullable<CommonResponse['body_mutati
   if (has(s.end_of_stream)) w.bool(2, s.end_of_stream);
 }
 
-/** HeaderMutation {set_headers = 1: repeated HeaderValueOption {header = 1}}. */
-function sizeMutation(headers: readonly HeaderValueOption[] | null | undefined): number {
+interface Mutation {
+  set_headers?: readonly HeaderValueOption[] | null;
+  remove_headers?: readonly string[] | null;
+}
+
+/**
+ * HeaderMutation {set_headers = 1: repeated HeaderValueOption {header = 1},
+ * remove_headers = 2: repeated string}.
+ */
+function sizeMutation(m: Mutation): number {
   let size = 0;
-  for (const h of headers ?? []) size += delimited(delimited(sizeHeader(h.header)));
+  for (const h of m.set_headers ?? []) size += delimited(delimited(sizeHeader(h.header)));
+  for (const name of m.remove_headers ?? []) size += delimited(utf8Length(name));
   return size;
 }
 
-function writeMutation(w: Writer, headers: readonly HeaderValueOption[] | null | undefined): void {
-  for (const h of headers ?? []) {
+function writeMutation(w: Writer, m: Mutation): void {
+  for (const h of m.set_headers ?? []) {
     const size = sizeHeader(h.header);
     w.open(1, delimited(size));
     w.open(1, size);
     writeHeader(w, h.header);
   }
+  for (const name of m.remove_headers ?? []) w.string(2, name, utf8Length(name));
 }
 
 /** HeaderValue {key = 1, value = 2, raw_value = 3}. */
@@ -258,7 +267,7 @@ function writeHeader(w: Writer, h: Header): void {
 function sizeImmediate(r: ImmediateResponse): number {
   let size = 0;
   if (has(r.status)) size += delimited(has(r.status.code) ? 1 + varintSize(r.status.code) : 0);
-  if (has(r.headers)) size += delimited(sizeMutation(r.headers.set_headers));
+  if (has(r.headers)) size += delimited(sizeMutation(r.headers));
   if (has(r.body)) size += delimited(r.body.length);
   if (has(r.details)) size += delimited(utf8Length(r.details));
   return size;
@@ -274,8 +283,8 @@ function writeImmediate(w: Writer, r: ImmediateResponse): void {
     }
   }
   if (has(r.headers)) {
-    w.open(2, sizeMutation(r.headers.set_headers));
-    writeMutation(w, r.headers.set_headers);
+    w.open(2, sizeMutation(r.headers));
+    writeMutation(w, r.headers);
   }
   if (has(r.body)) w.bytes(3, r.body);
   if (has(r.details)) w.string(5, r.details, utf8Length(r.details));

@@ -161,6 +161,10 @@ export async function handleGenerate(
     record.preUpstreamMs ??= performance.now() - arrivedMs;
     let usageTap: UsageTap | undefined;
     const hitsAtRoute = pool.audit.hitsNow(decision.replica);
+    // A stream's time to first token from here, for the audit's speed test (a JSON answer's
+    // first byte comes after its last token: not a prefill time).
+    let sentMs = performance.now();
+    let ttftMs: number | null = null;
     const outcome = await proxyToBackend(
       backend,
       {
@@ -172,6 +176,7 @@ export async function handleGenerate(
       res,
       () => {
         // A fresh tap per attempt: a reconnect starts the response over.
+        sentMs = performance.now();
         usageTap = audited
           ? new UsageTap({ stream: parsed.stream, strip: usage.asked })
           : undefined;
@@ -181,6 +186,7 @@ export async function handleGenerate(
           : new EngineFieldsTap();
         return {
           onFirstToken() {
+            if (parsed.stream) ttftMs ??= performance.now() - sentMs;
             record.ttftMs ??= performance.now() - arrivedMs;
             pool.firstToken(route, Date.now());
           },
@@ -215,6 +221,7 @@ export async function handleGenerate(
         parsed.promptTokens,
         usageTap.cachedTokens,
         hitsAtRoute,
+        ttftMs,
       );
     }
     switch (outcome.kind) {

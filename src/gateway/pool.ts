@@ -587,6 +587,9 @@ export class ModelPool {
       if (m.phase === 'draining') return;
       m.backend.dialect = facts.dialect;
       m.shape = { slots: facts.props?.slots ?? null };
+      // A llama-server slot holds one sequence: a prompt past its n_ctx is the gateway's 400.
+      const slotContext = facts.props?.slotContextTokens ?? null;
+      if (slotContext !== null) this.checker.setMaxModelLen(m.backend.name, slotContext);
       this.#logger.info(
         {
           replica: m.backend.name,

@@ -60,6 +60,14 @@ export class TokenizerChecker {
       : Math.max(...this.#maxModelLens.values());
   }
 
+  /**
+   * A backend's context window learned another way than its tokenizer: llama-server's
+   * per-slot `n_ctx` from `/props` (a slot holds one sequence, so a prompt must fit one slot).
+   */
+  setMaxModelLen(backend: string, tokens: number): void {
+    if (Number.isInteger(tokens) && tokens > 0) this.#maxModelLens.set(backend, tokens);
+  }
+
   /** Probes one backend and records the outcome. */
   async check(backend: Backend): Promise<CheckResult> {
     const result = await this.#compare(backend);

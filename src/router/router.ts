@@ -719,6 +719,12 @@ export class Router {
   }
 
   /** Blocks the index holds for a replica now (GPU tier: stored minus removed). */
+  /** The replica's speed, when the fleet is mixed and its hardware was given; else undefined. */
+  speedOf(replica: string): ReplicaSpeed | undefined {
+    const id = this.#byName.get(replica);
+    return id === undefined ? undefined : this.#replicas[id]!.speed;
+  }
+
   indexedBlocksOf(replica: string): number {
     return this.#index.blockCount(this.#state(replica).id);
   }

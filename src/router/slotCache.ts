@@ -6,11 +6,21 @@
  * The slot a request gets (server-context.cpp, `get_available_slot`): among idle slots holding
  * a prompt, the one whose longest common prefix with the request is the largest fraction of
  * the request (`lcp / prompt`), when that fraction is over `slot_prompt_similarity` (0.1);
- * else the idle slot used least recently (an empty slot first). When the slot falls back to
- * LRU, or would keep under half its prompt, its prompt goes to the host cache and the host
- * cache's best match is loaded into it. With no idle slot the request waits (deferred) and is
- * placed when a slot frees. The hit is the chosen slot's (or the loaded host entry's) common
- * prefix, in whole blocks, at most the prompt less one token (the engine evaluates the last).
+ * else the idle slot used least recently (an empty slot first). With no idle slot the request
+ * waits (deferred) and is placed when a slot frees. The hit is the chosen slot's (or the loaded
+ * host entry's) common prefix, in whole blocks, at most the prompt less one token (the engine
+ * evaluates the last).
+ *
+ * The host prompt cache, as upstream commit 82bb485 keeps it (tools/server/server-task.cpp,
+ * `server_prompt_cache`; its bound `--cache-ram` MiB, here in blocks): whole prompt states,
+ * oldest first. When the slot falls back to LRU, or would keep under half its prompt, its
+ * prompt is saved (`alloc`: not when an entry already holds it whole or it alone passes the
+ * bound; entries it holds whole are dropped; the oldest go until it fits), and the entry that
+ * keeps a larger share of both itself and the request than the slot does (`load`: `f_keep` and
+ * `f_sim`; entries that would keep under a quarter of themselves skipped) moves into the slot.
+ * With `--cache-idle-slots` (upstream's default when the cache is on), every idle slot is saved
+ * once a task is launched, and with a unified KV cache (`-np` left to auto) also cleared: the
+ * host cache then holds every prompt not in a busy slot.
  *
  * Pure: no clock (a route counter orders use), keys are the router's block keys.
  */
@@ -25,6 +35,10 @@ export interface SlotCacheOptions {
   similarity?: number;
   /** Host prompt cache bound, in blocks; 0 or absent: none (`--cache-ram 0`). */
   hostBlocks?: number;
+  /** `--cache-idle-slots` (upstream's default, on): idle slots are saved at each launch. */
+  saveIdleSlots?: boolean;
+  /** A unified KV cache (llama-server with `-np` left to auto): idle slots are cleared once saved. */
+  unifiedKv?: boolean;
 }
 
 interface Slot {
@@ -41,22 +55,28 @@ interface Waiting {
   blockSize: number;
 }
 
+interface HostEntry {
+  keys: readonly BlockKey[];
+}
+
 interface Choice {
   slot: number;
   blocks: number;
-  /** The host entry loaded into the slot, if any. */
-  host: number;
-  /** The slot's prompt goes to the host cache (LRU fallback, or it keeps under half). */
-  save: boolean;
+  /** The host cache once the choice is taken (the slot's prompt saved, an entry loaded). */
+  host: HostEntry[] | null;
 }
+
+/** llama-server skips host entries that would keep less than this of themselves (`load`). */
+const MIN_KEEP = 0.25;
 
 export class SlotCache {
   readonly #slots: Slot[];
   readonly #similarity: number;
   readonly #hostBlocks: number;
-  /** Host entries, least recently used first, with their sizes in blocks. */
-  readonly #host: { keys: readonly BlockKey[]; blocks: number }[] = [];
-  #hostUsed = 0;
+  readonly #saveIdle: boolean;
+  readonly #unified: boolean;
+  /** Host entries, least recently stored first. */
+  #host: HostEntry[] = [];
   readonly #waiting: Waiting[] = [];
   #tick = 0;
 
@@ -71,6 +91,8 @@ export class SlotCache {
     }));
     this.#similarity = options.similarity ?? DEFAULT_SLOT_SIMILARITY;
     this.#hostBlocks = options.hostBlocks ?? 0;
+    this.#saveIdle = this.#hostBlocks > 0 && (options.saveIdleSlots ?? false);
+    this.#unified = this.#saveIdle && (options.unifiedKv ?? false);
   }
 
   get slots(): number {
@@ -80,6 +102,11 @@ export class SlotCache {
   /** The blocks each slot holds (a copy), for views and tests. */
   held(): BlockKey[][] {
     return this.#slots.map((s) => [...s.keys]);
+  }
+
+  /** The blocks each host entry holds, oldest first (a copy). */
+  hostEntries(): BlockKey[][] {
+    return this.#host.map((e) => [...e.keys]);
   }
 
   /** Blocks the engine would serve from cache for this prompt now; 0 when it would wait. */
@@ -123,8 +150,7 @@ export class SlotCache {
       s.lastUsed = -1;
       s.busy = null;
     }
-    this.#host.length = 0;
-    this.#hostUsed = 0;
+    this.#host = [];
     this.#waiting.length = 0;
   }
 
@@ -161,38 +187,70 @@ export class SlotCache {
       bestLcp = commonPrefix(this.#slots[best]!.keys, keys);
       updateCache = true;
     }
-    let host = -1;
-    if (updateCache && this.#hostBlocks > 0) {
-      for (let h = 0; h < this.#host.length; h++) {
-        const lcp = commonPrefix(this.#host[h]!.keys, keys);
-        if (lcp > bestLcp) {
-          bestLcp = lcp;
-          host = h;
-        }
+    if (!updateCache || this.#hostBlocks <= 0) {
+      return { slot: best, blocks: Math.min(bestLcp, cap), host: null };
+    }
+    // The slot's prompt goes to the host cache, then the best entry comes out of it.
+    const slotKeys = this.#slots[best]!.keys;
+    const host = this.#saved(this.#host, slotKeys) ?? [...this.#host];
+    let keepBest = slotKeys.length > 0 ? bestLcp / slotKeys.length : -1;
+    let simBest = promptTokens > 0 ? (bestLcp * blockSize) / promptTokens : 0;
+    let found = -1;
+    for (let h = 0; h < host.length; h++) {
+      const e = host[h]!;
+      const lcp = commonPrefix(e.keys, keys);
+      const keep = lcp / e.keys.length;
+      const sim = promptTokens > 0 ? (lcp * blockSize) / promptTokens : 0;
+      if (keep < MIN_KEEP) continue;
+      if (keepBest < keep && simBest < sim) {
+        keepBest = keep;
+        simBest = sim;
+        found = h;
+        bestLcp = lcp;
       }
     }
-    return { slot: best, blocks: Math.min(bestLcp, cap), host, save: updateCache };
+    if (found >= 0) host.splice(found, 1);
+    return { slot: best, blocks: Math.min(bestLcp, cap), host: this.#bounded(host) };
   }
 
   #take(choice: Choice, id: string, keys: readonly BlockKey[]): void {
     const slot = this.#slots[choice.slot]!;
-    if (choice.host >= 0) {
-      // The loaded entry moves out of the host cache into the slot.
-      const [loaded] = this.#host.splice(choice.host, 1);
-      this.#hostUsed -= loaded!.blocks;
-    }
-    if (choice.save && this.#hostBlocks > 0 && slot.keys.length > 0) this.#save(slot.keys);
+    if (choice.host !== null) this.#host = choice.host;
     slot.keys = keys;
     slot.busy = id;
     slot.lastUsed = this.#tick++;
+    if (!this.#saveIdle) return;
+    // `--cache-idle-slots`: once a task is launched, every idle slot is saved (and with a
+    // unified KV cache, cleared).
+    for (const idle of this.#slots) {
+      if (idle.busy !== null) continue;
+      const saved = this.#saved(this.#host, idle.keys);
+      if (saved !== null) this.#host = this.#bounded(saved);
+      if (this.#unified) idle.keys = [];
+    }
   }
 
-  #save(keys: readonly BlockKey[]): void {
-    const blocks = keys.length;
-    if (blocks > this.#hostBlocks) return;
-    this.#host.push({ keys, blocks });
-    this.#hostUsed += blocks;
-    while (this.#hostUsed > this.#hostBlocks) this.#hostUsed -= this.#host.shift()!.blocks;
+  /**
+   * `server_prompt_cache::alloc` on a copy of `host`: null when nothing is stored (an empty
+   * prompt, one an entry already holds whole, one past the bound alone).
+   */
+  #saved(host: readonly HostEntry[], keys: readonly BlockKey[]): HostEntry[] | null {
+    if (keys.length === 0 || keys.length > this.#hostBlocks) return null;
+    if (host.some((e) => commonPrefix(e.keys, keys) === keys.length)) return null;
+    // Entries the prompt holds whole are obsolete; the oldest go until it fits.
+    const out = host.filter((e) => commonPrefix(e.keys, keys) !== e.keys.length);
+    let used = out.reduce((n, e) => n + e.keys.length, 0);
+    while (out.length > 0 && used + keys.length > this.#hostBlocks)
+      used -= out.shift()!.keys.length;
+    out.push({ keys });
+    return out;
+  }
+
+  /** `server_prompt_cache::update`: the oldest go while over the bound. */
+  #bounded(host: HostEntry[]): HostEntry[] {
+    let used = host.reduce((n, e) => n + e.keys.length, 0);
+    while (host.length > 0 && used > this.#hostBlocks) used -= host.shift()!.keys.length;
+    return host;
   }
 }
 

@@ -4,7 +4,8 @@
  * (an HMAC-SHA256 over the fields a pull uses, sent as `kvroute_mac`). A decode engine pulls only
  * what a holder of the secret emitted, so a client cannot point it at another host or at another
  * request's blocks. Its source: `KVROUTE_KV_TRANSFER_SECRET` or `--kv-transfer-secret-file`, else
- * the engine's first `--api-key`; none: the side channel is open (a trusted network only).
+ * the engine's first `--api-key`; none: the side channel is closed, unless
+ * `--kv-transfer-insecure` opens it (a trusted network only).
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 

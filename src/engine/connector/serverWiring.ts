@@ -66,6 +66,7 @@ export function startTransfers(
     engine: core,
     engineId,
     secret,
+    closed: secret === null && options.kvTransferInsecure !== true,
     handles,
     apiKeysEnabled: apiKeys.some((k) => k !== ''),
     host,
@@ -88,7 +89,7 @@ export function startTransfers(
       [PULL_PATH]: { method: 'POST', handle: (_c, body, res) => handlePull(side, body, res) },
       [DONE_PATH]: { method: 'POST', handle: (_c, body, res) => handleDone(side, body, res) },
     },
-    admit: (req, res) => admitSideChannel(secret, req, res),
+    admit: (req, res) => admitSideChannel(secret, context.closed, req, res),
     listening() {
       timer = setInterval(() => {
         core.expireTransfers(performance.now() * o.speedup);

@@ -13,6 +13,7 @@
  * (an unknown handle, blocks gone or not the ones held, another engine's id) is the same 404 with
  * a body that names nothing, so the side channel cannot be used to learn ids or probe for holds.
  * With a shared secret (secret.ts) a call needs `Authorization: Bearer SECRET`, else 401.
+ * With none, the side channel is closed (every call 403) unless `--kv-transfer-insecure` opens it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { badRequest } from '../../openai/errors.ts';
@@ -98,18 +99,31 @@ export function handleDone(s: SideChannel, raw: unknown, res: ServerResponse): v
   sendJson(res, 200, { released: s.engine.releaseTransfer(id, call.blockIds) });
 }
 
+/** A closed side channel's one answer, to every call (no secret and not insecure). */
+export const CLOSED_BODY = JSON.stringify({ error: 'Forbidden' });
+
 /**
  * Whether a request may go on: a side-channel call without the secret (when there is one) is
- * answered 401 here, with vLLM's body.
+ * answered 401 here, with vLLM's body; on a closed side channel (`closed`: no secret and no
+ * `--kv-transfer-insecure`) every call is answered 403, whatever it carries.
  */
 export function admitSideChannel(
   secret: TransferSecret | null,
+  closed: boolean,
   req: IncomingMessage,
   res: ServerResponse,
 ): boolean {
-  if (secret === null) return true;
   const path = (req.url ?? '/').split('?')[0]!;
   if (path !== PULL_PATH && path !== DONE_PATH) return true;
+  if (closed) {
+    res.writeHead(403, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(CLOSED_BODY),
+    });
+    res.end(CLOSED_BODY);
+    return false;
+  }
+  if (secret === null) return true;
   if (secret.admits(req.headers.authorization)) return true;
   res.writeHead(401, {
     'content-type': 'application/json',

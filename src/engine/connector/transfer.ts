@@ -10,6 +10,9 @@
  *   the prefiller does not answer, the prompt is computed here (vLLM's recompute fallback).
  *   With a shared secret, params whose `kvroute_mac` does not verify are the request's 400,
  *   before any call goes out: the engine never contacts a host a client named.
+ * - With neither a secret nor `--kv-transfer-insecure` (a closed side channel), a prefill is
+ *   answered with `kv_transfer_params: null` and holds nothing, and a decode computes its prompt
+ *   without contacting anyone.
  */
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -24,8 +27,13 @@ import { DONE_PATH, PULL_PATH, sideCall, type TransferEngine } from './sideChann
 export interface TransferContext {
   engine: TransferEngine;
   engineId: string;
-  /** The fleet's shared secret (secret.ts); null: the side channel is open. */
+  /** The fleet's shared secret (secret.ts); null: none (closed, or open when insecure). */
   secret: TransferSecret | null;
+  /**
+   * No secret and not `--kv-transfer-insecure`: the side channel refuses every call, a prefill
+   * holds nothing (its params null) and a decode pulls nothing (it computes the prompt).
+   */
+  closed: boolean;
   /** The random names of this engine's held transfers. */
   handles: TransferHandles;
   /** Whether /v1 needs an API key: then a client is its key, else its address. */
@@ -48,7 +56,8 @@ export interface TransferContext {
 
 /** What `serveGeneration` adds to a request of the protocol. */
 export interface GenerationTransfer {
-  kvTransfer: 'remote-decode' | 'remote-prefill';
+  /** 'none': served as a plain request (a prefill on a closed side channel). */
+  kvTransfer: 'remote-decode' | 'remote-prefill' | 'none';
   /** Who sent a remote decode (its holds count against this client's bound). */
   client?: string;
   /** Prompt tokens written from the pull, to leave out of the cached count. */
@@ -75,6 +84,14 @@ export function transferClientOf(t: TransferContext, req: IncomingMessage): stri
 }
 
 export function prefillTransfer(t: TransferContext, client: string): GenerationTransfer {
+  if (t.closed) {
+    // Nothing held: no decode engine could pull it (vLLM's answer when it keeps nothing).
+    return {
+      kvTransfer: 'none',
+      externalTokensOf: () => 0,
+      responseFields: () => ({ kv_transfer_params: null }),
+    };
+  }
   return {
     kvTransfer: 'remote-decode',
     client,
@@ -132,6 +149,11 @@ export async function pullRemote(
   res: ServerResponse,
 ): Promise<GenerationTransfer | null> {
   checkTransferParams(t, params);
+  if (t.closed) {
+    // No secret to verify the params with, nor to send: no one is contacted.
+    t.failedTransfers++;
+    return null;
+  }
   const auth = t.secret?.authorization ?? null;
   const call = {
     engine_id: params.remoteEngineId,

@@ -423,7 +423,9 @@ export function serveGeneration(
           ...(gen.cacheSalt !== null && { cacheSalt: gen.cacheSalt }),
           ...(gen.loraName !== null && { loraName: gen.loraName }),
           ...(gen.priority !== null && { priority: gen.priority }),
-          ...(transfer !== null && c.index === 0 && { kvTransfer: transfer.kvTransfer }),
+          ...(transfer !== null &&
+            transfer.kvTransfer !== 'none' &&
+            c.index === 0 && { kvTransfer: transfer.kvTransfer }),
           ...(transfer?.client !== undefined &&
             c.index === 0 && { transferClient: transfer.client }),
           ...(output !== null && {

@@ -103,9 +103,15 @@ export interface EngineServerOptions extends Partial<EngineOptions> {
   /**
    * The P/D fleet's shared secret (connector/secret.ts): side-channel calls need it and the
    * params this engine emits carry a MAC made with it. Absent: the first of `apiKeys`; neither:
-   * the side channel is open.
+   * the side channel is closed (`kvTransferInsecure` opens it).
    */
   kvTransferSecret?: string;
+  /**
+   * With no secret at all, the side channel open to anyone and params not verified (vLLM's own
+   * behaviour, for a trusted network); without it, an engine with no secret refuses
+   * `/nixl/pull` and `/nixl/done` (403), holds nothing for a remote decode and pulls nothing.
+   */
+  kvTransferInsecure?: boolean;
   /** Blocks held for remote decodes at most, all clients (default: half the KV pool). */
   kvMaxHeldBlocks?: number;
   /** ... and per client, an API key or else an address (default: half of kvMaxHeldBlocks). */

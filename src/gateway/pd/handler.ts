@@ -17,6 +17,7 @@ import type { ReplicaSpec } from '../../model/cost.ts';
 import type { Backend } from '../backends.ts';
 import type { GenerateContext } from '../generate.ts';
 import type { ModelPool, PoolRoute } from '../pool.ts';
+import { bufferedRequest } from '../bufferedRequest.ts';
 import { EngineFieldsTap, stripEngineFields } from '../engineFields.ts';
 import { proxyToBackend } from '../proxy.ts';
 import type { ParsedRequest } from '../request.ts';
@@ -261,14 +262,20 @@ async function runPrefill(
     tried.push(route.backend.name);
     r.record.cachedTokens = route.decision.cachedTokens;
     try {
-      const res = await route.backend.pool.request({
-        path: r.req.url ?? '/',
-        method: 'POST',
-        headers: r.headersFor(route.backend),
-        body,
-        headersTimeout: ctx.firstByteTimeoutMs * 10,
-      });
-      const text = Buffer.from(await res.body.arrayBuffer());
+      // A kept-alive socket the replica closed under the leg: once more on a fresh connection
+      // to the same replica, which is not marked down and keeps its cache (as the plain path).
+      const res = await bufferedRequest(
+        route.backend,
+        {
+          path: r.req.url ?? '/',
+          method: 'POST',
+          headers: r.headersFor(route.backend),
+          body,
+          headersTimeout: ctx.firstByteTimeoutMs * 10,
+        },
+        () => ctx.metrics.upstreamReconnects.inc(),
+      );
+      const text = res.body;
       pool.firstToken(route, Date.now());
       pool.finish(route, Date.now());
       if (res.statusCode >= 400 && res.statusCode < 500) {

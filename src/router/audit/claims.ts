@@ -65,6 +65,26 @@ export function testClaimSpeed(e: SpeedEvidence): ClaimSpeed {
   return ttftMs >= REFUTE_FRACTION * coldMs ? 'refuted' : 'consistent';
 }
 
+/**
+ * The speed test's figures for one response from a replica that prefills `prefillMsPerToken`
+ * per uncached token (its `ReplicaSpeed`): the whole prompt cold, the prompt less the tokens the
+ * engine claimed (clamped to [0, prompt]) warm, and the measured time to first token.
+ */
+export function speedEvidenceOf(
+  prefillMsPerToken: number,
+  promptTokens: number,
+  claimedTokens: number,
+  ttftMs: number,
+): SpeedEvidence {
+  const prompt = Number.isFinite(promptTokens) ? Math.max(0, promptTokens) : 0;
+  const claimed = Number.isFinite(claimedTokens) ? Math.min(prompt, Math.max(0, claimedTokens)) : 0;
+  return {
+    ttftMs,
+    coldMs: prompt * prefillMsPerToken,
+    warmMs: (prompt - claimed) * prefillMsPerToken,
+  };
+}
+
 /** The most blocks the index may hold for a replica whose pool has `poolBlocks`. */
 export function poolBoundBlocks(poolBlocks: number): number {
   return poolBlocks + Math.max(1, Math.floor(poolBlocks / 16));

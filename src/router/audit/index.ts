@@ -27,6 +27,7 @@ export {
   SMALL_POOL_PROMPTS,
   type SpeedEvidence,
   smallPool,
+  speedEvidenceOf,
   testClaimSpeed,
   windowForPool,
 } from './claims.ts';
