@@ -34,6 +34,8 @@ export interface SimEngine {
   step(): StepResult;
   hasWork(): boolean;
   counters(): EngineCounters;
+  /** Drops a queued or running request and frees its KV now (a client's disconnect). */
+  abort(id: string): boolean;
 }
 
 export interface ReplicaReport {
@@ -109,6 +111,18 @@ export interface FleetOptions {
   concurrency?: number;
   /** Every request's outcome as it ends, warm-up included (`--requests-out`); off when absent. */
   onRequest?: (r: FleetRequestRecord) => void;
+  /**
+   * The client's in-flight cap (vLLM's `bench serve --max-concurrency`, an asyncio semaphore
+   * around each request in `vllm/benchmarks/serve.py` `benchmark`): an arrival finding this many
+   * requests in flight waits, first come first served, and is sent when one ends; its TTFT and
+   * latency count from the send, as the harness's clock starts inside the semaphore.
+   */
+  maxConcurrency?: number;
+  /**
+   * The client gives a request up this long after sending it: it is counted as `timeout`, and
+   * its engine aborts it at once (a disconnect: its blocks are freed, `EngineCore.abort`).
+   */
+  clientTimeoutMs?: number;
   /** Per replica, ms from routing a request to its engine taking it (absent: 0 for all). */
   requestOverheadMs?: readonly number[];
   /**
@@ -140,6 +154,8 @@ interface Req {
   slot: number;
   rerouted: boolean;
   measured: boolean;
+  /** On its engine (handed off): a timeout aborts it there. */
+  onEngine: boolean;
 }
 
 type FleetEvent = SimEvent &
@@ -152,6 +168,7 @@ type FleetEvent = SimEvent &
     | { kind: 'reportTick' }
     | { kind: 'fault'; fault: FaultSpec }
     | { kind: 'sample' }
+    | { kind: 'timeout'; req: Req }
   );
 
 class Replica {
@@ -167,6 +184,11 @@ class Replica {
    * engines have stepped, and reading each token object again was a miss per token.
    */
   pendingSlots = new Int32Array(64);
+  /**
+   * Slots of requests that left while a step was pending: its tokens may still name them, so
+   * they are freed when that step ends, not reused before.
+   */
+  slotsAfterStep: number[] = [];
   stepEvent: FleetEvent & { kind: 'stepEnd' };
   /** Requests on this replica, in assignment order. */
   readonly requests = new Map<string, Req>();
@@ -222,6 +244,10 @@ export interface FleetOutcome {
   /** Of those, and of all arrivals, the ones after warm-up. */
   rejectedMeasured: number;
   arrivedMeasured: number;
+  /** The most requests in flight at once (sent, not ended), waiting ones not counted. */
+  peakInFlight: number;
+  /** The last end (done, failed or timed out) of a measured request; NaN when none ended. */
+  lastMeasuredEndMs: number;
 }
 
 export class Fleet {
@@ -239,6 +265,12 @@ export class Fleet {
   readonly #errors: Record<string, number> = {};
   readonly #faultLog: FleetOutcome['faultLog'] = [];
   #arrivalsDone = false;
+  /** Arrivals held by the client's in-flight cap, in arrival order (`#waitHead` is the next). */
+  readonly #waiting: Arrival[] = [];
+  #waitHead = 0;
+  #sending = false;
+  #peakInFlight = 0;
+  #lastMeasuredEndMs = Number.NaN;
   #nextId = 0;
   #arrived = 0;
   #arrivedMeasured = 0;
@@ -288,6 +320,7 @@ export class Fleet {
     // Whatever is still in flight is counted (an early stop leaves requests behind by design).
     const leftKind = this.#stoppedEarly ? 'stopped' : 'unfinished';
     for (let i = 0; i < this.#requests.size; i++) this.#error(leftKind);
+    for (let i = this.#waitHead; i < this.#waiting.length; i++) this.#error(leftKind);
     if (o.onRequest) for (const req of this.#requests.values()) this.#record(req, leftKind, null);
     return {
       log: this.#log,
@@ -307,6 +340,8 @@ export class Fleet {
       rejected: this.#rejected,
       rejectedMeasured: this.#rejectedMeasured,
       arrivedMeasured: this.#arrivedMeasured,
+      peakInFlight: this.#peakInFlight,
+      lastMeasuredEndMs: this.#lastMeasuredEndMs,
     };
   }
 
@@ -324,7 +359,7 @@ export class Fleet {
 
   /** More simulated time is needed while requests arrive or are in flight. */
   #live(): boolean {
-    return !this.#arrivalsDone || this.#requests.size > 0;
+    return !this.#arrivalsDone || this.#requests.size > 0 || this.#waitHead < this.#waiting.length;
   }
 
   #handle(e: FleetEvent): FleetEvent | undefined {
@@ -336,12 +371,22 @@ export class Fleet {
       case 'handOff': {
         // A replica that died since has re-routed the request already.
         const r = this.#replicas[e.replica]!;
-        if (r.gen === e.gen && r.engine !== null) this.#handOff(r, e.req, nowMs);
+        // A request the client gave up on meanwhile has left already.
+        if (r.gen === e.gen && r.engine !== null && this.#requests.has(e.req.id))
+          this.#handOff(r, e.req, nowMs);
         return undefined;
       }
       case 'arrival':
-        this.#onArrival(e.arrival, nowMs);
+        if (this.#o.maxConcurrency !== undefined) {
+          this.#waiting.push(e.arrival);
+          this.#send(nowMs);
+        } else {
+          this.#onArrival(e.arrival, nowMs);
+        }
         return this.#o.concurrency === undefined ? this.#nextArrival() : undefined;
+      case 'timeout':
+        this.#onTimeout(e.req, nowMs);
+        return undefined;
       case 'kvEvents': {
         const r = this.#replicas[e.replica]!;
         if (r.gen === e.gen && r.engine !== null)
@@ -413,10 +458,60 @@ export class Fleet {
       slot: this.#gaps.open(measured),
       rerouted: false,
       measured,
+      onEngine: false,
     };
     this.#arrived++;
     this.#requests.set(req.id, req);
+    this.#peakInFlight = Math.max(this.#peakInFlight, this.#requests.size);
+    const timeoutMs = this.#o.clientTimeoutMs;
+    if (timeoutMs !== undefined)
+      this.#push({ kind: 'timeout', req }, nowMs + timeoutMs, PRIORITY.arrival);
     this.#dispatch(req, nowMs);
+  }
+
+  /**
+   * Sends the arrivals held by the in-flight cap while it allows, in arrival order; each is sent
+   * now (its clock starts at the send). Not re-entered: an arrival refused at once ends inside
+   * `#onArrival`, and this loop sends the next one.
+   */
+  #send(nowMs: number): void {
+    const cap = this.#o.maxConcurrency;
+    if (cap === undefined || this.#sending) return;
+    this.#sending = true;
+    while (this.#waitHead < this.#waiting.length && this.#requests.size < cap) {
+      const arrival = this.#waiting[this.#waitHead++]!;
+      this.#onArrival(arrival.atMs === nowMs ? arrival : { ...arrival, atMs: nowMs }, nowMs);
+    }
+    // Drop the sent ones now and then, so the queue stays as long as what waits.
+    if (this.#waitHead > 1024 && this.#waitHead * 2 > this.#waiting.length) {
+      this.#waiting.splice(0, this.#waitHead);
+      this.#waitHead = 0;
+    }
+    this.#sending = false;
+  }
+
+  /**
+   * The client gives `req` up: counted as `timeout` now, its engine aborts it (its blocks free at
+   * once), and its later tokens and end, if a pending step carries them, are ignored.
+   */
+  #onTimeout(req: Req, nowMs: number): void {
+    if (!this.#requests.has(req.id)) return;
+    const r = this.#replicas[req.replica];
+    if (r !== undefined && r.requests.delete(req.id)) {
+      if (Number.isNaN(req.firstTokenMs)) r.queuedPromptTokens -= req.uncachedTokens;
+      if (req.onEngine && r.engine !== null) r.engine.abort(req.id);
+      this.#o.router.onFinished(req.id, nowMs);
+    }
+    this.#requests.delete(req.id);
+    // A pending step may still carry its tokens: its slot is freed when that step ends.
+    if (r?.busy) r.slotsAfterStep.push(req.slot);
+    else this.#gaps.close(req.slot);
+    this.#error('timeout');
+    this.#record(req, 'timeout', nowMs);
+    if (req.measured) this.#lastMeasuredEndMs = nowMs;
+    this.#ended();
+    // The freed blocks may let a waiting request in: an idle engine steps again.
+    if (r !== undefined && !r.busy && r.engine !== null) this.#startStep(r, nowMs);
   }
 
   /** Routes `req` and hands it to the chosen engine; failures are counted, never dropped. */
@@ -490,6 +585,7 @@ export class Fleet {
         handle: req.slot,
         ...(req.arrival.lora !== undefined && { loraName: req.arrival.lora }),
       });
+      req.onEngine = true;
     } catch (err) {
       this.#o.router.onFinished(req.id, nowMs);
       const code = (err as { code?: unknown }).code;
@@ -547,6 +643,10 @@ export class Fleet {
     r.busy = false;
     this.#busy.add(index, nowMs - r.stepStartMs);
     this.#onEmitted(r, result.emitted, nowMs);
+    if (r.slotsAfterStep.length > 0) {
+      for (const slot of r.slotsAfterStep) this.#gaps.close(slot);
+      r.slotsAfterStep.length = 0;
+    }
     this.#onFinished(r, result.finished, nowMs);
     if (result.events.length > 0) this.#onKvEvents(r, result.events, nowMs);
     if (this.#freshReports) this.#o.router.onReport(index, this.#report(r, nowMs), nowMs);
@@ -594,6 +694,7 @@ export class Fleet {
       r.requests.delete(f.id);
       this.#leave(req);
       this.#o.router.onFinished(f.id, nowMs);
+      if (req.measured) this.#lastMeasuredEndMs = nowMs;
       this.#ended();
       if (f.reason === 'abort' || Number.isNaN(req.firstTokenMs)) {
         this.#error('aborted');
@@ -750,11 +851,19 @@ export class Fleet {
     this.#leave(req);
     this.#error(kind);
     this.#record(req, kind, nowMs);
+    if (req.measured) this.#lastMeasuredEndMs = nowMs;
     this.#ended();
   }
 
-  /** A request ended (done, failed or refused): in a closed loop, the next one starts now. */
+  /**
+   * A request ended (done, failed or refused): in a closed loop, the next one starts now; under
+   * the client's in-flight cap, the next waiting one is sent now.
+   */
   #ended(): void {
+    if (this.#o.maxConcurrency !== undefined) {
+      this.#send(this.#clock.nowMs);
+      return;
+    }
     if (this.#o.concurrency === undefined) return;
     const next = this.#nextArrival();
     if (next) this.#queue.push(next);
