@@ -169,6 +169,7 @@ type FleetEvent = SimEvent &
     | { kind: 'fault'; fault: FaultSpec }
     | { kind: 'sample' }
     | { kind: 'timeout'; req: Req }
+    | { kind: 'send' }
   );
 
 class Replica {
@@ -387,6 +388,9 @@ export class Fleet {
       case 'timeout':
         this.#onTimeout(e.req, nowMs);
         return undefined;
+      case 'send':
+        this.#send(nowMs);
+        return undefined;
       case 'kvEvents': {
         const r = this.#replicas[e.replica]!;
         if (r.gen === e.gen && r.engine !== null)
@@ -497,7 +501,7 @@ export class Fleet {
   #onTimeout(req: Req, nowMs: number): void {
     if (!this.#requests.has(req.id)) return;
     const r = this.#replicas[req.replica];
-    if (r !== undefined && r.requests.delete(req.id)) {
+    if (r?.requests.delete(req.id)) {
       if (Number.isNaN(req.firstTokenMs)) r.queuedPromptTokens -= req.uncachedTokens;
       if (req.onEngine && r.engine !== null) r.engine.abort(req.id);
       this.#o.router.onFinished(req.id, nowMs);
@@ -861,7 +865,11 @@ export class Fleet {
    */
   #ended(): void {
     if (this.#o.maxConcurrency !== undefined) {
-      this.#send(this.#clock.nowMs);
+      // As its own event: an end is handled inside a step's end, whose replica is not stepped
+      // again until that handler is done.
+      if (this.#waitHead < this.#waiting.length) {
+        this.#push({ kind: 'send' }, this.#clock.nowMs, PRIORITY.arrival);
+      }
       return;
     }
     if (this.#o.concurrency === undefined) return;
