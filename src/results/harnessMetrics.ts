@@ -30,7 +30,7 @@ export type Harness = (typeof HARNESSES)[number];
 /** What a harness needs of one request (`RequestRecord` has it). */
 export type HarnessRecord = Pick<
   RequestRecord,
-  'arrivalMs' | 'endMs' | 'ttftMs' | 'tpotMs' | 'promptTokens' | 'error'
+  'arrivalMs' | 'endMs' | 'ttftMs' | 'tpotMs' | 'promptTokens' | 'error' | 'scheduledMs'
 >;
 
 export interface HarnessSummary {
@@ -118,18 +118,23 @@ export function harnessSummary(
   };
 }
 
-/** One stage of a rate ladder: its requests (by arrival) by inference-perf's definitions. */
+/**
+ * One stage of a rate ladder: the requests it scheduled (a request the client's cap held back
+ * belongs to the stage that scheduled it, as inference-perf keys a request by its stage), by
+ * inference-perf's definitions.
+ */
 export interface StageSummary {
   stage: number;
   ratePerS: number;
   startMs: number;
   endMs: number;
+  /** Requests the stage scheduled (sent then, or later when the client's cap held them). */
   sent: number;
   completed: number;
   timedOut: number;
   /** Failed otherwise (no replica, killed mid-stream, refused, unfinished). */
   failed: number;
-  /** Requests sent per second over the stage's own duration. */
+  /** Requests scheduled per second over the stage's own duration. */
   achievedRatePerS: number;
   outputTokensPerS: number;
   ttftMs: Percentiles;
@@ -142,7 +147,10 @@ export function stageSummaries(
   runEndMs: number,
 ): StageSummary[] {
   return stages.map((s, stage) => {
-    const mine = records.filter((r) => r.arrivalMs >= s.startMs && r.arrivalMs < s.endMs);
+    const mine = records.filter((r) => {
+      const atMs = r.scheduledMs ?? r.arrivalMs;
+      return atMs >= s.startMs && atMs < s.endMs;
+    });
     const byHarness = harnessSummary('inference-perf', mine, { startMs: s.startMs, runEndMs });
     return {
       stage,

@@ -43,8 +43,8 @@ export function formatStages(results: readonly RunResult[]): string {
     'stage',
     'rate',
     'window s',
-    'sent/s',
-    'sent',
+    'sched/s',
+    'requests',
     'done',
     'timeout',
     'failed',
@@ -55,7 +55,7 @@ export function formatStages(results: readonly RunResult[]): string {
   ];
   return [
     ...table(header, rows),
-    'stages: requests by arrival in each window; output tok/s over the first send to the last end of the stage (inference-perf)',
+    'stages: requests by the time the workload scheduled them (a capped client sends some later); output tok/s over the first send to the last end of the stage (inference-perf)',
   ].join('\n');
 }
 

@@ -156,6 +156,8 @@ interface Req {
   measured: boolean;
   /** On its engine (handed off): a timeout aborts it there. */
   onEngine: boolean;
+  /** When the workload scheduled it, if the client's cap held it back (sent at `arrival.atMs`). */
+  scheduledMs?: number;
 }
 
 type FleetEvent = SimEvent &
@@ -438,11 +440,11 @@ export class Fleet {
     };
   }
 
-  #onArrival(arrival: Arrival, nowMs: number): void {
+  #onArrival(arrival: Arrival, nowMs: number, scheduledMs?: number): void {
     const measured = arrival.atMs >= this.#o.warmupMs;
     if (measured) this.#arrivedMeasured++;
     if (this.#o.admit !== undefined && !this.#o.admit(this.#queues())) {
-      this.#o.onRequest?.(refusedRecord(this.#arrived, arrival, nowMs));
+      this.#o.onRequest?.(refusedRecord(this.#arrived, arrival, nowMs, scheduledMs));
       this.#arrived++;
       this.#rejected++;
       if (measured) this.#rejectedMeasured++;
@@ -463,6 +465,7 @@ export class Fleet {
       rerouted: false,
       measured,
       onEngine: false,
+      ...(scheduledMs !== undefined && { scheduledMs }),
     };
     this.#arrived++;
     this.#requests.set(req.id, req);
@@ -484,7 +487,8 @@ export class Fleet {
     this.#sending = true;
     while (this.#waitHead < this.#waiting.length && this.#requests.size < cap) {
       const arrival = this.#waiting[this.#waitHead++]!;
-      this.#onArrival(arrival.atMs === nowMs ? arrival : { ...arrival, atMs: nowMs }, nowMs);
+      if (arrival.atMs === nowMs) this.#onArrival(arrival, nowMs);
+      else this.#onArrival({ ...arrival, atMs: nowMs }, nowMs, arrival.atMs);
     }
     // Drop the sent ones now and then, so the queue stays as long as what waits.
     if (this.#waitHead > 1024 && this.#waitHead * 2 > this.#waiting.length) {
@@ -547,7 +551,7 @@ export class Fleet {
     ) {
       router.onFinished(req.id, nowMs);
       this.#leave(req);
-      this.#o.onRequest?.(refusedRecord(req.index, req.arrival, nowMs));
+      this.#o.onRequest?.(refusedRecord(req.index, req.arrival, nowMs, req.scheduledMs));
       this.#rejected++;
       if (req.measured) this.#rejectedMeasured++;
       this.#ended();
@@ -719,6 +723,7 @@ export class Fleet {
         ttftMs,
         tpotMs,
         endMs: nowMs,
+        ...(req.scheduledMs !== undefined && { scheduledMs: req.scheduledMs }),
       });
       if (!req.measured) continue;
       if (tpotMs > (this.#o.earlyStop?.tpotLimitMs ?? Infinity)) {
@@ -893,6 +898,7 @@ export class Fleet {
       tpotMs: null,
       endMs,
       error,
+      ...(req.scheduledMs !== undefined && { scheduledMs: req.scheduledMs }),
     });
   }
 
@@ -915,7 +921,12 @@ export class Fleet {
 }
 
 /** A request refused at arrival by admission: it never reached a replica. */
-function refusedRecord(index: number, arrival: Arrival, nowMs: number): FleetRequestRecord {
+function refusedRecord(
+  index: number,
+  arrival: Arrival,
+  nowMs: number,
+  scheduledMs: number | undefined,
+): FleetRequestRecord {
   return {
     id: index,
     customer: arrival.customer,
@@ -927,5 +938,6 @@ function refusedRecord(index: number, arrival: Arrival, nowMs: number): FleetReq
     tpotMs: null,
     endMs: nowMs,
     error: 'rejected',
+    ...(scheduledMs !== undefined && { scheduledMs }),
   };
 }

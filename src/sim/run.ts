@@ -177,6 +177,7 @@ export function simulate(
             tpotMs: r.tpotMs,
             promptTokens: r.promptTokens,
             ...(r.error !== undefined && { error: r.error }),
+            ...(r.scheduledMs !== undefined && { scheduledMs: r.scheduledMs }),
           });
           labelledOut?.(r);
         };
