@@ -64,6 +64,7 @@ const DEFAULT_REPLICAS: Record<WorkloadName | 'trace', number> = {
   multiturn: 8,
   lora: 22,
   'shared-prefix': 2,
+  chat: 8,
   trace: 8,
 };
 
@@ -82,7 +83,7 @@ ${workloadHelp({
   seed: 'workload and router seed',
 })}fleet
 ${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
-  --replicas N          default: seed/hot/lora 22, low-shared 40, groups/multiturn/trace 8
+  --replicas N          default: seed/hot/lora 22, low-shared 40, shared-prefix 2, else 8
 ${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}router view
   --stale-ms MS         engine reports reach the router this late (default 0: also after
                         every step); the cost policy's queue term still comes from the ledger

@@ -13,10 +13,10 @@ export const SIM_LOAD_FLAGS = flagSpec({
 
 export const SIM_LOAD_HELP = `client (as the benchmark harnesses send)
   --rate-ladder RxS,... stages of R req/s (Poisson) for S seconds, back to back (inference-perf's
-                        load.stages; a vllm bench --request-rate sweep), over the workload's
+                        load.stages; a sweep of vllm bench's request rate), over the workload's
                         prompts in order; the run lasts their sum; prints each stage's figures
-  --burst N             the workload's first N prompts all at t = 0 (vllm bench
-                        --request-rate inf); the run lasts until they end
+  --burst N             the workload's first N prompts all at t = 0 (vllm bench at an infinite
+                        request rate); the run lasts until they end
   --max-concurrency N   at most N requests in flight from the client; an arrival waits for one
                         to end and is timed from its send (vllm bench --max-concurrency)
   --client-timeout S    a request not finished S seconds after its send is given up: counted as
