@@ -804,6 +804,8 @@ export class Fleet {
     if (r.busy) this.#busy.add(r.index, nowMs - r.stepStartMs);
     r.busy = false;
     r.pending = null;
+    for (const slot of r.slotsAfterStep) this.#gaps.close(slot);
+    r.slotsAfterStep.length = 0;
     r.queuedPromptTokens = 0;
     this.#owners.clear(r.index);
     this.#o.router.markDown(r.index, nowMs);
