@@ -182,6 +182,7 @@ try {
       engine: (e) => ({
         add: (req) => e.add(req),
         hasWork: () => e.hasWork(),
+        abort: (id) => e.abort(id),
         counters: () => e.counters(),
         step: (): StepResult => {
           const result = e.step();

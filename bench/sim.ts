@@ -48,6 +48,7 @@ const instrument = {
     add: timed(e.add.bind(e), 'engineMs'),
     step: timed(e.step.bind(e), 'engineMs'),
     hasWork: e.hasWork.bind(e),
+    abort: timed(e.abort.bind(e), 'engineMs'),
     counters: timed(e.counters.bind(e), 'engineMs'),
   }),
   router: (r: SimRouter): SimRouter => ({

@@ -44,6 +44,9 @@ import { applySimSetup, SIM_SETUP_FLAGS, SIM_SETUP_HELP } from './simSetupFlags.
 import { fleetLabel, groupReplicas } from '../sim/replicaGroups.ts';
 import { formatFlow } from '../results/flowTable.ts';
 import { readTenantFlags, SIM_TENANT_FLAGS, SIM_TENANT_HELP } from './simTenantFlags.ts';
+import { readSimLoadFlags, SIM_LOAD_FLAGS, SIM_LOAD_HELP } from './simLoadFlags.ts';
+import { shapeDurationMs } from '../workload/shape.ts';
+import { formatHarness, formatStages } from '../results/harnessTable.ts';
 
 const FLAGS = flagSpec({
   string:
@@ -64,6 +67,7 @@ const DEFAULT_REPLICAS: Record<WorkloadName | 'trace', number> = {
   multiturn: 8,
   lora: 22,
   'shared-prefix': 2,
+  chat: 8,
   trace: 8,
 };
 
@@ -82,7 +86,7 @@ ${workloadHelp({
   seed: 'workload and router seed',
 })}fleet
 ${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
-  --replicas N          default: seed/hot/lora 22, low-shared 40, groups/multiturn/trace 8
+  --replicas N          default: seed/hot/lora 22, low-shared 40, shared-prefix 2, else 8
 ${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}router view
   --stale-ms MS         engine reports reach the router this late (default 0: also after
                         every step); the cost policy's queue term still comes from the ledger
@@ -101,7 +105,7 @@ ${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}router view
   --lora-blind          also run each LoRA-aware policy (${LORA_AWARE_POLICIES.join(', ')}) as if adapters did
                         not exist: no load term, no free-slot guard, no LoRA affinity (rows
                         POLICY/lora-blind)
-${ROUTER_SETUPS_HELP}faults
+${ROUTER_SETUPS_HELP}${SIM_LOAD_HELP}faults
   --kill R@S            replica R (0..replicas-1) dies at S seconds, within the arrivals
                         (repeatable): requests without a token are re-routed, streaming
                         ones count as errors
@@ -195,9 +199,21 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     ENGINE_FAULT_FLAGS,
     SIM_SETUP_FLAGS,
     SIM_TENANT_FLAGS,
+    SIM_LOAD_FLAGS,
   );
   if (flags === 'help') return 'help';
-  const w = readWorkloadFlags(flags);
+  const load = readSimLoadFlags(flags);
+  const read = readWorkloadFlags(flags);
+  // A ladder lasts its stages; a burst, until its requests end; both default to no warm-up.
+  const w =
+    load.shape === undefined
+      ? read
+      : {
+          ...read,
+          workload: { ...read.workload, shape: load.shape },
+          durationS: load.shape.kind === 'ladder' ? shapeDurationMs(load.shape) / 1000 : undefined,
+          warmupS: read.warmupS ?? 0,
+        };
   const isTrace = w.workload.kind === 'trace';
   const engine = applySimSetup(flags, readEngineFlags(flags));
   const fleetSpec = flags.string('fleet');
@@ -213,7 +229,8 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     ? groupReplicas(fleet)
     : (flags.positive('replicas', true) ??
       DEFAULT_REPLICAS[w.workload.kind === 'trace' ? 'trace' : w.workload.name]);
-  const durationS = w.durationS ?? (isTrace ? undefined : DEFAULT_DURATION_S);
+  const durationS =
+    w.durationS ?? (isTrace || load.shape !== undefined ? undefined : DEFAULT_DURATION_S);
   const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
   const staleMs = flags.number('stale-ms', { min: 0 }) ?? 0;
   const faults = readFaults(flags.strings('kill'), flags.strings('revive'), {
@@ -248,6 +265,9 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     engine,
     ...(fleet && { fleet }),
     ...(concurrency !== undefined && { concurrency }),
+    ...(load.maxConcurrency !== undefined && { maxConcurrency: load.maxConcurrency }),
+    ...(load.clientTimeoutMs !== undefined && { clientTimeoutMs: load.clientTimeoutMs }),
+    ...(load.metricsAs !== undefined && { metricsAs: load.metricsAs }),
     router: {
       policy: DEFAULT_POLICY,
       index: flags.oneOf('index', INDEX_MODES) ?? INDEX_MODES[0],
@@ -404,6 +424,8 @@ export async function run(argv: string[]): Promise<number> {
     if (results.some((r) => r.closedLoop)) process.stdout.write(`\n${closedLoopTable(results)}\n`);
     const flows = results.flatMap((r) => (r.flow ? [{ label: r.policy, flow: r.flow }] : []));
     if (flows.length > 0) process.stdout.write(`\n${formatFlow(flows)}\n`);
+    if (results.some((r) => r.stages)) process.stdout.write(`\n${formatStages(results)}\n`);
+    if (results.some((r) => r.harness)) process.stdout.write(`\n${formatHarness(results)}\n`);
     if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
     if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);
     if (requests) process.stdout.write(`requests: ${parsed.requestsOut}\n`);
@@ -434,5 +456,11 @@ function closedLoopTable(results: readonly SimulatedRun[]): string {
     widths.map((w) => '-'.repeat(w)).join('  '),
     ...rows.map(line),
     'closed loop: over requests ending between --warmup and --duration; goodput: those meeting the TTFT and TPOT targets',
+    ...results
+      .filter((r) => r.closedLoop!.over === 'measured-requests')
+      .map(
+        (r) =>
+          `${r.policy}: no request both started after --warmup and ended before --duration; figures over every measured request, from the first start to the last end`,
+      ),
   ].join('\n');
 }

@@ -40,6 +40,8 @@ export function workloadHelp(o: {
                         seed's load over LoRA adapters lora-0.. (customer c uses c mod K),
                         adapters drawn by a Zipf law
                         shared-prefix: inference-perf's shared_prefix shape (10 req/s Poisson)
+                        chat: multi-turn, ShareGPT-like log-normal lengths (161 in, 338 out per
+                        turn on average, 3.51 turns), each prompt the history so far
   --num-groups N  --num-prompts-per-group N  --system-prompt-len N  --question-len N
   --output-len N        shared-prefix: inference-perf's parameters (defaults ${d.numGroups}, ${d.numPromptsPerGroup}, ${d.systemPromptLen}, ${d.questionLen}, ${d.outputLen})
   --adapters K          lora: adapters (default ${DEFAULT_LORA_ADAPTERS})

@@ -33,6 +33,11 @@ export interface RequestRecord {
   endMs: number | null;
   /** The error kind when it failed (as in `errorsByKind`); absent when it completed. */
   error?: string;
+  /**
+   * When the workload scheduled it, where the client's in-flight cap held it back
+   * (`kvroute sim --max-concurrency`; `arrivalMs` is then its send); absent when sent on time.
+   */
+  scheduledMs?: number;
   /** `kvroute sim --max-queue-ms`: the bound of this run (null: the unbounded run). */
   maxQueueMs?: number | null;
   /** `kvroute sim --max-ttft-ms`: the TTFT bound of this run (null: the unbounded run). */
@@ -57,6 +62,7 @@ export function requestLine(r: RequestRecord): string {
     endMs: ms(r.endMs),
   };
   if (r.error !== undefined) out.error = r.error;
+  if (r.scheduledMs !== undefined) out.scheduledMs = ms(r.scheduledMs);
   if (r.maxQueueMs !== undefined) out.maxQueueMs = r.maxQueueMs;
   if (r.maxTtftMs !== undefined) out.maxTtftMs = r.maxTtftMs;
   return JSON.stringify(out);

@@ -6,6 +6,7 @@
  * cannot measure rather than filling it with NaN, and `--json` prints exactly what it has.
  */
 import type { FlowResult } from './flowTable.ts';
+import type { HarnessSummary, StageSummary } from './harnessMetrics.ts';
 import type { SloTargets } from './slo.ts';
 import type { Percentiles } from './stats.ts';
 import type { Timeline } from './timeline.ts';
@@ -73,6 +74,10 @@ export interface RunResult {
   gateways?: { routers: number; syncMs: number | null };
   /** `kvroute sim --concurrency C`: the closed loop's throughput and goodput. */
   closedLoop?: ClosedLoopResult;
+  /** `kvroute sim --rate-ladder`: each stage's requests (by arrival) and figures. */
+  stages?: StageSummary[];
+  /** `kvroute sim --metrics-as H`: the run by that benchmark harness's definitions. */
+  harness?: HarnessSummary;
   /** `kvroute sim --max-queue-ms`: the bound (null: the unbounded run beside it) and goodput. */
   admission?: AdmissionResult;
   /** `kvroute sim --tenants`: per tenant, how arrivals ended and their TTFT and queue wait. */
@@ -186,6 +191,12 @@ export interface ClosedLoopResult {
   outputTokensPerS: number;
   /** Of those, the ones meeting both SLO targets, per second. */
   goodputRps: number;
+  /**
+   * `window`: requests ending in [warm-up, duration), per second of that window;
+   * `measured-requests`: none did, so every measured request, over the span from the first
+   * one's start to the last one's end.
+   */
+  over: 'window' | 'measured-requests';
 }
 
 export interface SearchProbe {

@@ -137,6 +137,7 @@ export class SimAudit {
         inner.add(req);
       },
       hasWork: () => inner.hasWork(),
+      abort: (id) => inner.abort(id),
       counters: () => inner.counters(),
       step() {
         audit.#maybeReset(inner, replica);

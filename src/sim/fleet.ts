@@ -36,6 +36,8 @@ export interface SimEngine {
   step(): StepResult;
   hasWork(): boolean;
   counters(): EngineCounters;
+  /** Drops a queued or running request and frees its KV now (a client's disconnect). */
+  abort(id: string): boolean;
 }
 
 export interface ReplicaReport {
@@ -113,6 +115,18 @@ export interface FleetOptions {
   concurrency?: number;
   /** Every request's outcome as it ends, warm-up included (`--requests-out`); off when absent. */
   onRequest?: (r: FleetRequestRecord) => void;
+  /**
+   * The client's in-flight cap (vLLM's `bench serve --max-concurrency`, an asyncio semaphore
+   * around each request in `vllm/benchmarks/serve.py` `benchmark`): an arrival finding this many
+   * requests in flight waits, first come first served, and is sent when one ends; its TTFT and
+   * latency count from the send, as the harness's clock starts inside the semaphore.
+   */
+  maxConcurrency?: number;
+  /**
+   * The client gives a request up this long after sending it: it is counted as `timeout`, and
+   * its engine aborts it at once (a disconnect: its blocks are freed, `EngineCore.abort`).
+   */
+  clientTimeoutMs?: number;
   /** Per replica, ms from routing a request to its engine taking it (absent: 0 for all). */
   requestOverheadMs?: readonly number[];
   /**
@@ -156,6 +170,10 @@ interface Req {
   queueWaitMs: number;
   /** Flow control: replicas without room when it was let through, left out of its routing. */
   avoid: readonly number[] | null;
+  /** On its engine (handed off): a timeout aborts it there. */
+  onEngine: boolean;
+  /** When the workload scheduled it, if the client's cap held it back (sent at `arrival.atMs`). */
+  scheduledMs?: number;
 }
 
 type FleetEvent = SimEvent &
@@ -169,6 +187,8 @@ type FleetEvent = SimEvent &
     | { kind: 'fault'; fault: FaultSpec }
     | { kind: 'sample' }
     | { kind: 'flowDeadline' }
+    | { kind: 'timeout'; req: Req }
+    | { kind: 'send' }
   );
 
 class Replica {
@@ -184,6 +204,11 @@ class Replica {
    * engines have stepped, and reading each token object again was a miss per token.
    */
   pendingSlots = new Int32Array(64);
+  /**
+   * Slots of requests that left while a step was pending: its tokens may still name them, so
+   * they are freed when that step ends, not reused before.
+   */
+  slotsAfterStep: number[] = [];
   stepEvent: FleetEvent & { kind: 'stepEnd' };
   /** Requests on this replica, in assignment order. */
   readonly requests = new Map<string, Req>();
@@ -241,6 +266,10 @@ export interface FleetOutcome {
   /** Of those, and of all arrivals, the ones after warm-up. */
   rejectedMeasured: number;
   arrivedMeasured: number;
+  /** The most requests in flight at once (sent, not ended), waiting ones not counted. */
+  peakInFlight: number;
+  /** The last end (done, failed or timed out) of a measured request; NaN when none ended. */
+  lastMeasuredEndMs: number;
 }
 
 export class Fleet {
@@ -258,6 +287,12 @@ export class Fleet {
   readonly #errors: Record<string, number> = {};
   readonly #faultLog: FleetOutcome['faultLog'] = [];
   #arrivalsDone = false;
+  /** Arrivals held by the client's in-flight cap, in arrival order (`#waitHead` is the next). */
+  readonly #waiting: Arrival[] = [];
+  #waitHead = 0;
+  #sending = false;
+  #peakInFlight = 0;
+  #lastMeasuredEndMs = Number.NaN;
   #nextId = 0;
   #arrived = 0;
   #arrivedMeasured = 0;
@@ -315,6 +350,7 @@ export class Fleet {
         error: leftKind,
       });
     }
+    for (let i = this.#waitHead; i < this.#waiting.length; i++) this.#error(leftKind);
     if (o.onRequest) for (const req of this.#requests.values()) this.#record(req, leftKind, null);
     return {
       log: this.#log,
@@ -334,6 +370,8 @@ export class Fleet {
       rejected: this.#rejected,
       rejectedMeasured: this.#rejectedMeasured,
       arrivedMeasured: this.#arrivedMeasured,
+      peakInFlight: this.#peakInFlight,
+      lastMeasuredEndMs: this.#lastMeasuredEndMs,
     };
   }
 
@@ -351,7 +389,12 @@ export class Fleet {
 
   /** More simulated time is needed while requests arrive or are in flight. */
   #live(): boolean {
-    return !this.#arrivalsDone || this.#requests.size > 0 || (this.#o.flow?.queued ?? 0) > 0;
+    return (
+      !this.#arrivalsDone ||
+      this.#requests.size > 0 ||
+      (this.#o.flow?.queued ?? 0) > 0 ||
+      this.#waitHead < this.#waiting.length
+    );
   }
 
   #handle(e: FleetEvent): FleetEvent | undefined {
@@ -364,12 +407,25 @@ export class Fleet {
       case 'handOff': {
         // A replica that died since has re-routed the request already.
         const r = this.#replicas[e.replica]!;
-        if (r.gen === e.gen && r.engine !== null) this.#handOff(r, e.req, nowMs);
+        // A request the client gave up on meanwhile has left already.
+        if (r.gen === e.gen && r.engine !== null && this.#requests.has(e.req.id))
+          this.#handOff(r, e.req, nowMs);
         return undefined;
       }
       case 'arrival':
-        this.#onArrival(e.arrival, nowMs);
+        if (this.#o.maxConcurrency !== undefined) {
+          this.#waiting.push(e.arrival);
+          this.#send(nowMs);
+        } else {
+          this.#onArrival(e.arrival, nowMs);
+        }
         return this.#o.concurrency === undefined ? this.#nextArrival() : undefined;
+      case 'timeout':
+        this.#onTimeout(e.req, nowMs);
+        return undefined;
+      case 'send':
+        this.#send(nowMs);
+        return undefined;
       case 'kvEvents': {
         const r = this.#replicas[e.replica]!;
         if (r.gen === e.gen && r.engine !== null)
@@ -421,7 +477,7 @@ export class Fleet {
     };
   }
 
-  #onArrival(arrival: Arrival, nowMs: number): void {
+  #onArrival(arrival: Arrival, nowMs: number, scheduledMs?: number): void {
     const measured = arrival.atMs >= this.#o.warmupMs;
     if (measured) this.#arrivedMeasured++;
     const flow = this.#o.flow;
@@ -429,11 +485,16 @@ export class Fleet {
     flow?.countArrival(tenant);
     if (this.#o.admit !== undefined && !this.#o.admit(this.#queues())) {
       flow?.onRefused(tenant);
-      this.#refuse(this.#arrived++, arrival, measured, nowMs);
+      this.#refuse(this.#arrived++, arrival, measured, nowMs, scheduledMs);
       return;
     }
     if (flow !== undefined) {
-      const held = { arrival, index: this.#arrived++, tenant };
+      const held = {
+        arrival,
+        index: this.#arrived++,
+        tenant,
+        ...(scheduledMs !== undefined && { scheduledMs }),
+      };
       const verdict = flow.onArrival(held, arrival.promptLength, nowMs, () => this.#loads());
       if (verdict === 'dispatch') this.#start(held, 0, nowMs);
       else if (verdict === 'refused') this.#refuse(held.index, arrival, measured, nowMs);
@@ -443,12 +504,27 @@ export class Fleet {
       }
       return;
     }
-    this.#start({ arrival, index: this.#arrived++, tenant }, 0, nowMs);
+    this.#start(
+      {
+        arrival,
+        index: this.#arrived++,
+        tenant,
+        ...(scheduledMs !== undefined && { scheduledMs }),
+      },
+      0,
+      nowMs,
+    );
   }
 
   /** Refused at arrival (429): counted, never routed. */
-  #refuse(index: number, arrival: Arrival, measured: boolean, nowMs: number): void {
-    this.#o.onRequest?.(refusedRecord(index, arrival, nowMs));
+  #refuse(
+    index: number,
+    arrival: Arrival,
+    measured: boolean,
+    nowMs: number,
+    scheduledMs?: number,
+  ): void {
+    this.#o.onRequest?.(refusedRecord(index, arrival, nowMs, scheduledMs));
     this.#rejected++;
     if (measured) this.#rejectedMeasured++;
     this.#ended();
@@ -474,8 +550,14 @@ export class Fleet {
       tenant: held.tenant,
       queueWaitMs,
       avoid: this.#o.flow?.withoutRoom(this.#loads()) ?? null,
+      onEngine: false,
+      ...(held.scheduledMs !== undefined && { scheduledMs: held.scheduledMs }),
     };
     this.#requests.set(req.id, req);
+    this.#peakInFlight = Math.max(this.#peakInFlight, this.#requests.size);
+    const timeoutMs = this.#o.clientTimeoutMs;
+    if (timeoutMs !== undefined)
+      this.#push({ kind: 'timeout', req }, nowMs + timeoutMs, PRIORITY.arrival);
     this.#dispatch(req, nowMs);
   }
 
@@ -522,6 +604,53 @@ export class Fleet {
     });
   }
 
+  /**
+   * Sends the arrivals held by the in-flight cap while it allows, in arrival order; each is sent
+   * now (its clock starts at the send). Not re-entered: an arrival refused at once ends inside
+   * `#onArrival`, and this loop sends the next one.
+   */
+  #send(nowMs: number): void {
+    const cap = this.#o.maxConcurrency;
+    if (cap === undefined || this.#sending) return;
+    this.#sending = true;
+    while (this.#waitHead < this.#waiting.length && this.#requests.size < cap) {
+      const arrival = this.#waiting[this.#waitHead++]!;
+      if (arrival.atMs === nowMs) this.#onArrival(arrival, nowMs);
+      else this.#onArrival({ ...arrival, atMs: nowMs }, nowMs, arrival.atMs);
+    }
+    // Drop the sent ones now and then, so the queue stays as long as what waits.
+    if (this.#waitHead > 1024 && this.#waitHead * 2 > this.#waiting.length) {
+      this.#waiting.splice(0, this.#waitHead);
+      this.#waitHead = 0;
+    }
+    this.#sending = false;
+  }
+
+  /**
+   * The client gives `req` up: counted as `timeout` now, its engine aborts it (its blocks free at
+   * once), and its later tokens and end, if a pending step carries them, are ignored.
+   */
+  #onTimeout(req: Req, nowMs: number): void {
+    if (!this.#requests.has(req.id)) return;
+    const r = this.#replicas[req.replica];
+    if (r?.requests.delete(req.id)) {
+      if (Number.isNaN(req.firstTokenMs)) r.queuedPromptTokens -= req.uncachedTokens;
+      if (req.onEngine && r.engine !== null) r.engine.abort(req.id);
+      this.#o.router.onFinished(req.id, nowMs);
+    }
+    this.#requests.delete(req.id);
+    // A pending step may still carry its tokens: its slot is freed when that step ends.
+    if (r?.busy) r.slotsAfterStep.push(req.slot);
+    else this.#gaps.close(req.slot);
+    this.#o.flow?.onFailed(req.tenant);
+    this.#error('timeout');
+    this.#record(req, 'timeout', nowMs);
+    if (req.measured) this.#lastMeasuredEndMs = nowMs;
+    this.#ended();
+    // The freed blocks may let a waiting request in: an idle engine steps again.
+    if (r !== undefined && !r.busy && r.engine !== null) this.#startStep(r, nowMs);
+  }
+
   /** Routes `req` and hands it to the chosen engine; failures are counted, never dropped. */
   #dispatch(req: Req, nowMs: number): void {
     const router = this.#o.router;
@@ -553,7 +682,7 @@ export class Fleet {
       router.onFinished(req.id, nowMs);
       this.#leave(req);
       this.#o.flow?.onRefused(req.tenant);
-      this.#o.onRequest?.(refusedRecord(req.index, req.arrival, nowMs));
+      this.#o.onRequest?.(refusedRecord(req.index, req.arrival, nowMs, req.scheduledMs));
       this.#rejected++;
       if (req.measured) this.#rejectedMeasured++;
       this.#ended();
@@ -595,6 +724,7 @@ export class Fleet {
         handle: req.slot,
         ...(req.arrival.lora !== undefined && { loraName: req.arrival.lora }),
       });
+      req.onEngine = true;
     } catch (err) {
       this.#o.router.onFinished(req.id, nowMs);
       const code = (err as { code?: unknown }).code;
@@ -652,6 +782,10 @@ export class Fleet {
     r.busy = false;
     this.#busy.add(index, nowMs - r.stepStartMs);
     this.#onEmitted(r, result.emitted, nowMs);
+    if (r.slotsAfterStep.length > 0) {
+      for (const slot of r.slotsAfterStep) this.#gaps.close(slot);
+      r.slotsAfterStep.length = 0;
+    }
     this.#onFinished(r, result.finished, nowMs);
     if (result.events.length > 0) this.#onKvEvents(r, result.events, nowMs);
     if (this.#freshReports) this.#toRouter(r, this.#report(r, nowMs), nowMs);
@@ -699,6 +833,7 @@ export class Fleet {
       r.requests.delete(f.id);
       this.#leave(req);
       this.#o.router.onFinished(f.id, nowMs);
+      if (req.measured) this.#lastMeasuredEndMs = nowMs;
       this.#ended();
       if (f.reason === 'abort' || Number.isNaN(req.firstTokenMs)) {
         this.#o.flow?.onFailed(req.tenant);
@@ -722,6 +857,7 @@ export class Fleet {
         ttftMs,
         tpotMs,
         endMs: nowMs,
+        ...(req.scheduledMs !== undefined && { scheduledMs: req.scheduledMs }),
       });
       if (!req.measured) continue;
       if (tpotMs > (this.#o.earlyStop?.tpotLimitMs ?? Infinity)) {
@@ -802,6 +938,8 @@ export class Fleet {
     if (r.busy) this.#busy.add(r.index, nowMs - r.stepStartMs);
     r.busy = false;
     r.pending = null;
+    for (const slot of r.slotsAfterStep) this.#gaps.close(slot);
+    r.slotsAfterStep.length = 0;
     r.queuedPromptTokens = 0;
     this.#owners.clear(r.index);
     this.#o.router.markDown(r.index, nowMs);
@@ -859,11 +997,23 @@ export class Fleet {
     this.#leave(req);
     this.#error(kind);
     this.#record(req, kind, nowMs);
+    if (req.measured) this.#lastMeasuredEndMs = nowMs;
     this.#ended();
   }
 
-  /** A request ended (done, failed or refused): in a closed loop, the next one starts now. */
+  /**
+   * A request ended (done, failed or refused): in a closed loop, the next one starts now; under
+   * the client's in-flight cap, the next waiting one is sent now.
+   */
   #ended(): void {
+    if (this.#o.maxConcurrency !== undefined) {
+      // As its own event: an end is handled inside a step's end, whose replica is not stepped
+      // again until that handler is done.
+      if (this.#waitHead < this.#waiting.length) {
+        this.#push({ kind: 'send' }, this.#clock.nowMs, PRIORITY.arrival);
+      }
+      return;
+    }
     if (this.#o.concurrency === undefined) return;
     const next = this.#nextArrival();
     if (next) this.#queue.push(next);
@@ -885,6 +1035,7 @@ export class Fleet {
       tpotMs: null,
       endMs,
       error,
+      ...(req.scheduledMs !== undefined && { scheduledMs: req.scheduledMs }),
     });
   }
 
@@ -907,7 +1058,12 @@ export class Fleet {
 }
 
 /** A request refused at arrival by admission: it never reached a replica. */
-function refusedRecord(index: number, arrival: Arrival, nowMs: number | null): FleetRequestRecord {
+function refusedRecord(
+  index: number,
+  arrival: Arrival,
+  nowMs: number | null,
+  scheduledMs?: number,
+): FleetRequestRecord {
   return {
     id: index,
     customer: arrival.customer,
@@ -919,5 +1075,6 @@ function refusedRecord(index: number, arrival: Arrival, nowMs: number | null): F
     tpotMs: null,
     endMs: nowMs,
     error: 'rejected',
+    ...(scheduledMs !== undefined && { scheduledMs }),
   };
 }

@@ -90,6 +90,8 @@ export interface HeldArrival<A> {
   /** The arrival's index in the run. */
   index: number;
   tenant: number;
+  /** When the workload scheduled it, if the client's in-flight cap held it back. */
+  scheduledMs?: number;
 }
 
 export type FlowVerdict = 'dispatch' | 'queued' | 'refused';

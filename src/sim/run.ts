@@ -23,6 +23,13 @@ import {
   type SimFlowControl,
   type TenantSpec,
 } from './flowControl.ts';
+import {
+  type Harness,
+  type HarnessRecord,
+  harnessSummary,
+  stageSummaries,
+} from '../results/harnessMetrics.ts';
+import { stageWindows } from '../workload/shape.ts';
 import { summarizeRun } from './summary.ts';
 import type { FaultSpec, RouterOptions, ViewOptions } from './types.ts';
 
@@ -51,6 +58,15 @@ export interface SimConfig {
    * (its arrival times ignored); the result gains `closedLoop` (`closedLoop.ts`).
    */
   concurrency?: number;
+  /**
+   * Open loop with the client's in-flight cap (vLLM's `bench serve --max-concurrency`): an
+   * arrival waits while this many are in flight (`FleetOptions.maxConcurrency`).
+   */
+  maxConcurrency?: number;
+  /** The client gives a request up this long after sending it; its engine aborts it. */
+  clientTimeoutMs?: number;
+  /** The result gains `harness`: the run by this benchmark harness's definitions. */
+  metricsAs?: Harness;
   /** Stop a run as soon as it cannot meet the SLO (replica-count search). */
   earlyStop?: boolean;
   onProgress?: (fraction: number) => void;
@@ -168,6 +184,26 @@ export function simulate(
           config.flowControl,
         )
       : undefined;
+  // Per-stage figures and a harness's own ones are made from every request's record.
+  const ladder = config.workload.shape?.kind === 'ladder' ? config.workload.shape : undefined;
+  const records: HarnessRecord[] | null =
+    ladder !== undefined || config.metricsAs !== undefined ? [] : null;
+  const labelledOut = config.onRequest && labelled(config.onRequest, policy, config.replicas);
+  const onRequest =
+    records === null
+      ? labelledOut
+      : (r: FleetRequestRecord) => {
+          records.push({
+            arrivalMs: r.arrivalMs,
+            endMs: r.endMs,
+            ttftMs: r.ttftMs,
+            tpotMs: r.tpotMs,
+            promptTokens: r.promptTokens,
+            ...(r.error !== undefined && { error: r.error }),
+            ...(r.scheduledMs !== undefined && { scheduledMs: r.scheduledMs }),
+          });
+          labelledOut?.(r);
+        };
   const fleet = new Fleet({
     replicas: config.replicas,
     workload,
@@ -194,7 +230,9 @@ export function simulate(
     ...(admit && { admit }),
     ...(admitRoute && { admitRoute }),
     ...(flow && { flow, prefillUsPerToken: usPerToken }),
-    ...(config.onRequest && { onRequest: labelled(config.onRequest, policy, config.replicas) }),
+    ...(onRequest && { onRequest }),
+    ...(config.maxConcurrency !== undefined && { maxConcurrency: config.maxConcurrency }),
+    ...(config.clientTimeoutMs !== undefined && { clientTimeoutMs: config.clientTimeoutMs }),
     ...(overheads.some((ms) => ms > 0) && { requestOverheadMs: overheads }),
     ...(perToken.some((ms) => ms > 0) && { requestOverheadMsPerPromptToken: perToken }),
   });
@@ -216,6 +254,18 @@ export function simulate(
     run.gateways = { routers: config.router.routers, syncMs: config.router.syncMs ?? null };
   }
   if (flow !== undefined) run.flow = flow.result();
+  if (records !== null) {
+    const runEndMs = outcome.endMs;
+    if (ladder !== undefined) {
+      run.stages = stageSummaries(stageWindows(ladder.stages), records, runEndMs);
+    }
+    if (config.metricsAs !== undefined) {
+      run.harness = harnessSummary(config.metricsAs, records, {
+        startMs: config.warmupMs,
+        runEndMs,
+      });
+    }
+  }
   if (config.concurrency !== undefined) {
     run.closedLoop = summarizeClosedLoop(config.concurrency, outcome.log, {
       durationMs,

@@ -3,11 +3,12 @@
  * the one function that builds it: the simulator and the load generator call it alike, so the
  * same spec and seed give the same arrivals in both.
  */
+import { type ArrivalShape, shapeWorkload } from './shape.ts';
 import { TraceWorkload } from './trace.ts';
 import type { SharedPrefixShape } from './sharedPrefixGroups.ts';
 import { type GroupsBurst, makeWorkload, type Workload, type WorkloadName } from './workloads.ts';
 
-export type WorkloadSpec =
+export type WorkloadSpec = (
   | {
       kind: 'synthetic';
       name: WorkloadName;
@@ -19,7 +20,14 @@ export type WorkloadSpec =
       /** `groups`: every prompt once, all at time 0. */
       burst?: GroupsBurst;
     }
-  | { kind: 'trace'; path: string; rateScale: number };
+  | { kind: 'trace'; path: string; rateScale: number }
+) & {
+  /**
+   * A rate ladder or a burst laid over the workload's prompts, in their order (`shape.ts`);
+   * absent: the workload's own arrival times.
+   */
+  shape?: ArrivalShape;
+};
 
 export interface BuildWorkloadOptions {
   seed: number;
@@ -30,6 +38,11 @@ export interface BuildWorkloadOptions {
 }
 
 export function buildWorkload(spec: WorkloadSpec, o: BuildWorkloadOptions): Workload {
+  if (spec.shape !== undefined) {
+    // The shape sets the times: the workload gives as many prompts as the shape takes.
+    const { shape, ...inner } = spec;
+    return shapeWorkload(buildWorkload(inner, { ...o, durationMs: undefined }), shape, o.seed);
+  }
   if (spec.kind === 'trace') {
     return new TraceWorkload({
       path: spec.path,

@@ -7,6 +7,7 @@
 import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
 import { type Arrival, loadArrival } from './arrival.ts';
+import { ShareGptChatWorkload } from './chat.ts';
 import { LoraWorkload } from './lora.ts';
 import { type SharedPrefixShape, SharedPrefixGroupsWorkload } from './sharedPrefixGroups.ts';
 import { CustomerPrefixes, fillTokens, KeyExtender, type Materialized, mixSeed } from './tokens.ts';
@@ -58,6 +59,7 @@ export const WORKLOAD_NAMES = [
   'multiturn',
   'lora',
   'shared-prefix',
+  'chat',
 ] as const;
 export type WorkloadName = (typeof WORKLOAD_NAMES)[number];
 
@@ -368,5 +370,7 @@ export function makeWorkload(name: WorkloadName, opts: WorkloadOptions): Workloa
       return new LoraWorkload(opts);
     case 'shared-prefix':
       return new SharedPrefixGroupsWorkload(opts, opts.sharedPrefix);
+    case 'chat':
+      return new ShareGptChatWorkload(opts);
   }
 }

@@ -1,0 +1,100 @@
+/**
+ * `kvroute sim`'s client flags, as the benchmark harnesses send load: a rate ladder or a burst
+ * over the workload's prompts (src/workload/shape.ts), the client's in-flight cap, its timeout,
+ * and whose metric definitions the summary adds (src/results/harnessMetrics.ts).
+ */
+import { HARNESSES, type Harness } from '../results/harnessMetrics.ts';
+import type { ArrivalShape, LadderStage } from '../workload/shape.ts';
+import { type Flags, flagSpec, UsageError } from './args.ts';
+
+export const SIM_LOAD_FLAGS = flagSpec({
+  string: 'rate-ladder burst max-concurrency client-timeout metrics-as',
+});
+
+export const SIM_LOAD_HELP = `client (as the benchmark harnesses send)
+  --rate-ladder RxS,... stages of R req/s (Poisson) for S seconds, back to back (inference-perf's
+                        load.stages; a sweep of vllm bench's request rate), over the workload's
+                        prompts in order; the run lasts their sum; prints each stage's figures
+  --burst N             the workload's first N prompts all at t = 0 (vllm bench at an infinite
+                        request rate); the run lasts until they end
+  --max-concurrency N   at most N requests in flight from the client; an arrival waits for one
+                        to end and is timed from its send (vllm bench --max-concurrency)
+  --client-timeout S    a request not finished S seconds after its send is given up: counted as
+                        timeout, and its engine aborts it as a disconnect (its KV freed)
+  --metrics-as H        ${HARNESSES.join('|')}: also print throughput, TTFT and TPOT as that
+                        harness defines them (docs/simulator.md)
+`;
+
+export interface SimLoadFlags {
+  shape?: ArrivalShape;
+  maxConcurrency?: number;
+  clientTimeoutMs?: number;
+  metricsAs?: Harness;
+}
+
+/** `R1xS1,R2xS2,...`: each stage a positive rate (req/s) and a positive duration (s). */
+export function parseRateLadder(text: string): LadderStage[] {
+  const bad = (why: string) =>
+    new UsageError(
+      `--rate-ladder takes stages RATExSECONDS separated by commas (e.g. 2x60,4x60,8x60); ${why}`,
+    );
+  const parts = text.split(',');
+  return parts.map((part) => {
+    const m = /^\s*([^x\s]+)\s*x\s*([^x\s]+)\s*$/.exec(part);
+    if (m === null) throw bad(`got '${part}'`);
+    const ratePerS = Number(m[1]);
+    const durationS = Number(m[2]);
+    if (!Number.isFinite(ratePerS) || ratePerS <= 0) throw bad(`rate '${m[1]}' is not > 0`);
+    if (!Number.isFinite(durationS) || durationS <= 0) {
+      throw bad(`duration '${m[2]}' is not > 0 seconds`);
+    }
+    return { ratePerS, durationS };
+  });
+}
+
+/** The flags as plain data; conflicts with the other workload and loop flags are refused. */
+export function readSimLoadFlags(flags: Flags): SimLoadFlags {
+  const ladderText = flags.string('rate-ladder');
+  const burst = flags.positive('burst', true);
+  if (ladderText !== undefined && burst !== undefined) {
+    throw new UsageError('--rate-ladder and --burst both set the arrival times; give one');
+  }
+  const timesFlag = ladderText !== undefined ? '--rate-ladder' : '--burst';
+  if (ladderText !== undefined || burst !== undefined) {
+    for (const other of ['rate', 'rate-scale', 'duration', 'concurrency', 'pd']) {
+      if (flags.has(other))
+        throw new UsageError(`${timesFlag} sets the arrival times; drop --${other}`);
+    }
+    if (burst !== undefined && (flags.number('warmup', { min: 0 }) ?? 0) > 0) {
+      throw new UsageError('--burst sends everything at t = 0: a --warmup would measure nothing');
+    }
+  }
+  const maxConcurrency = flags.positive('max-concurrency', true);
+  const clientTimeoutS = flags.positive('client-timeout');
+  for (const [flag, given] of [
+    ['max-concurrency', maxConcurrency !== undefined],
+    ['client-timeout', clientTimeoutS !== undefined],
+  ] as const) {
+    if (!given) continue;
+    if (flags.has('pd'))
+      throw new UsageError(`--${flag} applies to an aggregated fleet; drop --pd`);
+    if (flag === 'max-concurrency' && flags.has('concurrency')) {
+      throw new UsageError(
+        '--max-concurrency caps an open loop; --concurrency runs a closed one: give one',
+      );
+    }
+  }
+  const metricsAs = flags.oneOf('metrics-as', HARNESSES);
+  const shape: ArrivalShape | undefined =
+    ladderText !== undefined
+      ? { kind: 'ladder', stages: parseRateLadder(ladderText) }
+      : burst !== undefined
+        ? { kind: 'burst', requests: burst }
+        : undefined;
+  return {
+    ...(shape !== undefined && { shape }),
+    ...(maxConcurrency !== undefined && { maxConcurrency }),
+    ...(clientTimeoutS !== undefined && { clientTimeoutMs: clientTimeoutS * 1000 }),
+    ...(metricsAs !== undefined && { metricsAs }),
+  };
+}
