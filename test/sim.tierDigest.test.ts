@@ -33,18 +33,12 @@ const TRACE = [
 
 test('sim with a CPU tier: seed workload, events index, output unchanged', () => {
   const tier = sim([...SEED, '--cpu-kv-gib', '4']);
-  assert.equal(
-    sha256(tier),
-    '9769f719c12885f6b94b746970920cd71e0541c5abca091f3ba0124433e175ef',
-  );
+  assert.equal(sha256(tier), '9769f719c12885f6b94b746970920cd71e0541c5abca091f3ba0124433e175ef');
   assert.notEqual(sha256(tier), sha256(sim(SEED)), 'the tier changes the run');
 });
 
 test('sim with a CPU tier: trace, approximate index with tiers, output unchanged', () => {
   const tier = sim([...TRACE, '--cpu-kv-gib', '1']);
-  assert.equal(
-    sha256(tier),
-    '27c09ae97f92e3ee6e390f1f34d5bfe36f0868a7f96bbaff2ff65b2b0a8707b0',
-  );
+  assert.equal(sha256(tier), '27c09ae97f92e3ee6e390f1f34d5bfe36f0868a7f96bbaff2ff65b2b0a8707b0');
   assert.notEqual(sha256(tier), sha256(sim(TRACE)), 'the tier changes the run');
 });
