@@ -16,6 +16,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
+import { KeyLru } from '../kv/keyLru.ts';
 import { BlockIndex } from './blockIndex.ts';
 import type { IndexMode } from './defaults.ts';
 import type { PrefixIndex } from './prefixIndex.ts';
@@ -29,10 +30,10 @@ export class ApproxIndex implements PrefixIndex {
   /** Blocks in each replica's modelled CPU tier; empty for a replica without one. */
   readonly cpuBlocks: BlockIndex;
   readonly capacityBlocks: number;
-  /** Per replica, keys in least- to most-recently-used order (Map keeps insertion order). */
-  #lru: Map<BlockKey, true>[] = [];
+  /** Per replica, keys in least- to most-recently-used order (O(1) evictions: keyLru.ts). */
+  #lru: KeyLru[] = [];
   /** Per replica, the modelled CPU tier's keys, least recently stored first. */
-  #cpuLru: Map<BlockKey, true>[] = [];
+  #cpuLru: KeyLru[] = [];
   /** Per replica, the CPU tier's size in blocks (0: none). */
   #cpuCapacity: number[] = [];
   /** Per replica, the GPU record's size in blocks (default `capacityBlocks`). */
@@ -53,8 +54,8 @@ export class ApproxIndex implements PrefixIndex {
     this.blocks.ensureReplicas(count);
     this.cpuBlocks.ensureReplicas(count);
     while (this.#lru.length < count) {
-      this.#lru.push(new Map());
-      this.#cpuLru.push(new Map());
+      this.#lru.push(new KeyLru());
+      this.#cpuLru.push(new KeyLru());
       this.#cpuCapacity.push(0);
       this.#gpuCapacity.push(this.capacityBlocks);
     }
@@ -102,22 +103,18 @@ export class ApproxIndex implements PrefixIndex {
     const cpu = this.#cpuLru[replica]!;
     for (let i = keys.length - 1; i >= 0; i--) {
       const key = keys[i]!;
-      if (lru.delete(key)) lru.set(key, true);
-      else {
-        // Reloaded from the CPU tier, or computed: on the GPU now, and only there.
-        if (cpu.size > 0 && cpu.delete(key)) this.cpuBlocks.remove(key, replica);
-        lru.set(key, true);
-        this.blocks.add(key, replica);
-      }
+      if (!lru.touch(key)) continue;
+      // Reloaded from the CPU tier, or computed: on the GPU now, and only there.
+      if (cpu.size > 0 && cpu.delete(key)) this.cpuBlocks.remove(key, replica);
+      this.blocks.add(key, replica);
     }
     const cpuCapacity = this.#cpuCapacity[replica]!;
     const gpuCapacity = this.#gpuCapacity[replica]!;
     while (lru.size > gpuCapacity) {
-      const oldest = lru.keys().next().value as BlockKey;
-      lru.delete(oldest);
+      const oldest = lru.popOldest();
       this.blocks.remove(oldest, replica);
       if (cpuCapacity > 0) {
-        cpu.set(oldest, true);
+        cpu.addIfAbsent(oldest);
         this.cpuBlocks.add(oldest, replica);
       }
     }
@@ -128,11 +125,7 @@ export class ApproxIndex implements PrefixIndex {
   #trimCpu(replica: number): void {
     const cpu = this.#cpuLru[replica]!;
     const capacity = this.#cpuCapacity[replica]!;
-    while (cpu.size > capacity) {
-      const oldest = cpu.keys().next().value as BlockKey;
-      cpu.delete(oldest);
-      this.cpuBlocks.remove(oldest, replica);
-    }
+    while (cpu.size > capacity) this.cpuBlocks.remove(cpu.popOldest(), replica);
   }
 
   clearReplica(replica: number): void {
