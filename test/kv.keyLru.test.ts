@@ -76,6 +76,12 @@ test('KeyLru grows past its first slots in order; CpuTier evicts the least recen
   const evicted: BlockKey[] = [];
   for (let k = 0; k < 3_000; k++) tier.store([k], evicted);
   assert.equal(tier.size, 1_000);
-  assert.deepEqual(evicted, Array.from({ length: 2_000 }, (_, i) => i));
-  assert.deepEqual(tier.keys(), Array.from({ length: 1_000 }, (_, i) => 2_000 + i));
+  assert.deepEqual(
+    evicted,
+    Array.from({ length: 2_000 }, (_, i) => i),
+  );
+  assert.deepEqual(
+    tier.keys(),
+    Array.from({ length: 1_000 }, (_, i) => 2_000 + i),
+  );
 });
