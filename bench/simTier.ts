@@ -5,7 +5,9 @@
  * tier of G GiB per replica (default 100: about 20,000 blocks, which fill within the first
  * minute and then evict for the rest of the run), runs alternated in one process. Prints each
  * side's median wall time over BENCH_RUNS runs (default 3) and tierRatio = median(tier) /
- * median(no tier); the target is at most 1.5. Runs of one side give identical results.
+ * median(no tier); the target is at most 1.5. tierCpuRatio is the same for the process's CPU
+ * time (user + system), which a machine shared with other work disturbs less than wall time.
+ * Runs of one side give identical results.
  */
 import { parseArgs } from 'node:util';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../src/engine/options.ts';
@@ -42,10 +44,12 @@ interface TierBlocks {
 
 function runOnce(engine: EngineOptions): {
   wallMs: number;
+  cpuMs: number;
   result: ReturnType<typeof simulate>;
   tier: TierBlocks;
 } {
   const engines: SimEngine[] = [];
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const result = simulate({
     workload: { kind: 'synthetic', name: 'seed', ratePerS: 40 },
@@ -66,21 +70,31 @@ function runOnce(engine: EngineOptions): {
     },
   });
   const wallMs = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuMs = (cpu.user + cpu.system) / 1000;
   const tier = { stored: 0, evicted: 0 };
   for (const e of engines) {
     const c = e.counters().cpuOffload;
     tier.stored += c?.storedBlocks ?? 0;
     tier.evicted += c?.evictedBlocks ?? 0;
   }
-  return { wallMs, result, tier };
+  return { wallMs, cpuMs, result, tier };
 }
 
 const median = (xs: readonly number[]): number =>
   [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const sides = {
-  noTier: { engine: ENGINE_DEFAULTS as EngineOptions, wallMs: [] as number[] },
-  tier: { engine: { ...ENGINE_DEFAULTS, cpuKvGiB } as EngineOptions, wallMs: [] as number[] },
+  noTier: {
+    engine: ENGINE_DEFAULTS as EngineOptions,
+    wallMs: [] as number[],
+    cpuMs: [] as number[],
+  },
+  tier: {
+    engine: { ...ENGINE_DEFAULTS, cpuKvGiB } as EngineOptions,
+    wallMs: [] as number[],
+    cpuMs: [] as number[],
+  },
 };
 const hitRate = { noTier: 0, tier: 0 };
 let tierBlocks: TierBlocks = { stored: 0, evicted: 0 };
@@ -88,9 +102,12 @@ for (let r = 0; r < RUNS; r++) {
   for (const name of ['noTier', 'tier'] as const) {
     const once = runOnce(sides[name].engine);
     sides[name].wallMs.push(once.wallMs);
+    sides[name].cpuMs.push(once.cpuMs);
     hitRate[name] = once.result.hitRate;
     if (name === 'tier') tierBlocks = once.tier;
-    process.stderr.write(`run ${r + 1}/${RUNS} ${name}: ${Math.round(once.wallMs)} ms\n`);
+    process.stderr.write(
+      `run ${r + 1}/${RUNS} ${name}: ${Math.round(once.wallMs)} ms wall, ${Math.round(once.cpuMs)} ms CPU\n`,
+    );
   }
 }
 const noTierMs = median(sides.noTier.wallMs);
@@ -103,6 +120,9 @@ const out = {
   noTierWallMs: Math.round(noTierMs),
   tierWallMs: Math.round(tierMs),
   tierRatio: Math.round((tierMs / noTierMs) * 100) / 100,
+  noTierCpuMs: Math.round(median(sides.noTier.cpuMs)),
+  tierCpuMs: Math.round(median(sides.tier.cpuMs)),
+  tierCpuRatio: Math.round((median(sides.tier.cpuMs) / median(sides.noTier.cpuMs)) * 100) / 100,
   hitRateNoTier: Math.round(hitRate.noTier * 1000) / 1000,
   hitRateTier: Math.round(hitRate.tier * 1000) / 1000,
   tierStoredBlocks: tierBlocks.stored,
