@@ -40,15 +40,13 @@ export class CpuTier {
     const stored: BlockKey[] = [];
     if (this.capacityBlocks === 0) return stored;
     for (const key of keys) {
-      if (this.#keys.has(key)) {
-        this.#keys.touch(key);
-        continue;
-      }
-      if (this.#keys.size >= this.capacityBlocks) {
+      // A held key only moves to the back; a new one goes there and, past the bound, the
+      // oldest goes (never the new key itself: the bound is at least 1).
+      if (!this.#keys.touch(key)) continue;
+      if (this.#keys.size > this.capacityBlocks) {
         evicted.push(this.#keys.popOldest());
         this.evictedBlocks++;
       }
-      this.#keys.touch(key);
       stored.push(key);
       this.storedBlocks++;
     }
