@@ -90,7 +90,7 @@ describe('consistent-hash', () => {
 });
 
 describe('chwbl', () => {
-  test('walks past an endpoint over (total + 1) / n x 1.25 in-flight', () => {
+  test("walks past an endpoint whose in-flight + 1 is over (total + 1) / n x 1.25 (KubeAI's chwblLoadOK)", () => {
     const p = makePolicy('chwbl');
     const loads = [0, 0, 0, 0];
     const base = input(
@@ -98,19 +98,18 @@ describe('chwbl', () => {
       req100,
     );
     const home = p.pick(base).replicaId;
-    // total = 10, n = 4: bound = 11 / 4 x 1.25 = 3.4375. Home at 4 is over; at 3 it is not.
-    const over = [2, 2, 2, 2];
-    over[home] = 4;
-    const others = over.map((_, i) => (i === home ? 4 : 2));
+    // total = 10, n = 4: bound = 11 / 4 x 1.25 = 3.4375. Home at 3 (+1 = 4) is over; at 2 it is not.
+    // Home 3, its neighbour 3, the others 2: total 10.
+    const over = [0, 1, 2, 3].map((i) => (i === home || i === (home + 1) % 4 ? 3 : 2));
     const moved = p.pick(
       input(
-        others.map((l, i) => view(i, { inFlight: l })),
+        over.map((l, i) => view(i, { inFlight: l })),
         req100,
       ),
     ).replicaId;
     assert.notEqual(moved, home);
-    const within = others.map((l, i) => (i === home ? 3 : l));
-    within[(home + 1) % 4] = 3; // total stays 10
+    // Home 2, its neighbour 4: total still 10, and home's 2 + 1 <= 3.4375.
+    const within = over.map((l, i) => (i === home ? 2 : i === (home + 1) % 4 ? 4 : l));
     const stays = p.pick(
       input(
         within.map((l, i) => view(i, { inFlight: l })),

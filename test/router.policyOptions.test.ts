@@ -160,11 +160,17 @@ describe('consistent-hash and chwbl: the ring options', () => {
     return new Set(Array.from({ length: 32 }, (_, i) => policy.pick(keyed(i)).replicaId));
   };
 
-  test('prefixBlocks (32): the key is the block at that depth, so 2 shared blocks pin a replica', () => {
+  test('prefixBlocks (32; chwbl 2): the key is the block at that depth, so 2 shared blocks pin a replica', () => {
     for (const name of ['consistent-hash', 'chwbl'] as const) {
       assert.equal(owners(name, { prefixBlocks: 2 }).size, 1, `${name}: one owner`);
-      assert.ok(owners(name).size > 1, `${name}: the 32nd block differs, so do the owners`);
+      assert.ok(
+        owners(name, { prefixBlocks: 32 }).size > 1,
+        `${name}: the 32nd block differs, so do the owners`,
+      );
     }
+    // chwbl's default, KubeAI's 100 characters of prefix: the 2 shared blocks.
+    assert.equal(owners('chwbl').size, 1);
+    assert.ok(owners('consistent-hash').size > 1);
   });
 
   test('virtualNodes (256): with one node each, a key goes to the first node clockwise', () => {

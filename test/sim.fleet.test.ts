@@ -147,7 +147,7 @@ test('bad flags are one-line usage errors naming the flag', () => {
   const ok = parseSimFlags(['--policy', 'all', '--kill', '3@120', '--revive', '3@180']);
   assert.ok(ok !== 'help');
   assert.deepEqual(ok.policies, [...POLICY_NAMES]);
-  assert.equal(ok.policies.length, 11);
+  assert.equal(ok.policies.length, 13);
   assert.deepEqual(ok.base.faults, [
     { kind: 'kill', replica: 3, atMs: 120_000 },
     { kind: 'revive', replica: 3, atMs: 180_000 },

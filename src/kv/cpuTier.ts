@@ -2,14 +2,16 @@
  * A replica's CPU tier of KV blocks: keys in LRU order, at most `capacityBlocks` of them (vLLM's
  * LRUOffloadingManager over a CPUBackend of `num_cpu_blocks`). Pure data: no clock, no I/O; the
  * offloading connector (src/engine/connector/offloading.ts) decides what goes in and comes out
- * and records the events. The block contents are not modelled: a key names its tokens.
+ * and records the events. The block contents are not modelled: a key names its tokens. The
+ * order is a KeyLru (keyLru.ts): a store, an eviction, a take and a drop are O(1) each.
  */
 import type { BlockKey } from './blockKey.ts';
+import { KeyLru } from './keyLru.ts';
 
 export class CpuTier {
   readonly capacityBlocks: number;
-  /** Keys, least recently stored first (a Map keeps insertion order). */
-  readonly #keys = new Map<BlockKey, true>();
+  /** Keys, least recently stored first. */
+  readonly #keys = new KeyLru();
   /** Blocks written into the tier so far, and blocks read back out. */
   storedBlocks = 0;
   loadedBlocks = 0;
@@ -38,17 +40,13 @@ export class CpuTier {
     const stored: BlockKey[] = [];
     if (this.capacityBlocks === 0) return stored;
     for (const key of keys) {
-      if (this.#keys.delete(key)) {
-        this.#keys.set(key, true);
-        continue;
-      }
-      if (this.#keys.size >= this.capacityBlocks) {
-        const oldest = this.#keys.keys().next().value as BlockKey;
-        this.#keys.delete(oldest);
-        evicted.push(oldest);
+      // A held key only moves to the back; a new one goes there and, past the bound, the
+      // oldest goes (never the new key itself: the bound is at least 1).
+      if (!this.#keys.touch(key)) continue;
+      if (this.#keys.size > this.capacityBlocks) {
+        evicted.push(this.#keys.popOldest());
         this.evictedBlocks++;
       }
-      this.#keys.set(key, true);
       stored.push(key);
       this.storedBlocks++;
     }
@@ -74,6 +72,6 @@ export class CpuTier {
 
   /** Keys held, least recent first; for tests and inspection. */
   keys(): BlockKey[] {
-    return [...this.#keys.keys()];
+    return this.#keys.keys();
   }
 }

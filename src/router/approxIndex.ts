@@ -21,6 +21,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
+import { KeyLru } from '../kv/keyLru.ts';
 import { type ApproxForgetting, lruForgetting } from './approxForgetting.ts';
 import { BlockIndex } from './blockIndex.ts';
 import type { IndexMode } from './defaults.ts';
@@ -38,14 +39,14 @@ export class ApproxIndex implements PrefixIndex {
   /** Sweep, TTL and trim ratio (capacity: `capacityBlocks`, or a replica's own GPU size). */
   readonly forgetting: ApproxForgetting;
   /**
-   * Per replica, keys in least- to most-recently-used order (Map keeps insertion order), each
+   * Per replica, keys in least- to most-recently-used order (O(1) evictions: keyLru.ts), each
    * with the time it was last routed (0 when the caller gives none).
    */
-  #lru: Map<BlockKey, number>[] = [];
+  #lru: KeyLru[] = [];
   /** When the next periodic sweep is due (forgetting.sweepMs > 0). */
   #nextSweepMs: number;
   /** Per replica, the modelled CPU tier's keys, least recently stored first. */
-  #cpuLru: Map<BlockKey, true>[] = [];
+  #cpuLru: KeyLru[] = [];
   /** Per replica, the CPU tier's size in blocks (0: none). */
   #cpuCapacity: number[] = [];
   /** Per replica, the GPU record's size in blocks (default `capacityBlocks`). */
@@ -70,8 +71,8 @@ export class ApproxIndex implements PrefixIndex {
     this.blocks.ensureReplicas(count);
     this.cpuBlocks.ensureReplicas(count);
     while (this.#lru.length < count) {
-      this.#lru.push(new Map());
-      this.#cpuLru.push(new Map());
+      this.#lru.push(new KeyLru());
+      this.#cpuLru.push(new KeyLru());
       this.#cpuCapacity.push(0);
       this.#gpuCapacity.push(this.capacityBlocks);
     }
@@ -119,13 +120,10 @@ export class ApproxIndex implements PrefixIndex {
     const cpu = this.#cpuLru[replica]!;
     for (let i = keys.length - 1; i >= 0; i--) {
       const key = keys[i]!;
-      if (lru.delete(key)) lru.set(key, nowMs);
-      else {
-        // Reloaded from the CPU tier, or computed: on the GPU now, and only there.
-        if (cpu.size > 0 && cpu.delete(key)) this.cpuBlocks.remove(key, replica);
-        lru.set(key, nowMs);
-        this.blocks.add(key, replica);
-      }
+      if (!lru.touch(key, nowMs)) continue;
+      // Reloaded from the CPU tier, or computed: on the GPU now, and only there.
+      if (cpu.size > 0 && cpu.delete(key)) this.cpuBlocks.remove(key, replica);
+      this.blocks.add(key, replica);
     }
     // With a periodic sweep the record grows past its capacity until the sweep (forget).
     if (this.forgetting.sweepMs === 0) this.#trim(replica);
@@ -151,10 +149,8 @@ export class ApproxIndex implements PrefixIndex {
   /** Blocks last routed at or before `cutoffMs` are forgotten (not kept in a CPU tier). */
   #expire(replica: number, cutoffMs: number): void {
     const lru = this.#lru[replica]!;
-    for (const [key, atMs] of lru) {
-      if (atMs > cutoffMs) break;
-      lru.delete(key);
-      this.blocks.remove(key, replica);
+    while (lru.size > 0 && lru.oldestAtMs() <= cutoffMs) {
+      this.blocks.remove(lru.popOldest(), replica);
     }
   }
 
@@ -167,11 +163,10 @@ export class ApproxIndex implements PrefixIndex {
     if (lru.size <= gpuCapacity) return;
     const keep = Math.floor(gpuCapacity * this.forgetting.trimToRatio);
     while (lru.size > keep) {
-      const oldest = lru.keys().next().value as BlockKey;
-      lru.delete(oldest);
+      const oldest = lru.popOldest();
       this.blocks.remove(oldest, replica);
       if (cpuCapacity > 0) {
-        cpu.set(oldest, true);
+        cpu.addIfAbsent(oldest);
         this.cpuBlocks.add(oldest, replica);
       }
     }
@@ -182,11 +177,7 @@ export class ApproxIndex implements PrefixIndex {
   #trimCpu(replica: number): void {
     const cpu = this.#cpuLru[replica]!;
     const capacity = this.#cpuCapacity[replica]!;
-    while (cpu.size > capacity) {
-      const oldest = cpu.keys().next().value as BlockKey;
-      cpu.delete(oldest);
-      this.cpuBlocks.remove(oldest, replica);
-    }
+    while (cpu.size > capacity) this.cpuBlocks.remove(cpu.popOldest(), replica);
   }
 
   clearReplica(replica: number): void {

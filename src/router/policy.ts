@@ -135,6 +135,13 @@ export interface Policy {
    * (hasLoraSlot) while any has one. Absent or false: every eligible replica, LoRA-blind.
    */
   readonly loraAware?: boolean;
+  /**
+   * The policy reproduces another project's router and carries only that project's filters:
+   * the router's own guards (KV usage over kvThreshold, a stale report) do not apply to it, and
+   * only a down replica is skipped, as every project drops endpoints that fail their health
+   * checks. Absent or false: kvroute's guards run before the policy (filters.ts).
+   */
+  readonly ownFilters?: boolean;
   pick(input: PickInput): Pick;
   onRouted?(routed: Routed): void;
   onFirstToken?(requestId: string, replicaId: number, nowMs: number): void;

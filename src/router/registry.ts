@@ -6,8 +6,10 @@ import { ConsistentHashPolicy } from './policies/consistentHash.ts';
 import { type CostOptions, CostPolicy } from './policies/cost.ts';
 import { type DelayCostOptions, DelayCostPolicy } from './policies/delayCost.ts';
 import { type DynamoOptions, DynamoPolicy } from './policies/dynamo.ts';
+import { LeastLoadPolicy } from './policies/leastLoad.ts';
 import { LeastQueuedPolicy } from './policies/leastQueued.ts';
 import { type LlmdOptions, LlmdPolicy } from './policies/llmd.ts';
+import { type LlmdPreciseOptions, LlmdPrecisePolicy } from './policies/llmdPrecise.ts';
 import { RandomPolicy } from './policies/random.ts';
 import { RoundRobinPolicy } from './policies/roundRobin.ts';
 import { type SglangOptions, SglangPolicy } from './policies/sglang.ts';
@@ -20,6 +22,7 @@ export type PolicyOptions = CostOptions &
   SglangOptions &
   DynamoOptions &
   LlmdOptions &
+  LlmdPreciseOptions &
   AibrixOptions;
 
 const REGISTRY = {
@@ -33,6 +36,8 @@ const REGISTRY = {
   sglang: (o: PolicyOptions) => new SglangPolicy(o),
   dynamo: (o: PolicyOptions) => new DynamoPolicy(o),
   llmd: (o: PolicyOptions) => new LlmdPolicy(o),
+  'llmd-precise': (o: PolicyOptions) => new LlmdPrecisePolicy(o),
+  'least-load': () => new LeastLoadPolicy(),
   aibrix: (o: PolicyOptions) => new AibrixPolicy(o),
 } satisfies Record<string, (options: PolicyOptions) => Policy>;
 

@@ -225,10 +225,13 @@ export class Router {
     const policy = options.policy ?? DEFAULT_POLICY;
     this.policy = typeof policy === 'string' ? makePolicy(policy, options.policyOptions) : policy;
     this.indexMode = options.indexMode ?? 'events';
-    this.thresholds = {
-      kvThreshold: options.kvThreshold ?? DEFAULT_KV_THRESHOLD,
-      staleMs: options.staleMs ?? DEFAULT_STALE_MS,
-    };
+    // A peer's policy brings its project's filters, not kvroute's guards (Policy.ownFilters).
+    this.thresholds = this.policy.ownFilters
+      ? { kvThreshold: Number.POSITIVE_INFINITY, staleMs: Number.POSITIVE_INFINITY }
+      : {
+          kvThreshold: options.kvThreshold ?? DEFAULT_KV_THRESHOLD,
+          staleMs: options.staleMs ?? DEFAULT_STALE_MS,
+        };
     this.explain = options.explain ?? false;
     this.#arrayPolicy =
       this.policy instanceof CostPolicy && this.policy.readsArrays ? this.policy : null;

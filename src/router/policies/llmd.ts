@@ -20,6 +20,11 @@
  *
  * with active and waiting adapters as the router knows them (report and its own routes). llm-d
  * filters nothing for adapters (loraAware false): a replica without room only scores lower.
+ *
+ * These are the inference extension's default weights (prefix 3, queue 2, KV 2); llm-d's
+ * precise-prefix configuration is `llmd-precise` (llmdPrecise.ts). Neither configuration
+ * filters on KV usage or report age, so this policy sets `ownFilters`, and the router offers it
+ * every replica that is up.
  */
 import type { LoraView } from '../adapters.ts';
 import type { Pick, PickInput, Policy } from '../policy.ts';
@@ -41,6 +46,7 @@ export interface LlmdOptions {
 
 export class LlmdPolicy implements Policy {
   readonly name = 'llmd';
+  readonly ownFilters = true;
   readonly prefixWeight: number;
   readonly queueWeight: number;
   readonly kvWeight: number;

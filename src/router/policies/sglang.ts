@@ -1,13 +1,23 @@
 /**
- * `sglang`, the SGLang model gateway's cache_aware policy, with load = in-flight requests
- * (router ledger):
+ * `sglang`, the SGLang model gateway's cache_aware policy as its command line starts it
+ * (sgl-project/sglang, sgl-model-gateway/src/policies/cache_aware.rs, select_worker; the
+ * defaults are the command line's, sgl-model-gateway/src/main.rs: --cache-threshold 0.3,
+ * --balance-abs-threshold 64, --balance-rel-threshold 1.5, --max-tree-size 67108864,
+ * --eviction-interval 120; the library's CacheAwareConfig::default in policies/mod.rs differs,
+ * 0.5 / 32 / 1.1, and is not what `smg launch` runs), with load = in-flight requests (the
+ * gateway's own count, the router ledger here):
  * 1. imbalanced when max - min > 64 and max > 1.5 x min: the least loaded replica;
- * 2. otherwise, if the best prefix match rate (matched blocks / prompt blocks) exceeds 0.3:
- *    that replica;
+ * 2. otherwise, if the best prefix match rate (matched blocks / prompt blocks; the gateway
+ *    counts characters) exceeds 0.3: that replica;
  * 3. otherwise the least loaded.
  * Matches come from its own approximate record of what it sent where (as the gateway's radix
- * tree, never from engine events), LRU-bounded per replica; with `treeForgetting`, bounded as the
- * SGLang router bounds it (approxForgetting.ts: a 60 s sweep down to max_tree_size).
+ * tree, never from engine events), LRU-bounded per replica: the tree's 67,108,864 characters,
+ * about 16.8 M tokens at 4 characters a token, are 1,048,576 blocks of 16 per worker, so in
+ * practice it forgets nothing the engines evict. With `treeForgetting` (`sim --approx-forget`) it
+ * forgets as approxForgetting.ts's `sglang` mode says instead: a periodic sweep down to a bound.
+ *
+ * The gateway filters only unhealthy workers (get_healthy_worker_indices): no KV usage, no
+ * report age. This policy sets `ownFilters`, and the router offers it every replica that is up.
  */
 import type { ApproxForgetting } from '../approxForgetting.ts';
 import { ApproxIndex } from '../approxIndex.ts';
@@ -18,8 +28,8 @@ import { argMax, argMin } from './pickBest.ts';
 export const DEFAULT_SGLANG_BALANCE_ABS_THRESHOLD = 64;
 export const DEFAULT_SGLANG_BALANCE_REL_THRESHOLD = 1.5;
 export const DEFAULT_SGLANG_CACHE_THRESHOLD = 0.3;
-/** Blocks remembered per worker: about two KV pools of the seed's replica. */
-export const DEFAULT_SGLANG_TREE_BLOCKS = 65_536;
+/** Blocks remembered per worker: --max-tree-size 67,108,864 characters / 4 per token / 16. */
+export const DEFAULT_SGLANG_TREE_BLOCKS = 1_048_576;
 
 export interface SglangOptions {
   balanceAbsThreshold?: number;
@@ -32,6 +42,7 @@ export interface SglangOptions {
 
 export class SglangPolicy implements Policy {
   readonly name = 'sglang';
+  readonly ownFilters = true;
   readonly balanceAbsThreshold: number;
   readonly balanceRelThreshold: number;
   readonly cacheThreshold: number;
