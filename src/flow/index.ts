@@ -1,0 +1,18 @@
+export {
+  type EnqueueResult,
+  type FlowClass,
+  type FlowClassStats,
+  type FlowItem,
+  FlowQueue,
+  type FlowQueueOptions,
+  type FlowQueueStats,
+  type FlowTenantStats,
+} from './flowQueue.ts';
+export {
+  DEFAULT_SATURATION_LIMITS,
+  hasGoodCapacity,
+  isPoolSaturated,
+  type PoolLoadView,
+  type ReplicaLoad,
+  type SaturationLimits,
+} from './saturation.ts';
