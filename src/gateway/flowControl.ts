@@ -35,7 +35,7 @@ export class FlowControl {
   /** `saturated`: the pool's saturation (default: the router's view through `isPoolSaturated`). */
   constructor(
     config: FlowControlConfig,
-    admission: Pick<AdmissionConfig, 'priorityClasses' | 'tenantClass'>,
+    admission: Pick<AdmissionConfig, 'priorityClasses' | 'tenantClass' | 'prefillUsPerToken'>,
     metrics: GatewayMetrics,
     saturated?: (pool: ModelPool) => boolean,
   ) {
@@ -51,7 +51,9 @@ export class FlowControl {
     this.#classes = classes;
     const limits = saturationLimits(config.saturation);
     this.#saturated =
-      saturated ?? ((pool) => isPoolSaturated(poolLoadView(pool, Date.now()), limits));
+      saturated ??
+      ((pool) =>
+        isPoolSaturated(poolLoadView(pool, Date.now(), admission.prefillUsPerToken), limits));
     this.#flowMetrics = new FlowMetrics(metrics.registry, () =>
       [...this.#gates.values()].flatMap((g) => g.gate.queued()),
     );

@@ -23,6 +23,7 @@ import { UsageTap } from './audit/usageTap.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
 import { EngineFieldsTap } from './engineFields.ts';
+import { FlowCancelled, type FlowControl, PRIORITY_HEADER } from './flowControl.ts';
 import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
@@ -41,6 +42,8 @@ export interface GenerateContext {
   auth: Authenticator;
   /** Tenant limits, priority classes and the fleet queue bound (429s). */
   admission: GatewayAdmission;
+  /** `--flow-control`: requests wait while their pool is saturated; null: off. */
+  flow: FlowControl | null;
   metrics: GatewayMetrics;
   logger: Logger;
   blockSize: number;
@@ -86,6 +89,11 @@ export async function handleGenerate(
     json,
   });
   record.promptTokens = parsed.promptTokens;
+  const priorityHeader = req.headers[PRIORITY_HEADER];
+  const priorityClass = ctx.flow?.classOf(
+    Array.isArray(priorityHeader) ? priorityHeader[0] : priorityHeader,
+    caller.tenant,
+  );
   const admitted = ctx.admission.admit(
     {
       tenant: caller.tenant,
@@ -101,6 +109,29 @@ export async function handleGenerate(
   res.once('close', admitted.release);
   const id = ctx.nextLedgerId();
   const { metrics, logger } = ctx;
+  if (ctx.flow && priorityClass !== undefined) {
+    // Every replica of the pool saturated: wait here (flowControl.ts), not on an engine.
+    const left = new AbortController();
+    const onClose = (): void => left.abort();
+    res.once('close', onClose);
+    if (req.socket.destroyed) left.abort();
+    try {
+      const waiting = ctx.flow.enter(
+        pool,
+        { id, tenant: caller.tenant, priorityClass, costTokens: parsed.promptTokens },
+        left.signal,
+      );
+      // Not `await null`: a request that goes at once routes in this turn, seen by the next.
+      if (waiting !== null) await waiting;
+    } catch (err) {
+      if (!(err instanceof FlowCancelled)) throw err;
+      metrics.clientAborts.inc();
+      logger.debug({ reqId: record.id }, 'the client left while its request was queued');
+      return;
+    } finally {
+      res.off('close', onClose);
+    }
+  }
   const reqId = record.id;
   if (ctx.pd && isPdPool(pool)) {
     return handlePdGenerate(ctx, ctx.pd, {
