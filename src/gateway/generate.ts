@@ -111,10 +111,14 @@ export async function handleGenerate(
   const { metrics, logger } = ctx;
   if (ctx.flow && priorityClass !== undefined) {
     // Every replica of the pool saturated: wait here (flowControl.ts), not on an engine.
+    // The server finishes answering half-closed clients (`createHttpServer`), so a client that
+    // leaves shows only as the end of its side of the connection: while queued, that is leaving.
     const left = new AbortController();
     const onClose = (): void => left.abort();
+    const { socket } = req;
     res.once('close', onClose);
-    if (req.socket.destroyed) left.abort();
+    socket.once('end', onClose);
+    if (socket.destroyed || socket.readableEnded) left.abort();
     try {
       const waiting = ctx.flow.enter(
         pool,
@@ -130,6 +134,7 @@ export async function handleGenerate(
       return;
     } finally {
       res.off('close', onClose);
+      socket.off('end', onClose);
     }
   }
   const reqId = record.id;
