@@ -154,8 +154,7 @@ describe('PoolFlowGate', () => {
     s.gate.pump();
     await assert.rejects(
       p,
-      (err: unknown) =>
-        err instanceof ApiError && err.status === 503 && err.retryAfterS === 2,
+      (err: unknown) => err instanceof ApiError && err.status === 503 && err.retryAfterS === 2,
     );
     assert.equal(s.gate.size, 0);
     const rejected = await metric(s.registry, 'kvroute_flow_rejected_total');
@@ -177,7 +176,10 @@ describe('PoolFlowGate', () => {
     s.gate.pump();
     await stays;
     const dispatched = await metric(s.registry, 'kvroute_flow_dispatched_total');
-    assert.equal([...dispatched.values()].reduce((a, b) => a + b, 0), 1);
+    assert.equal(
+      [...dispatched.values()].reduce((a, b) => a + b, 0),
+      1,
+    );
     const cancelled = await metric(s.registry, 'kvroute_flow_cancelled_total');
     assert.equal(cancelled.get('pool=m,class=default,tenant=a'), 1);
     s.gate.close();

@@ -72,10 +72,7 @@ async function metricSum(
 }
 
 /** A long stream that holds the engine's one sequence until aborted; resolves once it runs. */
-async function holdEngine(
-  client: OpenAI,
-  model: string,
-): Promise<{ release(): Promise<void> }> {
+async function holdEngine(client: OpenAI, model: string): Promise<{ release(): Promise<void> }> {
   const controller = new AbortController();
   const stream = await client.completions.create(
     { model, prompt: tokens(1, 48), max_tokens: 4000, stream: true, ignore_eos: true } as never,
@@ -106,9 +103,14 @@ function short(
       () => ({ tenant, status: 200, retryAfter: null }),
       (err: unknown) => {
         if (err instanceof OpenAI.APIError && err.status !== undefined) {
-          return { tenant, status: err.status, retryAfter: err.headers?.get('retry-after') ?? null };
+          return {
+            tenant,
+            status: err.status,
+            retryAfter: err.headers?.get('retry-after') ?? null,
+          };
         }
-        if (err instanceof OpenAI.APIUserAbortError) return { tenant, status: 499, retryAfter: null };
+        if (err instanceof OpenAI.APIUserAbortError)
+          return { tenant, status: 499, retryAfter: null };
         throw err;
       },
     );

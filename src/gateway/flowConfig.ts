@@ -66,7 +66,10 @@ const FLOW_KEYS = ['enabled', 'max-queued', 'max-queued-per-tenant', 'max-wait-m
 const SATURATION_KEYS = ['queue-depth', 'kv-usage', 'queued-prefill-ms'];
 
 /** The `flow-control` key and the tenants' `flow-weight` of a config document, onto `base`. */
-export function readFlowDoc(doc: Record<string, unknown>, base: FlowControlConfig): FlowControlConfig {
+export function readFlowDoc(
+  doc: Record<string, unknown>,
+  base: FlowControlConfig,
+): FlowControlConfig {
   const out: FlowControlConfig = {
     ...base,
     saturation: { ...base.saturation },
@@ -74,7 +77,8 @@ export function readFlowDoc(doc: Record<string, unknown>, base: FlowControlConfi
   };
   const flow = doc['flow-control'];
   if (flow !== undefined) {
-    if (!isRecord(flow)) throw configError('flow-control', `must be a mapping (${FLOW_KEYS.join(', ')})`);
+    if (!isRecord(flow))
+      throw configError('flow-control', `must be a mapping (${FLOW_KEYS.join(', ')})`);
     for (const k of Object.keys(flow)) {
       if (!FLOW_KEYS.includes(k)) {
         throw configError(`flow-control.${k}`, `is not a known key (${FLOW_KEYS.join(', ')})`);
@@ -102,7 +106,8 @@ export function readFlowDoc(doc: Record<string, unknown>, base: FlowControlConfi
     const sat = flow.saturation;
     if (sat !== undefined) {
       const key = 'flow-control.saturation';
-      if (!isRecord(sat)) throw configError(key, `must be a mapping (${SATURATION_KEYS.join(', ')})`);
+      if (!isRecord(sat))
+        throw configError(key, `must be a mapping (${SATURATION_KEYS.join(', ')})`);
       for (const k of Object.keys(sat)) {
         if (!SATURATION_KEYS.includes(k)) {
           throw configError(`${key}.${k}`, `is not a known key (${SATURATION_KEYS.join(', ')})`);
@@ -115,7 +120,11 @@ export function readFlowDoc(doc: Record<string, unknown>, base: FlowControlConfi
         out.saturation.kvUsage = num(sat['kv-usage'], `${key}.kv-usage`, Number.MIN_VALUE, 1);
       }
       if (sat['queued-prefill-ms'] !== undefined) {
-        out.saturation.queuedPrefillMs = num(sat['queued-prefill-ms'], `${key}.queued-prefill-ms`, 0);
+        out.saturation.queuedPrefillMs = num(
+          sat['queued-prefill-ms'],
+          `${key}.queued-prefill-ms`,
+          0,
+        );
       }
     }
   }
