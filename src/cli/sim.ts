@@ -41,6 +41,8 @@ import { PUBLISHED_NAMES, PUBLISHED_RUNS } from '../sim/published/index.ts';
 import { formatReplay, replayJson, replayPublished } from './replayPublished.ts';
 import { applySimSetup, SIM_SETUP_FLAGS, SIM_SETUP_HELP } from './simSetupFlags.ts';
 import { fleetLabel, groupReplicas } from '../sim/replicaGroups.ts';
+import { formatFlow } from '../results/flowTable.ts';
+import { readTenantFlags, SIM_TENANT_FLAGS, SIM_TENANT_HELP } from './simTenantFlags.ts';
 
 const FLAGS = flagSpec({
   string:
@@ -123,7 +125,7 @@ admission
   --max-ttft-ms MS      refuse a request when, on the replica the router picked, the prefill
                         queued ahead of it plus its own uncached prefill is modelled at more
                         than MS (the gateway's --max-ttft-ms); with or without --max-queue-ms
-published runs
+${SIM_TENANT_HELP}published runs
   --replay-published NAME  ${PUBLISHED_NAMES.join(', ')}: the published setup (src/sim/published/),
                         its cache-blind and cache-aware policies simulated, the published hit
                         rates, token/s and throughput ratio beside the simulated ones
@@ -185,6 +187,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     ENGINE_FLAGS,
     ENGINE_FAULT_FLAGS,
     SIM_SETUP_FLAGS,
+    SIM_TENANT_FLAGS,
   );
   if (flags === 'help') return 'help';
   const w = readWorkloadFlags(flags);
@@ -251,6 +254,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     },
     faults,
     slo: readSlo(flags),
+    ...readTenantFlags(flags),
   };
   return {
     base,
@@ -383,6 +387,8 @@ export async function run(argv: string[]): Promise<number> {
     const table = parsed.admission === undefined ? formatResults : formatAdmission;
     process.stdout.write(`${table(results)}\n`);
     if (results.some((r) => r.closedLoop)) process.stdout.write(`\n${closedLoopTable(results)}\n`);
+    const flows = results.flatMap((r) => (r.flow ? [{ label: r.policy, flow: r.flow }] : []));
+    if (flows.length > 0) process.stdout.write(`\n${formatFlow(flows)}\n`);
     if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
     if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);
     if (requests) process.stdout.write(`requests: ${parsed.requestsOut}\n`);

@@ -5,6 +5,7 @@
  * what only a live client knows (wall time, send lag) are optional: a run leaves out what it
  * cannot measure rather than filling it with NaN, and `--json` prints exactly what it has.
  */
+import type { FlowResult } from './flowTable.ts';
 import type { SloTargets } from './slo.ts';
 import type { Percentiles } from './stats.ts';
 import type { Timeline } from './timeline.ts';
@@ -74,6 +75,8 @@ export interface RunResult {
   closedLoop?: ClosedLoopResult;
   /** `kvroute sim --max-queue-ms`: the bound (null: the unbounded run beside it) and goodput. */
   admission?: AdmissionResult;
+  /** `kvroute sim --tenants`: per tenant, how arrivals ended and their TTFT and queue wait. */
+  flow?: FlowResult;
 
   // Live only.
   /** Stopped by Ctrl-C while in flight (not errors). */

@@ -17,6 +17,8 @@ import type {
   TokenEmitted,
 } from '../engine/types.ts';
 import type { QueueView } from '../admission/queueBound.ts';
+import type { ReplicaLoad } from '../flow/saturation.ts';
+import type { HeldArrival, SimFlow } from './flowControl.ts';
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { EventQueue, PRIORITY, type SimEvent } from './eventQueue.ts';
@@ -116,6 +118,13 @@ export interface FleetOptions {
    * 0 for all): the hand-off is `requestOverheadMs + promptTokens x this` after the routing.
    */
   requestOverheadMsPerPromptToken?: readonly number[];
+  /**
+   * Tenants and, when on, flow control (`flowControl.ts`): arrivals wait in its queue while
+   * every replica is saturated, and are dispatched as replicas regain room.
+   */
+  flow?: SimFlow<Arrival>;
+  /** The served model's prefill cost, pricing the ledger's queue for the saturation check. */
+  prefillUsPerToken?: number;
 }
 
 /** A request's outcome: `RequestRecord` without the run's labels (policy, replicas). */
@@ -140,6 +149,9 @@ interface Req {
   slot: number;
   rerouted: boolean;
   measured: boolean;
+  /** Its tenant (`FleetOptions.flow`; 0 without one) and how long it waited in the flow queue. */
+  tenant: number;
+  queueWaitMs: number;
 }
 
 type FleetEvent = SimEvent &
@@ -152,6 +164,7 @@ type FleetEvent = SimEvent &
     | { kind: 'reportTick' }
     | { kind: 'fault'; fault: FaultSpec }
     | { kind: 'sample' }
+    | { kind: 'flowDeadline' }
   );
 
 class Replica {
@@ -171,6 +184,8 @@ class Replica {
   /** Requests on this replica, in assignment order. */
   readonly requests = new Map<string, Req>();
   queuedPromptTokens = 0;
+  /** The last report the router received (the saturation check reads the router's view). */
+  lastReport: ReplicaReport | null = null;
 
   constructor(
     readonly index: number,
@@ -288,6 +303,14 @@ export class Fleet {
     // Whatever is still in flight is counted (an early stop leaves requests behind by design).
     const leftKind = this.#stoppedEarly ? 'stopped' : 'unfinished';
     for (let i = 0; i < this.#requests.size; i++) this.#error(leftKind);
+    for (const req of this.#requests.values()) this.#o.flow?.onFailed(req.tenant);
+    for (const item of this.#o.flow?.takeLeft() ?? []) {
+      this.#error(leftKind);
+      this.#o.onRequest?.({
+        ...refusedRecord(item.payload.index, item.payload.arrival, null),
+        error: leftKind,
+      });
+    }
     if (o.onRequest) for (const req of this.#requests.values()) this.#record(req, leftKind, null);
     return {
       log: this.#log,
@@ -324,7 +347,7 @@ export class Fleet {
 
   /** More simulated time is needed while requests arrive or are in flight. */
   #live(): boolean {
-    return !this.#arrivalsDone || this.#requests.size > 0;
+    return !this.#arrivalsDone || this.#requests.size > 0 || (this.#o.flow?.queued ?? 0) > 0;
   }
 
   #handle(e: FleetEvent): FleetEvent | undefined {
@@ -332,6 +355,7 @@ export class Fleet {
     switch (e.kind) {
       case 'stepEnd':
         this.#onStepEnd(e.replica, e.gen, nowMs);
+        this.#drainFlow(nowMs);
         return undefined;
       case 'handOff': {
         // A replica that died since has re-routed the request already.
@@ -352,8 +376,9 @@ export class Fleet {
         // A report from before a replica died is dropped (gen), even if it came back since.
         for (const [replica, gen, report] of e.reports) {
           const r = this.#replicas[replica]!;
-          if (r.engine !== null && r.gen === gen) this.#o.router.onReport(replica, report, nowMs);
+          if (r.engine !== null && r.gen === gen) this.#toRouter(r, report, nowMs);
         }
+        this.#drainFlow(nowMs);
         return undefined;
       case 'reportTick':
         this.#onReportTick(nowMs);
@@ -361,6 +386,9 @@ export class Fleet {
       case 'fault':
         if (e.fault.kind === 'kill') this.#kill(e.fault, nowMs);
         else this.#revive(e.fault.replica, nowMs);
+        return undefined;
+      case 'flowDeadline':
+        this.#expireFlow(nowMs);
         return undefined;
       case 'sample':
         this.#owners.sample();
@@ -392,18 +420,44 @@ export class Fleet {
   #onArrival(arrival: Arrival, nowMs: number): void {
     const measured = arrival.atMs >= this.#o.warmupMs;
     if (measured) this.#arrivedMeasured++;
+    const flow = this.#o.flow;
+    const tenant = flow?.drawTenant() ?? 0;
+    flow?.countArrival(tenant);
     if (this.#o.admit !== undefined && !this.#o.admit(this.#queues())) {
-      this.#o.onRequest?.(refusedRecord(this.#arrived, arrival, nowMs));
-      this.#arrived++;
-      this.#rejected++;
-      if (measured) this.#rejectedMeasured++;
-      this.#ended();
+      flow?.onRefused(tenant);
+      this.#refuse(this.#arrived++, arrival, measured, nowMs);
       return;
     }
+    if (flow !== undefined) {
+      const held = { arrival, index: this.#arrived++, tenant };
+      const verdict = flow.onArrival(held, arrival.promptLength, nowMs, () => this.#loads());
+      if (verdict === 'dispatch') this.#start(held, 0, nowMs);
+      else if (verdict === 'refused') this.#refuse(held.index, arrival, measured, nowMs);
+      else {
+        const deadlineMs = flow.deadlineMs(nowMs)!;
+        this.#push({ kind: 'flowDeadline' }, deadlineMs, PRIORITY.arrival);
+      }
+      return;
+    }
+    this.#start({ arrival, index: this.#arrived++, tenant }, 0, nowMs);
+  }
+
+  /** Refused at arrival (429): counted, never routed. */
+  #refuse(index: number, arrival: Arrival, measured: boolean, nowMs: number): void {
+    this.#o.onRequest?.(refusedRecord(index, arrival, nowMs));
+    this.#rejected++;
+    if (measured) this.#rejectedMeasured++;
+    this.#ended();
+  }
+
+  /** Routes an admitted arrival, now or after `queueWaitMs` in the flow queue. */
+  #start(held: HeldArrival<Arrival>, queueWaitMs: number, nowMs: number): void {
+    const { arrival } = held;
+    const measured = arrival.atMs >= this.#o.warmupMs;
     const { tokens, blockKeys } = this.#o.workload.materialize(arrival);
     const req: Req = {
       id: `r${this.#nextId++}`,
-      index: this.#arrived,
+      index: held.index,
       arrival,
       tokens,
       blockKeys,
@@ -413,10 +467,54 @@ export class Fleet {
       slot: this.#gaps.open(measured),
       rerouted: false,
       measured,
+      tenant: held.tenant,
+      queueWaitMs,
     };
-    this.#arrived++;
     this.#requests.set(req.id, req);
     this.#dispatch(req, nowMs);
+  }
+
+  /** Queued arrivals go while the pool has room (a step ended, a report came). */
+  #drainFlow(nowMs: number): void {
+    const flow = this.#o.flow;
+    if (flow === undefined || flow.queued === 0) return;
+    const loads = () => this.#loads();
+    for (let item = flow.takeNext(loads); item !== undefined; item = flow.takeNext(loads)) {
+      this.#start(item.payload, nowMs - item.arrivedMs, nowMs);
+    }
+  }
+
+  /** Queued arrivals past their deadline end as 503. */
+  #expireFlow(nowMs: number): void {
+    for (const item of this.#o.flow?.takeExpired(nowMs) ?? []) {
+      const { arrival, index } = item.payload;
+      this.#error('expired');
+      this.#o.onRequest?.({ ...refusedRecord(index, arrival, nowMs), error: 'expired' });
+      this.#ended();
+    }
+  }
+
+  #toRouter(r: Replica, report: ReplicaReport, nowMs: number): void {
+    r.lastReport = report;
+    this.#o.router.onReport(r.index, report, nowMs);
+  }
+
+  /** Each replica as the router sees it, for the saturation check (`src/flow/saturation.ts`). */
+  #loads(): ReplicaLoad[] {
+    const usPerToken = this.#o.prefillUsPerToken ?? 0;
+    return this.#replicas.map((r) => {
+      if (r.engine === null) return { eligible: false };
+      const load: ReplicaLoad = {
+        eligible: true,
+        queuedPromptTokens: r.queuedPromptTokens,
+        queuedPrefillMs: (r.queuedPromptTokens * usPerToken) / 1000,
+      };
+      if (r.lastReport !== null) {
+        load.waitingRequests = r.lastReport.waiting;
+        load.kvUsage = r.lastReport.kvUsage;
+      }
+      return load;
+    });
   }
 
   /** Routes `req` and hands it to the chosen engine; failures are counted, never dropped. */
@@ -448,6 +546,7 @@ export class Fleet {
     ) {
       router.onFinished(req.id, nowMs);
       this.#leave(req);
+      this.#o.flow?.onRefused(req.tenant);
       this.#o.onRequest?.(refusedRecord(req.index, req.arrival, nowMs));
       this.#rejected++;
       if (req.measured) this.#rejectedMeasured++;
@@ -549,7 +648,7 @@ export class Fleet {
     this.#onEmitted(r, result.emitted, nowMs);
     this.#onFinished(r, result.finished, nowMs);
     if (result.events.length > 0) this.#onKvEvents(r, result.events, nowMs);
-    if (this.#freshReports) this.#o.router.onReport(index, this.#report(r, nowMs), nowMs);
+    if (this.#freshReports) this.#toRouter(r, this.#report(r, nowMs), nowMs);
     this.#startStep(r, nowMs);
   }
 
@@ -596,12 +695,14 @@ export class Fleet {
       this.#o.router.onFinished(f.id, nowMs);
       this.#ended();
       if (f.reason === 'abort' || Number.isNaN(req.firstTokenMs)) {
+        this.#o.flow?.onFailed(req.tenant);
         this.#error('aborted');
         this.#record(req, 'aborted', nowMs, f.cachedTokens);
         continue;
       }
       this.#completed++;
       const ttftMs = req.firstTokenMs - req.arrival.atMs;
+      this.#o.flow?.onServed(req.tenant, req.measured, ttftMs, req.queueWaitMs);
       const tpotMs =
         f.outputTokens > 1 ? (nowMs - req.firstTokenMs) / (f.outputTokens - 1) : Number.NaN;
       this.#o.onRequest?.({
@@ -721,7 +822,7 @@ export class Fleet {
     if (r === undefined || r.engine !== null) return;
     r.engine = this.#o.makeEngine(index);
     this.#o.router.markUp(index, nowMs);
-    this.#o.router.onReport(index, this.#report(r, nowMs), nowMs);
+    this.#toRouter(r, this.#report(r, nowMs), nowMs);
     this.#faultLog.push({
       fault: { kind: 'revive', replica: index, atMs: nowMs },
       customers: [],
@@ -747,6 +848,7 @@ export class Fleet {
   }
 
   #fail(req: Req, kind: string, nowMs: number): void {
+    this.#o.flow?.onFailed(req.tenant);
     this.#leave(req);
     this.#error(kind);
     this.#record(req, kind, nowMs);
@@ -798,7 +900,7 @@ export class Fleet {
 }
 
 /** A request refused at arrival by admission: it never reached a replica. */
-function refusedRecord(index: number, arrival: Arrival, nowMs: number): FleetRequestRecord {
+function refusedRecord(index: number, arrival: Arrival, nowMs: number | null): FleetRequestRecord {
   return {
     id: index,
     customer: arrival.customer,

@@ -10,13 +10,19 @@ import type { SimulatedRun } from '../results/result.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import { type SloTargets, ttftLimitMs } from '../results/slo.ts';
 import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
-import type { Workload } from '../workload/workloads.ts';
+import type { Arrival, Workload } from '../workload/workloads.ts';
 import { prefillUsPerToken } from '../model/cost.ts';
 import { queueGate, type SimAdmission, summarizeAdmission, ttftGate } from './admission.ts';
 import { Fleet, type FleetRequestRecord, type SimEngine, type SimRouter } from './fleet.ts';
 import { type ReplicaGroup, replicaEngineOptions } from './replicaGroups.ts';
 import { makeSimRouter } from './routerAdapter.ts';
 import { summarizeClosedLoop } from './closedLoop.ts';
+import {
+  DEFAULT_FLOW_CLASS,
+  SimFlow,
+  type SimFlowControl,
+  type TenantSpec,
+} from './flowControl.ts';
 import { summarizeRun } from './summary.ts';
 import type { FaultSpec, RouterOptions, ViewOptions } from './types.ts';
 
@@ -53,6 +59,13 @@ export interface SimConfig {
    * result (`admission.ts`).
    */
   admission?: SimAdmission;
+  /**
+   * `--tenants`: each arrival's tenant, drawn by share; the result gains `flow` (per tenant:
+   * served, 429, 503, TTFT and queue wait). Absent with flow control on: one tenant.
+   */
+  tenants?: TenantSpec[];
+  /** `--flow-control on`: arrivals wait while every replica is saturated (`flowControl.ts`). */
+  flowControl?: SimFlowControl;
   /** Every request's outcome as it ends, warm-up included (`--requests-out`). */
   onRequest?: (r: RequestRecord) => void;
   /** Wraps the engines and the router (the benchmark times them this way). */
@@ -145,6 +158,16 @@ export function simulate(
     { length: config.replicas },
     (_, r) => calibrationOf(r)?.requestMsPerPromptToken ?? 0,
   );
+  const flow =
+    config.tenants !== undefined || config.flowControl !== undefined
+      ? new SimFlow<Arrival>(
+          config.tenants ?? [
+            { name: 'default', share: 1, weight: 1, priorityClass: DEFAULT_FLOW_CLASS },
+          ],
+          config.seed,
+          config.flowControl,
+        )
+      : undefined;
   const fleet = new Fleet({
     replicas: config.replicas,
     workload,
@@ -170,6 +193,7 @@ export function simulate(
     ...(config.concurrency !== undefined && { concurrency: config.concurrency }),
     ...(admit && { admit }),
     ...(admitRoute && { admitRoute }),
+    ...(flow && { flow, prefillUsPerToken: usPerToken }),
     ...(config.onRequest && { onRequest: labelled(config.onRequest, policy, config.replicas) }),
     ...(overheads.some((ms) => ms > 0) && { requestOverheadMs: overheads }),
     ...(perToken.some((ms) => ms > 0) && { requestOverheadMsPerPromptToken: perToken }),
@@ -191,6 +215,7 @@ export function simulate(
   if (config.router.routers !== undefined) {
     run.gateways = { routers: config.router.routers, syncMs: config.router.syncMs ?? null };
   }
+  if (flow !== undefined) run.flow = flow.result();
   if (config.concurrency !== undefined) {
     run.closedLoop = summarizeClosedLoop(config.concurrency, outcome.log, {
       durationMs,

@@ -1,0 +1,246 @@
+/**
+ * Flow control in the simulator, with the gateway's own core (`src/flow/`): tenants drawn per
+ * arrival, the pool's saturation read from the simulated router's view, and a `FlowQueue` that
+ * holds arrivals while every replica is saturated.
+ *
+ * - Each arrival gets a tenant, drawn by share from a PRNG seeded with the run's seed, in arrival
+ *   order: the same seed gives every run (flow control on or off) the same tenant per request.
+ * - With flow control on, an arrival waits in the queue when the pool is saturated or others
+ *   already wait (no overtaking the queue); it is refused at once (429) when the queue's bounds
+ *   are reached, and ends as 503 when it has waited `maxWaitMs`. Whenever a replica may have
+ *   left saturation (a step ended, a report reached the router), queued requests are dispatched,
+ *   in the queue's order, until the pool is saturated again.
+ * - Per tenant: arrivals, served, 429, 503, other failures, and over the measured requests TTFT
+ *   (from arrival, queue wait included) and queue wait percentiles.
+ */
+import { type FlowItem, FlowQueue } from '../flow/flowQueue.ts';
+import {
+  DEFAULT_SATURATION_LIMITS,
+  isPoolSaturated,
+  type ReplicaLoad,
+  type SaturationLimits,
+} from '../flow/saturation.ts';
+import { summarize } from '../results/stats.ts';
+import type { FlowResult, TenantFlowResult } from '../results/flowTable.ts';
+import { Rng } from '../util/rng.ts';
+
+/** Priority classes, as llm-d names its criticalities: critical first, sheddable last. */
+export const FLOW_CLASSES = [
+  { name: 'critical', priority: 2 },
+  { name: 'standard', priority: 1 },
+  { name: 'sheddable', priority: 0 },
+] as const;
+export type FlowClassName = (typeof FLOW_CLASSES)[number]['name'];
+export const DEFAULT_FLOW_CLASS: FlowClassName = 'standard';
+
+export interface TenantSpec {
+  name: string;
+  /** Share of arrivals, > 0 (the shares are normalized to sum to 1). */
+  share: number;
+  /** Weight in the fair share inside its class (default 1). */
+  weight: number;
+  priorityClass: FlowClassName;
+}
+
+export interface SimFlowControl {
+  maxQueued: number;
+  maxQueuedPerTenant: number;
+  maxWaitMs: number;
+  /**
+   * A replica is saturated above these (`src/flow/saturation.ts`): llm-d's waiting requests and
+   * KV usage, and the router ledger's queued prefill in ms.
+   */
+  saturation: SaturationLimits;
+}
+
+export const DEFAULT_FLOW_MAX_QUEUED = 10_000;
+export const DEFAULT_FLOW_MAX_QUEUED_PER_TENANT = 10_000;
+export const DEFAULT_FLOW_MAX_WAIT_MS = 30_000;
+/** A replica with more modelled prefill queued than this has no room (about two cold 8k prompts). */
+export const DEFAULT_FLOW_SATURATION_QUEUE_MS = 1000;
+
+export function defaultFlowControl(): SimFlowControl {
+  return {
+    maxQueued: DEFAULT_FLOW_MAX_QUEUED,
+    maxQueuedPerTenant: DEFAULT_FLOW_MAX_QUEUED_PER_TENANT,
+    maxWaitMs: DEFAULT_FLOW_MAX_WAIT_MS,
+    saturation: {
+      ...DEFAULT_SATURATION_LIMITS,
+      maxQueuedPrefillMs: DEFAULT_FLOW_SATURATION_QUEUE_MS,
+    },
+  };
+}
+
+/** What the fleet holds for a queued arrival: enough to start it later. */
+export interface HeldArrival<A> {
+  arrival: A;
+  /** The arrival's index in the run. */
+  index: number;
+  tenant: number;
+}
+
+export type FlowVerdict = 'dispatch' | 'queued' | 'refused';
+
+interface TenantTally {
+  arrivals: number;
+  served: number;
+  rejected: number;
+  expired: number;
+  failed: number;
+  ttftMs: number[];
+  queueWaitMs: number[];
+}
+
+/** Salt for the tenant draw, so it is not the workload's own stream of the same seed. */
+const TENANT_SEED_SALT = 0x7e4a47e5;
+
+export class SimFlow<A> {
+  readonly #tenants: readonly TenantSpec[];
+  readonly #cumulative: number[];
+  readonly #rng: Rng;
+  readonly #queue: FlowQueue<HeldArrival<A>> | null;
+  readonly #saturation: SaturationLimits;
+  readonly #tally: TenantTally[];
+
+  constructor(tenants: readonly TenantSpec[], seed: number, control: SimFlowControl | undefined) {
+    if (tenants.length === 0) throw new RangeError('flow: at least one tenant');
+    this.#tenants = tenants;
+    const total = tenants.reduce((s, t) => s + t.share, 0);
+    let acc = 0;
+    this.#cumulative = tenants.map((t) => (acc += t.share / total));
+    this.#rng = new Rng((seed ^ TENANT_SEED_SALT) >>> 0);
+    this.#saturation = control?.saturation ?? {};
+    this.#queue =
+      control === undefined
+        ? null
+        : new FlowQueue({
+            classes: FLOW_CLASSES.map((c) => ({ ...c })),
+            tenantWeights: Object.fromEntries(tenants.map((t) => [t.name, t.weight])),
+            maxQueued: control.maxQueued,
+            maxQueuedPerTenant: control.maxQueuedPerTenant,
+            maxWaitMs: control.maxWaitMs,
+          });
+    this.#tally = tenants.map(() => ({
+      arrivals: 0,
+      served: 0,
+      rejected: 0,
+      expired: 0,
+      failed: 0,
+      ttftMs: [],
+      queueWaitMs: [],
+    }));
+  }
+
+  get queued(): number {
+    return this.#queue?.size ?? 0;
+  }
+
+  /** The next arrival's tenant (call once per arrival, in arrival order). */
+  drawTenant(): number {
+    const u = this.#rng.next();
+    const at = this.#cumulative.findIndex((c) => u < c);
+    return at < 0 ? this.#tenants.length - 1 : at;
+  }
+
+  /** Counts an arrival of `tenant` (every arrival, once, whatever becomes of it). */
+  countArrival(tenant: number): void {
+    this.#tally[tenant]!.arrivals++;
+  }
+
+  /**
+   * An admitted arrival: dispatch now, queued (the pool is saturated or others wait), or refused
+   * (the queue's bounds, counted as a 429).
+   */
+  onArrival(
+    held: HeldArrival<A>,
+    costTokens: number,
+    nowMs: number,
+    replicas: () => readonly ReplicaLoad[],
+  ): FlowVerdict {
+    const queue = this.#queue;
+    if (queue === null) return 'dispatch';
+    if (queue.size === 0 && !isPoolSaturated({ replicas: replicas() }, this.#saturation)) {
+      return 'dispatch';
+    }
+    const tenant = this.#tenants[held.tenant]!;
+    const result = queue.enqueue({
+      id: String(held.index),
+      tenant: tenant.name,
+      priorityClass: tenant.priorityClass,
+      costTokens,
+      arrivedMs: nowMs,
+      payload: held,
+    });
+    if (result.ok) return 'queued';
+    this.#tally[held.tenant]!.rejected++;
+    return 'refused';
+  }
+
+  /** The next queued arrival to dispatch, or undefined when none or the pool is saturated. */
+  takeNext(replicas: () => readonly ReplicaLoad[]): FlowItem<HeldArrival<A>> | undefined {
+    const queue = this.#queue;
+    if (queue === null || queue.size === 0) return undefined;
+    if (isPoolSaturated({ replicas: replicas() }, this.#saturation)) return undefined;
+    return queue.dequeue();
+  }
+
+  /** Arrivals whose wait reached the deadline, removed (each ends as 503). */
+  takeExpired(nowMs: number): FlowItem<HeldArrival<A>>[] {
+    const expired = this.#queue?.expire(nowMs) ?? [];
+    for (const item of expired) this.#tally[item.payload.tenant]!.expired++;
+    return expired;
+  }
+
+  /** What is still queued when the run stops early: removed, each counted as failed. */
+  takeLeft(): FlowItem<HeldArrival<A>>[] {
+    const left = this.#queue?.expire(Number.POSITIVE_INFINITY) ?? [];
+    for (const item of left) this.#tally[item.payload.tenant]!.failed++;
+    return left;
+  }
+
+  /** When an item queued at `arrivedMs` is due; undefined without a queue. */
+  deadlineMs(arrivedMs: number): number | undefined {
+    return this.#queue === null ? undefined : arrivedMs + this.#queue.maxWaitMs;
+  }
+
+  /** Refused by another admission rule (`--max-queue-ms`, `--max-ttft-ms`): a 429 too. */
+  onRefused(tenant: number): void {
+    this.#tally[tenant]!.rejected++;
+  }
+
+  onServed(tenant: number, measured: boolean, ttftMs: number, queueWaitMs: number): void {
+    const t = this.#tally[tenant]!;
+    t.served++;
+    if (!measured) return;
+    t.ttftMs.push(ttftMs);
+    t.queueWaitMs.push(queueWaitMs);
+  }
+
+  onFailed(tenant: number): void {
+    this.#tally[tenant]!.failed++;
+  }
+
+  result(): FlowResult {
+    const tenants: TenantFlowResult[] = this.#tenants.map((spec, i) => {
+      const t = this.#tally[i]!;
+      const ttft = summarize(t.ttftMs);
+      const wait = summarize(t.queueWaitMs);
+      return {
+        tenant: spec.name,
+        priorityClass: spec.priorityClass,
+        weight: spec.weight,
+        arrivals: t.arrivals,
+        served: t.served,
+        rejected: t.rejected,
+        expired: t.expired,
+        failed: t.failed,
+        measured: t.ttftMs.length,
+        ttftP50Ms: ttft.p50,
+        ttftP99Ms: ttft.p99,
+        queueWaitP50Ms: wait.p50,
+        queueWaitP99Ms: wait.p99,
+      };
+    });
+    return { flowControl: this.#queue !== null, tenants };
+  }
+}
