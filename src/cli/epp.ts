@@ -79,7 +79,7 @@ serve's routing flags, same meaning and defaults (kvroute serve --help):
   --nats URL [--cluster NAME] [--nats-heartbeat-ms N] [--nats-peer-timeout-ms N]
                          share routing state over NATS with the cluster's other pickers and
                          gateways (as kvroute serve --nats): active-active pickers
-${NATS_AUTH_HELP}${NATS_BOUNDS_HELP}${FLOW_HELP.replace('wait in the gateway', 'wait in the picker')}
+${NATS_AUTH_HELP}${NATS_BOUNDS_HELP}${FLOW_HELP.replace('wait in the gateway', 'wait in the picker').replace('request waits here', 'request waits here, before its pick')}
 The data plane: Envoy's ext_proc filter with processing_mode request_body_mode and
 response_body_mode FULL_DUPLEX_STREAMED (or BUFFERED), header and trailer modes SEND, and an
 ORIGINAL_DST cluster reading x-gateway-destination-endpoint (docs/kubernetes.md).
