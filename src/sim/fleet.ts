@@ -57,6 +57,8 @@ export interface SimRouteRequest {
   customer: number;
   /** The request's LoRA adapter, if any. */
   lora?: string;
+  /** Replicas this decision treats as down (flow control: those without room). */
+  avoidReplicas?: readonly number[];
 }
 
 /** What the fleet needs of a router (see routerAdapter.ts for the real one). */
@@ -152,6 +154,8 @@ interface Req {
   /** Its tenant (`FleetOptions.flow`; 0 without one) and how long it waited in the flow queue. */
   tenant: number;
   queueWaitMs: number;
+  /** Flow control: replicas without room when it was let through, left out of its routing. */
+  avoid: readonly number[] | null;
 }
 
 type FleetEvent = SimEvent &
@@ -469,6 +473,7 @@ export class Fleet {
       measured,
       tenant: held.tenant,
       queueWaitMs,
+      avoid: this.#o.flow?.withoutRoom(this.#loads()) ?? null,
     };
     this.#requests.set(req.id, req);
     this.#dispatch(req, nowMs);
@@ -528,6 +533,7 @@ export class Fleet {
         blockSize: this.#o.workload.blockSize,
         customer: req.arrival.customer,
         ...(req.arrival.lora !== undefined && { lora: req.arrival.lora }),
+        ...(req.avoid !== null && !req.rerouted && { avoidReplicas: req.avoid }),
       },
       nowMs,
     );

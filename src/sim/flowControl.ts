@@ -16,6 +16,7 @@
 import { type FlowItem, FlowQueue } from '../flow/flowQueue.ts';
 import {
   DEFAULT_SATURATION_LIMITS,
+  hasGoodCapacity,
   isPoolSaturated,
   type ReplicaLoad,
   type SaturationLimits,
@@ -182,6 +183,20 @@ export class SimFlow<A> {
     if (queue === null || queue.size === 0) return undefined;
     if (isPoolSaturated({ replicas: replicas() }, this.#saturation)) return undefined;
     return queue.dequeue();
+  }
+
+  /**
+   * With flow control on, the replicas without room, which the request it lets through is not
+   * routed to (as llm-d's scheduler filters run after its flow controller); null when flow
+   * control is off or no replica has room (the router then chooses among all).
+   */
+  withoutRoom(replicas: readonly ReplicaLoad[]): number[] | null {
+    if (this.#queue === null) return null;
+    const without: number[] = [];
+    replicas.forEach((r, i) => {
+      if (!hasGoodCapacity(r, this.#saturation)) without.push(i);
+    });
+    return without.length === replicas.length ? null : without;
   }
 
   /** Arrivals whose wait reached the deadline, removed (each ends as 503). */

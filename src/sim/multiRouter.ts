@@ -186,6 +186,8 @@ export function routeOrNull(
         promptTokens: req.promptTokens,
         blockSize: req.blockSize,
         ...(req.lora !== undefined && { lora: req.lora }),
+        // The simulated router names replica i `r${i}` (routerAdapter.ts, replicaNames).
+        ...(req.avoidReplicas !== undefined && { avoid: req.avoidReplicas.map((i) => `r${i}`) }),
       },
       nowMs,
     );

@@ -1,0 +1,108 @@
+/**
+ * Flow control's acceptance experiment (issue 57), simulated: the seed workload on a fleet of
+ * `--replicas` (default 8), first the fleet's carrying rate (the highest rate meeting TTFT p99
+ * <= 1.5 x each prompt's idle TTFT and the default TPOT target, bisected to 0.5 req/s), then at
+ * `--load` (default 1.5) times that rate two tenants, heavy sending 80 % of the arrivals and light
+ * 20 %, without and with flow control, beside light's own traffic alone on the same fleet.
+ * Prints each run's per-tenant figures and the ratios of light's TTFT p99 to its unloaded one.
+ *
+ *   npm run bench:flow
+ *   npm run bench:flow -- --replicas 8 --duration 120 --rate 21.5 --json
+ *
+ * `--rate R` skips the bisection and takes R as the carrying rate. `--json` prints
+ * {"carryingRatePerS", "ratePerS", "runs": {"alone", "without", "with"}, "ratios"}.
+ */
+import { parseArgs } from 'node:util';
+import { parseSimFlags } from '../src/cli/sim.ts';
+import { formatFlow } from '../src/results/flowTable.ts';
+import { defaultFlowControl } from '../src/sim/flowControl.ts';
+import { carryingRatePerS, runFlowExperiment, tenantOf } from '../src/sim/flowExperiment.ts';
+import { benchFlags } from './flags.ts';
+
+const { values } = parseArgs({
+  options: {
+    json: { type: 'boolean' },
+    replicas: { type: 'string' },
+    duration: { type: 'string' },
+    rate: { type: 'string' },
+    load: { type: 'string' },
+    seed: { type: 'string' },
+  },
+});
+const { fail, positiveInt } = benchFlags('bench:flow');
+const replicas = positiveInt('replicas', values.replicas, 8);
+const durationS = positiveInt('duration', values.duration, 120);
+const seed = positiveInt('seed', values.seed, 1);
+const load = values.load === undefined ? 1.5 : Number(values.load);
+if (!(load > 0)) fail(`--load takes a number > 0, got '${values.load}'`);
+const givenRate = values.rate === undefined ? undefined : Number(values.rate);
+if (givenRate !== undefined && !(givenRate > 0)) {
+  fail(`--rate takes a number > 0, got '${values.rate}'`);
+}
+
+const setup = parseSimFlags([
+  '--workload',
+  'seed',
+  '--replicas',
+  String(replicas),
+  '--duration',
+  String(durationS),
+  '--warmup',
+  String(Math.min(20, durationS / 5)),
+  '--seed',
+  String(seed),
+  '--slo-ttft-slowdown',
+  '1.5',
+  '--quiet',
+]);
+if (setup === 'help') throw new Error('unreachable');
+const log = (line: string) => {
+  if (!values.json) process.stderr.write(`${line}\n`);
+};
+
+const carrying =
+  givenRate ??
+  carryingRatePerS(setup.base, { loPerS: 1, hiPerS: 8 * replicas, stepPerS: 0.5 }, (r, met) =>
+    log(`  probe ${r} req/s: SLO ${met ? 'met' : 'missed'}`),
+  );
+const ratePerS = Math.round(carrying * load * 100) / 100;
+log(`carrying rate ${carrying} req/s; experiment at ${ratePerS} req/s (${load}x)`);
+
+const tenants = [
+  { name: 'heavy', share: 0.8, weight: 1, priorityClass: 'standard' as const },
+  { name: 'light', share: 0.2, weight: 1, priorityClass: 'standard' as const },
+];
+const e = runFlowExperiment(setup.base, ratePerS, tenants, 'light', defaultFlowControl());
+const unloadedMs = tenantOf(e.alone, 'light').ttftP99Ms;
+const ratios = {
+  lightWithout: tenantOf(e.without, 'light').ttftP99Ms / unloadedMs,
+  lightWith: tenantOf(e.with, 'light').ttftP99Ms / unloadedMs,
+  heavyWithout: tenantOf(e.without, 'heavy').ttftP99Ms / unloadedMs,
+  heavyWith: tenantOf(e.with, 'heavy').ttftP99Ms / unloadedMs,
+};
+
+if (values.json) {
+  const slim = (r: typeof e.alone) => ({ flow: r.flow, completed: r.completed, errors: r.errors });
+  process.stdout.write(
+    `${JSON.stringify({
+      carryingRatePerS: carrying,
+      ratePerS,
+      runs: { alone: slim(e.alone), without: slim(e.without), with: slim(e.with) },
+      ratios,
+    })}\n`,
+  );
+} else {
+  process.stdout.write(
+    `${formatFlow([
+      { label: 'light alone', flow: e.alone.flow! },
+      { label: 'without', flow: e.without.flow! },
+      { label: 'with', flow: e.with.flow! },
+    ])}\n\n`,
+  );
+  const x = (v: number) => `${v.toFixed(2)}x`;
+  process.stdout.write(
+    `TTFT p99 over light's unloaded ${Math.round(unloadedMs)} ms:\n` +
+      `  light: without flow control ${x(ratios.lightWithout)}, with ${x(ratios.lightWith)}\n` +
+      `  heavy: without flow control ${x(ratios.heavyWithout)}, with ${x(ratios.heavyWith)}\n`,
+  );
+}
