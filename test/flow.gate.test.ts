@@ -11,6 +11,7 @@ import { Registry } from 'prom-client';
 import { ApiError } from '../src/openai/errors.ts';
 import { FlowCancelled, PoolFlowGate } from '../src/gateway/flowGate.ts';
 import { FlowMetrics } from '../src/gateway/flowMetrics.ts';
+import { replicasWithoutRoom } from '../src/gateway/flowView.ts';
 
 interface Setup {
   gate: PoolFlowGate;
@@ -202,5 +203,35 @@ describe('PoolFlowGate', () => {
     assert.ok(p);
     s.gate.close();
     await assert.rejects(p, (err: unknown) => err instanceof ApiError && err.status === 503);
+  });
+});
+
+describe('replicasWithoutRoom', () => {
+  const limits = { maxWaitingRequests: 5, maxKvUsage: 0.8, maxQueuedPrefillMs: 100 };
+  test('names the replicas without room while another has some; none when all or none have', () => {
+    const view = (loads: { waiting: number; kv: number; ms: number; eligible?: boolean }[]) => ({
+      names: loads.map((_, i) => `r${i}`),
+      replicas: loads.map((l) => ({
+        eligible: l.eligible ?? true,
+        waitingRequests: l.waiting,
+        kvUsage: l.kv,
+        queuedPrefillMs: l.ms,
+      })),
+    });
+    assert.deepEqual(
+      replicasWithoutRoom(
+        view([
+          { waiting: 6, kv: 0.1, ms: 0 },
+          { waiting: 0, kv: 0.1, ms: 0 },
+          { waiting: 0, kv: 0.9, ms: 0 },
+          { waiting: 0, kv: 0.1, ms: 101 },
+          { waiting: 0, kv: 0.1, ms: 0, eligible: false },
+        ]),
+        limits,
+      ),
+      ['r0', 'r2', 'r3', 'r4'],
+    );
+    assert.deepEqual(replicasWithoutRoom(view([{ waiting: 9, kv: 0, ms: 0 }]), limits), []);
+    assert.deepEqual(replicasWithoutRoom(view([{ waiting: 0, kv: 0, ms: 0 }]), limits), []);
   });
 });

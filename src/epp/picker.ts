@@ -21,7 +21,7 @@ import { type Authenticator, TENANT_HEADER } from '../gateway/auth.ts';
 import { refuseGatewayOnlyFields } from '../gateway/clientFields.ts';
 import { toApiError } from '../gateway/errors.ts';
 import { type FlowControl, PRIORITY_HEADER } from '../gateway/flowControl.ts';
-import { resolveModel } from '../gateway/generate.ts';
+import { resolveModel, routeWithRoom } from '../gateway/generate.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
 import type { ModelPool, PoolRoute } from '../gateway/pool.ts';
 import type { ModelPools } from '../gateway/pools.ts';
@@ -151,7 +151,8 @@ export class EppPicker {
     let route: PoolRoute;
     const startedNs = process.hrtime.bigint();
     try {
-      route = pool.route(
+      route = routeWithRoom(
+        pool,
         {
           id,
           blockKeys: parsed?.blockKeys ?? [],
@@ -161,7 +162,7 @@ export class EppPicker {
           ...(avoid.length > 0 && { avoid }),
           ...(adapter !== null && { lora: adapter }),
         },
-        Date.now(),
+        flow,
       );
     } catch (err) {
       admitted.release();

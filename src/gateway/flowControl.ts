@@ -13,7 +13,7 @@ import type { AdmissionConfig } from './admissionConfig.ts';
 import type { FlowControlConfig } from './flowConfig.ts';
 import { FlowCancelled, type FlowRequest, PoolFlowGate } from './flowGate.ts';
 import { FlowMetrics } from './flowMetrics.ts';
-import { poolLoadView, saturationLimits } from './flowView.ts';
+import { poolLoadView, replicasWithoutRoom, saturationLimits } from './flowView.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { ModelPool } from './pool.ts';
 
@@ -31,6 +31,7 @@ export class FlowControl {
   readonly #flowMetrics: FlowMetrics;
   readonly #gates = new Map<ModelPool, { gate: PoolFlowGate; unlisten: () => void }>();
   readonly #saturated: (pool: ModelPool) => boolean;
+  readonly #withoutRoom: (pool: ModelPool) => string[];
 
   /** `saturated`: the pool's saturation (default: the router's view through `isPoolSaturated`). */
   constructor(
@@ -50,10 +51,9 @@ export class FlowControl {
     }
     this.#classes = classes;
     const limits = saturationLimits(config.saturation);
-    this.#saturated =
-      saturated ??
-      ((pool) =>
-        isPoolSaturated(poolLoadView(pool, Date.now(), admission.prefillUsPerToken), limits));
+    const view = (pool: ModelPool) => poolLoadView(pool, Date.now(), admission.prefillUsPerToken);
+    this.#saturated = saturated ?? ((pool) => isPoolSaturated(view(pool), limits));
+    this.#withoutRoom = saturated ? () => [] : (pool) => replicasWithoutRoom(view(pool), limits);
     this.#flowMetrics = new FlowMetrics(metrics.registry, () =>
       [...this.#gates.values()].flatMap((g) => g.gate.queued()),
     );
@@ -88,6 +88,14 @@ export class FlowControl {
     signal?: AbortSignal,
   ): Promise<void> | null {
     return this.#gateOf(pool).enter({ ...req, tenant: req.tenant ?? '' }, signal);
+  }
+
+  /**
+   * The pool's replicas without room, which a request let through should not be routed to;
+   * empty when every replica (or none) has room.
+   */
+  withoutRoom(pool: ModelPool): string[] {
+    return this.#withoutRoom(pool);
   }
 
   /** Requests waiting now, all pools. */

@@ -27,7 +27,9 @@ import { FlowCancelled, type FlowControl, PRIORITY_HEADER } from './flowControl.
 import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
+import type { ModelPool, PoolRoute } from './pool.ts';
 import type { ModelPools, Target } from './pools.ts';
+import { RouterError, type RouteRequest } from '../router/index.ts';
 import { chainTaps, proxyToBackend, type ResponseTap } from './proxy.ts';
 import type { ReplicaLabels } from './replicaLabels.ts';
 import { parseRequest } from './request.ts';
@@ -167,7 +169,8 @@ export async function handleGenerate(
   // function with a property definition every time one is made (esbuild's keepNames).
   for (let attempt = 0; attempt <= ctx.maxRetries; attempt++) {
     const startedMs = performance.now();
-    const route = pool.route(
+    const route = routeWithRoom(
+      pool,
       {
         id,
         blockKeys: parsed.blockKeys,
@@ -177,7 +180,7 @@ export async function handleGenerate(
         ...(avoid.length > 0 && { avoid }),
         ...(adapter !== null && { lora: adapter }),
       },
-      Date.now(),
+      ctx.flow,
     );
     const { decision, backend } = route;
     metrics.recordDecision(decision, (performance.now() - startedMs) / 1000, pool.model);
@@ -287,6 +290,26 @@ export async function handleGenerate(
     null,
     { cause: lastError },
   );
+}
+
+/**
+ * `pool.route`; with flow control on, away from the replicas without room (llm-d's scheduler
+ * filters after its flow controller), unless that leaves none for this request.
+ */
+export function routeWithRoom(
+  pool: ModelPool,
+  request: RouteRequest,
+  flow: FlowControl | null,
+): PoolRoute {
+  const roomless = flow?.withoutRoom(pool) ?? [];
+  if (roomless.length > 0) {
+    try {
+      return pool.route({ ...request, avoid: [...(request.avoid ?? []), ...roomless] }, Date.now());
+    } catch (err) {
+      if (!(err instanceof RouterError)) throw err;
+    }
+  }
+  return pool.route(request, Date.now());
 }
 
 /** The request's pool; as vLLM, a body of the wrong shape is a 400 before its model is looked up. */
