@@ -312,7 +312,7 @@ function checkConfig(flags: Flags, path: string): number {
   const a = config.admission;
   process.stdout.write(
     `${path}: valid (port ${config.port}, ${config.backends.length > 0 ? `${config.backends.length} backends` : `embedded fleet of ${config.embeddedReplicas}`}, policy ${config.policy}, ` +
-      `${Object.keys(a.tenantLimits).length} tenants with limits, max-queue-ms ${a.maxQueueMs ?? 'none'}, max-ttft-ms ${a.maxTtftMs ?? 'none'})\n`,
+      `${Object.keys(a.tenantLimits).length} tenants with limits, max-queue-ms ${a.maxQueueMs ?? 'none'}, max-ttft-ms ${a.maxTtftMs ?? 'none'}, flow-control ${config.flowControl.enabled ? 'on' : 'off'})\n`,
   );
   return 0;
 }
