@@ -8,7 +8,7 @@
  * alone on the same engine first (its unloaded figure).
  *
  *   npx tsx bench/flowGateway.ts
- *   npx tsx bench/flowGateway.ts --duration 30 --heavy 24 --seqs 4 --json
+ *   npx tsx bench/flowGateway.ts --duration 30 --heavy 24 --seqs 4 --queue-depth 1 --json
  */
 import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
@@ -27,6 +27,7 @@ const { values } = parseArgs({
     seqs: { type: 'string' },
     speedup: { type: 'string' },
     'light-every-ms': { type: 'string' },
+    'queue-depth': { type: 'string' },
   },
 });
 const { positiveInt } = benchFlags('flowGateway');
@@ -35,6 +36,8 @@ const heavyStreams = positiveInt('heavy', values.heavy, 16);
 const seqs = positiveInt('seqs', values.seqs, 4);
 const speedup = positiveInt('speedup', values.speedup, 4);
 const lightEveryMs = positiveInt('light-every-ms', values['light-every-ms'], 500);
+/** The saturation's engine queue depth (`--flow-queue-depth`; default llm-d's 5). */
+const queueDepth = positiveInt('queue-depth', values['queue-depth'], 5);
 
 interface TenantFigures {
   status: Record<string, number>;
@@ -82,7 +85,16 @@ function figures(ttfts: number[], status: Record<string, number>): TenantFigures
 
 async function run(flow: boolean | 'alone'): Promise<Record<string, TenantFigures>> {
   const engine = await startEngineServer({ host: '127.0.0.1', port: 0, maxSeqs: seqs, speedup });
-  const doc = flow === true ? { 'flow-control': { enabled: true, 'max-wait-ms': 60_000 } } : {};
+  const doc =
+    flow === true
+      ? {
+          'flow-control': {
+            enabled: true,
+            'max-wait-ms': 60_000,
+            saturation: { 'queue-depth': queueDepth },
+          },
+        }
+      : {};
   const gw = await startGateway(
     applyConfigDoc(doc, {
       ...defaultConfig(),
