@@ -9,7 +9,8 @@
  *   npm run bench:flow
  *   npm run bench:flow -- --replicas 8 --duration 120 --rate 21.5 --json
  *
- * `--rate R` skips the bisection and takes R as the carrying rate. `--json` prints
+ * `--rate R` skips the bisection and takes R as the carrying rate; `--light-weight W` gives the
+ * light tenant weight W in the fair share (default 1, as heavy). `--json` prints
  * {"carryingRatePerS", "ratePerS", "runs": {"alone", "without", "with"}, "ratios"}.
  */
 import { parseArgs } from 'node:util';
@@ -27,6 +28,7 @@ const { values } = parseArgs({
     rate: { type: 'string' },
     load: { type: 'string' },
     seed: { type: 'string' },
+    'light-weight': { type: 'string' },
   },
 });
 const { fail, positiveInt } = benchFlags('bench:flow');
@@ -35,6 +37,8 @@ const durationS = positiveInt('duration', values.duration, 120);
 const seed = positiveInt('seed', values.seed, 1);
 const load = values.load === undefined ? 1.5 : Number(values.load);
 if (!(load > 0)) fail(`--load takes a number > 0, got '${values.load}'`);
+const lightWeight = values['light-weight'] === undefined ? 1 : Number(values['light-weight']);
+if (!(lightWeight > 0)) fail(`--light-weight takes a number > 0, got '${values['light-weight']}'`);
 const givenRate = values.rate === undefined ? undefined : Number(values.rate);
 if (givenRate !== undefined && !(givenRate > 0)) {
   fail(`--rate takes a number > 0, got '${values.rate}'`);
@@ -66,11 +70,11 @@ const carrying =
     log(`  probe ${r} req/s: SLO ${met ? 'met' : 'missed'}`),
   );
 const ratePerS = Math.round(carrying * load * 100) / 100;
-log(`carrying rate ${carrying} req/s; experiment at ${ratePerS} req/s (${load}x)`);
+log(`carrying rate ${carrying.toFixed(2)} req/s; experiment at ${ratePerS} req/s (${load}x)`);
 
 const tenants = [
   { name: 'heavy', share: 0.8, weight: 1, priorityClass: 'standard' as const },
-  { name: 'light', share: 0.2, weight: 1, priorityClass: 'standard' as const },
+  { name: 'light', share: 0.2, weight: lightWeight, priorityClass: 'standard' as const },
 ];
 const e = runFlowExperiment(setup.base, ratePerS, tenants, 'light', defaultFlowControl());
 const unloadedMs = tenantOf(e.alone, 'light').ttftP99Ms;

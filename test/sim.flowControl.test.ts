@@ -101,6 +101,8 @@ describe('--tenants and the flow-control flags', () => {
       /--flow-max-wait-ms needs --flow-control on/,
     );
     assert.throws(() => base(['--flow-control', 'yes']), /--flow-control must be one of on, off/);
+    assert.throws(() => base(['--tenants', 'a:1', '--pd', '2:2']), /drop --pd/);
+    assert.throws(() => base(['--flow-control', 'on', '--fault-lie']), /drop --fault-lie/);
     const on = base(['--flow-control', 'on', '--flow-max-queued', '7', '--tenants', 'a:1']);
     assert.equal(on.flowControl?.maxQueued, 7);
     assert.equal(on.tenants?.[0]?.name, 'a');

@@ -254,7 +254,13 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     },
     faults,
     slo: readSlo(flags),
-    ...readTenantFlags(flags),
+    ...readTenantFlags(flags, [
+      'pd',
+      'fault-replicas',
+      'fault-drop-events',
+      'fault-lie',
+      'fault-silent-reset-s',
+    ]),
   };
   return {
     base,

@@ -10,6 +10,7 @@ import {
   DEFAULT_FLOW_MAX_QUEUED_PER_TENANT,
   DEFAULT_FLOW_MAX_WAIT_MS,
   DEFAULT_FLOW_SATURATION_QUEUE_MS,
+  DEFAULT_FLOW_SATURATION_WAITING,
   FLOW_CLASSES,
   type FlowClassName,
   type SimFlowControl,
@@ -20,7 +21,7 @@ import { type Flags, flagSpec, UsageError } from './args.ts';
 export const SIM_TENANT_FLAGS = flagSpec({
   string:
     'tenants flow-control flow-max-queued flow-max-queued-per-tenant flow-max-wait-ms ' +
-    'flow-saturation-queue-ms',
+    'flow-saturation-queue-ms flow-saturation-waiting',
 });
 
 const CLASS_NAMES = FLOW_CLASSES.map((c) => c.name);
@@ -31,15 +32,19 @@ export const SIM_TENANT_HELP = `tenants and flow control
                         share (same seed, same tenant per request); CLASS ${CLASS_NAMES.join('|')}
                         (default ${DEFAULT_FLOW_CLASS}); prints per tenant served, 429, 503, TTFT
                         (from arrival) and queue wait
-  --flow-control on|off while every replica is saturated (llm-d's rule: > ${DEFAULT_SATURATION_LIMITS.maxWaitingRequests} waiting, KV > ${DEFAULT_SATURATION_LIMITS.maxKvUsage},
-                        or more queued prefill than --flow-saturation-queue-ms), arrivals wait
-                        in a queue: strict priority between classes, fair share by tokens
-                        between tenants (default off)
+  --flow-control on|off while every replica is saturated (llm-d's rule: more waiting requests
+                        than --flow-saturation-waiting, KV usage over ${DEFAULT_SATURATION_LIMITS.maxKvUsage}, or more
+                        queued prefill than --flow-saturation-queue-ms), arrivals wait in a
+                        queue: strict priority between classes, fair share by tokens between
+                        tenants; each one let through is routed among the replicas with room
+                        (default off)
   --flow-max-queued N   queued arrivals at most; more are refused, 429 (default ${DEFAULT_FLOW_MAX_QUEUED})
   --flow-max-queued-per-tenant N  the same per tenant (default ${DEFAULT_FLOW_MAX_QUEUED_PER_TENANT})
   --flow-max-wait-ms MS a queued arrival waiting this long ends as 503 (default ${DEFAULT_FLOW_MAX_WAIT_MS})
   --flow-saturation-queue-ms MS  a replica with more modelled prefill queued has no room
                         (default ${DEFAULT_FLOW_SATURATION_QUEUE_MS})
+  --flow-saturation-waiting N  a replica with more requests waiting has no room (default
+                        ${DEFAULT_FLOW_SATURATION_WAITING}; llm-d's is ${DEFAULT_SATURATION_LIMITS.maxWaitingRequests})
 `;
 
 /** `--tenants`: the list, or undefined when not given. */
@@ -92,14 +97,22 @@ export interface TenantFlags {
   flowControl?: SimFlowControl;
 }
 
-export function readTenantFlags(flags: Flags): TenantFlags {
+/** `unsupported`: flags of runs that do not take tenants (a P/D fleet, the fault audit). */
+export function readTenantFlags(flags: Flags, unsupported: readonly string[] = []): TenantFlags {
   const spec = flags.string('tenants');
   const on = (flags.oneOf('flow-control', ON_OFF) ?? 'off') === 'on';
+  if (spec !== undefined || on) {
+    const other = unsupported.find((f) => flags.has(f));
+    if (other !== undefined) {
+      throw new UsageError(`--tenants and --flow-control run an aggregated fleet; drop --${other}`);
+    }
+  }
   const bounds = [
     'flow-max-queued',
     'flow-max-queued-per-tenant',
     'flow-max-wait-ms',
     'flow-saturation-queue-ms',
+    'flow-saturation-waiting',
   ];
   if (!on) {
     const stray = bounds.find((b) => flags.has(b));
@@ -117,6 +130,9 @@ export function readTenantFlags(flags: Flags): TenantFlags {
       maxWaitMs: flags.positive('flow-max-wait-ms') ?? DEFAULT_FLOW_MAX_WAIT_MS,
       saturation: {
         ...DEFAULT_SATURATION_LIMITS,
+        maxWaitingRequests:
+          flags.number('flow-saturation-waiting', { min: 0, integer: true }) ??
+          DEFAULT_FLOW_SATURATION_WAITING,
         maxQueuedPrefillMs:
           flags.number('flow-saturation-queue-ms', { min: 0 }) ?? DEFAULT_FLOW_SATURATION_QUEUE_MS,
       },
