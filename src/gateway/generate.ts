@@ -133,6 +133,9 @@ export async function handleGenerate(
       if (!(err instanceof FlowCancelled)) throw err;
       metrics.clientAborts.inc();
       logger.debug({ reqId: record.id }, 'the client left while its request was queued');
+      // Its half of the connection is closed too: a client that only half-closed is not left
+      // waiting on an answer that will not come.
+      socket.destroy();
       return;
     } finally {
       res.off('close', onClose);
