@@ -18,6 +18,7 @@ import {
   type GrpcLimits,
 } from '../epp/server.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { FLOW_BOOLEAN_FLAGS, FLOW_FLAG_NAMES, FLOW_HELP } from './flowFlags.ts';
 import { NATS_AUTH_HELP } from './natsFlags.ts';
 import { NATS_BOUNDS_HELP, NATS_FLAG_NAMES, readServeConfig } from './serve.ts';
 import { serveUntilSignal } from './untilSignal.ts';
@@ -28,9 +29,9 @@ const FLAGS = flagSpec({
     'stale-ms kv-threshold scrape-ms block-size replicas speedup seed log-level max-queue-ms ' +
     'max-ttft-ms prefill-us-per-token pool-events-port pool-replay-port kv-events-bind ' +
     'grpc-idle-ms grpc-keepalive-ms grpc-keepalive-timeout-ms grpc-max-age-ms grpc-max-age-grace-ms ' +
-    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms ${NATS_FLAG_NAMES}`,
+    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms ${NATS_FLAG_NAMES} ${FLOW_FLAG_NAMES}`,
   multiple: 'backend pool-backends',
-  boolean: 'expose-replica-addresses',
+  boolean: `expose-replica-addresses ${FLOW_BOOLEAN_FLAGS}`,
 });
 
 const D = DEFAULT_GRPC_LIMITS;
@@ -78,7 +79,7 @@ serve's routing flags, same meaning and defaults (kvroute serve --help):
   --nats URL [--cluster NAME] [--nats-heartbeat-ms N] [--nats-peer-timeout-ms N]
                          share routing state over NATS with the cluster's other pickers and
                          gateways (as kvroute serve --nats): active-active pickers
-${NATS_AUTH_HELP}${NATS_BOUNDS_HELP}
+${NATS_AUTH_HELP}${NATS_BOUNDS_HELP}${FLOW_HELP.replace('wait in the gateway', 'wait in the picker').replace('request waits here', 'request waits here, before its pick')}
 The data plane: Envoy's ext_proc filter with processing_mode request_body_mode and
 response_body_mode FULL_DUPLEX_STREAMED (or BUFFERED), header and trailer modes SEND, and an
 ORIGINAL_DST cluster reading x-gateway-destination-endpoint (docs/kubernetes.md).

@@ -30,6 +30,7 @@ import { DEFAULT_CLUSTER, isClusterName } from '../sync/subjects.ts';
 import { DEFAULT_MAX_DISCOVERED_BACKENDS, patternError } from '../sync/discoveryPolicy.ts';
 import { DEFAULT_SYNC_LIMITS } from '../sync/bounds.ts';
 import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { FLOW_BOOLEAN_FLAGS, FLOW_FLAG_NAMES, FLOW_HELP, readFlowFlags } from './flowFlags.ts';
 import { NATS_AUTH_FLAG_NAMES, NATS_AUTH_HELP, readNatsAuth } from './natsFlags.ts';
 import { RUNTIME_FLAG_NAMES, readRuntimeFlags } from './runtimeFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
@@ -48,9 +49,9 @@ const FLAGS = flagSpec({
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
     'headers-timeout-ms request-timeout-ms log-level max-queue-ms max-ttft-ms prefill-us-per-token check-config ' +
-    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms ${NATS_FLAG_NAMES} discovery-allow discovery-max-backends pd-threshold decode-cost-tokens engine-budget kv-events-bind ${RUNTIME_FLAG_NAMES}`,
+    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms ${NATS_FLAG_NAMES} discovery-allow discovery-max-backends pd-threshold decode-cost-tokens engine-budget kv-events-bind ${RUNTIME_FLAG_NAMES} ${FLOW_FLAG_NAMES}`,
   multiple: 'backend api-key',
-  boolean: 'access-log expose-replica-addresses',
+  boolean: `access-log expose-replica-addresses ${FLOW_BOOLEAN_FLAGS}`,
 });
 
 const D = defaultConfig();
@@ -133,7 +134,7 @@ admission (per-tenant limits and priority classes: the config file's tenants, se
   --prefill-us-per-token F   the served model's prefill cost for that bound (default
                         ${D.admission.prefillUsPerToken.toFixed(1)}, the seed replica)
   --check-config FILE   validate FILE (with the other flags) and exit: 0 valid, 2 not
-several gateways (see docs/nats.md)
+${FLOW_HELP}several gateways (see docs/nats.md)
   --nats URL            share routing state with the cluster's other gateways over NATS
                         (nats://HOST:4222): every decision and release, so each sees every
                         replica's whole queue; with no --backend, follow the engines registered
@@ -220,6 +221,7 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
       ...(prefillUs !== undefined && { prefillUsPerToken: prefillUs }),
     });
   }
+  set('flowControl', readFlowFlags(flags, config.flowControl));
   set('nats', readNatsFlags(flags, config.nats));
   set('pdThreshold', flags.number('pd-threshold', { min: 0, integer: true }));
   const decodeCost = flags.number('decode-cost-tokens', { min: 0 });
@@ -310,7 +312,7 @@ function checkConfig(flags: Flags, path: string): number {
   const a = config.admission;
   process.stdout.write(
     `${path}: valid (port ${config.port}, ${config.backends.length > 0 ? `${config.backends.length} backends` : `embedded fleet of ${config.embeddedReplicas}`}, policy ${config.policy}, ` +
-      `${Object.keys(a.tenantLimits).length} tenants with limits, max-queue-ms ${a.maxQueueMs ?? 'none'}, max-ttft-ms ${a.maxTtftMs ?? 'none'})\n`,
+      `${Object.keys(a.tenantLimits).length} tenants with limits, max-queue-ms ${a.maxQueueMs ?? 'none'}, max-ttft-ms ${a.maxTtftMs ?? 'none'}, flow-control ${config.flowControl.enabled ? 'on' : 'off'})\n`,
   );
   return 0;
 }

@@ -24,6 +24,7 @@
 import { ApiError } from '../openai/errors.ts';
 import { toApiError } from '../gateway/errors.ts';
 import { EngineFieldsTap } from '../gateway/engineFields.ts';
+import { FlowCancelled } from '../gateway/flowControl.ts';
 import { FirstTokenDetector } from '../gateway/firstToken.ts';
 import { REPLICA_HEADER } from '../gateway/generate.ts';
 import type { Logger } from '../gateway/log.ts';
@@ -98,6 +99,8 @@ export class Exchange {
   #status: number | null = null;
   #closed = false;
   #settled = false;
+  /** Aborted once the exchange is over: a pick waiting in the flow-control queue leaves it. */
+  readonly #gone = new AbortController();
 
   constructor(ctx: ExchangeContext, io: ExchangeIo) {
     this.#ctx = ctx;
@@ -221,9 +224,11 @@ export class Exchange {
         headers: this.#headers,
         body,
         subset: this.#subset,
+        signal: this.#gone.signal,
       });
     } catch (err) {
-      this.#immediate(toApiError(err));
+      // Given up while queued: already settled, nothing to answer.
+      if (!(err instanceof FlowCancelled)) this.#immediate(toApiError(err));
       return;
     }
     this.#picked = picked;
@@ -428,6 +433,7 @@ export class Exchange {
   #settle(): void {
     if (this.#settled) return;
     this.#settled = true;
+    this.#gone.abort();
     this.#release();
     const m = this.#ctx.metrics;
     const endpoint = endpointOfPath(this.#headers.get(':path')) ?? 'other';

@@ -20,7 +20,8 @@ import { auditable } from '../gateway/audit/observe.ts';
 import { type Authenticator, TENANT_HEADER } from '../gateway/auth.ts';
 import { refuseGatewayOnlyFields } from '../gateway/clientFields.ts';
 import { toApiError } from '../gateway/errors.ts';
-import { resolveModel } from '../gateway/generate.ts';
+import { type FlowControl, PRIORITY_HEADER } from '../gateway/flowControl.ts';
+import { resolveModel, routeWithRoom } from '../gateway/generate.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
 import type { ModelPool, PoolRoute } from '../gateway/pool.ts';
 import type { ModelPools } from '../gateway/pools.ts';
@@ -44,6 +45,8 @@ export interface PickerContext {
   /** No client keys: it only turns the tenant header into a tenant and its salt. */
   auth: Authenticator;
   admission: GatewayAdmission;
+  /** `--flow-control`: requests wait while their pool is saturated; null: off. */
+  flow: FlowControl | null;
   metrics: GatewayMetrics;
   endpoints: EndpointBook;
   blockSize: number;
@@ -57,6 +60,8 @@ export interface PickInput {
   body: Buffer;
   /** The subset hint: null when none was set. */
   subset: readonly string[] | null;
+  /** Aborts when the data plane gives the request up (a waiting request then leaves the queue). */
+  signal?: AbortSignal;
 }
 
 /** A picked endpoint. Hand it back to `finish` once the exchange is over, however it ended. */
@@ -89,7 +94,9 @@ export class EppPicker {
 
   /**
    * Reads, admits and routes one request. Throws an ApiError: 400 for a malformed body, 404 for
-   * an unknown model, 429 when admission refuses, 503 when no candidate endpoint can take it.
+   * an unknown model, 429 when admission refuses or the flow-control queue is full, 503 when no
+   * candidate endpoint can take it or the request waited past the flow-control deadline;
+   * FlowCancelled when `input.signal` aborted while it waited.
    */
   async pick(input: PickInput): Promise<Picked> {
     const { headers } = input;
@@ -113,6 +120,8 @@ export class EppPicker {
         })
       : null;
     const avoid = await this.#outsideSubset(pool, input.subset);
+    const flow = this.#ctx.flow;
+    const priorityClass = flow?.classOf(headers.get(PRIORITY_HEADER), caller.tenant);
     const admitted = this.#ctx.admission.admit(
       {
         tenant: caller.tenant,
@@ -123,12 +132,29 @@ export class EppPicker {
       },
       Date.now(),
     );
+    const id = this.#ctx.nextLedgerId();
+    if (flow && priorityClass !== undefined) {
+      // Every endpoint of the pool saturated: the request waits here (llm-d's EPP holds it in
+      // its flow controller at the same point, before scheduling).
+      try {
+        const waiting = flow.enter(
+          pool,
+          { id, tenant: caller.tenant, priorityClass, costTokens: parsed?.promptTokens ?? 0 },
+          input.signal,
+        );
+        if (waiting !== null) await waiting;
+      } catch (err) {
+        admitted.release();
+        throw err;
+      }
+    }
     let route: PoolRoute;
     const startedNs = process.hrtime.bigint();
     try {
-      route = pool.route(
+      route = routeWithRoom(
+        pool,
         {
-          id: this.#ctx.nextLedgerId(),
+          id,
           blockKeys: parsed?.blockKeys ?? [],
           promptTokens: parsed?.promptTokens ?? 0,
           blockSize: this.#ctx.blockSize,
@@ -136,7 +162,7 @@ export class EppPicker {
           ...(avoid.length > 0 && { avoid }),
           ...(adapter !== null && { lora: adapter }),
         },
-        Date.now(),
+        flow,
       );
     } catch (err) {
       admitted.release();

@@ -20,7 +20,7 @@ import { Authenticator } from '../gateway/auth.ts';
 import { backendNames } from '../gateway/backends.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { GatewayError } from '../gateway/errors.ts';
-import { centralEventsOf, metricsOf } from '../gateway/gateway.ts';
+import { centralEventsOf, flowControlOf, metricsOf } from '../gateway/gateway.ts';
 import { type Logger, silentLogger } from '../gateway/log.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
 import type { ModelPools } from '../gateway/pools.ts';
@@ -143,12 +143,14 @@ export async function startEpp(
   lateMetrics = metrics;
   const endpoints = new EndpointBook();
   let ledgerIds = 0;
+  const flow = flowControlOf(config, metrics);
   const picker = new EppPicker({
     pools,
     auth: new Authenticator([], config.tenantSalts),
     admission: new GatewayAdmission(config.admission, (limit, tenant) =>
       metrics.recordRejection(limit, tenant),
     ),
+    flow,
     metrics,
     endpoints,
     blockSize: config.blockSize,
@@ -170,6 +172,7 @@ export async function startEpp(
   const servers: Server[] = [];
   let metricsServer: HttpServer | null = null;
   const close = async (): Promise<void> => {
+    flow?.close();
     health.close();
     for (const s of servers) s.forceShutdown();
     if (metricsServer) await closeServer(metricsServer);

@@ -31,6 +31,8 @@ export interface AdmissionConfig {
   tenantLimits: Record<string, TenantLimits>;
   /** Tenant -> its class's priority (only tenants listed with `priority-class`). */
   tenantPriority: Record<string, number>;
+  /** Tenant -> its class's name (the flow-control queue's class; same tenants as above). */
+  tenantClass: Record<string, string>;
 }
 
 /** The router seed's replica, what `kvroute engine` simulates by default: the router's figure. */
@@ -44,10 +46,11 @@ export function defaultAdmission(): AdmissionConfig {
     priorityClasses: {},
     tenantLimits: {},
     tenantPriority: {},
+    tenantClass: {},
   };
 }
 
-const TENANT_KEYS = ['cache-salt', 'priority-class', 'limits'];
+const TENANT_KEYS = ['cache-salt', 'priority-class', 'limits', 'flow-weight'];
 const LIMIT_KEYS = [
   'requests-per-second',
   'burst',
@@ -81,6 +84,7 @@ export function readAdmissionDoc(
   if (doc.tenants !== undefined && isRecord(doc.tenants)) {
     out.tenantLimits = {};
     out.tenantPriority = {};
+    out.tenantClass = {};
     for (const [tenant, spec] of Object.entries(doc.tenants)) {
       if (!isRecord(spec)) continue;
       const key = `tenants.${tenant}`;
@@ -101,6 +105,7 @@ export function readAdmissionDoc(
           );
         }
         out.tenantPriority[tenant] = priority;
+        out.tenantClass[tenant] = name;
       }
     }
   }

@@ -17,6 +17,7 @@ import {
 } from '../router/defaults.ts';
 import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admissionConfig.ts';
 import { backendSpeed } from './backendSpeed.ts';
+import { defaultFlowControl, type FlowControlConfig, readFlowDoc } from './flowConfig.ts';
 import { configError, int, isRecord, num, str } from './configValues.ts';
 import { GPUS } from '../model/catalog.ts';
 import { GatewayError } from './errors.ts';
@@ -152,6 +153,8 @@ export interface GatewayConfig {
   exposeReplicaAddresses: boolean;
   /** Tenant limits, priority classes and the fleet queue bound (`admissionConfig.ts`). */
   admission: AdmissionConfig;
+  /** Requests wait in the gateway while their pool is saturated (`flowConfig.ts`). */
+  flowControl: FlowControlConfig;
   /**
    * `--nats URL`: routing state shared with the cluster's other gateways; with no backend,
    * the backends are those the engines register in NATS. Null: this gateway alone.
@@ -205,6 +208,7 @@ export function defaultConfig(): GatewayConfig {
     accessLog: false,
     exposeReplicaAddresses: false,
     admission: defaultAdmission(),
+    flowControl: defaultFlowControl(),
     nats: null,
   };
 }
@@ -265,6 +269,7 @@ export const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'decode-cost-tokens',
   'engine-budget',
   'kv-events-bind',
+  'flow-control',
 ]);
 
 /** Validates a parsed config document (object form of the YAML) onto `base`. */
@@ -376,6 +381,7 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
     out.tenantSalts = salts;
   }
   out.admission = readAdmissionDoc(doc, out.admission);
+  out.flowControl = readFlowDoc(doc, out.flowControl);
   if (out.headersTimeoutMs > out.requestTimeoutMs) {
     throw configError(
       'headers-timeout-ms',

@@ -23,6 +23,7 @@ import { backendNames } from './backends.ts';
 import { ReplicaLabels } from './replicaLabels.ts';
 import type { GatewayConfig } from './config.ts';
 import { GatewayError } from './errors.ts';
+import { FlowControl } from './flowControl.ts';
 import type { GenerateContext } from './generate.ts';
 import { type Logger, silentLogger } from './log.ts';
 import { GatewayMetrics } from './metrics.ts';
@@ -117,6 +118,7 @@ export async function startGateway(
     admission: new GatewayAdmission(config.admission, (limit, tenant) =>
       metrics.recordRejection(limit, tenant),
     ),
+    flow: flowControlOf(config, metrics),
     metrics,
     logger,
     blockSize: config.blockSize,
@@ -196,6 +198,7 @@ export async function startGateway(
     close() {
       closed ??= (async () => {
         closing = true;
+        generate.flow?.close();
         dashboard.close();
         await discovery?.close();
         await closeServer(server);
@@ -329,6 +332,13 @@ export function metricsOf(config: GatewayConfig, pools: ModelPools): GatewayMetr
   return metrics;
 }
 
+/** `--flow-control`: the front end's flow control over its pools, or null when off. */
+export function flowControlOf(config: GatewayConfig, metrics: GatewayMetrics): FlowControl | null {
+  return config.flowControl.enabled
+    ? new FlowControl(config.flowControl, config.admission, metrics)
+    : null;
+}
+
 /** Every tenant the config names: the metrics' `tenant` label takes only these. */
 export function configuredTenants(config: GatewayConfig): string[] {
   return [
@@ -337,6 +347,7 @@ export function configuredTenants(config: GatewayConfig): string[] {
       ...Object.keys(config.tenantSalts),
       ...Object.keys(config.admission.tenantLimits),
       ...Object.keys(config.admission.tenantPriority),
+      ...Object.keys(config.flowControl.tenantWeights),
     ]),
   ];
 }

@@ -23,10 +23,13 @@ import { UsageTap } from './audit/usageTap.ts';
 import { type Authenticator, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
 import { EngineFieldsTap } from './engineFields.ts';
+import { FlowCancelled, type FlowControl, PRIORITY_HEADER } from './flowControl.ts';
 import type { Logger } from './log.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
+import type { ModelPool, PoolRoute } from './pool.ts';
 import type { ModelPools, Target } from './pools.ts';
+import { RouterError, type RouteRequest } from '../router/index.ts';
 import { chainTaps, proxyToBackend, type ResponseTap } from './proxy.ts';
 import type { ReplicaLabels } from './replicaLabels.ts';
 import { parseRequest } from './request.ts';
@@ -41,6 +44,8 @@ export interface GenerateContext {
   auth: Authenticator;
   /** Tenant limits, priority classes and the fleet queue bound (429s). */
   admission: GatewayAdmission;
+  /** `--flow-control`: requests wait while their pool is saturated; null: off. */
+  flow: FlowControl | null;
   metrics: GatewayMetrics;
   logger: Logger;
   blockSize: number;
@@ -86,6 +91,11 @@ export async function handleGenerate(
     json,
   });
   record.promptTokens = parsed.promptTokens;
+  const priorityHeader = req.headers[PRIORITY_HEADER];
+  const priorityClass = ctx.flow?.classOf(
+    Array.isArray(priorityHeader) ? priorityHeader[0] : priorityHeader,
+    caller.tenant,
+  );
   const admitted = ctx.admission.admit(
     {
       tenant: caller.tenant,
@@ -101,6 +111,37 @@ export async function handleGenerate(
   res.once('close', admitted.release);
   const id = ctx.nextLedgerId();
   const { metrics, logger } = ctx;
+  if (ctx.flow && priorityClass !== undefined) {
+    // Every replica of the pool saturated: wait here (flowControl.ts), not on an engine.
+    // The server finishes answering half-closed clients (`createHttpServer`), so a client that
+    // leaves shows only as the end of its side of the connection: while queued, that is leaving.
+    const left = new AbortController();
+    const onClose = (): void => left.abort();
+    const { socket } = req;
+    res.once('close', onClose);
+    socket.once('end', onClose);
+    if (socket.destroyed || socket.readableEnded) left.abort();
+    try {
+      const waiting = ctx.flow.enter(
+        pool,
+        { id, tenant: caller.tenant, priorityClass, costTokens: parsed.promptTokens },
+        left.signal,
+      );
+      // Not `await null`: a request that goes at once routes in this turn, seen by the next.
+      if (waiting !== null) await waiting;
+    } catch (err) {
+      if (!(err instanceof FlowCancelled)) throw err;
+      metrics.clientAborts.inc();
+      logger.debug({ reqId: record.id }, 'the client left while its request was queued');
+      // Its half of the connection is closed too: a client that only half-closed is not left
+      // waiting on an answer that will not come.
+      socket.destroy();
+      return;
+    } finally {
+      res.off('close', onClose);
+      socket.off('end', onClose);
+    }
+  }
   const reqId = record.id;
   if (ctx.pd && isPdPool(pool)) {
     return handlePdGenerate(ctx, ctx.pd, {
@@ -131,7 +172,8 @@ export async function handleGenerate(
   // function with a property definition every time one is made (esbuild's keepNames).
   for (let attempt = 0; attempt <= ctx.maxRetries; attempt++) {
     const startedMs = performance.now();
-    const route = pool.route(
+    const route = routeWithRoom(
+      pool,
       {
         id,
         blockKeys: parsed.blockKeys,
@@ -141,7 +183,7 @@ export async function handleGenerate(
         ...(avoid.length > 0 && { avoid }),
         ...(adapter !== null && { lora: adapter }),
       },
-      Date.now(),
+      ctx.flow,
     );
     const { decision, backend } = route;
     metrics.recordDecision(decision, (performance.now() - startedMs) / 1000, pool.model);
@@ -258,6 +300,26 @@ export async function handleGenerate(
     null,
     { cause: lastError },
   );
+}
+
+/**
+ * `pool.route`; with flow control on, away from the replicas without room (llm-d's scheduler
+ * filters after its flow controller), unless that leaves none for this request.
+ */
+export function routeWithRoom(
+  pool: ModelPool,
+  request: RouteRequest,
+  flow: FlowControl | null,
+): PoolRoute {
+  const roomless = flow?.withoutRoom(pool) ?? [];
+  if (roomless.length > 0) {
+    try {
+      return pool.route({ ...request, avoid: [...(request.avoid ?? []), ...roomless] }, Date.now());
+    } catch (err) {
+      if (!(err instanceof RouterError)) throw err;
+    }
+  }
+  return pool.route(request, Date.now());
 }
 
 /** The request's pool; as vLLM, a body of the wrong shape is a 400 before its model is looked up. */

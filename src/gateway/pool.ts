@@ -174,6 +174,8 @@ export class ModelPool {
   /** Every member still open, draining ones included, by its backend. */
   readonly #byBackend = new Map<Backend, Member>();
   #started = false;
+  /** Told after each change of the router's view of load (flow control dispatches on it). */
+  readonly #loadListeners = new Set<() => void>();
 
   constructor(options: PoolOptions) {
     const { config } = options;
@@ -197,9 +199,10 @@ export class ModelPool {
         },
       }),
     });
-    this.#prefill = new PrefillWatch(this.router, (requestId) =>
-      options.observer?.released(this.model, requestId, 'prefill'),
-    );
+    this.#prefill = new PrefillWatch(this.router, (requestId) => {
+      options.observer?.released(this.model, requestId, 'prefill');
+      this.#loadChanged();
+    });
     this.checker = new TokenizerChecker(options.tokenizer, (backend, result) =>
       this.#reportAgreement(backend, result),
     );
@@ -241,6 +244,19 @@ export class ModelPool {
             onFallback: (err) => options.onRemoteFallback?.(err),
           })
         : local;
+  }
+
+  /**
+   * `listener` is called after each change of the load the router sees (a request's prefill or
+   * attempt ended, a load report, a replica up or down, a member added); returns its removal.
+   */
+  onLoadChange(listener: () => void): () => void {
+    this.#loadListeners.add(listener);
+    return () => this.#loadListeners.delete(listener);
+  }
+
+  #loadChanged(): void {
+    for (const listener of this.#loadListeners) listener();
   }
 
   /** The healthy replicas' ledgers, for the fleet queue bound (`--max-queue-ms`). */
@@ -442,8 +458,10 @@ export class ModelPool {
   /** The attempt's first token came back: its prompt leaves the replica's queue. */
   firstToken(route: PoolRoute, nowMs: number): void {
     const id = route.decision.requestId;
-    if (this.router.onFirstToken(id, nowMs))
+    if (this.router.onFirstToken(id, nowMs)) {
       this.#options.observer?.released(this.model, id, 'prefill');
+      this.#loadChanged();
+    }
   }
 
   /** The attempt is over, however it ended. */
@@ -452,9 +470,11 @@ export class ModelPool {
     const id = route.decision.requestId;
     if (this.router.onFinished(id, nowMs)) this.#options.observer?.released(this.model, id, 'done');
     const m = this.#byBackend.get(route.backend);
-    if (!m) return;
-    m.inFlight--;
-    if (m.phase === 'draining' && m.inFlight === 0) void this.#close(m);
+    if (m) {
+      m.inFlight--;
+      if (m.phase === 'draining' && m.inFlight === 0) void this.#close(m);
+    }
+    this.#loadChanged();
   }
 
   /** A request found this backend unreachable: no traffic until its health probe answers. */
@@ -465,6 +485,7 @@ export class ModelPool {
     if (m.phase === 'active') this.router.markDown(backend.name);
     this.#logger.warn({ replica: backend.name, model: this.model, reason }, 'replica down');
     m.watch.watchHealth();
+    this.#loadChanged();
   }
 
   /** One `/health` probe; a failed one marks the backend down. */
@@ -576,6 +597,7 @@ export class ModelPool {
     );
     void (m.learned ?? Promise.resolve()).then(() => this.checker.check(m.backend));
     this.#options.onBackendActive?.(m.backend.name);
+    this.#loadChanged();
   }
 
   /**
@@ -675,6 +697,7 @@ export class ModelPool {
           if (m.phase === 'active') {
             this.router.markUp(name);
             m.watch.rebuild();
+            this.#loadChanged();
           }
           this.#logger.info(
             { replica: name, model: this.model },
@@ -701,6 +724,7 @@ export class ModelPool {
           if (m.phase === 'active' && report.prefixCacheHitsTokens !== undefined) {
             this.audit.onHitCounter(name, report.prefixCacheHitsTokens);
           }
+          this.#loadChanged();
         },
         onUnreachable: (err) => {
           // A reset may be a kept-alive scrape connection the engine closed as it went out:

@@ -63,6 +63,7 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   accessLog: 'access-log',
   exposeReplicaAddresses: 'expose-replica-addresses',
   admission: 'max-queue-ms, max-ttft-ms, priority-classes, tenant limits',
+  flowControl: 'flow-control, tenant flow weights',
   nats: '--nats, --cluster',
   pdThreshold: 'pd-threshold',
   decodeCost: 'decode-cost-tokens, engine-budget',

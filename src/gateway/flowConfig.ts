@@ -1,0 +1,145 @@
+/**
+ * The flow-control part of `kvroute serve`'s and `kvroute epp`'s config: whether requests wait in
+ * the front end while every replica of their pool is saturated, the queue's bounds and deadline,
+ * and what saturated means. Read from the same YAML document as the rest of the config:
+ *
+ *   flow-control:
+ *     enabled: true
+ *     max-queued: 1000              # requests waiting in all (more: 429)
+ *     max-queued-per-tenant: 200    # requests of one tenant waiting (more: 429)
+ *     max-wait-ms: 30000            # a request still waiting then: 503
+ *     saturation:                   # a replica is saturated past any one of these
+ *       queue-depth: 5              # requests waiting in its engine (llm-d's default)
+ *       kv-usage: 0.8               # KV cache usage fraction (llm-d's default)
+ *       queued-prefill-ms: 2000     # modelled prefill the router has queued there
+ *   tenants:
+ *     acme: { flow-weight: 2 }      # its share of tokens inside its class (default 1)
+ *
+ * The classes are `priority-classes` (vLLM's priority: lower goes first), a request's class its
+ * `x-kvroute-priority` header or its tenant's `priority-class`, else `default`.
+ */
+import { configError, isRecord, num, int } from './configValues.ts';
+
+export interface FlowSaturationConfig {
+  /** Requests waiting in a replica's engine (its reported queue). */
+  queueDepth: number;
+  /** KV cache usage fraction of a replica. */
+  kvUsage: number;
+  /** Modelled prefill queued on a replica by the router's ledger, ms. */
+  queuedPrefillMs: number;
+}
+
+export interface FlowControlConfig {
+  enabled: boolean;
+  maxQueued: number;
+  maxQueuedPerTenant: number;
+  maxWaitMs: number;
+  saturation: FlowSaturationConfig;
+  /** Tenant -> its weight inside its class (only tenants listed with `flow-weight`). */
+  tenantWeights: Record<string, number>;
+}
+
+/**
+ * llm-d's utilization detector defaults (llm-d-inference-scheduler
+ * `pkg/epp/framework/plugins/flowcontrol/saturationdetector/utilization/config.go`:
+ * `DefaultQueueDepthThreshold` 5, `DefaultKVCacheUtilThreshold` 0.8); the queued prefill is
+ * kvroute's own signal (the router's ledger, current between scrapes).
+ */
+export const DEFAULT_FLOW_SATURATION: FlowSaturationConfig = {
+  queueDepth: 5,
+  kvUsage: 0.8,
+  queuedPrefillMs: 2_000,
+};
+
+export function defaultFlowControl(): FlowControlConfig {
+  return {
+    enabled: false,
+    maxQueued: 1_000,
+    maxQueuedPerTenant: 200,
+    maxWaitMs: 30_000,
+    saturation: { ...DEFAULT_FLOW_SATURATION },
+    tenantWeights: {},
+  };
+}
+
+const FLOW_KEYS = ['enabled', 'max-queued', 'max-queued-per-tenant', 'max-wait-ms', 'saturation'];
+const SATURATION_KEYS = ['queue-depth', 'kv-usage', 'queued-prefill-ms'];
+
+/** The `flow-control` key and the tenants' `flow-weight` of a config document, onto `base`. */
+export function readFlowDoc(
+  doc: Record<string, unknown>,
+  base: FlowControlConfig,
+): FlowControlConfig {
+  const out: FlowControlConfig = {
+    ...base,
+    saturation: { ...base.saturation },
+    tenantWeights: { ...base.tenantWeights },
+  };
+  const flow = doc['flow-control'];
+  if (flow !== undefined) {
+    if (!isRecord(flow))
+      throw configError('flow-control', `must be a mapping (${FLOW_KEYS.join(', ')})`);
+    for (const k of Object.keys(flow)) {
+      if (!FLOW_KEYS.includes(k)) {
+        throw configError(`flow-control.${k}`, `is not a known key (${FLOW_KEYS.join(', ')})`);
+      }
+    }
+    if (flow.enabled !== undefined) {
+      if (typeof flow.enabled !== 'boolean') {
+        throw configError('flow-control.enabled', 'must be true or false');
+      }
+      out.enabled = flow.enabled;
+    }
+    if (flow['max-queued'] !== undefined) {
+      out.maxQueued = int(flow['max-queued'], 'flow-control.max-queued', 1);
+    }
+    if (flow['max-queued-per-tenant'] !== undefined) {
+      out.maxQueuedPerTenant = int(
+        flow['max-queued-per-tenant'],
+        'flow-control.max-queued-per-tenant',
+        1,
+      );
+    }
+    if (flow['max-wait-ms'] !== undefined) {
+      out.maxWaitMs = num(flow['max-wait-ms'], 'flow-control.max-wait-ms', 1);
+    }
+    const sat = flow.saturation;
+    if (sat !== undefined) {
+      const key = 'flow-control.saturation';
+      if (!isRecord(sat))
+        throw configError(key, `must be a mapping (${SATURATION_KEYS.join(', ')})`);
+      for (const k of Object.keys(sat)) {
+        if (!SATURATION_KEYS.includes(k)) {
+          throw configError(`${key}.${k}`, `is not a known key (${SATURATION_KEYS.join(', ')})`);
+        }
+      }
+      if (sat['queue-depth'] !== undefined) {
+        out.saturation.queueDepth = num(sat['queue-depth'], `${key}.queue-depth`, 0);
+      }
+      if (sat['kv-usage'] !== undefined) {
+        out.saturation.kvUsage = num(sat['kv-usage'], `${key}.kv-usage`, Number.MIN_VALUE, 1);
+      }
+      if (sat['queued-prefill-ms'] !== undefined) {
+        out.saturation.queuedPrefillMs = num(
+          sat['queued-prefill-ms'],
+          `${key}.queued-prefill-ms`,
+          0,
+        );
+      }
+    }
+  }
+  if (isRecord(doc.tenants)) {
+    out.tenantWeights = {};
+    for (const [tenant, spec] of Object.entries(doc.tenants)) {
+      if (!isRecord(spec) || spec['flow-weight'] === undefined) continue;
+      out.tenantWeights[tenant] = num(spec['flow-weight'], `tenants.${tenant}.flow-weight`, 1e-6);
+    }
+  }
+  if (out.maxQueuedPerTenant > out.maxQueued) {
+    throw configError(
+      'flow-control.max-queued-per-tenant',
+      `must not exceed max-queued (${out.maxQueued})`,
+    );
+  }
+  return out;
+}

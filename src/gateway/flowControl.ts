@@ -1,0 +1,137 @@
+/**
+ * Flow control for a front end (`kvroute serve --flow-control`, `kvroute epp --flow-control`):
+ * one `PoolFlowGate` per model pool, made on the pool's first request, pumped on every change
+ * of the pool's load (`ModelPool.onLoadChange`). The classes are the config's
+ * `priority-classes` (vLLM's priority, lower first: the queue's priority is its negation) and
+ * `default` (vLLM's default priority, 0, unless the config names a class `default`). A request's
+ * class is its `x-kvroute-priority` header, else its tenant's `priority-class`, else `default`;
+ * its tenant is the API key's (or, without client keys, the `x-kvroute-tenant` header's).
+ */
+import { type FlowClass, isPoolSaturated } from '../flow/index.ts';
+import { badRequest } from '../openai/errors.ts';
+import type { AdmissionConfig } from './admissionConfig.ts';
+import type { FlowControlConfig } from './flowConfig.ts';
+import { FlowCancelled, type FlowRequest, PoolFlowGate } from './flowGate.ts';
+import { FlowMetrics } from './flowMetrics.ts';
+import { poolLoadView, replicasWithoutRoom, saturationLimits } from './flowView.ts';
+import type { GatewayMetrics } from './metrics.ts';
+import type { ModelPool } from './pool.ts';
+
+/** Names a request's priority class (one of `priority-classes`, or `default`). */
+export const PRIORITY_HEADER = 'x-kvroute-priority';
+export const DEFAULT_CLASS = 'default';
+
+export { FlowCancelled };
+
+export class FlowControl {
+  readonly #config: FlowControlConfig;
+  readonly #classes: FlowClass[];
+  readonly #tenantClass: Record<string, string>;
+  readonly #metrics: GatewayMetrics;
+  readonly #flowMetrics: FlowMetrics;
+  readonly #gates = new Map<ModelPool, { gate: PoolFlowGate; unlisten: () => void }>();
+  readonly #saturated: (pool: ModelPool) => boolean;
+  readonly #withoutRoom: (pool: ModelPool) => string[];
+
+  /** `saturated`: the pool's saturation (default: the router's view through `isPoolSaturated`). */
+  constructor(
+    config: FlowControlConfig,
+    admission: Pick<AdmissionConfig, 'priorityClasses' | 'tenantClass' | 'prefillUsPerToken'>,
+    metrics: GatewayMetrics,
+    saturated?: (pool: ModelPool) => boolean,
+  ) {
+    this.#config = config;
+    this.#metrics = metrics;
+    this.#tenantClass = admission.tenantClass;
+    const classes: FlowClass[] = Object.entries(admission.priorityClasses).map(
+      ([name, vllmPriority]) => ({ name, priority: -vllmPriority }),
+    );
+    if (!Object.hasOwn(admission.priorityClasses, DEFAULT_CLASS)) {
+      classes.push({ name: DEFAULT_CLASS, priority: 0 });
+    }
+    this.#classes = classes;
+    const limits = saturationLimits(config.saturation);
+    const view = (pool: ModelPool) => poolLoadView(pool, Date.now(), admission.prefillUsPerToken);
+    this.#saturated = saturated ?? ((pool) => isPoolSaturated(view(pool), limits));
+    this.#withoutRoom = saturated ? () => [] : (pool) => replicasWithoutRoom(view(pool), limits);
+    this.#flowMetrics = new FlowMetrics(metrics.registry, () =>
+      [...this.#gates.values()].flatMap((g) => g.gate.queued()),
+    );
+  }
+
+  /** The class names a request may name in its header. */
+  get classNames(): string[] {
+    return this.#classes.map((c) => c.name);
+  }
+
+  /** The request's class: its header's (a 400 for a name that is not a class), else its tenant's. */
+  classOf(header: string | undefined, tenant: string | null): string {
+    if (header !== undefined && header !== '') {
+      if (!this.#classes.some((c) => c.name === header)) {
+        throw badRequest(
+          `${PRIORITY_HEADER} must name a priority class (${this.classNames.join(', ')}), got '${header}'`,
+        );
+      }
+      return header;
+    }
+    return (tenant !== null && this.#tenantClass[tenant]) || DEFAULT_CLASS;
+  }
+
+  /**
+   * Null: go on now. Otherwise a promise that resolves when the request may go on; it rejects
+   * with a 503 ApiError past the deadline, or FlowCancelled when `signal` aborts. Throws a 429
+   * ApiError when there is no room to wait.
+   */
+  enter(
+    pool: ModelPool,
+    req: Omit<FlowRequest, 'tenant'> & { tenant: string | null },
+    signal?: AbortSignal,
+  ): Promise<void> | null {
+    return this.#gateOf(pool).enter({ ...req, tenant: req.tenant ?? '' }, signal);
+  }
+
+  /**
+   * The pool's replicas without room, which a request let through should not be routed to;
+   * empty when every replica (or none) has room.
+   */
+  withoutRoom(pool: ModelPool): string[] {
+    return this.#withoutRoom(pool);
+  }
+
+  /** Requests waiting now, all pools. */
+  get queued(): number {
+    let n = 0;
+    for (const { gate } of this.#gates.values()) n += gate.size;
+    return n;
+  }
+
+  /** Every waiting request answered 503; no more hooks on the pools. */
+  close(): void {
+    for (const { gate, unlisten } of this.#gates.values()) {
+      unlisten();
+      gate.close();
+    }
+    this.#gates.clear();
+  }
+
+  #gateOf(pool: ModelPool): PoolFlowGate {
+    const known = this.#gates.get(pool);
+    if (known) return known.gate;
+    const c = this.#config;
+    const gate = new PoolFlowGate({
+      classes: this.#classes,
+      tenantWeights: c.tenantWeights,
+      maxQueued: c.maxQueued,
+      maxQueuedPerTenant: c.maxQueuedPerTenant,
+      maxWaitMs: c.maxWaitMs,
+      saturated: () => this.#saturated(pool),
+      poolLabel: this.#metrics.modelLabel(pool.model),
+      tenantLabel: (t) => this.#metrics.tenantLabel(t === '' ? null : t),
+      metrics: this.#flowMetrics,
+      nowMs: () => performance.now(),
+    });
+    const unlisten = pool.onLoadChange(() => gate.pump());
+    this.#gates.set(pool, { gate, unlisten });
+    return gate;
+  }
+}

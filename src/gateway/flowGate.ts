@@ -1,0 +1,288 @@
+/**
+ * Flow control in front of one model pool: while the router's view says every eligible replica
+ * of the pool is saturated (`src/flow/saturation.ts`), a request waits here, in the pure
+ * `FlowQueue` (`src/flow/flowQueue.ts`: strict priority between classes, weighted fair share by
+ * tokens between tenants inside a class, FIFO inside a tenant), instead of being sent to an
+ * engine already behind. This is the shell around the core: it reads the clock, holds each
+ * waiting request's promise, and dispatches.
+ *
+ * - **Enter**: nobody waiting and the pool not saturated: the request goes on at once (no
+ *   promise, so it routes in the same turn and the next arrival sees it in the ledger).
+ *   Otherwise it queues; a full queue (or the tenant's share of it full) is a 429 with
+ *   `Retry-After`, as llm-d's flow controller answers `QueueOutcomeRejectedCapacity`
+ *   (llm-d-inference-scheduler `pkg/epp/requestcontrol/admission.go`,
+ *   `translateFlowControlOutcome`: ResourceExhausted, 429).
+ * - **Dispatch**: on every change of the pool's load (a request's first token or end, a load
+ *   report: `ModelPool.onLoadChange`) and on a bounded tick, one request leaves while the pool
+ *   is not saturated; the next check waits for the turn after (`setImmediate`), when the request
+ *   just released has been routed and the ledger counts it.
+ * - **Deadline**: a request still queued `maxWaitMs` after it arrived is a 503 with
+ *   `Retry-After` (llm-d: `QueueOutcomeEvictedTTL`, ServiceUnavailable, 503). The tick runs
+ *   while anything waits, so a deadline is kept within one tick.
+ * - **Cancel**: a client that leaves while queued (its `AbortSignal`) is removed at once, its
+ *   place freed; nothing is sent to any engine.
+ *
+ * `Retry-After` is the queue's drain time at the rate requests left it over the last
+ * RATE_WINDOW_MS (at least 1 s, at most the deadline; the deadline while nothing left).
+ */
+import { FlowQueue, type FlowClass, type FlowItem } from '../flow/index.ts';
+import { ApiError } from '../openai/errors.ts';
+import { RATE_LIMIT_TYPE } from './admission.ts';
+import type { FlowMetrics, FlowQueuedSample } from './flowMetrics.ts';
+
+const RATE_WINDOW_MS = 10_000;
+
+/** Why a request did not get through the queue (the client left: `FlowCancelled`). */
+export class FlowCancelled extends Error {
+  constructor() {
+    super('the client left while its request waited in the flow-control queue');
+    this.name = 'FlowCancelled';
+  }
+}
+
+export interface FlowRequest {
+  id: string;
+  /** The tenant's name; '' for a request without one. */
+  tenant: string;
+  priorityClass: string;
+  costTokens: number;
+}
+
+export interface FlowGateOptions {
+  classes: FlowClass[];
+  tenantWeights: Record<string, number>;
+  maxQueued: number;
+  maxQueuedPerTenant: number;
+  maxWaitMs: number;
+  /** The pool's saturation now (the router's view through `isPoolSaturated`). */
+  saturated(): boolean;
+  /** The metrics' `pool` label and its tenant label. */
+  poolLabel: string;
+  tenantLabel(tenant: string): string;
+  metrics: FlowMetrics;
+  /** The wall clock, ms (performance.now in the servers; a test's own). */
+  nowMs(): number;
+}
+
+interface Waiter {
+  resolve(): void;
+  reject(err: Error): void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+export class PoolFlowGate {
+  readonly #o: FlowGateOptions;
+  readonly #queue: FlowQueue<Waiter>;
+  #tick: NodeJS.Timeout | null = null;
+  #pumpScheduled = false;
+  #closed = false;
+  /** Dispatch times of the last RATE_WINDOW_MS, oldest first. */
+  readonly #recent: number[] = [];
+
+  constructor(options: FlowGateOptions) {
+    this.#o = options;
+    this.#queue = new FlowQueue<Waiter>({
+      classes: options.classes,
+      tenantWeights: options.tenantWeights,
+      maxQueued: options.maxQueued,
+      maxQueuedPerTenant: options.maxQueuedPerTenant,
+      maxWaitMs: options.maxWaitMs,
+    });
+  }
+
+  /** Requests waiting now. */
+  get size(): number {
+    return this.#queue.size;
+  }
+
+  /**
+   * Null: go on now. Otherwise the request waits: the promise resolves when it may go on, and
+   * rejects with a 503 ApiError past its deadline or FlowCancelled when `signal` aborts. Throws
+   * a 429 ApiError when the queue has no room for it.
+   */
+  enter(req: FlowRequest, signal?: AbortSignal): Promise<void> | null {
+    const nowMs = this.#o.nowMs();
+    this.#expire(nowMs);
+    if (this.#queue.size === 0 && !this.#o.saturated()) return null;
+    if (signal?.aborted) throw new FlowCancelled();
+    let waiter!: Waiter;
+    const promise = new Promise<void>((resolve, reject) => {
+      waiter = { resolve, reject, signal, onAbort: undefined };
+    });
+    const verdict = this.#queue.enqueue({
+      id: req.id,
+      tenant: req.tenant,
+      priorityClass: req.priorityClass,
+      costTokens: Math.max(1, req.costTokens),
+      arrivedMs: nowMs,
+      payload: waiter,
+    });
+    if (!verdict.ok) {
+      if (verdict.reason === 'unknown-class') {
+        throw new ApiError(
+          'ERR_BAD_REQUEST',
+          `unknown priority class '${req.priorityClass}'`,
+          null,
+        );
+      }
+      this.#count(this.#o.metrics.rejected, req, verdict.reason);
+      throw this.#full(verdict.reason);
+    }
+    if (signal) {
+      waiter.onAbort = () => this.#cancel(req.id);
+      signal.addEventListener('abort', waiter.onAbort, { once: true });
+    }
+    this.#startTick();
+    // A request of a higher class, or the first one after a change nobody reported, may go now.
+    this.pump();
+    return promise;
+  }
+
+  /** The pool's load changed: dispatch what it has room for. */
+  pump(): void {
+    if (this.#pumpScheduled || this.#closed) return;
+    this.#dispatchOne();
+  }
+
+  /** What waits now, by class and tenant, labelled for the metrics. */
+  queued(): FlowQueuedSample[] {
+    const out: FlowQueuedSample[] = [];
+    for (const c of this.#queue.stats().classes) {
+      for (const t of c.tenants) {
+        out.push({
+          pool: this.#o.poolLabel,
+          priorityClass: c.name,
+          tenant: this.#o.tenantLabel(t.tenant),
+          queued: t.queued,
+        });
+      }
+    }
+    return out;
+  }
+
+  /** Shutdown: every waiting request is answered 503 now. */
+  close(): void {
+    this.#closed = true;
+    this.#stopTick();
+    for (const item of this.#queue.expire(Number.POSITIVE_INFINITY)) {
+      this.#settle(item).reject(
+        new ApiError('ERR_UNAVAILABLE', 'the gateway is shutting down', null, { retryAfterS: 1 }),
+      );
+    }
+  }
+
+  #dispatchOne(): void {
+    const nowMs = this.#o.nowMs();
+    this.#expire(nowMs);
+    if (this.#queue.size === 0) {
+      this.#stopTick();
+      return;
+    }
+    if (this.#o.saturated()) return;
+    const item = this.#queue.dequeue();
+    if (item === undefined) return;
+    const waiter = this.#settle(item);
+    const labels = this.#labels(item);
+    this.#o.metrics.dispatched.series(...labels).inc();
+    this.#o.metrics.wait.series(...labels).observe(Math.max(0, nowMs - item.arrivedMs) / 1000);
+    this.#recent.push(nowMs);
+    waiter.resolve();
+    if (this.#queue.size === 0) {
+      this.#stopTick();
+      return;
+    }
+    // The next one once the request just released has routed (its continuation runs first).
+    this.#pumpScheduled = true;
+    setImmediate(() => {
+      this.#pumpScheduled = false;
+      if (!this.#closed) this.#dispatchOne();
+    });
+  }
+
+  #expire(nowMs: number): void {
+    for (const item of this.#queue.expire(nowMs)) {
+      this.#count(this.#o.metrics.rejected, item, 'expired');
+      this.#settle(item).reject(
+        new ApiError(
+          'ERR_UNAVAILABLE',
+          `every replica of the pool stayed saturated: the request waited ${Math.round(nowMs - item.arrivedMs)} ms in the flow-control queue (the limit is ${this.#o.maxWaitMs} ms)`,
+          null,
+          { retryAfterS: this.#retryAfterS(nowMs) },
+        ),
+      );
+    }
+  }
+
+  #cancel(id: string): void {
+    const item = this.#queue.remove(id);
+    if (item === undefined) return;
+    this.#count(this.#o.metrics.cancelled, item);
+    this.#settle(item).reject(new FlowCancelled());
+    // Its place is free: a request behind it may now fit the bound, or go.
+    if (this.#queue.size === 0) this.#stopTick();
+  }
+
+  /** The item's waiter, detached from its signal. */
+  #settle(item: FlowItem<Waiter>): Waiter {
+    const w = item.payload;
+    if (w.signal && w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
+    return w;
+  }
+
+  #full(reason: 'queue-full' | 'tenant-full'): ApiError {
+    const nowMs = this.#o.nowMs();
+    const [what, limit, param] =
+      reason === 'queue-full'
+        ? ['the flow-control queue is full', this.#o.maxQueued, 'flow_max_queued']
+        : [
+            "this tenant's share of the flow-control queue is full",
+            this.#o.maxQueuedPerTenant,
+            'flow_max_queued_per_tenant',
+          ];
+    return new ApiError(
+      'ERR_RATE_LIMITED',
+      `the fleet is saturated and ${what} (${limit} requests waiting)`,
+      param,
+      { retryAfterS: this.#retryAfterS(nowMs), type: RATE_LIMIT_TYPE },
+    );
+  }
+
+  /** Seconds for the queue to drain at the rate it drained lately; the deadline if it did not. */
+  #retryAfterS(nowMs: number): number {
+    while (this.#recent.length > 0 && this.#recent[0]! < nowMs - RATE_WINDOW_MS) {
+      this.#recent.shift();
+    }
+    const maxS = Math.max(1, Math.ceil(this.#o.maxWaitMs / 1000));
+    if (this.#recent.length === 0) return maxS;
+    const perS = this.#recent.length / (RATE_WINDOW_MS / 1000);
+    return Math.min(maxS, Math.max(1, Math.ceil(this.#queue.size / perS)));
+  }
+
+  #labels(item: { tenant: string; priorityClass: string }): [string, string, string] {
+    return [this.#o.poolLabel, item.priorityClass, this.#o.tenantLabel(item.tenant)];
+  }
+
+  #count(
+    counter: FlowMetrics['rejected'],
+    item: { tenant: string; priorityClass: string },
+    reason?: string,
+  ): void {
+    const labels = this.#labels(item);
+    (reason === undefined ? counter.series(...labels) : counter.series(...labels, reason)).inc();
+  }
+
+  #startTick(): void {
+    if (this.#tick !== null) return;
+    // Deadlines kept within a tick; the tick also catches a change no hook reported.
+    const everyMs = Math.min(250, Math.max(10, this.#o.maxWaitMs / 10));
+    this.#tick = setInterval(() => this.pump(), everyMs);
+    this.#tick.unref();
+  }
+
+  #stopTick(): void {
+    if (this.#tick === null) return;
+    clearInterval(this.#tick);
+    this.#tick = null;
+  }
+}
