@@ -141,7 +141,11 @@ describe('Router: a session stays on its replica while the cost rule allows', ()
   });
 
   test('with the default policy a session sticks while idle replicas tie', () => {
-    const router = new Router({ replicas: ['a', 'b', 'c'], seed: 11, sessions: { slackTokens: 0 } });
+    const router = new Router({
+      replicas: ['a', 'b', 'c'],
+      seed: 11,
+      sessions: { slackTokens: 0 },
+    });
     const home = router.route(turn('t0', 's', 0), 0).replica;
     router.onFinished('t0', 0);
     for (let i = 1; i < 20; i++) {

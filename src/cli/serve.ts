@@ -8,13 +8,19 @@ import { accessSync, statSync } from 'node:fs';
 import {
   type ClientKey,
   DEFAULT_EMBEDDED_REPLICAS,
+  DEFAULT_SESSION_HEADER,
+  DEFAULT_SESSION_SLACK_TOKENS,
   defaultConfig,
+  defaultSessionAffinity,
   type GatewayConfig,
+  headerName,
   LOG_LEVELS,
   loadConfigFile,
   parseApiKeyFlag,
   parseBackendFlag,
+  type SessionAffinityConfig,
 } from '../gateway/config.ts';
+import { DEFAULT_SESSION_CAPACITY } from '../router/sessionMap.ts';
 import { TOKENIZE_MODES } from '../gateway/requestTokenizers.ts';
 import { startGatewayWithFleet } from '../embedded/gateway.ts';
 import { type Logger, makeLogger } from '../gateway/log.ts';
@@ -48,9 +54,9 @@ const FLAGS = flagSpec({
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
     'headers-timeout-ms request-timeout-ms log-level max-queue-ms max-ttft-ms prefill-us-per-token check-config ' +
-    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms ${NATS_FLAG_NAMES} discovery-allow discovery-max-backends pd-threshold decode-cost-tokens engine-budget kv-events-bind ${RUNTIME_FLAG_NAMES}`,
+    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms ${NATS_FLAG_NAMES} discovery-allow discovery-max-backends pd-threshold decode-cost-tokens engine-budget kv-events-bind session-header session-slack-tokens session-max ${RUNTIME_FLAG_NAMES}`,
   multiple: 'backend api-key',
-  boolean: 'access-log expose-replica-addresses',
+  boolean: 'access-log expose-replica-addresses session-affinity',
 });
 
 const D = defaultConfig();
@@ -125,6 +131,14 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
                         in every step a request waits through (a CPU engine: tens; default: not
                         counted, as on a GPU); kvroute calibrate --step-table prints C
   --engine-budget N     the backends' tokens per step, for that term (default 2048)
+  --session-affinity    keep a conversation on the replica it used last while that one's cost
+                        is within --session-slack-tokens of the best (for engines whose cache
+                        the router cannot see); the key: the --session-header header, else the
+                        body's session_id, else its user
+  --session-header NAME the session key's header (default ${DEFAULT_SESSION_HEADER}); implies --session-affinity
+  --session-slack-tokens N  prompt tokens of extra queue a session accepts to stay (default ${DEFAULT_SESSION_SLACK_TOKENS})
+  --session-max N       sessions remembered per model, least recently used forgotten first
+                        (default ${DEFAULT_SESSION_CAPACITY})
 admission (per-tenant limits and priority classes: the config file's tenants, see docs/routing.md)
   --max-queue-ms N      429 while every eligible replica has more than N ms of modelled
                         prefill queued (default: no bound)
@@ -208,6 +222,7 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
   }
   set('logLevel', flags.oneOf('log-level', LOG_LEVELS));
   if (flags.bool('access-log')) set('accessLog', true);
+  set('sessionAffinity', readSessionFlags(flags, config.sessionAffinity));
   if (flags.bool('expose-replica-addresses')) set('exposeReplicaAddresses', true);
   const maxQueueMs = flags.positive('max-queue-ms');
   const maxTtftMs = flags.positive('max-ttft-ms');
@@ -233,6 +248,34 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
     set('decodeCost', { tokens, ...(budgetTokens !== undefined && { budgetTokens }) });
   }
   return config;
+}
+
+/** --session-affinity and its companions; any of them turns affinity on. */
+function readSessionFlags(
+  flags: Flags,
+  current: SessionAffinityConfig | null,
+): SessionAffinityConfig | null {
+  const header = flags.string('session-header');
+  const slackTokens = flags.number('session-slack-tokens', { min: 0 });
+  const capacity = flags.number('session-max', { min: 1, integer: true });
+  const on = flags.bool('session-affinity');
+  if (!on && header === undefined && slackTokens === undefined && capacity === undefined) {
+    return current;
+  }
+  const base = current ?? defaultSessionAffinity();
+  let name = base.header;
+  if (header !== undefined) {
+    try {
+      name = headerName(header, 'session-header');
+    } catch {
+      throw new UsageError(`--session-header: '${header}' is not an HTTP header name`);
+    }
+  }
+  return {
+    header: name,
+    slackTokens: slackTokens ?? base.slackTokens,
+    capacity: capacity ?? base.capacity,
+  };
 }
 
 /** --nats and its companions; the others without --nats are an error (they would do nothing). */

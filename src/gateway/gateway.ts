@@ -125,6 +125,7 @@ export async function startGateway(
     firstByteTimeoutMs: config.firstByteTimeoutMs,
     nextLedgerId: () => `gw-${++ledgerIds}`,
     labels,
+    sessionHeader: config.sessionAffinity?.header ?? null,
     pd: makePdContext(
       {
         thresholdTokens: config.pdThreshold ?? DEFAULT_PD_THRESHOLD_TOKENS,

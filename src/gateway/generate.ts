@@ -30,6 +30,7 @@ import type { ModelPools, Target } from './pools.ts';
 import { chainTaps, proxyToBackend, type ResponseTap } from './proxy.ts';
 import type { ReplicaLabels } from './replicaLabels.ts';
 import { parseRequest } from './request.ts';
+import { sessionKey } from './sessionKey.ts';
 import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
 
 /** Names the replica that served a response (its label, `replicaLabels.ts`), as llm-d's gateway names its destination. */
@@ -53,6 +54,8 @@ export interface GenerateContext {
   pd?: PdContext;
   /** What the replica headers call a replica (a label, or its address when the operator says). */
   labels: ReplicaLabels;
+  /** Session affinity's header (lower case); null: affinity off, no session key is read. */
+  sessionHeader?: string | null;
 }
 
 export async function handleGenerate(
@@ -118,6 +121,7 @@ export async function handleGenerate(
       headersFor: (backend) => upstreamHeaders(ctx, backend, req, reqId),
     });
   }
+  const session = ctx.sessionHeader == null ? undefined : sessionKey(req, ctx.sessionHeader, json);
   let lastError: Error | null = null;
   /** Replicas that went silent on this request: not tried again for it. */
   const avoid: string[] = [];
@@ -140,6 +144,7 @@ export async function handleGenerate(
         ...(caller.tenant !== null && { tenant: caller.tenant }),
         ...(avoid.length > 0 && { avoid }),
         ...(adapter !== null && { lora: adapter }),
+        ...(session !== undefined && { session }),
       },
       Date.now(),
     );

@@ -68,6 +68,7 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   decodeCost: 'decode-cost-tokens, engine-budget',
   kvEventsBind: 'kv-events-bind',
   eventsCheckMs: 'events check period',
+  sessionAffinity: 'session-affinity, session-header, session-slack-tokens, session-max',
 };
 
 const AUTH_KEYS = ['apiKeys', 'tenantSalts', 'adminKey', 'metricsKey'] as const;

@@ -675,6 +675,19 @@ export class Router {
     this.#gauges.kvUsage[state.id] = report.kvUsage ?? 0;
   }
 
+  /**
+   * The replica reports no load after all (its engine turned out to have no load endpoint): its
+   * last report is dropped, so it is judged on the ledger alone instead of going stale.
+   */
+  forgetReport(replica: string): void {
+    const state = this.#state(replica);
+    state.report = undefined;
+    state.reportedAtMs = undefined;
+    this.#gauges.reported[state.id] = 0;
+    this.#gauges.reportedAtMs[state.id] = 0;
+    this.#gauges.kvUsage[state.id] = 0;
+  }
+
   /** KV events from an engine that speaks kvroute block keys; returns blocks changed. */
   applyEvents(replica: string, events: readonly KvEvent[], nowMs: number): number {
     return this.#applyEvents(this.#state(replica), events, nowMs, null);
