@@ -97,18 +97,19 @@ describe('Hysteresis', () => {
   const DOWN = 300_000;
   const STEP = 30_000;
 
-  test('up at once, down only after the lower answer held, to the stretch highest', () => {
+  test('up at once, down only after the lower answers held, to the stretch highest', () => {
     const h = new Hysteresis({ scaleDownMs: DOWN });
-    assert.deepEqual(h.step(4, 0).move, 'first');
-    assert.equal(h.step(6, STEP).desired, 6);
-    let t = 2 * STEP;
-    assert.equal(h.step(3, t).desired, 6);
-    assert.equal(h.step(5, (t += STEP)).desired, 6);
-    for (; t < 2 * STEP + DOWN - STEP; t += STEP) assert.equal(h.step(3, t).move, 'hold');
-    const down = h.step(3, 2 * STEP + DOWN);
+    assert.equal(h.step(4, 0).move, 'first');
+    assert.equal(h.step(6, STEP).move, 'up');
+    assert.equal(h.step(3, 2 * STEP).desired, 6);
+    assert.equal(h.step(5, 3 * STEP).desired, 6);
+    // The 6 answered at 30 s counts until 330 s; then the stretch's highest, 5, until 390 s.
+    for (let t = 4 * STEP; t < STEP + DOWN; t += STEP) assert.equal(h.step(3, t).move, 'hold');
+    const down = h.step(3, STEP + DOWN);
     assert.equal(down.move, 'down');
     assert.equal(down.desired, 5, 'the highest answer of the stretch keeps headroom');
-    assert.equal(h.step(0, 3 * DOWN).desired, 5, 'a fresh stretch starts the wait over');
+    assert.equal(h.step(3, 3 * STEP + DOWN - 1).desired, 5);
+    assert.equal(h.step(3, 3 * STEP + DOWN).desired, 3);
   });
 
   test('an answer equal to the count ends the stretch', () => {

@@ -2,14 +2,15 @@
  * The planner's hysteresis: from the replica counts its searches answer, the count it tells the
  * autoscaler. Pure: time is the caller's `nowMs`.
  *
- *   up:   an answer above the current count replaces it at once (the SLO would be missed);
- *   down: only after answers below the current count held for `scaleDownMs` without one at or
- *         above it, and then to the highest answer of that stretch, not the last: the fleet keeps
- *         the headroom the busiest moment of the stretch needed. An answer equal to the current
- *         count ends the stretch.
+ *   desired(t) = max(minReplicas, max { answer(s) : t - scaleDownMs < s <= t })
  *
- * So a constant load whose answer wobbles between n and n + 1 settles at n + 1 and stays there,
- * and a higher load never gets a lower count than a lower load at the same moment.
+ * the highest answer of the last `scaleDownMs`. So an answer above the count raises it at once
+ * (the SLO would be missed); the count goes down only once every higher answer is older than
+ * `scaleDownMs`, i.e. after the lower answers held that long, and then to the highest answer of
+ * that stretch, not the last: the fleet keeps the headroom the busiest moment needed. A constant
+ * load whose answer wobbles between n and n + 1 (with an n + 1 at least every `scaleDownMs`)
+ * stays at n + 1, and a higher load never gets fewer replicas than a lower one at the same moment
+ * (a max over the same times of larger answers).
  */
 
 export interface HysteresisOptions {
@@ -25,16 +26,15 @@ export interface HysteresisStep {
   /** The count to run now. */
   desired: number;
   move: PlannerMove;
-  /** A scale-down waiting to happen: since when the answers were lower, and their highest. */
-  pendingDown: { sinceMs: number; toReplicas: number } | null;
 }
 
 export class Hysteresis {
   readonly scaleDownMs: number;
   readonly minReplicas: number;
+  // Answers of the last scaleDownMs whose value no later answer reaches: a monotone queue
+  // (decreasing values), its head the maximum.
+  #answers: { atMs: number; replicas: number }[] = [];
   #desired: number | null = null;
-  #lowSinceMs: number | null = null;
-  #lowMax = 0;
 
   constructor(options: HysteresisOptions) {
     if (!(options.scaleDownMs >= 0)) {
@@ -53,37 +53,18 @@ export class Hysteresis {
     return this.#desired;
   }
 
-  /** A search answered `answer` replicas at `nowMs`. */
+  /** A search answered `answer` replicas at `nowMs` (answers come in time order). */
   step(answer: number, nowMs: number): HysteresisStep {
-    const wanted = Math.max(this.minReplicas, Math.ceil(answer));
-    let move: PlannerMove = 'hold';
-    if (this.#desired === null) {
-      this.#desired = wanted;
-      move = 'first';
-    } else if (wanted > this.#desired) {
-      this.#desired = wanted;
-      this.#lowSinceMs = null;
-      move = 'up';
-    } else if (wanted === this.#desired) {
-      this.#lowSinceMs = null;
-    } else {
-      if (this.#lowSinceMs === null) {
-        this.#lowSinceMs = nowMs;
-        this.#lowMax = wanted;
-      } else {
-        this.#lowMax = Math.max(this.#lowMax, wanted);
-      }
-      if (nowMs - this.#lowSinceMs >= this.scaleDownMs) {
-        this.#desired = this.#lowMax;
-        this.#lowSinceMs = null;
-        move = 'down';
-      }
-    }
-    return {
-      desired: this.#desired,
-      move,
-      pendingDown:
-        this.#lowSinceMs === null ? null : { sinceMs: this.#lowSinceMs, toReplicas: this.#lowMax },
-    };
+    const replicas = Math.max(this.minReplicas, Math.ceil(answer));
+    const q = this.#answers;
+    while (q.length > 0 && q[q.length - 1]!.replicas <= replicas) q.pop();
+    q.push({ atMs: nowMs, replicas });
+    while (q[0]!.atMs <= nowMs - this.scaleDownMs && q.length > 1) q.shift();
+    const desired = q[0]!.replicas;
+    const before = this.#desired;
+    this.#desired = desired;
+    const move: PlannerMove =
+      before === null ? 'first' : desired > before ? 'up' : desired < before ? 'down' : 'hold';
+    return { desired, move };
   }
 }
