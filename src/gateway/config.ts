@@ -16,6 +16,7 @@ import {
   type IndexMode,
 } from '../router/defaults.ts';
 import { DEFAULT_SESSION_CAPACITY } from '../router/sessionMap.ts';
+import { defaultPlannerConfig, type PlannerConfig } from './planner.ts';
 import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admissionConfig.ts';
 import { backendSpeed } from './backendSpeed.ts';
 import { configError, int, isRecord, num, str } from './configValues.ts';
@@ -178,6 +179,8 @@ export interface GatewayConfig {
    * replica while that one's cost is within `slackTokens` of the best. Null: off.
    */
   sessionAffinity: SessionAffinityConfig | null;
+  /** The online planner (`--planner`, planner.ts); null: off. */
+  planner: PlannerConfig | null;
 }
 
 /** Session affinity's settings. */
@@ -242,6 +245,7 @@ export function defaultConfig(): GatewayConfig {
     admission: defaultAdmission(),
     nats: null,
     sessionAffinity: null,
+    planner: null,
   };
 }
 
@@ -305,6 +309,14 @@ export const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'session-header',
   'session-slack-tokens',
   'session-max',
+  'planner',
+  'planner-window-s',
+  'planner-interval-s',
+  'planner-scale-down-s',
+  'planner-profile',
+  'planner-slo-ttft-p99-ms',
+  'planner-slo-tpot-p99-ms',
+  'planner-max-replicas',
 ]);
 
 /** Validates a parsed config document (object form of the YAML) onto `base`. */
@@ -369,6 +381,7 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
         }
       : null;
   }
+  out.planner = readPlannerDoc(doc, out.planner);
   if (doc.replicas !== undefined) out.embeddedReplicas = int(doc.replicas, 'replicas', 1, 64);
   if (doc['admin-key'] !== undefined) {
     out.adminKey = nonEmpty(str(doc['admin-key'], 'admin-key'), 'admin-key');
@@ -620,6 +633,32 @@ export function parseApiKeyFlag(value: string): ClientKey {
 /** A key without a named tenant is its own tenant, named by a digest so the key never leaks. */
 export function tenantOfKey(key: string): string {
   return `key-${createHash('sha256').update(key).digest('hex').slice(0, 12)}`;
+}
+
+/** The planner's keys; any of them turns it on, `planner: false` turns it off. */
+function readPlannerDoc(
+  doc: Record<string, unknown>,
+  current: PlannerConfig | null,
+): PlannerConfig | null {
+  const keys = Object.keys(doc).filter((k) => k.startsWith('planner'));
+  if (keys.length === 0) return current;
+  if (doc.planner !== undefined && !bool(doc.planner, 'planner')) return null;
+  const c = { ...(current ?? defaultPlannerConfig()) };
+  const pos = (key: string) => num(doc[key], key, Number.MIN_VALUE);
+  if (doc['planner-window-s'] !== undefined) c.windowS = pos('planner-window-s');
+  if (doc['planner-interval-s'] !== undefined) c.intervalS = pos('planner-interval-s');
+  if (doc['planner-scale-down-s'] !== undefined) {
+    c.scaleDownS = num(doc['planner-scale-down-s'], 'planner-scale-down-s', 0);
+  }
+  if (doc['planner-profile'] !== undefined) {
+    c.profile = nonEmpty(str(doc['planner-profile'], 'planner-profile'), 'planner-profile');
+  }
+  if (doc['planner-slo-ttft-p99-ms'] !== undefined) c.sloTtftP99Ms = pos('planner-slo-ttft-p99-ms');
+  if (doc['planner-slo-tpot-p99-ms'] !== undefined) c.sloTpotP99Ms = pos('planner-slo-tpot-p99-ms');
+  if (doc['planner-max-replicas'] !== undefined) {
+    c.maxReplicas = int(doc['planner-max-replicas'], 'planner-max-replicas', 1);
+  }
+  return c;
 }
 
 function bool(v: unknown, key: string): boolean {

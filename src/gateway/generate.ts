@@ -31,6 +31,7 @@ import { chainTaps, proxyToBackend, type ResponseTap } from './proxy.ts';
 import type { ReplicaLabels } from './replicaLabels.ts';
 import { parseRequest } from './request.ts';
 import { sessionKey } from './sessionKey.ts';
+import { type GatewayPlanner, outputTokensOf } from './planner.ts';
 import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
 
 /** Names the replica that served a response (its label, `replicaLabels.ts`), as llm-d's gateway names its destination. */
@@ -56,6 +57,8 @@ export interface GenerateContext {
   labels: ReplicaLabels;
   /** Session affinity's header (lower case); null: affinity off, no session key is read. */
   sessionHeader?: string | null;
+  /** The online planner (`--planner`): told of every request served. */
+  planner?: GatewayPlanner | null;
 }
 
 export async function handleGenerate(
@@ -66,6 +69,7 @@ export async function handleGenerate(
   record: RequestRecord,
 ): Promise<void> {
   const arrivedMs = performance.now();
+  const arrivedAtMs = Date.now();
   ctx.metrics.watchRequest(endpoint, res, record, arrivedMs);
   const tenantHeader = req.headers[TENANT_HEADER];
   const caller = ctx.auth.authenticate(
@@ -212,6 +216,14 @@ export async function handleGenerate(
       },
     );
     pool.finish(route, Date.now());
+    if (ctx.planner && outcome.kind === 'completed' && outcome.status < 400) {
+      ctx.planner.observe(pool.model, {
+        atMs: arrivedAtMs,
+        promptTokens: parsed.promptTokens,
+        outputTokens: outputTokensOf(usageTap?.completionTokens ?? null, json),
+        blockKeys: parsed.blockKeys,
+      });
+    }
     if (usageTap && outcome.kind === 'completed' && outcome.status < 400) {
       auditResponse(
         pool,

@@ -69,6 +69,7 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   kvEventsBind: 'kv-events-bind',
   eventsCheckMs: 'events check period',
   sessionAffinity: 'session-affinity, session-header, session-slack-tokens, session-max',
+  planner: 'planner, planner-*',
 };
 
 const AUTH_KEYS = ['apiKeys', 'tenantSalts', 'adminKey', 'metricsKey'] as const;
