@@ -18,6 +18,7 @@
  *
  *   npm run bench:planner -- [--phase-s 200] [--window-s 120] [--interval-s 60]
  *                            [--scale-down-s 120] [--startup-s 60] [--threads 2] [--json]
+ *                            [--slo-ttft-slowdown 3]   (sim's relative TTFT target; TPOT: sim's)
  */
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -39,16 +40,22 @@ const { values } = parseArgs({
     'startup-s': { type: 'string' },
     threads: { type: 'string' },
     trace: { type: 'string' },
+    'slo-ttft-slowdown': { type: 'string' },
     json: { type: 'boolean' },
   },
 });
-const { positiveInt } = benchFlags('bench:planner');
+const { fail, positiveInt } = benchFlags('bench:planner');
 const phaseS = positiveInt('phase-s', values['phase-s'], 200);
 const windowS = positiveInt('window-s', values['window-s'], 120);
 const intervalS = positiveInt('interval-s', values['interval-s'], 60);
 const scaleDownS = positiveInt('scale-down-s', values['scale-down-s'], 120);
 const startupS = positiveInt('startup-s', values['startup-s'], 60);
 const threads = positiveInt('threads', values.threads, 2);
+// The trace's longest prompts alone take longer than any fixed TTFT target: a relative one.
+const slowdown = Number(values['slo-ttft-slowdown'] ?? 3);
+if (!(slowdown >= 1))
+  fail(`--slo-ttft-slowdown takes a number >= 1, got '${values['slo-ttft-slowdown']}'`);
+const simArgs = ['--slo-ttft-slowdown', String(slowdown)];
 const tracePath =
   values.trace ??
   new URL('../../shared/data/mooncake/synthetic_trace.jsonl', import.meta.url).pathname;
@@ -89,7 +96,7 @@ const searches = phased.map((rs, i) => {
   writeFileSync(path, jsonl(rs, i * P));
   return {
     label: phases[i]!.name,
-    config: windowSimConfig(path, P, { simArgs: [], policy: DEFAULT_POLICY }),
+    config: windowSimConfig(path, P, { simArgs, policy: DEFAULT_POLICY }),
   };
 });
 const fixed = await runBatch({ runs: [], searches, bounds: { start: 8, max: 64 }, threads });
@@ -116,7 +123,7 @@ for (let t = intervalS * 1000; t <= endMs; t += intervalS * 1000) {
   const obs = window.observations(t);
   if (obs.length < 2) continue;
   const answer = await searchWindow(obs, {
-    simArgs: [],
+    simArgs,
     policy: DEFAULT_POLICY,
     maxReplicas: 64,
     threads,
@@ -167,6 +174,7 @@ const result = {
   intervalS,
   scaleDownS,
   startupS,
+  sloTtftSlowdown: slowdown,
   requests: all.length,
   fixedReplicas,
   fixedReplicaHours: fixedReplicaMs / 3.6e6,
