@@ -67,3 +67,34 @@ test('the gauge and the log follow the hysteresis of the scripted answers', asyn
   assert.equal(planner.answers()[0]!.answerReplicas, 2);
   await planner.close();
 });
+
+test('the planner flags: off by default, any of them turns it on, one TTFT target', async () => {
+  const { readFlags } = await import('../src/cli/args.ts');
+  const { readServeConfig } = await import('../src/cli/serve.ts');
+  const { plannerSimArgs } = await import('../src/gateway/planner.ts');
+  const spec = Object.fromEntries(
+    [
+      'planner-window-s',
+      'planner-interval-s',
+      'planner-scale-down-s',
+      'planner-slo-ttft-p99-ms',
+      'planner-slo-ttft-slowdown',
+      'planner-max-replicas',
+    ].map((f) => [f, { type: 'string' as const }]),
+  );
+  const of = (argv: string[]) => {
+    const flags = readFlags(argv, { ...spec, planner: { type: 'boolean' as const } });
+    if (flags === 'help') throw new Error('help');
+    return readServeConfig(flags);
+  };
+  assert.equal(of([]).planner, null);
+  const on = of(['--planner-window-s', '60', '--planner-slo-ttft-slowdown', '3']).planner!;
+  assert.equal(on.windowS, 60);
+  assert.equal(on.intervalS, 30);
+  assert.deepEqual(plannerSimArgs(on), ['--slo-ttft-slowdown', '3']);
+  assert.throws(
+    () => of(['--planner-slo-ttft-p99-ms', '500', '--planner-slo-ttft-slowdown', '3']),
+    /alternative/,
+  );
+  assert.throws(() => of(['--planner-max-replicas', '0']), /--planner-max-replicas/);
+});

@@ -58,7 +58,7 @@ export const NATS_BOUNDS_HELP = `  --nats-max-peers N    peers held at once; one
 `;
 
 const PLANNER_FLAG_NAMES =
-  'planner-window-s planner-interval-s planner-scale-down-s planner-profile planner-slo-ttft-p99-ms planner-slo-tpot-p99-ms planner-max-replicas';
+  'planner-window-s planner-interval-s planner-scale-down-s planner-profile planner-slo-ttft-p99-ms planner-slo-tpot-p99-ms planner-max-replicas planner-slo-ttft-slowdown';
 
 const FLAGS = flagSpec({
   string:
@@ -162,6 +162,8 @@ online planner (docs/planner.md#online)
   --planner-profile FILE  the engines' calibrated profile (kvroute calibrate; default: the
                         catalog's model, as kvroute sim)
   --planner-slo-ttft-p99-ms MS, --planner-slo-tpot-p99-ms MS  the SLO (default: kvroute sim's)
+  --planner-slo-ttft-slowdown X  instead of a fixed TTFT: p99 of TTFT / the request's own cold
+                        TTFT at most X (prompts whose prefill alone outlasts a fixed target)
   --planner-max-replicas N  most replicas tried; the answer when none meets the SLO
                         (default ${DEFAULT_PLANNER_MAX_REPLICAS})
 admission (per-tenant limits and priority classes: the config file's tenants, see docs/routing.md)
@@ -285,7 +287,17 @@ function readPlannerFlags(flags: Flags, current: PlannerConfig | null): PlannerC
   const sloTtftP99Ms = flags.positive('planner-slo-ttft-p99-ms');
   const sloTpotP99Ms = flags.positive('planner-slo-tpot-p99-ms');
   const maxReplicas = flags.positive('planner-max-replicas', true);
-  const given = [windowS, intervalS, scaleDownS, profile, sloTtftP99Ms, sloTpotP99Ms, maxReplicas];
+  const slowdown = flags.number('planner-slo-ttft-slowdown', { min: 1 });
+  const given = [
+    windowS,
+    intervalS,
+    scaleDownS,
+    profile,
+    sloTtftP99Ms,
+    sloTpotP99Ms,
+    maxReplicas,
+    slowdown,
+  ];
   if (!flags.bool('planner') && given.every((v) => v === undefined)) return current;
   if (profile !== undefined) {
     try {
@@ -295,12 +307,20 @@ function readPlannerFlags(flags: Flags, current: PlannerConfig | null): PlannerC
     }
   }
   const c = current ?? defaultPlannerConfig();
+  const ttft = sloTtftP99Ms ?? (slowdown === undefined ? c.sloTtftP99Ms : null);
+  const relative = slowdown ?? (sloTtftP99Ms === undefined ? c.sloTtftSlowdown : null);
+  if (ttft !== null && relative !== null) {
+    throw new UsageError(
+      '--planner-slo-ttft-p99-ms and --planner-slo-ttft-slowdown are alternative TTFT targets; give one',
+    );
+  }
   return {
     windowS: windowS ?? c.windowS,
     intervalS: intervalS ?? c.intervalS,
     scaleDownS: scaleDownS ?? c.scaleDownS,
     profile: profile ?? c.profile,
-    sloTtftP99Ms: sloTtftP99Ms ?? c.sloTtftP99Ms,
+    sloTtftP99Ms: ttft,
+    sloTtftSlowdown: relative,
     sloTpotP99Ms: sloTpotP99Ms ?? c.sloTpotP99Ms,
     maxReplicas: maxReplicas ?? c.maxReplicas,
   };

@@ -317,6 +317,7 @@ export const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'planner-slo-ttft-p99-ms',
   'planner-slo-tpot-p99-ms',
   'planner-max-replicas',
+  'planner-slo-ttft-slowdown',
 ]);
 
 /** Validates a parsed config document (object form of the YAML) onto `base`. */
@@ -655,6 +656,15 @@ function readPlannerDoc(
   }
   if (doc['planner-slo-ttft-p99-ms'] !== undefined) c.sloTtftP99Ms = pos('planner-slo-ttft-p99-ms');
   if (doc['planner-slo-tpot-p99-ms'] !== undefined) c.sloTpotP99Ms = pos('planner-slo-tpot-p99-ms');
+  if (doc['planner-slo-ttft-slowdown'] !== undefined) {
+    c.sloTtftSlowdown = num(doc['planner-slo-ttft-slowdown'], 'planner-slo-ttft-slowdown', 1);
+  }
+  if (c.sloTtftSlowdown !== null && c.sloTtftP99Ms !== null) {
+    throw configError(
+      'planner-slo-ttft-slowdown',
+      'and planner-slo-ttft-p99-ms are alternatives; give one',
+    );
+  }
   if (doc['planner-max-replicas'] !== undefined) {
     c.maxReplicas = int(doc['planner-max-replicas'], 'planner-max-replicas', 1);
   }

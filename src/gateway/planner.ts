@@ -34,6 +34,8 @@ export interface PlannerConfig {
   /** The SLO: TTFT p99 and TPOT p99, ms (null: `kvroute sim`'s defaults). */
   sloTtftP99Ms: number | null;
   sloTpotP99Ms: number | null;
+  /** Instead of sloTtftP99Ms: TTFT p99 at most this many times each request's own cold TTFT. */
+  sloTtftSlowdown: number | null;
   /** Most replicas the search tries (the answer when none meets the SLO). */
   maxReplicas: number;
 }
@@ -57,6 +59,7 @@ export function defaultPlannerConfig(): PlannerConfig {
     profile: null,
     sloTtftP99Ms: null,
     sloTpotP99Ms: null,
+    sloTtftSlowdown: null,
     maxReplicas: DEFAULT_PLANNER_MAX_REPLICAS,
   };
 }
@@ -67,6 +70,7 @@ export function plannerSimArgs(c: PlannerConfig): string[] {
     ...(c.profile !== null ? ['--profile', c.profile] : []),
     ...(c.sloTtftP99Ms !== null ? ['--slo-ttft-p99-ms', String(c.sloTtftP99Ms)] : []),
     ...(c.sloTpotP99Ms !== null ? ['--slo-tpot-p99-ms', String(c.sloTpotP99Ms)] : []),
+    ...(c.sloTtftSlowdown !== null ? ['--slo-ttft-slowdown', String(c.sloTtftSlowdown)] : []),
   ];
 }
 
