@@ -8,13 +8,27 @@ import { accessSync, statSync } from 'node:fs';
 import {
   type ClientKey,
   DEFAULT_EMBEDDED_REPLICAS,
+  DEFAULT_SESSION_HEADER,
+  DEFAULT_SESSION_SLACK_TOKENS,
   defaultConfig,
+  defaultSessionAffinity,
   type GatewayConfig,
+  headerName,
   LOG_LEVELS,
   loadConfigFile,
   parseApiKeyFlag,
   parseBackendFlag,
+  type SessionAffinityConfig,
 } from '../gateway/config.ts';
+import { DEFAULT_SESSION_CAPACITY } from '../router/sessionMap.ts';
+import {
+  DEFAULT_PLANNER_INTERVAL_S,
+  DEFAULT_PLANNER_MAX_REPLICAS,
+  DEFAULT_PLANNER_SCALE_DOWN_S,
+  DEFAULT_PLANNER_WINDOW_S,
+  defaultPlannerConfig,
+  type PlannerConfig,
+} from '../gateway/planner.ts';
 import { TOKENIZE_MODES } from '../gateway/requestTokenizers.ts';
 import { startGatewayWithFleet } from '../embedded/gateway.ts';
 import { type Logger, makeLogger } from '../gateway/log.ts';
@@ -44,14 +58,17 @@ export const NATS_BOUNDS_HELP = `  --nats-max-peers N    peers held at once; one
   --nats-max-message-bytes N  a larger message is dropped unread (default ${DEFAULT_SYNC_LIMITS.maxMessageBytes})
 `;
 
+const PLANNER_FLAG_NAMES =
+  'planner-window-s planner-interval-s planner-scale-down-s planner-profile planner-slo-ttft-p99-ms planner-slo-tpot-p99-ms planner-max-replicas planner-slo-ttft-slowdown';
+
 const FLAGS = flagSpec({
   string:
     'port host config policy index tokenizer chat-template tokenize stale-ms kv-threshold scrape-ms ' +
     'block-size replicas speedup seed admin-key metrics-key first-byte-timeout-ms ' +
     'headers-timeout-ms request-timeout-ms log-level max-queue-ms max-ttft-ms prefill-us-per-token check-config ' +
-    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms ${NATS_FLAG_NAMES} discovery-allow discovery-max-backends pd-threshold decode-cost-tokens engine-budget kv-events-bind ${RUNTIME_FLAG_NAMES} ${FLOW_FLAG_NAMES}`,
+    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms ${NATS_FLAG_NAMES} discovery-allow discovery-max-backends pd-threshold decode-cost-tokens engine-budget kv-events-bind session-header session-slack-tokens session-max ${PLANNER_FLAG_NAMES} ${RUNTIME_FLAG_NAMES} ${FLOW_FLAG_NAMES}`,
   multiple: 'backend api-key',
-  boolean: `access-log expose-replica-addresses ${FLOW_BOOLEAN_FLAGS}`,
+  boolean: `access-log expose-replica-addresses session-affinity planner ${FLOW_BOOLEAN_FLAGS}`,
 });
 
 const D = defaultConfig();
@@ -126,6 +143,30 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
                         in every step a request waits through (a CPU engine: tens; default: not
                         counted, as on a GPU); kvroute calibrate --step-table prints C
   --engine-budget N     the backends' tokens per step, for that term (default 2048)
+  --session-affinity    keep a conversation on the replica it used last while that one's cost
+                        is within --session-slack-tokens of the best (for engines whose cache
+                        the router cannot see); the key: the --session-header header, else the
+                        body's session_id, else its user
+  --session-header NAME the session key's header (default ${DEFAULT_SESSION_HEADER}); implies --session-affinity
+  --session-slack-tokens N  prompt tokens of extra queue a session accepts to stay (default ${DEFAULT_SESSION_SLACK_TOKENS})
+  --session-max N       sessions remembered per model, least recently used forgotten first
+                        (default ${DEFAULT_SESSION_CAPACITY})
+online planner (docs/planner.md#online)
+  --planner             replay the live traffic of the last --planner-window-s on the simulator
+                        every --planner-interval-s and export the fewest replicas meeting the
+                        SLO: gauge kvroute_planner_desired_replicas{pool}, GET /planner/desired
+                        (KEDA metrics-api, valueLocation desiredReplicas), a log line on change
+  --planner-window-s S  the traffic window fitted (default ${DEFAULT_PLANNER_WINDOW_S})
+  --planner-interval-s S  how often the search runs (default ${DEFAULT_PLANNER_INTERVAL_S})
+  --planner-scale-down-s S  a lower answer must hold this long before the count goes down
+                        (default ${DEFAULT_PLANNER_SCALE_DOWN_S}); an answer above it applies at once
+  --planner-profile FILE  the engines' calibrated profile (kvroute calibrate; default: the
+                        catalog's model, as kvroute sim)
+  --planner-slo-ttft-p99-ms MS, --planner-slo-tpot-p99-ms MS  the SLO (default: kvroute sim's)
+  --planner-slo-ttft-slowdown X  instead of a fixed TTFT: p99 of TTFT / the request's own cold
+                        TTFT at most X (prompts whose prefill alone outlasts a fixed target)
+  --planner-max-replicas N  most replicas tried; the answer when none meets the SLO
+                        (default ${DEFAULT_PLANNER_MAX_REPLICAS})
 admission (per-tenant limits and priority classes: the config file's tenants, see docs/routing.md)
   --max-queue-ms N      429 while every eligible replica has more than N ms of modelled
                         prefill queued (default: no bound)
@@ -209,6 +250,8 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
   }
   set('logLevel', flags.oneOf('log-level', LOG_LEVELS));
   if (flags.bool('access-log')) set('accessLog', true);
+  set('sessionAffinity', readSessionFlags(flags, config.sessionAffinity));
+  set('planner', readPlannerFlags(flags, config.planner));
   if (flags.bool('expose-replica-addresses')) set('exposeReplicaAddresses', true);
   const maxQueueMs = flags.positive('max-queue-ms');
   const maxTtftMs = flags.positive('max-ttft-ms');
@@ -235,6 +278,82 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
     set('decodeCost', { tokens, ...(budgetTokens !== undefined && { budgetTokens }) });
   }
   return config;
+}
+
+/** --planner and its companions; any of them turns the planner on. */
+function readPlannerFlags(flags: Flags, current: PlannerConfig | null): PlannerConfig | null {
+  const windowS = flags.positive('planner-window-s');
+  const intervalS = flags.positive('planner-interval-s');
+  const scaleDownS = flags.number('planner-scale-down-s', { min: 0 });
+  const profile = nonEmptyFlag(flags, 'planner-profile');
+  const sloTtftP99Ms = flags.positive('planner-slo-ttft-p99-ms');
+  const sloTpotP99Ms = flags.positive('planner-slo-tpot-p99-ms');
+  const maxReplicas = flags.positive('planner-max-replicas', true);
+  const slowdown = flags.number('planner-slo-ttft-slowdown', { min: 1 });
+  const given = [
+    windowS,
+    intervalS,
+    scaleDownS,
+    profile,
+    sloTtftP99Ms,
+    sloTpotP99Ms,
+    maxReplicas,
+    slowdown,
+  ];
+  if (!flags.bool('planner') && given.every((v) => v === undefined)) return current;
+  if (profile !== undefined) {
+    try {
+      accessSync(profile);
+    } catch {
+      throw new UsageError(`--planner-profile: cannot read '${profile}'`);
+    }
+  }
+  const c = current ?? defaultPlannerConfig();
+  const ttft = sloTtftP99Ms ?? (slowdown === undefined ? c.sloTtftP99Ms : null);
+  const relative = slowdown ?? (sloTtftP99Ms === undefined ? c.sloTtftSlowdown : null);
+  if (ttft !== null && relative !== null) {
+    throw new UsageError(
+      '--planner-slo-ttft-p99-ms and --planner-slo-ttft-slowdown are alternative TTFT targets; give one',
+    );
+  }
+  return {
+    windowS: windowS ?? c.windowS,
+    intervalS: intervalS ?? c.intervalS,
+    scaleDownS: scaleDownS ?? c.scaleDownS,
+    profile: profile ?? c.profile,
+    sloTtftP99Ms: ttft,
+    sloTtftSlowdown: relative,
+    sloTpotP99Ms: sloTpotP99Ms ?? c.sloTpotP99Ms,
+    maxReplicas: maxReplicas ?? c.maxReplicas,
+  };
+}
+
+/** --session-affinity and its companions; any of them turns affinity on. */
+function readSessionFlags(
+  flags: Flags,
+  current: SessionAffinityConfig | null,
+): SessionAffinityConfig | null {
+  const header = flags.string('session-header');
+  const slackTokens = flags.number('session-slack-tokens', { min: 0 });
+  const capacity = flags.number('session-max', { min: 1, integer: true });
+  const on = flags.bool('session-affinity');
+  if (!on && header === undefined && slackTokens === undefined && capacity === undefined) {
+    return current;
+  }
+  const base = current ?? defaultSessionAffinity();
+  let name = base.header;
+  if (header !== undefined) {
+    try {
+      name = headerName(header, 'session-header');
+    } catch {
+      throw new UsageError(`--session-header: '${header}' is not an HTTP header name`);
+    }
+  }
+  return {
+    header: name,
+    slackTokens: slackTokens ?? base.slackTokens,
+    capacity: capacity ?? base.capacity,
+  };
 }
 
 /** --nats and its companions; the others without --nats are an error (they would do nothing). */

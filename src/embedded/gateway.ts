@@ -57,6 +57,7 @@ export async function startGatewayWithFleet(
     pools: gateway.pools,
     metrics: gateway.metrics,
     sync: gateway.sync,
+    planner: gateway.planner,
     backends: () => gateway.backends(),
     // A reloaded config without backends still means the embedded fleet.
     reload: (next) =>

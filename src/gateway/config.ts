@@ -15,6 +15,8 @@ import {
   INDEX_MODES,
   type IndexMode,
 } from '../router/defaults.ts';
+import { DEFAULT_SESSION_CAPACITY } from '../router/sessionMap.ts';
+import { defaultPlannerConfig, type PlannerConfig } from './planner.ts';
 import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admissionConfig.ts';
 import { backendSpeed } from './backendSpeed.ts';
 import { defaultFlowControl, type FlowControlConfig, readFlowDoc } from './flowConfig.ts';
@@ -174,6 +176,42 @@ export interface GatewayConfig {
   kvEventsBind: string | null;
   /** How often a backend whose events never arrived while it served requests is warned about. */
   eventsCheckMs: number;
+  /**
+   * Session affinity (`--session-affinity`, src/router/sessionMap.ts): a request's session key,
+   * from the header or the body's `session_id` then `user`, keeps it on its session's last
+   * replica while that one's cost is within `slackTokens` of the best. Null: off.
+   */
+  sessionAffinity: SessionAffinityConfig | null;
+  /** The online planner (`--planner`, planner.ts); null: off. */
+  planner: PlannerConfig | null;
+}
+
+/** Session affinity's settings. */
+export interface SessionAffinityConfig {
+  /** The header carrying the session key, lower case (default x-session-id). */
+  header: string;
+  /** How much costlier (prompt tokens) the session's replica may be than the best. */
+  slackTokens: number;
+  /** Sessions remembered per model pool (a bounded LRU). */
+  capacity: number;
+}
+
+/** The session header read when none is named. */
+export const DEFAULT_SESSION_HEADER = 'x-session-id';
+/**
+ * Default slack: a conversation keeps its replica while that one has at most this many more
+ * prompt tokens queued than the least loaded (about a second of prefill on a 70B TP=2 H200
+ * replica at 71 us/token is 14,000; a quarter of that is spent on a cache the router cannot see).
+ */
+export const DEFAULT_SESSION_SLACK_TOKENS = 4_096;
+
+/** Session affinity on, with the defaults. */
+export function defaultSessionAffinity(): SessionAffinityConfig {
+  return {
+    header: DEFAULT_SESSION_HEADER,
+    slackTokens: DEFAULT_SESSION_SLACK_TOKENS,
+    capacity: DEFAULT_SESSION_CAPACITY,
+  };
 }
 
 export function defaultConfig(): GatewayConfig {
@@ -210,6 +248,8 @@ export function defaultConfig(): GatewayConfig {
     admission: defaultAdmission(),
     flowControl: defaultFlowControl(),
     nats: null,
+    sessionAffinity: null,
+    planner: null,
   };
 }
 
@@ -270,6 +310,19 @@ export const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'engine-budget',
   'kv-events-bind',
   'flow-control',
+  'session-affinity',
+  'session-header',
+  'session-slack-tokens',
+  'session-max',
+  'planner',
+  'planner-window-s',
+  'planner-interval-s',
+  'planner-scale-down-s',
+  'planner-profile',
+  'planner-slo-ttft-p99-ms',
+  'planner-slo-tpot-p99-ms',
+  'planner-max-replicas',
+  'planner-slo-ttft-slowdown',
 ]);
 
 /** Validates a parsed config document (object form of the YAML) onto `base`. */
@@ -310,6 +363,31 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
       out.decodeCost.budgetTokens = int(doc['engine-budget'], 'engine-budget', 1);
     }
   }
+  const sessionKeys = ['session-header', 'session-slack-tokens', 'session-max'] as const;
+  if (doc['session-affinity'] !== undefined || sessionKeys.some((k) => doc[k] !== undefined)) {
+    const on =
+      doc['session-affinity'] === undefined
+        ? true
+        : bool(doc['session-affinity'], 'session-affinity');
+    const s = out.sessionAffinity ?? defaultSessionAffinity();
+    out.sessionAffinity = on
+      ? {
+          header:
+            doc['session-header'] === undefined
+              ? s.header
+              : headerName(str(doc['session-header'], 'session-header'), 'session-header'),
+          slackTokens:
+            doc['session-slack-tokens'] === undefined
+              ? s.slackTokens
+              : num(doc['session-slack-tokens'], 'session-slack-tokens', 0),
+          capacity:
+            doc['session-max'] === undefined
+              ? s.capacity
+              : int(doc['session-max'], 'session-max', 1),
+        }
+      : null;
+  }
+  out.planner = readPlannerDoc(doc, out.planner);
   if (doc.replicas !== undefined) out.embeddedReplicas = int(doc.replicas, 'replicas', 1, 64);
   if (doc['admin-key'] !== undefined) {
     out.adminKey = nonEmpty(str(doc['admin-key'], 'admin-key'), 'admin-key');
@@ -562,6 +640,54 @@ export function parseApiKeyFlag(value: string): ClientKey {
 /** A key without a named tenant is its own tenant, named by a digest so the key never leaks. */
 export function tenantOfKey(key: string): string {
   return `key-${createHash('sha256').update(key).digest('hex').slice(0, 12)}`;
+}
+
+/** The planner's keys; any of them turns it on, `planner: false` turns it off. */
+function readPlannerDoc(
+  doc: Record<string, unknown>,
+  current: PlannerConfig | null,
+): PlannerConfig | null {
+  const keys = Object.keys(doc).filter((k) => k.startsWith('planner'));
+  if (keys.length === 0) return current;
+  if (doc.planner !== undefined && !bool(doc.planner, 'planner')) return null;
+  const c = { ...(current ?? defaultPlannerConfig()) };
+  const pos = (key: string) => num(doc[key], key, Number.MIN_VALUE);
+  if (doc['planner-window-s'] !== undefined) c.windowS = pos('planner-window-s');
+  if (doc['planner-interval-s'] !== undefined) c.intervalS = pos('planner-interval-s');
+  if (doc['planner-scale-down-s'] !== undefined) {
+    c.scaleDownS = num(doc['planner-scale-down-s'], 'planner-scale-down-s', 0);
+  }
+  if (doc['planner-profile'] !== undefined) {
+    c.profile = nonEmpty(str(doc['planner-profile'], 'planner-profile'), 'planner-profile');
+  }
+  if (doc['planner-slo-ttft-p99-ms'] !== undefined) c.sloTtftP99Ms = pos('planner-slo-ttft-p99-ms');
+  if (doc['planner-slo-tpot-p99-ms'] !== undefined) c.sloTpotP99Ms = pos('planner-slo-tpot-p99-ms');
+  if (doc['planner-slo-ttft-slowdown'] !== undefined) {
+    c.sloTtftSlowdown = num(doc['planner-slo-ttft-slowdown'], 'planner-slo-ttft-slowdown', 1);
+  }
+  if (c.sloTtftSlowdown !== null && c.sloTtftP99Ms !== null) {
+    throw configError(
+      'planner-slo-ttft-slowdown',
+      'and planner-slo-ttft-p99-ms are alternatives; give one',
+    );
+  }
+  if (doc['planner-max-replicas'] !== undefined) {
+    c.maxReplicas = int(doc['planner-max-replicas'], 'planner-max-replicas', 1);
+  }
+  return c;
+}
+
+function bool(v: unknown, key: string): boolean {
+  if (typeof v !== 'boolean') throw configError(key, 'must be true or false');
+  return v;
+}
+
+/** An HTTP header name (RFC 9110 token), lower-cased as Node presents request headers. */
+export function headerName(v: string, key: string): string {
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(v)) {
+    throw configError(key, `is not an HTTP header name: '${v}'`);
+  }
+  return v.toLowerCase();
 }
 
 function nonEmpty(v: string, key: string): string {

@@ -8,7 +8,7 @@
 import { DEFAULT_PD_THRESHOLD_TOKENS } from './pd/decider.ts';
 import { makePdContext } from './pd/handler.ts';
 import { PdMetrics } from './pd/metrics.ts';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { verdictsOf } from './audit/observe.ts';
 import { CentralEvents } from './centralEvents.ts';
 import { closeServer, createHttpServer, listen } from '../openai/http.ts';
@@ -27,6 +27,7 @@ import { FlowControl } from './flowControl.ts';
 import type { GenerateContext } from './generate.ts';
 import { type Logger, silentLogger } from './log.ts';
 import { GatewayMetrics } from './metrics.ts';
+import { GatewayPlanner } from './planner.ts';
 import type { BackendInfo, RouteObserver } from './pool.ts';
 import { ModelPools } from './pools.ts';
 import { applyLive, type ReloadResult } from './reload.ts';
@@ -54,6 +55,8 @@ export interface GatewayHandle {
   metrics: GatewayMetrics;
   /** The routing state shared with other gateways (`--nats`), or null. */
   sync: StateSync | null;
+  /** The online planner (`--planner`), or null. */
+  planner: GatewayPlanner | null;
   /** Every backend now, with its state. */
   backends(): BackendInfo[];
   /**
@@ -108,6 +111,16 @@ export async function startGateway(
   }
   lateMetrics = metrics;
 
+  const planner =
+    config.planner === null
+      ? null
+      : new GatewayPlanner(config.planner, {
+          registry: metrics.registry,
+          logger,
+          policy: config.policy,
+          blockSize: config.blockSize,
+        });
+  planner?.start();
   let ledgerIds = 0;
   // The configured backends are labelled in their order: replica-0 is the first --backend.
   const labels = new ReplicaLabels(config.exposeReplicaAddresses);
@@ -127,6 +140,8 @@ export async function startGateway(
     firstByteTimeoutMs: config.firstByteTimeoutMs,
     nextLedgerId: () => `gw-${++ledgerIds}`,
     labels,
+    sessionHeader: config.sessionAffinity?.header ?? null,
+    planner,
     pd: makePdContext(
       {
         thresholdTokens: config.pdThreshold ?? DEFAULT_PD_THRESHOLD_TOKENS,
@@ -148,7 +163,15 @@ export async function startGateway(
       ...(sync !== null && { sync: sync.stats() }),
     }),
     accessLog: config.accessLog,
-    extraRoutes: dashboardRoutes(dashboard, (h) => generate.auth.authorizeAdmin(h)),
+    extraRoutes: {
+      ...dashboardRoutes(dashboard, (h) => generate.auth.authorizeAdmin(h)),
+      ...(planner && {
+        '/planner/desired': {
+          method: 'GET' as const,
+          handle: (req: IncomingMessage, res: ServerResponse) => planner.handle(req, res),
+        },
+      }),
+    },
   };
   const server: Server = createHttpServer(config, makeRequestListener(routes));
   let bound: { port: number; url: string };
@@ -156,6 +179,7 @@ export async function startGateway(
     bound = await listen(server, config.port, config.host);
   } catch (err) {
     dashboard.close();
+    await planner?.close();
     await sync?.close();
     await pools.close();
     throw err;
@@ -189,6 +213,7 @@ export async function startGateway(
     pools,
     metrics,
     sync,
+    planner,
     backends: () => pools.backends(),
     reload(next) {
       const result = applyLive(current, next, { pools, generate, routes, logger });
@@ -200,6 +225,7 @@ export async function startGateway(
         closing = true;
         generate.flow?.close();
         dashboard.close();
+        await planner?.close();
         await discovery?.close();
         await closeServer(server);
         await sync?.close();

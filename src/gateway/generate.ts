@@ -33,6 +33,8 @@ import { RouterError, type RouteRequest } from '../router/index.ts';
 import { chainTaps, proxyToBackend, type ResponseTap } from './proxy.ts';
 import type { ReplicaLabels } from './replicaLabels.ts';
 import { parseRequest } from './request.ts';
+import { sessionKey } from './sessionKey.ts';
+import { type GatewayPlanner, outputTokensOf } from './planner.ts';
 import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
 
 /** Names the replica that served a response (its label, `replicaLabels.ts`), as llm-d's gateway names its destination. */
@@ -58,6 +60,10 @@ export interface GenerateContext {
   pd?: PdContext;
   /** What the replica headers call a replica (a label, or its address when the operator says). */
   labels: ReplicaLabels;
+  /** Session affinity's header (lower case); null: affinity off, no session key is read. */
+  sessionHeader?: string | null;
+  /** The online planner (`--planner`): told of every request served. */
+  planner?: GatewayPlanner | null;
 }
 
 export async function handleGenerate(
@@ -68,6 +74,7 @@ export async function handleGenerate(
   record: RequestRecord,
 ): Promise<void> {
   const arrivedMs = performance.now();
+  const arrivedAtMs = Date.now();
   ctx.metrics.watchRequest(endpoint, res, record, arrivedMs);
   const tenantHeader = req.headers[TENANT_HEADER];
   const caller = ctx.auth.authenticate(
@@ -159,6 +166,7 @@ export async function handleGenerate(
       headersFor: (backend) => upstreamHeaders(ctx, backend, req, reqId),
     });
   }
+  const session = ctx.sessionHeader == null ? undefined : sessionKey(req, ctx.sessionHeader, json);
   let lastError: Error | null = null;
   /** Replicas that went silent on this request: not tried again for it. */
   const avoid: string[] = [];
@@ -182,6 +190,7 @@ export async function handleGenerate(
         ...(caller.tenant !== null && { tenant: caller.tenant }),
         ...(avoid.length > 0 && { avoid }),
         ...(adapter !== null && { lora: adapter }),
+        ...(session !== undefined && { session }),
       },
       ctx.flow,
     );
@@ -255,6 +264,14 @@ export async function handleGenerate(
       },
     );
     pool.finish(route, Date.now());
+    if (ctx.planner && outcome.kind === 'completed' && outcome.status < 400) {
+      ctx.planner.observe(pool.model, {
+        atMs: arrivedAtMs,
+        promptTokens: parsed.promptTokens,
+        outputTokens: outputTokensOf(usageTap?.completionTokens ?? null, json),
+        blockKeys: parsed.blockKeys,
+      });
+    }
     if (usageTap && outcome.kind === 'completed' && outcome.status < 400) {
       auditResponse(
         pool,

@@ -68,6 +68,8 @@ export class GatewayMetrics {
   readonly promptTokens: LabelledCounter;
   readonly spills: LabelledCounter;
   readonly failOpen: LabelledCounter;
+  /** Session affinity's outcomes (router.ts AffinityOutcome): kept, left, new. */
+  readonly sessionAffinity: LabelledCounter;
   readonly retries: Counter;
   readonly upstreamReconnects: Counter;
   readonly remoteTokenizeFallbacks: Counter;
@@ -125,6 +127,11 @@ export class GatewayMetrics {
       'kvroute_gateway_spills_total',
       'Requests sent away from the replica holding their longest prefix',
       ['policy', 'model'],
+    );
+    this.sessionAffinity = labelled(
+      'kvroute_gateway_session_affinity_total',
+      'Requests with a session key: kept on their session replica, left it, or new',
+      ['outcome', 'model'],
     );
     this.failOpen = labelled(
       'kvroute_gateway_fail_open_total',
@@ -225,6 +232,7 @@ export class GatewayMetrics {
     this.promptTokens.series('uncached', label).inc(d.uncachedTokens);
     if (d.spilled) this.spills.series(d.policy, label).inc();
     if (d.failedOpen) this.failOpen.series(d.policy, label).inc();
+    if (d.affinity !== undefined) this.sessionAffinity.series(d.affinity, label).inc();
     this.policyDecisions.set(d.policy, (this.policyDecisions.get(d.policy) ?? 0) + 1);
     let tally = this.replicaTally.get(d.replica);
     if (tally === undefined) {

@@ -98,7 +98,7 @@ export type PoolConfig = Pick<
   GatewayConfig,
   'policy' | 'index' | 'kvThreshold' | 'staleMs' | 'seed' | 'scrapeMs' | 'blockSize'
 > &
-  Partial<Pick<GatewayConfig, 'eventsCheckMs' | 'decodeCost'>>;
+  Partial<Pick<GatewayConfig, 'eventsCheckMs' | 'decodeCost' | 'sessionAffinity'>>;
 
 export interface PoolOptions {
   /** The base model; null gathers the backends whose model is not known. */
@@ -190,6 +190,12 @@ export class ModelPool {
       kvThreshold: config.kvThreshold,
       staleMs: config.staleMs,
       seed: config.seed,
+      ...(config.sessionAffinity && {
+        sessions: {
+          slackTokens: config.sessionAffinity.slackTokens,
+          capacity: config.sessionAffinity.capacity,
+        },
+      }),
       ...(config.decodeCost && {
         policyOptions: {
           decodeCostTokens: config.decodeCost.tokens,
@@ -586,8 +592,8 @@ export class ModelPool {
   #activate(m: Member, report: EngineReport | null, nowMs: number): void {
     m.phase = 'active';
     this.#addToRouter(m.backend);
-    this.#applyEngine(m);
     if (report) this.router.onReport(m.backend.name, report, nowMs);
+    this.#applyEngine(m);
     m.watch.rebuild();
     this.#logger.info(
       { replica: m.backend.name, model: this.model, engine: m.backend.dialect?.kind ?? null },
@@ -644,6 +650,9 @@ export class ModelPool {
     const dialect = m.backend.dialect;
     if (!dialect || !this.router.replicaNames.includes(m.backend.name)) return;
     const name = m.backend.name;
+    // A report taken before its dialect was known (a /metrics read as vLLM's) would go stale and
+    // take the replica out of routing; an engine that reports no load is judged on the ledger.
+    if (dialect.loadPath === null) this.router.forgetReport(name);
     if (dialect.cacheSource === 'slots' && m.shape.slots !== null) {
       this.router.setSlotCache(name, { slots: m.shape.slots });
     } else {
@@ -713,6 +722,12 @@ export class ModelPool {
         },
         onReport: (report, nowMs) => {
           m.answered = true;
+          // A scrape begun before its dialect was known read /metrics as vLLM's: an engine that
+          // reports no load is judged on the ledger (a report would only go stale).
+          if (m.backend.dialect?.loadPath === null) {
+            if (m.phase === 'starting') this.#activate(m, null, nowMs);
+            return;
+          }
           if (m.phase === 'starting') this.#activate(m, report, nowMs);
           else if (m.phase === 'active') this.router.onReport(name, report, nowMs);
           if (report.kvBlocks !== undefined) {

@@ -69,6 +69,8 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   decodeCost: 'decode-cost-tokens, engine-budget',
   kvEventsBind: 'kv-events-bind',
   eventsCheckMs: 'events check period',
+  sessionAffinity: 'session-affinity, session-header, session-slack-tokens, session-max',
+  planner: 'planner, planner-*',
 };
 
 const AUTH_KEYS = ['apiKeys', 'tenantSalts', 'adminKey', 'metricsKey'] as const;

@@ -45,7 +45,9 @@ export {
   type PolicyName,
   type PolicyOptions,
 } from './registry.ts';
+export { DEFAULT_SESSION_CAPACITY, SessionMap, type SessionMapOptions } from './sessionMap.ts';
 export {
+  type AffinityOutcome,
   type ApproxTiers,
   type InFlightRecord,
   type PeerRoute,
@@ -53,5 +55,6 @@ export {
   type RouteDecision,
   Router,
   type RouterOptions,
+  type SessionAffinityOptions,
 } from './router.ts';
 export type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';

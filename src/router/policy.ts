@@ -26,6 +26,11 @@ export interface RouteRequest {
    * base model. The block keys must have been computed with it (`KeyScope.loraName`).
    */
   lora?: string;
+  /**
+   * A conversation's routing key (session affinity, sessionMap.ts): its request stays on the
+   * replica the key's last one went to while the cost rule allows. Absent: no affinity.
+   */
+  session?: string;
 }
 
 /** One eligible replica as a policy sees it: plain numbers, copied for this decision. */

@@ -52,6 +52,7 @@ import { extendThroughTier } from './tierMatch.ts';
 import { makePolicy, type PolicyOptions } from './registry.ts';
 import { ReplicaGauges } from './replicaGauges.ts';
 import type { ReplicaSpeed } from './replicaSpeed.ts';
+import { SessionMap, type SessionMapOptions } from './sessionMap.ts';
 import { SlotCache, type SlotCacheOptions } from './slotCache.ts';
 import type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';
 
@@ -90,7 +91,28 @@ export interface RouterOptions {
   seed?: number;
   /** Put per-replica policy scores into every decision (costs an object per route). */
   explain?: boolean;
+  /** Session affinity for requests that carry a `session` key (absent: keys are ignored). */
+  sessions?: SessionAffinityOptions;
 }
+
+/**
+ * Session affinity: a request with a session key goes back to the replica its session used last
+ * while that replica is eligible and its cost is within `slackTokens` of the best candidate's,
+ *
+ *   cost(r) [tokens] = queued prompt tokens on r (ledger) + prompt tokens not cached on r,
+ *
+ * the router seed's rule (policies/cost.ts) whatever the policy. Meant for engines whose cache the
+ * router cannot see (the openai dialect): there uncached(r) is the whole prompt everywhere and the
+ * rule compares queues alone, so the slack is how much more queued prefill a conversation accepts
+ * to keep its cache.
+ */
+export interface SessionAffinityOptions extends SessionMapOptions {
+  /** How much costlier (tokens) than the best the session's replica may be and still be kept. */
+  slackTokens: number;
+}
+
+/** What affinity did for a request with a session key. */
+export type AffinityOutcome = 'kept' | 'left' | 'new';
 
 /** A replica's KV tiers as the approximate index models them, in blocks. */
 export interface ApproxTiers {
@@ -129,6 +151,11 @@ export interface RouteDecision {
   failedOpen: boolean;
   /** Policy scores by replica name, when `explain` is on and the policy gives them. */
   scores?: Record<string, number>;
+  /**
+   * A request with a session key under session affinity: 'kept' on its session's replica, 'left'
+   * it (not eligible, or costlier than the slack allows), or 'new' (no replica remembered).
+   */
+  affinity?: AffinityOutcome;
 }
 
 /** A peer router's assignment, as `applyPeerRoute` takes it. */
@@ -177,6 +204,9 @@ export class Router {
   readonly explain: boolean;
   #replicas: ReplicaState[] = [];
   #byName = new Map<string, number>();
+  /** Session affinity's map, or null when off. */
+  readonly #sessions: SessionMap | null;
+  readonly #sessionSlackTokens: number;
   #fleet: readonly (string | null)[] = [];
   #fleetVersion = 0;
   #index: PrefixIndex;
@@ -233,6 +263,15 @@ export class Router {
           staleMs: options.staleMs ?? DEFAULT_STALE_MS,
         };
     this.explain = options.explain ?? false;
+    const sessions = options.sessions;
+    if (sessions !== undefined && !(sessions.slackTokens >= 0)) {
+      throw new RouterError(
+        'ERR_INVALID_OPTION',
+        `session slackTokens must be >= 0, got ${sessions.slackTokens}`,
+      );
+    }
+    this.#sessions = sessions === undefined ? null : new SessionMap(sessions);
+    this.#sessionSlackTokens = sessions?.slackTokens ?? 0;
     this.#arrayPolicy =
       this.policy instanceof CostPolicy && this.policy.readsArrays ? this.policy : null;
     this.#rng = Rng.derive(options.seed ?? DEFAULT_SEED, 'router');
@@ -439,7 +478,19 @@ export class Router {
       }
     }
 
+    let affinity: AffinityOutcome | undefined;
+    if (this.#sessions !== null && request.session !== undefined) {
+      const held = this.#sessions.replicaOf(request.session);
+      const heldId = held === undefined ? undefined : this.#byName.get(held);
+      const kept =
+        heldId !== undefined && !failedOpen
+          ? this.#withinSlack(heldId, considered, matched, request)
+          : false;
+      affinity = held === undefined ? 'new' : kept ? 'kept' : 'left';
+      if (kept) pick = { replicaId: heldId!, ...(pick.scores && { scores: pick.scores }) };
+    }
     const chosen = this.#replicas[pick.replicaId]!;
+    if (affinity !== undefined) this.#sessions!.record(request.session!, chosen.name);
     const cachedTokens = cachedOf(matched[chosen.id]!, request);
     // cachedOf grows with the blocks matched, so the best match caches the most.
     const bestCachedTokens = cachedOf(bestBlocks, request);
@@ -467,6 +518,7 @@ export class Router {
       spilled,
       failedOpen,
     };
+    if (affinity !== undefined) decision.affinity = affinity;
     if (this.explain && pick.scores) {
       const scores: Record<string, number> = {};
       considered.forEach((s, i) => {
@@ -476,6 +528,29 @@ export class Router {
       decision.scores = scores;
     }
     return decision;
+  }
+
+  /**
+   * Whether replica `id` is among `considered` and its cost (SessionAffinityOptions) is within the
+   * slack of the cheapest considered replica's.
+   */
+  #withinSlack(
+    id: number,
+    considered: readonly ReplicaState[],
+    matched: ArrayLike<number>,
+    request: RouteRequest,
+  ): boolean {
+    let best = Number.POSITIVE_INFINITY;
+    let own: number | undefined;
+    for (const s of considered) {
+      const cost =
+        this.#ledger.load(s.id).queuedPromptTokens +
+        request.promptTokens -
+        cachedOf(matched[s.id]!, request);
+      if (cost < best) best = cost;
+      if (s.id === id) own = cost;
+    }
+    return own !== undefined && own <= best + this.#sessionSlackTokens;
   }
 
   /** The request's first token came back: its prefill left the queue. False if unknown. */
@@ -609,6 +684,19 @@ export class Router {
     this.#gauges.reported[state.id] = 1;
     this.#gauges.reportedAtMs[state.id] = nowMs;
     this.#gauges.kvUsage[state.id] = report.kvUsage ?? 0;
+  }
+
+  /**
+   * The replica reports no load after all (its engine turned out to have no load endpoint): its
+   * last report is dropped, so it is judged on the ledger alone instead of going stale.
+   */
+  forgetReport(replica: string): void {
+    const state = this.#state(replica);
+    state.report = undefined;
+    state.reportedAtMs = undefined;
+    this.#gauges.reported[state.id] = 0;
+    this.#gauges.reportedAtMs[state.id] = 0;
+    this.#gauges.kvUsage[state.id] = 0;
   }
 
   /** KV events from an engine that speaks kvroute block keys; returns blocks changed. */

@@ -122,6 +122,8 @@ function eventData(raw: Buffer): string {
 export class UsageTap implements ResponseTap {
   /** What the response reported cached, null until (or unless) it said. */
   cachedTokens: number | null = null;
+  /** The tokens the response reported generating (`usage.completion_tokens`), null until then. */
+  completionTokens: number | null = null;
   /** Usage events taken out of the stream (the client did not ask for them). */
   stripped = 0;
   readonly #stream: boolean;
@@ -166,7 +168,7 @@ export class UsageTap implements ResponseTap {
     if (this.#json !== null && this.#json.length > 0) {
       try {
         const body = JSON.parse(Buffer.concat(this.#json).toString('utf8')) as { usage?: unknown };
-        this.cachedTokens = cachedTokensOf(body.usage);
+        this.#read(body.usage);
       } catch {
         // Not JSON: no usage to read.
       }
@@ -175,12 +177,23 @@ export class UsageTap implements ResponseTap {
     return EMPTY;
   }
 
+  #read(usage: unknown): void {
+    this.cachedTokens = cachedTokensOf(usage);
+    const completion =
+      typeof usage === 'object' && usage !== null
+        ? (usage as { completion_tokens?: unknown }).completion_tokens
+        : undefined;
+    if (typeof completion === 'number' && Number.isFinite(completion) && completion >= 0) {
+      this.completionTokens = completion;
+    }
+  }
+
   #watchEvents(chunk: Buffer): Buffer {
     try {
       this.#framer ??= new SseFramer();
       for (const data of this.#framer.push(chunk)) {
         const usage = usageChunk(data);
-        if (usage !== undefined) this.cachedTokens = cachedTokensOf(usage.usage);
+        if (usage !== undefined) this.#read(usage.usage);
       }
     } catch {
       this.#framer = null;
@@ -207,7 +220,7 @@ export class UsageTap implements ResponseTap {
           ? usageChunk(eventData(buf.subarray(start, end)))
           : undefined;
       if (usage !== undefined) {
-        this.cachedTokens = cachedTokensOf(usage.usage);
+        this.#read(usage.usage);
         this.stripped++;
         if (passedTo < start) out.push(buf.subarray(passedTo, start));
         passedTo = end;
