@@ -2,7 +2,8 @@
  * Real engines behind the gateway: two llama.cpp llama-servers (4 slots, the tiny model, 1
  * thread each) on a shared-prefix chat workload (3 customers with long system prompts, 4
  * questions each), under delay-cost (the default policy) and round-robin, each with
- * `--cache-ram 0` and with llama-server's defaults (its host prompt cache on).
+ * `--cache-ram 0` and with llama-server's defaults (its host prompt cache on, its size given to
+ * the gateway as `cache-ram=8192,kv-bytes-per-token=2048`).
  *
  *   npm run bench:engines [-- --json] [--reps 3] [--customers 3] [--requests 4]
  *
@@ -13,7 +14,12 @@
  * About 10 s a run. Exits 0 with a note when the binary cannot run here.
  */
 import { findLlamaServer } from '../test/support/llamaServer.ts';
-import { runLlamaStack, type StackFigures } from '../test/support/llamaStack.ts';
+import {
+  LLAMA_DEFAULT_CACHE_RAM_MIB,
+  runLlamaStack,
+  type StackFigures,
+  TINY_KV_BYTES_PER_TOKEN,
+} from '../test/support/llamaStack.ts';
 import { benchFlags } from './flags.ts';
 
 const argv = process.argv.slice(2);
@@ -74,7 +80,16 @@ for (const policy of ['delay-cost', 'round-robin']) {
     for (let rep = 0; rep < REPS; rep++) {
       const f = await runLlamaStack(binary, {
         policy,
-        ...(cacheRamMiB !== undefined && { cacheRamMiB }),
+        // llama-server's default host cache, sized for the router (it does not serve its size).
+        ...(cacheRamMiB !== undefined
+          ? { cacheRamMiB }
+          : {
+              backend: {
+                engine: 'llamacpp',
+                cacheRamMiB: LLAMA_DEFAULT_CACHE_RAM_MIB,
+                kvBytesPerToken: TINY_KV_BYTES_PER_TOKEN,
+              },
+            }),
         customers: CUSTOMERS,
         requestsPerCustomer: REQUESTS,
       });

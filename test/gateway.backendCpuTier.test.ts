@@ -59,7 +59,7 @@ test('bad values are refused naming the option', () => {
     ],
     [
       () => parseBackendFlag(`${URL},cpu-tier=4`),
-      /unknown option 'cpu-tier' \(.*kv-offloading-size, cpu-kv-blocks, kv-blocks\)/,
+      /unknown option 'cpu-tier' \(.*kv-offloading-size, cpu-kv-blocks, kv-blocks, cache-ram-tokens, cache-ram, kv-bytes-per-token\)/,
     ],
     [
       () => backendFromDoc({ url: URL, 'cpu-kv-blocks': -3 }, 'backends[1]'),

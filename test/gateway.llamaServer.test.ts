@@ -8,7 +8,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { findLlamaServer } from './support/llamaServer.ts';
-import { runLlamaStack } from './support/llamaStack.ts';
+import {
+  LLAMA_DEFAULT_CACHE_RAM_MIB,
+  runLlamaStack,
+  TINY_KV_BYTES_PER_TOKEN,
+} from './support/llamaStack.ts';
 
 test('two real llama-servers behind the gateway: detected, reporting, predictions served', async (t) => {
   const binary = findLlamaServer();
@@ -30,6 +34,33 @@ test('two real llama-servers behind the gateway: detected, reporting, prediction
     assert.equal(r.routerPromptTokens, r.promptTokens, "the router counts the engine's tokens");
   }
   // Each customer's later requests find its system prompt cached: predictions were made.
+  assert.ok(figures.predictedTokens > 0, 'the router predicted hits');
+  assert.ok(
+    figures.predictedHitsReal >= 0.9,
+    `predicted hit tokens the engine served from cache: ${figures.predictedHitsReal}`,
+  );
+});
+
+test("llama-server's default host prompt cache, sized for the router: predictions served", async (t) => {
+  const binary = findLlamaServer();
+  if (!binary.ok) {
+    t.skip(binary.why);
+    return;
+  }
+  const figures = await runLlamaStack(binary, {
+    // --cache-ram left to llama-server's default, 8192 MiB, which the gateway is told.
+    backend: {
+      engine: 'llamacpp',
+      cacheRamMiB: LLAMA_DEFAULT_CACHE_RAM_MIB,
+      kvBytesPerToken: TINY_KV_BYTES_PER_TOKEN,
+    },
+    customers: 3,
+    requestsPerCustomer: 3,
+  });
+  assert.equal(figures.cacheRam, 'default');
+  assert.deepEqual(figures.engines, ['llamacpp', 'llamacpp']);
+  assert.equal(figures.mismatchLines, 0, JSON.stringify(figures.mismatches));
+  assert.equal(figures.requests.length, 9);
   assert.ok(figures.predictedTokens > 0, 'the router predicted hits');
   assert.ok(
     figures.predictedHitsReal >= 0.9,

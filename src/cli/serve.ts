@@ -95,7 +95,12 @@ With no --backend (and none in --config) it starts ${DEFAULT_EMBEDDED_REPLICAS} 
                         --block-size), modelled by --index approx (GiB in blocks of the
                         catalog model its model= names, else llama-3.3-70b); [,kv-blocks=N]:
                         its GPU pool, where --index approx forgets (default 34,882); the
-                        events index reads both tiers from the events
+                        events index reads both tiers from the events;
+                        [,cache-ram-tokens=N | ,cache-ram=MIB,kv-bytes-per-token=B]: a
+                        llama-server's host prompt cache (its cache-ram setting, which it does not
+                        serve), for the router's slot model: in tokens (0: none), or in MiB
+                        with the KV bytes of a token (2 x n_layer x n_head_kv x head_dim x
+                        bytes per element); absent: routed on its slots alone
   --pd-threshold N      P/D: fewer uncached tokens than N on the decode replica run there
                         alone (llm-d's prefix-based decider; default 0: always disaggregate)
   --config FILE         YAML config (see kvroute.example.yaml); flags override it; read

@@ -97,6 +97,15 @@ export interface BackendConfig {
    * replica's pool, 34,882 blocks.
    */
   kvBlocks?: number;
+  /**
+   * llama-server's host prompt cache (`--cache-ram`), for the router's slot model
+   * (backendHostCache.ts): its bound in tokens (`cache-ram-tokens`, 0: none), or in MiB
+   * (`cache-ram`) with the KV bytes of one token (`kv-bytes-per-token`), which llama-server does
+   * not serve. Absent: the replica is routed on its slots alone.
+   */
+  cacheRamTokens?: number;
+  cacheRamMiB?: number;
+  kvBytesPerToken?: number;
 }
 
 /** A model pool's own tokenizer and chat template (default: the gateway's). */
@@ -493,7 +502,9 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
         'kv-offloading-size',
         'cpu-kv-blocks',
         'kv-blocks',
-        'engine',
+        'cache-ram-tokens',
+        'cache-ram',
+        'kv-bytes-per-token',
       ].includes(k)
     ) {
       throw configError(`${key}.${k}`, 'is not a known key');
@@ -520,8 +531,18 @@ export function backendFromDoc(doc: unknown, key: string): BackendConfig {
       cpuKvBlocks: blocksOf(doc['cpu-kv-blocks'], `${key}.cpu-kv-blocks`),
     }),
     ...(doc['kv-blocks'] != null && { kvBlocks: blocksOf(doc['kv-blocks'], `${key}.kv-blocks`) }),
+    ...(doc['cache-ram-tokens'] != null && {
+      cacheRamTokens: wholeOf(doc['cache-ram-tokens'], `${key}.cache-ram-tokens`, 0, 'tokens'),
+    }),
+    ...(doc['cache-ram'] != null && {
+      cacheRamMiB: wholeOf(doc['cache-ram'], `${key}.cache-ram`, 0, 'MiB'),
+    }),
+    ...(doc['kv-bytes-per-token'] != null && {
+      kvBytesPerToken: wholeOf(doc['kv-bytes-per-token'], `${key}.kv-bytes-per-token`, 1, 'bytes'),
+    }),
   };
   oneCpuTier(out, key);
+  hostCacheBound(out, key);
   backendSpeed(out, key);
   return out;
 }
@@ -542,6 +563,46 @@ function blocksOf(v: unknown, key: string): number {
     throw configError(key, `must be a whole number of blocks >= 1, got '${String(v)}'`);
   }
   return n;
+}
+
+/** A whole number >= `min` of `unit`; a flag's text or a config number. */
+function wholeOf(v: unknown, key: string, min: number, unit: string): number {
+  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < min) {
+    throw configError(key, `must be a whole number of ${unit} >= ${min}, got '${String(v)}'`);
+  }
+  return n;
+}
+
+/**
+ * The host prompt cache's bound: `cache-ram-tokens`, or `cache-ram` with `kv-bytes-per-token`
+ * (llama-server serves no token's state size: `/props`, `/slots` and `/v1/models`' `meta`, with
+ * `n_embd` and `n_params` but no layer or KV-head count, do not give it); llama.cpp only.
+ */
+function hostCacheBound(b: BackendConfig, key: string): void {
+  const tokens = b.cacheRamTokens !== undefined;
+  const mib = b.cacheRamMiB !== undefined;
+  const bytes = b.kvBytesPerToken !== undefined;
+  if (!tokens && !mib && !bytes) return;
+  if (tokens && (mib || bytes)) {
+    throw configError(
+      key,
+      'takes cache-ram-tokens=N or cache-ram=MIB with kv-bytes-per-token=B, not both',
+    );
+  }
+  if (mib && !bytes) {
+    throw configError(
+      key,
+      "cache-ram needs kv-bytes-per-token=B (2 x n_layer x n_head_kv x head_dim x bytes per element): llama-server does not serve a token's state size; or give cache-ram-tokens=N instead",
+    );
+  }
+  if (bytes && !mib) throw configError(key, 'kv-bytes-per-token needs cache-ram=MIB');
+  if (b.engine !== undefined && b.engine !== 'llamacpp') {
+    throw configError(
+      key,
+      `cache-ram, cache-ram-tokens and kv-bytes-per-token apply to engine=llamacpp, not ${b.engine}`,
+    );
+  }
 }
 
 function oneCpuTier(b: BackendConfig, key: string): void {
@@ -594,7 +655,8 @@ const emptyBackend = (): BackendConfig => ({
 /**
  * `--backend URL[,events=tcp://H:P][,replay=tcp://H:P][,model=NAME][,api-key=KEY][,topic=T]`
  * `[,engine=vllm|llamacpp|sglang|openai]`
- * `[,gpu=NAME][,tp=N][,profile=FILE][,kv-offloading-size=GiB | ,cpu-kv-blocks=N][,kv-blocks=N]`.
+ * `[,gpu=NAME][,tp=N][,profile=FILE][,kv-offloading-size=GiB | ,cpu-kv-blocks=N][,kv-blocks=N]`
+ * `[,cache-ram-tokens=N | ,cache-ram=MIB,kv-bytes-per-token=B]`.
  * Throws with the flag's name so the CLI can print it.
  */
 export function parseBackendFlag(value: string, flag = '--backend'): BackendConfig {
@@ -618,13 +680,19 @@ export function parseBackendFlag(value: string, flag = '--backend'): BackendConf
       out.kvOffloadingSizeGiB = gibOf(v, `${flag} kv-offloading-size`);
     } else if (name === 'cpu-kv-blocks') out.cpuKvBlocks = blocksOf(v, `${flag} cpu-kv-blocks`);
     else if (name === 'kv-blocks') out.kvBlocks = blocksOf(v, `${flag} kv-blocks`);
-    else
+    else if (name === 'cache-ram-tokens') {
+      out.cacheRamTokens = wholeOf(v, `${flag} cache-ram-tokens`, 0, 'tokens');
+    } else if (name === 'cache-ram') out.cacheRamMiB = wholeOf(v, `${flag} cache-ram`, 0, 'MiB');
+    else if (name === 'kv-bytes-per-token') {
+      out.kvBytesPerToken = wholeOf(v, `${flag} kv-bytes-per-token`, 1, 'bytes');
+    } else
       throw configError(
         flag,
-        `has unknown option '${name}' (events, replay, model, api-key, role, engine, topic, gpu, tp, profile, kv-offloading-size, cpu-kv-blocks, kv-blocks)`,
+        `has unknown option '${name}' (events, replay, model, api-key, role, engine, topic, gpu, tp, profile, kv-offloading-size, cpu-kv-blocks, kv-blocks, cache-ram-tokens, cache-ram, kv-bytes-per-token)`,
       );
   }
   oneCpuTier(out, flag);
+  hostCacheBound(out, flag);
   backendSpeed(out, flag);
   return out;
 }

@@ -25,6 +25,7 @@ import { PoolAudit, type ReplicaAudit } from './audit/poolAudit.ts';
 import type { AuditEvidence } from '../router/audit/index.ts';
 import { type Backend, closeBackend } from './backends.ts';
 import { backendApproxTiers } from './backendCpuTier.ts';
+import { backendHostCacheBlocks } from './backendHostCache.ts';
 import { backendSpeed } from './backendSpeed.ts';
 import type { GatewayConfig } from './config.ts';
 import { type Logger, RateLimitedLog } from './log.ts';
@@ -654,7 +655,13 @@ export class ModelPool {
     // take the replica out of routing; an engine that reports no load is judged on the ledger.
     if (dialect.loadPath === null) this.router.forgetReport(name);
     if (dialect.cacheSource === 'slots' && m.shape.slots !== null) {
-      this.router.setSlotCache(name, { slots: m.shape.slots });
+      // Its host prompt cache, where the backend sizes it (`--cache-ram` is not served):
+      // upstream saves idle slots into it by default (`--cache-idle-slots`).
+      const hostBlocks = backendHostCacheBlocks(m.backend.config, this.#options.config.blockSize);
+      this.router.setSlotCache(name, {
+        slots: m.shape.slots,
+        ...(hostBlocks !== undefined && { hostBlocks, saveIdleSlots: true }),
+      });
     } else {
       this.router.setSlotCache(name, null);
     }

@@ -3,14 +3,16 @@
  * `/slots`, `/metrics` (llamacpp:* names), `/tokenize` (reads `content`, as upstream does:
  * a `{prompt}` body gets `{tokens: []}`), `/apply-template`, `/v1/models` and the two
  * completion endpoints with `timings.cache_n` from its slot caches (llamaSlots.ts). Each
- * request holds its slot `holdMs`; with every slot busy it waits (deferred).
+ * request holds its slot `holdMs`; with every slot busy it waits (deferred). With `host`, prompts
+ * leave their slots into a host prompt cache and are loaded back from it, as upstream's
+ * `--cache-ram` keeps them (llamaSlots.ts).
  */
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chatInput } from '../../src/tokenizer/chat.ts';
 import { loadPromptTokenizer, type PromptTokenizer } from '../../src/tokenizer/promptTokenizer.ts';
-import { TokenSlots } from './llamaSlots.ts';
+import { type HostCacheOptions, TokenSlots } from './llamaSlots.ts';
 
 export interface FakeLlamaOptions {
   slots?: number;
@@ -19,6 +21,8 @@ export interface FakeLlamaOptions {
   /** `--metrics`: without it `/metrics` answers 501 as upstream does. */
   metrics?: boolean;
   tokenizer?: PromptTokenizer;
+  /** A host prompt cache (`--cache-ram`), its bound in tokens; absent: none (`--cache-ram 0`). */
+  host?: HostCacheOptions;
 }
 
 export interface FakeLlama {
@@ -34,7 +38,7 @@ export async function startFakeLlama(options: FakeLlamaOptions = {}): Promise<Fa
   const holdMs = options.holdMs ?? 5;
   const tok =
     options.tokenizer ?? loadPromptTokenizer({ tokenizer: 'builtin', chatTemplate: null });
-  const slots = new TokenSlots(nSlots);
+  const slots = new TokenSlots(nSlots, 0.1, options.host ?? null);
   const served: FakeLlama['served'] = [];
   const deferred: (() => void)[] = [];
   // Rendered chats: their text tokenizes to the chat's ids (special tokens parsed).

@@ -7,13 +7,21 @@
  */
 import { Writable } from 'node:stream';
 import OpenAI from 'openai';
-import { defaultConfig, type GatewayConfig } from '../../src/gateway/config.ts';
+import { type BackendConfig, defaultConfig, type GatewayConfig } from '../../src/gateway/config.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 import { makeLogger } from '../../src/gateway/log.ts';
+import { DEFAULT_SHAPE } from '../../src/gguf/tinyModel.ts';
 import type { LlamaServerBinary } from './llamaServer.ts';
 import { startLlamaServer } from './llamaServer.ts';
 import { tinyModelPath } from './tinyModel.ts';
 import { LLAMA3_DIR } from './tokenizerFixtures.ts';
+
+/** llama-server's `--cache-ram` default, MiB (common/common.h, `cache_ram_mib`). */
+export const LLAMA_DEFAULT_CACHE_RAM_MIB = 8192;
+
+/** The tiny model's KV bytes per token: 2 x n_layer x n_head_kv x head_dim x 2 bytes (f16). */
+export const TINY_KV_BYTES_PER_TOKEN =
+  2 * DEFAULT_SHAPE.layers * DEFAULT_SHAPE.kvHeads * (DEFAULT_SHAPE.dim / DEFAULT_SHAPE.heads) * 2;
 
 export interface StackOptions {
   policy?: string;
@@ -23,6 +31,8 @@ export interface StackOptions {
   requestsPerCustomer?: number;
   /** Words in each customer's system prompt. */
   systemWords?: number;
+  /** Keys for both backends (e.g. their host prompt cache's size). */
+  backend?: Partial<BackendConfig>;
   /** Gateway config overrides; the tokenizer is the model's own folder unless given. */
   gateway?: Partial<GatewayConfig>;
 }
@@ -116,6 +126,7 @@ export async function runLlamaStack(
           replay: null,
           model: null,
           apiKey: null,
+          ...opts.backend,
         })),
       },
       { logger: makeLogger({ level: 'info', destination, pretty: false }) },
