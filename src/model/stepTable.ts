@@ -237,6 +237,58 @@ export class TableFitError extends Error {
   readonly code = 'ERR_FIT';
 }
 
+/** `fitStepTable`'s options: what is measured apart and held, and which columns it fits. */
+export interface TableFitOptions {
+  errorFloorMs?: number;
+  /**
+   * The pair rate measured apart (a chunk after a cached prefix against the same chunk cold,
+   * paired: `contextPairRate`), held at this value instead of fitted. A least-squares fit
+   * over a few noisy times to first token cannot tell the pair rate from the knots and the
+   * overheads well: on a busy host it came out a thousandth of the paired difference.
+   */
+  msPerContextPair?: number;
+  /** The table's `perSequencePasses`: multi-chunk steps in the observations count so. */
+  perSequencePasses?: boolean;
+  /**
+   * The pair rate measured at several contexts (`contextPairRates`), held like
+   * `msPerContextPair` (which then stays the table's single rate for older readers).
+   */
+  pairRatesByContext?: { contextTokens: number[]; msPerPair: number[] };
+  /**
+   * Fit `msPerPromptSample` from the observations' `promptSamples` (a prompt's last chunk):
+   * a multi-chunk prompt against one chunk of the same size separates it from the knots, a
+   * mixed step (no request overhead) from the request overhead.
+   */
+  promptSamples?: boolean;
+  /** The table's attention tiling, measured apart (src/calibrate/rowTile.ts), held. */
+  tiling?: RowTiling;
+  /**
+   * The request overhead measured apart (src/calibrate/requestOverhead.ts: each TTFT less the
+   * server's own prefill time), held: fitted, it trades against the prefill knots.
+   */
+  requestOverheadMs?: number;
+}
+
+/**
+ * The least-squares unknowns, in column order: the request overhead (0), the step overhead
+ * (1), the pair rate (2), the prefill knots, the decode knots, then the prompt-sample cost.
+ */
+interface FitColumns {
+  names: string[];
+  prefillKnots: number[];
+  decodeKnots: number[];
+  /** Whether the prompt-sample cost is a column (the last). */
+  sampleCol: boolean;
+  sampleJ: number;
+  /** One past the last knot's column. */
+  knotsEnd: number;
+}
+
+type PairRates = Pick<
+  StepTable,
+  'msPerContextPair' | 'pairRateContextTokens' | 'msPerContextPairAt'
+>;
+
 /**
  * Fits a table to observations by weighted least squares over relative errors (a per-request
  * point's relative to max(measured, errorFloorMs), as the curve fit does). Knots are the
@@ -248,36 +300,7 @@ export class TableFitError extends Error {
  */
 export function fitStepTable(
   observations: readonly TableObservation[],
-  options: {
-    errorFloorMs?: number;
-    /**
-     * The pair rate measured apart (a chunk after a cached prefix against the same chunk cold,
-     * paired: `contextPairRate`), held at this value instead of fitted. A least-squares fit
-     * over a few noisy times to first token cannot tell the pair rate from the knots and the
-     * overheads well: on a busy host it came out a thousandth of the paired difference.
-     */
-    msPerContextPair?: number;
-    /** The table's `perSequencePasses`: multi-chunk steps in the observations count so. */
-    perSequencePasses?: boolean;
-    /**
-     * The pair rate measured at several contexts (`contextPairRates`), held like
-     * `msPerContextPair` (which then stays the table's single rate for older readers).
-     */
-    pairRatesByContext?: { contextTokens: number[]; msPerPair: number[] };
-    /**
-     * Fit `msPerPromptSample` from the observations' `promptSamples` (a prompt's last chunk):
-     * a multi-chunk prompt against one chunk of the same size separates it from the knots, a
-     * mixed step (no request overhead) from the request overhead.
-     */
-    promptSamples?: boolean;
-    /** The table's attention tiling, measured apart (src/calibrate/rowTile.ts), held. */
-    tiling?: RowTiling;
-    /**
-     * The request overhead measured apart (src/calibrate/requestOverhead.ts: each TTFT less the
-     * server's own prefill time), held: fitted, it trades against the prefill knots.
-     */
-    requestOverheadMs?: number;
-  } = {},
+  options: TableFitOptions = {},
 ): TableFit {
   const tiling = options.tiling ?? {};
   const passes = { perSequencePasses: options.perSequencePasses === true };
@@ -285,11 +308,53 @@ export function fitStepTable(
   if (good.length < 2) {
     throw new TableFitError(`need at least 2 measured points, got ${good.length}`);
   }
+  const cols = fitColumns(good, passes, options.promptSamples === true);
+  const rows = good.map((o) => designRow(cols, o, passes, tiling));
+  const floor = options.errorFloorMs ?? 0;
+  const scales = good.map((o) => (o.perRequest ? Math.max(o.measuredMs, floor) : o.measuredMs));
+  const held = initiallyHeld(cols, rows, options);
+  const rates = heldPairRates(options);
+  // What the held pair rate already accounts for, taken off each point before the solve.
+  const pairMs = good.map((o) => heldPairMs(o, options, rates, tiling));
+  const measuredOverhead = options.requestOverheadMs;
+  const b = good.map(
+    (o, i) =>
+      (o.measuredMs - pairMs[i]! - (o.perRequest ? (measuredOverhead ?? 0) : 0)) / scales[i]!,
+  );
+  const x = solveHolding(cols, rows, scales, b, held, options);
+  const table = tableOf(cols, x, passes, rates, options);
+  const requestOverheadMs = x[0]!;
+  const errorsPct = good.map((o) => {
+    let ms = o.perRequest ? requestOverheadMs : 0;
+    for (const s of o.steps) ms += tableStepMs(table, s);
+    return ((ms - o.measuredMs) / o.measuredMs) * 100;
+  });
+  const pairRateGiven =
+    options.msPerContextPair !== undefined || options.pairRatesByContext !== undefined;
+  return {
+    table,
+    requestOverheadMs,
+    fixed: [...held]
+      .filter((j) => !(j === 2 && pairRateGiven))
+      .filter((j) => !(j === 0 && measuredOverhead !== undefined))
+      .sort()
+      .map((j) => cols.names[j]!),
+    errorsPct,
+    maxErrorPct: Math.max(...errorsPct.map(Math.abs)),
+    rmsErrorPct: Math.sqrt(errorsPct.reduce((s, e) => s + e * e, 0) / errorsPct.length),
+  };
+}
+
+/** The unknowns the observations' steps call for: their distinct chunk and batch sizes. */
+function fitColumns(
+  good: readonly TableObservation[],
+  passes: { perSequencePasses: boolean },
+  sampleCol: boolean,
+): FitColumns {
   const prefillKnots = distinct(
     good.flatMap((o) => o.steps.flatMap((s) => prefillChunks(passes, s))),
   );
   const decodeKnots = distinct(good.flatMap((o) => o.steps.map((s) => s.decodeTokens)));
-  const sampleCol = options.promptSamples === true;
   const names = [
     'requestOverheadMs',
     'overheadMs',
@@ -300,31 +365,48 @@ export function fitStepTable(
   ];
   const sampleJ = names.length - 1;
   const knotsEnd = 3 + prefillKnots.length + decodeKnots.length;
-  const rows = good.map((o) => {
-    const r = new Array<number>(names.length).fill(0);
-    if (o.perRequest) r[0] = 1;
-    for (const s of o.steps) {
-      if (s.prefillTokens + s.decodeTokens === 0) continue;
-      r[1]! += 1;
-      r[2]! += contextPairs(s, tiling);
-      for (const chunk of prefillChunks(passes, s)) {
-        knotWeights(prefillKnots, chunk).forEach((w, i) => {
-          r[3 + i]! += w;
-        });
-      }
-      knotWeights(decodeKnots, s.decodeTokens).forEach((w, i) => {
-        r[3 + prefillKnots.length + i]! += w;
+  return { names, prefillKnots, decodeKnots, sampleCol, sampleJ, knotsEnd };
+}
+
+/** One observation's row: how much of each unknown its steps add up to. */
+function designRow(
+  cols: FitColumns,
+  o: TableObservation,
+  passes: { perSequencePasses: boolean },
+  tiling: RowTiling,
+): number[] {
+  const { prefillKnots, decodeKnots, sampleCol, sampleJ } = cols;
+  const r = new Array<number>(cols.names.length).fill(0);
+  if (o.perRequest) r[0] = 1;
+  for (const s of o.steps) {
+    if (s.prefillTokens + s.decodeTokens === 0) continue;
+    r[1]! += 1;
+    r[2]! += contextPairs(s, tiling);
+    for (const chunk of prefillChunks(passes, s)) {
+      knotWeights(prefillKnots, chunk).forEach((w, i) => {
+        r[3 + i]! += w;
       });
-      if (sampleCol) r[sampleJ]! += s.promptSamples ?? 0;
     }
-    return r;
-  });
-  const floor = options.errorFloorMs ?? 0;
-  const scales = good.map((o) => (o.perRequest ? Math.max(o.measuredMs, floor) : o.measuredMs));
+    knotWeights(decodeKnots, s.decodeTokens).forEach((w, i) => {
+      r[3 + prefillKnots.length + i]! += w;
+    });
+    if (sampleCol) r[sampleJ]! += s.promptSamples ?? 0;
+  }
+  return r;
+}
+
+/**
+ * The columns held before the first solve: those nothing exercises (at 0), and the request
+ * overhead and pair rate when they were measured apart (checked here).
+ */
+function initiallyHeld(
+  cols: FitColumns,
+  rows: readonly number[][],
+  options: TableFitOptions,
+): Set<number> {
   const held = new Set<number>();
-  // Columns nothing exercises are held at 0 from the start.
   for (let j = 0; j < 3; j++) if (rows.every((r) => r[j] === 0)) held.add(j);
-  if (sampleCol && rows.every((r) => r[sampleJ] === 0)) held.add(sampleJ);
+  if (cols.sampleCol && rows.every((r) => r[cols.sampleJ] === 0)) held.add(cols.sampleJ);
   const measuredOverhead = options.requestOverheadMs;
   if (measuredOverhead !== undefined) {
     if (!(measuredOverhead >= 0)) {
@@ -343,47 +425,75 @@ export function fitStepTable(
     if (problem !== null) throw new TableFitError(problem);
     held.add(2);
   }
-  const rates: Pick<
-    StepTable,
-    'msPerContextPair' | 'pairRateContextTokens' | 'msPerContextPairAt'
-  > = {
-    msPerContextPair: pairRate ?? 0,
+  return held;
+}
+
+/** The table's pair-rate fields from the rates measured apart (0 when none was). */
+function heldPairRates(options: TableFitOptions): PairRates {
+  const byContext = options.pairRatesByContext;
+  return {
+    msPerContextPair: options.msPerContextPair ?? 0,
     ...(byContext !== undefined && {
       pairRateContextTokens: [...byContext.contextTokens],
       msPerContextPairAt: [...byContext.msPerPair],
     }),
   };
-  // What the held pair rate already accounts for, taken off each point before the solve.
-  const pairMs = good.map((o) =>
-    byContext === undefined
-      ? (pairRate ?? 0) * rowsPairs(o, tiling)
-      : o.steps.reduce(
-          (sum, s) =>
-            s.prefillTokens + s.decodeTokens === 0
-              ? sum
-              : sum + contextPairMs({ ...emptyTable, ...rates, ...tiling }, s),
-          0,
-        ),
+}
+
+/** What a held pair rate costs an observation's steps, ms. */
+function heldPairMs(
+  o: TableObservation,
+  options: TableFitOptions,
+  rates: PairRates,
+  tiling: RowTiling,
+): number {
+  if (options.pairRatesByContext === undefined) {
+    return (options.msPerContextPair ?? 0) * rowsPairs(o, tiling);
+  }
+  return o.steps.reduce(
+    (sum, s) =>
+      s.prefillTokens + s.decodeTokens === 0
+        ? sum
+        : sum + contextPairMs({ ...emptyTable, ...rates, ...tiling }, s),
+    0,
   );
+}
+
+/** The scaled system over the columns not held, and whether it is rank deficient. */
+function fitSystem(
+  rows: readonly number[][],
+  scales: readonly number[],
+  columns: number,
+  heldNow: Set<number>,
+) {
+  const free = Array.from({ length: columns }, (_, j) => j).filter((j) => !heldNow.has(j));
+  const colScale = free.map((j) => Math.hypot(...rows.map((r) => r[j]!)) || 1);
+  const a = rows.map((r, i) => free.map((j, k) => r[j]! / colScale[k]! / scales[i]!));
+  const m = new Matrix(a);
+  const sv = new SingularValueDecomposition(m, { autoTranspose: true }).diagonal;
+  const deficient = sv.length < free.length || sv[sv.length - 1]! < sv[0]! * 1e-9;
+  return { free, colScale, m, deficient };
+}
+
+/**
+ * Solves, holding one more unknown at 0 (adding it to `held`) while the system is rank
+ * deficient, an unknown comes out negative, or a shared column pushes a knot below zero.
+ * Returns every column's value, the held ones at their held values.
+ */
+function solveHolding(
+  cols: FitColumns,
+  rows: readonly number[][],
+  scales: readonly number[],
+  b: readonly number[],
+  held: Set<number>,
+  options: TableFitOptions,
+): number[] {
+  const { names, sampleCol, sampleJ, knotsEnd } = cols;
   // Dropped first when the system is rank deficient: the step overhead, the request overhead,
   // the pair rate.
   const dropOrder = sampleCol ? [1, sampleJ, 0, 2] : [1, 0, 2];
-  const system = (heldNow: Set<number>) => {
-    const free = names.map((_, j) => j).filter((j) => !heldNow.has(j));
-    const colScale = free.map((j) => Math.hypot(...rows.map((r) => r[j]!)) || 1);
-    const a = rows.map((r, i) => free.map((j, k) => r[j]! / colScale[k]! / scales[i]!));
-    const m = new Matrix(a);
-    const sv = new SingularValueDecomposition(m, { autoTranspose: true }).diagonal;
-    const deficient = sv.length < free.length || sv[sv.length - 1]! < sv[0]! * 1e-9;
-    return { free, colScale, m, deficient };
-  };
-  let x: number[];
   for (;;) {
-    const { free, colScale, m, deficient } = system(held);
-    const b = good.map(
-      (o, i) =>
-        (o.measuredMs - pairMs[i]! - (o.perRequest ? (measuredOverhead ?? 0) : 0)) / scales[i]!,
-    );
+    const { free, colScale, m, deficient } = fitSystem(rows, scales, names.length, held);
     const droppable = dropOrder.filter((j) => !held.has(j));
     if (deficient) {
       if (droppable.length === 0) {
@@ -393,14 +503,16 @@ export function fitStepTable(
       }
       // The first unknown whose hold makes the rest determined (prompts of one chunk only
       // cannot tell the request overhead from the step overhead); else the first in order.
-      const enough = droppable.find((j) => !system(new Set([...held, j])).deficient);
+      const enough = droppable.find(
+        (j) => !fitSystem(rows, scales, names.length, new Set([...held, j])).deficient,
+      );
       held.add(enough ?? droppable[0]!);
       continue;
     }
-    const solved = solve(m, Matrix.columnVector(b), true).to1DArray();
-    x = new Array<number>(names.length).fill(0);
-    x[0] = measuredOverhead ?? 0;
-    x[2] = pairRate ?? 0;
+    const solved = solve(m, Matrix.columnVector([...b]), true).to1DArray();
+    const x = new Array<number>(names.length).fill(0);
+    x[0] = options.requestOverheadMs ?? 0;
+    x[2] = options.msPerContextPair ?? 0;
     free.forEach((j, k) => {
       x[j] = solved[k]! / colScale[k]!;
     });
@@ -411,13 +523,25 @@ export function fitStepTable(
       // of the knots being clamped after the solve.
       const knotBelowZero = x.some((v, j) => j >= 3 && j < knotsEnd && v < -1e-9);
       const culprit = [1, ...(sampleCol ? [sampleJ] : [])].find((j) => !held.has(j) && x[j]! > 0);
-      if (!knotBelowZero || culprit === undefined) break;
+      if (!knotBelowZero || culprit === undefined) return x;
       held.add(culprit);
       continue;
     }
     held.add(negative.reduce((worst, j) => (x[j]! < x[worst]! ? j : worst)));
   }
-  const table: StepTable = {
+}
+
+/** The fitted table: knots made non-decreasing and at least 0, the held fields carried over. */
+function tableOf(
+  cols: FitColumns,
+  x: readonly number[],
+  passes: { perSequencePasses: boolean },
+  rates: PairRates,
+  options: TableFitOptions,
+): StepTable {
+  const { prefillKnots, decodeKnots } = cols;
+  const tiling = options.tiling ?? {};
+  return {
     prefillTokens: prefillKnots,
     prefillMs: atLeastZero(nonDecreasing(prefillKnots.map((_, i) => x[3 + i]!))),
     decodeSeqs: decodeKnots,
@@ -427,33 +551,15 @@ export function fitStepTable(
     msPerContextPair: x[2]!,
     overheadMs: x[1]!,
     ...(passes.perSequencePasses && { perSequencePasses: true }),
-    ...(byContext !== undefined && {
+    ...(options.pairRatesByContext !== undefined && {
       pairRateContextTokens: rates.pairRateContextTokens,
       msPerContextPairAt: rates.msPerContextPairAt,
     }),
-    ...(sampleCol && { msPerPromptSample: x[sampleJ]! }),
+    ...(cols.sampleCol && { msPerPromptSample: x[cols.sampleJ]! }),
     ...(tiling.attentionRowTile !== undefined && { attentionRowTile: tiling.attentionRowTile }),
     ...(tiling.shortChunkPairFactor !== undefined && {
       shortChunkPairFactor: tiling.shortChunkPairFactor,
     }),
-  };
-  const requestOverheadMs = x[0]!;
-  const errorsPct = good.map((o) => {
-    let ms = o.perRequest ? requestOverheadMs : 0;
-    for (const s of o.steps) ms += tableStepMs(table, s);
-    return ((ms - o.measuredMs) / o.measuredMs) * 100;
-  });
-  return {
-    table,
-    requestOverheadMs,
-    fixed: [...held]
-      .filter((j) => !(j === 2 && (pairRate !== undefined || byContext !== undefined)))
-      .filter((j) => !(j === 0 && measuredOverhead !== undefined))
-      .sort()
-      .map((j) => names[j]!),
-    errorsPct,
-    maxErrorPct: Math.max(...errorsPct.map(Math.abs)),
-    rmsErrorPct: Math.sqrt(errorsPct.reduce((s, e) => s + e * e, 0) / errorsPct.length),
   };
 }
 

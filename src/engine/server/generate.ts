@@ -16,6 +16,7 @@ import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { sendError } from '../../openai/http.ts';
 import type { GenerationTransfer } from '../connector/transfer.ts';
+import type { EngineRequest } from '../types.ts';
 import { SSE_DONE, sseData } from '../../openai/sse.ts';
 import type { Tokenizer } from '../../tokenizer/tokenizer.ts';
 import { type ChoiceStep, ChoiceText, type Finish } from './choice.ts';
@@ -24,7 +25,12 @@ import { EmittedTokens, type TextStream } from './emittedTokens.ts';
 import { toApiError } from './errors.ts';
 import { chatLogprobs, completionLogprobs, type TokenAt } from './logprobs.ts';
 import type { EngineMetrics, FinishReason, RequestTimes } from './metrics.ts';
-import { simulatedModel, TokenSampler } from './textGen.ts';
+import {
+  type SamplingKnobs,
+  type SimulatedModel,
+  simulatedModel,
+  TokenSampler,
+} from './textGen.ts';
 import { type StreamLimits, StreamWriter } from './streamWriter.ts';
 import type { Generation, ServingLimits } from './validation.ts';
 
@@ -98,6 +104,28 @@ function echoText(tokenizer: Tokenizer, gen: Generation): string {
   return last?.role === 'assistant' ? last.content : '';
 }
 
+type PromptPosition = TokenAt | { text: string; logprob: null };
+
+/** An echoed prompt's positions: the first token has no log-probability (vLLM's prompt_logprobs). */
+function promptPositions(
+  tokenizer: Tokenizer,
+  model: SimulatedModel,
+  seed: number,
+  tokens: readonly number[],
+): PromptPosition[] {
+  return tokens.map((tokenId, i) => {
+    const text = tokenizer.decode([tokenId]);
+    if (i === 0) return { text, logprob: null };
+    const prev = tokens[i - 1]!;
+    return {
+      tokenId,
+      text,
+      logprob: model.logprobOf(prev, tokenId, seed),
+      offset: model.offsetAfter(prev, seed),
+    };
+  });
+}
+
 /** Submits the request (throws EngineError synchronously if it can never run) and serves it. */
 export function serveGeneration(
   ctx: GenerationContext,
@@ -107,121 +135,157 @@ export function serveGeneration(
   /** A request of the P/D protocol (choice 0 carries it; connector/transfer.ts). */
   transfer: GenerationTransfer | null = null,
 ): void {
-  const chat = gen.endpoint === 'chat';
-  // vLLM answers with the adapter's name for a LoRA request.
-  const modelName = gen.loraName ?? ctx.servedModelName;
-  const responseId = `${chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replaceAll('-', '')}`;
-  const created = Math.floor(Date.now() / 1000);
-  const output = ctx.output ?? null;
-  // The simulated model, unless a runtime samples real tokens (then no log-probabilities).
-  const model = output === null ? simulatedModel(ctx.tokenizer) : null;
-  const sampling = gen.sampling;
-  const topN = model === null ? null : sampling.logprobs === -1 ? model.size : sampling.logprobs;
-  const echo = echoText(ctx.tokenizer, gen);
-  // An echoed prompt's log-probabilities (completions): vLLM's prompt_logprobs = logprobs.
-  const echoPositions =
-    !chat && sampling.echo && topN !== null ? promptPositions(promptTokens) : null;
-  const toModeledS = (wallMs: number) => (wallMs * ctx.speedup) / 1000;
-  const arrivalMs = performance.now();
-  const knobs = {
-    temperature: sampling.temperature,
-    topK: sampling.topK,
-    topP: sampling.topP,
-    minP: sampling.minP,
-  };
-  const rules = {
-    stop: sampling.stop,
-    stopTokenIds: sampling.stopTokenIds,
-    includeStopStrInOutput: sampling.includeStopStrInOutput,
-    minTokens: sampling.minTokens,
-    maxTokens: gen.maxTokens,
-    eosTokenIds: output !== null && !sampling.ignoreEos ? output.eosTokenIds : [],
-  };
-  const choices: Choice[] = Array.from({ length: gen.n }, (_, index) => {
-    const source =
-      output === null
-        ? new TokenSampler(model!, ctx.seed, promptTokens, gen.seed, index, knobs)
-        : new EmittedTokens(output.text());
-    return {
-      index,
-      engineId: ctx.nextEngineId(),
-      source,
-      text: new ChoiceText(source, rules),
-      positions: topN === null ? null : [],
-      times: { arrivalMs, scheduledMs: null, firstTokenMs: null, lastTokenMs: null },
-      cachedTokens: 0,
-      streamedChars: 0,
-      started: false,
-      done: false,
-      heldBlockIds: null,
-    };
-  });
-  let open = gen.n;
-  let ended = false;
-  /** Choice 0's finish came from the core (with its held blocks, for a remote decode). */
-  let holdKnown = false;
-  let respondOnHold = false;
-  let rolesSent = false;
-  ctx.metrics.observeParams(gen.n, gen.maxTokens);
-  // A client that does not read pauses its stream's writes; past the limits it loses the request.
-  const out = new StreamWriter(res, ctx.streamLimits, () => {
-    if (!ended) abortAll();
-  });
+  const run = new GenerationRun(ctx, gen, promptTokens, res, transfer);
+  run.submitAll();
+  run.listen();
+}
 
-  function promptPositions(
-    tokens: readonly number[],
-  ): (TokenAt | { text: string; logprob: null })[] {
-    return tokens.map((tokenId, i) => {
-      const text = ctx.tokenizer.decode([tokenId]);
-      if (i === 0) return { text, logprob: null };
-      const prev = tokens[i - 1]!;
+/** One generation's state: its choices, what was sent, and the steps that answer it. */
+class GenerationRun {
+  readonly chat: boolean;
+  /** vLLM answers with the adapter's name for a LoRA request. */
+  readonly modelName: string;
+  readonly responseId: string;
+  readonly created: number;
+  readonly output: NonNullable<GenerationContext['output']> | null;
+  /** The simulated model, unless a runtime samples real tokens (then no log-probabilities). */
+  readonly model: SimulatedModel | null;
+  readonly topN: number | null;
+  readonly echo: string;
+  /** An echoed prompt's log-probabilities (completions): vLLM's prompt_logprobs = logprobs. */
+  readonly echoPositions: PromptPosition[] | null;
+  readonly arrivalMs: number;
+  readonly knobs: SamplingKnobs;
+  readonly choices: Choice[];
+  readonly out: StreamWriter;
+  open: number;
+  ended = false;
+  /** Choice 0's finish came from the core (with its held blocks, for a remote decode). */
+  holdKnown = false;
+  respondOnHold = false;
+  rolesSent = false;
+  /** One plain chunk's head and tail per choice index (plainChunk). */
+  readonly plain: [string, string][] = [];
+
+  constructor(
+    readonly ctx: GenerationContext,
+    readonly gen: Generation,
+    readonly promptTokens: number[],
+    readonly res: ServerResponse,
+    readonly transfer: GenerationTransfer | null,
+  ) {
+    this.chat = gen.endpoint === 'chat';
+    this.modelName = gen.loraName ?? ctx.servedModelName;
+    this.responseId = `${this.chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replaceAll('-', '')}`;
+    this.created = Math.floor(Date.now() / 1000);
+    this.output = ctx.output ?? null;
+    this.model = this.output === null ? simulatedModel(ctx.tokenizer) : null;
+    const sampling = gen.sampling;
+    this.topN =
+      this.model === null ? null : sampling.logprobs === -1 ? this.model.size : sampling.logprobs;
+    this.echo = echoText(ctx.tokenizer, gen);
+    this.echoPositions =
+      !this.chat && sampling.echo && this.topN !== null
+        ? promptPositions(ctx.tokenizer, this.model!, ctx.seed, promptTokens)
+        : null;
+    this.arrivalMs = performance.now();
+    this.knobs = {
+      temperature: sampling.temperature,
+      topK: sampling.topK,
+      topP: sampling.topP,
+      minP: sampling.minP,
+    };
+    this.choices = this.newChoices();
+    this.open = gen.n;
+    ctx.metrics.observeParams(gen.n, gen.maxTokens);
+    // A client that does not read pauses its stream's writes; past the limits it loses the request.
+    this.out = new StreamWriter(res, ctx.streamLimits, () => {
+      if (!this.ended) this.abortAll();
+    });
+  }
+
+  /** One choice per `n`, each with its own token source and stop rules. */
+  private newChoices(): Choice[] {
+    const { ctx, gen, output, model, promptTokens, knobs } = this;
+    const sampling = gen.sampling;
+    const rules = {
+      stop: sampling.stop,
+      stopTokenIds: sampling.stopTokenIds,
+      includeStopStrInOutput: sampling.includeStopStrInOutput,
+      minTokens: sampling.minTokens,
+      maxTokens: gen.maxTokens,
+      eosTokenIds: output !== null && !sampling.ignoreEos ? output.eosTokenIds : [],
+    };
+    return Array.from({ length: gen.n }, (_, index) => {
+      const source =
+        output === null
+          ? new TokenSampler(model!, ctx.seed, promptTokens, gen.seed, index, knobs)
+          : new EmittedTokens(output.text());
       return {
-        tokenId,
-        text,
-        logprob: model!.logprobOf(prev, tokenId, ctx.seed),
-        offset: model!.offsetAfter(prev, ctx.seed),
+        index,
+        engineId: ctx.nextEngineId(),
+        source,
+        text: new ChoiceText(source, rules),
+        positions: this.topN === null ? null : [],
+        times: {
+          arrivalMs: this.arrivalMs,
+          scheduledMs: null,
+          firstTokenMs: null,
+          lastTokenMs: null,
+        },
+        cachedTokens: 0,
+        streamedChars: 0,
+        started: false,
+        done: false,
+        heldBlockIds: null,
       };
     });
   }
 
-  const chunk = (choiceList: unknown[], usage?: Usage): string =>
-    sseData({
-      id: responseId,
-      object: chat ? 'chat.completion.chunk' : 'text_completion',
-      created,
-      model: modelName,
+  private toModeledS(wallMs: number): number {
+    return (wallMs * this.ctx.speedup) / 1000;
+  }
+
+  private chunk(choiceList: unknown[], usage?: Usage): string {
+    return sseData({
+      id: this.responseId,
+      object: this.chat ? 'chat.completion.chunk' : 'text_completion',
+      created: this.created,
+      model: this.modelName,
       choices: choiceList,
       ...(usage && { usage }),
     });
+  }
 
-  // The common chunk (a middle token, no log-probabilities) by concatenation: the same bytes
-  // JSON.stringify gives for chunk(), at a fraction of the cost, since a busy engine writes one
-  // per token per stream. One head and tail per choice index, built when first needed.
-  const plain: [string, string][] = [];
-  const plainChunk = (index: number, textJson: string): string => {
-    let parts = plain[index];
+  /**
+   * The common chunk (a middle token, no log-probabilities) by concatenation: the same bytes
+   * JSON.stringify gives for chunk(), at a fraction of the cost, since a busy engine writes one
+   * per token per stream. One head and tail per choice index, built when first needed.
+   */
+  private plainChunk(index: number, textJson: string): string {
+    let parts = this.plain[index];
     if (!parts) {
-      const choice = chat
+      const choice = this.chat
         ? { index, delta: { content: '\u0000' }, logprobs: null, finish_reason: null }
         : { index, text: '\u0000', logprobs: null, finish_reason: null, stop_reason: null };
-      parts = chunk([choice]).split('"\\u0000"') as [string, string];
-      plain[index] = parts;
+      parts = this.chunk([choice]).split('"\\u0000"') as [string, string];
+      this.plain[index] = parts;
     }
     return parts[0] + textJson + parts[1];
-  };
+  }
 
-  function streamLogprobs(c: Choice, positions: (TokenAt | { text: string; logprob: null })[]) {
-    if (topN === null) return null;
-    if (chat) return { content: chatLogprobs(model!, positions as TokenAt[], topN) };
-    return completionLogprobs(model!, positions, topN, c.streamedChars);
+  private streamLogprobs(c: Choice, positions: PromptPosition[]) {
+    if (this.topN === null) return null;
+    if (this.chat) return { content: chatLogprobs(this.model!, positions as TokenAt[], this.topN) };
+    return completionLogprobs(this.model!, positions, this.topN, c.streamedChars);
   }
 
   /** vLLM's first chat chunks: each choice's role, then the echoed last message. */
-  function sendRoles(): void {
-    rolesSent = true;
+  private sendRoles(): void {
+    this.rolesSent = true;
     let text = '';
-    for (const c of choices) {
-      text += chunk([
+    for (const c of this.choices) {
+      text += this.chunk([
         {
           index: c.index,
           delta: { role: 'assistant', content: '' },
@@ -230,31 +294,33 @@ export function serveGeneration(
         },
       ]);
     }
-    if (echo) {
-      for (const c of choices) {
-        text += chunk([
-          { index: c.index, delta: { content: echo }, logprobs: null, finish_reason: null },
+    if (this.echo) {
+      for (const c of this.choices) {
+        text += this.chunk([
+          { index: c.index, delta: { content: this.echo }, logprobs: null, finish_reason: null },
         ]);
       }
     }
-    out.write(text);
+    this.out.write(text);
   }
 
-  function writeStep(c: Choice, step: ChoiceStep): void {
-    if (chat && !rolesSent) sendRoles();
+  private writeStep(c: Choice, step: ChoiceStep): void {
+    const { chat, echo } = this;
+    if (chat && !this.rolesSent) this.sendRoles();
     const at = c.positions?.at(-1);
     const first = !c.started;
     c.started = true;
-    const echoNow = !chat && first && sampling.echo;
-    if (!step.finish && topN === null && !echoNow) {
+    const echoNow = !chat && first && this.gen.sampling.echo;
+    if (!step.finish && this.topN === null && !echoNow) {
       const textJson =
         step.delta === step.token.text ? step.token.textJson : JSON.stringify(step.delta);
-      out.write(plainChunk(c.index, textJson));
+      this.out.write(this.plainChunk(c.index, textJson));
       c.streamedChars += step.delta.length;
       return;
     }
-    const positions = [...(echoNow && echoPositions ? echoPositions : []), ...(at ? [at] : [])];
-    const logprobs = streamLogprobs(c, positions);
+    const echoed = echoNow && this.echoPositions ? this.echoPositions : [];
+    const positions = [...echoed, ...(at ? [at] : [])];
+    const logprobs = this.streamLogprobs(c, positions);
     const finishReason = step.finish?.reason ?? null;
     const choice = chat
       ? {
@@ -272,55 +338,57 @@ export function serveGeneration(
           stop_reason: step.finish?.stopReason ?? null,
         };
     c.streamedChars += step.delta.length;
-    out.write(chunk([choice]));
+    this.out.write(this.chunk([choice]));
   }
 
-  function usage(): Usage {
+  private usage(): Usage {
+    const { choices, promptTokens } = this;
     const completion = choices.reduce((sum, c) => sum + c.text.tokens, 0);
     return {
       prompt_tokens: promptTokens.length,
       completion_tokens: completion,
       total_tokens: promptTokens.length + completion,
       prompt_tokens_details: {
-        cached_tokens: ctx.liar ? promptTokens.length : choices[0]!.cachedTokens,
+        cached_tokens: this.ctx.liar ? promptTokens.length : choices[0]!.cachedTokens,
       },
     };
   }
 
-  function finishChoice(c: Choice, reason: FinishReason): void {
+  private finishChoice(c: Choice, reason: FinishReason): void {
     if (c.done) return;
     c.done = true;
-    open--;
-    ctx.metrics.requestFinished({
+    this.open--;
+    this.ctx.metrics.requestFinished({
       times: c.times,
-      promptTokens: promptTokens.length,
+      promptTokens: this.promptTokens.length,
       cachedTokens: c.cachedTokens,
       outputTokens: c.text.tokens,
       reason,
     });
-    if (open !== 0 || reason === 'abort') return;
+    if (this.open !== 0 || reason === 'abort') return;
     // A remote decode's answer names its held blocks: the core's finish (same step) brings them.
-    if (reason === 'length' && transfer?.kvTransfer === 'remote-decode' && !holdKnown) {
-      respondOnHold = true;
+    if (reason === 'length' && this.transfer?.kvTransfer === 'remote-decode' && !this.holdKnown) {
+      this.respondOnHold = true;
       return;
     }
-    respond();
+    this.respond();
   }
 
-  function respond(): void {
-    ended = true;
+  private respond(): void {
+    const { gen, choices, res } = this;
+    this.ended = true;
     if (gen.stream) {
-      out.end(`${gen.includeUsage ? chunk([], usage()) : ''}${SSE_DONE}`);
+      this.out.end(`${gen.includeUsage ? this.chunk([], this.usage()) : ''}${SSE_DONE}`);
       return;
     }
     const body = JSON.stringify({
-      id: responseId,
-      object: chat ? 'chat.completion' : 'text_completion',
-      created,
-      model: modelName,
-      choices: choices.map(finalChoice),
-      usage: usage(),
-      ...transfer?.responseFields?.(choices[0]!.engineId, choices[0]!.heldBlockIds),
+      id: this.responseId,
+      object: this.chat ? 'chat.completion' : 'text_completion',
+      created: this.created,
+      model: this.modelName,
+      choices: choices.map((c) => this.finalChoice(c)),
+      usage: this.usage(),
+      ...this.transfer?.responseFields?.(choices[0]!.engineId, choices[0]!.heldBlockIds),
     });
     res.writeHead(200, {
       'content-type': 'application/json',
@@ -329,10 +397,11 @@ export function serveGeneration(
     res.end(body);
   }
 
-  function finalChoice(c: Choice) {
+  private finalChoice(c: Choice) {
+    const { model, topN } = this;
     const finish: Finish = c.text.finish ?? { reason: 'length', stopReason: null };
-    const text = echo + c.text.text;
-    if (chat) {
+    const text = this.echo + c.text.text;
+    if (this.chat) {
       return {
         index: c.index,
         message: { role: 'assistant', content: text, tool_calls: [] },
@@ -341,7 +410,7 @@ export function serveGeneration(
         stop_reason: finish.stopReason,
       };
     }
-    const positions = [...(echoPositions ?? []), ...(c.positions ?? [])];
+    const positions = [...(this.echoPositions ?? []), ...(c.positions ?? [])];
     return {
       index: c.index,
       text,
@@ -352,111 +421,127 @@ export function serveGeneration(
   }
 
   /** Ends everything still running: the engine fails, or the client went away. */
-  function abortAll(): void {
-    ended = true;
-    for (const c of choices) {
+  private abortAll(): void {
+    this.ended = true;
+    for (const c of this.choices) {
       if (c.done) continue;
-      ctx.driver.abort(c.engineId);
-      finishChoice(c, 'abort');
+      this.ctx.driver.abort(c.engineId);
+      this.finishChoice(c, 'abort');
     }
   }
 
-  const sinkFor = (c: Choice): RequestSink => ({
-    onScheduled(atMs, cachedTokens) {
-      c.times.scheduledMs ??= atMs;
-      c.cachedTokens = Math.max(0, cachedTokens - (transfer?.externalTokensOf(c.engineId) ?? 0));
-    },
-    onToken(index, tokenId) {
-      // Recomputation after a preemption can repeat an index: each token counts once.
-      if (c.done || ended || index !== c.text.tokens) return;
-      if (c.source instanceof EmittedTokens) c.source.offer(tokenId!);
-      const nowMs = performance.now();
-      if (c.times.firstTokenMs === null) {
-        ctx.metrics.observeTtft(toModeledS(nowMs - arrivalMs));
-        c.times.firstTokenMs = nowMs;
-      } else ctx.metrics.observeItl(toModeledS(nowMs - c.times.lastTokenMs!));
-      c.times.lastTokenMs = nowMs;
-      const step = c.text.step();
-      c.positions?.push({
-        tokenId: step.token.tokenId,
-        text: step.token.text,
-        logprob: model!.rankLogprobs[step.token.rank]!,
-        offset: step.token.offset,
-      });
-      if (gen.stream) writeStep(c, step);
-      if (!step.finish) return;
-      // A stop ends the choice before max_tokens: the engine stops it and frees its KV now.
-      if (step.finish.reason === 'stop') ctx.driver.abort(c.engineId);
-      finishChoice(c, step.finish.reason);
-    },
-    onFinish(finished) {
-      // The core ends a choice at max_tokens, after its last token made it finish here already.
-      if (c.index === 0) {
-        c.heldBlockIds = finished.heldBlockIds ?? null;
-        holdKnown = true;
-        if (respondOnHold && !ended) {
-          respondOnHold = false;
-          respond();
-          return;
+  /** A token of choice `c` from the engine: timings, text, log-probabilities, stream, stop. */
+  private onToken(c: Choice, index: number, tokenId: number | undefined): void {
+    // Recomputation after a preemption can repeat an index: each token counts once.
+    if (c.done || this.ended || index !== c.text.tokens) return;
+    if (c.source instanceof EmittedTokens) c.source.offer(tokenId!);
+    const nowMs = performance.now();
+    if (c.times.firstTokenMs === null) {
+      this.ctx.metrics.observeTtft(this.toModeledS(nowMs - this.arrivalMs));
+      c.times.firstTokenMs = nowMs;
+    } else this.ctx.metrics.observeItl(this.toModeledS(nowMs - c.times.lastTokenMs!));
+    c.times.lastTokenMs = nowMs;
+    const step = c.text.step();
+    c.positions?.push({
+      tokenId: step.token.tokenId,
+      text: step.token.text,
+      logprob: this.model!.rankLogprobs[step.token.rank]!,
+      offset: step.token.offset,
+    });
+    if (this.gen.stream) this.writeStep(c, step);
+    if (!step.finish) return;
+    // A stop ends the choice before max_tokens: the engine stops it and frees its KV now.
+    if (step.finish.reason === 'stop') this.ctx.driver.abort(c.engineId);
+    this.finishChoice(c, step.finish.reason);
+  }
+
+  private sinkFor(c: Choice): RequestSink {
+    return {
+      onScheduled: (atMs, cachedTokens) => {
+        c.times.scheduledMs ??= atMs;
+        const external = this.transfer?.externalTokensOf(c.engineId) ?? 0;
+        c.cachedTokens = Math.max(0, cachedTokens - external);
+      },
+      onToken: (index, tokenId) => this.onToken(c, index, tokenId),
+      onFinish: (finished) => {
+        // The core ends a choice at max_tokens, after its last token made it finish here already.
+        if (c.index === 0) {
+          c.heldBlockIds = finished.heldBlockIds ?? null;
+          this.holdKnown = true;
+          if (this.respondOnHold && !this.ended) {
+            this.respondOnHold = false;
+            this.respond();
+            return;
+          }
         }
-      }
-      if (c.done || ended) return;
-      c.cachedTokens = finished.cachedTokens;
-      finishChoice(c, 'length');
-    },
-    onFail(err) {
-      if (ended) return;
-      abortAll();
-      if (res.headersSent) res.destroy(err);
-      else sendError(res, toApiError(err));
-    },
-  });
+        if (c.done || this.ended) return;
+        c.cachedTokens = finished.cachedTokens;
+        this.finishChoice(c, 'length');
+      },
+      onFail: (err) => {
+        if (this.ended) return;
+        this.abortAll();
+        if (this.res.headersSent) this.res.destroy(err);
+        else sendError(this.res, toApiError(err));
+      },
+    };
+  }
 
-  ctx.liar?.onPrompt(promptTokens, { cacheSalt: gen.cacheSalt, loraName: gen.loraName });
-  for (const c of choices) {
-    try {
-      ctx.driver.submit(
-        {
-          id: c.engineId,
-          promptTokens,
-          maxNewTokens: gen.maxTokens,
-          ...(gen.cacheSalt !== null && { cacheSalt: gen.cacheSalt }),
-          ...(gen.loraName !== null && { loraName: gen.loraName }),
-          ...(gen.priority !== null && { priority: gen.priority }),
-          ...(transfer !== null &&
-            transfer.kvTransfer !== 'none' &&
-            c.index === 0 && { kvTransfer: transfer.kvTransfer }),
-          ...(transfer?.client !== undefined &&
-            c.index === 0 && { transferClient: transfer.client }),
-          ...(output !== null && {
-            sampling: {
-              temperature: knobs.temperature ?? 1,
-              topK: knobs.topK,
-              topP: knobs.topP,
-              minP: knobs.minP,
-              // vLLM: choice i of a seeded request draws with seed + i.
-              seed:
-                gen.seed === null
-                  ? (ctx.seed ^ Math.imul(seqOfId(c.engineId), 0x9e3779b1)) >>> 0
-                  : (gen.seed + c.index) >>> 0,
-            },
-          }),
+  /** Choice `c`'s engine request: choice 0 carries the P/D transfer. */
+  private engineRequest(c: Choice): Omit<EngineRequest, 'arrivalMs'> {
+    const { ctx, gen, transfer, knobs } = this;
+    return {
+      id: c.engineId,
+      promptTokens: this.promptTokens,
+      maxNewTokens: gen.maxTokens,
+      ...(gen.cacheSalt !== null && { cacheSalt: gen.cacheSalt }),
+      ...(gen.loraName !== null && { loraName: gen.loraName }),
+      ...(gen.priority !== null && { priority: gen.priority }),
+      ...(transfer !== null &&
+        transfer.kvTransfer !== 'none' &&
+        c.index === 0 && { kvTransfer: transfer.kvTransfer }),
+      ...(transfer?.client !== undefined && c.index === 0 && { transferClient: transfer.client }),
+      ...(this.output !== null && {
+        sampling: {
+          temperature: knobs.temperature ?? 1,
+          topK: knobs.topK,
+          topP: knobs.topP,
+          minP: knobs.minP,
+          // vLLM: choice i of a seeded request draws with seed + i.
+          seed:
+            gen.seed === null
+              ? (ctx.seed ^ Math.imul(seqOfId(c.engineId), 0x9e3779b1)) >>> 0
+              : (gen.seed + c.index) >>> 0,
         },
-        sinkFor(c),
-      );
-    } catch (err) {
-      // Only the first choice can be refused (they share the prompt); nothing else was sent.
-      for (const sent of choices.slice(0, c.index)) ctx.driver.abort(sent.engineId);
-      throw err;
+      }),
+    };
+  }
+
+  /** Tells the liar of the prompt and submits every choice; a refusal aborts those already sent. */
+  submitAll(): void {
+    const { ctx, gen, choices } = this;
+    ctx.liar?.onPrompt(this.promptTokens, { cacheSalt: gen.cacheSalt, loraName: gen.loraName });
+    for (const c of choices) {
+      try {
+        ctx.driver.submit(this.engineRequest(c), this.sinkFor(c));
+      } catch (err) {
+        // Only the first choice can be refused (they share the prompt); nothing else was sent.
+        for (const sent of choices.slice(0, c.index)) ctx.driver.abort(sent.engineId);
+        throw err;
+      }
     }
   }
-  // 'close' also fires after a normal end; only an early one is a disconnect.
-  res.on('close', () => {
-    if (!ended) abortAll();
-  });
-  if (gen.stream) {
-    res.writeHead(200, SSE_HEADERS);
-    res.flushHeaders();
+
+  /** Watches for a disconnect and opens a stream's response. */
+  listen(): void {
+    // 'close' also fires after a normal end; only an early one is a disconnect.
+    this.res.on('close', () => {
+      if (!this.ended) this.abortAll();
+    });
+    if (this.gen.stream) {
+      this.res.writeHead(200, SSE_HEADERS);
+      this.res.flushHeaders();
+    }
   }
 }
 

@@ -27,6 +27,7 @@ import type { PlacementCounts } from '../runtime/llamaCpp/runtime.ts';
 import {
   LLAMA_CPP_DEFAULT_MAX_SEQS,
   type LlamaCppServerOptions,
+  type LlamaCppServing,
   openLlamaCpp,
 } from '../runtime/llamaCpp/serve.ts';
 import type { PromptTokenizer } from '../../tokenizer/promptTokenizer.ts';
@@ -34,11 +35,16 @@ import { EngineError, type StepResult } from '../types.ts';
 import { toApiError } from './errors.ts';
 import * as handlers from './handlers.ts';
 import { EngineMetrics } from './metrics.ts';
-import { defaultReplayForm, type EngineServerOptions, resolveEngineOptions } from './options.ts';
-import { droppedKind, liarStoredEvent, withDroppedEvents } from './faults.ts';
+import {
+  defaultReplayForm,
+  type EngineServerOptions,
+  type ResolvedEngineOptions,
+  resolveEngineOptions,
+} from './options.ts';
+import { droppedKind, type EngineFaults, liarStoredEvent, withDroppedEvents } from './faults.ts';
 import { KvEventPublisher } from './publisher.ts';
 import { simulatedModel } from './textGen.ts';
-import { startTransfers } from '../connector/serverWiring.ts';
+import { type ServerTransfers, startTransfers } from '../connector/serverWiring.ts';
 
 export type { EngineServerOptions } from './options.ts';
 
@@ -74,189 +80,37 @@ type Route =
       ) => void | Promise<void>;
     };
 
+/** What a server runs on: its resolved options, its core, its prompt tokenizer, a real runtime. */
+interface OpenedCore {
+  real: LlamaCppServing | null;
+  o: ResolvedEngineOptions;
+  core: SteppableEngine | LlamaCppEngine;
+  prompts: PromptTokenizer;
+}
+
 export async function startEngineServer(
   options: EngineServerOptions = {},
 ): Promise<EngineServerHandle> {
-  const real =
-    options.runtime === 'llama.cpp'
-      ? await openLlamaCpp(requireLlamaCppOptions(options), {
-          tokenizer: options.tokenizer,
-          chatTemplate: options.chatTemplate,
-          enableLora: options.enableLora,
-          speedup: options.speedup,
-        })
-      : null;
-  let o: ReturnType<typeof resolveEngineOptions>;
-  let core: SteppableEngine | LlamaCppEngine;
-  let prompts: PromptTokenizer;
-  try {
-    o = resolveEngineOptions(
-      real === null
-        ? options
-        : {
-            ...options,
-            maxModelLen: options.maxModelLen ?? real.defaultMaxModelLen,
-            servedModelName: options.servedModelName ?? real.defaultName,
-            maxSeqs: options.maxSeqs ?? LLAMA_CPP_DEFAULT_MAX_SEQS,
-          },
-    );
-    // One per process and folder: engines started in one process share it.
-    prompts =
-      real?.prompts ??
-      loadPromptTokenizer({
-        tokenizer: options.tokenizer ?? BUILTIN_TOKENIZER,
-        chatTemplate: options.chatTemplate ?? null,
-      });
-    core = real
-      ? await real.makeEngine(o.engineConfig, o.maxModelLen)
-      : options.makeCore
-        ? options.makeCore(o.engineConfig)
-        : new EngineCore(o.engineConfig);
-  } catch (err) {
-    await real?.dispose();
-    throw err;
-  }
+  const { real, o, core, prompts } = await openCore(options);
   const llama = core instanceof LlamaCppEngine ? core : null;
-  const spec = o.engineConfig.spec;
-  const adapters = new AdapterRegistry(
-    o.engineConfig.lora
-      ? {
-          loadAdapter: (name) => (core as SteppableEngine).loadAdapter?.(name),
-          unloadAdapter: (name) => (core as SteppableEngine).unloadAdapter?.(name) ?? false,
-        }
-      : null,
-  );
-  // vLLM loads --lora-modules at start; a failure stops the server.
-  for (const module of o.loraModules) adapters.load(module);
-  const metrics = new EngineMetrics({
-    modelName: o.servedModelName,
-    engine: o.engineLabel,
-    maxModelLen: o.maxModelLen,
-    toModeledS: (wallMs) => (wallMs * o.speedup) / 1000,
-    lora: o.engineConfig.lora !== undefined,
-    cacheConfig: {
-      blockSize: o.engineConfig.blockSize,
-      gpuMemoryUtilization: spec.memoryUtilization,
-      cacheDtype: spec.kvDtype === 'fp8' ? 'fp8' : 'auto',
-      enablePrefixCaching: o.engineConfig.prefixCaching ?? true,
-      numGpuBlocks: core.counters().kvBlocksTotal,
-      numGpuBlocksOverride: o.engineConfig.kvBlocks ?? null,
-    },
-  });
-  const publisher = options.kvEvents
-    ? await KvEventPublisher.open({
-        endpoint: options.kvEvents,
-        replayEndpoint: options.kvReplay ?? null,
-        ...(options.kvEventsTopic !== undefined && { topic: options.kvEventsTopic }),
-        format: options.kvEventsFormat ?? 'map',
-        replayForm: options.kvReplayForm ?? defaultReplayForm(options.kvEventsFormat ?? 'map'),
-        ...(options.kvReplayBufferBatches !== undefined && {
-          bufferBatches: options.kvReplayBufferBatches,
-        }),
-        loraIdOf: (name: string) => adapters.idOf(name),
-      })
-    : null;
+  const adapters = openAdapters(o, core);
+  const metrics = newMetrics(o, core);
+  const publisher = await openPublisher(options, adapters);
   const faults = options.faults ?? {};
-  const dropped = droppedKind(faults);
-  const onStepEnd = (result: StepResult, lagMs: number) => {
-    metrics.observeStepLag(lagMs / 1000);
-    metrics.observeIteration(result.prefillTokens + result.decodeTokens);
-    publisher?.publish(withDroppedEvents(result.events, dropped));
-  };
-  const driver =
-    llama !== null
-      ? new StepLoopDriver(llama, { onStepEnd })
-      : new WallClockDriver(core as SteppableEngine, { speedup: o.speedup, onStepEnd });
-  let engineIds = 0;
-  const tokenizer = prompts.text;
-  const resetTimer =
-    faults.silentResetS === undefined
-      ? null
-      : setInterval(
-          () => (core as SteppableEngine).forgetCacheSilently?.(),
-          (faults.silentResetS * 1000) / o.speedup,
-        );
-  resetTimer?.unref();
-  const ctx: handlers.HandlerContext = {
-    driver,
-    metrics,
-    tokenizer,
-    prompts,
-    ...(faults.chatTemplate !== undefined && {
-      generationPrompts: loadPromptTokenizer({
-        tokenizer: options.tokenizer ?? BUILTIN_TOKENIZER,
-        chatTemplate: faults.chatTemplate,
-      }),
-    }),
-    ...(faults.lie === true && {
-      liar: {
-        onPrompt(promptTokens, scope) {
-          const stored = liarStoredEvent(promptTokens, o.engineConfig.blockSize, scope);
-          if (stored !== null) publisher?.publish([stored]);
-        },
-      },
-    }),
-    servedModelName: o.servedModelName,
-    servedModelNames: o.servedModelNames,
-    modelName: o.modelName,
-    maxModelLen: o.maxModelLen,
-    createdS: Math.floor(Date.now() / 1000),
-    speedup: o.speedup,
-    seed: o.seed,
-    limits: {
-      maxLogprobs: o.maxLogprobs,
-      vocabSize: tokenizer.vocabSize,
-      enableAutoToolChoice: o.enableAutoToolChoice,
-      toolCallParser: o.toolCallParser,
-    },
-    nextEngineId: () => `req-${++engineIds}`,
-    adapters,
-    streamLimits: o.streamLimits,
-    ...(real && { output: real.output }),
-  };
+  const driver = newDriver(o, core, llama, metrics, publisher, faults);
+  const resetTimer = startSilentResets(faults, core, o.speedup);
+  const ctx = handlerContext(options, o, prompts, { driver, metrics, adapters, publisher, real });
   const transfers = startTransfers(options, o, core, () => port);
   ctx.kvTransfer = transfers?.context ?? null;
   // Build the output vocabulary now (the tokenizer's first encodes are slow), not on the
   // first request, whose time to first token would pay for it.
-  if (real === null) simulatedModel(tokenizer);
+  if (real === null) simulatedModel(ctx.tokenizer);
   let closing = false;
-
-  const routes: Record<string, Route> = {
-    '/v1/completions': { method: 'POST', handle: handlers.completions },
-    '/v1/chat/completions': { method: 'POST', handle: handlers.chatCompletions },
-    '/tokenize': { method: 'POST', handle: handlers.tokenize },
-    '/detokenize': { method: 'POST', handle: handlers.detokenize },
-    '/v1/models': { method: 'GET', handle: handlers.models },
-    ...transfers?.routes,
-    ...(o.allowRuntimeLoraUpdating && {
-      '/v1/load_lora_adapter': {
-        method: 'POST',
-        handle: (c: handlers.HandlerContext, body: unknown, res: ServerResponse) =>
-          loadLoraAdapter(c.adapters, body, res),
-      },
-      '/v1/unload_lora_adapter': {
-        method: 'POST',
-        handle: (c: handlers.HandlerContext, body: unknown, res: ServerResponse) =>
-          unloadLoraAdapter(c.adapters, body, res),
-      },
-    }),
-    '/health': {
-      method: 'GET',
-      handle: (_ctx, res) => {
-        res.writeHead(closing || driver.dead ? 503 : 200, { 'content-length': 0 });
-        res.end();
-      },
-    },
-    '/metrics': {
-      method: 'GET',
-      handle: async (_ctx, res) => {
-        const text = await metrics.text(core.counters());
-        res.writeHead(200, { 'content-type': metrics.contentType });
-        res.end(text);
-      },
-    },
-  };
-
+  const routes = engineRoutes(o, transfers, {
+    healthy: () => !closing && !driver.dead,
+    metricsText: () => metrics.text(core.counters()),
+    contentType: () => metrics.contentType,
+  });
   const apiKeys = new ApiKeyCheck(options.apiKeys ?? []);
 
   async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -301,6 +155,242 @@ export async function startEngineServer(
         await real?.dispose();
       })();
       return closed;
+    },
+  };
+}
+
+/** Opens the runtime (llama.cpp or the simulated core); a failure disposes what was opened. */
+async function openCore(options: EngineServerOptions): Promise<OpenedCore> {
+  const real =
+    options.runtime === 'llama.cpp'
+      ? await openLlamaCpp(requireLlamaCppOptions(options), {
+          tokenizer: options.tokenizer,
+          chatTemplate: options.chatTemplate,
+          enableLora: options.enableLora,
+          speedup: options.speedup,
+        })
+      : null;
+  try {
+    const o = resolveEngineOptions(
+      real === null
+        ? options
+        : {
+            ...options,
+            maxModelLen: options.maxModelLen ?? real.defaultMaxModelLen,
+            servedModelName: options.servedModelName ?? real.defaultName,
+            maxSeqs: options.maxSeqs ?? LLAMA_CPP_DEFAULT_MAX_SEQS,
+          },
+    );
+    // One per process and folder: engines started in one process share it.
+    const prompts =
+      real?.prompts ??
+      loadPromptTokenizer({
+        tokenizer: options.tokenizer ?? BUILTIN_TOKENIZER,
+        chatTemplate: options.chatTemplate ?? null,
+      });
+    const core = real
+      ? await real.makeEngine(o.engineConfig, o.maxModelLen)
+      : options.makeCore
+        ? options.makeCore(o.engineConfig)
+        : new EngineCore(o.engineConfig);
+    return { real, o, core, prompts };
+  } catch (err) {
+    await real?.dispose();
+    throw err;
+  }
+}
+
+/** The LoRA adapter registry, with `--lora-modules` loaded (vLLM: a failure stops the server). */
+function openAdapters(
+  o: ResolvedEngineOptions,
+  core: SteppableEngine | LlamaCppEngine,
+): AdapterRegistry {
+  const adapters = new AdapterRegistry(
+    o.engineConfig.lora
+      ? {
+          loadAdapter: (name) => (core as SteppableEngine).loadAdapter?.(name),
+          unloadAdapter: (name) => (core as SteppableEngine).unloadAdapter?.(name) ?? false,
+        }
+      : null,
+  );
+  for (const module of o.loraModules) adapters.load(module);
+  return adapters;
+}
+
+function newMetrics(o: ResolvedEngineOptions, core: SteppableEngine | LlamaCppEngine) {
+  const spec = o.engineConfig.spec;
+  return new EngineMetrics({
+    modelName: o.servedModelName,
+    engine: o.engineLabel,
+    maxModelLen: o.maxModelLen,
+    toModeledS: (wallMs) => (wallMs * o.speedup) / 1000,
+    lora: o.engineConfig.lora !== undefined,
+    cacheConfig: {
+      blockSize: o.engineConfig.blockSize,
+      gpuMemoryUtilization: spec.memoryUtilization,
+      cacheDtype: spec.kvDtype === 'fp8' ? 'fp8' : 'auto',
+      enablePrefixCaching: o.engineConfig.prefixCaching ?? true,
+      numGpuBlocks: core.counters().kvBlocksTotal,
+      numGpuBlocksOverride: o.engineConfig.kvBlocks ?? null,
+    },
+  });
+}
+
+/** The ZMQ KV event publisher, or null when `--kv-events` is off. */
+async function openPublisher(
+  options: EngineServerOptions,
+  adapters: AdapterRegistry,
+): Promise<KvEventPublisher | null> {
+  if (!options.kvEvents) return null;
+  return KvEventPublisher.open({
+    endpoint: options.kvEvents,
+    replayEndpoint: options.kvReplay ?? null,
+    ...(options.kvEventsTopic !== undefined && { topic: options.kvEventsTopic }),
+    format: options.kvEventsFormat ?? 'map',
+    replayForm: options.kvReplayForm ?? defaultReplayForm(options.kvEventsFormat ?? 'map'),
+    ...(options.kvReplayBufferBatches !== undefined && {
+      bufferBatches: options.kvReplayBufferBatches,
+    }),
+    loraIdOf: (name: string) => adapters.idOf(name),
+  });
+}
+
+/** The driver that steps the core: each step's lag, size and KV events go to metrics and ZMQ. */
+function newDriver(
+  o: ResolvedEngineOptions,
+  core: SteppableEngine | LlamaCppEngine,
+  llama: LlamaCppEngine | null,
+  metrics: EngineMetrics,
+  publisher: KvEventPublisher | null,
+  faults: EngineFaults,
+): WallClockDriver | StepLoopDriver {
+  const dropped = droppedKind(faults);
+  const onStepEnd = (result: StepResult, lagMs: number) => {
+    metrics.observeStepLag(lagMs / 1000);
+    metrics.observeIteration(result.prefillTokens + result.decodeTokens);
+    publisher?.publish(withDroppedEvents(result.events, dropped));
+  };
+  return llama !== null
+    ? new StepLoopDriver(llama, { onStepEnd })
+    : new WallClockDriver(core as SteppableEngine, { speedup: o.speedup, onStepEnd });
+}
+
+/** The `silentResetS` fault: the core forgets its cache on a timer, telling no one. */
+function startSilentResets(
+  faults: EngineFaults,
+  core: SteppableEngine | LlamaCppEngine,
+  speedup: number,
+): ReturnType<typeof setInterval> | null {
+  const resetTimer =
+    faults.silentResetS === undefined
+      ? null
+      : setInterval(
+          () => (core as SteppableEngine).forgetCacheSilently?.(),
+          (faults.silentResetS * 1000) / speedup,
+        );
+  resetTimer?.unref();
+  return resetTimer;
+}
+
+/** What the request handlers share: the driver, metrics, tokenizers, limits, faults. */
+function handlerContext(
+  options: EngineServerOptions,
+  o: ResolvedEngineOptions,
+  prompts: PromptTokenizer,
+  parts: {
+    driver: WallClockDriver | StepLoopDriver;
+    metrics: EngineMetrics;
+    adapters: AdapterRegistry;
+    publisher: KvEventPublisher | null;
+    real: LlamaCppServing | null;
+  },
+): handlers.HandlerContext {
+  const { driver, metrics, adapters, publisher, real } = parts;
+  const faults = options.faults ?? {};
+  let engineIds = 0;
+  const tokenizer = prompts.text;
+  return {
+    driver,
+    metrics,
+    tokenizer,
+    prompts,
+    ...(faults.chatTemplate !== undefined && {
+      generationPrompts: loadPromptTokenizer({
+        tokenizer: options.tokenizer ?? BUILTIN_TOKENIZER,
+        chatTemplate: faults.chatTemplate,
+      }),
+    }),
+    ...(faults.lie === true && {
+      liar: {
+        onPrompt(promptTokens, scope) {
+          const stored = liarStoredEvent(promptTokens, o.engineConfig.blockSize, scope);
+          if (stored !== null) publisher?.publish([stored]);
+        },
+      },
+    }),
+    servedModelName: o.servedModelName,
+    servedModelNames: o.servedModelNames,
+    modelName: o.modelName,
+    maxModelLen: o.maxModelLen,
+    createdS: Math.floor(Date.now() / 1000),
+    speedup: o.speedup,
+    seed: o.seed,
+    limits: {
+      maxLogprobs: o.maxLogprobs,
+      vocabSize: tokenizer.vocabSize,
+      enableAutoToolChoice: o.enableAutoToolChoice,
+      toolCallParser: o.toolCallParser,
+    },
+    nextEngineId: () => `req-${++engineIds}`,
+    adapters,
+    streamLimits: o.streamLimits,
+    ...(real && { output: real.output }),
+  };
+}
+
+/** The server's routes: vLLM's API, the transfer routes, runtime LoRA, health and metrics. */
+function engineRoutes(
+  o: ResolvedEngineOptions,
+  transfers: ServerTransfers | null,
+  status: {
+    healthy(): boolean;
+    metricsText(): Promise<string>;
+    contentType(): string;
+  },
+): Record<string, Route> {
+  return {
+    '/v1/completions': { method: 'POST', handle: handlers.completions },
+    '/v1/chat/completions': { method: 'POST', handle: handlers.chatCompletions },
+    '/tokenize': { method: 'POST', handle: handlers.tokenize },
+    '/detokenize': { method: 'POST', handle: handlers.detokenize },
+    '/v1/models': { method: 'GET', handle: handlers.models },
+    ...transfers?.routes,
+    ...(o.allowRuntimeLoraUpdating && {
+      '/v1/load_lora_adapter': {
+        method: 'POST',
+        handle: (c: handlers.HandlerContext, body: unknown, res: ServerResponse) =>
+          loadLoraAdapter(c.adapters, body, res),
+      },
+      '/v1/unload_lora_adapter': {
+        method: 'POST',
+        handle: (c: handlers.HandlerContext, body: unknown, res: ServerResponse) =>
+          unloadLoraAdapter(c.adapters, body, res),
+      },
+    }),
+    '/health': {
+      method: 'GET',
+      handle: (_ctx, res) => {
+        res.writeHead(status.healthy() ? 200 : 503, { 'content-length': 0 });
+        res.end();
+      },
+    },
+    '/metrics': {
+      method: 'GET',
+      handle: async (_ctx, res) => {
+        const text = await status.metricsText();
+        res.writeHead(200, { 'content-type': status.contentType() });
+        res.end(text);
+      },
     },
   };
 }
