@@ -12,7 +12,8 @@
  * `--rate R` skips the bisection and takes R as the carrying rate; `--light-weight W` gives the
  * light tenant weight W in the fair share (default 1, as heavy). `--flow-release room|owner`
  * picks when a queued request leaves (`SimFlowControl.release`), with `--owner-slack-tokens`,
- * `--owner-hold-ms` and `--look-ahead` for `owner`. `--json` prints
+ * `--owner-hold-ms` and `--look-ahead` for `owner`; `--saturation-queue-ms MS` the replica's
+ * queued-prefill limit (`--flow-saturation-queue-ms`). `--json` prints
  * {"carryingRatePerS", "ratePerS", "runs": {"alone", "without", "with"}, "ratios"}.
  */
 import { parseArgs } from 'node:util';
@@ -42,6 +43,7 @@ const { values } = parseArgs({
     'owner-slack-tokens': { type: 'string' },
     'owner-hold-ms': { type: 'string' },
     'look-ahead': { type: 'string' },
+    'saturation-queue-ms': { type: 'string' },
   },
 });
 const { fail, positiveInt } = benchFlags('bench:flow');
@@ -68,6 +70,12 @@ const ownerSlackTokens = nonNegative(
   DEFAULT_FLOW_OWNER_SLACK_TOKENS,
 );
 const ownerHoldMs = nonNegative('owner-hold-ms', values['owner-hold-ms'], DEFAULT_FLOW_OWNER_HOLD_MS);
+const defaults = defaultFlowControl();
+const saturationQueueMs = nonNegative(
+  'saturation-queue-ms',
+  values['saturation-queue-ms'],
+  defaults.saturation.maxQueuedPrefillMs ?? 0,
+);
 const lookAhead = positiveInt('look-ahead', values['look-ahead'], DEFAULT_FLOW_LOOK_AHEAD);
 const givenRate = values.rate === undefined ? undefined : Number(values.rate);
 if (givenRate !== undefined && !(givenRate > 0)) {
@@ -107,7 +115,8 @@ const tenants = [
   { name: 'light', share: 0.2, weight: lightWeight, priorityClass: 'standard' as const },
 ];
 const e = runFlowExperiment(setup.base, ratePerS, tenants, 'light', {
-  ...defaultFlowControl(),
+  ...defaults,
+  saturation: { ...defaults.saturation, maxQueuedPrefillMs: saturationQueueMs },
   release: release as FlowRelease,
   ownerSlackTokens,
   ownerHoldMs,

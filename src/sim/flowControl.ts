@@ -71,7 +71,7 @@ export type FlowRelease = (typeof FLOW_RELEASES)[number];
 /** Owner release: a replica with room may cache this many prompt tokens fewer than the best. */
 export const DEFAULT_FLOW_OWNER_SLACK_TOKENS = 1024;
 /** Owner release: after this wait a request goes wherever there is room. */
-export const DEFAULT_FLOW_OWNER_HOLD_MS = 2000;
+export const DEFAULT_FLOW_OWNER_HOLD_MS = 500;
 /** Owner release: how deep into each tenant's queue a ready request is looked for. */
 export const DEFAULT_FLOW_LOOK_AHEAD = 16;
 
