@@ -54,7 +54,7 @@ const load = values.load === undefined ? 1.5 : Number(values.load);
 if (!(load > 0)) fail(`--load takes a number > 0, got '${values.load}'`);
 const lightWeight = values['light-weight'] === undefined ? 1 : Number(values['light-weight']);
 if (!(lightWeight > 0)) fail(`--light-weight takes a number > 0, got '${values['light-weight']}'`);
-const release = values['flow-release'] ?? 'room';
+const release = values['flow-release'] ?? defaultFlowControl().release ?? 'room';
 if (!(FLOW_RELEASES as readonly string[]).includes(release)) {
   fail(`--flow-release takes one of ${FLOW_RELEASES.join(', ')}, got '${release}'`);
 }

@@ -6,6 +6,7 @@
 import { DEFAULT_SATURATION_LIMITS } from '../flow/saturation.ts';
 import {
   DEFAULT_FLOW_CLASS,
+  DEFAULT_FLOW_RELEASE,
   DEFAULT_FLOW_LOOK_AHEAD,
   DEFAULT_FLOW_OWNER_HOLD_MS,
   DEFAULT_FLOW_OWNER_SLACK_TOKENS,
@@ -54,7 +55,7 @@ export const SIM_TENANT_HELP = `tenants and flow control
                         room; owner, when the replicas with room cache its prompt within
                         --flow-owner-slack-tokens of the best replica (its cache owner has
                         room), or it has waited --flow-owner-hold-ms; others pass it meanwhile,
-                        fair by tokens (default room)
+                        fair by tokens (default ${DEFAULT_FLOW_RELEASE})
   --flow-owner-hold-ms MS  owner release: after this wait it goes wherever there is room
                         (default ${DEFAULT_FLOW_OWNER_HOLD_MS})
   --flow-owner-slack-tokens N  owner release: cached prompt tokens a replica with room may
@@ -156,7 +157,7 @@ export function readTenantFlags(flags: Flags, unsupported: readonly string[] = [
         maxQueuedPrefillMs:
           flags.number('flow-saturation-queue-ms', { min: 0 }) ?? DEFAULT_FLOW_SATURATION_QUEUE_MS,
       },
-      release: flags.oneOf('flow-release', FLOW_RELEASES) ?? 'room',
+      release: flags.oneOf('flow-release', FLOW_RELEASES) ?? DEFAULT_FLOW_RELEASE,
       ownerHoldMs: flags.number('flow-owner-hold-ms', { min: 0 }) ?? DEFAULT_FLOW_OWNER_HOLD_MS,
       ownerSlackTokens:
         flags.number('flow-owner-slack-tokens', { min: 0, integer: true }) ??
