@@ -69,7 +69,11 @@ const ownerSlackTokens = nonNegative(
   values['owner-slack-tokens'],
   DEFAULT_FLOW_OWNER_SLACK_TOKENS,
 );
-const ownerHoldMs = nonNegative('owner-hold-ms', values['owner-hold-ms'], DEFAULT_FLOW_OWNER_HOLD_MS);
+const ownerHoldMs = nonNegative(
+  'owner-hold-ms',
+  values['owner-hold-ms'],
+  DEFAULT_FLOW_OWNER_HOLD_MS,
+);
 const defaults = defaultFlowControl();
 const saturationQueueMs = nonNegative(
   'saturation-queue-ms',

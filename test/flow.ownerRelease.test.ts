@@ -63,12 +63,20 @@ describe('FlowQueue.dequeueFirst', () => {
     assert.equal(q.dequeueFirst((i) => i.payload, 2)?.id, behind.id);
     // Look-ahead 1 sees only heads: t1's goes.
     assert.equal(q.dequeueFirst((i) => i.payload, 1)?.id, other.id);
-    assert.equal(q.dequeueFirst((i) => i.payload, 8), undefined, 'nothing ready');
+    assert.equal(
+      q.dequeueFirst((i) => i.payload, 8),
+      undefined,
+      'nothing ready',
+    );
     assert.equal(q.size, 1);
     const high = item('t2', 100, false, 'high');
     q.enqueue(high);
     blocked.payload = true;
-    assert.equal(q.dequeueFirst((i) => i.payload, 8), undefined, 'a lower class waits for a higher');
+    assert.equal(
+      q.dequeueFirst((i) => i.payload, 8),
+      undefined,
+      'a lower class waits for a higher',
+    );
     assert.equal(q.dequeueFirst(() => true, 8)?.id, high.id);
     assert.equal(q.dequeueFirst(() => true, 8)?.id, blocked.id);
   });
@@ -138,7 +146,6 @@ describe('FlowQueue.dequeueFirst', () => {
           const q = queue({ t0: w0, t1: w1 });
           const maxCost = [0, 0];
           let served: [number, number] | null = null;
-          let id = 0;
           const take = () => {
             const both = q.sizeOf('t0') > 0 && q.sizeOf('t1') > 0;
             const got = q.dequeueFirst((i) => i.payload, 4);

@@ -502,8 +502,12 @@ export class Fleet {
         tenant,
         ...(scheduledMs !== undefined && { scheduledMs }),
       };
-      const verdict = flow.onArrival(held, arrival.promptLength, nowMs, () => this.#loads(), (h) =>
-        this.#prefixBlocks(h, nowMs),
+      const verdict = flow.onArrival(
+        held,
+        arrival.promptLength,
+        nowMs,
+        () => this.#loads(),
+        (h) => this.#prefixBlocks(h, nowMs),
       );
       if (verdict === 'dispatch') this.#start(held, 0, nowMs);
       else if (verdict === 'refused') this.#refuse(held.index, arrival, measured, nowMs);
