@@ -10,13 +10,23 @@
  *   npm run bench:flow -- --replicas 8 --duration 120 --rate 21.5 --json
  *
  * `--rate R` skips the bisection and takes R as the carrying rate; `--light-weight W` gives the
- * light tenant weight W in the fair share (default 1, as heavy). `--json` prints
+ * light tenant weight W in the fair share (default 1, as heavy). `--flow-release room|owner`
+ * picks when a queued request leaves (`SimFlowControl.release`), with `--owner-slack-tokens`,
+ * `--owner-hold-ms` and `--look-ahead` for `owner`; `--saturation-queue-ms MS` the replica's
+ * queued-prefill limit (`--flow-saturation-queue-ms`). `--json` prints
  * {"carryingRatePerS", "ratePerS", "runs": {"alone", "without", "with"}, "ratios"}.
  */
 import { parseArgs } from 'node:util';
 import { parseSimFlags } from '../src/cli/sim.ts';
 import { formatFlow } from '../src/results/flowTable.ts';
-import { defaultFlowControl } from '../src/sim/flowControl.ts';
+import {
+  DEFAULT_FLOW_LOOK_AHEAD,
+  DEFAULT_FLOW_OWNER_HOLD_MS,
+  DEFAULT_FLOW_OWNER_SLACK_TOKENS,
+  defaultFlowControl,
+  FLOW_RELEASES,
+  type FlowRelease,
+} from '../src/sim/flowControl.ts';
 import { carryingRatePerS, runFlowExperiment, tenantOf } from '../src/sim/flowExperiment.ts';
 import { benchFlags } from './flags.ts';
 
@@ -29,6 +39,11 @@ const { values } = parseArgs({
     load: { type: 'string' },
     seed: { type: 'string' },
     'light-weight': { type: 'string' },
+    'flow-release': { type: 'string' },
+    'owner-slack-tokens': { type: 'string' },
+    'owner-hold-ms': { type: 'string' },
+    'look-ahead': { type: 'string' },
+    'saturation-queue-ms': { type: 'string' },
   },
 });
 const { fail, positiveInt } = benchFlags('bench:flow');
@@ -39,6 +54,33 @@ const load = values.load === undefined ? 1.5 : Number(values.load);
 if (!(load > 0)) fail(`--load takes a number > 0, got '${values.load}'`);
 const lightWeight = values['light-weight'] === undefined ? 1 : Number(values['light-weight']);
 if (!(lightWeight > 0)) fail(`--light-weight takes a number > 0, got '${values['light-weight']}'`);
+const release = values['flow-release'] ?? defaultFlowControl().release ?? 'room';
+if (!(FLOW_RELEASES as readonly string[]).includes(release)) {
+  fail(`--flow-release takes one of ${FLOW_RELEASES.join(', ')}, got '${release}'`);
+}
+const nonNegative = (name: string, raw: string | undefined, fallback: number): number => {
+  if (raw === undefined) return fallback;
+  const v = Number(raw);
+  if (!(v >= 0 && Number.isFinite(v))) fail(`--${name} takes a number >= 0, got '${raw}'`);
+  return v;
+};
+const ownerSlackTokens = nonNegative(
+  'owner-slack-tokens',
+  values['owner-slack-tokens'],
+  DEFAULT_FLOW_OWNER_SLACK_TOKENS,
+);
+const ownerHoldMs = nonNegative(
+  'owner-hold-ms',
+  values['owner-hold-ms'],
+  DEFAULT_FLOW_OWNER_HOLD_MS,
+);
+const defaults = defaultFlowControl();
+const saturationQueueMs = nonNegative(
+  'saturation-queue-ms',
+  values['saturation-queue-ms'],
+  defaults.saturation.maxQueuedPrefillMs ?? 0,
+);
+const lookAhead = positiveInt('look-ahead', values['look-ahead'], DEFAULT_FLOW_LOOK_AHEAD);
 const givenRate = values.rate === undefined ? undefined : Number(values.rate);
 if (givenRate !== undefined && !(givenRate > 0)) {
   fail(`--rate takes a number > 0, got '${values.rate}'`);
@@ -76,7 +118,14 @@ const tenants = [
   { name: 'heavy', share: 0.8, weight: 1, priorityClass: 'standard' as const },
   { name: 'light', share: 0.2, weight: lightWeight, priorityClass: 'standard' as const },
 ];
-const e = runFlowExperiment(setup.base, ratePerS, tenants, 'light', defaultFlowControl());
+const e = runFlowExperiment(setup.base, ratePerS, tenants, 'light', {
+  ...defaults,
+  saturation: { ...defaults.saturation, maxQueuedPrefillMs: saturationQueueMs },
+  release: release as FlowRelease,
+  ownerSlackTokens,
+  ownerHoldMs,
+  lookAhead,
+});
 const unloadedMs = tenantOf(e.alone, 'light').ttftP99Ms;
 const ratios = {
   lightWithout: tenantOf(e.without, 'light').ttftP99Ms / unloadedMs,

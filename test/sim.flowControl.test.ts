@@ -59,6 +59,12 @@ describe('sim flow control', () => {
     assert.equal(tenantOf(e.without, 'heavy').queueWaitP99Ms, 0, 'no queue without flow control');
   });
 
+  test('room release, the former default, still conserves every request', () => {
+    const control: SimFlowControl = { ...defaultFlowControl(), release: 'room' };
+    const run = simulate({ ...base(['--rate', '16']), tenants: TENANTS, flowControl: control });
+    assertConserved(run.flow);
+  });
+
   test('the bounds refuse (429) and the deadline expires (503), nothing lost, same seed same result', () => {
     const control: SimFlowControl = {
       ...defaultFlowControl(),
@@ -105,6 +111,18 @@ describe('--tenants and the flow-control flags', () => {
     assert.throws(() => base(['--flow-control', 'on', '--fault-lie']), /drop --fault-lie/);
     const on = base(['--flow-control', 'on', '--flow-max-queued', '7', '--tenants', 'a:1']);
     assert.equal(on.flowControl?.maxQueued, 7);
+    assert.equal(on.flowControl?.release, 'owner', 'owner release by default');
+    const room = base(['--flow-control', 'on', '--flow-release', 'room', '--flow-look-ahead', '3']);
+    assert.equal(room.flowControl?.release, 'room');
+    assert.equal(room.flowControl?.lookAhead, 3);
+    assert.throws(
+      () => base(['--flow-control', 'on', '--flow-release', 'near']),
+      /--flow-release must be one of room, owner/,
+    );
+    assert.throws(
+      () => base(['--flow-owner-hold-ms', '100']),
+      /--flow-owner-hold-ms needs --flow-control on/,
+    );
     assert.equal(on.tenants?.[0]?.name, 'a');
   });
 });

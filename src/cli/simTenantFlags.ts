@@ -6,12 +6,17 @@
 import { DEFAULT_SATURATION_LIMITS } from '../flow/saturation.ts';
 import {
   DEFAULT_FLOW_CLASS,
+  DEFAULT_FLOW_RELEASE,
+  DEFAULT_FLOW_LOOK_AHEAD,
+  DEFAULT_FLOW_OWNER_HOLD_MS,
+  DEFAULT_FLOW_OWNER_SLACK_TOKENS,
   DEFAULT_FLOW_MAX_QUEUED,
   DEFAULT_FLOW_MAX_QUEUED_PER_TENANT,
   DEFAULT_FLOW_MAX_WAIT_MS,
   DEFAULT_FLOW_SATURATION_QUEUE_MS,
   DEFAULT_FLOW_SATURATION_WAITING,
   FLOW_CLASSES,
+  FLOW_RELEASES,
   type FlowClassName,
   type SimFlowControl,
   type TenantSpec,
@@ -21,7 +26,8 @@ import { type Flags, flagSpec, UsageError } from './args.ts';
 export const SIM_TENANT_FLAGS = flagSpec({
   string:
     'tenants flow-control flow-max-queued flow-max-queued-per-tenant flow-max-wait-ms ' +
-    'flow-saturation-queue-ms flow-saturation-waiting',
+    'flow-saturation-queue-ms flow-saturation-waiting flow-release flow-owner-hold-ms ' +
+    'flow-owner-slack-tokens flow-look-ahead',
 });
 
 const CLASS_NAMES = FLOW_CLASSES.map((c) => c.name);
@@ -45,6 +51,17 @@ export const SIM_TENANT_HELP = `tenants and flow control
                         (default ${DEFAULT_FLOW_SATURATION_QUEUE_MS})
   --flow-saturation-waiting N  a replica with more requests waiting has no room (default
                         ${DEFAULT_FLOW_SATURATION_WAITING}; llm-d's is ${DEFAULT_SATURATION_LIMITS.maxWaitingRequests})
+  --flow-release room|owner  when a queued arrival leaves: room, whenever some replica has
+                        room; owner, when the replicas with room cache its prompt within
+                        --flow-owner-slack-tokens of the best replica (its cache owner has
+                        room), or it has waited --flow-owner-hold-ms; others pass it meanwhile,
+                        fair by tokens (default ${DEFAULT_FLOW_RELEASE})
+  --flow-owner-hold-ms MS  owner release: after this wait it goes wherever there is room
+                        (default ${DEFAULT_FLOW_OWNER_HOLD_MS})
+  --flow-owner-slack-tokens N  owner release: cached prompt tokens a replica with room may
+                        lack against the best one (default ${DEFAULT_FLOW_OWNER_SLACK_TOKENS})
+  --flow-look-ahead N   owner release: how deep into each tenant's queue a ready arrival is
+                        looked for (default ${DEFAULT_FLOW_LOOK_AHEAD})
 `;
 
 /** `--tenants`: the list, or undefined when not given. */
@@ -113,6 +130,10 @@ export function readTenantFlags(flags: Flags, unsupported: readonly string[] = [
     'flow-max-wait-ms',
     'flow-saturation-queue-ms',
     'flow-saturation-waiting',
+    'flow-release',
+    'flow-owner-hold-ms',
+    'flow-owner-slack-tokens',
+    'flow-look-ahead',
   ];
   if (!on) {
     const stray = bounds.find((b) => flags.has(b));
@@ -136,6 +157,13 @@ export function readTenantFlags(flags: Flags, unsupported: readonly string[] = [
         maxQueuedPrefillMs:
           flags.number('flow-saturation-queue-ms', { min: 0 }) ?? DEFAULT_FLOW_SATURATION_QUEUE_MS,
       },
+      release: flags.oneOf('flow-release', FLOW_RELEASES) ?? DEFAULT_FLOW_RELEASE,
+      ownerHoldMs: flags.number('flow-owner-hold-ms', { min: 0 }) ?? DEFAULT_FLOW_OWNER_HOLD_MS,
+      ownerSlackTokens:
+        flags.number('flow-owner-slack-tokens', { min: 0, integer: true }) ??
+        DEFAULT_FLOW_OWNER_SLACK_TOKENS,
+      lookAhead:
+        flags.number('flow-look-ahead', { min: 1, integer: true }) ?? DEFAULT_FLOW_LOOK_AHEAD,
     };
   }
   return out;

@@ -253,6 +253,48 @@ export class FlowQueue<T> {
     return undefined;
   }
 
+  /**
+   * The first item that `ready` accepts, removed, looking at most `lookAhead` items deep into
+   * each tenant's queue; undefined when none is ready. Only the highest-priority class with work
+   * is looked at (strict priority holds). Inside it the tenants are tried in `dequeue`'s order
+   * (smallest start tag first), and the item taken is charged to its tenant's tags exactly as a
+   * head would be (`finishTag = startTag + costTokens / weight`), so the fair share by tokens
+   * holds over what is taken; inside a tenant a later item may pass an earlier one that is not
+   * ready. With a `ready` that accepts everything it is `dequeue`.
+   */
+  dequeueFirst(ready: (item: FlowItem<T>) => boolean, lookAhead: number): FlowItem<T> | undefined {
+    const depth = Math.max(1, Math.floor(lookAhead));
+    for (const cls of this.#classes) {
+      if (cls.queued === 0) continue;
+      const lanes = [...cls.lanes.values()].filter((l) => l.entries.length > 0);
+      lanes.sort(
+        (a, b) => a.headStartTag - b.headStartTag || a.entries[0]!.seq - b.entries[0]!.seq,
+      );
+      for (const lane of lanes) {
+        const n = Math.min(depth, lane.entries.length);
+        for (let at = 0; at < n; at++) {
+          if (ready(lane.entries[at]!.item)) return this.#take(cls, lane, at);
+        }
+      }
+      return undefined;
+    }
+    return undefined;
+  }
+
+  /** Removes entry `at` of `lane`, charging it to the lane's tags as a dispatch. */
+  #take(cls: ClassState<T>, lane: Lane<T>, at: number): FlowItem<T> {
+    const [entry] = lane.entries.splice(at, 1) as [Entry<T>];
+    const startTag = lane.headStartTag;
+    const finishTag = startTag + entry.item.costTokens / lane.weight;
+    cls.vTime = startTag;
+    lane.lastFinishTag = finishTag;
+    cls.maxFinishTag = Math.max(cls.maxFinishTag, finishTag);
+    this.#forget(cls, lane, entry.item);
+    if (lane.entries.length > 0) lane.headStartTag = Math.max(cls.vTime, lane.lastFinishTag);
+    if (cls.queued === 0) this.#settle(cls);
+    return entry.item;
+  }
+
   /** Takes out a queued item (its client left); undefined when no such item is queued. */
   remove(id: string): FlowItem<T> | undefined {
     const where = this.#where.get(id);

@@ -16,3 +16,4 @@ export {
   type ReplicaLoad,
   type SaturationLimits,
 } from './saturation.ts';
+export { type OwnerReleaseOptions, ownerReady } from './ownerRelease.ts';

@@ -750,6 +750,23 @@ export class Router {
   }
 
   /**
+   * How many leading blocks of `blockKeys` each replica that is not down holds, by replica id, as
+   * `route` matches them (the index and its route overlay; 0 for a replica that is down). A read:
+   * no counter, ledger or random draw moves, so asking changes no later decision.
+   */
+  prefixBlocks(blockKeys: readonly BlockKey[], nowMs: number): Int32Array {
+    const replicas = this.#replicas;
+    const alive = new Int32Array(this.#index.blocks.words);
+    for (let id = 0; id < replicas.length; id++) {
+      if (this.#gauges.verdict(id, nowMs, this.thresholds) === 'down') continue;
+      alive[id >>> 5] = alive[id >>> 5]! | (1 << (id & 31));
+    }
+    const matched = new Int32Array(replicas.length);
+    matchPrefix(this.#index.blocks, this.#overlay, blockKeys, alive, nowMs, matched);
+    return matched;
+  }
+
+  /**
    * Whether the engines' KV events show block `key` stored on `replica`. Events mode only: in
    * approx mode the index is the router's own record of its routes, not what the engine did.
    */

@@ -77,6 +77,11 @@ export interface SimRouter {
   readonly wantsEvents: boolean;
   /** The router's own counters (decisions, spills, fail-opens...), for the results. */
   stats?(): Record<string, number>;
+  /**
+   * The leading blocks of `blockKeys` each replica holds in the router's view, by replica, read
+   * without routing (flow control's owner release); absent where the router cannot tell.
+   */
+  prefixBlocks?(blockKeys: readonly BlockKey[], nowMs: number): ArrayLike<number>;
 }
 
 export interface FleetOptions {
@@ -278,6 +283,8 @@ export class Fleet {
   readonly #clock: SimClock = { nowMs: 0 };
   readonly #replicas: Replica[];
   readonly #requests = new Map<string, Req>();
+  /** Flow control's owner release: each queued arrival's block keys, made once. */
+  readonly #heldKeys = new WeakMap<HeldArrival<Arrival>, readonly BlockKey[]>();
   readonly #gaps = new TokenGaps();
   readonly #arrivals: Iterator<Arrival>;
   readonly #log = new RequestLog();
@@ -495,7 +502,13 @@ export class Fleet {
         tenant,
         ...(scheduledMs !== undefined && { scheduledMs }),
       };
-      const verdict = flow.onArrival(held, arrival.promptLength, nowMs, () => this.#loads());
+      const verdict = flow.onArrival(
+        held,
+        arrival.promptLength,
+        nowMs,
+        () => this.#loads(),
+        (h) => this.#prefixBlocks(h, nowMs),
+      );
       if (verdict === 'dispatch') this.#start(held, 0, nowMs);
       else if (verdict === 'refused') this.#refuse(held.index, arrival, measured, nowMs);
       else {
@@ -566,9 +579,31 @@ export class Fleet {
     const flow = this.#o.flow;
     if (flow === undefined || flow.queued === 0) return;
     const loads = () => this.#loads();
-    for (let item = flow.takeNext(loads); item !== undefined; item = flow.takeNext(loads)) {
+    const matches = (h: HeldArrival<Arrival>) => this.#prefixBlocks(h, nowMs);
+    for (
+      let item = flow.takeNext(loads, nowMs, matches);
+      item !== undefined;
+      item = flow.takeNext(loads, nowMs, matches)
+    ) {
       this.#start(item.payload, nowMs - item.arrivedMs, nowMs);
     }
+  }
+
+  /**
+   * The router's view of how many prompt tokens of a held arrival each replica caches (flow
+   * control's owner release); null when the router cannot tell.
+   */
+  #prefixBlocks(held: HeldArrival<Arrival>, nowMs: number): number[] | null {
+    const router = this.#o.router;
+    if (router.prefixBlocks === undefined) return null;
+    let blockKeys = this.#heldKeys.get(held);
+    if (blockKeys === undefined) {
+      blockKeys = this.#o.workload.materialize(held.arrival).blockKeys;
+      this.#heldKeys.set(held, blockKeys);
+    }
+    const blocks = router.prefixBlocks(blockKeys, nowMs);
+    const blockSize = this.#o.workload.blockSize;
+    return Array.from(blocks, (b) => Math.min(b * blockSize, held.arrival.promptLength));
   }
 
   /** Queued arrivals past their deadline end as 503. */

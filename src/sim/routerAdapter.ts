@@ -5,6 +5,7 @@
 import { loraLoadMs, resolveLoraConfig } from '../engine/lora.ts';
 import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
 import type { KvEvent } from '../kv/events.ts';
+import type { BlockKey } from '../kv/blockKey.ts';
 import { cpuReloadMs, DEFAULT_CPU_KV_GBPS } from '../engine/connector/offloading.ts';
 import { kvBytesPerToken, kvPoolTokens, prefillUsPerToken } from '../model/cost.ts';
 import {
@@ -153,6 +154,10 @@ export class RouterBridge implements SimRouter {
 
   route(req: SimRouteRequest, nowMs: number): { replicaId: number; uncachedTokens: number } | null {
     return routeOrNull(this.#router, req, nowMs);
+  }
+
+  prefixBlocks(blockKeys: readonly BlockKey[], nowMs: number): ArrayLike<number> {
+    return this.#router.prefixBlocks(blockKeys, nowMs);
   }
 
   onFirstToken(id: string, nowMs: number): void {
