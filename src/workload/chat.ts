@@ -15,7 +15,8 @@
 import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
 import type { Arrival } from './arrival.ts';
-import { fillTokens, KeyExtender, type Materialized, mixSeed } from './tokens.ts';
+import { ConversationKeys } from './conversationKeys.ts';
+import { type Materialized, mixSeed } from './tokens.ts';
 import type { Workload, WorkloadOptions } from './workloads.ts';
 
 export const SHAREGPT_LENGTHS = {
@@ -54,14 +55,13 @@ export class ShareGptChatWorkload implements Workload {
   readonly watchedCustomer = null;
   readonly #opts: WorkloadOptions;
   readonly #ratePerS: number;
-  readonly #extender: KeyExtender;
-  readonly #keysByConversation = new Map<number, { tokens: number; keys: BlockKey[] }>();
+  readonly #conversations: ConversationKeys;
 
   constructor(opts: WorkloadOptions) {
     this.blockSize = opts.blockSize;
     this.#opts = opts;
     this.#ratePerS = opts.ratePerS ?? 20;
-    this.#extender = new KeyExtender(opts.blockSize);
+    this.#conversations = new ConversationKeys(opts.blockSize);
   }
 
   *arrivals(): Iterator<Arrival> {
@@ -112,24 +112,7 @@ export class ShareGptChatWorkload implements Workload {
   }
 
   materialize(a: Arrival): Materialized {
-    // The conversation is one token stream: turn k's prompt is its first promptLength tokens.
-    const tokens = new Int32Array(a.promptLength);
-    fillTokens(tokens, 0, a.promptLength, a.seed);
-    const known = this.#keysByConversation.get(a.customer);
-    let blockKeys: BlockKey[];
-    if (known !== undefined && known.tokens <= a.promptLength) {
-      const fromBlock = Math.floor(known.tokens / this.blockSize);
-      blockKeys = known.keys.slice(0, fromBlock);
-      this.#extender.extend(tokens, fromBlock, blockKeys.at(-1) ?? null, blockKeys);
-    } else {
-      blockKeys = this.#extender.extend(tokens, 0, null, []);
-    }
-    this.#keysByConversation.set(a.customer, { tokens: a.promptLength, keys: blockKeys });
-    if (this.#keysByConversation.size > 4096) {
-      const oldest = this.#keysByConversation.keys().next().value;
-      if (oldest !== undefined) this.#keysByConversation.delete(oldest);
-    }
-    return { tokens, blockKeys };
+    return this.#conversations.materialize(a);
   }
 
   prefixWatchKey(): BlockKey | null {

@@ -10,7 +10,8 @@ import { type Arrival, loadArrival } from './arrival.ts';
 import { ShareGptChatWorkload } from './chat.ts';
 import { LoraWorkload } from './lora.ts';
 import { type SharedPrefixShape, SharedPrefixGroupsWorkload } from './sharedPrefixGroups.ts';
-import { CustomerPrefixes, fillTokens, KeyExtender, type Materialized, mixSeed } from './tokens.ts';
+import { ConversationKeys } from './conversationKeys.ts';
+import { CustomerPrefixes, type Materialized, mixSeed } from './tokens.ts';
 
 export type { Materialized } from './tokens.ts';
 export type { Arrival } from './arrival.ts';
@@ -233,15 +234,14 @@ class MultiturnWorkload implements Workload {
   static readonly THINK_MS = 10_000;
   readonly #opts: WorkloadOptions;
   readonly #ratePerS: number;
-  readonly #extender: KeyExtender;
   /** Keys of each live conversation's latest prompt, extended turn by turn. */
-  readonly #keysByConversation = new Map<number, { tokens: number; keys: BlockKey[] }>();
+  readonly #conversations: ConversationKeys;
 
   constructor(opts: WorkloadOptions) {
     this.blockSize = opts.blockSize;
     this.#opts = opts;
     this.#ratePerS = opts.ratePerS ?? 20;
-    this.#extender = new KeyExtender(opts.blockSize);
+    this.#conversations = new ConversationKeys(opts.blockSize);
   }
 
   *arrivals(): Iterator<Arrival> {
@@ -292,26 +292,7 @@ class MultiturnWorkload implements Workload {
   }
 
   materialize(a: Arrival): Materialized {
-    const tokens = new Int32Array(a.promptLength);
-    fillTokens(tokens, 0, a.promptLength, a.seed);
-    // Extend the conversation's keys from its previous turn (a cache: keys depend only on
-    // tokens, so a missing entry is just recomputed).
-    const known = this.#keysByConversation.get(a.customer);
-    let blockKeys: BlockKey[];
-    if (known !== undefined && known.tokens <= a.promptLength) {
-      const fromBlock = Math.floor(known.tokens / this.blockSize);
-      blockKeys = known.keys.slice(0, fromBlock);
-      this.#extender.extend(tokens, fromBlock, blockKeys.at(-1) ?? null, blockKeys);
-    } else {
-      blockKeys = this.#extender.extend(tokens, 0, null, []);
-    }
-    this.#keysByConversation.set(a.customer, { tokens: a.promptLength, keys: blockKeys });
-    // Bound the cache: conversations end within minutes; old ones are dropped in id order.
-    if (this.#keysByConversation.size > 4096) {
-      const oldest = this.#keysByConversation.keys().next().value;
-      if (oldest !== undefined) this.#keysByConversation.delete(oldest);
-    }
-    return { tokens, blockKeys };
+    return this.#conversations.materialize(a);
   }
 
   prefixWatchKey(): BlockKey | null {
