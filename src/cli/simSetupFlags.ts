@@ -30,7 +30,9 @@ export const SIM_SETUP_HELP = `setup (vLLM's names)
                         (default kvroute: FP8 weights, 0.92, budget 2048, 64 seqs); vllm: BF16,
                         0.9, 8192/1024 on >= 70 GiB GPUs but A100, else 2048/256; sglang: BF16,
                         mem_fraction_static 0.88 (TP 1), chunked prefill 2048/8192/16384 by
-                        GPU memory, running requests from the pool
+                        GPU memory, running requests from the pool, prefill and decode
+                        batches apart, the overlap scheduler's delay, fcfs; sglang-v0.4: as
+                        sglang, chunked prefill 2048/8192 (25,000 MB), lpm
   --dtype D             weights: ${WEIGHT_DTYPES.join(', ')} (auto: the model's, BF16)
   --quantization Q      ${QUANTIZATIONS.join(', ')}: FP8 weights (as --dtype fp8)
   --kv-cache-dtype D    ${KV_DTYPES.join(', ')} (default auto: BF16)
@@ -76,5 +78,6 @@ export function applySimSetup(flags: Flags, engine: EngineOptions): EngineOption
   const batch = batchDefaults(set, spec.gpu, spec.model, kvPoolTokens(spec));
   if (!flags.has('budget')) out.budgetTokens = batch.budgetTokens;
   if (!flags.has('max-seqs')) out.maxSeqs = batch.maxSeqs;
+  if (batch.scheduling !== undefined) out.scheduling = batch.scheduling;
   return out;
 }

@@ -14,11 +14,20 @@
  * `chunked_prefill_size` 2,048 under 35 GiB, 8,192 under 160 GiB, else 16,384;
  * `mem_fraction_static` 0.88 at TP 1 (0.87 TP 2, 0.85 TP 4, 0.81 TP 8), weights and KV only,
  * activations outside it; `max_running_requests` = min(pool / 2, clamp(pool / context length x
- * 512, 2,048, 4,096)).
+ * 512, 2,048, 4,096)). Its scheduler, today as in v0.4 (`disable_overlap_schedule` and
+ * `enable_mixed_chunk` both False): prefill and decode batches apart, prefill first
+ * (`get_next_batch_to_run`, python/sglang/srt/managers/scheduler.py), and the overlap scheduler's
+ * one-batch delay before a prefilled prompt enters the radix cache (`event_loop_overlap`); its
+ * waiting list first come first served (`schedule_policy` "fcfs" today).
+ *
+ * `sglang-v0.4`: SGLang as the v0.4 series shipped it (python/sglang/srt/server_args.py of that
+ * series): the same memory fractions and scheduler, `chunked_prefill_size` 2,048 under
+ * 25,000 MB of GPU memory, else 8,192, and `schedule_policy` "lpm" (longest prefix match).
  */
 import type { Dtype, GpuSpec, ModelSpec } from '../model/catalog.ts';
+import type { SchedulerConfig } from '../scheduler/types.ts';
 
-export const ENGINE_DEFAULT_SETS = ['kvroute', 'vllm', 'sglang'] as const;
+export const ENGINE_DEFAULT_SETS = ['kvroute', 'vllm', 'sglang', 'sglang-v0.4'] as const;
 export type EngineDefaultSet = (typeof ENGINE_DEFAULT_SETS)[number];
 
 const GIB = 2 ** 30;
@@ -32,10 +41,22 @@ export interface EngineMemoryDefaults {
   weightsDtype: Dtype;
 }
 
+/** How the engine's scheduler forms its steps (absent: kvroute's own, vLLM's shape). */
+export type EngineScheduling = Pick<
+  SchedulerConfig,
+  'batchShape' | 'schedulePolicy' | 'deferPrefixInsert'
+>;
+
 /** The engine's step limits once its pool is known. */
 export interface EngineBatchDefaults {
   budgetTokens: number;
   maxSeqs: number;
+  scheduling?: EngineScheduling;
+}
+
+/** SGLang's scheduler with its default policy (see the file's comment). */
+export function sglangScheduling(schedulePolicy: 'fcfs' | 'lpm'): EngineScheduling {
+  return { batchShape: 'prefill-first', schedulePolicy, deferPrefixInsert: true };
 }
 
 /** kvroute's own (src/model/cost.ts, src/engine/options.ts): FP8 weights, 0.92, 3 GB. */
@@ -53,6 +74,7 @@ export function memoryDefaults(set: EngineDefaultSet, tp: number): EngineMemoryD
       // vLLM profiles a forward pass of the full budget; 3 GB per GPU stands for it and the graphs.
       return { memoryUtilization: 0.9, activationReserveBytes: 3e9, weightsDtype: 'bf16' };
     case 'sglang':
+    case 'sglang-v0.4':
       return {
         memoryUtilization: tp >= 8 ? 0.81 : tp >= 4 ? 0.85 : tp >= 2 ? 0.87 : 0.88,
         activationReserveBytes: 0,
@@ -77,9 +99,21 @@ export function batchDefaults(
     case 'sglang': {
       const gib = gpu.hbmBytes / GIB;
       const budgetTokens = gib < 35 ? 2048 : gib < 160 ? 8192 : 16384;
-      const perContext = Math.floor((poolTokens / model.maxModelLen) * 512);
-      const reqSlots = Math.min(Math.max(perContext, 2048), 4096);
-      return { budgetTokens, maxSeqs: Math.max(1, Math.min(Math.floor(poolTokens / 2), reqSlots)) };
+      const scheduling = sglangScheduling('fcfs');
+      return { budgetTokens, maxSeqs: sglangMaxRunning(model, poolTokens), scheduling };
+    }
+    case 'sglang-v0.4': {
+      // get_nvgpu_memory_capacity() is in MiB: "gpu_mem < 25_000" -> chunked_prefill_size 2048.
+      const budgetTokens = gpu.hbmBytes / 2 ** 20 < 25_000 ? 2048 : 8192;
+      const scheduling = sglangScheduling('lpm');
+      return { budgetTokens, maxSeqs: sglangMaxRunning(model, poolTokens), scheduling };
     }
   }
+}
+
+/** max_running_requests = min(pool / 2, clamp(pool / context length x 512, 2,048, 4,096)). */
+function sglangMaxRunning(model: ModelSpec, poolTokens: number): number {
+  const perContext = Math.floor((poolTokens / model.maxModelLen) * 512);
+  const reqSlots = Math.min(Math.max(perContext, 2048), 4096);
+  return Math.max(1, Math.min(Math.floor(poolTokens / 2), reqSlots));
 }

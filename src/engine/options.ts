@@ -9,6 +9,7 @@ import type { Dtype } from '../model/catalog.ts';
 import { kvBytesPerToken } from '../model/cost.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
 import type { KvPolicyName } from '../scheduler/types.ts';
+import type { EngineScheduling } from './engineDefaults.ts';
 import type { LoraConfig } from './lora.ts';
 import type { EngineConfig } from './types.ts';
 
@@ -48,6 +49,8 @@ export interface EngineOptions {
    */
   cpuKvGiB?: number;
   cpuKvGbps?: number;
+  /** How the scheduler forms steps (SGLang's under `--engine-defaults sglang`); absent: vLLM's. */
+  scheduling?: EngineScheduling;
 }
 
 export const ENGINE_DEFAULTS = {
@@ -81,6 +84,7 @@ export function makeEngineConfig(engine: EngineOptions): EngineConfig {
     ...(engine.kvBlocks !== undefined && { kvBlocks: engine.kvBlocks }),
     ...(engine.prefixCaching !== undefined && { prefixCaching: engine.prefixCaching }),
     ...(engine.lora !== undefined && { lora: engine.lora }),
+    ...engine.scheduling,
     ...(engine.cpuKvGiB !== undefined && {
       cpuOffload: {
         cpuBlocks: cpuBlocksOf(

@@ -4,7 +4,7 @@
  */
 import type { KvEvent } from '../kv/events.ts';
 import type { ReplicaSpec } from '../model/cost.ts';
-import type { KvPolicyName } from '../scheduler/types.ts';
+import type { BatchShape, KvPolicyName, SchedulePolicy } from '../scheduler/types.ts';
 import type { LoraConfig } from './lora.ts';
 
 // The scheduler owns these; the engine's drivers meet them here, as part of its contract.
@@ -33,6 +33,10 @@ export interface EngineConfig {
   maxPartialPrefills?: number;
   /** Paged mode: fraction of blocks kept free when admitting (vLLM's watermark, default 0.01). */
   watermark?: number;
+  /** The scheduler's step shape, waiting list and overlap delay (scheduler types; SGLang's). */
+  batchShape?: BatchShape;
+  schedulePolicy?: SchedulePolicy;
+  deferPrefixInsert?: boolean;
   /**
    * LoRA adapters (vLLM's --enable-lora and its limits); absent: LoRA off, and a request's
    * `loraName` only keys its cache.

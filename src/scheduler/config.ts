@@ -1,10 +1,24 @@
 /** Scheduler config: defaults and validation (errors carry ERR_CONFIG). */
 import type { ChunkRules } from './chunks.ts';
 import { EngineError } from './errors.ts';
-import { KV_POLICY_NAMES, type KvPolicyName, type SchedulerConfig } from './types.ts';
+import {
+  BATCH_SHAPES,
+  type BatchShape,
+  KV_POLICY_NAMES,
+  type KvPolicyName,
+  SCHEDULE_POLICIES,
+  type SchedulePolicy,
+  type SchedulerConfig,
+} from './types.ts';
 
 export const DEFAULT_WATERMARK = 0.01;
 export const DEFAULT_PRIORITY_AGE_MS = 10_000;
+/**
+ * LPM sorts the waiting list only while it holds at most this many requests: "Turn off the
+ * expensive prefix matching and sorting when the #queue is large" (`len(waiting_queue) > 128`
+ * falls back to fcfs; python/sglang/srt/managers/schedule_policy.py, v0.4).
+ */
+export const LPM_MAX_QUEUE = 128;
 
 export interface ResolvedSchedulerConfig extends ChunkRules {
   budgetTokens: number;
@@ -17,6 +31,10 @@ export interface ResolvedSchedulerConfig extends ChunkRules {
   priorityAgeMs: number;
   /** Infinity when no limit was set. */
   maxLoras: number;
+  batchShape: BatchShape;
+  /** null: kvroute's priority queue. */
+  schedulePolicy: SchedulePolicy | null;
+  deferPrefixInsert: boolean;
 }
 
 function fail(message: string): never {
@@ -55,6 +73,16 @@ export function resolveSchedulerConfig(
     config.maxLoras === undefined
       ? Number.POSITIVE_INFINITY
       : positiveInt('maxLoras', config.maxLoras);
+  const batchShape = config.batchShape ?? 'mixed';
+  if (!(BATCH_SHAPES as readonly string[]).includes(batchShape)) {
+    fail(`batchShape must be one of ${BATCH_SHAPES.join(', ')}, got ${String(batchShape)}`);
+  }
+  const schedulePolicy = config.schedulePolicy ?? null;
+  if (schedulePolicy !== null && !(SCHEDULE_POLICIES as readonly string[]).includes(schedulePolicy)) {
+    fail(
+      `schedulePolicy must be one of ${SCHEDULE_POLICIES.join(', ')}, got ${String(schedulePolicy)}`,
+    );
+  }
   const align = config.alignChunksToBlocks ?? false;
   // Aligned chunks shorter than a block round to 0: the budget and cap must hold one block.
   if (align && Math.min(budgetTokens, longPrefillThreshold) < blockSize) {
@@ -74,5 +102,8 @@ export function resolveSchedulerConfig(
     watermark,
     priorityAgeMs,
     maxLoras,
+    batchShape,
+    schedulePolicy,
+    deferPrefixInsert: config.deferPrefixInsert ?? false,
   };
 }

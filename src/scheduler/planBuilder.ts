@@ -28,6 +28,11 @@ export class PlanBuilder {
     this.#seqs = new Array<Seq | null>(expectedEntries);
   }
 
+  /** Entries planned and not dropped. */
+  get planned(): number {
+    return this.#count - this.#dropped;
+  }
+
   add(seq: Seq, kind: PlanEntryKind, tokens: number): void {
     const at = this.#count++;
     seq.plannedStep = this.stepIndex;

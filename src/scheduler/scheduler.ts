@@ -11,9 +11,10 @@
  */
 import type { BlockPool, PrefixMatch } from '../kv/blockPool.ts';
 import { prefillChunkTokens } from './chunks.ts';
-import { type ResolvedSchedulerConfig, resolveSchedulerConfig } from './config.ts';
+import { LPM_MAX_QUEUE, type ResolvedSchedulerConfig, resolveSchedulerConfig } from './config.ts';
 import { EngineError } from './errors.ts';
 import { type KvPolicy, makeKvPolicy } from './kvPolicy.ts';
+import { ListQueue } from './listQueue.ts';
 import { PlanBuilder } from './planBuilder.ts';
 import { Seq } from './seq.ts';
 import type {
@@ -37,7 +38,10 @@ export class Scheduler {
   readonly #pool: BlockPool;
   readonly #blockSize: number;
   readonly #kv: KvPolicy;
-  readonly #waiting = new WaitQueue();
+  /** kvroute's priority queue, or SGLang's waiting list when a schedule policy is set. */
+  readonly #waiting: WaitQueue | ListQueue;
+  /** Requests whose prompt finished in the last step, cached once the next plan is built. */
+  #deferredStores: Seq[] = [];
   /** Admission order within each priority level, best level first: the back is preempted first. */
   readonly #running: Seq[] = [];
   readonly #live = new Map<string, Seq>();
@@ -64,6 +68,7 @@ export class Scheduler {
     this.#pool = pool;
     this.#blockSize = pool.blockSize;
     this.#kv = makeKvPolicy(this.config.kvPolicy, pool, { watermark: this.config.watermark });
+    this.#waiting = this.config.schedulePolicy === null ? new WaitQueue() : new ListQueue();
   }
 
   /** Queues a request; throws EngineError when it is malformed or can never fit. */
@@ -101,10 +106,19 @@ export class Scheduler {
   schedule(): StepPlan {
     if (this.#pending !== null) throw new Error('complete() the last plan before scheduling again');
     const b = new PlanBuilder(this.#stepIndex++, this.config.budgetTokens, this.#running.length);
-    this.#scheduleDecodes(b);
-    if (this.#prefilling > 0) this.#continuePrefills(b);
-    if (b.preempted.length === 0) this.#admitWaiting(b);
+    if (this.config.batchShape === 'prefill-first') {
+      // SGLang's get_next_batch_to_run: "Run prefill first if possible", else decode.
+      if (this.#prefilling > 0) this.#continuePrefills(b);
+      if (b.preempted.length === 0) this.#admitWaiting(b);
+      if (b.planned === 0) this.#scheduleDecodes(b);
+    } else {
+      this.#scheduleDecodes(b);
+      if (this.#prefilling > 0) this.#continuePrefills(b);
+      if (b.preempted.length === 0) this.#admitWaiting(b);
+    }
     this.#pending = b.build();
+    // The overlap scheduler processes the last step's results after planning this one.
+    if (this.#deferredStores.length > 0) this.#storeDeferred();
     return this.#pending.plan;
   }
 
@@ -116,6 +130,7 @@ export class Scheduler {
     }
     this.#pending = null;
     const { entries } = plan;
+    const defer = this.config.deferPrefixInsert;
     // At most one token per entry: allocated once, cut to what came out.
     const emitted = new Array<TokenOut>(entries.length);
     let emittedCount = 0;
@@ -125,7 +140,10 @@ export class Scheduler {
       if (seq.status !== 'running') continue; // aborted after it was planned
       const wasPrefilling = seq.isPrefilling;
       seq.computedTokens += entries[i]!.tokens;
-      if (seq.storedBlocks < seq.keyBlocks) this.#storeBlocks(seq);
+      if (seq.storedBlocks < seq.keyBlocks) {
+        if (defer && wasPrefilling && !seq.isPrefilling) this.#deferStore(seq);
+        else this.#storeBlocks(seq);
+      }
       if (wasPrefilling && !seq.isPrefilling) this.#prefillDone(seq);
       if (seq.computedTokens < seq.knownTokens) continue;
       // Every known token has KV: this step sampled the next one.
@@ -271,6 +289,9 @@ export class Scheduler {
     const blockSize = this.#pool.blockSize;
     const loras = this.#runningLoras;
     let skipped: Seq[] | null = null;
+    if (this.config.schedulePolicy === 'lpm' && this.#running.length < maxSeqs) {
+      this.#sortLongestPrefix();
+    }
     while (
       b.leftTokens > 0 &&
       this.#running.length < maxSeqs &&
@@ -293,8 +314,46 @@ export class Scheduler {
       b.admitted.push(seq.id);
     }
     // Back to the front, in their order: they were ahead of everything still queued.
-    if (skipped !== null)
-      for (let i = skipped.length - 1; i >= 0; i--) this.#waiting.insert(skipped[i]!);
+    if (skipped !== null) {
+      const waiting = this.#waiting;
+      for (let i = skipped.length - 1; i >= 0; i--) {
+        if (waiting instanceof ListQueue) waiting.unshift(skipped[i]!);
+        else waiting.insert(skipped[i]!);
+      }
+    }
+  }
+
+  /**
+   * SGLang's LPM (`calc_priority`, python/sglang/srt/managers/schedule_policy.py, v0.4): before a
+   * prefill batch, match every waiting request against the cache and sort the list by matched
+   * length, longest first, ties in list order (Python's sort is stable); above `LPM_MAX_QUEUE`
+   * waiting requests the list is left as it is (fcfs). The in-batch prefix check that holds back
+   * all but one of several requests sharing an uncached prefix (`IN_BATCH_PREFIX_CACHING_*`) came
+   * after v0.4 (sgl-project/sglang#2442, merged after the 2024-12-04 release) and is not here.
+   */
+  #sortLongestPrefix(): void {
+    const waiting = this.#waiting as ListQueue;
+    const n = waiting.size;
+    if (n < 2 || n > LPM_MAX_QUEUE) return;
+    const keys = waiting.toArray().map((seq) => -this.#findPrefix(seq).blockIds.length);
+    waiting.sortByKeys(keys);
+  }
+
+  /** Holds the prompt's last blocks back until the next plan is built (deferPrefixInsert). */
+  #deferStore(seq: Seq): void {
+    if (seq.storePending) return;
+    seq.storePending = true;
+    this.#deferredStores.push(seq);
+  }
+
+  #storeDeferred(): void {
+    const seqs = this.#deferredStores;
+    this.#deferredStores = [];
+    for (const seq of seqs) {
+      if (!seq.storePending) continue; // stored at its release
+      seq.storePending = false;
+      if (seq.status === 'running') this.#storeBlocks(seq);
+    }
   }
 
   /** Longest cached prefix, leaving at least one token to compute (it samples the next one). */
@@ -384,6 +443,12 @@ export class Scheduler {
   }
 
   #releaseKv(seq: Seq): void {
+    // A prompt still waiting to enter the cache enters it before its blocks go back: SGLang
+    // caches a finished or retracted request's tokens, never drops them.
+    if (seq.storePending) {
+      seq.storePending = false;
+      this.#storeBlocks(seq);
+    }
     this.#pool.release(seq.blockIds);
     seq.blockIds = [];
     seq.blockCount = 0;

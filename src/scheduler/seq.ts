@@ -48,6 +48,8 @@ export class Seq {
   blockCount = 0;
   /** Prompt blocks already offered to the prefix cache. */
   storedBlocks = 0;
+  /** Its finished prompt waits for the next plan before entering the cache (deferPrefixInsert). */
+  storePending = false;
   /** blockKeys.length (0 without keys), for the same reason. */
   keyBlocks = 0;
   /** Order of the (last) admission. */

@@ -8,6 +8,23 @@ import type { BlockKey } from '../kv/blockKey.ts';
 export const KV_POLICY_NAMES = ['paged', 'reserve'] as const;
 export type KvPolicyName = (typeof KV_POLICY_NAMES)[number];
 
+/**
+ * How a step is formed. `mixed` (vLLM, the default): the running decodes, then prefill chunks,
+ * in one step. `prefill-first` (SGLang without `--enable-mixed-chunk`): a step is a prefill
+ * batch whenever one can be formed, else a decode batch of the running requests
+ * (`get_next_batch_to_run`, python/sglang/srt/managers/scheduler.py).
+ */
+export const BATCH_SHAPES = ['mixed', 'prefill-first'] as const;
+export type BatchShape = (typeof BATCH_SHAPES)[number];
+
+/**
+ * SGLang's schedule policies for its waiting list (`--schedule-policy`, schedule_policy.py):
+ * `fcfs` keeps the list's order; `lpm` sorts it by longest cached prefix before each prefill
+ * batch while it holds at most `LPM_MAX_QUEUE` requests, and leaves it as it is above that.
+ */
+export const SCHEDULE_POLICIES = ['fcfs', 'lpm'] as const;
+export type SchedulePolicy = (typeof SCHEDULE_POLICIES)[number];
+
 export interface SchedulerConfig {
   /** Tokens one step may compute, prefill and decode alike (>= 1). */
   budgetTokens: number;
@@ -46,6 +63,21 @@ export interface SchedulerConfig {
    * exceed it is held back for the step while the requests behind it are still considered.
    */
   maxLoras?: number;
+  /** How a step is formed (default `mixed`). */
+  batchShape?: BatchShape;
+  /**
+   * SGLang's waiting list and its policy (`fcfs` or `lpm`); absent: kvroute's queue ordered by
+   * priority and arrival, preempted requests back at its front (vLLM's).
+   */
+  schedulePolicy?: SchedulePolicy;
+  /**
+   * SGLang's overlap scheduler (on by default there, `--disable-overlap-schedule`): the batch
+   * after a step is formed before that step's results are processed, so a prompt whose prefill
+   * ended in step k enters the prefix cache after step k+1 is planned, matchable from step k+2
+   * (`event_loop_overlap`, scheduler.py). A chunk that leaves its prompt unfinished is cached at
+   * once, as SGLang caches its being-chunked request before forming the next batch.
+   */
+  deferPrefixInsert?: boolean;
 }
 
 /** What the scheduler needs to know about a request. */

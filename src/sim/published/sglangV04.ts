@@ -15,7 +15,7 @@ export const SGLANG_V04: PublishedRun = {
     '128 own tokens, 256 output tokens, all sent at once',
   simArgs: [
     ...['--workload', 'groups', '--replicas', '8', '--model', 'llama-3.1-8b'],
-    ...['--gpu', 'a100-80gb', '--tp', '1', '--engine-defaults', 'sglang', '--dtype', 'bf16'],
+    ...['--gpu', 'a100-80gb', '--tp', '1', '--engine-defaults', 'sglang-v0.4', '--dtype', 'bf16'],
     ...['--warmup', '0', '--duration', '3600', '--approx-forget', 'peer'],
   ],
   burst: { order: 'shuffled' },
