@@ -89,7 +89,7 @@ describe('sim setup flags', () => {
     ['dtype', 'int4', 'auto, bf16, bfloat16, fp16, float16, half, fp8'],
     ['kv-cache-dtype', 'int8', 'auto, bf16, bfloat16, fp16, fp8, fp8_e4m3, fp8_e5m2'],
     ['quantization', 'awq', 'fp8'],
-    ['engine-defaults', 'trt', 'kvroute, vllm, sglang'],
+    ['engine-defaults', 'trt', 'kvroute, vllm, sglang, sglang-v0.4'],
   ] as const) {
     test(`--${flag} ${value}: a usage error naming the flag and the accepted values`, () => {
       assert.throws(

@@ -32,9 +32,16 @@ export const SGLANG_V04: PublishedRun = {
       '--gsp-ordered), so each worker gets about two prompts of most groups, far apart in its queue',
     "hit rates as SGLang's scheduler logs them (log_prefill_stats): per prefill batch, a " +
       "chunked prompt's earlier chunks count as matched prefix (PrefillAdder.add_inflight_req)",
-    'not modelled: SGLang runs prefill and decode batches apart (no mixed chunk by default), its ' +
-      'overlap scheduler makes a batch matchable one batch later, and LPM orders the queue by ' +
-      'matched prefix; the simulated engine mixes decodes into prefill steps, first come first served',
+    "SGLang v0.4's scheduler (--engine-defaults sglang-v0.4): prefill and decode batches apart, " +
+      "prefill first (get_next_batch_to_run); the overlap scheduler's one-batch delay before a " +
+      'prefilled prompt enters the radix cache (event_loop_overlap); LPM, the waiting list sorted by ' +
+      'cached prefix while it holds at most 128 requests (calc_priority, schedule_policy.py)',
+    'LPM lowers round robin\'s hits: a prompt whose group partner is still being chunked matches ' +
+      "the partner's first chunk, is pulled to the front and recomputes the rest of the shared " +
+      'prefix beside it',
+    'no retraction: at most 171 requests a worker (cache aware, 11 groups) and 128 (round robin, ' +
+      '311,296 tokens without sharing) against a pool of 414,581 tokens, so the new_token_ratio ' +
+      'admission never binds',
     'round robin keeps more hits here than published: with every prompt queued at once, a ' +
       "group's second prompt on a worker finds the first one cached in SGLang's source as in the " +
       'simulator; what made the published run keep only 20 % is not found in the sources read',
