@@ -158,7 +158,10 @@ describe("the overlap scheduler's one-batch delay before a prompt enters the cac
 describe('LPM: the waiting list sorted by cached prefix before each prefill batch', () => {
   /** a cached first, then `waiting` uncached prompts and y (a's prefix) behind them. */
   const admittedFirst = (schedulePolicy: 'fcfs' | 'lpm', waiting: number) => {
-    const sched = makeScheduler({ budgetTokens: 9, batchShape: 'prefill-first', schedulePolicy }, true);
+    const sched = makeScheduler(
+      { budgetTokens: 9, batchShape: 'prefill-first', schedulePolicy },
+      true,
+    );
     sched.add(req('a', withTail(100), 1));
     sched.complete(sched.schedule());
     for (let i = 0; i < waiting; i++) sched.add(req(`x${i}`, [50 + i, 9, 9, 9, 9, 9, 9, 9, 9]));

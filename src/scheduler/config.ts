@@ -78,7 +78,10 @@ export function resolveSchedulerConfig(
     fail(`batchShape must be one of ${BATCH_SHAPES.join(', ')}, got ${String(batchShape)}`);
   }
   const schedulePolicy = config.schedulePolicy ?? null;
-  if (schedulePolicy !== null && !(SCHEDULE_POLICIES as readonly string[]).includes(schedulePolicy)) {
+  if (
+    schedulePolicy !== null &&
+    !(SCHEDULE_POLICIES as readonly string[]).includes(schedulePolicy)
+  ) {
     fail(
       `schedulePolicy must be one of ${SCHEDULE_POLICIES.join(', ')}, got ${String(schedulePolicy)}`,
     );

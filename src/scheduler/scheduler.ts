@@ -8,6 +8,12 @@
  * applies it once the step ran. KV comes through a KvPolicy (reserve or paged); when a paged pool
  * runs dry the most recently admitted running request is preempted and recomputed later.
  * With `maxLoras`, admission also follows vLLM's LoRA rule (see #admitWaiting).
+ *
+ * SGLang's scheduler, as modes (SchedulerConfig): `batchShape: 'prefill-first'` plans a step of
+ * prefill chunks alone whenever one can be formed, decodes only when none can;
+ * `schedulePolicy` keeps SGLang's waiting list (`fcfs`, or `lpm` sorted by cached prefix);
+ * `deferPrefixInsert` caches a prompt whose prefill ended in step k only once step k+1 is planned
+ * (the overlap scheduler).
  */
 import type { BlockPool, PrefixMatch } from '../kv/blockPool.ts';
 import { prefillChunkTokens } from './chunks.ts';

@@ -36,7 +36,7 @@ export const SGLANG_V04: PublishedRun = {
       "prefill first (get_next_batch_to_run); the overlap scheduler's one-batch delay before a " +
       'prefilled prompt enters the radix cache (event_loop_overlap); LPM, the waiting list sorted by ' +
       'cached prefix while it holds at most 128 requests (calc_priority, schedule_policy.py)',
-    'LPM lowers round robin\'s hits: a prompt whose group partner is still being chunked matches ' +
+    "LPM lowers round robin's hits: a prompt whose group partner is still being chunked matches " +
       "the partner's first chunk, is pulled to the front and recomputes the rest of the shared " +
       'prefix beside it',
     'no retraction: at most 171 requests a worker (cache aware, 11 groups) and 128 (round robin, ' +
