@@ -12,6 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import fc from 'fast-check';
 import { batchDefaults } from '../src/engine/engineDefaults.ts';
 import { computeBlockKeys } from '../src/kv/blockKey.ts';
 import { BlockPool } from '../src/kv/blockPool.ts';
@@ -21,6 +22,8 @@ import { ListQueue } from '../src/scheduler/listQueue.ts';
 import { Scheduler } from '../src/scheduler/scheduler.ts';
 import { Seq } from '../src/scheduler/seq.ts';
 import type { SchedRequest, SchedulerConfig, SeqFinished } from '../src/scheduler/types.ts';
+import { Rng } from '../src/util/rng.ts';
+import { makeRequests } from './support/schedulerHarness.ts';
 
 const BLOCK = 4;
 
@@ -231,5 +234,116 @@ describe('the SGLang engine defaults carry its scheduler', () => {
     assert.equal(batchDefaults('sglang', gpu, model, 414_581).scheduling?.schedulePolicy, 'fcfs');
     assert.equal(batchDefaults('vllm', gpu, model, 414_581).scheduling, undefined);
     assert.equal(batchDefaults('kvroute', gpu, model, 414_581).scheduling, undefined);
+  });
+});
+
+describe('SGLang modes under random load (fast-check)', () => {
+  /**
+   * Random arrivals with shared prefixes on a pool from barely enough to generous (so paged
+   * preemption happens), some aborted: every request ends with all its tokens, in order; a
+   * prefill-first step never mixes prefill and decode; every block comes back; same seed, same
+   * plans.
+   */
+  const runOnce = (p: {
+    seed: number;
+    budget: number;
+    slack: number;
+    batchShape: 'mixed' | 'prefill-first';
+    schedulePolicy: 'fcfs' | 'lpm' | undefined;
+    deferPrefixInsert: boolean;
+    aborts: boolean;
+  }) => {
+    const rng = new Rng(p.seed);
+    const requests = makeRequests(rng, 25, {
+      maxPrompt: 120,
+      maxNew: 20,
+      priorities: 1,
+      withTokens: true,
+    });
+    const largest = Math.max(
+      ...requests.map((r) => Math.ceil((r.promptTokens + r.maxNewTokens) / BLOCK)),
+    );
+    const numBlocks = largest + 2 + Math.floor(p.slack * largest * 6);
+    const pool = new BlockPool({ numBlocks, blockSize: BLOCK, enableCaching: true });
+    const sched = new Scheduler(
+      {
+        budgetTokens: p.budget,
+        maxSeqs: 8,
+        kvPolicy: 'paged',
+        batchShape: p.batchShape,
+        deferPrefixInsert: p.deferPrefixInsert,
+        ...(p.schedulePolicy && { schedulePolicy: p.schedulePolicy }),
+      },
+      pool,
+    );
+    const emitted = new Map<string, number>();
+    const done = new Set<string>();
+    const trace: string[] = [];
+    let preemptions = 0;
+    let next = 0;
+    for (let step = 0; step < 100_000; step++) {
+      while (next < requests.length && requests[next]!.arrivalStep <= step) {
+        const r = requests[next++]!;
+        sched.add({
+          id: r.id,
+          promptTokens: r.promptTokens,
+          maxNewTokens: r.maxNewTokens,
+          tokenIds: r.tokenIds!,
+          blockKeys: computeBlockKeys(r.tokenIds!, BLOCK),
+        });
+        emitted.set(r.id, 0);
+      }
+      if (p.aborts && step % 7 === 3) {
+        const id = requests[rng.int(next || 1)]?.id;
+        if (id !== undefined && !done.has(id) && sched.abort(id) !== null) done.add(id);
+      }
+      if (!sched.hasWork()) {
+        if (next >= requests.length) break;
+        continue;
+      }
+      const plan = sched.schedule();
+      preemptions += plan.preempted.length;
+      const kinds = new Set(plan.entries.map((e) => e.kind));
+      if (p.batchShape === 'prefill-first') assert.ok(kinds.size <= 1, 'prefill and decode apart');
+      assert.ok(plan.prefillTokens + plan.decodeTokens <= p.budget);
+      trace.push(plan.entries.map((e) => `${e.id}:${e.kind}:${e.tokens}`).join(','));
+      const out = sched.complete(plan);
+      for (const t of out.emitted) {
+        assert.equal(t.index, emitted.get(t.id), `${t.id}: tokens in order`);
+        emitted.set(t.id, t.index + 1);
+      }
+      for (const f of out.finished) {
+        assert.equal(f.outputTokens, requests.find((r) => r.id === f.id)!.maxNewTokens);
+        done.add(f.id);
+      }
+    }
+    assert.equal(sched.hasWork(), false, 'drained');
+    assert.equal(done.size, requests.length, 'every request ended');
+    assert.equal(pool.freeBlocks, pool.numBlocks, 'every block back');
+    return { trace: trace.join('|'), preemptions };
+  };
+
+  test('300 random runs keep the invariants, preemptions included', () => {
+    let preemptions = 0;
+    fc.assert(
+      fc.property(
+        fc.record({
+          seed: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+          budget: fc.integer({ min: 1, max: 200 }),
+          slack: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 1, noNaN: true })),
+          batchShape: fc.constantFrom('mixed' as const, 'prefill-first' as const),
+          schedulePolicy: fc.constantFrom(undefined, 'fcfs' as const, 'lpm' as const),
+          deferPrefixInsert: fc.boolean(),
+          aborts: fc.boolean(),
+        }),
+        (p) => {
+          const a = runOnce(p);
+          preemptions += a.preemptions;
+          if (p.seed % 8 === 0) assert.equal(runOnce(p).trace, a.trace, 'same seed, same plans');
+        },
+      ),
+      { numRuns: 300 },
+    );
+    assert.ok(preemptions > 20, `preemptions happened (${preemptions})`);
   });
 });
