@@ -38,7 +38,16 @@ import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags
 import type { SimFaults } from '../sim/audit.ts';
 import { type PdFlags, readPdFlags, runSimPd, SIM_PD_HELP } from './simPd.ts';
 import { FLEET_HELP, parseFleetFlag } from './fleetFlag.ts';
-import { PUBLISHED_NAMES, PUBLISHED_RUNS } from '../sim/published/index.ts';
+import {
+  PUBLISHED_HARNESS_RUNS,
+  PUBLISHED_NAMES,
+  PUBLISHED_RUNS,
+} from '../sim/published/index.ts';
+import {
+  formatHarnessReplay,
+  harnessReplayJson,
+  replayHarness,
+} from '../sim/published/harnessReplay.ts';
 import { formatReplay, replayJson, replayPublished } from './replayPublished.ts';
 import { applySimSetup, SIM_SETUP_FLAGS, SIM_SETUP_HELP } from './simSetupFlags.ts';
 import { fleetLabel, groupReplicas } from '../sim/replicaGroups.ts';
@@ -138,9 +147,9 @@ admission
                         than MS (the gateway's --max-ttft-ms); with or without --max-queue-ms
 ${SIM_TENANT_HELP}published runs
   --replay-published NAME  ${PUBLISHED_NAMES.join(', ')}: the published setup (src/sim/published/),
-                        its cache-blind and cache-aware policies simulated, the published hit
-                        rates, token/s and throughput ratio beside the simulated ones
-                        (with --json and --quiet only)
+                        its cache-blind and cache-aware policies simulated, the published
+                        figures (hit rates and token/s, or the harness's throughput and TTFT)
+                        and gains beside the simulated ones (with --json and --quiet only)
 output
   --json                {"results": [...], "search": [...]}
   --report FILE.html    self-contained HTML report with SVG charts
@@ -339,9 +348,23 @@ function readAdmission(flags: Flags): SimAdmission | undefined {
   return { maxQueueMs: maxQueueMs ?? null, ...(maxTtftMs !== undefined && { maxTtftMs }) };
 }
 
+/** A published run's setup from its own flags (they are the project's: no help, no error). */
+export function publishedSetup(args: readonly string[]): SimConfig {
+  const parsed = parseSimFlags([...args]);
+  if (parsed === 'help') throw new UsageError('a published setup cannot ask for --help');
+  return parsed.base;
+}
+
 export async function run(argv: string[]): Promise<number> {
   const published = parsePublished(argv);
   if (published !== null) {
+    const harnessRun = PUBLISHED_HARNESS_RUNS[published.name];
+    if (harnessRun !== undefined) {
+      const result = replayHarness(harnessRun, publishedSetup);
+      const text = published.json ? harnessReplayJson(result) : formatHarnessReplay(result);
+      process.stdout.write(`${text}\n`);
+      return 0;
+    }
     const setup = parseSimFlags([...PUBLISHED_RUNS[published.name]!.simArgs]);
     if (setup === 'help') return printHelp(HELP);
     const result = replayPublished(published.name, setup.base);

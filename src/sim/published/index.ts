@@ -1,8 +1,17 @@
 /** The published runs `kvroute sim --replay-published NAME` replays, one file each. */
+import type { PublishedHarnessRun } from './harnessReplay.ts';
+import { LLMD_KVCACHE_WINS } from './llmdKvcacheWins.ts';
 import { SGLANG_V04 } from './sglangV04.ts';
 import type { PublishedRun } from './types.ts';
 
 export const PUBLISHED_RUNS: Readonly<Record<string, PublishedRun>> = {
   [SGLANG_V04.name]: SGLANG_V04,
 };
-export const PUBLISHED_NAMES = Object.keys(PUBLISHED_RUNS);
+/** Runs measured by a benchmark harness under load (harnessReplay.ts). */
+export const PUBLISHED_HARNESS_RUNS: Readonly<Record<string, PublishedHarnessRun>> = {
+  [LLMD_KVCACHE_WINS.name]: LLMD_KVCACHE_WINS,
+};
+export const PUBLISHED_NAMES = [
+  ...Object.keys(PUBLISHED_RUNS),
+  ...Object.keys(PUBLISHED_HARNESS_RUNS),
+];
