@@ -5,7 +5,7 @@ import { UsageError } from '../src/cli/args.ts';
 import { replayPublished } from '../src/cli/replayPublished.ts';
 import { parseSimFlags, run } from '../src/cli/sim.ts';
 import { ReplayTally } from '../src/sim/published/figures.ts';
-import { PUBLISHED_RUNS } from '../src/sim/published/index.ts';
+import { PUBLISHED_NAMES, PUBLISHED_RUNS } from '../src/sim/published/index.ts';
 
 describe('sim --replay-published', () => {
   test('sglang-v0.4: 1,024 prompts each, cache-aware beats round robin; same seed, same figures', () => {
@@ -32,7 +32,7 @@ describe('sim --replay-published', () => {
       run(['--replay-published', 'nope']),
       (e: unknown) =>
         e instanceof UsageError &&
-        e.message === "--replay-published must be one of sglang-v0.4; got 'nope'",
+        e.message === `--replay-published must be one of ${PUBLISHED_NAMES.join(', ')}; got 'nope'`,
     );
     await assert.rejects(
       run(['--replay-published', 'sglang-v0.4', '--replicas', '4']),

@@ -38,11 +38,7 @@ import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags
 import type { SimFaults } from '../sim/audit.ts';
 import { type PdFlags, readPdFlags, runSimPd, SIM_PD_HELP } from './simPd.ts';
 import { FLEET_HELP, parseFleetFlag } from './fleetFlag.ts';
-import {
-  PUBLISHED_HARNESS_RUNS,
-  PUBLISHED_NAMES,
-  PUBLISHED_RUNS,
-} from '../sim/published/index.ts';
+import { PUBLISHED_HARNESS_RUNS, PUBLISHED_NAMES, PUBLISHED_RUNS } from '../sim/published/index.ts';
 import {
   formatHarnessReplay,
   harnessReplayJson,

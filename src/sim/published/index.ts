@@ -1,5 +1,6 @@
 /** The published runs `kvroute sim --replay-published NAME` replays, one file each. */
 import type { PublishedHarnessRun } from './harnessReplay.ts';
+import { KUBEAI_PREFIX_HASH } from './kubeaiPrefixHash.ts';
 import { LLMD_KVCACHE_WINS } from './llmdKvcacheWins.ts';
 import { SGLANG_V04 } from './sglangV04.ts';
 import type { PublishedRun } from './types.ts';
@@ -10,6 +11,7 @@ export const PUBLISHED_RUNS: Readonly<Record<string, PublishedRun>> = {
 /** Runs measured by a benchmark harness under load (harnessReplay.ts). */
 export const PUBLISHED_HARNESS_RUNS: Readonly<Record<string, PublishedHarnessRun>> = {
   [LLMD_KVCACHE_WINS.name]: LLMD_KVCACHE_WINS,
+  [KUBEAI_PREFIX_HASH.name]: KUBEAI_PREFIX_HASH,
 };
 export const PUBLISHED_NAMES = [
   ...Object.keys(PUBLISHED_RUNS),

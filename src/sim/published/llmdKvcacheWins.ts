@@ -70,7 +70,7 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
       '(4,428.7), the report 4,266.4',
     'load-scheduling (queue and KV-utilization scorers, no prefix scorer) has no kvroute ' +
       'policy and is not replayed',
-    'output length assumed 245 tokens, not the profile\'s 1,000 (ignore_eos): the published ' +
+    "output length assumed 245 tokens, not the profile's 1,000 (ignore_eos): the published " +
       'precise run served 35.6 req/s at 8,730 output tok/s, 245 tokens a request; 1,000 tokens ' +
       'at 35 req/s (35,000 tok/s of decode over 8,000-token contexts) exceeds what 8 pods of ' +
       'Qwen3-32B decode, and with 1,000 the simulated fleet falls to 7 to 13 req/s for every policy',
@@ -78,7 +78,7 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
       'route predicts is evicted before the group returns, so the approximate record equals the ' +
       "events' one, and the prefix score outweighs the load scores under both weightings",
     "engines: vLLM's defaults on an H100 (8,192 tokens a step, 1,024 sequences), KV pool " +
-      "fixed to the published 307,328 tokens (4,802 blocks of 64); block size 64 is assumed " +
+      'fixed to the published 307,328 tokens (4,802 blocks of 64); block size 64 is assumed ' +
       "from the precise scorer's tokenProcessorConfig.blockSize, which must equal vLLM's for " +
       'its hashes to match; TP 2 from the 2 GPUs a pod',
     'precise-scheduling: prefix x 3, KV utilization x 2, queue x 2 in the report; ' +
