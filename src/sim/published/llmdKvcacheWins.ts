@@ -74,9 +74,10 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
       'precise run served 35.6 req/s at 8,730 output tok/s, 245 tokens a request; 1,000 tokens ' +
       'at 35 req/s (35,000 tok/s of decode over 8,000-token contexts) exceeds what 8 pods of ' +
       'Qwen3-32B decode, and with 1,000 the simulated fleet falls to 7 to 13 req/s for every policy',
-    'the simulated llmd (approximate index) and llmd-precise pick alike here: nothing that a ' +
-      'route predicts is evicted before the group returns, so the approximate record equals the ' +
-      "events' one, and the prefix score outweighs the load scores under both weightings",
+    'the simulated llmd (approximate index) and llmd-precise pick alike here, likely because ' +
+      'with affinity a pod holds about 19 groups (~225,000 tokens of 307,328): nothing a route ' +
+      "predicts is evicted, so the approximate record equals the events' one, and the prefix " +
+      'score outweighs the load scores under both weightings',
     "engines: vLLM's defaults on an H100 (8,192 tokens a step, 1,024 sequences), KV pool " +
       'fixed to the published 307,328 tokens (4,802 blocks of 64); block size 64 is assumed ' +
       "from the precise scorer's tokenProcessorConfig.blockSize, which must equal vLLM's for " +
