@@ -1,0 +1,84 @@
+/**
+ * llm-d's precise prefix-cache scorer against its estimating scorer and random routing at 37 %
+ * of the fleet's KV capacity (llm-d-kv-cache-manager benchmarking report
+ * `benchmarking/37-capacity/README.md`: the inference-perf profile, the EndpointPickerConfigs
+ * and the figures): 4 vLLM pods of Llama 3.1 70B Instruct with 461,376 tokens of KV each;
+ * inference-perf's shared_prefix data, 83 groups x 3 prompts of an 8,000-token system prompt +
+ * a 1,000-token question, 1,000 output tokens (ignore_eos), constant-rate stages from a 10 QPS
+ * warm-up through 3 to 20 QPS (975 s).
+ */
+import type { PublishedHarnessRun } from './harnessReplay.ts';
+
+/** inference-perf's load.stages of the report, rate x duration s. */
+const STAGES = '10x25,3x210,4x180,5x120,6x120,8x90,10x70,12x60,15x50,20x50';
+
+export const LLMD_37_CAPACITY: PublishedHarnessRun = {
+  name: 'llm-d-37-capacity',
+  title:
+    'llm-d: precise vs estimated prefix-cache scoring vs random (37 % capacity, Llama 3.1 70B)',
+  source:
+    'https://github.com/llm-d/llm-d-kv-cache-manager/blob/main/benchmarking/37-capacity/README.md',
+  setup:
+    '4 vLLM pods of Llama 3.1 70B Instruct, 461,376 KV tokens a pod (GPUs not stated); ' +
+    'inference-perf shared_prefix, 83 groups x 3 prompts, 8,000 shared + 1,000 own tokens, ' +
+    '1,000 out; stages 10 QPS x 25 s warm-up, then 3 to 20 QPS over 950 s',
+  simArgs: [
+    ...['--workload', 'shared-prefix', '--num-groups', '83', '--num-prompts-per-group', '3'],
+    ...['--system-prompt-len', '8000', '--question-len', '1000', '--output-len', '1000'],
+    ...['--replicas', '4', '--model', 'llama-3.1-70b', '--gpu', 'h100-sxm', '--tp', '4'],
+    ...['--engine-defaults', 'vllm', '--block-size', '64', '--kv-blocks', '7209'],
+    ...['--rate-ladder', STAGES, '--warmup', '0', '--metrics-as', 'inference-perf'],
+    ...['--approx-forget', 'peer'],
+  ],
+  runs: [
+    {
+      label: 'random',
+      policy: 'random',
+      published: {
+        outputTokensPerS: 2991.5,
+        requestsPerS: 7.122,
+        ttftP90Ms: 84_938,
+        ttftMeanMs: 40_915,
+      },
+    },
+    {
+      label: 'estimate-prefix-cache_load',
+      policy: 'llmd',
+      args: ['--index', 'approx'],
+      published: {
+        outputTokensPerS: 3408.6,
+        requestsPerS: 6.92,
+        ttftP90Ms: 64_430,
+        ttftMeanMs: 25_337,
+      },
+    },
+    {
+      label: 'precise-prefix-cache_load',
+      policy: 'llmd-precise',
+      published: {
+        outputTokensPerS: 5380.9,
+        requestsPerS: 6.913,
+        ttftP90Ms: 409,
+        ttftMeanMs: 259,
+      },
+    },
+  ],
+  notes: [
+    "figures from the report's 'Summary across QPS' (inference-perf over every stage, the " +
+      'warm-up included)',
+    'GPUs assumed: 4 x H100 a pod (TP 4); the report gives only the KV pool, 461,376 tokens a ' +
+      "pod, which Llama 3.1 70B's 320 KiB a token fits on 4 x 80 GB at 0.9 after its weights; " +
+      'the pool is fixed to it (7,209 blocks of 64, the block size assumed from the precise ' +
+      "scorer's tokenProcessorConfig.blockSize)",
+    'load (active-request and KV-utilization scorers, no prefix scorer) has no kvroute policy ' +
+      'and is not replayed',
+    "precise: prefix x 2, KV utilization x 1, active requests x 1 in the report; kvroute's " +
+      'llmd-precise weighs 2/1/1 with the queue scorer in place of active requests',
+    'estimated: active requests x 1, KV x 1, prefix x 2 (hashBlockSize 256, ' +
+      "lruCapacityPerServer 2,200); kvroute's llmd weighs prefix 3, queue 2, KV 2, its " +
+      "approximate index forgetting as llm-d's default (--approx-forget peer)",
+    'the published output tok/s over req/s is 420 to 780 tokens a request against the ' +
+      "1,000 asked: the harness's count, not modelled",
+    'the roofline cost model (no measured profile of Llama 3.1 70B); no client timeout',
+  ],
+};
