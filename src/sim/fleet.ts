@@ -894,7 +894,8 @@ export class Fleet {
     }
     this.#onFinished(r, result.finished, nowMs);
     if (result.events.length > 0) this.#onKvEvents(r, result.events, nowMs);
-    if (this.#freshReports && r.phase === 'serving') this.#toRouter(r, this.#report(r, nowMs), nowMs);
+    if (this.#freshReports && r.phase === 'serving')
+      this.#toRouter(r, this.#report(r, nowMs), nowMs);
     this.#startStep(r, nowMs);
     if (r.phase === 'draining') this.#leaveIfDrained(r, nowMs);
   }
@@ -1038,7 +1039,10 @@ export class Fleet {
     const scaling = this.#o.scaling!;
     const desired = scaling.desired(nowMs);
     if (desired !== null) this.#resize(Math.max(1, Math.round(desired)), nowMs);
-    if (this.#live()) this.#push({ kind: 'scale' }, nowMs + scaling.intervalMs, PRIORITY.reportTick);
+    // Rounds end with the arrivals: what is left in flight only drains.
+    if (!this.#arrivalsDone) {
+      this.#push({ kind: 'scale' }, nowMs + scaling.intervalMs, PRIORITY.reportTick);
+    }
   }
 
   /**

@@ -146,7 +146,8 @@ export function simulatePlannerLoop(
     scaling: planner,
     onOutcome: (o) => {
       sizes = o.scaling ?? [];
-      endMs = o.endMs;
+      // The last request's end (a replica still starting then would only stretch the clock).
+      endMs = Number.isNaN(o.lastMeasuredEndMs) ? o.endMs : o.lastMeasuredEndMs;
     },
   });
   const spanMs = (run.durationS ?? 0) * 1000;

@@ -160,12 +160,7 @@ export class RouterBridge implements SimRouter {
   /** Router id -> fleet number, once a replica joined mid-run (null: they coincide). */
   #fleetIndexOf: number[] | null = null;
 
-  constructor(
-    router: Router,
-    names: readonly string[],
-    wantsEvents: boolean,
-    tiers?: ApproxTiers,
-  ) {
+  constructor(router: Router, names: readonly string[], wantsEvents: boolean, tiers?: ApproxTiers) {
     this.#router = router;
     this.#names = [...names];
     this.wantsEvents = wantsEvents;
