@@ -22,6 +22,7 @@
  *
  *   npm run bench:planner -- [--phase-s 200] [--window-s 120] [--interval-s 30]
  *                            [--scale-down-s 120] [--startup-s 60] [--start-replicas N]
+ *                            [--fast-window-s S]
  *                            [--threads 2] [--slo-ttft-slowdown 3] [--trace FILE] [--json]
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -44,6 +45,7 @@ const { values } = parseArgs({
     'scale-down-s': { type: 'string' },
     'startup-s': { type: 'string' },
     'start-replicas': { type: 'string' },
+    'fast-window-s': { type: 'string' },
     threads: { type: 'string' },
     trace: { type: 'string' },
     'slo-ttft-slowdown': { type: 'string' },
@@ -57,6 +59,10 @@ const intervalS = positiveInt('interval-s', values['interval-s'], 30);
 const scaleDownS = positiveInt('scale-down-s', values['scale-down-s'], 120);
 const startupS = positiveInt('startup-s', values['startup-s'], 60);
 const threads = positiveInt('threads', values.threads, 2);
+const fastWindowS =
+  values['fast-window-s'] === undefined
+    ? 0
+    : positiveInt('fast-window-s', values['fast-window-s'], 0);
 // The trace's longest prompts alone take longer than any fixed TTFT target: a relative one.
 const slowdown = Number(values['slo-ttft-slowdown'] ?? 3);
 if (!(slowdown >= 1))
@@ -133,6 +139,7 @@ const loop = simulatePlannerLoop(parsed.base, {
   scaleDownMs: scaleDownS * 1000,
   startupMs: startupS * 1000,
   maxReplicas: 64,
+  ...(fastWindowS > 0 && { fastWindowMs: fastWindowS * 1000 }),
 });
 const { run, planner } = loop;
 // Over the phases' span exactly, as the fixed fleets are counted.
@@ -145,6 +152,7 @@ const result = {
   intervalS,
   scaleDownS,
   startupS,
+  fastWindowS,
   startReplicas,
   sloTtftSlowdown: slowdown,
   requests: all.length,

@@ -47,7 +47,7 @@ export function formatPlannerLoop(run: SimulatedRun, p: PlannerLoopResult): stri
   const s = (ms: number) => `${fixed(ms / 1000, 0)} s`;
   const first = p.rounds[0];
   const lines = [
-    `planner in the loop (${run.policy}): starts at ${p.initialReplicas} replicas; window ${s(o.windowMs)}, every ${s(o.intervalMs)}, scale-down ${s(o.scaleDownMs)}, start-up ${s(o.startupMs)}`,
+    `planner in the loop (${run.policy}): starts at ${p.initialReplicas} replicas; window ${s(o.windowMs)}${o.fastWindowMs ? ` (and its last ${s(o.fastWindowMs)})` : ''}, every ${s(o.intervalMs)}, scale-down ${s(o.scaleDownMs)}, start-up ${s(o.startupMs)}`,
     first === undefined
       ? 'first answer: none (fewer than 2 requests in every window)'
       : `first answer: ${fixed(first.atMs / 1000, 0)} s into the traffic (${first.desired} replicas)`,
@@ -80,14 +80,18 @@ function countTable(p: PlannerLoopResult): string {
   const times = new Set<number>(p.sizes.map((z) => z.atMs));
   for (const r of p.rounds) if (r.move !== 'hold') times.add(r.atMs);
   const sorted = [...times].sort((a, b) => a - b);
-  const header = ['time s', 'answer', 'desired', 'serving', 'starting', 'draining'];
+  const fast = (p.options.fastWindowMs ?? 0) > 0;
+  const header = ['time s', 'answer', ...(fast ? ['fast'] : []), 'desired'];
+  header.push('serving', 'starting', 'draining');
+  const none = `>${p.options.maxReplicas}`;
   const rows = sorted.slice(0, MAX_ROWS).map((t) => {
     const round = rounds.get(t);
     let size = p.sizes[0]!;
     for (const z of p.sizes) if (z.atMs <= t) size = z;
     return [
       fixed(t / 1000, 1),
-      round === undefined ? '-' : String(round.answer ?? `>${p.options.maxReplicas}`),
+      round === undefined ? '-' : String(round.answer ?? none),
+      ...(fast ? [round?.fastAnswer == null ? '-' : String(round.fastAnswer)] : []),
       round === undefined ? '-' : String(round.desired),
       String(size.serving),
       String(size.starting),
@@ -99,7 +103,7 @@ function countTable(p: PlannerLoopResult): string {
   const out = [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
   if (sorted.length > MAX_ROWS) out.push(`... ${sorted.length - MAX_ROWS} more (--json has them)`);
   out.push(
-    'answer: the search on the window (>N: none up to --planner-max-replicas met the SLO); desired: after hysteresis',
+    `answer: the search on the window (>N: none up to --planner-max-replicas met the SLO);${fast ? ' fast: on its last --planner-fast-window-s;' : ''} desired: after hysteresis`,
   );
   return out.join('\n');
 }

@@ -18,7 +18,7 @@ import { type Flags, flagSpec, UsageError } from './args.ts';
 export const SIM_PLANNER_FLAGS = flagSpec({
   string:
     'planner-startup-s planner-window-s planner-interval-s planner-scale-down-s ' +
-    'planner-max-replicas',
+    'planner-max-replicas planner-fast-window-s',
   boolean: 'planner',
 });
 
@@ -58,7 +58,22 @@ export const SIM_PLANNER_HELP = `planner in the loop
                         (default ${DEFAULT_PLANNER_SCALE_DOWN_S})
   --planner-max-replicas N  most replicas tried; the answer when none meets the SLO
                         (default ${DEFAULT_PLANNER_MAX_REPLICAS})
+  --planner-fast-window-s S  also search the arrivals of the last S seconds alone and take
+                        the larger answer: a rise in the rate is seen before it fills the
+                        window (default 0: off, one window as serve --planner)
 `;
+
+function fastWindow(flags: Flags): { fastWindowMs: number } | Record<string, never> {
+  const s = flags.number('planner-fast-window-s', { min: 0 });
+  if (s === undefined || s === 0) return {};
+  const windowS = flags.positive('planner-window-s') ?? DEFAULT_PLANNER_WINDOW_S;
+  if (s >= windowS) {
+    throw new UsageError(
+      `--planner-fast-window-s must be shorter than --planner-window-s (${windowS}), got ${s}`,
+    );
+  }
+  return { fastWindowMs: s * 1000 };
+}
 
 /** The planner's options, or null without `--planner` (its companions then are refused). */
 export function readSimPlannerFlags(flags: Flags): PlannerLoopOptions | null {
@@ -68,6 +83,7 @@ export function readSimPlannerFlags(flags: Flags): PlannerLoopOptions | null {
     'planner-interval-s',
     'planner-scale-down-s',
     'planner-max-replicas',
+    'planner-fast-window-s',
   ];
   if (!flags.bool('planner')) {
     const stray = companions.find((f) => flags.has(f));
@@ -86,5 +102,6 @@ export function readSimPlannerFlags(flags: Flags): PlannerLoopOptions | null {
     intervalMs: seconds('planner-interval-s', DEFAULT_PLANNER_INTERVAL_S, 'positive') * 1000,
     scaleDownMs: seconds('planner-scale-down-s', DEFAULT_PLANNER_SCALE_DOWN_S, 'zero') * 1000,
     maxReplicas: flags.positive('planner-max-replicas', true) ?? DEFAULT_PLANNER_MAX_REPLICAS,
+    ...fastWindow(flags),
   };
 }

@@ -34,6 +34,12 @@ export interface PlannerLoopOptions {
   startupMs: number;
   /** Most replicas the search tries (the answer when none meets the SLO). */
   maxReplicas: number;
+  /**
+   * Also search the arrivals of this last stretch alone and answer the larger count (0: off,
+   * the gateway's planner): a rise in the rate shows in a short window long before it
+   * dominates the long one, while the long one keeps a quiet stretch from lowering the count.
+   */
+  fastWindowMs?: number;
 }
 
 /** One planner round: what the search answered and the count asked of the fleet. */
@@ -43,6 +49,8 @@ export interface PlannerRound {
   requests: number;
   /** The search's answer; null when no count up to maxReplicas met the SLO. */
   answer: number | null;
+  /** With a fast window: its own answer (null: none met the SLO, or too few requests). */
+  fastAnswer?: number | null;
   /** The count after hysteresis. */
   desired: number;
   move: PlannerMove;
@@ -65,6 +73,7 @@ export class SimPlanner implements FleetScaling {
   readonly #blockSize: number;
   readonly #maxReplicas: number;
   readonly #initialReplicas: number;
+  readonly #fastWindowMs: number;
 
   constructor(
     options: PlannerLoopOptions,
@@ -74,10 +83,14 @@ export class SimPlanner implements FleetScaling {
     this.startupMs = options.startupMs;
     this.#window = new RequestWindow(options.windowMs);
     this.#hysteresis = new Hysteresis({ scaleDownMs: options.scaleDownMs });
+    // The count running when the planner starts holds as an answer at time 0: a first window,
+    // short and cold, may lower it only once scale-down has passed, as any answer would.
+    this.#hysteresis.step(deps.initialReplicas, 0);
     this.#search = deps.search;
     this.#blockSize = deps.blockSize;
     this.#maxReplicas = options.maxReplicas;
     this.#initialReplicas = deps.initialReplicas;
+    this.#fastWindowMs = options.fastWindowMs ?? 0;
   }
 
   observe(arrival: Arrival, blockKeys: readonly BlockKey[]): void {
@@ -92,15 +105,29 @@ export class SimPlanner implements FleetScaling {
   desired(nowMs: number): number | null {
     const obs = this.#window.observations(nowMs).sort((a, b) => a.atMs - b.atMs);
     if (obs.length < MIN_REQUESTS) return null;
-    const result = this.#search(obs, this.#hysteresis.desired ?? this.#initialReplicas);
-    const step = this.#hysteresis.step(result.minReplicas ?? this.#maxReplicas, nowMs);
+    const start = this.#hysteresis.desired ?? this.#initialReplicas;
+    const result = this.#search(obs, start);
+    let answer = result.minReplicas ?? this.#maxReplicas;
+    let probes = result.probes;
+    let fastAnswer: number | null | undefined;
+    if (this.#fastWindowMs > 0) {
+      const recent = obs.filter((o) => o.atMs >= nowMs - this.#fastWindowMs);
+      if (recent.length >= MIN_REQUESTS && recent.length < obs.length) {
+        const fast = this.#search(recent, answer);
+        fastAnswer = fast.minReplicas;
+        probes += fast.probes;
+        answer = Math.max(answer, fast.minReplicas ?? this.#maxReplicas);
+      } else fastAnswer = null;
+    }
+    const step = this.#hysteresis.step(answer, nowMs);
     this.rounds.push({
       atMs: nowMs,
       requests: obs.length,
       answer: result.minReplicas,
+      ...(fastAnswer !== undefined && { fastAnswer }),
       desired: step.desired,
       move: step.move,
-      probes: result.probes,
+      probes,
     });
     return step.desired;
   }
