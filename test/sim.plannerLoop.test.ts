@@ -15,7 +15,12 @@ import * as gateway from '../src/gateway/planner.ts';
 import * as defaults from '../src/planner/online/defaults.ts';
 import type { RequestRecord } from '../src/results/requestRecord.ts';
 import type { FleetScaling, ScalingPoint } from '../src/sim/fleet.ts';
-import { replicaMsOf, replicasAt, simulatePlannerLoop } from '../src/sim/plannerLoop.ts';
+import {
+  replicaMsOf,
+  replicasAt,
+  SimPlanner,
+  simulatePlannerLoop,
+} from '../src/sim/plannerLoop.ts';
 import { makeSimRouter } from '../src/sim/routerAdapter.ts';
 import { type SimConfig, simulate } from '../src/sim/run.ts';
 import { makeSyntheticTrace } from '../src/workload/trace.ts';
@@ -189,6 +194,51 @@ describe('the planner in the loop', () => {
   });
 });
 
+describe('the sim planner', () => {
+  const arrival = (atMs: number) => ({ atMs, customer: 0, promptLength: 600, outputTokens: 10 });
+  const make = (fastWindowMs?: number) =>
+    new SimPlanner(
+      {
+        windowMs: 60_000,
+        intervalMs: 10_000,
+        scaleDownMs: 20_000,
+        startupMs: 0,
+        maxReplicas: 8,
+        ...(fastWindowMs !== undefined && { fastWindowMs }),
+      },
+      {
+        // Many requests (the long window) need 2 replicas; a few (a short one) 4.
+        search: (obs) => ({ minReplicas: obs.length > 5 ? 2 : 4, probes: 1 }),
+        blockSize: 16,
+        initialReplicas: 3,
+      },
+    );
+  const feed = (p: SimPlanner) => {
+    for (let t = 0; t < 30_000; t += 1_000) p.observe(arrival(t) as never, []);
+  };
+
+  test('the running count holds as an answer at 0: a lower one takes scale-down to apply', () => {
+    const p = make();
+    feed(p);
+    assert.equal(
+      p.desired(10_000),
+      3,
+      'answer 2 at 10 s, but 3 runs since 0 and 20 s have not passed',
+    );
+    assert.equal(p.desired(20_000), 2);
+    assert.equal(p.rounds[0]!.answer, 2);
+  });
+
+  test('a fast window answers the larger count of the two searches', () => {
+    const p = make(4_000);
+    feed(p);
+    assert.equal(p.desired(29_000), 4);
+    assert.equal(p.rounds[0]!.answer, 2);
+    assert.equal(p.rounds[0]!.fastAnswer, 4);
+    assert.equal(p.rounds[0]!.probes, 2);
+  });
+});
+
 describe('kvroute sim --planner flags', () => {
   const parse =
     (...argv: string[]) =>
@@ -220,6 +270,10 @@ describe('kvroute sim --planner flags', () => {
     assert.throws(parse('--planner', '--planner-window-s', 'soon'), /--planner-window-s must be/);
     assert.throws(parse('--planner', '--planner-max-replicas', '2.5'), /an integer/);
     assert.throws(parse('--planner-startup-s', '30'), /--planner-startup-s needs --planner/);
+    assert.throws(
+      parse('--planner', '--planner-window-s', '60', '--planner-fast-window-s', '60'),
+      /--planner-fast-window-s must be shorter than --planner-window-s \(60\)/,
+    );
     for (const other of [
       ['--search'],
       ['--kill', '0@5'],
