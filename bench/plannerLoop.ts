@@ -14,15 +14,16 @@
  * The planner: `kvroute sim --planner` on the whole phased trace (`simulatePlannerLoop`, the
  * same code): every `--interval-s` it searches the last `--window-s` of arrivals, the hysteresis
  * holds lower answers `--scale-down-s`, replicas added take requests `--startup-s` later and
- * removed ones drain. The fleet starts at `--start-replicas` (default: the first phase's fixed
+ * removed ones drain; with `--fast-window-s` (default 30; 0: off) each round also searches the
+ * last stretch alone and takes the larger answer. The fleet starts at `--start-replicas` (default: the first phase's fixed
  * answer, the fleet that was running when the traffic began); the same warm-up is left out of
  * its SLO. Its replica-hours count every replica from the moment it is asked for (start-up
  * included) until it has drained, over the trace's span. The simulation is deterministic (one
  * seed, one thread), so one run is the figure: there is no median to take.
  *
- *   npm run bench:planner -- [--phase-s 200] [--window-s 120] [--interval-s 30]
+ *   npm run bench:planner -- [--phase-s 120] [--window-s 120] [--interval-s 30]
  *                            [--scale-down-s 120] [--startup-s 60] [--start-replicas N]
- *                            [--fast-window-s S]
+ *                            [--fast-window-s 30 (0: off)]
  *                            [--threads 2] [--slo-ttft-slowdown 3] [--trace FILE] [--json]
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -53,16 +54,15 @@ const { values } = parseArgs({
   },
 });
 const { fail, positiveInt } = benchFlags('bench:planner');
-const phaseS = positiveInt('phase-s', values['phase-s'], 200);
+const phaseS = positiveInt('phase-s', values['phase-s'], 120);
 const windowS = positiveInt('window-s', values['window-s'], 120);
 const intervalS = positiveInt('interval-s', values['interval-s'], 30);
 const scaleDownS = positiveInt('scale-down-s', values['scale-down-s'], 120);
 const startupS = positiveInt('startup-s', values['startup-s'], 60);
 const threads = positiveInt('threads', values.threads, 2);
+// 0 turns it off (one window, as serve --planner).
 const fastWindowS =
-  values['fast-window-s'] === undefined
-    ? 0
-    : positiveInt('fast-window-s', values['fast-window-s'], 0);
+  values['fast-window-s'] === '0' ? 0 : positiveInt('fast-window-s', values['fast-window-s'], 30);
 // The trace's longest prompts alone take longer than any fixed TTFT target: a relative one.
 const slowdown = Number(values['slo-ttft-slowdown'] ?? 3);
 if (!(slowdown >= 1))
