@@ -47,7 +47,7 @@ export const SIM_PLANNER_HELP = `planner in the loop
   --planner             replay the workload with the online planner in the loop (serve
                         --planner's core): every --planner-interval-s of simulated time it
                         searches the arrivals of the last --planner-window-s for the fewest
-                        replicas meeting the SLO (--slo-*), and the fleet follows: replicas
+                        replicas meeting the run's SLO, and the fleet follows: replicas
                         added take requests --planner-startup-s later, removed ones take no new
                         request and leave once drained; starts at --replicas. Prints the
                         replica count over time, replica-hours, the first answer and the SLO
