@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { UsageError } from '../src/cli/args.ts';
-import { parseSimFlags } from '../src/cli/sim.ts';
+import { parseSimFlags, run as runSimCli } from '../src/cli/sim.ts';
 import * as gateway from '../src/gateway/planner.ts';
 import * as defaults from '../src/planner/online/defaults.ts';
 import type { RequestRecord } from '../src/results/requestRecord.ts';
@@ -192,7 +192,39 @@ describe('the planner in the loop', () => {
       'asked-for replicas count from the moment they are asked for',
     );
   });
+
+  test('kvroute sim --planner prints the count, replica-hours, first answer and SLO', async () => {
+    const argv = ['--trace', trace, '--replicas', '1', '--warmup', '0', '--planner'];
+    argv.push('--planner-window-s', '20', '--planner-interval-s', '15');
+    argv.push('--planner-scale-down-s', '20', '--planner-startup-s', '10');
+    argv.push('--planner-max-replicas', '8', '--planner-fast-window-s', '5');
+    const text = await captureStdout(() => runSimCli(argv));
+    assert.equal(text.code, 0);
+    assert.match(text.out, /first answer: 15 s into the traffic/);
+    assert.match(text.out, /replica-hours: \d+\.\d{3} over the \d+ s of arrivals/);
+    assert.match(text.out, /SLO: (met|missed): TTFT p99 [\d,]+ ms \(target 570\); TPOT p99/);
+    assert.match(text.out, /time s +answer +fast +desired +serving +starting +draining/);
+    const json = await captureStdout(() => runSimCli([...argv, '--json']));
+    const doc = JSON.parse(json.out) as { results: unknown[]; planner: { rounds: unknown[] }[] };
+    assert.equal(doc.results.length, 1);
+    assert.ok(doc.planner[0]!.rounds.length > 0);
+  });
 });
+
+async function captureStdout(fn: () => Promise<number>): Promise<{ code: number; out: string }> {
+  const chunks: string[] = [];
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    chunks.push(String(chunk));
+    return true;
+  }) as typeof process.stdout.write;
+  try {
+    const code = await fn();
+    return { code, out: chunks.join('') };
+  } finally {
+    process.stdout.write = write;
+  }
+}
 
 describe('the sim planner', () => {
   const arrival = (atMs: number) => ({ atMs, customer: 0, promptLength: 600, outputTokens: 10 });
