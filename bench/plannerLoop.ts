@@ -1,35 +1,42 @@
 /**
- * The online planner against the best fixed fleets, on a trace whose rate doubles and halves.
+ * The online planner in the simulator's loop against the best fixed fleets, on a trace whose rate
+ * doubles and halves (issue 57's acceptance: at most 15 % more replica-hours than the best fixed
+ * fleet per phase, the SLO met, the first answer within 60 s of traffic).
  *
- * The trace: the Mooncake synthetic trace (../shared/data/mooncake/synthetic_trace.jsonl) cut
- * into three phases of `--phase-s` seconds each, at 1x, 2x (the next 2 x phase-s seconds of the
- * trace, time halved) and 1x again; written beside the figures as `phased-trace.jsonl`.
+ * The trace: the Mooncake synthetic trace (data/mooncake/synthetic_trace.jsonl) cut into three
+ * phases of `--phase-s` seconds each, at 1x, 2x (the next 2 x phase-s seconds of the trace, time
+ * halved) and 1x again; written beside the figures as `phased-trace.jsonl`.
  *
- * The fixed fleets: `kvroute sim --search`'s search (runBatch) on each phase's own slice.
- * The planner: its pure core as `serve --planner` runs it, every `--interval-s` over the last
- * `--window-s` of arrivals (RequestWindow, searchWindow on worker threads, Hysteresis with
- * `--scale-down-s`); a count going up runs `--startup-s` later, going down at once; the first
- * count runs from time 0 (the fleet that meets the first traffic).
+ * The fixed fleets: `kvroute sim --search` (runBatch) on each phase's own slice, with the
+ * warm-up the planner's window replays use (a fifth of the phase, at most 60 s). Their
+ * replica-hours: the sum over phases of phase length x that phase's fewest replicas.
  *
- * What it does not do: run the fleet the planner sizes in one simulation (`kvroute sim
- * --planner`, replicas added and removed mid-run, is not built). "covered" says whether, in each
- * phase, the planner's running count never fell below that phase's fixed answer: a proxy for the
- * SLO, not a measurement of it.
+ * The planner: `kvroute sim --planner` on the whole phased trace (`simulatePlannerLoop`, the
+ * same code): every `--interval-s` it searches the last `--window-s` of arrivals, the hysteresis
+ * holds lower answers `--scale-down-s`, replicas added take requests `--startup-s` later and
+ * removed ones drain; with `--fast-window-s` (default 30; 0: off) each round also searches the
+ * last stretch alone and takes the larger answer. The fleet starts at `--start-replicas` (default: the first phase's fixed
+ * answer, the fleet that was running when the traffic began); the same warm-up is left out of
+ * its SLO. Its replica-hours count every replica from the moment it is asked for (start-up
+ * included) until it has drained, over the trace's span. The simulation is deterministic (one
+ * seed, one thread), so one run is the figure: there is no median to take.
  *
- *   npm run bench:planner -- [--phase-s 200] [--window-s 120] [--interval-s 60]
- *                            [--scale-down-s 120] [--startup-s 60] [--threads 2] [--json]
- *                            [--slo-ttft-slowdown 3]   (sim's relative TTFT target; TPOT: sim's)
+ *   npm run bench:planner -- [--phase-s 120] [--window-s 120] [--interval-s 30]
+ *                            [--scale-down-s 120] [--startup-s 60] [--start-replicas N]
+ *                            [--fast-window-s 30 (0: off)]
+ *                            [--threads 2] [--slo-ttft-slowdown 3] [--trace FILE] [--json]
  */
-import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchFlags } from './flags.ts';
-import { Hysteresis } from '../src/planner/online/hysteresis.ts';
-import { searchWindow, windowSimConfig } from '../src/planner/online/searchWindow.ts';
-import { type Observation, RequestWindow } from '../src/planner/online/window.ts';
-import { runBatch } from '../src/sim/parallel.ts';
+import { parseSimFlags } from '../src/cli/sim.ts';
+import { formatPlannerLoop } from '../src/cli/simPlanner.ts';
 import { DEFAULT_POLICY } from '../src/router/defaults.ts';
+import { windowSimConfig, warmupSOf } from '../src/planner/online/searchWindow.ts';
+import { runBatch } from '../src/sim/parallel.ts';
+import { simulatePlannerLoop } from '../src/sim/plannerLoop.ts';
+import { benchFlags } from './flags.ts';
 
 const { values } = parseArgs({
   options: {
@@ -38,6 +45,8 @@ const { values } = parseArgs({
     'interval-s': { type: 'string' },
     'scale-down-s': { type: 'string' },
     'startup-s': { type: 'string' },
+    'start-replicas': { type: 'string' },
+    'fast-window-s': { type: 'string' },
     threads: { type: 'string' },
     trace: { type: 'string' },
     'slo-ttft-slowdown': { type: 'string' },
@@ -45,20 +54,25 @@ const { values } = parseArgs({
   },
 });
 const { fail, positiveInt } = benchFlags('bench:planner');
-const phaseS = positiveInt('phase-s', values['phase-s'], 200);
+const phaseS = positiveInt('phase-s', values['phase-s'], 120);
 const windowS = positiveInt('window-s', values['window-s'], 120);
-const intervalS = positiveInt('interval-s', values['interval-s'], 60);
+const intervalS = positiveInt('interval-s', values['interval-s'], 30);
 const scaleDownS = positiveInt('scale-down-s', values['scale-down-s'], 120);
 const startupS = positiveInt('startup-s', values['startup-s'], 60);
 const threads = positiveInt('threads', values.threads, 2);
+// 0 turns it off (one window, as serve --planner).
+const fastWindowS =
+  values['fast-window-s'] === '0' ? 0 : positiveInt('fast-window-s', values['fast-window-s'], 30);
 // The trace's longest prompts alone take longer than any fixed TTFT target: a relative one.
 const slowdown = Number(values['slo-ttft-slowdown'] ?? 3);
 if (!(slowdown >= 1))
   fail(`--slo-ttft-slowdown takes a number >= 1, got '${values['slo-ttft-slowdown']}'`);
 const simArgs = ['--slo-ttft-slowdown', String(slowdown)];
 const tracePath =
-  values.trace ??
-  new URL('../../shared/data/mooncake/synthetic_trace.jsonl', import.meta.url).pathname;
+  values.trace ?? new URL('../data/mooncake/synthetic_trace.jsonl', import.meta.url).pathname;
+/** The acceptance targets of issue 57. */
+const TARGET_RATIO = 1.15;
+const TARGET_FIRST_ANSWER_S = 60;
 
 interface Rec {
   timestamp: number;
@@ -87,7 +101,8 @@ const all = phased.flat();
 const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-planner-'));
 const jsonl = (rs: Rec[], shiftMs = 0) =>
   `${rs.map((r) => JSON.stringify({ ...r, timestamp: r.timestamp - shiftMs })).join('\n')}\n`;
-writeFileSync(join(dir, 'phased-trace.jsonl'), jsonl(all));
+const phasedPath = join(dir, 'phased-trace.jsonl');
+writeFileSync(phasedPath, jsonl(all));
 
 const wallStart = performance.now();
 // Fixed fleets: sim --search on each phase's own slice, on worker threads.
@@ -101,72 +116,35 @@ const searches = phased.map((rs, i) => {
 });
 const fixed = await runBatch({ runs: [], searches, bounds: { start: 8, max: 64 }, threads });
 const fixedReplicas = fixed.search.map((s) => s.minReplicas);
+if (fixedReplicas.some((n) => n === null)) fail(`a phase met the SLO at no count up to 64`);
+const fixedReplicaHours = fixedReplicas.reduce<number>((a, n) => a + n! * phaseS, 0) / 3600;
 
-// The planner: the serve shell's round, at simulated times.
-const window = new RequestWindow(windowS * 1000);
-const hysteresis = new Hysteresis({ scaleDownMs: scaleDownS * 1000 });
-const endMs = 3 * P;
-const decisions: { atS: number; answer: number | null; desired: number; move: string }[] = [];
-let next = 0;
-for (let t = intervalS * 1000; t <= endMs; t += intervalS * 1000) {
-  while (next < all.length && all[next]!.timestamp <= t) {
-    const r = all[next++]!;
-    const obs: Observation = {
-      atMs: r.timestamp,
-      promptTokens: r.input_length,
-      outputTokens: r.output_length,
-      // The trace's ids already are its 512-token chunks, chained as the gateway's keys are.
-      chunkKeys: r.hash_ids.slice(0, Math.floor(r.input_length / 512)),
-    };
-    window.add(obs);
-  }
-  const obs = window.observations(t);
-  if (obs.length < 2) continue;
-  const answer = await searchWindow(obs, {
-    simArgs,
-    policy: DEFAULT_POLICY,
-    maxReplicas: 64,
-    threads,
-    startReplicas: hysteresis.desired ?? 8,
-  });
-  const step = hysteresis.step(answer.minReplicas ?? 64, t);
-  decisions.push({
-    atS: t / 1000,
-    answer: answer.minReplicas,
-    desired: step.desired,
-    move: step.move,
-  });
-  if (!values.json)
-    console.error(
-      `t=${t / 1000}s answer=${answer.minReplicas} desired=${step.desired} ${step.move}`,
-    );
-}
-
-// Running replicas over time: the first count from 0; up after the start-up delay; down at once.
-const changes: { atMs: number; replicas: number }[] = [];
-decisions.forEach((d, i) => {
-  if (i === 0) changes.push({ atMs: 0, replicas: d.desired });
-  else if (d.desired > decisions[i - 1]!.desired)
-    changes.push({ atMs: d.atS * 1000 + startupS * 1000, replicas: d.desired });
-  else if (d.desired < decisions[i - 1]!.desired)
-    changes.push({ atMs: d.atS * 1000, replicas: d.desired });
+// The planner in the loop: kvroute sim --planner's own run, on the whole phased trace.
+const startReplicas = positiveInt('start-replicas', values['start-replicas'], fixedReplicas[0]!);
+const parsed = parseSimFlags([
+  '--trace',
+  phasedPath,
+  '--warmup',
+  String(warmupSOf(P)),
+  '--replicas',
+  String(startReplicas),
+  '--policy',
+  DEFAULT_POLICY,
+  ...simArgs,
+]);
+if (parsed === 'help') throw new Error('unreachable');
+const loop = simulatePlannerLoop(parsed.base, {
+  windowMs: windowS * 1000,
+  intervalMs: intervalS * 1000,
+  scaleDownMs: scaleDownS * 1000,
+  startupMs: startupS * 1000,
+  maxReplicas: 64,
+  ...(fastWindowS > 0 && { fastWindowMs: fastWindowS * 1000 }),
 });
-changes.sort((a, b) => a.atMs - b.atMs);
-const runningAt = (ms: number) => {
-  let r = changes[0]?.replicas ?? 0;
-  for (const c of changes) if (c.atMs <= ms) r = c.replicas;
-  return r;
-};
-let plannerReplicaMs = 0;
-const covered: boolean[] = phases.map(() => true);
-for (let ms = 0; ms < endMs; ms += 1000) {
-  const r = runningAt(ms);
-  plannerReplicaMs += r * 1000;
-  const phase = Math.floor(ms / P);
-  const need = fixedReplicas[phase];
-  if (need === null || need === undefined || r < need) covered[phase] = false;
-}
-const fixedReplicaMs = fixedReplicas.reduce<number>((a, n) => a + (n ?? 64) * P, 0);
+const { run, planner } = loop;
+// Over the phases' span exactly, as the fixed fleets are counted.
+const plannerReplicaHours = planner.replicaHours * ((3 * phaseS) / planner.spanS);
+const ratio = plannerReplicaHours / fixedReplicaHours;
 const result = {
   trace: tracePath,
   phaseS,
@@ -174,15 +152,49 @@ const result = {
   intervalS,
   scaleDownS,
   startupS,
+  fastWindowS,
+  startReplicas,
   sloTtftSlowdown: slowdown,
   requests: all.length,
   fixedReplicas,
-  fixedReplicaHours: fixedReplicaMs / 3.6e6,
-  plannerReplicaHours: plannerReplicaMs / 3.6e6,
-  plannerOverFixed: plannerReplicaMs / fixedReplicaMs - 1,
-  firstAnswerS: decisions[0]?.atS ?? null,
-  coveredPerPhase: covered,
-  decisions,
+  fixedReplicaHours,
+  plannerReplicaHours,
+  ratio,
+  ratioTarget: TARGET_RATIO,
+  sloMet: run.sloMet ?? false,
+  ttftP99Ms: run.ttftMs.p99,
+  ttftSlowdownP99: run.ttftSlowdown?.p99 ?? null,
+  tpotP99Ms: run.tpotMs.p99,
+  itlP99Ms: run.itlMs.p99,
+  errors: run.errors,
+  firstAnswerS: planner.firstAnswerS,
+  firstAnswerTargetS: TARGET_FIRST_ANSWER_S,
+  pass:
+    ratio <= TARGET_RATIO &&
+    run.sloMet === true &&
+    planner.firstAnswerS !== null &&
+    planner.firstAnswerS <= TARGET_FIRST_ANSWER_S,
+  rounds: planner.rounds,
+  sizes: planner.sizes,
   wallS: (performance.now() - wallStart) / 1000,
 };
-console.log(JSON.stringify(result, values.json ? undefined : null, values.json ? undefined : 2));
+if (values.json) {
+  console.log(JSON.stringify(result));
+} else {
+  const f = (x: number, d: number) => x.toFixed(d);
+  console.log(`phased trace: ${phasedPath} (${all.length} requests, 3 x ${phaseS} s)`);
+  console.log(
+    `best fixed fleets per phase: ${fixedReplicas.join(', ')} -> ${f(fixedReplicaHours, 3)} replica-hours`,
+  );
+  console.log(
+    `planner in the loop: ${f(plannerReplicaHours, 3)} replica-hours; ratio ${f(ratio, 3)} (target <= ${TARGET_RATIO})`,
+  );
+  console.log(
+    `SLO met: ${result.sloMet ? 'yes' : 'no'} (TTFT p99 ${f(run.ttftMs.p99, 0)} ms, slowdown p99 ${f(result.ttftSlowdownP99 ?? Number.NaN, 2)} of ${slowdown}; TPOT p99 ${f(run.tpotMs.p99, 1)} ms of ${run.slo?.tpotP99Ms}; ITL p99 ${f(run.itlMs.p99, 1)} ms; errors ${run.errors})`,
+  );
+  console.log(
+    `first answer: ${planner.firstAnswerS ?? 'none'} s (target <= ${TARGET_FIRST_ANSWER_S})`,
+  );
+  console.log(`pass: ${result.pass ? 'yes' : 'no'}; wall ${f(result.wallS, 0)} s\n`);
+  console.log(formatPlannerLoop(run, planner));
+}

@@ -52,6 +52,9 @@ import { readTenantFlags, SIM_TENANT_FLAGS, SIM_TENANT_HELP } from './simTenantF
 import { readSimLoadFlags, SIM_LOAD_FLAGS, SIM_LOAD_HELP } from './simLoadFlags.ts';
 import { shapeDurationMs } from '../workload/shape.ts';
 import { formatHarness, formatStages } from '../results/harnessTable.ts';
+import { readSimPlannerFlags, SIM_PLANNER_FLAGS, SIM_PLANNER_HELP } from './simPlannerFlags.ts';
+import type { PlannerLoopOptions } from '../sim/plannerLoop.ts';
+import { runSimPlanner } from './simPlanner.ts';
 
 const FLAGS = flagSpec({
   string:
@@ -141,7 +144,7 @@ admission
   --max-ttft-ms MS      refuse a request when, on the replica the router picked, the prefill
                         queued ahead of it plus its own uncached prefill is modelled at more
                         than MS (the gateway's --max-ttft-ms); with or without --max-queue-ms
-${SIM_TENANT_HELP}published runs
+${SIM_TENANT_HELP}${SIM_PLANNER_HELP}published runs
   --replay-published NAME  ${PUBLISHED_NAMES.join(', ')}: the published setup (src/sim/published/),
                         its cache-blind and cache-aware policies simulated, the published
                         figures (hit rates and token/s, or the harness's throughput and TTFT)
@@ -175,6 +178,8 @@ interface Parsed {
   auditFaults: SimFaults | null;
   /** --pd P:D or auto (simPd.ts); null: an aggregated fleet. */
   pd: PdFlags | null;
+  /** --planner: the online planner in the loop (simPlanner.ts); null: a fixed fleet. */
+  planner: PlannerLoopOptions | null;
 }
 
 /** `--replay-published NAME`: the run's own flags; only --json and --quiet may go with it. */
@@ -205,8 +210,10 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     SIM_SETUP_FLAGS,
     SIM_TENANT_FLAGS,
     SIM_LOAD_FLAGS,
+    SIM_PLANNER_FLAGS,
   );
   if (flags === 'help') return 'help';
+  const planner = readSimPlannerFlags(flags);
   const load = readSimLoadFlags(flags);
   const read = readWorkloadFlags(flags);
   // A ladder lasts its stages; a burst, until its requests end; both default to no warm-up.
@@ -316,6 +323,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
       flags.number('transfer-latency-ms', { min: 0 }),
       flags.bool('search'),
     ),
+    planner,
   };
 }
 
@@ -376,6 +384,9 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   if (parsed.pd !== null) return runSimPd(parsed.base, parsed.pd, parsed.json, parsed.maxReplicas);
+  if (parsed.planner !== null) {
+    return runSimPlanner(parsed.base, parsed.policies, parsed.planner, parsed.json);
+  }
   const progress = new Progress({ command: 'kvroute sim', quiet: parsed.quiet });
   const setups = parsed.setups?.map((s) => ({ routers: s.routers, syncMs: s.syncMs })) ?? [{}];
   const runs = parsed.policies

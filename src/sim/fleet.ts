@@ -8,6 +8,12 @@
  * dropped without a count. A replica with a request overhead (a calibrated profile's) gets each
  * request that long after it was routed: the request is the replica's from the routing on
  * (queued, re-routed if the replica dies), its engine's only from the hand-off.
+ *
+ * With `scaling` (`kvroute sim --planner`, plannerLoop.ts) the fleet changes size mid-run: every
+ * `intervalMs` it asks for the count wanted; a replica added joins the router `startupMs` later
+ * (cold), one removed leaves the router at once (no new request) and the fleet once its last
+ * request has ended. Replicas are numbered in the order they are made and a number is never
+ * reused. Without `scaling` nothing here runs and the fleet is as it always was.
  */
 import type {
   EngineCounters,
@@ -38,6 +44,26 @@ export interface SimEngine {
   counters(): EngineCounters;
   /** Drops a queued or running request and frees its KV now (a client's disconnect). */
   abort(id: string): boolean;
+}
+
+/** A fleet that changes size as a planner says (`FleetOptions.scaling`). */
+export interface FleetScaling {
+  /** How often `desired` is asked, simulated ms (the first time at `intervalMs`). */
+  intervalMs: number;
+  /** A replica asked for takes requests this long later (its start-up). */
+  startupMs: number;
+  /** Every arrival let in, with its prompt's block keys, as it is routed. */
+  observe(arrival: Arrival, blockKeys: readonly BlockKey[]): void;
+  /** The count wanted now (at least 1); null: no answer yet, the count stays. */
+  desired(nowMs: number): number | null;
+}
+
+/** The fleet's size after a change: replicas taking requests, starting up, draining. */
+export interface ScalingPoint {
+  atMs: number;
+  serving: number;
+  starting: number;
+  draining: number;
 }
 
 export interface ReplicaReport {
@@ -73,6 +99,13 @@ export interface SimRouter {
   applyEvents(replica: number, events: readonly KvEvent[], nowMs: number): void;
   markDown(replica: number, nowMs: number): void;
   markUp(replica: number, nowMs: number): void;
+  /**
+   * A replica made mid-run joins (cold), numbered after every earlier one; required by
+   * `FleetOptions.scaling`.
+   */
+  addReplica?(replica: number, nowMs: number): void;
+  /** The replica takes no new request; its requests in flight still end (draining). */
+  removeReplica?(replica: number, nowMs: number): void;
   /** Whether the router consumes KV events (the approximate index does not). */
   readonly wantsEvents: boolean;
   /** The router's own counters (decisions, spills, fail-opens...), for the results. */
@@ -146,6 +179,8 @@ export interface FleetOptions {
   flow?: SimFlow<Arrival>;
   /** The served model's prefill cost, pricing the ledger's queue for the saturation check. */
   prefillUsPerToken?: number;
+  /** The fleet resized mid-run as a planner says; absent: `replicas` throughout. */
+  scaling?: FleetScaling;
 }
 
 /** A request's outcome: `RequestRecord` without the run's labels (policy, replicas). */
@@ -194,7 +229,15 @@ type FleetEvent = SimEvent &
     | { kind: 'flowDeadline' }
     | { kind: 'timeout'; req: Req }
     | { kind: 'send' }
+    | { kind: 'scale' }
+    | { kind: 'ready'; replica: number; gen: number }
   );
+
+/**
+ * A replica's place in a resized fleet: starting (made, not yet routable), serving, draining
+ * (out of the router, its requests still ending), gone (left; its engine dropped).
+ */
+type ReplicaPhase = 'starting' | 'serving' | 'draining' | 'gone';
 
 class Replica {
   engine: SimEngine | null;
@@ -220,6 +263,7 @@ class Replica {
   queuedPromptTokens = 0;
   /** The last report the router received (the saturation check reads the router's view). */
   lastReport: ReplicaReport | null = null;
+  phase: ReplicaPhase = 'serving';
 
   constructor(
     readonly index: number,
@@ -275,6 +319,8 @@ export interface FleetOutcome {
   peakInFlight: number;
   /** The last end (done, failed or timed out) of a measured request; NaN when none ended. */
   lastMeasuredEndMs: number;
+  /** With `scaling`: the fleet's size at 0 and after every change, in time order. */
+  scaling?: ScalingPoint[];
 }
 
 export class Fleet {
@@ -314,6 +360,8 @@ export class Fleet {
   readonly #freshReports: boolean;
   /** A kill can strand a request before its first token: only then is its prompt kept. */
   readonly #keepPrompts: boolean;
+  /** With `scaling`: the size after each change. */
+  readonly #scalingLog: ScalingPoint[] = [];
 
   constructor(opts: FleetOptions) {
     this.#o = opts;
@@ -327,6 +375,14 @@ export class Fleet {
     this.#owners = new OwnerTracker(opts.workload, opts.replicas);
     this.#freshReports = opts.view.staleMs === 0;
     this.#keepPrompts = opts.faults.some((f) => f.kind === 'kill');
+    if (opts.scaling !== undefined) {
+      if (opts.router.addReplica === undefined || opts.router.removeReplica === undefined) {
+        throw new Error('a fleet that changes size needs a router that adds and removes replicas');
+      }
+      if (!(opts.scaling.intervalMs > 0) || !(opts.scaling.startupMs >= 0)) {
+        throw new RangeError('scaling needs intervalMs > 0 and startupMs >= 0');
+      }
+    }
   }
 
   run(): FleetOutcome {
@@ -339,6 +395,10 @@ export class Fleet {
     this.#push({ kind: 'reportTick' }, 0, PRIORITY.reportTick);
     this.#push({ kind: 'sample' }, 0, PRIORITY.sample);
     for (const fault of o.faults) this.#push({ kind: 'fault', fault }, fault.atMs, PRIORITY.fault);
+    if (o.scaling !== undefined) {
+      this.#logScaling(0);
+      this.#push({ kind: 'scale' }, o.scaling.intervalMs, PRIORITY.reportTick);
+    }
     const horizonMs = o.durationMs;
     const events = runLoop(this.#queue, this.#clock, (e) => this.#handle(e), {
       check: (nowMs) => {
@@ -379,6 +439,7 @@ export class Fleet {
       arrivedMeasured: this.#arrivedMeasured,
       peakInFlight: this.#peakInFlight,
       lastMeasuredEndMs: this.#lastMeasuredEndMs,
+      ...(o.scaling !== undefined && { scaling: this.#scalingLog }),
     };
   }
 
@@ -435,7 +496,7 @@ export class Fleet {
         return undefined;
       case 'kvEvents': {
         const r = this.#replicas[e.replica]!;
-        if (r.gen === e.gen && r.engine !== null)
+        if (r.gen === e.gen && r.engine !== null && r.phase === 'serving')
           this.#o.router.applyEvents(e.replica, e.events, nowMs);
         return undefined;
       }
@@ -443,7 +504,8 @@ export class Fleet {
         // A report from before a replica died is dropped (gen), even if it came back since.
         for (const [replica, gen, report] of e.reports) {
           const r = this.#replicas[replica]!;
-          if (r.engine !== null && r.gen === gen) this.#toRouter(r, report, nowMs);
+          if (r.engine !== null && r.gen === gen && r.phase === 'serving')
+            this.#toRouter(r, report, nowMs);
         }
         this.#drainFlow(nowMs);
         return undefined;
@@ -456,6 +518,12 @@ export class Fleet {
         return undefined;
       case 'flowDeadline':
         this.#expireFlow(nowMs);
+        return undefined;
+      case 'scale':
+        this.#onScale(nowMs);
+        return undefined;
+      case 'ready':
+        this.#onReady(e.replica, e.gen, nowMs);
         return undefined;
       case 'sample':
         this.#owners.sample();
@@ -548,6 +616,7 @@ export class Fleet {
     const { arrival } = held;
     const measured = arrival.atMs >= this.#o.warmupMs;
     const { tokens, blockKeys } = this.#o.workload.materialize(arrival);
+    this.#o.scaling?.observe(arrival, blockKeys);
     const req: Req = {
       id: `r${this.#nextId++}`,
       index: held.index,
@@ -625,7 +694,7 @@ export class Fleet {
   #loads(): ReplicaLoad[] {
     const usPerToken = this.#o.prefillUsPerToken ?? 0;
     return this.#replicas.map((r) => {
-      if (r.engine === null) return { eligible: false };
+      if (r.engine === null || r.phase !== 'serving') return { eligible: false };
       const load: ReplicaLoad = {
         eligible: true,
         queuedPromptTokens: r.queuedPromptTokens,
@@ -684,6 +753,7 @@ export class Fleet {
     this.#ended();
     // The freed blocks may let a waiting request in: an idle engine steps again.
     if (r !== undefined && !r.busy && r.engine !== null) this.#startStep(r, nowMs);
+    if (r?.phase === 'draining') this.#leaveIfDrained(r, nowMs);
   }
 
   /** Routes `req` and hands it to the chosen engine; failures are counted, never dropped. */
@@ -724,8 +794,8 @@ export class Fleet {
       return;
     }
     const overheadMs =
-      (this.#o.requestOverheadMs?.[replica] ?? 0) +
-      (this.#o.requestOverheadMsPerPromptToken?.[replica] ?? 0) * req.arrival.promptLength;
+      perReplica(this.#o.requestOverheadMs, replica) +
+      perReplica(this.#o.requestOverheadMsPerPromptToken, replica) * req.arrival.promptLength;
     if (overheadMs <= 0) {
       if (!this.#add(r, req, nowMs)) return;
       this.#assign(r, req, decision.uncachedTokens);
@@ -741,6 +811,7 @@ export class Fleet {
     if (!this.#add(r, req, nowMs)) {
       r.requests.delete(req.id);
       r.queuedPromptTokens -= req.uncachedTokens;
+      if (r.phase === 'draining') this.#leaveIfDrained(r, nowMs);
       return;
     }
     if (!r.busy) this.#startStep(r, nowMs);
@@ -823,8 +894,10 @@ export class Fleet {
     }
     this.#onFinished(r, result.finished, nowMs);
     if (result.events.length > 0) this.#onKvEvents(r, result.events, nowMs);
-    if (this.#freshReports) this.#toRouter(r, this.#report(r, nowMs), nowMs);
+    if (this.#freshReports && r.phase === 'serving')
+      this.#toRouter(r, this.#report(r, nowMs), nowMs);
     this.#startStep(r, nowMs);
+    if (r.phase === 'draining') this.#leaveIfDrained(r, nowMs);
   }
 
   #onEmitted(r: Replica, emitted: readonly TokenEmitted[], nowMs: number): void {
@@ -916,7 +989,7 @@ export class Fleet {
   #onKvEvents(r: Replica, events: KvEvent[], nowMs: number): void {
     this.#owners.apply(r.index, events);
     const router = this.#o.router;
-    if (!router.wantsEvents) return;
+    if (!router.wantsEvents || r.phase !== 'serving') return;
     const delayMs = this.#o.view.eventDelayMs;
     if (delayMs <= 0) router.applyEvents(r.index, events, nowMs);
     else {
@@ -952,13 +1025,101 @@ export class Fleet {
     for (const r of this.#replicas) {
       if (r.engine === null) continue;
       const report = this.#report(r, nowMs);
-      reports.push([r.index, r.gen, report]);
+      if (r.phase === 'serving') reports.push([r.index, r.gen, report]);
       this.#load.add(r.index, nowMs, report.queuedPromptTokens, report.kvUsage);
     }
     const { staleMs, reportMs } = this.#o.view;
     if (staleMs <= 0) this.#handle({ kind: 'report', reports, timeMs: nowMs, priority: 0, seq: 0 });
     else this.#push({ kind: 'report', reports }, nowMs + staleMs, PRIORITY.report);
     if (this.#live()) this.#push({ kind: 'reportTick' }, nowMs + reportMs, PRIORITY.reportTick);
+  }
+
+  /** A planner round: the count it wants, then the next round while the run is live. */
+  #onScale(nowMs: number): void {
+    const scaling = this.#o.scaling!;
+    const desired = scaling.desired(nowMs);
+    if (desired !== null) this.#resize(Math.max(1, Math.round(desired)), nowMs);
+    // Rounds end with the arrivals: what is left in flight only drains.
+    if (!this.#arrivalsDone) {
+      this.#push({ kind: 'scale' }, nowMs + scaling.intervalMs, PRIORITY.reportTick);
+    }
+  }
+
+  /**
+   * Serving and starting replicas to `count`: new ones start (routable `startupMs` later); to
+   * shrink, the newest starting ones are cancelled first, then the newest serving ones drain
+   * (newest first, as a Kubernetes ReplicaSet prefers not-ready and younger pods).
+   */
+  #resize(count: number, nowMs: number): void {
+    const starting = this.#replicas.filter((r) => r.phase === 'starting');
+    const serving = this.#replicas.filter((r) => r.phase === 'serving' && r.engine !== null);
+    let have = starting.length + serving.length;
+    if (have === count) return;
+    for (; have < count; have++) this.#startReplica(nowMs);
+    for (; have > count; have--) {
+      const cancelled = starting.pop();
+      if (cancelled !== undefined) {
+        cancelled.engine = null;
+        cancelled.gen++;
+        cancelled.phase = 'gone';
+        continue;
+      }
+      const r = serving.pop()!;
+      r.phase = 'draining';
+      this.#o.router.removeReplica!(r.index, nowMs);
+      this.#leaveIfDrained(r, nowMs);
+    }
+    this.#logScaling(nowMs);
+  }
+
+  /** A new replica, cold, numbered after every earlier one: it joins the router after start-up. */
+  #startReplica(nowMs: number): void {
+    const index = this.#replicas.length;
+    const r = new Replica(index, this.#o.makeEngine(index));
+    r.phase = 'starting';
+    this.#replicas.push(r);
+    this.#busy.ensureReplicas(index + 1);
+    this.#load.ensureReplicas(index + 1);
+    this.#owners.ensureReplicas(index + 1);
+    this.#push(
+      { kind: 'ready', replica: index, gen: r.gen },
+      nowMs + this.#o.scaling!.startupMs,
+      PRIORITY.fault,
+    );
+  }
+
+  /** Start-up is over: the replica joins the router, and its first report with it. */
+  #onReady(index: number, gen: number, nowMs: number): void {
+    const r = this.#replicas[index]!;
+    if (r.gen !== gen || r.phase !== 'starting' || r.engine === null) return;
+    r.phase = 'serving';
+    this.#o.router.addReplica!(index, nowMs);
+    this.#toRouter(r, this.#report(r, nowMs), nowMs);
+    this.#logScaling(nowMs);
+    this.#drainFlow(nowMs);
+  }
+
+  /** A draining replica with nothing left in flight leaves the fleet. */
+  #leaveIfDrained(r: Replica, nowMs: number): void {
+    if (r.requests.size > 0 || r.busy) return;
+    r.engine = null;
+    r.gen++;
+    r.stepEvent = r.makeStepEvent();
+    r.phase = 'gone';
+    this.#owners.clear(r.index);
+    this.#logScaling(nowMs);
+  }
+
+  #logScaling(nowMs: number): void {
+    const point: ScalingPoint = { atMs: nowMs, serving: 0, starting: 0, draining: 0 };
+    for (const r of this.#replicas) {
+      if (r.phase === 'starting') point.starting++;
+      else if (r.phase === 'draining') point.draining++;
+      else if (r.phase === 'serving' && r.engine !== null) point.serving++;
+    }
+    const last = this.#scalingLog[this.#scalingLog.length - 1];
+    if (last?.atMs === nowMs) this.#scalingLog[this.#scalingLog.length - 1] = point;
+    else this.#scalingLog.push(point);
   }
 
   #kill(fault: FaultSpec, nowMs: number): void {
@@ -1016,7 +1177,7 @@ export class Fleet {
   #queues(): QueueView[] {
     const views: QueueView[] = [];
     for (const r of this.#replicas) {
-      if (r.engine !== null)
+      if (r.engine !== null && r.phase === 'serving')
         views.push({ queuedPromptTokens: r.queuedPromptTokens, eligible: true });
     }
     return views;
@@ -1090,6 +1251,15 @@ export class Fleet {
       this.#stoppedEarly = true;
     }
   }
+}
+
+/**
+ * A per-replica figure; absent: 0. A replica made mid-run (`scaling`, numbered past the list)
+ * has the last one's: a fleet that changes size is of one hardware.
+ */
+function perReplica(values: readonly number[] | undefined, replica: number): number {
+  if (values === undefined) return 0;
+  return values[replica] ?? values[values.length - 1] ?? 0;
 }
 
 /** A request refused at arrival by admission: it never reached a replica. */

@@ -33,10 +33,18 @@ export class F64List {
 
 /** Busy time per replica (for utilization). */
 export class BusyTracker {
-  readonly #totals: Float64Array;
+  #totals: Float64Array;
 
   constructor(replicas: number) {
     this.#totals = new Float64Array(replicas);
+  }
+
+  /** Room for `replicas` replicas (a fleet that grows mid-run); the totals so far are kept. */
+  ensureReplicas(replicas: number): void {
+    if (replicas <= this.#totals.length) return;
+    const totals = new Float64Array(replicas);
+    totals.set(this.#totals);
+    this.#totals = totals;
   }
 
   /** Adds a busy interval of `durationMs`. */
@@ -72,6 +80,13 @@ export class LoadSampler {
 
   get bucketMs(): number {
     return this.#bucketMs;
+  }
+
+  /** Room for `replicas` replicas (a fleet that grows mid-run): rows for the new ones. */
+  ensureReplicas(replicas: number): void {
+    for (const rows of [this.#queued, this.#kv, this.#samples]) {
+      while (rows.length < replicas) rows.push(new Float64Array(this.#buckets));
+    }
   }
 
   add(replica: number, nowMs: number, queuedPromptTokens: number, kvUsage: number): void {

@@ -59,6 +59,12 @@ export class OwnerTracker {
     }
   }
 
+  /** Room for `replicas` replicas (a fleet that grows mid-run): the new ones own nothing. */
+  ensureReplicas(replicas: number): void {
+    const tracked = this.#counts.length;
+    while (this.#owned.length < replicas) this.#owned.push(new Uint8Array(tracked));
+  }
+
   /** The replica lost its cache (it died): it owns nothing. */
   clear(replica: number): void {
     const owned = this.#owned[replica]!;

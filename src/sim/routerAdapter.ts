@@ -1,6 +1,9 @@
 /**
  * The real router behind the fleet's SimRouter interface. The fleet numbers replicas 0..N-1;
  * the router names them `r0`..; ids and positions coincide because they are added in order.
+ * A fleet that changes size (`FleetScaling`) adds replica i as `ri` when it is ready and removes
+ * it when it drains, as the gateway does for a watched pool (`src/gateway/pool.ts`); the router's
+ * ids then run ahead of the fleet's numbers, and the bridge maps one to the other.
  */
 import { loraLoadMs, resolveLoraConfig } from '../engine/lora.ts';
 import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
@@ -16,7 +19,7 @@ import {
 } from '../router/approxForgetting.ts';
 import { DEFAULT_APPROX_CAPACITY_BLOCKS } from '../router/approxIndex.ts';
 import { DEFAULT_STALE_MS } from '../router/defaults.ts';
-import { Router } from '../router/router.ts';
+import { type ApproxTiers, Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';
 import { MultiRouter, routeOrNull } from './multiRouter.ts';
 import { type ReplicaGroup, replicaSpeeds } from './replicaGroups.ts';
@@ -55,6 +58,7 @@ export function makeSimRouter(config: SimRouterConfig): SimRouter {
     makeRouterCore(config, 0),
     replicaNames(config.replicas),
     config.router.index === 'events',
+    approxTiersOf(config),
   );
 }
 
@@ -97,12 +101,7 @@ function makeRouterCore(config: SimRouterConfig, index: number): Router {
     // pool) only when the engines have one: without a tier the run is as before.
     ...(r.index === 'approx' &&
       !forgetting &&
-      engine.cpuOffload && {
-        approxTiers: names.map(() => ({
-          kvBlocks: kvBlocksPerReplica(config),
-          cpuKvBlocks: engine.cpuOffload!.cpuBlocks,
-        })),
-      }),
+      engine.cpuOffload && { approxTiers: names.map(() => approxTiersOf(config)!) }),
     ...(r.kvThreshold !== undefined && { kvThreshold: r.kvThreshold }),
     // Reports arrive every reportMs; only a replica that stopped reporting should look stale.
     staleMs: r.staleLimitMs ?? Math.max(DEFAULT_STALE_MS, 3 * config.view.reportMs),
@@ -136,6 +135,18 @@ function loraLoadTokens(engine: EngineOptions): number {
   return Math.round((ms * 1000) / prefillUsPerToken(spec));
 }
 
+/**
+ * The tiers the approximate index models per replica, only when the engines have a CPU tier and
+ * the records forget as kvroute's own do (without a tier the run is as before).
+ */
+function approxTiersOf(config: SimRouterConfig): ApproxTiers | undefined {
+  const r = config.router;
+  const engine = makeEngineConfig(config.engine);
+  if (r.index !== 'approx' || !engine.cpuOffload) return undefined;
+  if (peerForgetting(r.approxForget, r.policy, engine.blockSize)) return undefined;
+  return { kvBlocks: kvBlocksPerReplica(config), cpuKvBlocks: engine.cpuOffload.cpuBlocks };
+}
+
 function kvBlocksPerReplica(config: SimRouterConfig): number {
   const engine = makeEngineConfig(config.engine);
   return engine.kvBlocks ?? Math.floor(kvPoolTokens(engine.spec) / engine.blockSize);
@@ -143,17 +154,37 @@ function kvBlocksPerReplica(config: SimRouterConfig): number {
 
 export class RouterBridge implements SimRouter {
   readonly #router: Router;
-  readonly #names: readonly string[];
+  readonly #names: string[];
   readonly wantsEvents: boolean;
+  readonly #tiers: ApproxTiers | undefined;
+  /** Router id -> fleet number, once a replica joined mid-run (null: they coincide). */
+  #fleetIndexOf: number[] | null = null;
 
-  constructor(router: Router, names: readonly string[], wantsEvents: boolean) {
+  constructor(router: Router, names: readonly string[], wantsEvents: boolean, tiers?: ApproxTiers) {
     this.#router = router;
-    this.#names = names;
+    this.#names = [...names];
     this.wantsEvents = wantsEvents;
+    this.#tiers = tiers;
   }
 
   route(req: SimRouteRequest, nowMs: number): { replicaId: number; uncachedTokens: number } | null {
-    return routeOrNull(this.#router, req, nowMs);
+    const decision = routeOrNull(this.#router, req, nowMs);
+    const map = this.#fleetIndexOf;
+    if (decision === null || map === null) return decision;
+    return { replicaId: map[decision.replicaId]!, uncachedTokens: decision.uncachedTokens };
+  }
+
+  addReplica(replica: number): void {
+    const name = `r${replica}`;
+    this.#names[replica] = name;
+    const id = this.#router.addReplica(name, undefined, this.#tiers);
+    if (this.#fleetIndexOf === null && id === replica) return;
+    this.#fleetIndexOf ??= Array.from({ length: id }, (_, i) => i);
+    this.#fleetIndexOf[id] = replica;
+  }
+
+  removeReplica(replica: number): void {
+    this.#router.removeReplica(this.#names[replica]!);
   }
 
   prefixBlocks(blockKeys: readonly BlockKey[], nowMs: number): ArrayLike<number> {

@@ -13,7 +13,14 @@ import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
 import type { Arrival, Workload } from '../workload/workloads.ts';
 import { prefillUsPerToken } from '../model/cost.ts';
 import { queueGate, type SimAdmission, summarizeAdmission, ttftGate } from './admission.ts';
-import { Fleet, type FleetRequestRecord, type SimEngine, type SimRouter } from './fleet.ts';
+import {
+  Fleet,
+  type FleetOutcome,
+  type FleetRequestRecord,
+  type FleetScaling,
+  type SimEngine,
+  type SimRouter,
+} from './fleet.ts';
 import { type ReplicaGroup, replicaEngineOptions } from './replicaGroups.ts';
 import { makeSimRouter } from './routerAdapter.ts';
 import { summarizeClosedLoop } from './closedLoop.ts';
@@ -133,9 +140,18 @@ export function makeWorkload(config: SimConfig): Workload {
 /** A closed loop's synthetic prompts: this many times the open loop's, in the same order. */
 const CLOSED_LOOP_PROMPT_FACTOR = 10;
 
+/** What a caller in this thread may add to a run (`kvroute sim --planner`, plannerLoop.ts). */
+export interface SimHooks {
+  /** The fleet resized mid-run as a planner says. */
+  scaling?: FleetScaling;
+  /** The fleet's own outcome, before it is summarized. */
+  onOutcome?: (outcome: FleetOutcome) => void;
+}
+
 export function simulate(
   config: SimConfig,
   makeRouter: (c: SimConfig) => SimRouter = makeSimRouter,
+  hooks: SimHooks = {},
 ): SimulatedRun {
   const workload = makeWorkload(config);
   // A workload of adapters runs on engines with LoRA on (vLLM's limits unless given).
@@ -235,8 +251,10 @@ export function simulate(
     ...(config.clientTimeoutMs !== undefined && { clientTimeoutMs: config.clientTimeoutMs }),
     ...(overheads.some((ms) => ms > 0) && { requestOverheadMs: overheads }),
     ...(perToken.some((ms) => ms > 0) && { requestOverheadMsPerPromptToken: perToken }),
+    ...(hooks.scaling && { scaling: hooks.scaling }),
   });
   const outcome = fleet.run();
+  hooks.onOutcome?.(outcome);
   const run = summarizeRun(
     {
       policy,

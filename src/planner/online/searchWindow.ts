@@ -13,7 +13,7 @@ import { parseSimFlags } from '../../cli/sim.ts';
 import { runBatch } from '../../sim/parallel.ts';
 import type { SimConfig } from '../../sim/run.ts';
 import type { Observation } from './window.ts';
-import { windowTrace } from './windowTrace.ts';
+import { warmupSOf, windowTrace } from './windowTrace.ts';
 
 export interface WindowSearchOptions {
   /** `kvroute sim` flags for the engine and the SLO (`--profile FILE`, `--slo-ttft-p99-ms MS`). */
@@ -34,10 +34,7 @@ export interface WindowSearchAnswer {
   probes: number;
 }
 
-/** Warm-up of a window's replay: a fifth of its span, at most a minute (as sim's default). */
-export function warmupSOf(spanMs: number): number {
-  return Math.min(60, Math.floor(spanMs / 5000));
-}
+export { warmupSOf } from './windowTrace.ts';
 
 /** The sim config a window's search probes, its trace at `tracePath` (exported for tests). */
 export function windowSimConfig(

@@ -44,6 +44,11 @@ export function windowTrace(obs: readonly Observation[], timeScale = 1): string 
   return `${lines.join('\n')}\n`;
 }
 
+/** Warm-up of a window's replay: a fifth of its span, at most a minute (as sim's default). */
+export function warmupSOf(spanMs: number): number {
+  return Math.min(60, Math.floor(spanMs / 5000));
+}
+
 /**
  * The chained keys of a prompt's full 512-token chunks from its block keys (computed with
  * `blockSize` tokens per block): the key of each chunk's last block.
