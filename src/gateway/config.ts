@@ -23,34 +23,51 @@ import { defaultFlowControl, type FlowControlConfig, readFlowDoc } from './flowC
 import { configError, int, isRecord, num, str } from './configValues.ts';
 import { GPUS } from '../model/catalog.ts';
 import { GatewayError } from './errors.ts';
-import { TOKENIZE_MODES, type TokenizeMode } from './requestTokenizers.ts';
+import { unknownKey } from '../cli/options/configKeys.ts';
+import { SERVE_CONFIG_KEYS } from '../cli/options/serve.ts';
 import { BACKEND_ROLES, type BackendRole, isBackendRole } from './pd/roles.ts';
+import {
+  DEFAULT_BLOCK_SIZE,
+  DEFAULT_BODY_LIMIT_BYTES,
+  DEFAULT_EMBEDDED_REPLICAS,
+  DEFAULT_EVENTS_CHECK_MS,
+  DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+  DEFAULT_HEADERS_TIMEOUT_MS,
+  DEFAULT_HOST,
+  DEFAULT_INDEX,
+  DEFAULT_LOG_LEVEL,
+  DEFAULT_MAX_RETRIES,
+  DEFAULT_PORT,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_ROUTER_SEED,
+  DEFAULT_SCRAPE_MS,
+  DEFAULT_SESSION_HEADER,
+  DEFAULT_SESSION_SLACK_TOKENS,
+  DEFAULT_TOKENIZE,
+  DEFAULT_TOKENIZER,
+  LOG_LEVELS,
+  type LogLevel,
+  TOKENIZE_MODES,
+  type TokenizeMode,
+} from './configDefaults.ts';
 
-export const DEFAULT_PORT = 8080;
-export const DEFAULT_HOST = '127.0.0.1';
-export const DEFAULT_SCRAPE_MS = 100;
-export const DEFAULT_BLOCK_SIZE = 16;
-/** OpenAI bodies with long prompts run to a few MB; anything past this is refused with 413. */
-export const DEFAULT_BODY_LIMIT_BYTES = 8 * 1024 * 1024;
-/** Attempts after the first when a backend refuses or resets before any byte reached the client. */
-export const DEFAULT_MAX_RETRIES = 2;
-/** Replicas the embedded fleet starts when no backend is given. */
-export const DEFAULT_EMBEDDED_REPLICAS = 4;
-/**
- * No byte of a response by then: the attempt is given up, retried on another replica, and the
- * silent one is probed. The worst modelled time to first token is a whole 131,072-token context
- * prefilled beside a full decode batch on the seed replica (Llama 3.3 70B, TP=2 H200): 64 chunks
- * of 2,048 tokens at 71.3 us/token, about 9.6 s. A few seconds above it, a live engine is never
- * cut for a long prefill; a frozen one holds its requests 15 s instead of the 300 s body timeout.
- */
-export const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 15_000;
-/** A client must send its headers within this (slowloris), and its whole request within the next. */
-export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
-/** A backend whose KV events never arrived while it served requests: warned about this often. */
-export const DEFAULT_EVENTS_CHECK_MS = 60_000;
-export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
+export {
+  DEFAULT_BLOCK_SIZE,
+  DEFAULT_BODY_LIMIT_BYTES,
+  DEFAULT_EMBEDDED_REPLICAS,
+  DEFAULT_EVENTS_CHECK_MS,
+  DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+  DEFAULT_HEADERS_TIMEOUT_MS,
+  DEFAULT_HOST,
+  DEFAULT_MAX_RETRIES,
+  DEFAULT_PORT,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_SCRAPE_MS,
+  DEFAULT_SESSION_HEADER,
+  DEFAULT_SESSION_SLACK_TOKENS,
+  LOG_LEVELS,
+  type LogLevel,
+};
 
 export interface BackendConfig {
   /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8001. */
@@ -205,15 +222,6 @@ export interface SessionAffinityConfig {
   capacity: number;
 }
 
-/** The session header read when none is named. */
-export const DEFAULT_SESSION_HEADER = 'x-session-id';
-/**
- * Default slack: a conversation keeps its replica while that one has at most this many more
- * prompt tokens queued than the least loaded (about a second of prefill on a 70B TP=2 H200
- * replica at 71 us/token is 14,000; a quarter of that is spent on a cache the router cannot see).
- */
-export const DEFAULT_SESSION_SLACK_TOKENS = 4_096;
-
 /** Session affinity on, with the defaults. */
 export function defaultSessionAffinity(): SessionAffinityConfig {
   return {
@@ -229,10 +237,10 @@ export function defaultConfig(): GatewayConfig {
     port: DEFAULT_PORT,
     backends: [],
     policy: DEFAULT_POLICY,
-    index: 'events',
-    tokenizer: 'builtin',
+    index: DEFAULT_INDEX,
+    tokenizer: DEFAULT_TOKENIZER,
     chatTemplate: null,
-    tokenize: 'local',
+    tokenize: DEFAULT_TOKENIZE,
     modelTokenizers: {},
     staleMs: DEFAULT_STALE_MS,
     kvThreshold: DEFAULT_KV_THRESHOLD,
@@ -242,7 +250,7 @@ export function defaultConfig(): GatewayConfig {
     maxRetries: DEFAULT_MAX_RETRIES,
     apiKeys: [],
     tenantSalts: {},
-    seed: 1,
+    seed: DEFAULT_ROUTER_SEED,
     embeddedReplicas: DEFAULT_EMBEDDED_REPLICAS,
     kvEventsBind: null,
     eventsCheckMs: DEFAULT_EVENTS_CHECK_MS,
@@ -251,7 +259,7 @@ export function defaultConfig(): GatewayConfig {
     firstByteTimeoutMs: DEFAULT_FIRST_BYTE_TIMEOUT_MS,
     headersTimeoutMs: DEFAULT_HEADERS_TIMEOUT_MS,
     requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
-    logLevel: 'info',
+    logLevel: DEFAULT_LOG_LEVEL,
     accessLog: false,
     exposeReplicaAddresses: false,
     admission: defaultAdmission(),
@@ -281,65 +289,17 @@ export function loadConfigFile(path: string, base: GatewayConfig = defaultConfig
   return applyConfigDoc(doc ?? {}, base);
 }
 
-/** Every top-level key a config file may hold (docs/configuration.md lists them). */
-export const KNOWN_KEYS: ReadonlySet<string> = new Set([
-  'host',
-  'port',
-  'backends',
-  'policy',
-  'index',
-  'tokenizer',
-  'chat-template',
-  'tokenize',
-  'models',
-  'stale-ms',
-  'kv-threshold',
-  'scrape-ms',
-  'block-size',
-  'body-limit-bytes',
-  'max-retries',
-  'api-keys',
-  'tenants',
-  'seed',
-  'replicas',
-  'admin-key',
-  'metrics-key',
-  'first-byte-timeout-ms',
-  'headers-timeout-ms',
-  'request-timeout-ms',
-  'log-level',
-  'access-log',
-  'expose-replica-addresses',
-  'max-queue-ms',
-  'max-ttft-ms',
-  'prefill-us-per-token',
-  'priority-classes',
-  'pd-threshold',
-  'decode-cost-tokens',
-  'engine-budget',
-  'kv-events-bind',
-  'flow-control',
-  'session-affinity',
-  'session-header',
-  'session-slack-tokens',
-  'session-max',
-  'planner',
-  'planner-window-s',
-  'planner-interval-s',
-  'planner-scale-down-s',
-  'planner-profile',
-  'planner-slo-ttft-p99-ms',
-  'planner-slo-tpot-p99-ms',
-  'planner-max-replicas',
-  'planner-slo-ttft-slowdown',
-]);
+/**
+ * Every top-level key a config file may hold: those `kvroute serve`'s option table declares
+ * (src/cli/options/serve.ts), which also writes their docs.
+ */
+export const KNOWN_KEYS: ReadonlySet<string> = SERVE_CONFIG_KEYS;
 
 /** Validates a parsed config document (object form of the YAML) onto `base`. */
 export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig {
   if (!isRecord(doc)) throw configError('(top level)', 'must be a mapping');
-  for (const key of Object.keys(doc)) {
-    if (!KNOWN_KEYS.has(key)) throw configError(key, 'is not a known key');
-  }
+  const unknown = unknownKey(doc, KNOWN_KEYS);
+  if (unknown) throw configError(unknown.key, `is not a known key (${unknown.accepted})`);
   const out = { ...base };
   if (doc.host !== undefined) out.host = str(doc.host, 'host');
   if (doc.port !== undefined) out.port = int(doc.port, 'port', 0, 65535);
