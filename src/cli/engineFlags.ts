@@ -28,55 +28,23 @@ import { int, num, oneOf, options, str } from './options/table.ts';
 const D = ENGINE_DEFAULTS;
 
 /** The engine's options, one row each (`options/table.ts`). */
+// biome-ignore format: one option a line
 export const ENGINE_OPTIONS = options({
-  model: oneOf(Object.keys(MODELS), 'NAME', '{values}', {
-    default: D.model,
-    section: 'engine (the same flags for kvroute engine, kvroute sim and npm run demo)',
-  }),
+  model: oneOf(Object.keys(MODELS), 'NAME', '{values}', { default: D.model, section: 'engine (the same flags for kvroute engine, kvroute sim and npm run demo)' }),
   gpu: oneOf(Object.keys(GPUS), 'NAME', '{values}', { default: D.gpu }),
   tp: int('N', 'GPUs per replica', { above: 0, default: D.tp }),
   budget: int('N', 'tokens per step', { above: 0, default: D.budgetTokens, unit: 'tokens' }),
   'max-seqs': int('N', 'running sequences at most', { above: 0, default: D.maxSeqs }),
-  'kv-policy': oneOf(
-    KV_POLICY_NAMES,
-    'P',
-    "{values} (default {default}: vLLM's; reserve: the scheduler seed's reserve-at-admission)",
-    { default: D.kvPolicy },
-  ),
+  'kv-policy': oneOf(KV_POLICY_NAMES, 'P', "{values} (default {default}: vLLM's; reserve: the scheduler seed's reserve-at-admission)", { default: D.kvPolicy }),
   'block-size': int('N', 'tokens per KV block', { above: 0, default: D.blockSize, unit: 'tokens' }),
-  'kv-blocks': int('N', "KV pool size in blocks (default: the cost model's pool)", {
-    above: 0,
-    unit: 'blocks',
-  }),
+  'kv-blocks': int('N', "KV pool size in blocks (default: the cost model's pool)", { above: 0, unit: 'blocks' }),
   profile: str('FILE', 'calibrated step times from kvroute calibrate (default: roofline)'),
-  'max-loras': int('N', "LoRA adapters in one step at most (vLLM's; default {default})", {
-    above: 0,
-    default: DEFAULT_MAX_LORAS,
-  }),
-  'max-cpu-loras': int('N', 'adapters kept resident, >= --max-loras (default: --max-loras)', {
-    above: 0,
-  }),
-  'max-lora-rank': oneOf(
-    LORA_RANKS.map((r) => String(r)),
-    'R',
-    '{values} (default {default}); sizes an adapter',
-    { default: DEFAULT_MAX_LORA_RANK },
-  ),
-  'lora-load-gbps': num(
-    'F',
-    'storage read bandwidth of an adapter load, GB/s (default {default}: 84 ms for a rank-16 Llama 3.3 70B adapter)',
-    { above: 0, default: DEFAULT_LORA_LOAD_GBPS, unit: 'GB/s' },
-  ),
-  'cpu-kv-gib': num(
-    'G',
-    "a CPU tier of G GiB of KV per replica (vLLM's OffloadingConnector, --kv-offloading-size): GPU evictions kept there, prefixes loaded back (default: none)",
-    { above: 0, unit: 'GiB' },
-  ),
-  'cpu-kv-gbps': num('F', 'host-to-GPU KV copy bandwidth, GB/s (default {default}: PCIe 5.0 x16)', {
-    above: 0,
-    default: DEFAULT_CPU_KV_GBPS,
-    unit: 'GB/s',
-  }),
+  'max-loras': int('N', "LoRA adapters in one step at most (vLLM's; default {default})", { above: 0, default: DEFAULT_MAX_LORAS }),
+  'max-cpu-loras': int('N', 'adapters kept resident, >= --max-loras (default: --max-loras)', { above: 0 }),
+  'max-lora-rank': oneOf(LORA_RANKS.map((r) => String(r)), 'R', '{values} (default {default}); sizes an adapter', { default: DEFAULT_MAX_LORA_RANK }),
+  'lora-load-gbps': num('F', 'storage read bandwidth of an adapter load, GB/s (default {default}: 84 ms for a rank-16 Llama 3.3 70B adapter)', { above: 0, default: DEFAULT_LORA_LOAD_GBPS, unit: 'GB/s' }),
+  'cpu-kv-gib': num('G', "a CPU tier of G GiB of KV per replica (vLLM's OffloadingConnector, --kv-offloading-size): GPU evictions kept there, prefixes loaded back (default: none)", { above: 0, unit: 'GiB' }),
+  'cpu-kv-gbps': num('F', 'host-to-GPU KV copy bandwidth, GB/s (default {default}: PCIe 5.0 x16)', { above: 0, default: DEFAULT_CPU_KV_GBPS, unit: 'GB/s' }),
 });
 
 export const ENGINE_FLAGS = specOf(ENGINE_OPTIONS);

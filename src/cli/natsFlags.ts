@@ -13,11 +13,9 @@ import { flagNamesOf } from './options/spec.ts';
 import { options, str } from './options/table.ts';
 
 /** The credential and TLS flags, as rows of an option table (`options/table.ts`). */
+// biome-ignore format: one option a line
 export const NATS_AUTH_OPTIONS = options({
-  'nats-user': str(
-    'NAME',
-    "NATS user; its password from --nats-password-file FILE or the environment's KVROUTE_NATS_PASSWORD",
-  ),
+  'nats-user': str('NAME', "NATS user; its password from --nats-password-file FILE or the environment's KVROUTE_NATS_PASSWORD"),
   'nats-password-file': str('FILE', "the NATS user's password (a mounted secret)"),
   'nats-token-file': str('FILE', 'a NATS token (or KVROUTE_NATS_TOKEN)'),
   'nats-nkey-file': str('FILE', 'a NATS nkey seed (SU...)'),

@@ -18,17 +18,10 @@ import { flagNamesOf } from './options/spec.ts';
 import { int, oneOf, options, str } from './options/table.ts';
 
 /** The real-engine flags, as rows of an option table (`options/table.ts`). */
+// biome-ignore format: one option a line
 export const RUNTIME_OPTIONS = options({
-  runtime: oneOf(
-    RUNTIME_NAMES,
-    'R',
-    '{values} (default sim); llama.cpp: real engines on the CPU (run at most two with --threads 1 on a small machine)',
-    { section: 'real engines' },
-  ),
-  gguf: str(
-    'FILE',
-    "their model (default: the tiny model, Llama 3's tokenizer, written once to the temp folder; the gateway then tokenizes with Llama 3's tokenizer)",
-  ),
+  runtime: oneOf(RUNTIME_NAMES, 'R', '{values} (default sim); llama.cpp: real engines on the CPU (run at most two with --threads 1 on a small machine)', { section: 'real engines' }),
+  gguf: str('FILE', "their model (default: the tiny model, Llama 3's tokenizer, written once to the temp folder; the gateway then tokenizes with Llama 3's tokenizer)"),
   threads: int('N', 'CPU threads per engine', { above: 0, default: 1 }),
 });
 
