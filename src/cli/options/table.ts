@@ -110,13 +110,6 @@ export const block = (spec: FlagSpec, help: string, docs?: Record<string, string
 /** The table, its literal types kept (so each row reads to its own type). */
 export const options = <const T extends OptionTable>(table: T): T => table;
 
-/** The rows of a table that are flags, with their names. */
-export function flagRows(table: OptionTable): [string, OptionRow][] {
-  return Object.entries(table).flatMap(([name, e]) =>
-    isBlock(e) || e.flag === false ? [] : [[name, e] as [string, OptionRow]],
-  );
-}
-
 /** A row's help line with its default: `{default}` filled, else ` (default X)` appended. */
 export function helpLine(row: OptionRow): string {
   const help = row.help.replaceAll('{values}', (row.values ?? []).join(', '));
@@ -124,16 +117,4 @@ export function helpLine(row: OptionRow): string {
   const shown = String(row.default);
   if (help.includes('{default}')) return help.replaceAll('{default}', shown);
   return `${help} (default ${shown})`;
-}
-
-/** A sub-table of the named rows, in the table's order (a group other commands share). */
-export function pick<T extends OptionTable, K extends keyof T & string>(
-  table: T,
-  names: readonly K[],
-): Pick<T, K> {
-  const out: Partial<T> = {};
-  for (const name of Object.keys(table)) {
-    if ((names as readonly string[]).includes(name)) out[name as K] = table[name as K];
-  }
-  return out as Pick<T, K>;
 }
