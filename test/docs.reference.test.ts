@@ -11,11 +11,18 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
+import { generatedSpan } from '../src/cli/options/docs.ts';
+import { SERVE_OPTIONS } from '../src/cli/options/serve.ts';
+import { DOC_SPANS } from '../src/cli/options/spans.ts';
+import { specOf } from '../src/cli/options/spec.ts';
+import type { OptionTable } from '../src/cli/options/table.ts';
 import { KNOWN_KEYS } from '../src/gateway/config.ts';
 import { ROOT, runCli } from './support/cli.ts';
 import { allDocs, anchors, commands, flagsIn, guidePaths, links, readDoc } from './support/docs.ts';
 
 const COMMANDS = ['serve', 'engine', 'sim', 'plan', 'epp', 'bench', 'calibrate', 'model', 'demo'];
+/** The commands declared as an option table: their docs tables are generated from it. */
+const TABLES: Record<string, OptionTable> = { serve: SERVE_OPTIONS };
 const SHELL = new Set(['sh', 'bash', '']);
 
 const helpCache = new Map<string, string>();
@@ -141,10 +148,24 @@ describe('docs/configuration.md', () => {
   test("each command's table lists exactly the flags its --help names", () => {
     for (const command of COMMANDS) {
       const listed = table(command === 'demo' ? 'npm run demo --' : `kvroute ${command}`);
-      const named = flagsIn(help(command));
+      // An option table's --help names other commands' flags in its prose (kvroute engine
+      // --advertise); its own flags are the table's.
+      const own = TABLES[command];
+      const named = own
+        ? new Set(Object.keys(specOf(own)).map((f) => `--${f}`))
+        : flagsIn(help(command));
+      if (own) for (const flag of named) assert.ok(flagsIn(help(command)).has(flag), flag);
       const missing = [...named].filter((f) => !listed.has(f));
       const extra = [...listed].filter((f) => !named.has(f));
       assert.deepEqual({ missing, extra }, { missing: [], extra: [] }, `kvroute ${command}`);
+    }
+  });
+
+  test('the tables generated from option tables are current (src/cli/options/writeDocs.ts)', () => {
+    for (const [name, generate] of Object.entries(DOC_SPANS)) {
+      const span = generatedSpan(text, name);
+      assert.ok(span !== null, `docs/configuration.md has <!-- options:${name} -->`);
+      assert.equal(span, generate(), `${name}: run npx tsx src/cli/options/writeDocs.ts`);
     }
   });
 

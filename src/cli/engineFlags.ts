@@ -1,7 +1,8 @@
 /**
  * The engine's flags, declared once for every command that starts or simulates engines
  * (`kvroute engine`, `kvroute sim`, `npm run demo`): the flag spec, the help lines and the
- * reader into the one engine options type, with the engine's own defaults.
+ * reader into the one engine options type, with the engine's own defaults: all derived from
+ * one option table (`options/table.ts`).
  */
 import { readProfile } from '../calibrate/profileFile.ts';
 import {
@@ -18,56 +19,57 @@ import { GPUS, MODELS } from '../model/catalog.ts';
 import { replicaSpecProblem } from '../model/cost.ts';
 import { makeReplicaSpec } from '../model/spec.ts';
 import { KV_POLICY_NAMES } from '../scheduler/types.ts';
-import { type Flags, flagSpec, UsageError } from './args.ts';
-
-export const ENGINE_FLAGS = flagSpec({
-  string:
-    'model gpu tp budget max-seqs kv-policy block-size kv-blocks profile ' +
-    'max-loras max-cpu-loras max-lora-rank lora-load-gbps cpu-kv-gib cpu-kv-gbps',
-});
+import { type Flags, UsageError } from './args.ts';
+import { helpOf } from './options/help.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
+import { int, num, oneOf, options, str } from './options/table.ts';
 
 const D = ENGINE_DEFAULTS;
-export const ENGINE_HELP = `engine (the same flags for kvroute engine, kvroute sim and npm run demo)
-  --model NAME          ${Object.keys(MODELS).join(', ')} (default ${D.model})
-  --gpu NAME            ${Object.keys(GPUS).join(', ')} (default ${D.gpu})
-  --tp N                GPUs per replica (default ${D.tp})
-  --budget N            tokens per step (default ${D.budgetTokens})
-  --max-seqs N          running sequences at most (default ${D.maxSeqs})
-  --kv-policy P         ${KV_POLICY_NAMES.join(' | ')} (default ${D.kvPolicy}: vLLM's; reserve: the
-                        scheduler seed's reserve-at-admission)
-  --block-size N        tokens per KV block (default ${D.blockSize})
-  --kv-blocks N         KV pool size in blocks (default: the cost model's pool)
-  --profile FILE        calibrated step times from kvroute calibrate (default: roofline)
-  --max-loras N         LoRA adapters in one step at most (vLLM's; default ${DEFAULT_MAX_LORAS})
-  --max-cpu-loras N     adapters kept resident, >= --max-loras (default: --max-loras)
-  --max-lora-rank R     ${LORA_RANKS.join(', ')} (default ${DEFAULT_MAX_LORA_RANK}); sizes an adapter
-  --lora-load-gbps F    storage read bandwidth of an adapter load, GB/s (default
-                        ${DEFAULT_LORA_LOAD_GBPS}: 84 ms for a rank-16 Llama 3.3 70B adapter)
-  --cpu-kv-gib G        a CPU tier of G GiB of KV per replica (vLLM's OffloadingConnector,
-                        --kv-offloading-size): GPU evictions kept there, prefixes loaded back
-                        (default: none)
-  --cpu-kv-gbps F       host-to-GPU KV copy bandwidth, GB/s (default ${DEFAULT_CPU_KV_GBPS}: PCIe 5.0 x16)
-`;
+
+/** The engine's options, one row each (`options/table.ts`). */
+// biome-ignore format: one option a line
+export const ENGINE_OPTIONS = options({
+  model: oneOf(Object.keys(MODELS), 'NAME', '{values}', { default: D.model, section: 'engine (the same flags for kvroute engine, kvroute sim and npm run demo)' }),
+  gpu: oneOf(Object.keys(GPUS), 'NAME', '{values}', { default: D.gpu }),
+  tp: int('N', 'GPUs per replica', { above: 0, default: D.tp }),
+  budget: int('N', 'tokens per step', { above: 0, default: D.budgetTokens, unit: 'tokens' }),
+  'max-seqs': int('N', 'running sequences at most', { above: 0, default: D.maxSeqs }),
+  'kv-policy': oneOf(KV_POLICY_NAMES, 'P', "{values} (default {default}: vLLM's; reserve: the scheduler seed's reserve-at-admission)", { default: D.kvPolicy }),
+  'block-size': int('N', 'tokens per KV block', { above: 0, default: D.blockSize, unit: 'tokens' }),
+  'kv-blocks': int('N', "KV pool size in blocks (default: the cost model's pool)", { above: 0, unit: 'blocks' }),
+  profile: str('FILE', 'calibrated step times from kvroute calibrate (default: roofline)'),
+  'max-loras': int('N', "LoRA adapters in one step at most (vLLM's; default {default})", { above: 0, default: DEFAULT_MAX_LORAS }),
+  'max-cpu-loras': int('N', 'adapters kept resident, >= --max-loras (default: --max-loras)', { above: 0 }),
+  'max-lora-rank': oneOf(LORA_RANKS.map((r) => String(r)), 'R', '{values} (default {default}); sizes an adapter', { default: DEFAULT_MAX_LORA_RANK }),
+  'lora-load-gbps': num('F', 'storage read bandwidth of an adapter load, GB/s (default {default}: 84 ms for a rank-16 Llama 3.3 70B adapter)', { above: 0, default: DEFAULT_LORA_LOAD_GBPS, unit: 'GB/s' }),
+  'cpu-kv-gib': num('G', "a CPU tier of G GiB of KV per replica (vLLM's OffloadingConnector, --kv-offloading-size): GPU evictions kept there, prefixes loaded back (default: none)", { above: 0, unit: 'GiB' }),
+  'cpu-kv-gbps': num('F', 'host-to-GPU KV copy bandwidth, GB/s (default {default}: PCIe 5.0 x16)', { above: 0, default: DEFAULT_CPU_KV_GBPS, unit: 'GB/s' }),
+});
+
+export const ENGINE_FLAGS = specOf(ENGINE_OPTIONS);
+export const ENGINE_HELP = helpOf(ENGINE_OPTIONS);
 
 export function readEngineFlags(flags: Flags): EngineOptions {
+  const option = readerOf(ENGINE_OPTIONS, flags);
   const engine: EngineOptions = {
-    model: flags.oneOf('model', Object.keys(MODELS)) ?? D.model,
-    gpu: flags.oneOf('gpu', Object.keys(GPUS)) ?? D.gpu,
-    tp: flags.positive('tp', true) ?? D.tp,
-    budgetTokens: flags.positive('budget', true) ?? D.budgetTokens,
-    maxSeqs: flags.positive('max-seqs', true) ?? D.maxSeqs,
-    kvPolicy: flags.oneOf('kv-policy', KV_POLICY_NAMES) ?? D.kvPolicy,
-    blockSize: flags.positive('block-size', true) ?? D.blockSize,
+    model: option('model') ?? D.model,
+    gpu: option('gpu') ?? D.gpu,
+    tp: option('tp') ?? D.tp,
+    budgetTokens: option('budget') ?? D.budgetTokens,
+    maxSeqs: option('max-seqs') ?? D.maxSeqs,
+    kvPolicy: option('kv-policy') ?? D.kvPolicy,
+    blockSize: option('block-size') ?? D.blockSize,
   };
-  const kvBlocks = flags.positive('kv-blocks', true);
+  const kvBlocks = option('kv-blocks');
   if (kvBlocks !== undefined) engine.kvBlocks = kvBlocks;
   const profile = readProfileFlag(flags, engine.tp);
   if (profile) engine.profile = profile;
   const lora = readLoraFlags(flags);
   if (lora) engine.lora = lora;
-  const cpuKvGiB = flags.positive('cpu-kv-gib');
+  const cpuKvGiB = option('cpu-kv-gib');
   if (cpuKvGiB !== undefined) engine.cpuKvGiB = cpuKvGiB;
-  const cpuKvGbps = flags.positive('cpu-kv-gbps');
+  const cpuKvGbps = option('cpu-kv-gbps');
   if (cpuKvGbps !== undefined) {
     if (cpuKvGiB === undefined) throw new UsageError('--cpu-kv-gbps needs --cpu-kv-gib G');
     engine.cpuKvGbps = cpuKvGbps;
@@ -83,18 +85,16 @@ export function readEngineFlags(flags: Flags): EngineOptions {
 function readLoraFlags(flags: Flags): LoraConfig | undefined {
   const names = ['max-loras', 'max-cpu-loras', 'max-lora-rank', 'lora-load-gbps'];
   if (!names.some((n) => flags.has(n))) return undefined;
-  const maxLoras = flags.positive('max-loras', true) ?? DEFAULT_MAX_LORAS;
-  const maxCpuLoras = flags.positive('max-cpu-loras', true);
+  const option = readerOf(ENGINE_OPTIONS, flags);
+  const maxLoras = option('max-loras') ?? DEFAULT_MAX_LORAS;
+  const maxCpuLoras = option('max-cpu-loras');
   if (maxCpuLoras !== undefined && maxCpuLoras < maxLoras) {
     throw new UsageError(
       `--max-cpu-loras: max_cpu_loras (${maxCpuLoras}) must be >= max_loras (${maxLoras})`,
     );
   }
-  const rank = flags.oneOf(
-    'max-lora-rank',
-    LORA_RANKS.map((r) => String(r)),
-  );
-  const loadGBps = flags.positive('lora-load-gbps');
+  const rank = option('max-lora-rank');
+  const loadGBps = option('lora-load-gbps');
   return {
     maxLoras,
     ...(maxCpuLoras !== undefined && { maxCpuLoras }),
@@ -108,7 +108,7 @@ function readLoraFlags(flags: Flags): LoraConfig | undefined {
  * the flag. Shared by every command that takes the flag.
  */
 export function readProfileFlag(flags: Flags, tp: number): CostProfile | undefined {
-  const path = flags.string('profile');
+  const path = readerOf(ENGINE_OPTIONS, flags)('profile');
   if (path === undefined) return undefined;
   let profile: CostProfile;
   try {

@@ -8,20 +8,26 @@
 import { readFileSync } from 'node:fs';
 import type { NatsAuth } from '../sync/natsAuth.ts';
 import { type Flags, UsageError } from './args.ts';
+import { helpOf } from './options/help.ts';
+import { flagNamesOf } from './options/spec.ts';
+import { options, str } from './options/table.ts';
 
-/** The flags, as one string for `flagSpec` (every command that connects lists them). */
-export const NATS_AUTH_FLAG_NAMES =
-  'nats-user nats-password-file nats-token-file nats-nkey-file nats-creds-file nats-tls-ca nats-tls-cert nats-tls-key';
+/** The credential and TLS flags, as rows of an option table (`options/table.ts`). */
+// biome-ignore format: one option a line
+export const NATS_AUTH_OPTIONS = options({
+  'nats-user': str('NAME', "NATS user; its password from --nats-password-file FILE or the environment's KVROUTE_NATS_PASSWORD"),
+  'nats-password-file': str('FILE', "the NATS user's password (a mounted secret)"),
+  'nats-token-file': str('FILE', 'a NATS token (or KVROUTE_NATS_TOKEN)'),
+  'nats-nkey-file': str('FILE', 'a NATS nkey seed (SU...)'),
+  'nats-creds-file': str('FILE', 'a NATS creds file (JWT and seed, as nsc writes it)'),
+  'nats-tls-ca': str('FILE', 'TLS to NATS, the server checked against this CA'),
+  'nats-tls-cert': str('FILE', 'a client certificate (mutual TLS), with --nats-tls-key'),
+  'nats-tls-key': str('FILE', "the client certificate's key, with --nats-tls-cert"),
+});
 
-export const NATS_AUTH_HELP = `  --nats-user NAME      NATS user; its password from --nats-password-file FILE or the
-                        environment's KVROUTE_NATS_PASSWORD
-  --nats-password-file FILE  the NATS user's password (a mounted secret)
-  --nats-token-file FILE     a NATS token (or KVROUTE_NATS_TOKEN)
-  --nats-nkey-file FILE      a NATS nkey seed (SU...)
-  --nats-creds-file FILE     a NATS creds file (JWT and seed, as nsc writes it)
-  --nats-tls-ca FILE    TLS to NATS, the server checked against this CA
-  --nats-tls-cert FILE --nats-tls-key FILE  a client certificate (mutual TLS)
-`;
+/** The flags, as one string for `flagSpec` (commands not yet on an option table). */
+export const NATS_AUTH_FLAG_NAMES = flagNamesOf(NATS_AUTH_OPTIONS);
+export const NATS_AUTH_HELP = helpOf(NATS_AUTH_OPTIONS);
 
 type Env = Record<string, string | undefined>;
 

@@ -12,24 +12,30 @@ import type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
 import { RUNTIME_NAMES } from '../engine/server/options.ts';
 import { defaultTokenizerDir, writeTinyModel } from '../gguf/tinyModel.ts';
 import { type Flags, UsageError } from './args.ts';
+import { helpOf } from './options/help.ts';
+import { readerOf } from './options/read.ts';
+import { flagNamesOf } from './options/spec.ts';
+import { int, oneOf, options, str } from './options/table.ts';
 
-export const RUNTIME_FLAG_NAMES = 'runtime gguf threads';
+/** The real-engine flags, as rows of an option table (`options/table.ts`). */
+// biome-ignore format: one option a line
+export const RUNTIME_OPTIONS = options({
+  runtime: oneOf(RUNTIME_NAMES, 'R', '{values} (default sim); llama.cpp: real engines on the CPU (run at most two with --threads 1 on a small machine)', { section: 'real engines' }),
+  gguf: str('FILE', "their model (default: the tiny model, Llama 3's tokenizer, written once to the temp folder; the gateway then tokenizes with Llama 3's tokenizer)"),
+  threads: int('N', 'CPU threads per engine', { above: 0, default: 1 }),
+});
 
-export const RUNTIME_HELP = `real engines
-  --runtime R           ${RUNTIME_NAMES.join(' | ')} (default sim); llama.cpp: real engines on the CPU
-                        (run at most two with --threads 1 on a small machine)
-  --gguf FILE           their model (default: the tiny model, Llama 3's tokenizer, written once
-                        to the temp folder; the gateway then tokenizes with Llama 3's tokenizer)
-  --threads N           CPU threads per engine (default 1)
-`;
+export const RUNTIME_FLAG_NAMES = flagNamesOf(RUNTIME_OPTIONS);
+export const RUNTIME_HELP = helpOf(RUNTIME_OPTIONS);
 
 export type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
 
 /** The real-engine flags; null with the sim runtime. Writes the tiny model when it is needed. */
 export async function readRuntimeFlags(flags: Flags): Promise<RealEngines | null> {
-  const runtime = flags.oneOf('runtime', RUNTIME_NAMES) ?? 'sim';
-  const gguf = flags.string('gguf');
-  const threads = flags.positive('threads', true);
+  const option = readerOf(RUNTIME_OPTIONS, flags);
+  const runtime = option('runtime') ?? 'sim';
+  const gguf = option('gguf');
+  const threads = option('threads');
   if (runtime === 'sim') {
     if (gguf !== undefined) throw new UsageError('--gguf needs --runtime llama.cpp');
     if (threads !== undefined) throw new UsageError('--threads needs --runtime llama.cpp');

@@ -12,7 +12,6 @@ import {
   DEFAULT_KV_THRESHOLD,
   DEFAULT_POLICY,
   DEFAULT_STALE_MS,
-  INDEX_MODES,
   type IndexMode,
 } from '../router/defaults.ts';
 import { DEFAULT_SESSION_CAPACITY } from '../router/sessionMap.ts';
@@ -20,37 +19,54 @@ import { defaultPlannerConfig, type PlannerConfig } from './planner.ts';
 import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admissionConfig.ts';
 import { backendSpeed } from './backendSpeed.ts';
 import { defaultFlowControl, type FlowControlConfig, readFlowDoc } from './flowConfig.ts';
-import { configError, int, isRecord, num, str } from './configValues.ts';
+import { configError, int, isRecord, str } from './configValues.ts';
 import { GPUS } from '../model/catalog.ts';
 import { GatewayError } from './errors.ts';
-import { TOKENIZE_MODES, type TokenizeMode } from './requestTokenizers.ts';
+import { unknownKey } from '../cli/options/configKeys.ts';
+import { configReaderOf } from '../cli/options/configValue.ts';
+import { SERVE_CONFIG_KEYS, SERVE_OPTIONS } from '../cli/options/serve.ts';
 import { BACKEND_ROLES, type BackendRole, isBackendRole } from './pd/roles.ts';
+import {
+  DEFAULT_BLOCK_SIZE,
+  DEFAULT_BODY_LIMIT_BYTES,
+  DEFAULT_EMBEDDED_REPLICAS,
+  DEFAULT_EVENTS_CHECK_MS,
+  DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+  DEFAULT_HEADERS_TIMEOUT_MS,
+  DEFAULT_HOST,
+  DEFAULT_INDEX,
+  DEFAULT_LOG_LEVEL,
+  DEFAULT_MAX_RETRIES,
+  DEFAULT_PORT,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_ROUTER_SEED,
+  DEFAULT_SCRAPE_MS,
+  DEFAULT_SESSION_HEADER,
+  DEFAULT_SESSION_SLACK_TOKENS,
+  DEFAULT_TOKENIZE,
+  DEFAULT_TOKENIZER,
+  LOG_LEVELS,
+  type LogLevel,
+  type TokenizeMode,
+} from './configDefaults.ts';
 
-export const DEFAULT_PORT = 8080;
-export const DEFAULT_HOST = '127.0.0.1';
-export const DEFAULT_SCRAPE_MS = 100;
-export const DEFAULT_BLOCK_SIZE = 16;
-/** OpenAI bodies with long prompts run to a few MB; anything past this is refused with 413. */
-export const DEFAULT_BODY_LIMIT_BYTES = 8 * 1024 * 1024;
-/** Attempts after the first when a backend refuses or resets before any byte reached the client. */
-export const DEFAULT_MAX_RETRIES = 2;
-/** Replicas the embedded fleet starts when no backend is given. */
-export const DEFAULT_EMBEDDED_REPLICAS = 4;
-/**
- * No byte of a response by then: the attempt is given up, retried on another replica, and the
- * silent one is probed. The worst modelled time to first token is a whole 131,072-token context
- * prefilled beside a full decode batch on the seed replica (Llama 3.3 70B, TP=2 H200): 64 chunks
- * of 2,048 tokens at 71.3 us/token, about 9.6 s. A few seconds above it, a live engine is never
- * cut for a long prefill; a frozen one holds its requests 15 s instead of the 300 s body timeout.
- */
-export const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 15_000;
-/** A client must send its headers within this (slowloris), and its whole request within the next. */
-export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
-/** A backend whose KV events never arrived while it served requests: warned about this often. */
-export const DEFAULT_EVENTS_CHECK_MS = 60_000;
-export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
+export {
+  DEFAULT_BLOCK_SIZE,
+  DEFAULT_BODY_LIMIT_BYTES,
+  DEFAULT_EMBEDDED_REPLICAS,
+  DEFAULT_EVENTS_CHECK_MS,
+  DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+  DEFAULT_HEADERS_TIMEOUT_MS,
+  DEFAULT_HOST,
+  DEFAULT_MAX_RETRIES,
+  DEFAULT_PORT,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_SCRAPE_MS,
+  DEFAULT_SESSION_HEADER,
+  DEFAULT_SESSION_SLACK_TOKENS,
+  LOG_LEVELS,
+  type LogLevel,
+};
 
 export interface BackendConfig {
   /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8001. */
@@ -205,15 +221,6 @@ export interface SessionAffinityConfig {
   capacity: number;
 }
 
-/** The session header read when none is named. */
-export const DEFAULT_SESSION_HEADER = 'x-session-id';
-/**
- * Default slack: a conversation keeps its replica while that one has at most this many more
- * prompt tokens queued than the least loaded (about a second of prefill on a 70B TP=2 H200
- * replica at 71 us/token is 14,000; a quarter of that is spent on a cache the router cannot see).
- */
-export const DEFAULT_SESSION_SLACK_TOKENS = 4_096;
-
 /** Session affinity on, with the defaults. */
 export function defaultSessionAffinity(): SessionAffinityConfig {
   return {
@@ -229,10 +236,10 @@ export function defaultConfig(): GatewayConfig {
     port: DEFAULT_PORT,
     backends: [],
     policy: DEFAULT_POLICY,
-    index: 'events',
-    tokenizer: 'builtin',
+    index: DEFAULT_INDEX,
+    tokenizer: DEFAULT_TOKENIZER,
     chatTemplate: null,
-    tokenize: 'local',
+    tokenize: DEFAULT_TOKENIZE,
     modelTokenizers: {},
     staleMs: DEFAULT_STALE_MS,
     kvThreshold: DEFAULT_KV_THRESHOLD,
@@ -242,7 +249,7 @@ export function defaultConfig(): GatewayConfig {
     maxRetries: DEFAULT_MAX_RETRIES,
     apiKeys: [],
     tenantSalts: {},
-    seed: 1,
+    seed: DEFAULT_ROUTER_SEED,
     embeddedReplicas: DEFAULT_EMBEDDED_REPLICAS,
     kvEventsBind: null,
     eventsCheckMs: DEFAULT_EVENTS_CHECK_MS,
@@ -251,7 +258,7 @@ export function defaultConfig(): GatewayConfig {
     firstByteTimeoutMs: DEFAULT_FIRST_BYTE_TIMEOUT_MS,
     headersTimeoutMs: DEFAULT_HEADERS_TIMEOUT_MS,
     requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
-    logLevel: 'info',
+    logLevel: DEFAULT_LOG_LEVEL,
     accessLog: false,
     exposeReplicaAddresses: false,
     admission: defaultAdmission(),
@@ -281,150 +288,75 @@ export function loadConfigFile(path: string, base: GatewayConfig = defaultConfig
   return applyConfigDoc(doc ?? {}, base);
 }
 
-/** Every top-level key a config file may hold (docs/configuration.md lists them). */
-export const KNOWN_KEYS: ReadonlySet<string> = new Set([
-  'host',
-  'port',
-  'backends',
-  'policy',
-  'index',
-  'tokenizer',
-  'chat-template',
-  'tokenize',
-  'models',
-  'stale-ms',
-  'kv-threshold',
-  'scrape-ms',
-  'block-size',
-  'body-limit-bytes',
-  'max-retries',
-  'api-keys',
-  'tenants',
-  'seed',
-  'replicas',
-  'admin-key',
-  'metrics-key',
-  'first-byte-timeout-ms',
-  'headers-timeout-ms',
-  'request-timeout-ms',
-  'log-level',
-  'access-log',
-  'expose-replica-addresses',
-  'max-queue-ms',
-  'max-ttft-ms',
-  'prefill-us-per-token',
-  'priority-classes',
-  'pd-threshold',
-  'decode-cost-tokens',
-  'engine-budget',
-  'kv-events-bind',
-  'flow-control',
-  'session-affinity',
-  'session-header',
-  'session-slack-tokens',
-  'session-max',
-  'planner',
-  'planner-window-s',
-  'planner-interval-s',
-  'planner-scale-down-s',
-  'planner-profile',
-  'planner-slo-ttft-p99-ms',
-  'planner-slo-tpot-p99-ms',
-  'planner-max-replicas',
-  'planner-slo-ttft-slowdown',
-]);
+/**
+ * Every top-level key a config file may hold: those `kvroute serve`'s option table declares
+ * (src/cli/options/serve.ts), which also writes their docs.
+ */
+export const KNOWN_KEYS: ReadonlySet<string> = SERVE_CONFIG_KEYS;
 
 /** Validates a parsed config document (object form of the YAML) onto `base`. */
 export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig {
   if (!isRecord(doc)) throw configError('(top level)', 'must be a mapping');
-  for (const key of Object.keys(doc)) {
-    if (!KNOWN_KEYS.has(key)) throw configError(key, 'is not a known key');
-  }
+  const unknown = unknownKey(doc, KNOWN_KEYS);
+  if (unknown) throw configError(unknown.key, `is not a known key (${unknown.accepted})`);
   const out = { ...base };
-  if (doc.host !== undefined) out.host = str(doc.host, 'host');
-  if (doc.port !== undefined) out.port = int(doc.port, 'port', 0, 65535);
+  const value = configReaderOf(SERVE_OPTIONS, doc);
+  const set = <K extends keyof GatewayConfig>(key: K, v: GatewayConfig[K] | undefined): void => {
+    if (v !== undefined) out[key] = v;
+  };
+  set('host', value('host'));
+  set('port', value('port'));
+  // Any string here; `kvroute serve` names the policies when it is not one of them.
   if (doc.policy !== undefined) out.policy = str(doc.policy, 'policy');
-  if (doc.index !== undefined) out.index = oneOf(doc.index, 'index', INDEX_MODES);
-  if (doc.tokenizer !== undefined) out.tokenizer = str(doc.tokenizer, 'tokenizer');
-  if (doc['chat-template'] !== undefined)
-    out.chatTemplate = str(doc['chat-template'], 'chat-template');
-  if (doc.tokenize !== undefined) out.tokenize = oneOf(doc.tokenize, 'tokenize', TOKENIZE_MODES);
-  if (doc['stale-ms'] !== undefined) out.staleMs = num(doc['stale-ms'], 'stale-ms', 1);
-  if (doc['kv-threshold'] !== undefined) {
-    out.kvThreshold = num(doc['kv-threshold'], 'kv-threshold', Number.MIN_VALUE, 1);
-  }
-  if (doc['scrape-ms'] !== undefined) out.scrapeMs = num(doc['scrape-ms'], 'scrape-ms', 1);
-  if (doc['block-size'] !== undefined) out.blockSize = int(doc['block-size'], 'block-size', 1);
+  set('index', value('index'));
+  set('tokenizer', value('tokenizer'));
+  set('chatTemplate', value('chat-template'));
+  set('tokenize', value('tokenize'));
+  set('staleMs', value('stale-ms'));
+  set('kvThreshold', value('kv-threshold'));
+  set('scrapeMs', value('scrape-ms'));
+  set('blockSize', value('block-size'));
   if (doc['body-limit-bytes'] !== undefined) {
     out.bodyLimitBytes = int(doc['body-limit-bytes'], 'body-limit-bytes', 1);
   }
   if (doc['max-retries'] !== undefined)
     out.maxRetries = int(doc['max-retries'], 'max-retries', 0, 10);
-  if (doc.seed !== undefined) out.seed = int(doc.seed, 'seed', 0);
-  if (doc['pd-threshold'] !== undefined)
-    out.pdThreshold = int(doc['pd-threshold'], 'pd-threshold', 0);
+  set('seed', value('seed'));
+  set('pdThreshold', value('pd-threshold'));
   if (doc['engine-budget'] !== undefined && doc['decode-cost-tokens'] === undefined) {
     throw configError('engine-budget', 'needs decode-cost-tokens');
   }
-  if (doc['decode-cost-tokens'] !== undefined) {
-    out.decodeCost = { tokens: num(doc['decode-cost-tokens'], 'decode-cost-tokens', 0) };
-    if (doc['engine-budget'] !== undefined) {
-      out.decodeCost.budgetTokens = int(doc['engine-budget'], 'engine-budget', 1);
-    }
+  const decodeCostTokens = value('decode-cost-tokens');
+  if (decodeCostTokens !== undefined) {
+    const budgetTokens = value('engine-budget');
+    out.decodeCost = {
+      tokens: decodeCostTokens,
+      ...(budgetTokens !== undefined && { budgetTokens }),
+    };
   }
   const sessionKeys = ['session-header', 'session-slack-tokens', 'session-max'] as const;
   if (doc['session-affinity'] !== undefined || sessionKeys.some((k) => doc[k] !== undefined)) {
-    const on =
-      doc['session-affinity'] === undefined
-        ? true
-        : bool(doc['session-affinity'], 'session-affinity');
+    const on = value('session-affinity') ?? true;
     const s = out.sessionAffinity ?? defaultSessionAffinity();
+    const header = value('session-header');
     out.sessionAffinity = on
       ? {
-          header:
-            doc['session-header'] === undefined
-              ? s.header
-              : headerName(str(doc['session-header'], 'session-header'), 'session-header'),
-          slackTokens:
-            doc['session-slack-tokens'] === undefined
-              ? s.slackTokens
-              : num(doc['session-slack-tokens'], 'session-slack-tokens', 0),
-          capacity:
-            doc['session-max'] === undefined
-              ? s.capacity
-              : int(doc['session-max'], 'session-max', 1),
+          header: header === undefined ? s.header : headerName(header, 'session-header'),
+          slackTokens: value('session-slack-tokens') ?? s.slackTokens,
+          capacity: value('session-max') ?? s.capacity,
         }
       : null;
   }
   out.planner = readPlannerDoc(doc, out.planner);
-  if (doc.replicas !== undefined) out.embeddedReplicas = int(doc.replicas, 'replicas', 1, 64);
-  if (doc['admin-key'] !== undefined) {
-    out.adminKey = nonEmpty(str(doc['admin-key'], 'admin-key'), 'admin-key');
-  }
-  if (doc['metrics-key'] !== undefined) {
-    out.metricsKey = nonEmpty(str(doc['metrics-key'], 'metrics-key'), 'metrics-key');
-  }
-  if (doc['first-byte-timeout-ms'] !== undefined) {
-    out.firstByteTimeoutMs = int(doc['first-byte-timeout-ms'], 'first-byte-timeout-ms', 1);
-  }
-  if (doc['headers-timeout-ms'] !== undefined) {
-    out.headersTimeoutMs = int(doc['headers-timeout-ms'], 'headers-timeout-ms', 1);
-  }
-  if (doc['request-timeout-ms'] !== undefined) {
-    out.requestTimeoutMs = int(doc['request-timeout-ms'], 'request-timeout-ms', 1);
-  }
-  if (doc['log-level'] !== undefined)
-    out.logLevel = oneOf(doc['log-level'], 'log-level', LOG_LEVELS);
-  if (doc['access-log'] !== undefined) {
-    if (typeof doc['access-log'] !== 'boolean')
-      throw configError('access-log', 'must be true or false');
-    out.accessLog = doc['access-log'];
-  }
-  if (doc['expose-replica-addresses'] !== undefined) {
-    if (typeof doc['expose-replica-addresses'] !== 'boolean')
-      throw configError('expose-replica-addresses', 'must be true or false');
-    out.exposeReplicaAddresses = doc['expose-replica-addresses'];
-  }
+  set('embeddedReplicas', value('replicas'));
+  set('adminKey', value('admin-key'));
+  set('metricsKey', value('metrics-key'));
+  set('firstByteTimeoutMs', value('first-byte-timeout-ms'));
+  set('headersTimeoutMs', value('headers-timeout-ms'));
+  set('requestTimeoutMs', value('request-timeout-ms'));
+  set('logLevel', value('log-level'));
+  set('accessLog', value('access-log'));
+  set('exposeReplicaAddresses', value('expose-replica-addresses'));
   if (doc['kv-events-bind'] !== undefined) {
     out.kvEventsBind = zmqUrl(doc['kv-events-bind'], 'kv-events-bind');
   }
@@ -719,29 +651,21 @@ function readPlannerDoc(
   if (keys.length === 0) return current;
   if (doc.planner !== undefined && !bool(doc.planner, 'planner')) return null;
   const c = { ...(current ?? defaultPlannerConfig()) };
-  const pos = (key: string) => num(doc[key], key, Number.MIN_VALUE);
-  if (doc['planner-window-s'] !== undefined) c.windowS = pos('planner-window-s');
-  if (doc['planner-interval-s'] !== undefined) c.intervalS = pos('planner-interval-s');
-  if (doc['planner-scale-down-s'] !== undefined) {
-    c.scaleDownS = num(doc['planner-scale-down-s'], 'planner-scale-down-s', 0);
-  }
-  if (doc['planner-profile'] !== undefined) {
-    c.profile = nonEmpty(str(doc['planner-profile'], 'planner-profile'), 'planner-profile');
-  }
-  if (doc['planner-slo-ttft-p99-ms'] !== undefined) c.sloTtftP99Ms = pos('planner-slo-ttft-p99-ms');
-  if (doc['planner-slo-tpot-p99-ms'] !== undefined) c.sloTpotP99Ms = pos('planner-slo-tpot-p99-ms');
-  if (doc['planner-slo-ttft-slowdown'] !== undefined) {
-    c.sloTtftSlowdown = num(doc['planner-slo-ttft-slowdown'], 'planner-slo-ttft-slowdown', 1);
-  }
+  const value = configReaderOf(SERVE_OPTIONS, doc);
+  c.windowS = value('planner-window-s') ?? c.windowS;
+  c.intervalS = value('planner-interval-s') ?? c.intervalS;
+  c.scaleDownS = value('planner-scale-down-s') ?? c.scaleDownS;
+  c.profile = value('planner-profile') ?? c.profile;
+  c.sloTtftP99Ms = value('planner-slo-ttft-p99-ms') ?? c.sloTtftP99Ms;
+  c.sloTpotP99Ms = value('planner-slo-tpot-p99-ms') ?? c.sloTpotP99Ms;
+  c.sloTtftSlowdown = value('planner-slo-ttft-slowdown') ?? c.sloTtftSlowdown;
   if (c.sloTtftSlowdown !== null && c.sloTtftP99Ms !== null) {
     throw configError(
       'planner-slo-ttft-slowdown',
       'and planner-slo-ttft-p99-ms are alternatives; give one',
     );
   }
-  if (doc['planner-max-replicas'] !== undefined) {
-    c.maxReplicas = int(doc['planner-max-replicas'], 'planner-max-replicas', 1);
-  }
+  c.maxReplicas = value('planner-max-replicas') ?? c.maxReplicas;
   return c;
 }
 
@@ -761,13 +685,6 @@ export function headerName(v: string, key: string): string {
 function nonEmpty(v: string, key: string): string {
   if (v.length === 0) throw configError(key, 'must not be empty');
   return v;
-}
-
-function oneOf<T extends string>(v: unknown, key: string, allowed: readonly T[]): T {
-  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
-    throw configError(key, `must be one of ${allowed.join(', ')}`);
-  }
-  return v as T;
 }
 
 function httpUrl(v: unknown, key: string): string {

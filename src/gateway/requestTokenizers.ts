@@ -16,8 +16,9 @@ import { vllm } from '../engines/vllm.ts';
 import { type Backend, backendHeaders } from './backends.ts';
 import type { RequestTokenizer, TokenizeQuery } from './request.ts';
 
-export const TOKENIZE_MODES = ['local', 'remote'] as const;
-export type TokenizeMode = (typeof TOKENIZE_MODES)[number];
+import { TOKENIZE_MODES, type TokenizeMode } from './configDefaults.ts';
+
+export { TOKENIZE_MODES, type TokenizeMode };
 
 /** Backends asked before falling back to the local tokenizer. */
 const REMOTE_TRIES = 2;

@@ -1,0 +1,11 @@
+/**
+ * The generated spans of docs/configuration.md, by name: `<!-- options:NAME -->` holds the
+ * table made here. test/docs.reference.test.ts checks each; `writeDocs.ts` rewrites them.
+ */
+import { configDocOf, flagsDocOf } from './docs.ts';
+import { SERVE_OPTIONS } from './serve.ts';
+
+export const DOC_SPANS: Readonly<Record<string, () => string>> = {
+  'serve-config': () => configDocOf(SERVE_OPTIONS),
+  serve: () => flagsDocOf(SERVE_OPTIONS),
+};
