@@ -98,3 +98,46 @@ test('the planner flags: off by default, any of them turns it on, one TTFT targe
   );
   assert.throws(() => of(['--planner-max-replicas', '0']), /--planner-max-replicas/);
 });
+
+test('the fast window: the last seconds are searched alone too, and the larger answer is taken', async () => {
+  const searched: number[] = [];
+  const planner = new GatewayPlanner(
+    { ...defaultPlannerConfig(), windowS: 300, fastWindowS: 30, maxReplicas: 10 },
+    {
+      registry: new Registry(),
+      logger: makeLogger({ level: 'silent', pretty: false }),
+      policy: 'cost',
+      blockSize: 16,
+      async search(obs) {
+        searched.push(obs.length);
+        // The whole window asks for 2; the burst in its last 30 s alone asks for 6.
+        return { minReplicas: obs.length > 4 ? 2 : 6, probes: 1 };
+      },
+    },
+  );
+  for (const atMs of [0, 100_000, 200_000, 275_000, 280_000, 290_000]) {
+    planner.observe('m', { atMs, promptTokens: 100, outputTokens: 5, blockKeys: [] });
+  }
+  await planner.tick(300_000);
+  assert.deepEqual(searched, [6, 3], 'the window, then its last 30 s');
+  assert.equal(planner.answers()[0]!.desiredReplicas, 6);
+  // Off (the default): one search, its answer.
+  const off = new GatewayPlanner(
+    { ...defaultPlannerConfig(), windowS: 300, maxReplicas: 10 },
+    {
+      registry: new Registry(),
+      logger: makeLogger({ level: 'silent', pretty: false }),
+      policy: 'cost',
+      blockSize: 16,
+      async search() {
+        return { minReplicas: 2, probes: 1 };
+      },
+    },
+  );
+  off.observe('m', { atMs: 0, promptTokens: 100, outputTokens: 5, blockKeys: [] });
+  off.observe('m', { atMs: 290_000, promptTokens: 100, outputTokens: 5, blockKeys: [] });
+  await off.tick(300_000);
+  assert.equal(off.answers()[0]!.desiredReplicas, 2);
+  await planner.close();
+  await off.close();
+});

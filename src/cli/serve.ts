@@ -153,6 +153,7 @@ function readPlannerFlags(
   const sloTpotP99Ms = option('planner-slo-tpot-p99-ms');
   const maxReplicas = option('planner-max-replicas');
   const slowdown = option('planner-slo-ttft-slowdown');
+  const fastWindowS = option('planner-fast-window-s');
   const given = [
     windowS,
     intervalS,
@@ -162,6 +163,7 @@ function readPlannerFlags(
     sloTpotP99Ms,
     maxReplicas,
     slowdown,
+    fastWindowS,
   ];
   if (!option('planner') && given.every((v) => v === undefined)) return current;
   if (profile !== undefined) {
@@ -188,6 +190,7 @@ function readPlannerFlags(
     sloTtftSlowdown: relative,
     sloTpotP99Ms: sloTpotP99Ms ?? c.sloTpotP99Ms,
     maxReplicas: maxReplicas ?? c.maxReplicas,
+    fastWindowS: fastWindowS ?? c.fastWindowS,
   };
 }
 

@@ -666,6 +666,7 @@ function readPlannerDoc(
     );
   }
   c.maxReplicas = value('planner-max-replicas') ?? c.maxReplicas;
+  c.fastWindowS = value('planner-fast-window-s') ?? c.fastWindowS;
   return c;
 }
 

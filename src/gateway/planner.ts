@@ -17,7 +17,12 @@ import {
   type WindowSearchAnswer,
   type WindowSearchOptions,
 } from '../planner/online/searchWindow.ts';
-import { type Observation, RequestWindow, type WindowFit } from '../planner/online/window.ts';
+import {
+  type Observation,
+  RequestWindow,
+  recentOf,
+  type WindowFit,
+} from '../planner/online/window.ts';
 import { chunkKeysOf } from '../planner/online/windowTrace.ts';
 import type { Logger } from './log.ts';
 
@@ -38,12 +43,18 @@ export interface PlannerConfig {
   sloTtftSlowdown: number | null;
   /** Most replicas the search tries (the answer when none meets the SLO). */
   maxReplicas: number;
+  /**
+   * Also search the last this-many seconds alone and take the larger answer, so a rise in the
+   * rate is acted on before it fills the window, s (0: off).
+   */
+  fastWindowS: number;
 }
 
 export const DEFAULT_PLANNER_WINDOW_S = 300;
 export const DEFAULT_PLANNER_INTERVAL_S = 30;
 export const DEFAULT_PLANNER_SCALE_DOWN_S = 300;
 export const DEFAULT_PLANNER_MAX_REPLICAS = 64;
+export const DEFAULT_PLANNER_FAST_WINDOW_S = 0;
 /** Worker threads per search: two keep every probe off the gateway's event loop. */
 const SEARCH_THREADS = 2;
 /** A window needs this many requests before it is searched (a rate needs two arrivals). */
@@ -61,6 +72,7 @@ export function defaultPlannerConfig(): PlannerConfig {
     sloTpotP99Ms: null,
     sloTtftSlowdown: null,
     maxReplicas: DEFAULT_PLANNER_MAX_REPLICAS,
+    fastWindowS: DEFAULT_PLANNER_FAST_WINDOW_S,
   };
 }
 
@@ -196,20 +208,20 @@ export class GatewayPlanner {
     for (const [name, p] of this.#pools) {
       const obs = p.window.observations(nowMs).sort((a, b) => a.atMs - b.atMs);
       if (obs.length < MIN_REQUESTS) continue;
+      let answer: number;
       let result: WindowSearchAnswer;
       try {
-        result = await this.#search(obs, {
-          simArgs: plannerSimArgs(this.config),
-          policy: this.#policy,
-          maxReplicas: this.config.maxReplicas,
-          threads: SEARCH_THREADS,
-          startReplicas: p.hysteresis.desired ?? 1,
-        });
+        result = await this.#searchPool(obs, p.hysteresis.desired ?? 1);
+        answer = result.minReplicas ?? this.config.maxReplicas;
+        const recent = recentOf(obs, nowMs, this.config.fastWindowS * 1000, MIN_REQUESTS);
+        if (recent !== null) {
+          const fast = await this.#searchPool(recent, answer);
+          answer = Math.max(answer, fast.minReplicas ?? this.config.maxReplicas);
+        }
       } catch (err) {
         this.#logger.error({ pool: name, err }, 'planner: the search failed; the count stays');
         continue;
       }
-      const answer = result.minReplicas ?? this.config.maxReplicas;
       const before = p.hysteresis.desired;
       const step = p.hysteresis.step(answer, nowMs);
       const fit = p.window.fit(nowMs);
@@ -224,6 +236,16 @@ export class GatewayPlanner {
       this.#gauge.set({ pool: name }, step.desired);
       if (step.move !== 'hold') this.#logChange(name, step.move, before, p.answer, result.probes);
     }
+  }
+
+  #searchPool(obs: readonly Observation[], startReplicas: number): Promise<WindowSearchAnswer> {
+    return this.#search(obs, {
+      simArgs: plannerSimArgs(this.config),
+      policy: this.#policy,
+      maxReplicas: this.config.maxReplicas,
+      threads: SEARCH_THREADS,
+      startReplicas,
+    });
   }
 
   #logChange(

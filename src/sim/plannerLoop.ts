@@ -14,7 +14,7 @@
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { SimulatedRun } from '../results/result.ts';
 import { Hysteresis, type PlannerMove } from '../planner/online/hysteresis.ts';
-import { RequestWindow } from '../planner/online/window.ts';
+import { RequestWindow, recentOf } from '../planner/online/window.ts';
 import { chunkKeysOf } from '../planner/online/windowTrace.ts';
 import type { Observation } from '../planner/online/window.ts';
 import type { Arrival } from '../workload/workloads.ts';
@@ -111,13 +111,14 @@ export class SimPlanner implements FleetScaling {
     let probes = result.probes;
     let fastAnswer: number | null | undefined;
     if (this.#fastWindowMs > 0) {
-      const recent = obs.filter((o) => o.atMs >= nowMs - this.#fastWindowMs);
-      if (recent.length >= MIN_REQUESTS && recent.length < obs.length) {
+      const recent = recentOf(obs, nowMs, this.#fastWindowMs, MIN_REQUESTS);
+      fastAnswer = null;
+      if (recent !== null) {
         const fast = this.#search(recent, answer);
         fastAnswer = fast.minReplicas;
         probes += fast.probes;
         answer = Math.max(answer, fast.minReplicas ?? this.#maxReplicas);
-      } else fastAnswer = null;
+      }
     }
     const step = this.#hysteresis.step(answer, nowMs);
     this.rounds.push({

@@ -27,6 +27,7 @@ import {
 } from '../../gateway/configDefaults.ts';
 import {
   DEFAULT_PLANNER_INTERVAL_S,
+  DEFAULT_PLANNER_FAST_WINDOW_S,
   DEFAULT_PLANNER_MAX_REPLICAS,
   DEFAULT_PLANNER_SCALE_DOWN_S,
   DEFAULT_PLANNER_WINDOW_S,
@@ -109,6 +110,7 @@ export const SERVE_OPTIONS = options({
   'planner-slo-tpot-p99-ms': num('MS', "the SLO's TPOT p99 (default: kvroute sim's)", { above: 0, config: 'planner-slo-tpot-p99-ms' }),
   'planner-slo-ttft-slowdown': num('X', "instead of a fixed TTFT: p99 of TTFT / the request's own cold TTFT at most X (prompts whose prefill alone outlasts a fixed target)", { min: 1, config: 'planner-slo-ttft-slowdown' }),
   'planner-max-replicas': int('N', 'most replicas tried; the answer when none meets the SLO', { above: 0, default: DEFAULT_PLANNER_MAX_REPLICAS, config: 'planner-max-replicas' }),
+  'planner-fast-window-s': num('S', 'also search the last S seconds of the window alone and take the larger answer: a rise in the rate is acted on before it fills the window (0: off)', { min: 0, default: DEFAULT_PLANNER_FAST_WINDOW_S, config: 'planner-fast-window-s' }),
   'max-queue-ms': num('N', '429 while every eligible replica has more than N ms of modelled prefill queued (default: no bound)', { above: 0, section: "admission (per-tenant limits and priority classes: the config file's tenants, see docs/routing.md)", config: 'max-queue-ms' }),
   'max-ttft-ms': num('N', "429 when the request's modelled TTFT on the replica it was routed to (prefill queued there + its own uncached prefill) is over N ms", { above: 0, config: 'max-ttft-ms' }),
   'prefill-us-per-token': num('F', "the served model's prefill cost for that bound (default {default}, the seed replica)", { above: 0, default: DEFAULT_PREFILL_US_PER_TOKEN.toFixed(1), unit: 'µs per token', config: 'prefill-us-per-token' }),

@@ -96,6 +96,22 @@ export class RequestWindow {
 }
 
 /** The fit of a list of observations in arrival order. */
+/**
+ * The last `fastWindowMs` of a window's observations, when that is a proper part of it with at
+ * least `minRequests`: the online planner searches it alone too and takes the larger answer, so a
+ * rise in the rate is acted on before it fills the window. Null when off (0) or not a proper part.
+ */
+export function recentOf(
+  obs: readonly Observation[],
+  nowMs: number,
+  fastWindowMs: number,
+  minRequests: number,
+): Observation[] | null {
+  if (fastWindowMs <= 0) return null;
+  const recent = obs.filter((o) => o.atMs >= nowMs - fastWindowMs);
+  return recent.length >= minRequests && recent.length < obs.length ? recent : null;
+}
+
 export function fitOf(obs: readonly Observation[]): WindowFit {
   const n = obs.length;
   const spanMs = n < 2 ? 0 : obs[n - 1]!.atMs - obs[0]!.atMs;
