@@ -112,6 +112,14 @@ interface ClassState<T> {
   maxFinishTag: number;
 }
 
+/** Fair order between two lanes with work: the smaller start tag, then the earlier enqueued head. */
+function before<T>(a: Lane<T>, b: Lane<T>): boolean {
+  return (
+    a.headStartTag < b.headStartTag ||
+    (a.headStartTag === b.headStartTag && a.entries[0]!.seq < b.entries[0]!.seq)
+  );
+}
+
 export class FlowQueue<T> {
   readonly #classes: ClassState<T>[];
   readonly #classByName = new Map<string, ClassState<T>>();
@@ -222,54 +230,32 @@ export class FlowQueue<T> {
     return { ok: true };
   }
 
-  /** The next item to dispatch (see the header for the order), removed; undefined when empty. */
-  dequeue(): FlowItem<T> | undefined {
-    for (const cls of this.#classes) {
-      if (cls.queued === 0) continue;
-      let best: Lane<T> | undefined;
-      for (const lane of cls.lanes.values()) {
-        const head = lane.entries[0];
-        if (head === undefined) continue;
-        if (
-          best === undefined ||
-          lane.headStartTag < best.headStartTag ||
-          (lane.headStartTag === best.headStartTag && head.seq < (best.entries[0]?.seq ?? 0))
-        ) {
-          best = lane;
-        }
-      }
-      if (best === undefined) continue;
-      const entry = best.entries.shift() as Entry<T>;
-      const startTag = best.headStartTag;
-      const finishTag = startTag + entry.item.costTokens / best.weight;
-      cls.vTime = startTag;
-      best.lastFinishTag = finishTag;
-      cls.maxFinishTag = Math.max(cls.maxFinishTag, finishTag);
-      this.#forget(cls, best, entry.item);
-      if (best.entries.length > 0) best.headStartTag = Math.max(cls.vTime, best.lastFinishTag);
-      if (cls.queued === 0) this.#settle(cls);
-      return entry.item;
-    }
-    return undefined;
-  }
-
   /**
-   * The first item that `ready` accepts, removed, looking at most `lookAhead` items deep into
-   * each tenant's queue; undefined when none is ready. Only the highest-priority class with work
-   * is looked at (strict priority holds). Inside it the tenants are tried in `dequeue`'s order
-   * (smallest start tag first), and the item taken is charged to its tenant's tags exactly as a
-   * head would be (`finishTag = startTag + costTokens / weight`), so the fair share by tokens
-   * holds over what is taken; inside a tenant a later item may pass an earlier one that is not
-   * ready. With a `ready` that accepts everything it is `dequeue`.
+   * The next item to dispatch, removed; undefined when none is. Without `ready`, the header's
+   * order: the highest-priority class with work, inside it the head with the smallest start tag
+   * (ties: the earlier enqueued).
+   *
+   * With `ready`, the first item that `ready` accepts, looking at most `lookAhead` items deep
+   * into each tenant's queue (default 1: heads only). Only the highest-priority class with work
+   * is looked at (strict priority holds: nothing of a lower class passes it). Inside it the
+   * tenants are tried in the same order (smallest start tag first), and the item taken is
+   * charged to its tenant's tags exactly as a head would be (`finishTag = startTag + costTokens
+   * / weight`), so the fair share by tokens holds over what is taken; inside a tenant a later
+   * item may pass an earlier one that is not ready. A `ready` that accepts everything gives the
+   * order without it.
    */
-  dequeueFirst(ready: (item: FlowItem<T>) => boolean, lookAhead: number): FlowItem<T> | undefined {
+  dequeue(ready?: (item: FlowItem<T>) => boolean, lookAhead = 1): FlowItem<T> | undefined {
     const depth = Math.max(1, Math.floor(lookAhead));
     for (const cls of this.#classes) {
       if (cls.queued === 0) continue;
       const lanes = [...cls.lanes.values()].filter((l) => l.entries.length > 0);
-      lanes.sort(
-        (a, b) => a.headStartTag - b.headStartTag || a.entries[0]!.seq - b.entries[0]!.seq,
-      );
+      if (ready === undefined)
+        return this.#take(
+          cls,
+          lanes.reduce((a, b) => (before(b, a) ? b : a)),
+          0,
+        );
+      lanes.sort((a, b) => (before(a, b) ? -1 : 1));
       for (const lane of lanes) {
         const n = Math.min(depth, lane.entries.length);
         for (let at = 0; at < n; at++) {

@@ -254,7 +254,7 @@ export class SimFlow<A> {
     const loads = replicas();
     if (isPoolSaturated({ replicas: loads }, this.#saturation)) return undefined;
     if (this.#release === 'room' || cachedTokens === undefined) return queue.dequeue();
-    return queue.dequeueFirst(
+    return queue.dequeue(
       (item) => this.#ready(item.payload, nowMs - item.arrivedMs, loads, cachedTokens),
       this.#lookAhead,
     );
