@@ -11,9 +11,9 @@ import { type FlowClass, isPoolSaturated } from '../flow/index.ts';
 import { badRequest } from '../openai/errors.ts';
 import type { AdmissionConfig } from './admissionConfig.ts';
 import type { FlowControlConfig } from './flowConfig.ts';
-import { FlowCancelled, type FlowRequest, PoolFlowGate } from './flowGate.ts';
+import { FlowCancelled, type FlowReadiness, type FlowRequest, PoolFlowGate } from './flowGate.ts';
 import { FlowMetrics } from './flowMetrics.ts';
-import { poolLoadView, replicasWithoutRoom, saturationLimits } from './flowView.ts';
+import { ownerReadiness, poolLoadView, replicasWithoutRoom, saturationLimits } from './flowView.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { ModelPool } from './pool.ts';
 
@@ -32,6 +32,7 @@ export class FlowControl {
   readonly #gates = new Map<ModelPool, { gate: PoolFlowGate; unlisten: () => void }>();
   readonly #saturated: (pool: ModelPool) => boolean;
   readonly #withoutRoom: (pool: ModelPool) => string[];
+  readonly #readiness: (pool: ModelPool) => FlowReadiness | null;
 
   /** `saturated`: the pool's saturation (default: the router's view through `isPoolSaturated`). */
   constructor(
@@ -54,6 +55,16 @@ export class FlowControl {
     const view = (pool: ModelPool) => poolLoadView(pool, Date.now(), admission.prefillUsPerToken);
     this.#saturated = saturated ?? ((pool) => isPoolSaturated(view(pool), limits));
     this.#withoutRoom = saturated ? () => [] : (pool) => replicasWithoutRoom(view(pool), limits);
+    // Owner release reads the router's view; a test's own saturation has none: room release.
+    const owner = { slackTokens: config.ownerSlackTokens, holdMs: config.ownerHoldMs };
+    this.#readiness =
+      config.release !== 'owner' || saturated
+        ? () => null
+        : (pool) => {
+            const nowMs = Date.now();
+            const v = poolLoadView(pool, nowMs, admission.prefillUsPerToken);
+            return ownerReadiness(pool, v, limits, nowMs, owner);
+          };
     this.#flowMetrics = new FlowMetrics(metrics.registry, () =>
       [...this.#gates.values()].flatMap((g) => g.gate.queued()),
     );
@@ -125,6 +136,8 @@ export class FlowControl {
       maxQueuedPerTenant: c.maxQueuedPerTenant,
       maxWaitMs: c.maxWaitMs,
       saturated: () => this.#saturated(pool),
+      readiness: () => this.#readiness(pool),
+      lookAhead: c.lookAhead,
       poolLabel: this.#metrics.modelLabel(pool.model),
       tenantLabel: (t) => this.#metrics.tenantLabel(t === '' ? null : t),
       metrics: this.#flowMetrics,
