@@ -110,6 +110,8 @@ interface ClassState<T> {
   queuedTokens: number;
   vTime: number;
   maxFinishTag: number;
+  /** Dropped by `reconfigure` while requests waited in it: takes none, gone once empty. */
+  retired: boolean;
 }
 
 /** Fair order between two lanes with work: the smaller start tag, then the earlier enqueued head. */
@@ -121,12 +123,12 @@ function before<T>(a: Lane<T>, b: Lane<T>): boolean {
 }
 
 export class FlowQueue<T> {
-  readonly #classes: ClassState<T>[];
+  #classes: ClassState<T>[] = [];
   readonly #classByName = new Map<string, ClassState<T>>();
-  readonly #weights: Record<string, number>;
-  readonly #maxQueued: number;
-  readonly #maxQueuedPerTenant: number;
-  readonly #maxWaitMs: number;
+  #weights: Record<string, number> = {};
+  #maxQueued = 0;
+  #maxQueuedPerTenant = 0;
+  #maxWaitMs = 0;
   /** Where each queued item sits, by id. */
   readonly #where = new Map<string, { cls: ClassState<T>; lane: Lane<T> }>();
   readonly #perTenant = new Map<string, number>();
@@ -134,6 +136,18 @@ export class FlowQueue<T> {
   #seq = 0;
 
   constructor(opts: FlowQueueOptions) {
+    this.reconfigure(opts);
+  }
+
+  /**
+   * New settings for a queue that may hold requests (a config reload). Weights apply to the
+   * tags handed out from now on; bounds to later arrivals (those waiting stay, even past a
+   * lower bound); the deadline to every waiting request (`arrivedMs + maxWaitMs`). A class
+   * keeps its waiting requests and tags and takes its new priority; a class dropped while
+   * requests wait in it keeps them, in its old place, until it empties, and takes no more
+   * (`unknown-class`). Throws, changing nothing, on settings the constructor refuses.
+   */
+  reconfigure(opts: FlowQueueOptions): void {
     if (opts.classes.length === 0) throw new RangeError('flow queue: at least one class');
     for (const [key, value] of [
       ['maxQueued', opts.maxQueued],
@@ -148,27 +162,40 @@ export class FlowQueue<T> {
         throw new RangeError(`flow queue: weight of tenant ${tenant} must be > 0, got ${w}`);
       }
     }
+    const names = new Set<string>();
+    for (const c of opts.classes) {
+      if (names.has(c.name)) throw new RangeError(`flow queue: class ${c.name} listed twice`);
+      names.add(c.name);
+    }
     this.#weights = { ...weights };
     this.#maxQueued = opts.maxQueued;
     this.#maxQueuedPerTenant = opts.maxQueuedPerTenant;
     this.#maxWaitMs = opts.maxWaitMs;
-    const ordered = opts.classes
-      .map((c, index) => ({ ...c, index }))
-      .sort((a, b) => b.priority - a.priority || a.index - b.index);
-    this.#classes = ordered.map((c) => ({
-      name: c.name,
-      priority: c.priority,
-      lanes: new Map(),
-      queued: 0,
-      queuedTokens: 0,
-      vTime: 0,
-      maxFinishTag: 0,
-    }));
+    const listed = opts.classes.map((c, index) => {
+      const cls = this.#classByName.get(c.name) ?? {
+        name: c.name,
+        priority: c.priority,
+        lanes: new Map<string, Lane<T>>(),
+        queued: 0,
+        queuedTokens: 0,
+        vTime: 0,
+        maxFinishTag: 0,
+        retired: false,
+      };
+      cls.priority = c.priority;
+      cls.retired = false;
+      return { cls, index };
+    });
+    listed.sort((a, b) => b.cls.priority - a.cls.priority || a.index - b.index);
+    const kept = this.#classes.filter((c) => !names.has(c.name) && c.queued > 0);
+    for (const c of kept) c.retired = true;
+    // Retired classes keep their priority; among equals, the listed ones first.
+    this.#classes = [...listed.map((l) => l.cls), ...kept];
+    this.#classes.sort((a, b) => b.priority - a.priority);
+    this.#classByName.clear();
     for (const c of this.#classes) {
-      if (this.#classByName.has(c.name)) {
-        throw new RangeError(`flow queue: class ${c.name} listed twice`);
-      }
       this.#classByName.set(c.name, c);
+      for (const lane of c.lanes.values()) lane.weight = this.weightOf(lane.tenant);
     }
   }
 
@@ -194,7 +221,7 @@ export class FlowQueue<T> {
 
   enqueue(item: FlowItem<T>): EnqueueResult {
     const cls = this.#classByName.get(item.priorityClass);
-    if (cls === undefined) return { ok: false, reason: 'unknown-class' };
+    if (cls === undefined || cls.retired) return { ok: false, reason: 'unknown-class' };
     if (this.#where.has(item.id)) throw new Error(`flow queue: id ${item.id} is already queued`);
     if (!(item.costTokens >= 0 && Number.isFinite(item.costTokens))) {
       throw new RangeError(`flow queue: costTokens must be >= 0, got ${item.costTokens}`);
@@ -373,6 +400,10 @@ export class FlowQueue<T> {
   #settle(cls: ClassState<T>): void {
     cls.vTime = Math.max(cls.vTime, cls.maxFinishTag);
     cls.lanes.clear();
+    if (cls.retired) {
+      this.#classes = this.#classes.filter((c) => c !== cls);
+      this.#classByName.delete(cls.name);
+    }
   }
 
   #forget(cls: ClassState<T>, lane: Lane<T>, item: FlowItem<T>): void {

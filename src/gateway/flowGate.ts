@@ -88,8 +88,14 @@ interface Waiter {
   onAbort: (() => void) | undefined;
 }
 
+/** What a config reload may change in a gate (`PoolFlowGate.reconfigure`). */
+export type FlowGateSettings = Pick<
+  FlowGateOptions,
+  'classes' | 'tenantWeights' | 'maxQueued' | 'maxQueuedPerTenant' | 'maxWaitMs' | 'lookAhead'
+>;
+
 export class PoolFlowGate {
-  readonly #o: FlowGateOptions;
+  #o: FlowGateOptions;
   readonly #queue: FlowQueue<Waiter>;
   #tick: NodeJS.Timeout | null = null;
   #pumpScheduled = false;
@@ -106,6 +112,27 @@ export class PoolFlowGate {
       maxQueuedPerTenant: options.maxQueuedPerTenant,
       maxWaitMs: options.maxWaitMs,
     });
+  }
+
+  /**
+   * New settings from a config reload (`FlowQueue.reconfigure`: waiting requests keep their
+   * places; the new deadline applies to them, the new bounds to later arrivals). The next
+   * check runs now: a request that a new setting lets go leaves.
+   */
+  reconfigure(settings: FlowGateSettings): void {
+    this.#queue.reconfigure({
+      classes: settings.classes,
+      tenantWeights: settings.tenantWeights,
+      maxQueued: settings.maxQueued,
+      maxQueuedPerTenant: settings.maxQueuedPerTenant,
+      maxWaitMs: settings.maxWaitMs,
+    });
+    this.#o = { ...this.#o, ...settings };
+    if (this.#tick !== null) {
+      this.#stopTick();
+      this.#startTick();
+    }
+    this.pump();
   }
 
   /** Requests waiting now. */
