@@ -13,7 +13,9 @@
  * light tenant weight W in the fair share (default 1, as heavy). `--flow-release room|owner`
  * picks when a queued request leaves (`SimFlowControl.release`), with `--owner-slack-tokens`,
  * `--owner-hold-ms` and `--look-ahead` for `owner`; `--saturation-queue-ms MS` the replica's
- * queued-prefill limit (`--flow-saturation-queue-ms`). `--json` prints
+ * queued-prefill limit (`--flow-saturation-queue-ms`). `--slowest N` prints the light tenant's N
+ * slowest measured requests of the run with flow control: arrival, queue wait, the rest of its
+ * TTFT (on the engine), prompt tokens cached on the replica that served it. `--json` prints
  * {"carryingRatePerS", "ratePerS", "runs": {"alone", "without", "with"}, "ratios"}.
  */
 import { parseArgs } from 'node:util';
@@ -28,7 +30,24 @@ import {
   type FlowRelease,
 } from '../src/sim/flowControl.ts';
 import { carryingRatePerS, runFlowExperiment, tenantOf } from '../src/sim/flowExperiment.ts';
+import type { RequestRecord } from '../src/results/requestRecord.ts';
 import { benchFlags } from './flags.ts';
+
+/** Light's `n` slowest requests (by TTFT): where each one's time went. */
+function formatSlowest(records: RequestRecord[], n: number): string {
+  const top = [...records].sort((a, b) => (b.ttftMs ?? 0) - (a.ttftMs ?? 0)).slice(0, n);
+  const ms = (v: number) => String(Math.round(v)).padStart(8);
+  const lines = top.map((r) => {
+    const wait = r.queueWaitMs ?? 0;
+    const ttft = r.ttftMs ?? 0;
+    return `${String(r.id).padStart(6)} ${ms(r.arrivalMs)} ${ms(ttft)} ${ms(wait)} ${ms(ttft - wait)} ${String(r.cachedTokens ?? '-').padStart(7)}/${r.promptTokens} ${String(r.replica).padStart(7)}`;
+  });
+  return [
+    `light's ${top.length} slowest of ${records.length} measured, with flow control (ms):`,
+    '    id  arrival     TTFT    queue   engine  cached/prompt  replica',
+    ...lines,
+  ].join('\n');
+}
 
 const { values } = parseArgs({
   options: {
@@ -44,6 +63,7 @@ const { values } = parseArgs({
     'owner-hold-ms': { type: 'string' },
     'look-ahead': { type: 'string' },
     'saturation-queue-ms': { type: 'string' },
+    slowest: { type: 'string' },
   },
 });
 const { fail, positiveInt } = benchFlags('bench:flow');
@@ -81,6 +101,7 @@ const saturationQueueMs = nonNegative(
   defaults.saturation.maxQueuedPrefillMs ?? 0,
 );
 const lookAhead = positiveInt('look-ahead', values['look-ahead'], DEFAULT_FLOW_LOOK_AHEAD);
+const slowest = values.slowest === undefined ? 0 : positiveInt('slowest', values.slowest, 1);
 const givenRate = values.rate === undefined ? undefined : Number(values.rate);
 if (givenRate !== undefined && !(givenRate > 0)) {
   fail(`--rate takes a number > 0, got '${values.rate}'`);
@@ -118,14 +139,30 @@ const tenants = [
   { name: 'heavy', share: 0.8, weight: 1, priorityClass: 'standard' as const },
   { name: 'light', share: 0.2, weight: lightWeight, priorityClass: 'standard' as const },
 ];
-const e = runFlowExperiment(setup.base, ratePerS, tenants, 'light', {
-  ...defaults,
-  saturation: { ...defaults.saturation, maxQueuedPrefillMs: saturationQueueMs },
-  release: release as FlowRelease,
-  ownerSlackTokens,
-  ownerHoldMs,
-  lookAhead,
-});
+const LIGHT = 1;
+const warmupMs = Math.min(20, durationS / 5) * 1000;
+const lightRecords: RequestRecord[] = [];
+const e = runFlowExperiment(
+  setup.base,
+  ratePerS,
+  tenants,
+  'light',
+  {
+    ...defaults,
+    saturation: { ...defaults.saturation, maxQueuedPrefillMs: saturationQueueMs },
+    release: release as FlowRelease,
+    ownerSlackTokens,
+    ownerHoldMs,
+    lookAhead,
+  },
+  slowest > 0
+    ? (r) => {
+        if (r.tenant === LIGHT && r.ttftMs !== null && r.arrivalMs >= warmupMs) {
+          lightRecords.push(r);
+        }
+      }
+    : undefined,
+);
 const unloadedMs = tenantOf(e.alone, 'light').ttftP99Ms;
 const ratios = {
   lightWithout: tenantOf(e.without, 'light').ttftP99Ms / unloadedMs,
@@ -153,6 +190,7 @@ if (values.json) {
     ])}\n\n`,
   );
   const x = (v: number) => `${v.toFixed(2)}x`;
+  if (slowest > 0) process.stdout.write(`${formatSlowest(lightRecords, slowest)}\n\n`);
   process.stdout.write(
     `TTFT p99 over light's unloaded ${Math.round(unloadedMs)} ms:\n` +
       `  light: without flow control ${x(ratios.lightWithout)}, with ${x(ratios.lightWith)}\n` +

@@ -1,7 +1,7 @@
 /**
- * Owner release: the readiness rule (`src/flow/ownerRelease.ts`) and the queue's
- * `dequeueFirst`, which passes requests that are not ready while keeping strict priority and the
- * fair share by tokens over what it takes.
+ * Owner release: the readiness rule (`src/flow/ownerRelease.ts`) and the queue's `dequeue`
+ * with a readiness test, which passes requests that are not ready while keeping strict priority
+ * and the fair share by tokens over what it takes.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -52,7 +52,7 @@ function item(tenant: string, costTokens: number, ready: boolean, cls = 'low'): 
   return { id: `o${n++}`, tenant, priorityClass: cls, costTokens, arrivedMs: 0, payload: ready };
 }
 
-describe('FlowQueue.dequeueFirst', () => {
+describe('FlowQueue.dequeue (with a readiness test)', () => {
   test('passes items that are not ready, within the look-ahead, and keeps strict priority', () => {
     const q = queue();
     const blocked = item('t0', 100, false);
@@ -60,11 +60,11 @@ describe('FlowQueue.dequeueFirst', () => {
     const other = item('t1', 100, true);
     for (const it of [blocked, behind, other]) q.enqueue(it);
     // t0's head is first by tag but not ready: the ready item behind it goes.
-    assert.equal(q.dequeueFirst((i) => i.payload, 2)?.id, behind.id);
+    assert.equal(q.dequeue((i) => i.payload, 2)?.id, behind.id);
     // Look-ahead 1 sees only heads: t1's goes.
-    assert.equal(q.dequeueFirst((i) => i.payload, 1)?.id, other.id);
+    assert.equal(q.dequeue((i) => i.payload, 1)?.id, other.id);
     assert.equal(
-      q.dequeueFirst((i) => i.payload, 8),
+      q.dequeue((i) => i.payload, 8),
       undefined,
       'nothing ready',
     );
@@ -73,12 +73,12 @@ describe('FlowQueue.dequeueFirst', () => {
     q.enqueue(high);
     blocked.payload = true;
     assert.equal(
-      q.dequeueFirst((i) => i.payload, 8),
+      q.dequeue((i) => i.payload, 8),
       undefined,
       'a lower class waits for a higher',
     );
-    assert.equal(q.dequeueFirst(() => true, 8)?.id, high.id);
-    assert.equal(q.dequeueFirst(() => true, 8)?.id, blocked.id);
+    assert.equal(q.dequeue(() => true, 8)?.id, high.id);
+    assert.equal(q.dequeue(() => true, 8)?.id, blocked.id);
   });
 
   test('with every item ready it is dequeue', () => {
@@ -100,7 +100,7 @@ describe('FlowQueue.dequeueFirst', () => {
           let id = 0;
           for (const op of ops) {
             if (op.take) {
-              assert.equal(a.dequeueFirst(() => true, lookAhead)?.id, b.dequeue()?.id);
+              assert.equal(a.dequeue(() => true, lookAhead)?.id, b.dequeue()?.id);
               continue;
             }
             const it: FlowItem<boolean> = {
@@ -148,7 +148,7 @@ describe('FlowQueue.dequeueFirst', () => {
           let served: [number, number] | null = null;
           const take = () => {
             const both = q.sizeOf('t0') > 0 && q.sizeOf('t1') > 0;
-            const got = q.dequeueFirst((i) => i.payload, 4);
+            const got = q.dequeue((i) => i.payload, 4);
             if (got === undefined) return false;
             if (both && served !== null) {
               if (got.tenant === 't0') served[0] += got.costTokens;

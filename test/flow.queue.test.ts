@@ -456,3 +456,76 @@ describe('FlowQueue properties', () => {
     );
   });
 });
+
+describe('FlowQueue.reconfigure (a config reload)', () => {
+  test('waiting requests keep their places; a new weight applies to later tags', () => {
+    const q = new FlowQueue<null>(options());
+    for (let i = 0; i < 4; i++) q.enqueue(item('a', 100));
+    for (let i = 0; i < 4; i++) q.enqueue(item('b', 100));
+    q.reconfigure(options({ tenantWeights: { a: 3 } }));
+    assert.equal(q.size, 8);
+    const order = drain(q).map((i) => i.tenant);
+    // Heads were tagged at weight 1 (a, b); after them a's tags advance a third as fast.
+    assert.deepEqual(order, ['a', 'b', 'a', 'a', 'a', 'b', 'b', 'b']);
+  });
+
+  test('a dropped class keeps what waits in it, takes no more, and is gone once empty', () => {
+    const classes = [
+      { name: 'high', priority: 5 },
+      { name: 'standard', priority: 0 },
+    ];
+    const q = new FlowQueue<null>(options({ classes }));
+    const waiting = item('a', 10, { priorityClass: 'high' });
+    q.enqueue(waiting);
+    q.enqueue(item('a', 10));
+    q.reconfigure(options({ classes: [{ name: 'standard', priority: 9 }] }));
+    assert.deepEqual(q.enqueue(item('b', 10, { priorityClass: 'high' })), {
+      ok: false,
+      reason: 'unknown-class',
+    });
+    // standard now outranks the dropped class.
+    assert.equal(q.dequeue()?.priorityClass, 'standard');
+    assert.equal(q.dequeue()?.id, waiting.id);
+    assert.deepEqual(
+      q.stats().classes.map((c) => c.name),
+      ['standard'],
+    );
+    // Listed again, it takes requests again.
+    q.reconfigure(options({ classes }));
+    assert.deepEqual(q.enqueue(item('b', 10, { priorityClass: 'high' })), { ok: true });
+  });
+
+  test('the new deadline applies to waiting requests, the new bounds to later arrivals', () => {
+    const q = new FlowQueue<null>(options());
+    for (let i = 0; i < 3; i++) q.enqueue(item('a', 10, { arrivedMs: 0 }));
+    q.reconfigure(options({ maxQueued: 2, maxQueuedPerTenant: 2, maxWaitMs: 500 }));
+    assert.equal(q.size, 3, 'those waiting stay');
+    assert.deepEqual(q.enqueue(item('b', 10, { arrivedMs: 400 })), {
+      ok: false,
+      reason: 'queue-full',
+    });
+    assert.equal(q.nextDeadlineMs(), 500);
+    assert.equal(q.expire(500).length, 3);
+    assert.deepEqual(q.enqueue(item('b', 10, { arrivedMs: 600 })), { ok: true });
+  });
+
+  test('refused settings change nothing', () => {
+    const q = new FlowQueue<null>(options());
+    q.enqueue(item('a', 10));
+    assert.throws(() => q.reconfigure(options({ tenantWeights: { a: 0 } })), /weight of tenant a/);
+    assert.throws(
+      () =>
+        q.reconfigure(
+          options({
+            classes: [
+              { name: 'x', priority: 1 },
+              { name: 'x', priority: 2 },
+            ],
+          }),
+        ),
+      /class x listed twice/,
+    );
+    assert.equal(q.weightOf('a'), 1);
+    assert.equal(q.dequeue()?.priorityClass, 'standard');
+  });
+});

@@ -28,6 +28,10 @@ describe('the flow-control config key', () => {
           'max-queued': 50,
           'max-queued-per-tenant': 10,
           'max-wait-ms': 4000,
+          release: 'owner',
+          'owner-slack-tokens': 256,
+          'owner-hold-ms': 300,
+          'look-ahead': 4,
           saturation: { 'queue-depth': 2, 'kv-usage': 0.9, 'queued-prefill-ms': 500 },
         },
         tenants: { acme: { 'flow-weight': 3 } },
@@ -40,8 +44,13 @@ describe('the flow-control config key', () => {
       maxQueuedPerTenant: 10,
       maxWaitMs: 4000,
       saturation: { queueDepth: 2, kvUsage: 0.9, queuedPrefillMs: 500 },
+      release: 'owner',
+      ownerSlackTokens: 256,
+      ownerHoldMs: 300,
+      lookAhead: 4,
       tenantWeights: { acme: 3 },
     });
+    assert.equal(defaultConfig().flowControl.release, 'room');
   });
 
   test('names the key of a bad value', () => {
@@ -53,6 +62,12 @@ describe('the flow-control config key', () => {
         /saturation\.kv-usage must be within/,
       ],
       [{ 'flow-control': { speed: 1 } }, /flow-control\.speed is not a known key/],
+      [
+        { 'flow-control': { release: 'cache' } },
+        /flow-control\.release must be one of room, owner/,
+      ],
+      [{ 'flow-control': { 'look-ahead': 0 } }, /flow-control\.look-ahead must be within/],
+      [{ 'flow-control': { 'owner-hold-ms': -1 } }, /flow-control\.owner-hold-ms must be within/],
       [{ tenants: { acme: { 'flow-weight': 0 } } }, /tenants\.acme\.flow-weight must be within/],
       [
         { 'flow-control': { 'max-queued': 5, 'max-queued-per-tenant': 6 } },
@@ -81,12 +96,24 @@ describe('the --flow-* flags', () => {
       '0.7',
       '--flow-queued-prefill-ms',
       '0',
+      '--flow-release',
+      'owner',
+      '--flow-owner-slack-tokens',
+      '64',
+      '--flow-owner-hold-ms',
+      '250',
+      '--flow-look-ahead',
+      '8',
     ]).flowControl;
     assert.equal(c.enabled, true);
     assert.equal(c.maxQueued, 20);
     assert.equal(c.maxQueuedPerTenant, 5);
     assert.equal(c.maxWaitMs, 1500);
     assert.deepEqual(c.saturation, { queueDepth: 0, kvUsage: 0.7, queuedPrefillMs: 0 });
+    assert.deepEqual(
+      [c.release, c.ownerSlackTokens, c.ownerHoldMs, c.lookAhead],
+      ['owner', 64, 250, 8],
+    );
   });
 
   test('refuse tuning without flow control on, and bad values, naming the flag', () => {
@@ -97,6 +124,15 @@ describe('the --flow-* flags', () => {
     assert.throws(
       () => serve(['--flow-control', '--flow-max-queued', '0']),
       /--flow-max-queued must be greater than 0/,
+    );
+    assert.throws(() => serve(['--flow-release', 'owner']), /--flow-release needs --flow-control/);
+    assert.throws(
+      () => serve(['--flow-control', '--flow-release', 'cache']),
+      /--flow-release must be one of room, owner; got 'cache'/,
+    );
+    assert.throws(
+      () => serve(['--flow-control', '--flow-look-ahead', '0']),
+      /--flow-look-ahead must be at least 1/,
     );
     assert.throws(
       () => serve(['--flow-control', '--flow-kv-usage', '1.5']),

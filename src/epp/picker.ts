@@ -139,7 +139,15 @@ export class EppPicker {
       try {
         const waiting = flow.enter(
           pool,
-          { id, tenant: caller.tenant, priorityClass, costTokens: parsed?.promptTokens ?? 0 },
+          {
+            id,
+            tenant: caller.tenant,
+            priorityClass,
+            costTokens: parsed?.promptTokens ?? 0,
+            ...(parsed && {
+              prefix: { blockKeys: parsed.blockKeys, blockSize: this.#ctx.blockSize },
+            }),
+          },
           input.signal,
         );
         if (waiting !== null) await waiting;

@@ -110,15 +110,25 @@ interface ClassState<T> {
   queuedTokens: number;
   vTime: number;
   maxFinishTag: number;
+  /** Dropped by `reconfigure` while requests waited in it: takes none, gone once empty. */
+  retired: boolean;
+}
+
+/** Fair order between two lanes with work: the smaller start tag, then the earlier enqueued head. */
+function before<T>(a: Lane<T>, b: Lane<T>): boolean {
+  return (
+    a.headStartTag < b.headStartTag ||
+    (a.headStartTag === b.headStartTag && a.entries[0]!.seq < b.entries[0]!.seq)
+  );
 }
 
 export class FlowQueue<T> {
-  readonly #classes: ClassState<T>[];
+  #classes: ClassState<T>[] = [];
   readonly #classByName = new Map<string, ClassState<T>>();
-  readonly #weights: Record<string, number>;
-  readonly #maxQueued: number;
-  readonly #maxQueuedPerTenant: number;
-  readonly #maxWaitMs: number;
+  #weights: Record<string, number> = {};
+  #maxQueued = 0;
+  #maxQueuedPerTenant = 0;
+  #maxWaitMs = 0;
   /** Where each queued item sits, by id. */
   readonly #where = new Map<string, { cls: ClassState<T>; lane: Lane<T> }>();
   readonly #perTenant = new Map<string, number>();
@@ -126,6 +136,18 @@ export class FlowQueue<T> {
   #seq = 0;
 
   constructor(opts: FlowQueueOptions) {
+    this.reconfigure(opts);
+  }
+
+  /**
+   * New settings for a queue that may hold requests (a config reload). Weights apply to the
+   * tags handed out from now on; bounds to later arrivals (those waiting stay, even past a
+   * lower bound); the deadline to every waiting request (`arrivedMs + maxWaitMs`). A class
+   * keeps its waiting requests and tags and takes its new priority; a class dropped while
+   * requests wait in it keeps them, in its old place, until it empties, and takes no more
+   * (`unknown-class`). Throws, changing nothing, on settings the constructor refuses.
+   */
+  reconfigure(opts: FlowQueueOptions): void {
     if (opts.classes.length === 0) throw new RangeError('flow queue: at least one class');
     for (const [key, value] of [
       ['maxQueued', opts.maxQueued],
@@ -140,27 +162,40 @@ export class FlowQueue<T> {
         throw new RangeError(`flow queue: weight of tenant ${tenant} must be > 0, got ${w}`);
       }
     }
+    const names = new Set<string>();
+    for (const c of opts.classes) {
+      if (names.has(c.name)) throw new RangeError(`flow queue: class ${c.name} listed twice`);
+      names.add(c.name);
+    }
     this.#weights = { ...weights };
     this.#maxQueued = opts.maxQueued;
     this.#maxQueuedPerTenant = opts.maxQueuedPerTenant;
     this.#maxWaitMs = opts.maxWaitMs;
-    const ordered = opts.classes
-      .map((c, index) => ({ ...c, index }))
-      .sort((a, b) => b.priority - a.priority || a.index - b.index);
-    this.#classes = ordered.map((c) => ({
-      name: c.name,
-      priority: c.priority,
-      lanes: new Map(),
-      queued: 0,
-      queuedTokens: 0,
-      vTime: 0,
-      maxFinishTag: 0,
-    }));
+    const listed = opts.classes.map((c, index) => {
+      const cls = this.#classByName.get(c.name) ?? {
+        name: c.name,
+        priority: c.priority,
+        lanes: new Map<string, Lane<T>>(),
+        queued: 0,
+        queuedTokens: 0,
+        vTime: 0,
+        maxFinishTag: 0,
+        retired: false,
+      };
+      cls.priority = c.priority;
+      cls.retired = false;
+      return { cls, index };
+    });
+    listed.sort((a, b) => b.cls.priority - a.cls.priority || a.index - b.index);
+    const kept = this.#classes.filter((c) => !names.has(c.name) && c.queued > 0);
+    for (const c of kept) c.retired = true;
+    // Retired classes keep their priority; among equals, the listed ones first.
+    this.#classes = [...listed.map((l) => l.cls), ...kept];
+    this.#classes.sort((a, b) => b.priority - a.priority);
+    this.#classByName.clear();
     for (const c of this.#classes) {
-      if (this.#classByName.has(c.name)) {
-        throw new RangeError(`flow queue: class ${c.name} listed twice`);
-      }
       this.#classByName.set(c.name, c);
+      for (const lane of c.lanes.values()) lane.weight = this.weightOf(lane.tenant);
     }
   }
 
@@ -186,7 +221,7 @@ export class FlowQueue<T> {
 
   enqueue(item: FlowItem<T>): EnqueueResult {
     const cls = this.#classByName.get(item.priorityClass);
-    if (cls === undefined) return { ok: false, reason: 'unknown-class' };
+    if (cls === undefined || cls.retired) return { ok: false, reason: 'unknown-class' };
     if (this.#where.has(item.id)) throw new Error(`flow queue: id ${item.id} is already queued`);
     if (!(item.costTokens >= 0 && Number.isFinite(item.costTokens))) {
       throw new RangeError(`flow queue: costTokens must be >= 0, got ${item.costTokens}`);
@@ -222,54 +257,32 @@ export class FlowQueue<T> {
     return { ok: true };
   }
 
-  /** The next item to dispatch (see the header for the order), removed; undefined when empty. */
-  dequeue(): FlowItem<T> | undefined {
-    for (const cls of this.#classes) {
-      if (cls.queued === 0) continue;
-      let best: Lane<T> | undefined;
-      for (const lane of cls.lanes.values()) {
-        const head = lane.entries[0];
-        if (head === undefined) continue;
-        if (
-          best === undefined ||
-          lane.headStartTag < best.headStartTag ||
-          (lane.headStartTag === best.headStartTag && head.seq < (best.entries[0]?.seq ?? 0))
-        ) {
-          best = lane;
-        }
-      }
-      if (best === undefined) continue;
-      const entry = best.entries.shift() as Entry<T>;
-      const startTag = best.headStartTag;
-      const finishTag = startTag + entry.item.costTokens / best.weight;
-      cls.vTime = startTag;
-      best.lastFinishTag = finishTag;
-      cls.maxFinishTag = Math.max(cls.maxFinishTag, finishTag);
-      this.#forget(cls, best, entry.item);
-      if (best.entries.length > 0) best.headStartTag = Math.max(cls.vTime, best.lastFinishTag);
-      if (cls.queued === 0) this.#settle(cls);
-      return entry.item;
-    }
-    return undefined;
-  }
-
   /**
-   * The first item that `ready` accepts, removed, looking at most `lookAhead` items deep into
-   * each tenant's queue; undefined when none is ready. Only the highest-priority class with work
-   * is looked at (strict priority holds). Inside it the tenants are tried in `dequeue`'s order
-   * (smallest start tag first), and the item taken is charged to its tenant's tags exactly as a
-   * head would be (`finishTag = startTag + costTokens / weight`), so the fair share by tokens
-   * holds over what is taken; inside a tenant a later item may pass an earlier one that is not
-   * ready. With a `ready` that accepts everything it is `dequeue`.
+   * The next item to dispatch, removed; undefined when none is. Without `ready`, the header's
+   * order: the highest-priority class with work, inside it the head with the smallest start tag
+   * (ties: the earlier enqueued).
+   *
+   * With `ready`, the first item that `ready` accepts, looking at most `lookAhead` items deep
+   * into each tenant's queue (default 1: heads only). Only the highest-priority class with work
+   * is looked at (strict priority holds: nothing of a lower class passes it). Inside it the
+   * tenants are tried in the same order (smallest start tag first), and the item taken is
+   * charged to its tenant's tags exactly as a head would be (`finishTag = startTag + costTokens
+   * / weight`), so the fair share by tokens holds over what is taken; inside a tenant a later
+   * item may pass an earlier one that is not ready. A `ready` that accepts everything gives the
+   * order without it.
    */
-  dequeueFirst(ready: (item: FlowItem<T>) => boolean, lookAhead: number): FlowItem<T> | undefined {
+  dequeue(ready?: (item: FlowItem<T>) => boolean, lookAhead = 1): FlowItem<T> | undefined {
     const depth = Math.max(1, Math.floor(lookAhead));
     for (const cls of this.#classes) {
       if (cls.queued === 0) continue;
       const lanes = [...cls.lanes.values()].filter((l) => l.entries.length > 0);
-      lanes.sort(
-        (a, b) => a.headStartTag - b.headStartTag || a.entries[0]!.seq - b.entries[0]!.seq,
-      );
+      if (ready === undefined)
+        return this.#take(
+          cls,
+          lanes.reduce((a, b) => (before(b, a) ? b : a)),
+          0,
+        );
+      lanes.sort((a, b) => (before(a, b) ? -1 : 1));
       for (const lane of lanes) {
         const n = Math.min(depth, lane.entries.length);
         for (let at = 0; at < n; at++) {
@@ -387,6 +400,10 @@ export class FlowQueue<T> {
   #settle(cls: ClassState<T>): void {
     cls.vTime = Math.max(cls.vTime, cls.maxFinishTag);
     cls.lanes.clear();
+    if (cls.retired) {
+      this.#classes = this.#classes.filter((c) => c !== cls);
+      this.#classByName.delete(cls.name);
+    }
   }
 
   #forget(cls: ClassState<T>, lane: Lane<T>, item: FlowItem<T>): void {

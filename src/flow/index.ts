@@ -16,4 +16,12 @@ export {
   type ReplicaLoad,
   type SaturationLimits,
 } from './saturation.ts';
-export { type OwnerReleaseOptions, ownerReady } from './ownerRelease.ts';
+export {
+  DEFAULT_LOOK_AHEAD,
+  DEFAULT_OWNER_HOLD_MS,
+  DEFAULT_OWNER_SLACK_TOKENS,
+  FLOW_RELEASES,
+  type FlowRelease,
+  type OwnerReleaseOptions,
+  ownerReady,
+} from './ownerRelease.ts';

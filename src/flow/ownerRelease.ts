@@ -17,6 +17,19 @@
  * cost rule prices, so the slack is in the same unit. Pure: the caller supplies both views.
  */
 
+/**
+ * When a queued request may leave: `room`, whenever some replica has room (llm-d's rule);
+ * `owner`, by `ownerReady` below.
+ */
+export const FLOW_RELEASES = ['room', 'owner'] as const;
+export type FlowRelease = (typeof FLOW_RELEASES)[number];
+/** Owner release: a replica with room may cache this many prompt tokens fewer than the best. */
+export const DEFAULT_OWNER_SLACK_TOKENS = 1024;
+/** Owner release: after this wait a request goes wherever there is room. */
+export const DEFAULT_OWNER_HOLD_MS = 500;
+/** Owner release: how deep into each tenant's queue a ready request is looked for. */
+export const DEFAULT_LOOK_AHEAD = 16;
+
 export interface OwnerReleaseOptions {
   /** Cached prompt tokens a replica with room may lack against the best one (>= 0). */
   slackTokens: number;

@@ -8,6 +8,10 @@
  *     max-queued: 1000              # requests waiting in all (more: 429)
  *     max-queued-per-tenant: 200    # requests of one tenant waiting (more: 429)
  *     max-wait-ms: 30000            # a request still waiting then: 503
+ *     release: room                 # room | owner: when a waiting request may leave
+ *     owner-slack-tokens: 1024      # owner: cached tokens a replica with room may lack
+ *     owner-hold-ms: 500            # owner: after this wait, any replica with room
+ *     look-ahead: 16                # owner: how deep into each tenant's queue
  *     saturation:                   # a replica is saturated past any one of these
  *       queue-depth: 5              # requests waiting in its engine (llm-d's default)
  *       kv-usage: 0.8               # KV cache usage fraction (llm-d's default)
@@ -18,6 +22,13 @@
  * The classes are `priority-classes` (vLLM's priority: lower goes first), a request's class its
  * `x-kvroute-priority` header or its tenant's `priority-class`, else `default`.
  */
+import {
+  DEFAULT_LOOK_AHEAD,
+  DEFAULT_OWNER_HOLD_MS,
+  DEFAULT_OWNER_SLACK_TOKENS,
+  FLOW_RELEASES,
+  type FlowRelease,
+} from '../flow/index.ts';
 import { configError, isRecord, num, int } from './configValues.ts';
 
 export interface FlowSaturationConfig {
@@ -35,6 +46,16 @@ export interface FlowControlConfig {
   maxQueuedPerTenant: number;
   maxWaitMs: number;
   saturation: FlowSaturationConfig;
+  /**
+   * When a waiting request may leave: `room`, whenever the pool has room; `owner`, when the
+   * replicas with room cache its prompt within `ownerSlackTokens` of the best replica (its
+   * cache owner has room) or it has waited `ownerHoldMs` since it arrived, others passing it
+   * meanwhile, at most `lookAhead` deep into each tenant's queue (`src/flow/ownerRelease.ts`).
+   */
+  release: FlowRelease;
+  ownerSlackTokens: number;
+  ownerHoldMs: number;
+  lookAhead: number;
   /** Tenant -> its weight inside its class (only tenants listed with `flow-weight`). */
   tenantWeights: Record<string, number>;
 }
@@ -58,11 +79,25 @@ export function defaultFlowControl(): FlowControlConfig {
     maxQueuedPerTenant: 200,
     maxWaitMs: 30_000,
     saturation: { ...DEFAULT_FLOW_SATURATION },
+    release: 'room',
+    ownerSlackTokens: DEFAULT_OWNER_SLACK_TOKENS,
+    ownerHoldMs: DEFAULT_OWNER_HOLD_MS,
+    lookAhead: DEFAULT_LOOK_AHEAD,
     tenantWeights: {},
   };
 }
 
-const FLOW_KEYS = ['enabled', 'max-queued', 'max-queued-per-tenant', 'max-wait-ms', 'saturation'];
+const FLOW_KEYS = [
+  'enabled',
+  'max-queued',
+  'max-queued-per-tenant',
+  'max-wait-ms',
+  'release',
+  'owner-slack-tokens',
+  'owner-hold-ms',
+  'look-ahead',
+  'saturation',
+];
 const SATURATION_KEYS = ['queue-depth', 'kv-usage', 'queued-prefill-ms'];
 
 /** The `flow-control` key and the tenants' `flow-weight` of a config document, onto `base`. */
@@ -102,6 +137,21 @@ export function readFlowDoc(
     }
     if (flow['max-wait-ms'] !== undefined) {
       out.maxWaitMs = num(flow['max-wait-ms'], 'flow-control.max-wait-ms', 1);
+    }
+    if (flow.release !== undefined) {
+      if (!(FLOW_RELEASES as readonly unknown[]).includes(flow.release)) {
+        throw configError('flow-control.release', `must be one of ${FLOW_RELEASES.join(', ')}`);
+      }
+      out.release = flow.release as FlowRelease;
+    }
+    if (flow['owner-slack-tokens'] !== undefined) {
+      out.ownerSlackTokens = int(flow['owner-slack-tokens'], 'flow-control.owner-slack-tokens', 0);
+    }
+    if (flow['owner-hold-ms'] !== undefined) {
+      out.ownerHoldMs = num(flow['owner-hold-ms'], 'flow-control.owner-hold-ms', 0);
+    }
+    if (flow['look-ahead'] !== undefined) {
+      out.lookAhead = int(flow['look-ahead'], 'flow-control.look-ahead', 1);
     }
     const sat = flow.saturation;
     if (sat !== undefined) {

@@ -7,13 +7,24 @@
  * class is its `x-kvroute-priority` header, else its tenant's `priority-class`, else `default`;
  * its tenant is the API key's (or, without client keys, the `x-kvroute-tenant` header's).
  */
-import { type FlowClass, isPoolSaturated } from '../flow/index.ts';
+import {
+  type FlowClass,
+  FlowQueue,
+  isPoolSaturated,
+  type SaturationLimits,
+} from '../flow/index.ts';
 import { badRequest } from '../openai/errors.ts';
 import type { AdmissionConfig } from './admissionConfig.ts';
 import type { FlowControlConfig } from './flowConfig.ts';
-import { FlowCancelled, type FlowRequest, PoolFlowGate } from './flowGate.ts';
+import {
+  FlowCancelled,
+  type FlowGateSettings,
+  type FlowReadiness,
+  type FlowRequest,
+  PoolFlowGate,
+} from './flowGate.ts';
 import { FlowMetrics } from './flowMetrics.ts';
-import { poolLoadView, replicasWithoutRoom, saturationLimits } from './flowView.ts';
+import { ownerReadiness, poolLoadView, replicasWithoutRoom, saturationLimits } from './flowView.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { ModelPool } from './pool.ts';
 
@@ -23,15 +34,33 @@ export const DEFAULT_CLASS = 'default';
 
 export { FlowCancelled };
 
+/**
+ * The queue's classes: `priority-classes` (vLLM's priority, lower first: the queue's priority is
+ * its negation) and `default` (vLLM's 0) unless the config names a class `default`.
+ */
+function classesOf(priorityClasses: Record<string, number>): FlowClass[] {
+  const classes: FlowClass[] = Object.entries(priorityClasses).map(([name, vllmPriority]) => ({
+    name,
+    priority: -vllmPriority,
+  }));
+  if (!Object.hasOwn(priorityClasses, DEFAULT_CLASS)) {
+    classes.push({ name: DEFAULT_CLASS, priority: 0 });
+  }
+  return classes;
+}
+
 export class FlowControl {
-  readonly #config: FlowControlConfig;
-  readonly #classes: FlowClass[];
-  readonly #tenantClass: Record<string, string>;
+  #config: FlowControlConfig;
+  #classes: FlowClass[];
+  #tenantClass: Record<string, string>;
+  #limits: SaturationLimits;
+  readonly #prefillUsPerToken: number;
   readonly #metrics: GatewayMetrics;
   readonly #flowMetrics: FlowMetrics;
   readonly #gates = new Map<ModelPool, { gate: PoolFlowGate; unlisten: () => void }>();
   readonly #saturated: (pool: ModelPool) => boolean;
   readonly #withoutRoom: (pool: ModelPool) => string[];
+  readonly #readiness: (pool: ModelPool) => FlowReadiness | null;
 
   /** `saturated`: the pool's saturation (default: the router's view through `isPoolSaturated`). */
   constructor(
@@ -43,20 +72,51 @@ export class FlowControl {
     this.#config = config;
     this.#metrics = metrics;
     this.#tenantClass = admission.tenantClass;
-    const classes: FlowClass[] = Object.entries(admission.priorityClasses).map(
-      ([name, vllmPriority]) => ({ name, priority: -vllmPriority }),
-    );
-    if (!Object.hasOwn(admission.priorityClasses, DEFAULT_CLASS)) {
-      classes.push({ name: DEFAULT_CLASS, priority: 0 });
-    }
-    this.#classes = classes;
-    const limits = saturationLimits(config.saturation);
-    const view = (pool: ModelPool) => poolLoadView(pool, Date.now(), admission.prefillUsPerToken);
-    this.#saturated = saturated ?? ((pool) => isPoolSaturated(view(pool), limits));
-    this.#withoutRoom = saturated ? () => [] : (pool) => replicasWithoutRoom(view(pool), limits);
+    this.#classes = classesOf(admission.priorityClasses);
+    this.#limits = saturationLimits(config.saturation);
+    this.#prefillUsPerToken = admission.prefillUsPerToken;
+    const view = (pool: ModelPool) => poolLoadView(pool, Date.now(), this.#prefillUsPerToken);
+    this.#saturated = saturated ?? ((pool) => isPoolSaturated(view(pool), this.#limits));
+    this.#withoutRoom = saturated
+      ? () => []
+      : (pool) => replicasWithoutRoom(view(pool), this.#limits);
+    // Owner release reads the router's view; a test's own saturation has none: room release.
+    this.#readiness = saturated
+      ? () => null
+      : (pool) => {
+          const c = this.#config;
+          if (c.release !== 'owner') return null;
+          const nowMs = Date.now();
+          const v = poolLoadView(pool, nowMs, this.#prefillUsPerToken);
+          return ownerReadiness(pool, v, this.#limits, nowMs, {
+            slackTokens: c.ownerSlackTokens,
+            holdMs: c.ownerHoldMs,
+          });
+        };
     this.#flowMetrics = new FlowMetrics(metrics.registry, () =>
       [...this.#gates.values()].flatMap((g) => g.gate.queued()),
     );
+  }
+
+  /**
+   * A config reload: the classes and the tenants' classes (`priority-classes`, each tenant's
+   * `priority-class`), the weights, bounds, deadline, release rule and saturation limits apply
+   * from now on, to every pool's queue (`PoolFlowGate.reconfigure`: waiting requests keep their
+   * places). Turning flow control on or off needs a restart (the caller's part).
+   */
+  reconfigure(
+    config: FlowControlConfig,
+    admission: Pick<AdmissionConfig, 'priorityClasses' | 'tenantClass'>,
+  ): void {
+    const classes = classesOf(admission.priorityClasses);
+    const settings = { ...this.#gateSettings(config), classes };
+    // Checked on a queue of no pool first: a setting the queue refuses changes nothing.
+    new FlowQueue({ ...settings, tenantWeights: config.tenantWeights });
+    this.#config = config;
+    this.#classes = classes;
+    this.#tenantClass = admission.tenantClass;
+    this.#limits = saturationLimits(config.saturation);
+    for (const { gate } of this.#gates.values()) gate.reconfigure(settings);
   }
 
   /** The class names a request may name in its header. */
@@ -114,17 +174,24 @@ export class FlowControl {
     this.#gates.clear();
   }
 
-  #gateOf(pool: ModelPool): PoolFlowGate {
-    const known = this.#gates.get(pool);
-    if (known) return known.gate;
-    const c = this.#config;
-    const gate = new PoolFlowGate({
-      classes: this.#classes,
+  #gateSettings(c: FlowControlConfig): Omit<FlowGateSettings, 'classes'> {
+    return {
       tenantWeights: c.tenantWeights,
       maxQueued: c.maxQueued,
       maxQueuedPerTenant: c.maxQueuedPerTenant,
       maxWaitMs: c.maxWaitMs,
+      lookAhead: c.lookAhead,
+    };
+  }
+
+  #gateOf(pool: ModelPool): PoolFlowGate {
+    const known = this.#gates.get(pool);
+    if (known) return known.gate;
+    const gate = new PoolFlowGate({
+      ...this.#gateSettings(this.#config),
+      classes: this.#classes,
       saturated: () => this.#saturated(pool),
+      readiness: () => this.#readiness(pool),
       poolLabel: this.#metrics.modelLabel(pool.model),
       tenantLabel: (t) => this.#metrics.tenantLabel(t === '' ? null : t),
       metrics: this.#flowMetrics,

@@ -15,7 +15,10 @@
  * - **Dispatch**: on every change of the pool's load (a request's first token or end, a load
  *   report: `ModelPool.onLoadChange`) and on a bounded tick, one request leaves while the pool
  *   is not saturated; the next check waits for the turn after (`setImmediate`), when the request
- *   just released has been routed and the ledger counts it.
+ *   just released has been routed and the ledger counts it. Which one: the queue's head (room
+ *   release), or with `readiness` (owner release) the first in the queue's order that is ready,
+ *   at most `lookAhead` deep into each tenant's queue (`FlowQueue.dequeue`); one that is not
+ *   ready waits while those behind it pass, and the tick looks again as its hold runs out.
  * - **Deadline**: a request still queued `maxWaitMs` after it arrived is a 503 with
  *   `Retry-After` (llm-d: `QueueOutcomeEvictedTTL`, ServiceUnavailable, 503). The tick runs
  *   while anything waits, so a deadline is kept within one tick.
@@ -26,6 +29,7 @@
  * RATE_WINDOW_MS (at least 1 s, at most the deadline; the deadline while nothing left).
  */
 import { FlowQueue, type FlowClass, type FlowItem } from '../flow/index.ts';
+import type { BlockKey } from '../kv/blockKey.ts';
 import { ApiError } from '../openai/errors.ts';
 import { RATE_LIMIT_TYPE } from './admission.ts';
 import type { FlowMetrics, FlowQueuedSample } from './flowMetrics.ts';
@@ -46,7 +50,12 @@ export interface FlowRequest {
   tenant: string;
   priorityClass: string;
   costTokens: number;
+  /** The prompt's block keys (owner release reads where they are cached); absent: unknown. */
+  prefix?: { blockKeys: readonly BlockKey[]; blockSize: number };
 }
+
+/** Whether a request that waited `waitedMs` may leave now; made once per dispatch check. */
+export type FlowReadiness = (req: FlowRequest, waitedMs: number) => boolean;
 
 export interface FlowGateOptions {
   classes: FlowClass[];
@@ -56,6 +65,13 @@ export interface FlowGateOptions {
   maxWaitMs: number;
   /** The pool's saturation now (the router's view through `isPoolSaturated`). */
   saturated(): boolean;
+  /**
+   * Owner release: the readiness of waiting requests against the pool's load now; absent (or
+   * null) for room release, where the head goes whenever the pool is not saturated.
+   */
+  readiness?(): FlowReadiness | null;
+  /** Owner release: how deep into each tenant's queue a ready request is looked for. */
+  lookAhead?: number;
   /** The metrics' `pool` label and its tenant label. */
   poolLabel: string;
   tenantLabel(tenant: string): string;
@@ -65,14 +81,21 @@ export interface FlowGateOptions {
 }
 
 interface Waiter {
+  req: FlowRequest;
   resolve(): void;
   reject(err: Error): void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
 }
 
+/** What a config reload may change in a gate (`PoolFlowGate.reconfigure`). */
+export type FlowGateSettings = Pick<
+  FlowGateOptions,
+  'classes' | 'tenantWeights' | 'maxQueued' | 'maxQueuedPerTenant' | 'maxWaitMs' | 'lookAhead'
+>;
+
 export class PoolFlowGate {
-  readonly #o: FlowGateOptions;
+  #o: FlowGateOptions;
   readonly #queue: FlowQueue<Waiter>;
   #tick: NodeJS.Timeout | null = null;
   #pumpScheduled = false;
@@ -91,6 +114,27 @@ export class PoolFlowGate {
     });
   }
 
+  /**
+   * New settings from a config reload (`FlowQueue.reconfigure`: waiting requests keep their
+   * places; the new deadline applies to them, the new bounds to later arrivals). The next
+   * check runs now: a request that a new setting lets go leaves.
+   */
+  reconfigure(settings: FlowGateSettings): void {
+    this.#queue.reconfigure({
+      classes: settings.classes,
+      tenantWeights: settings.tenantWeights,
+      maxQueued: settings.maxQueued,
+      maxQueuedPerTenant: settings.maxQueuedPerTenant,
+      maxWaitMs: settings.maxWaitMs,
+    });
+    this.#o = { ...this.#o, ...settings };
+    if (this.#tick !== null) {
+      this.#stopTick();
+      this.#startTick();
+    }
+    this.pump();
+  }
+
   /** Requests waiting now. */
   get size(): number {
     return this.#queue.size;
@@ -104,11 +148,14 @@ export class PoolFlowGate {
   enter(req: FlowRequest, signal?: AbortSignal): Promise<void> | null {
     const nowMs = this.#o.nowMs();
     this.#expire(nowMs);
-    if (this.#queue.size === 0 && !this.#o.saturated()) return null;
+    if (this.#queue.size === 0 && !this.#o.saturated()) {
+      const ready = this.#o.readiness?.() ?? null;
+      if (ready === null || ready(req, 0)) return null;
+    }
     if (signal?.aborted) throw new FlowCancelled();
     let waiter!: Waiter;
     const promise = new Promise<void>((resolve, reject) => {
-      waiter = { resolve, reject, signal, onAbort: undefined };
+      waiter = { req, resolve, reject, signal, onAbort: undefined };
     });
     const verdict = this.#queue.enqueue({
       id: req.id,
@@ -180,7 +227,14 @@ export class PoolFlowGate {
       return;
     }
     if (this.#o.saturated()) return;
-    const item = this.#queue.dequeue();
+    const ready = this.#o.readiness?.() ?? null;
+    const item =
+      ready === null
+        ? this.#queue.dequeue()
+        : this.#queue.dequeue(
+            (i) => ready(i.payload.req, nowMs - i.arrivedMs),
+            this.#o.lookAhead ?? 1,
+          );
     if (item === undefined) return;
     const waiter = this.#settle(item);
     const labels = this.#labels(item);

@@ -8,22 +8,27 @@
  */
 import {
   hasGoodCapacity,
+  type OwnerReleaseOptions,
+  ownerReady,
   type PoolLoadView,
   type ReplicaLoad,
   type SaturationLimits,
 } from '../flow/index.ts';
 import type { FlowSaturationConfig } from './flowConfig.ts';
+import type { FlowReadiness } from './flowGate.ts';
 import type { ModelPool } from './pool.ts';
 
 export function poolLoadView(
   pool: Pick<ModelPool, 'router'>,
   nowMs: number,
   prefillUsPerToken: number,
-): PoolLoadView & { names: string[] } {
+): PoolLoadView & { names: string[]; ids: number[] } {
   const replicas: ReplicaLoad[] = [];
   const names: string[] = [];
+  const ids: number[] = [];
   for (const r of pool.router.snapshot(nowMs).replicas) {
     names.push(r.name);
+    ids.push(r.id);
     replicas.push({
       eligible: r.verdict === 'eligible',
       ...(r.waiting !== null && { waitingRequests: r.waiting }),
@@ -32,7 +37,32 @@ export function poolLoadView(
       queuedPrefillMs: (r.queuedPromptTokens * prefillUsPerToken) / 1000,
     });
   }
-  return { replicas, names };
+  return { replicas, names, ids };
+}
+
+/**
+ * Owner release's readiness over the pool's load now (`src/flow/ownerRelease.ts`): what each
+ * replica caches of a prompt is the router's view (`Router.prefixBlocks`: its index as `route`
+ * matches it, a read that moves nothing), capped at the prompt's tokens; a request whose prompt
+ * is not known is ready wherever there is room.
+ */
+export function ownerReadiness(
+  pool: Pick<ModelPool, 'router'>,
+  view: PoolLoadView & { ids: number[] },
+  limits: SaturationLimits,
+  nowMs: number,
+  options: OwnerReleaseOptions,
+): FlowReadiness {
+  const eligible = view.replicas.map((r) => r.eligible);
+  const room = view.replicas.map((r) => hasGoodCapacity(r, limits));
+  const anyRoom = room.some(Boolean);
+  return (req, waitedMs) => {
+    if (req.prefix === undefined) return anyRoom;
+    const { blockKeys, blockSize } = req.prefix;
+    const blocks = pool.router.prefixBlocks(blockKeys, nowMs);
+    const cached = view.ids.map((id) => Math.min((blocks[id] ?? 0) * blockSize, req.costTokens));
+    return ownerReady(cached, eligible, room, waitedMs, options);
+  };
 }
 
 /**

@@ -131,7 +131,13 @@ export async function handleGenerate(
     try {
       const waiting = ctx.flow.enter(
         pool,
-        { id, tenant: caller.tenant, priorityClass, costTokens: parsed.promptTokens },
+        {
+          id,
+          tenant: caller.tenant,
+          priorityClass,
+          costTokens: parsed.promptTokens,
+          prefix: { blockKeys: parsed.blockKeys, blockSize: ctx.blockSize },
+        },
         left.signal,
       );
       // Not `await null`: a request that goes at once routes in this turn, seen by the next.

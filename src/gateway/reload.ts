@@ -5,7 +5,9 @@
  * removed ones drain once the added ones take traffic, a changed entry (same URL) drains and
  * starts again. Keys, tenants, the
  * retry and first-byte settings, the body limit, the access log and the log level apply at
- * once; every other changed key is named as needing a restart.
+ * once, and so do flow control's settings (classes, weights, bounds, deadline, release rule,
+ * saturation limits) while it stays on (`FlowControl.reconfigure`: waiting requests keep their
+ * places); turning it on or off, and every other changed key, is named as needing a restart.
  */
 import { watch as watchFs } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
@@ -114,9 +116,15 @@ export function applyLive(old: GatewayConfig, next: GatewayConfig, live: LivePar
   routes.accessLog = next.accessLog;
   // Only a changed level: a gateway embedded without a log keeps it silent.
   if (changed('logLevel')) logger.level = next.logLevel;
+  // Flow control on at start and still on: its settings apply now (classes come from admission).
+  const flowLive = generate.flow !== null && next.flowControl.enabled;
+  if (flowLive && (changed('flowControl') || changed('admission'))) {
+    generate.flow!.reconfigure(next.flowControl, next.admission);
+  }
   for (const key of Object.keys(FILE_KEYS) as (keyof GatewayConfig)[]) {
     if (!changed(key)) continue;
-    (LIVE_KEYS.has(key) ? result.applied : result.needsRestart).push(FILE_KEYS[key]);
+    const live = LIVE_KEYS.has(key) || (key === 'flowControl' && flowLive);
+    (live ? result.applied : result.needsRestart).push(FILE_KEYS[key]);
   }
   logger.info(
     {

@@ -25,6 +25,9 @@ export interface RequestRecord {
    * started, summed (SGLang counts them as cached in its logs; src/scheduler/types.ts).
    */
   resumedPrefixTokens?: number;
+  /** Sim only, not written out: with `--tenants`, the tenant's index and its flow-queue wait. */
+  tenant?: number;
+  queueWaitMs?: number;
   /** Arrival to first token; null without one. */
   ttftMs: number | null;
   /** Per output token after the first; null for one-token answers and failures. */

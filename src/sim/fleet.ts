@@ -962,6 +962,7 @@ export class Fleet {
         promptTokens: f.promptTokens,
         cachedTokens: f.cachedTokens,
         ...(f.resumedPrefixTokens && { resumedPrefixTokens: f.resumedPrefixTokens }),
+        ...(this.#o.flow && { tenant: req.tenant, queueWaitMs: req.queueWaitMs }),
         ttftMs,
         tpotMs,
         endMs: nowMs,

@@ -10,6 +10,7 @@
  * (`ttftSlowdown`), so that short runs' cold prefixes do not decide it.
  */
 import type { TenantFlowResult } from '../results/flowTable.ts';
+import type { RequestRecord } from '../results/requestRecord.ts';
 import type { SimulatedRun } from '../results/result.ts';
 import type { SimFlowControl, TenantSpec } from './flowControl.ts';
 import { type SimConfig, simulate } from './run.ts';
@@ -56,7 +57,8 @@ export interface FlowExperiment {
 
 /**
  * Runs the light tenant alone (at its share of `ratePerS`), then both tenants without and with
- * flow control. `tenants[light]` names the light one.
+ * flow control. `tenants[light]` names the light one. `onWithRequest` sees each request of the
+ * run with flow control (its `tenant` and `queueWaitMs` set).
  */
 export function runFlowExperiment(
   base: SimConfig,
@@ -64,6 +66,7 @@ export function runFlowExperiment(
   tenants: TenantSpec[],
   lightTenant: string,
   flowControl: SimFlowControl,
+  onWithRequest?: (r: RequestRecord) => void,
 ): FlowExperiment {
   const light = tenants.find((t) => t.name === lightTenant);
   if (light === undefined) throw new Error(`flow experiment: no tenant ${lightTenant}`);
@@ -73,7 +76,12 @@ export function runFlowExperiment(
     ratePerS,
     alone: simulate({ ...withRate(base, ratePerS * share), tenants: [{ ...light, share: 1 }] }),
     without: simulate({ ...loaded, tenants }),
-    with: simulate({ ...loaded, tenants, flowControl }),
+    with: simulate({
+      ...loaded,
+      tenants,
+      flowControl,
+      ...(onWithRequest && { onRequest: onWithRequest }),
+    }),
   };
 }
 

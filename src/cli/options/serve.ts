@@ -129,7 +129,7 @@ export const SERVE_OPTIONS = options({
   'max-retries': configOnly('max-retries', 'other replicas tried when one refuses or resets before any byte is sent'),
   tenants: configOnly('tenants', 'per tenant: its salt, `priority-class`, `limits` (requests-per-second, burst, concurrent-requests, prompt-tokens-per-minute) and `flow-weight` (its share of tokens in the flow-control queue, default 1)'),
   'priority-classes': configOnly('priority-classes', 'class name to vLLM `priority` value, e.g. `{interactive: 0, batch: 10}`'),
-  'flow-control': configOnly('flow-control', '`{enabled, max-queued, max-queued-per-tenant, max-wait-ms, saturation: {queue-depth, kv-usage, queued-prefill-ms}}`: `--flow-control` and the `--flow-*` flags ([flow-control.md](flow-control.md#in-the-gateway))'),
+  'flow-control': configOnly('flow-control', '`{enabled, max-queued, max-queued-per-tenant, max-wait-ms, release, owner-slack-tokens, owner-hold-ms, look-ahead, saturation: {queue-depth, kv-usage, queued-prefill-ms}}`: `--flow-control` and the `--flow-*` flags ([flow-control.md](flow-control.md#in-the-gateway))'),
 });
 
 /** The config file's keys (`src/gateway/config.ts` refuses any other). */
