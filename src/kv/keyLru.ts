@@ -6,7 +6,9 @@
  * (FreeBlockQueue, least recent at the front). A Map finds its oldest key by iterating from its
  * start, past every entry deleted since its last rehash: O(size) an eviction once it is full and
  * churning, which made long runs with a CPU tier ~10-20x slower than without. Slots are
- * allocated as keys arrive, doubling, so a large bound that is never reached costs nothing.
+ * allocated as keys arrive, doubling up to the owner's bound when it gives one, so a large bound
+ * that is never reached costs nothing. A key keeps its slot when the slots grow: only the table
+ * is rebuilt (a pass over the slots in order), the list and the times are copied as they are.
  */
 import type { BlockKey } from './blockKey.ts';
 import { BlockKeyTable } from './blockKeyTable.ts';
@@ -28,11 +30,17 @@ export class KeyLru {
   /** Per slot, when its key was last touched (the caller's clock; 0 when it gives none). */
   #atMs: Float64Array;
 
-  constructor() {
-    this.#table = new BlockKeyTable(FIRST_SLOTS);
-    this.#order = new FreeBlockQueue(FIRST_SLOTS);
-    this.#free = new Int32Array(FIRST_SLOTS);
-    this.#atMs = new Float64Array(FIRST_SLOTS);
+  /** Slots never grow past this many (the owner's bound on keys held; Infinity: none). */
+  readonly #maxSlots: number;
+
+  /** `maxKeys`: the most keys the owner ever holds at once, when it bounds them. */
+  constructor(maxKeys = Number.POSITIVE_INFINITY) {
+    this.#maxSlots = Math.max(1, maxKeys);
+    const slots = Math.min(FIRST_SLOTS, this.#maxSlots);
+    this.#table = new BlockKeyTable(slots);
+    this.#order = new FreeBlockQueue(slots);
+    this.#free = new Int32Array(slots);
+    this.#atMs = new Float64Array(slots);
     this.#freeAll();
   }
 
@@ -123,23 +131,27 @@ export class KeyLru {
     this.#freeCount = slots;
   }
 
-  /** Doubles the slots, the keys moved in order to slots 0, 1, ... */
+  /**
+   * Doubles the slots (at most to the bound; past it when the owner holds more than it said).
+   * Called with every slot holding a key, so slots [0, old) keep theirs and [old, new) are free.
+   */
   #grow(): void {
-    const held = this.#order.toArray();
-    const keyOf = this.#table.keyOf;
-    const keys = held.map((slot) => keyOf[slot]!);
-    const times = held.map((slot) => this.#atMs[slot]!);
-    const slots = 2 * this.#free.length;
-    this.#table = new BlockKeyTable(slots);
-    this.#order = new FreeBlockQueue(slots);
+    const oldSlots = this.#free.length;
+    const slots = Math.max(oldSlots + 1, Math.min(2 * oldSlots, this.#maxSlots));
+    const oldKeyOf = this.#table.keyOf;
+    const table = new BlockKeyTable(slots);
+    for (let slot = 0; slot < oldSlots; slot++) table.add(oldKeyOf[slot]!, slot);
+    const order = new FreeBlockQueue(slots);
+    for (let slot = this.#order.peekFront(); slot !== -1; slot = this.#order.after(slot)) {
+      order.pushBack(slot);
+    }
+    const atMs = new Float64Array(slots);
+    atMs.set(this.#atMs);
+    this.#table = table;
+    this.#order = order;
+    this.#atMs = atMs;
     this.#free = new Int32Array(slots);
-    this.#atMs = new Float64Array(slots);
-    keys.forEach((key, slot) => {
-      this.#table.add(key, slot);
-      this.#order.pushBack(slot);
-      this.#atMs[slot] = times[slot]!;
-    });
     this.#freeCount = 0;
-    for (let slot = slots - 1; slot >= keys.length; slot--) this.#free[this.#freeCount++] = slot;
+    for (let slot = slots - 1; slot >= oldSlots; slot--) this.#free[this.#freeCount++] = slot;
   }
 }
