@@ -33,12 +33,6 @@ export const SIM_LOAD_HELP = `client (as the benchmark harnesses send)
                         harness defines them (docs/simulator.md)
 `;
 
-/** The client lines of SIM_LOAD_HELP that `kvroute bench` shares (all but --metrics-as). */
-export const CLIENT_LOAD_HELP = SIM_LOAD_HELP.split('\n')
-  .slice(1, SIM_LOAD_HELP.split('\n').findIndex((line) => line.startsWith('  --metrics-as')))
-  .join('\n')
-  .concat('\n');
-
 export interface SimLoadFlags {
   shape?: ArrivalShape;
   maxConcurrency?: number;
@@ -66,8 +60,14 @@ export function parseRateLadder(text: string): LadderStage[] {
   });
 }
 
-/** The flags as plain data; conflicts with the other workload and loop flags are refused. */
-export function readSimLoadFlags(flags: Flags): SimLoadFlags {
+/**
+ * The flags as plain data; conflicts with the other workload and loop flags are refused.
+ * `openLoopCap`: the command's own --concurrency caps an open loop (`kvroute bench`'s) rather
+ * than running a closed one (`kvroute sim`'s), so it goes with any arrival shape and is only
+ * refused beside --max-concurrency, its other name.
+ */
+export function readSimLoadFlags(flags: Flags, openLoopCap = false): SimLoadFlags {
+  const closedLoop = openLoopCap ? [] : ['concurrency'];
   const ladderText = flags.string('rate-ladder');
   const burst = flags.positive('burst', true);
   if (ladderText !== undefined && burst !== undefined) {
@@ -75,7 +75,7 @@ export function readSimLoadFlags(flags: Flags): SimLoadFlags {
   }
   const timesFlag = ladderText !== undefined ? '--rate-ladder' : '--burst';
   if (ladderText !== undefined || burst !== undefined) {
-    for (const other of ['rate', 'rate-scale', 'duration', 'concurrency', 'pd']) {
+    for (const other of ['rate', 'rate-scale', 'duration', ...closedLoop, 'pd']) {
       if (flags.has(other))
         throw new UsageError(`${timesFlag} sets the arrival times; drop --${other}`);
     }
@@ -92,6 +92,9 @@ export function readSimLoadFlags(flags: Flags): SimLoadFlags {
     if (!given) continue;
     if (flags.has('pd'))
       throw new UsageError(`--${flag} applies to an aggregated fleet; drop --pd`);
+    if (flag === 'max-concurrency' && flags.has('concurrency') && openLoopCap) {
+      throw new UsageError('--max-concurrency is --concurrency by vllm bench’s name: give one');
+    }
     if (flag === 'max-concurrency' && flags.has('concurrency')) {
       throw new UsageError(
         '--max-concurrency caps an open loop; --concurrency runs a closed one: give one',
@@ -99,7 +102,7 @@ export function readSimLoadFlags(flags: Flags): SimLoadFlags {
     }
   }
   const metricsAs = flags.oneOf('metrics-as', HARNESSES);
-  const burstiness = readBurstiness(flags, burst !== undefined);
+  const burstiness = readBurstiness(flags, burst !== undefined, closedLoop);
   const shape: ArrivalShape | undefined =
     ladderText !== undefined
       ? {
@@ -124,13 +127,17 @@ export function readSimLoadFlags(flags: Flags): SimLoadFlags {
  * `--burstiness F` (> 0): it shapes the gaps of --rate or of --rate-ladder's stages, so it
  * needs one of them, and an open loop with gaps (no burst, closed loop or P/D run).
  */
-function readBurstiness(flags: Flags, burst: boolean): number | undefined {
+function readBurstiness(
+  flags: Flags,
+  burst: boolean,
+  closedLoop: readonly string[],
+): number | undefined {
   const burstiness = flags.positive('burstiness');
   if (burstiness === undefined) return undefined;
   if (burst) {
     throw new UsageError('--burst sends everything at t = 0: --burstiness has no gaps to shape');
   }
-  for (const other of ['concurrency', 'pd', 'rate-scale']) {
+  for (const other of [...closedLoop, 'pd', 'rate-scale']) {
     if (flags.has(other)) throw new UsageError(`--burstiness shapes open-loop gaps; drop --${other}`);
   }
   if (!flags.has('rate-ladder') && !flags.has('rate')) {
