@@ -183,7 +183,10 @@ describe('kvroute bench client flags against a simulated engine', () => {
     assert.deepEqual(gamma.workload.shape, { kind: 'gamma', ratePerS: 3, burstiness: 2 });
     assert.equal(gamma.durationMs, 30_000);
     // bench's --concurrency caps an open loop: it goes with a ladder.
-    assert.equal(parsed(['--url', url, '--rate-ladder', '1x5', '--concurrency', '2']).concurrency, 2);
+    assert.equal(
+      parsed(['--url', url, '--rate-ladder', '1x5', '--concurrency', '2']).concurrency,
+      2,
+    );
     const bad: [string[], RegExp][] = [
       [['--burstiness', '0', '--rate', '2'], /--burstiness must be greater than 0/],
       [['--burstiness', '-1', '--rate', '2'], /--burstiness must be greater than 0/],

@@ -138,7 +138,8 @@ function readBurstiness(
     throw new UsageError('--burst sends everything at t = 0: --burstiness has no gaps to shape');
   }
   for (const other of [...closedLoop, 'pd', 'rate-scale']) {
-    if (flags.has(other)) throw new UsageError(`--burstiness shapes open-loop gaps; drop --${other}`);
+    if (flags.has(other))
+      throw new UsageError(`--burstiness shapes open-loop gaps; drop --${other}`);
   }
   if (!flags.has('rate-ladder') && !flags.has('rate')) {
     throw new UsageError('--burstiness shapes the gaps of --rate R or --rate-ladder; give one');
