@@ -12,8 +12,9 @@
  * or an eviction reads two cache lines a slot where one array a field read five: a CPU tier's
  * store and eviction are most of what a tier adds to a simulation.
  *
- * Slots are allocated as keys arrive, doubling up to the owner's bound when it gives one, so a
- * large bound that is never reached costs nothing; a key keeps its slot when they grow.
+ * Slots are allocated as keys arrive, doubling up to the owner's bound when it gives one (a
+ * bound of up to PRESIZED_SLOTS is allocated at once), so a large bound that is never reached
+ * costs little; a key keeps its slot when they grow.
  */
 import type { BlockKey } from './blockKey.ts';
 
@@ -21,8 +22,14 @@ import type { BlockKey } from './blockKey.ts';
 export const NO_OLDEST = -1;
 /** No slot: an empty bucket, the end of a chain or of the list. */
 const NONE = -1;
-/** Slots allocated first (then doubled as keys arrive). */
+/** Slots allocated first without a bound (then doubled as keys arrive). */
 const FIRST_SLOTS = 64;
+/**
+ * With a bound, slots for it are allocated at once up to this many (about 3.5 MiB): a CPU tier
+ * fills within its first minute, and growing there, a rebuild of the chains each time, cost as
+ * much as its stores did over that minute. A larger bound starts here and doubles.
+ */
+const PRESIZED_SLOTS = 1 << 16;
 /** About four buckets a slot, as BlockKeyTable has. */
 const BUCKETS_PER_SLOT = 4;
 /** Per slot in `#links`: the next slot in its bucket's chain, the list's previous and next. */
@@ -52,7 +59,9 @@ export class KeyLru {
   /** `maxKeys`: the most keys the owner ever holds at once, when it bounds them. */
   constructor(maxKeys = Number.POSITIVE_INFINITY) {
     this.#maxSlots = Math.max(1, maxKeys);
-    const slots = Math.min(FIRST_SLOTS, this.#maxSlots);
+    const slots = Number.isFinite(maxKeys)
+      ? Math.min(PRESIZED_SLOTS, this.#maxSlots)
+      : Math.min(FIRST_SLOTS, this.#maxSlots);
     this.#keyAt = new Float64Array(2 * slots);
     this.#links = new Int32Array(LINKS * slots);
     this.#free = new Int32Array(slots);
