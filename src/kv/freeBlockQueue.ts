@@ -34,12 +34,6 @@ export class FreeBlockQueue {
     return first === this.#tail ? -1 : first;
   }
 
-  /** The block after `block` (which must be in the list) towards the tail, or -1 at the tail. */
-  after(block: number): number {
-    const next = this.#next[block]!;
-    return next === this.#tail ? -1 : next;
-  }
-
   popFront(): number {
     const first = this.peekFront();
     if (first !== -1) this.remove(first);
