@@ -6,7 +6,7 @@
  * a tier that stopped mattering fails here too. Runs without a tier are pinned by
  * test/sim.digest.test.ts. The third run is bench/simTier.ts's shape (a tier large enough that
  * each replica's keeps growing for most of the minute), recorded before that bench's round of
- * tier speed-ups (a single-probe tier walk, leaner stores and event application).
+ * tier speed-ups (one lookup a block for the tier walk, a leaner and presized tier LRU).
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
