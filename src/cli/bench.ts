@@ -14,7 +14,9 @@ import { warmStartWarning } from '../loadgen/warmStart.ts';
 import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { Progress } from './progress.ts';
 import { REQUESTS_OUT_HELP, RequestsFile } from './requestsOut.ts';
+import { CLIENT_LOAD_FLAGS, readSimLoadFlags } from './simLoadFlags.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
+import { shapeDurationMs } from '../workload/shape.ts';
 
 const FLAGS = flagSpec({
   string:
@@ -40,7 +42,19 @@ ${workloadHelp({
   warmup: 'min(60, duration/10); 0 if none',
 })}  --requests N          stop after N requests
 sending
-  --concurrency C       requests in flight at most (default unbounded: open loop)
+  --concurrency C       requests in flight at most (default unbounded: open loop); an arrival
+                        that waits for a slot is timed from its scheduled time
+  --max-concurrency N   as --concurrency, but a request is timed from its send, not from its
+                        scheduled time (vllm bench --max-concurrency); give one of the two
+  --rate-ladder RxS,... stages of R req/s (Poisson) for S seconds, back to back (inference-perf's
+                        load.stages), over the workload's prompts in order; the run lasts their sum
+  --burst N             the workload's first N prompts all at t = 0 (vllm bench at an infinite
+                        request rate); the run lasts until they end
+  --burstiness F        gamma gaps between arrivals of --rate or of each --rate-ladder stage,
+                        shape F, mean 1/rate (vllm bench --burstiness): 1 Poisson, < 1 burstier,
+                        > 1 more even; with --rate, the workload's prompts in order at those times
+  --client-timeout S    a request not finished S workload seconds after its send is aborted
+                        (the server sees a disconnect) and counted as the error 'timeout'
   --speedup X           the engines' --speedup: arrivals are sent X times faster and measured
                         latencies multiplied by X, so they read in workload ms like sim's
   --model NAME          "model" sent (default: the first of GET /v1/models, else omitted)
@@ -72,8 +86,10 @@ export interface ParsedBench
 }
 
 export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
-  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS);
+  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS, CLIENT_LOAD_FLAGS);
   if (flags === 'help') return 'help';
+  // The harness shapes as kvroute sim reads them; bench's --concurrency is an open-loop cap.
+  const load = readSimLoadFlags(flags, true);
   const raw = flags.string('url');
   if (raw === undefined)
     throw new UsageError('--url is required, e.g. --url http://127.0.0.1:8080');
@@ -85,11 +101,30 @@ export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
       );
   }
   const url = urls[0]!;
-  const w = readWorkloadFlags(flags);
+  const read = readWorkloadFlags(flags);
   const requests = flags.positive('requests', true);
+  // A ladder lasts its stages and a burst until its requests end, both with no warm-up by
+  // default; a rate with burstiness runs as --rate does (as kvroute sim has them).
+  const shape = load.shape;
+  const w =
+    shape === undefined
+      ? read
+      : {
+          ...read,
+          workload: { ...read.workload, shape },
+          durationS:
+            shape.kind === 'ladder'
+              ? shapeDurationMs(shape) / 1000
+              : shape.kind === 'gamma'
+                ? read.durationS
+                : undefined,
+          warmupS: read.warmupS ?? (shape.kind === 'gamma' ? undefined : 0),
+        };
   const durationS =
     w.durationS ??
-    (w.workload.kind === 'trace' || requests !== undefined ? undefined : DEFAULT_DURATION_S);
+    (w.workload.kind === 'trace' || requests !== undefined || shape?.kind === 'burst'
+      ? undefined
+      : DEFAULT_DURATION_S);
   const warmupS = w.warmupS ?? (durationS === undefined ? 0 : Math.min(60, durationS / 10));
   return {
     url,
@@ -100,7 +135,10 @@ export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
     requests,
     warmupMs: warmupS * 1000,
     speedup: flags.positive('speedup') ?? 1,
-    concurrency: flags.positive('concurrency', true) ?? Number.POSITIVE_INFINITY,
+    concurrency:
+      load.maxConcurrency ?? flags.positive('concurrency', true) ?? Number.POSITIVE_INFINITY,
+    ...(load.maxConcurrency !== undefined && { timeFromSend: true }),
+    ...(load.clientTimeoutMs !== undefined && { clientTimeoutMs: load.clientTimeoutMs }),
     model: flags.string('model') ?? null,
     apiKey: flags.string('api-key') ?? null,
     label: flags.string('label') ?? null,

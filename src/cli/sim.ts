@@ -223,8 +223,14 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
       : {
           ...read,
           workload: { ...read.workload, shape: load.shape },
-          durationS: load.shape.kind === 'ladder' ? shapeDurationMs(load.shape) / 1000 : undefined,
-          warmupS: read.warmupS ?? 0,
+          durationS:
+            load.shape.kind === 'ladder'
+              ? shapeDurationMs(load.shape) / 1000
+              : load.shape.kind === 'gamma'
+                ? (read.durationS ?? DEFAULT_DURATION_S)
+                : undefined,
+          // A rate with burstiness runs as --rate does, warm-up included.
+          warmupS: read.warmupS ?? (load.shape.kind === 'gamma' ? undefined : 0),
         };
   const isTrace = w.workload.kind === 'trace';
   const engine = applySimSetup(flags, readEngineFlags(flags));

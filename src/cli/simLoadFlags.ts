@@ -7,8 +7,13 @@ import { HARNESSES, type Harness } from '../results/harnessMetrics.ts';
 import type { ArrivalShape, LadderStage } from '../workload/shape.ts';
 import { type Flags, flagSpec, UsageError } from './args.ts';
 
+/** The client's flags that `kvroute bench` takes too (read by `readSimLoadFlags`). */
+export const CLIENT_LOAD_FLAGS = flagSpec({
+  string: 'rate-ladder burst max-concurrency client-timeout burstiness',
+});
+
 export const SIM_LOAD_FLAGS = flagSpec({
-  string: 'rate-ladder burst max-concurrency client-timeout metrics-as',
+  string: 'rate-ladder burst max-concurrency client-timeout burstiness metrics-as',
 });
 
 export const SIM_LOAD_HELP = `client (as the benchmark harnesses send)
@@ -21,6 +26,9 @@ export const SIM_LOAD_HELP = `client (as the benchmark harnesses send)
                         to end and is timed from its send (vllm bench --max-concurrency)
   --client-timeout S    a request not finished S seconds after its send is given up: counted as
                         timeout, and its engine aborts it as a disconnect (its KV freed)
+  --burstiness F        gamma gaps between arrivals of --rate or of each --rate-ladder stage,
+                        shape F, mean 1/rate (vllm bench --burstiness): 1 Poisson, < 1 burstier,
+                        > 1 more even; with --rate, the workload's prompts in order at those times
   --metrics-as H        ${HARNESSES.join('|')}: also print throughput, TTFT and TPOT as that
                         harness defines them (docs/simulator.md)
 `;
@@ -52,8 +60,14 @@ export function parseRateLadder(text: string): LadderStage[] {
   });
 }
 
-/** The flags as plain data; conflicts with the other workload and loop flags are refused. */
-export function readSimLoadFlags(flags: Flags): SimLoadFlags {
+/**
+ * The flags as plain data; conflicts with the other workload and loop flags are refused.
+ * `openLoopCap`: the command's own --concurrency caps an open loop (`kvroute bench`'s) rather
+ * than running a closed one (`kvroute sim`'s), so it goes with any arrival shape and is only
+ * refused beside --max-concurrency, its other name.
+ */
+export function readSimLoadFlags(flags: Flags, openLoopCap = false): SimLoadFlags {
+  const closedLoop = openLoopCap ? [] : ['concurrency'];
   const ladderText = flags.string('rate-ladder');
   const burst = flags.positive('burst', true);
   if (ladderText !== undefined && burst !== undefined) {
@@ -61,7 +75,7 @@ export function readSimLoadFlags(flags: Flags): SimLoadFlags {
   }
   const timesFlag = ladderText !== undefined ? '--rate-ladder' : '--burst';
   if (ladderText !== undefined || burst !== undefined) {
-    for (const other of ['rate', 'rate-scale', 'duration', 'concurrency', 'pd']) {
+    for (const other of ['rate', 'rate-scale', 'duration', ...closedLoop, 'pd']) {
       if (flags.has(other))
         throw new UsageError(`${timesFlag} sets the arrival times; drop --${other}`);
     }
@@ -78,6 +92,9 @@ export function readSimLoadFlags(flags: Flags): SimLoadFlags {
     if (!given) continue;
     if (flags.has('pd'))
       throw new UsageError(`--${flag} applies to an aggregated fleet; drop --pd`);
+    if (flag === 'max-concurrency' && flags.has('concurrency') && openLoopCap) {
+      throw new UsageError('--max-concurrency is --concurrency by vllm bench’s name: give one');
+    }
     if (flag === 'max-concurrency' && flags.has('concurrency')) {
       throw new UsageError(
         '--max-concurrency caps an open loop; --concurrency runs a closed one: give one',
@@ -85,16 +102,47 @@ export function readSimLoadFlags(flags: Flags): SimLoadFlags {
     }
   }
   const metricsAs = flags.oneOf('metrics-as', HARNESSES);
+  const burstiness = readBurstiness(flags, burst !== undefined, closedLoop);
   const shape: ArrivalShape | undefined =
     ladderText !== undefined
-      ? { kind: 'ladder', stages: parseRateLadder(ladderText) }
+      ? {
+          kind: 'ladder',
+          stages: parseRateLadder(ladderText),
+          ...(burstiness !== undefined && { burstiness }),
+        }
       : burst !== undefined
         ? { kind: 'burst', requests: burst }
-        : undefined;
+        : burstiness !== undefined
+          ? { kind: 'gamma', ratePerS: flags.positive('rate')!, burstiness }
+          : undefined;
   return {
     ...(shape !== undefined && { shape }),
     ...(maxConcurrency !== undefined && { maxConcurrency }),
     ...(clientTimeoutS !== undefined && { clientTimeoutMs: clientTimeoutS * 1000 }),
     ...(metricsAs !== undefined && { metricsAs }),
   };
+}
+
+/**
+ * `--burstiness F` (> 0): it shapes the gaps of --rate or of --rate-ladder's stages, so it
+ * needs one of them, and an open loop with gaps (no burst, closed loop or P/D run).
+ */
+function readBurstiness(
+  flags: Flags,
+  burst: boolean,
+  closedLoop: readonly string[],
+): number | undefined {
+  const burstiness = flags.positive('burstiness');
+  if (burstiness === undefined) return undefined;
+  if (burst) {
+    throw new UsageError('--burst sends everything at t = 0: --burstiness has no gaps to shape');
+  }
+  for (const other of [...closedLoop, 'pd', 'rate-scale']) {
+    if (flags.has(other))
+      throw new UsageError(`--burstiness shapes open-loop gaps; drop --${other}`);
+  }
+  if (!flags.has('rate-ladder') && !flags.has('rate')) {
+    throw new UsageError('--burstiness shapes the gaps of --rate R or --rate-ladder; give one');
+  }
+  return burstiness;
 }

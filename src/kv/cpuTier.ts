@@ -11,7 +11,7 @@ import { KeyLru } from './keyLru.ts';
 export class CpuTier {
   readonly capacityBlocks: number;
   /** Keys, least recently stored first. */
-  readonly #keys = new KeyLru();
+  readonly #keys: KeyLru;
   /** Blocks written into the tier so far, and blocks read back out. */
   storedBlocks = 0;
   loadedBlocks = 0;
@@ -22,6 +22,8 @@ export class CpuTier {
       throw new RangeError(`capacityBlocks must be an integer >= 0, got ${capacityBlocks}`);
     }
     this.capacityBlocks = capacityBlocks;
+    // One slot past the bound: a store adds its key before it evicts the oldest.
+    this.#keys = new KeyLru(capacityBlocks + 1);
   }
 
   get size(): number {

@@ -73,10 +73,19 @@ export class Collector {
     this.arrived++;
   }
 
-  onDone(req: PromptRequest, scheduledAt: number, out: StreamOutcome): void {
+  /**
+   * `timedFrom`: where its latencies start, its scheduled time unless the client times from
+   * the send (`--max-concurrency`); its end is on the workload clock either way.
+   */
+  onDone(
+    req: PromptRequest,
+    scheduledAt: number,
+    out: StreamOutcome,
+    timedFrom: number = scheduledAt,
+  ): void {
     const first = out.tokenTimes[0];
     if (out.error === null && first === undefined) out.error = 'no-tokens';
-    this.requests.push(this.#record(req, scheduledAt, out));
+    this.requests.push(this.#record(req, scheduledAt, timedFrom, out));
     if (out.error === 'cancelled') {
       this.cancelled++;
       return;
@@ -98,15 +107,20 @@ export class Collector {
     this.samples.push({
       arrivalMs: a.atMs,
       customer: a.customer,
-      ttftMs: (first! - scheduledAt) * x,
+      ttftMs: (first! - timedFrom) * x,
       tpotMs: tokens > 1 ? ((last - first!) * x) / (tokens - 1) : Number.NaN,
-      e2eMs: (out.endAt - scheduledAt) * x,
+      e2eMs: (out.endAt - timedFrom) * x,
       promptTokens: out.promptTokens ?? a.promptLength,
       cachedTokens: out.cachedTokens,
     });
   }
 
-  #record(req: PromptRequest, scheduledAt: number, out: StreamOutcome): BenchRequest {
+  #record(
+    req: PromptRequest,
+    scheduledAt: number,
+    timedFrom: number,
+    out: StreamOutcome,
+  ): BenchRequest {
     const x = this.#speedup;
     const a = req.arrival;
     const first = out.tokenTimes[0];
@@ -120,7 +134,7 @@ export class Collector {
       replica: out.replica,
       promptTokens: out.promptTokens ?? a.promptLength,
       cachedTokens: out.cachedTokens,
-      ttftMs: first === undefined ? null : (first - scheduledAt) * x,
+      ttftMs: first === undefined ? null : (first - timedFrom) * x,
       tpotMs: ok && tokens > 1 ? ((last! - first!) * x) / (tokens - 1) : null,
       endMs: a.atMs + (out.endAt - scheduledAt) * x,
       error: out.error,

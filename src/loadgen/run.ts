@@ -28,6 +28,13 @@ export interface BenchOptions {
   warmupMs: number;
   speedup: number;
   concurrency: number;
+  /**
+   * Latencies from each request's send rather than its scheduled time (vllm bench's
+   * --max-concurrency: a request waiting for a slot has not started).
+   */
+  timeFromSend?: boolean;
+  /** A request not finished this many workload ms after its send is given up (`timeout`). */
+  clientTimeoutMs?: number;
   model: string | null;
   apiKey: string | null;
   label: string | null;
@@ -69,9 +76,13 @@ export async function runBench(o: BenchOptions): Promise<LiveRun> {
       dispatcher,
       speedup: o.speedup,
       concurrency: o.concurrency,
+      ...(o.timeFromSend && { timeFromSend: true }),
+      // Workload ms, as the latencies are: the wall clock runs `speedup` times slower.
+      ...(o.clientTimeoutMs !== undefined && { timeoutMs: o.clientTimeoutMs / o.speedup }),
       signal: abort.signal,
       onSent: () => collector.onSent(),
-      onDone: (req, scheduledAt, outcome) => collector.onDone(req, scheduledAt, outcome),
+      onDone: (req, scheduledAt, outcome, timedFrom) =>
+        collector.onDone(req, scheduledAt, outcome, timedFrom),
     });
     const wallS = (performance.now() - wallStart) / 1000;
     if (o.onRequest) {

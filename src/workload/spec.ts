@@ -41,7 +41,12 @@ export function buildWorkload(spec: WorkloadSpec, o: BuildWorkloadOptions): Work
   if (spec.shape !== undefined) {
     // The shape sets the times: the workload gives as many prompts as the shape takes.
     const { shape, ...inner } = spec;
-    return shapeWorkload(buildWorkload(inner, { ...o, durationMs: undefined }), shape, o.seed);
+    return shapeWorkload(
+      buildWorkload(inner, { ...o, durationMs: undefined }),
+      shape,
+      o.seed,
+      o.durationMs,
+    );
   }
   if (spec.kind === 'trace') {
     return new TraceWorkload({
