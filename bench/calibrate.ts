@@ -7,7 +7,7 @@
  *   npm run bench:calibrate -- [--json] [--runs 3]
  *
  * On an idle machine every point comes within 3 %; the tests assert only what does not depend
- * on the host's speed (test/calibrate.live.test.ts).
+ * on the host's speed (test/calibrate/calibrate.live.test.ts).
  */
 import { parseArgs } from 'node:util';
 import { liveProfile, measureLive } from '../src/calibrate/live.ts';

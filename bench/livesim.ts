@@ -8,7 +8,7 @@
  * ranking) needs a quiet machine: on a busy 2-core host the live stack's steps and sends run late
  * (random's TTFT p50 was once 19 % above the simulator's, and the client said it ran late), so
  * the figure lives here and the test suite checks only what timing cannot move
- * (test/bench.livesim.test.ts). About 200 requests are measured and most customers come once, so
+ * (test/loadgen/bench.livesim.test.ts). About 200 requests are measured and most customers come once, so
  * hit rates are low (~23 % for cost) and each request routed differently moves one by ~0.4 points.
  * `npm run demo` runs the full-size version with separate processes.
  */

@@ -1,0 +1,44 @@
+/**
+ * `kvroute sim` with a CPU tier pinned byte for byte: the digests were recorded from the build
+ * before the tier's LRU moved from a Map (whose oldest key was found by iterating past every
+ * deleted entry) to a linked list with an index, so the faster tier keeps the same order of
+ * stores, loads and evictions. Each run is also compared with the same run without a tier, so
+ * a tier that stopped mattering fails here too. Runs without a tier are pinned by
+ * test/sim/sim.digest.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { ROOT, runCli } from '../support/cli.ts';
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+function sim(args: string[]): string {
+  const out = runCli(['sim', '--quiet', '--json', '--threads', '1', ...args], 300_000);
+  assert.equal(out.status, 0, out.stderr);
+  return out.stdout;
+}
+
+/** The seed workload over 8 replicas for 40 s: a 4 GiB tier fills and evicts. */
+const SEED = [
+  ...['--workload', 'seed', '--policy', 'cost,llmd', '--replicas', '8'],
+  ...['--rate', '40', '--duration', '40'],
+];
+/** The 300-request trace fixture, approximate index, a GPU pool of 3,000 blocks. */
+const TRACE = [
+  ...['--trace', join(ROOT, 'test/fixtures/digest-trace.jsonl'), '--policy', 'cost,sglang'],
+  ...['--index', 'approx', '--replicas', '3', '--kv-blocks', '3000'],
+];
+
+test('sim with a CPU tier: seed workload, events index, output unchanged', () => {
+  const tier = sim([...SEED, '--cpu-kv-gib', '4']);
+  assert.equal(sha256(tier), '9769f719c12885f6b94b746970920cd71e0541c5abca091f3ba0124433e175ef');
+  assert.notEqual(sha256(tier), sha256(sim(SEED)), 'the tier changes the run');
+});
+
+test('sim with a CPU tier: trace, approximate index with tiers, output unchanged', () => {
+  const tier = sim([...TRACE, '--cpu-kv-gib', '1']);
+  assert.equal(sha256(tier), '27c09ae97f92e3ee6e390f1f34d5bfe36f0868a7f96bbaff2ff65b2b0a8707b0');
+  assert.notEqual(sha256(tier), sha256(sim(TRACE)), 'the tier changes the run');
+});
