@@ -170,10 +170,28 @@ test('kvroute calibrate --url --step-table: a table of the measured sizes that s
       300_000,
     );
     assert.equal(r.status, 0, r.stderr);
-    assert.match(
-      r.stderr,
-      /^calibrate: mixed 256-token chunk \+ 1 decode at 64 tokens: \d+\.\d ms$/m,
+    // A concurrent probe (a batched decode, a decode beside a chunk) whose streams a busy host
+    // did not keep together is run again, and after its retries skipped with the reason on
+    // stderr (src/calibrate/live.ts, isBusyHostResult): then it is no knot. Every other probe is.
+    const busySkipped = (label: RegExp) =>
+      new RegExp(
+        `^calibrate: skipped ${label.source}: (only \\d+ decode gaps with all \\d+ streams running|the tokens came in bursts|no prompt arrived while the stream decoded)`,
+        'm',
+      ).test(r.stderr);
+    const mixedSkipped = [64, 1024].filter((at) =>
+      busySkipped(new RegExp(`mixed 256-token chunk \\+ 1 decode at ${at} tokens`)),
     );
+    if (mixedSkipped.includes(64)) {
+      assert.doesNotMatch(
+        r.stderr,
+        /^calibrate: mixed 256-token chunk \+ 1 decode at 64 tokens: \d+\.\d ms$/m,
+      );
+    } else {
+      assert.match(
+        r.stderr,
+        /^calibrate: mixed 256-token chunk \+ 1 decode at 64 tokens: \d+\.\d ms$/m,
+      );
+    }
     assert.match(r.stdout, /^ {2}step table \(times every step in place of the curve\)/m);
     const profile = readProfile(out);
     const curve = profile.curves[0]!;
@@ -183,8 +201,18 @@ test('kvroute calibrate --url --step-table: a table of the measured sizes that s
     // (a short chunk's fixed cost); decodes at batch 1 and 4.
     assert.deepEqual(table.prefillTokens, [1, 64, 128, 256, 512]);
     assert.ok(curve.points.some((p) => p.label.startsWith('prompt 1 tokens (1 step)')));
-    assert.deepEqual(table.decodeSeqs, [1, 4]);
-    assert.ok(curve.points.some((p) => p.label.startsWith('mixed step: 256-token chunk')));
+    const decodeSkipped = [1, 4].filter((batch) =>
+      busySkipped(new RegExp(`decode batch ${batch} x \\d+ tokens`)),
+    );
+    assert.deepEqual(
+      table.decodeSeqs,
+      [1, 4].filter((batch) => !decodeSkipped.includes(batch)),
+    );
+    assert.ok(table.decodeSeqs.length > 0, r.stderr);
+    assert.equal(
+      curve.points.some((p) => p.label.startsWith('mixed step: 256-token chunk')),
+      mixedSkipped.length < 2,
+    );
     // The warm probes: a 512-token chunk after the engine's cached prefix of 128, 256 and 512
     // tokens, and the pair rate at each of those contexts in the table.
     for (const cached of [128, 256, 512]) {
