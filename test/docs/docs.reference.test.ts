@@ -4,7 +4,7 @@
  * command, every link and anchor resolves, every `kvroute COMMAND --flag` in a code block is a
  * flag that command's `--help` names, and the configuration reference lists exactly each
  * command's flags and the config file's keys. (The guides' first commands run in
- * test/docs/docs.commands.test.ts.)
+ * test/docs/docs.commands.*.test.ts.)
  */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
