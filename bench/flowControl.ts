@@ -16,7 +16,6 @@
  * queued-prefill limit (`--flow-saturation-queue-ms`). `--json` prints
  * {"carryingRatePerS", "ratePerS", "runs": {"alone", "without", "with"}, "ratios"}.
  */
-import { parseArgs } from 'node:util';
 import { parseSimFlags } from '../src/cli/sim.ts';
 import { formatFlow } from '../src/results/flowTable.ts';
 import {
@@ -28,23 +27,21 @@ import {
   type FlowRelease,
 } from '../src/sim/flowControl.ts';
 import { carryingRatePerS, runFlowExperiment, tenantOf } from '../src/sim/flowExperiment.ts';
-import { benchFlags } from './flags.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const { values } = parseArgs({
-  options: {
-    json: { type: 'boolean' },
-    replicas: { type: 'string' },
-    duration: { type: 'string' },
-    rate: { type: 'string' },
-    load: { type: 'string' },
-    seed: { type: 'string' },
-    'light-weight': { type: 'string' },
-    'flow-release': { type: 'string' },
-    'owner-slack-tokens': { type: 'string' },
-    'owner-hold-ms': { type: 'string' },
-    'look-ahead': { type: 'string' },
-    'saturation-queue-ms': { type: 'string' },
-  },
+const values = readBenchArgs('bench:flow', {
+  json: { type: 'boolean' },
+  replicas: { type: 'string' },
+  duration: { type: 'string' },
+  rate: { type: 'string' },
+  load: { type: 'string' },
+  seed: { type: 'string' },
+  'light-weight': { type: 'string' },
+  'flow-release': { type: 'string' },
+  'owner-slack-tokens': { type: 'string' },
+  'owner-hold-ms': { type: 'string' },
+  'look-ahead': { type: 'string' },
+  'saturation-queue-ms': { type: 'string' },
 });
 const { fail, positiveInt } = benchFlags('bench:flow');
 const replicas = positiveInt('replicas', values.replicas, 8);

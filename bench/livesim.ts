@@ -14,10 +14,14 @@
  */
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 import { agreement, compareLiveSim, formatCompare } from '../src/loadgen/compare.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const JSON_OUT = process.argv.includes('--json');
-const runsAt = process.argv.indexOf('--runs');
-const RUNS = runsAt >= 0 ? Number(process.argv[runsAt + 1]) : 1;
+const values = readBenchArgs('bench:livesim', {
+  json: { type: 'boolean' },
+  runs: { type: 'string' },
+});
+const JSON_OUT = values.json === true;
+const RUNS = benchFlags('bench:livesim').positiveInt('runs', values.runs, 1);
 
 const results: { ok: boolean; misses: string[]; liveRanking: string[] }[] = [];
 for (let run = 0; run < RUNS; run++) {

@@ -23,26 +23,23 @@
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
-import { benchFlags } from './flags.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 import { Hysteresis } from '../src/planner/online/hysteresis.ts';
 import { searchWindow, windowSimConfig } from '../src/planner/online/searchWindow.ts';
 import { type Observation, RequestWindow } from '../src/planner/online/window.ts';
 import { runBatch } from '../src/sim/parallel.ts';
 import { DEFAULT_POLICY } from '../src/router/defaults.ts';
 
-const { values } = parseArgs({
-  options: {
-    'phase-s': { type: 'string' },
-    'window-s': { type: 'string' },
-    'interval-s': { type: 'string' },
-    'scale-down-s': { type: 'string' },
-    'startup-s': { type: 'string' },
-    threads: { type: 'string' },
-    trace: { type: 'string' },
-    'slo-ttft-slowdown': { type: 'string' },
-    json: { type: 'boolean' },
-  },
+const values = readBenchArgs('bench:planner', {
+  'phase-s': { type: 'string' },
+  'window-s': { type: 'string' },
+  'interval-s': { type: 'string' },
+  'scale-down-s': { type: 'string' },
+  'startup-s': { type: 'string' },
+  threads: { type: 'string' },
+  trace: { type: 'string' },
+  'slo-ttft-slowdown': { type: 'string' },
+  json: { type: 'boolean' },
 });
 const { fail, positiveInt } = benchFlags('bench:planner');
 const phaseS = positiveInt('phase-s', values['phase-s'], 200);
