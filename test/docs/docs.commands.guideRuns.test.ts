@@ -1,7 +1,9 @@
 /**
  * Every guide's first command block that starts no server, only commands that end (the other guides': docs.commands.guideServers.test.ts), run as a new user would type it
- * (test/support/docRunner.ts): each line exits 0, each curl gets an answer in vLLM's shape. The
- * blocks are independent (own ports, own /tmp), so they run at once. Nothing here measures time.
+ * (test/support/docRunner.ts): each line exits 0, each curl gets an answer in vLLM's shape. These
+ * blocks are CPU-bound (simulations, plans), so they run one after another: at once on a busy
+ * 2-core host they only share its CPU and can outlast the runner's hang guard. Nothing here
+ * measures time.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -12,7 +14,7 @@ import { commands, guidePaths, readDoc } from '../support/docs.ts';
 const startsServer = (path: string) =>
   commands(readDoc(path).blocks[0]!).some((line) => line.endsWith('&'));
 
-describe("every guide's first command block runs", { concurrency: true }, () => {
+describe("every guide's first command block runs", () => {
   for (const path of guidePaths().filter((p) => !startsServer(p))) {
     test(path, async () => {
       const block = readDoc(path).blocks[0]!;
