@@ -2,7 +2,7 @@
  * The baseline tree's `src/` for the A/B benchmarks (`BASELINE_SRC`), checked. The tree's
  * `package.json` must sit beside it: without one the TypeScript loader takes the copy's modules
  * for CommonJS, and such a copy of this very tree measured 0.8x (`bench/routerAb.ts`, pick) and
- * 0.6x (`bench/routeWidth.ts`) of itself, which flatters every ratio against it.
+ * 0.6x (`bench/routeWidth.ts` (removed: `git show de18719:bench/routeWidth.ts`)) of itself, which flatters every ratio against it.
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';

@@ -7,15 +7,16 @@
  *   npm run bench:calibrate -- [--json] [--runs 3]
  *
  * On an idle machine every point comes within 3 %; the tests assert only what does not depend
- * on the host's speed (test/calibrate.live.test.ts).
+ * on the host's speed (test/calibrate/calibrate.live.test.ts).
  */
-import { parseArgs } from 'node:util';
 import { liveProfile, measureLive } from '../src/calibrate/live.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
 import { makeReplicaSpec, mixedStepMs, prefillUsPerToken } from '../src/model/index.ts';
+import { readBenchArgs } from './flags.ts';
 
-const { values } = parseArgs({
-  options: { json: { type: 'boolean', default: false }, runs: { type: 'string', default: '3' } },
+const values = readBenchArgs('bench:calibrate', {
+  json: { type: 'boolean', default: false },
+  runs: { type: 'string', default: '3' },
 });
 const RUNS = Number(values.runs);
 const SPEEDUP = 2;

@@ -20,8 +20,7 @@
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parseArgs } from 'node:util';
-import { benchFlags } from './flags.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 import type { PolicyOptions } from '../src/router/registry.ts';
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 import { DEFAULT_SLO } from '../src/results/slo.ts';
@@ -29,23 +28,21 @@ import { Progress } from '../src/cli/progress.ts';
 import { type SimConfig, simulate } from '../src/sim/run.ts';
 import { WORKLOAD_NAMES, type WorkloadName } from '../src/workload/workloads.ts';
 
-const { values } = parseArgs({
-  options: {
-    workload: { type: 'string' },
-    trace: { type: 'string' },
-    duration: { type: 'string' },
-    seed: { type: 'string' },
-    policy: { type: 'string' },
-    options: { type: 'string' },
-    slos: { type: 'string' },
-    to: { type: 'string' },
-    max: { type: 'string' },
-    margin: { type: 'string' },
-    at: { type: 'string' },
-    out: { type: 'string' },
-    json: { type: 'boolean' },
-    quiet: { type: 'boolean' },
-  },
+const values = readBenchArgs('capacity', {
+  workload: { type: 'string' },
+  trace: { type: 'string' },
+  duration: { type: 'string' },
+  seed: { type: 'string' },
+  policy: { type: 'string' },
+  options: { type: 'string' },
+  slos: { type: 'string' },
+  to: { type: 'string' },
+  max: { type: 'string' },
+  margin: { type: 'string' },
+  at: { type: 'string' },
+  out: { type: 'string' },
+  json: { type: 'boolean' },
+  quiet: { type: 'boolean' },
 });
 
 const { fail, positiveInt, policies: readPolicies } = benchFlags('capacity');

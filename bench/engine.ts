@@ -15,21 +15,19 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { SseFramer } from '../src/openai/sse.ts';
+import { readBenchArgs } from './flags.ts';
 
-const { values } = parseArgs({
-  options: {
-    json: { type: 'boolean', default: false },
-    url: { type: 'string' },
-    clients: { type: 'string', default: '64' },
-    seconds: { type: 'string', default: '10' },
-    warmup: { type: 'string', default: '2' },
-    speedup: { type: 'string', default: '100' },
-    'prompt-tokens': { type: 'string', default: '8000' },
-    'output-tokens': { type: 'string', default: '300' },
-  },
+const values = readBenchArgs('bench:engine', {
+  json: { type: 'boolean', default: false },
+  url: { type: 'string' },
+  clients: { type: 'string', default: '64' },
+  seconds: { type: 'string', default: '10' },
+  warmup: { type: 'string', default: '2' },
+  speedup: { type: 'string', default: '100' },
+  'prompt-tokens': { type: 'string', default: '8000' },
+  'output-tokens': { type: 'string', default: '300' },
 });
 const CLIENTS = Number(values.clients);
 const WINDOW_S = Number(values.seconds);

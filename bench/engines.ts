@@ -20,18 +20,19 @@ import {
   type StackFigures,
   TINY_KV_BYTES_PER_TOKEN,
 } from '../test/support/llamaStack.ts';
-import { benchFlags } from './flags.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const argv = process.argv.slice(2);
-const flag = (name: string): string | undefined => {
-  const at = argv.indexOf(`--${name}`);
-  return at >= 0 ? argv[at + 1] : undefined;
-};
+const values = readBenchArgs('bench:engines', {
+  json: { type: 'boolean' },
+  reps: { type: 'string' },
+  customers: { type: 'string' },
+  requests: { type: 'string' },
+});
 const flags = benchFlags('bench:engines');
-const JSON_OUT = argv.includes('--json');
-const REPS = flags.positiveInt('reps', flag('reps'), 3);
-const CUSTOMERS = flags.positiveInt('customers', flag('customers'), 3);
-const REQUESTS = flags.positiveInt('requests', flag('requests'), 4);
+const JSON_OUT = values.json === true;
+const REPS = flags.positiveInt('reps', values.reps, 3);
+const CUSTOMERS = flags.positiveInt('customers', values.customers, 3);
+const REQUESTS = flags.positiveInt('requests', values.requests, 4);
 
 const binary = findLlamaServer();
 if (!binary.ok) {

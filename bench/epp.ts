@@ -56,14 +56,18 @@ import { pickAnswers } from './eppAnswers.ts';
 import { cpuSecondsOf } from './gatewayLoad.ts';
 import { chatInput } from '../src/tokenizer/chat.ts';
 import { loadPromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const argValue = (name: string, fallback: number): number => {
-  const at = process.argv.indexOf(name);
-  return at < 0 ? fallback : Number(process.argv[at + 1]);
-};
-const json = process.argv.includes('--json');
-const RUNS = argValue('--runs', 5);
-const EXCHANGES = argValue('--exchanges', 200);
+const values = readBenchArgs('bench:epp', {
+  json: { type: 'boolean' },
+  runs: { type: 'string' },
+  exchanges: { type: 'string' },
+  cases: { type: 'string' },
+});
+const flags = benchFlags('bench:epp');
+const json = values.json === true;
+const RUNS = flags.positiveInt('runs', values.runs, 5);
+const EXCHANGES = flags.positiveInt('exchanges', values.exchanges, 200);
 const WARMUP = 50;
 const SYSTEM_TOKENS = 6_000;
 const USER_TOKENS = 2_000;
@@ -232,12 +236,8 @@ function quantiles(xs: number[]): { p50: number; p99: number } {
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const ALL_CASES: Case[] = ['pickMs', 'repeatMs', 'uniqueMs'];
-const casesArg = process.argv.indexOf('--cases');
 // `--cases pickMs,uniqueMs`: only those (a profile of one shape); default all three.
-const cases: Case[] =
-  casesArg < 0
-    ? ALL_CASES
-    : ALL_CASES.filter((c) => process.argv[casesArg + 1]!.split(',').includes(c));
+const cases: Case[] = flags.list('cases', values.cases, ALL_CASES);
 const runs: Record<Case, { p50: number; p99: number }[]> = {
   pickMs: [],
   repeatMs: [],

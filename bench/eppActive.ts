@@ -48,23 +48,23 @@ import { engineArgs, readyLine, spawnKvroute, stopChild } from '../src/loadgen/s
 import { listen } from '../src/openai/http.ts';
 import type { LiveRun } from '../src/results/result.ts';
 import { startNatsServer } from '../test/support/natsServer.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const argValue = (name: string, fallback: number): number => {
-  const at = process.argv.indexOf(name);
-  if (at < 0) return fallback;
-  const v = Number(process.argv[at + 1]);
-  if (!Number.isFinite(v) || v <= 0) {
-    process.stderr.write(`${name}: expected a positive number, got ${process.argv[at + 1]}\n`);
-    process.exit(2);
-  }
-  return v;
-};
-const JSON_OUT = process.argv.includes('--json');
-const ROUNDS = argValue('--rounds', 1);
-const DURATION_S = argValue('--duration', 120);
-const WARMUP_S = argValue('--warmup', 20);
-const SPEEDUP = argValue('--speedup', 1);
-const SEED = argValue('--seed', 1);
+const values = readBenchArgs('bench:epp-active', {
+  json: { type: 'boolean' },
+  rounds: { type: 'string' },
+  duration: { type: 'string' },
+  warmup: { type: 'string' },
+  speedup: { type: 'string' },
+  seed: { type: 'string' },
+});
+const flags = benchFlags('bench:epp-active');
+const JSON_OUT = values.json === true;
+const ROUNDS = flags.positiveNumber('rounds', values.rounds, 1);
+const DURATION_S = flags.positiveNumber('duration', values.duration, 120);
+const WARMUP_S = flags.positiveNumber('warmup', values.warmup, 20);
+const SPEEDUP = flags.positiveNumber('speedup', values.speedup, 1);
+const SEED = flags.positiveNumber('seed', values.seed, 1);
 const REPLICAS = 4;
 const RATE_PER_S = 4;
 const CLUSTER = 'epp-active';

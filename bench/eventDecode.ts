@@ -14,6 +14,7 @@
 import { execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { baselineSrc } from './baselineSrc.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
 const BLOCKS_PER_EVENT = 32;
 const EVENTS_PER_BATCH = 8;
@@ -69,8 +70,8 @@ function runTree(src: string): number {
 }
 
 async function main(): Promise<void> {
-  const at = process.argv.indexOf('--rounds');
-  const rounds = at < 0 ? 8 : Number(process.argv[at + 1]);
+  const values = readBenchArgs('eventDecode', { rounds: { type: 'string' } });
+  const rounds = benchFlags('eventDecode').positiveInt('rounds', values.rounds, 8);
   const current = resolve(import.meta.dirname, '../src');
   const baseline = baselineSrc(false);
   const ns: Record<string, number[]> = { current: [], baseline: [] };

@@ -17,13 +17,14 @@ import { defaultConfig } from '../src/gateway/config.ts';
 import { startGateway } from '../src/gateway/gateway.ts';
 import { makeLogger } from '../src/gateway/log.ts';
 import { encodeEventBatch, encodeSeq } from '../src/kv/wire.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const argValue = (name: string, fallback: number): number => {
-  const at = process.argv.indexOf(name);
-  return at < 0 ? fallback : Number(process.argv[at + 1]);
-};
-const SECONDS = argValue('--seconds', 10);
-const json = process.argv.includes('--json');
+const values = readBenchArgs('eventFlood', {
+  seconds: { type: 'string' },
+  json: { type: 'boolean' },
+});
+const SECONDS = benchFlags('eventFlood').positiveNumber('seconds', values.seconds, 10);
+const json = values.json === true;
 
 const byMessage = new Map<string, number>();
 let lines = 0;

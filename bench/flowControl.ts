@@ -18,7 +18,6 @@
  * TTFT (on the engine), prompt tokens cached on the replica that served it. `--json` prints
  * {"carryingRatePerS", "ratePerS", "runs": {"alone", "without", "with"}, "ratios"}.
  */
-import { parseArgs } from 'node:util';
 import { parseSimFlags } from '../src/cli/sim.ts';
 import { formatFlow } from '../src/results/flowTable.ts';
 import {
@@ -31,7 +30,7 @@ import {
 } from '../src/sim/flowControl.ts';
 import { carryingRatePerS, runFlowExperiment, tenantOf } from '../src/sim/flowExperiment.ts';
 import type { RequestRecord } from '../src/results/requestRecord.ts';
-import { benchFlags } from './flags.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
 /** Light's `n` slowest requests (by TTFT): where each one's time went. */
 function formatSlowest(records: RequestRecord[], n: number): string {
@@ -49,22 +48,20 @@ function formatSlowest(records: RequestRecord[], n: number): string {
   ].join('\n');
 }
 
-const { values } = parseArgs({
-  options: {
-    json: { type: 'boolean' },
-    replicas: { type: 'string' },
-    duration: { type: 'string' },
-    rate: { type: 'string' },
-    load: { type: 'string' },
-    seed: { type: 'string' },
-    'light-weight': { type: 'string' },
-    'flow-release': { type: 'string' },
-    'owner-slack-tokens': { type: 'string' },
-    'owner-hold-ms': { type: 'string' },
-    'look-ahead': { type: 'string' },
-    'saturation-queue-ms': { type: 'string' },
-    slowest: { type: 'string' },
-  },
+const values = readBenchArgs('bench:flow', {
+  json: { type: 'boolean' },
+  replicas: { type: 'string' },
+  duration: { type: 'string' },
+  rate: { type: 'string' },
+  load: { type: 'string' },
+  seed: { type: 'string' },
+  'light-weight': { type: 'string' },
+  'flow-release': { type: 'string' },
+  'owner-slack-tokens': { type: 'string' },
+  'owner-hold-ms': { type: 'string' },
+  'look-ahead': { type: 'string' },
+  'saturation-queue-ms': { type: 'string' },
+  slowest: { type: 'string' },
 });
 const { fail, positiveInt } = benchFlags('bench:flow');
 const replicas = positiveInt('replicas', values.replicas, 8);

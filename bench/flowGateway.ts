@@ -10,25 +10,22 @@
  *   npx tsx bench/flowGateway.ts
  *   npx tsx bench/flowGateway.ts --duration 30 --heavy 24 --seqs 4 --queue-depth 1 --json
  */
-import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
 import { backendOf } from '../src/embedded/fleet.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
 import { applyConfigDoc, defaultConfig } from '../src/gateway/config.ts';
 import { startGateway } from '../src/gateway/gateway.ts';
 import { percentile } from '../src/results/stats.ts';
-import { benchFlags } from './flags.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const { values } = parseArgs({
-  options: {
-    json: { type: 'boolean' },
-    duration: { type: 'string' },
-    heavy: { type: 'string' },
-    seqs: { type: 'string' },
-    speedup: { type: 'string' },
-    'light-every-ms': { type: 'string' },
-    'queue-depth': { type: 'string' },
-  },
+const values = readBenchArgs('flowGateway', {
+  json: { type: 'boolean' },
+  duration: { type: 'string' },
+  heavy: { type: 'string' },
+  seqs: { type: 'string' },
+  speedup: { type: 'string' },
+  'light-every-ms': { type: 'string' },
+  'queue-depth': { type: 'string' },
 });
 const { positiveInt } = benchFlags('flowGateway');
 const durationS = positiveInt('duration', values.duration, 20);

@@ -47,8 +47,9 @@ import {
   stopChildren,
   track,
 } from './gatewayLoad.ts';
+import { readBenchArgs } from './flags.ts';
 
-const JSON_OUT = process.argv.includes('--json');
+const JSON_OUT = readBenchArgs('bench:gateway', { json: { type: 'boolean' } }).json === true;
 const BIN = fileURLToPath(new URL('../bin/kvroute.js', import.meta.url));
 const RATE_PER_S = 500;
 const PHASE_S = Number(process.env.BENCH_PHASE_S ?? 5);

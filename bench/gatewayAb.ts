@@ -18,13 +18,13 @@
  * medians, the median of the per-round ratios (this tree / baseline) and the load average.
  * `--warmup N` requests per side first (default 6,000). `--profile DIR` runs this tree's gateway under `--cpu-prof` (written to DIR when it stops).
  */
-import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { alternateRounds, type Figures, loadAverage, rounded, summarize } from './ab.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 import {
   closedLoop,
   cpuSecondsOf,
-  median,
   openLoop,
   PASS_THROUGH_PROXY,
   startChild,
@@ -32,35 +32,33 @@ import {
   stopChildren,
 } from './gatewayLoad.ts';
 
-const argv = process.argv;
-const flag = (name: string): string | undefined => {
-  const at = argv.indexOf(`--${name}`);
-  return at < 0 ? undefined : argv[at + 1];
-};
-const ROUNDS = Number(flag('rounds') ?? 7);
-const SECONDS = Number(flag('seconds') ?? 3);
+const values = readBenchArgs('gatewayAb', {
+  rounds: { type: 'string' },
+  seconds: { type: 'string' },
+  warmup: { type: 'string' },
+  profile: { type: 'string' },
+});
+const { positiveInt, positiveNumber } = benchFlags('gatewayAb');
+const ROUNDS = positiveInt('rounds', values.rounds, 7);
+const SECONDS = positiveNumber('seconds', values.seconds, 3);
 const CONCURRENCY = 64;
 const OPEN_RATE_PER_S = 200;
 const OPEN_S = 2;
-const PROFILE_DIR = flag('profile');
+const PROFILE_DIR = values.profile;
 const BASELINE_DIR = process.env.BASELINE_DIR;
 /** This tree, or CURRENT_DIR: a tree laid out as the baseline's (to measure a commit while editing). */
 const HERE = process.env.CURRENT_DIR ?? fileURLToPath(new URL('..', import.meta.url));
 /** Requests each side gets before the first round: the JIT's warm-up, slow on a busy machine. */
-const WARMUP_REQUESTS = Number(flag('warmup') ?? 6_000);
+const WARMUP_REQUESTS = positiveInt('warmup', values.warmup, 6_000);
 
+type Name = 'current' | 'baseline' | 'pass-through';
 interface Side {
-  name: string;
+  name: Name;
   url: string;
   pid: number;
-  rps: number[];
-  cpuUsPerRequest: number[];
-  /** CPU µs per request at the fixed open-loop rate: both sides do the same work per second. */
-  cpuUsAtRate: number[];
-  p50Ms: number[];
 }
 
-async function startGateway(name: string, root: string, backends: string[]): Promise<Side> {
+async function startGateway(name: Name, root: string, backends: string[]): Promise<Side> {
   const prof =
     name === 'current' && PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', PROFILE_DIR] : [];
   const { match, child } = await startChild(
@@ -81,10 +79,6 @@ async function startGateway(name: string, root: string, backends: string[]): Pro
     name,
     url: match[1]!,
     pid: child.pid!,
-    rps: [],
-    cpuUsPerRequest: [],
-    cpuUsAtRate: [],
-    p50Ms: [],
   };
 }
 
@@ -99,25 +93,29 @@ async function startFloor(backend: string): Promise<Side> {
     name: 'pass-through',
     url: match[1]!,
     pid: child.pid!,
-    rps: [],
-    cpuUsPerRequest: [],
-    cpuUsAtRate: [],
-    p50Ms: [],
   };
 }
 
-async function measure(side: Side): Promise<void> {
+/**
+ * One round of one side: requests/s closed loop, the side's CPU µs per request in it (NaN where
+ * /proc is not readable), the same at the fixed open-loop rate (`cpuUsAtRate`: both sides do the
+ * same work per second) and the open-loop latency p50.
+ */
+async function measure(side: Side): Promise<Figures> {
   const cpu0 = cpuSecondsOf(side.pid);
   const { done, requestsPerS } = await closedLoop(side.url, CONCURRENCY, SECONDS);
   const cpu1 = cpuSecondsOf(side.pid);
-  side.rps.push(requestsPerS);
-  if (cpu0 !== null && cpu1 !== null) side.cpuUsPerRequest.push(((cpu1 - cpu0) * 1e6) / done);
   const cpu2 = cpuSecondsOf(side.pid);
   const latencies = (await openLoop(side.url, OPEN_RATE_PER_S, OPEN_S)).sort((a, b) => a - b);
   const cpu3 = cpuSecondsOf(side.pid);
-  if (cpu2 !== null && cpu3 !== null)
-    side.cpuUsAtRate.push(((cpu3 - cpu2) * 1e6) / latencies.length);
-  side.p50Ms.push(latencies[Math.floor(latencies.length / 2)]!);
+  const perRequestUs = (from: number | null, to: number | null, count: number) =>
+    from !== null && to !== null ? ((to - from) * 1e6) / count : Number.NaN;
+  return {
+    rps: requestsPerS,
+    cpuUsPerRequest: perRequestUs(cpu0, cpu1, done),
+    cpuUsAtRate: perRequestUs(cpu2, cpu3, latencies.length),
+    p50Ms: latencies[Math.floor(latencies.length / 2)]!,
+  };
 }
 
 async function main(): Promise<void> {
@@ -126,45 +124,48 @@ async function main(): Promise<void> {
   const current = await startGateway('current', HERE, backends);
   const baseline = await startGateway('baseline', resolve(BASELINE_DIR), backends);
   const floor = await startFloor(backends[0]!);
-  const sides = [current, baseline, floor];
-  const load0 = loadavg()[0]!;
-  for (const side of sides) {
+  const sides: Record<Name, Side> = { current, baseline, 'pass-through': floor };
+  const load0 = loadAverage();
+  for (const side of Object.values(sides)) {
     for (let done = 0; done < WARMUP_REQUESTS; )
       done += (await closedLoop(side.url, CONCURRENCY, 1)).done;
   }
-  for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? sides : [...sides].reverse();
-    for (const side of order) await measure(side);
-    process.stderr.write(
-      `round ${round + 1}/${ROUNDS}: ${sides
-        .map(
-          (s) =>
-            `${s.name} ${s.rps.at(-1)!.toFixed(0)} req/s ${s.cpuUsPerRequest.at(-1)?.toFixed(0)} µs/req p50 ${s.p50Ms.at(-1)!.toFixed(2)} ms`,
-        )
-        .join(', ')}\n`,
-    );
-  }
-  const ratio = (key: 'rps' | 'cpuUsPerRequest' | 'cpuUsAtRate' | 'p50Ms') =>
-    median(current[key].map((x, i) => x / baseline[key][i]!));
-  const summary = (s: Side) => ({
-    requestsPerS: Math.round(median(s.rps)),
-    cpuUsPerRequest: Math.round(median(s.cpuUsPerRequest)),
-    cpuUsAtRate: Math.round(median(s.cpuUsAtRate)),
-    p50Ms: Math.round(median(s.p50Ms) * 1000) / 1000,
+  const ab = await alternateRounds(
+    ROUNDS,
+    ['current', 'baseline', 'pass-through'] as const,
+    (name) => measure(sides[name]),
+    {
+      onRound: (round, got) =>
+        process.stderr.write(
+          `round ${round + 1}/${ROUNDS}: ${Object.entries(got)
+            .map(
+              ([name, f]) =>
+                `${name} ${f.rps!.toFixed(0)} req/s ${f.cpuUsPerRequest!.toFixed(0)} µs/req p50 ${f.p50Ms!.toFixed(2)} ms`,
+            )
+            .join(', ')}\n`,
+        ),
+    },
+  );
+  const { medians, ratio } = summarize(ab, 'current', 'baseline');
+  const summary = (f: Figures) => ({
+    requestsPerS: Math.round(f.rps!),
+    cpuUsPerRequest: Math.round(f.cpuUsPerRequest!),
+    cpuUsAtRate: Math.round(f.cpuUsAtRate!),
+    p50Ms: rounded(f.p50Ms!, 3),
   });
   const out = {
     rounds: ROUNDS,
     seconds: SECONDS,
-    current: summary(current),
-    baseline: summary(baseline),
-    nodePassThrough: summary(floor),
+    current: summary(medians.current!),
+    baseline: summary(medians.baseline!),
+    nodePassThrough: summary(medians['pass-through']!),
     ratio: {
-      requestsPerS: Math.round(ratio('rps') * 1000) / 1000,
-      cpuUsPerRequest: Math.round(ratio('cpuUsPerRequest') * 1000) / 1000,
-      cpuUsAtRate: Math.round(ratio('cpuUsAtRate') * 1000) / 1000,
-      p50Ms: Math.round(ratio('p50Ms') * 1000) / 1000,
+      requestsPerS: rounded(ratio.rps!, 3),
+      cpuUsPerRequest: rounded(ratio.cpuUsPerRequest!, 3),
+      cpuUsAtRate: rounded(ratio.cpuUsAtRate!, 3),
+      p50Ms: rounded(ratio.p50Ms!, 3),
     },
-    loadAverage: [Math.round(load0 * 10) / 10, Math.round(loadavg()[0]! * 10) / 10],
+    loadAverage: [load0, loadAverage()],
   };
   process.stdout.write(`${JSON.stringify(out)}\n`);
 }

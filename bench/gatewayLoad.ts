@@ -208,8 +208,4 @@ export function cpuSecondsOf(pid: number): number | null {
   }
 }
 
-export function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-}
+export { median } from './ab.ts';

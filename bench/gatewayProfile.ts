@@ -12,16 +12,17 @@ import { readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { closedLoop, startChild, startInstantBackends, stopChildren } from './gatewayLoad.ts';
 import { profileShares } from './profileShares.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const argv = process.argv;
-const flag = (name: string): string | undefined => {
-  const at = argv.indexOf(`--${name}`);
-  return at < 0 ? undefined : argv[at + 1];
-};
-const SECONDS = Number(flag('seconds') ?? 10);
-const DIR = flag('dir') ?? '/tmp/kvroute-gateway-profile';
+const values = readBenchArgs('gatewayProfile', {
+  seconds: { type: 'string' },
+  dir: { type: 'string' },
+  root: { type: 'string' },
+});
+const SECONDS = benchFlags('gatewayProfile').positiveNumber('seconds', values.seconds, 10);
+const DIR = values.dir ?? '/tmp/kvroute-gateway-profile';
 /** `--root DIR`: another tree's gateway (a baseline laid out as bench/gatewayAb.ts says). */
-const ROOT = flag('root');
+const ROOT = values.root;
 /** The system's monotonic clock in µs, as a CPU profile's timestamps read it. */
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
 const BIN = ROOT

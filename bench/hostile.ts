@@ -18,8 +18,9 @@ import { startEngineServer } from '../src/engine/server/server.ts';
 import { backendOf } from '../src/embedded/fleet.ts';
 import { defaultConfig } from '../src/gateway/config.ts';
 import { startGateway } from '../src/gateway/gateway.ts';
+import { readBenchArgs } from './flags.ts';
 
-const json = process.argv.includes('--json');
+const json = readBenchArgs('hostile', { json: { type: 'boolean' } }).json === true;
 const MODEL = 'llama-3.3-70b';
 
 interface Target {

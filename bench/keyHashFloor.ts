@@ -14,13 +14,14 @@
  * Ratios are against `jsUs` in the same round, then the median over rounds.
  */
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import wabtInit from 'wabt';
 import { chainBlockKeys, computeBlockKeys } from '../src/kv/blockKey.ts';
 import { Rng } from '../src/util/rng.ts';
+import { readBenchArgs } from './flags.ts';
 
-const { values } = parseArgs({
-  options: { rounds: { type: 'string' }, json: { type: 'boolean' } },
+const values = readBenchArgs('keyHashFloor', {
+  rounds: { type: 'string' },
+  json: { type: 'boolean' },
 });
 const ROUNDS = Number(values.rounds ?? 7);
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1) {

@@ -8,16 +8,20 @@
  * ranking) needs a quiet machine: on a busy 2-core host the live stack's steps and sends run late
  * (random's TTFT p50 was once 19 % above the simulator's, and the client said it ran late), so
  * the figure lives here and the test suite checks only what timing cannot move
- * (test/bench.livesim.test.ts). About 200 requests are measured and most customers come once, so
+ * (test/loadgen/bench.livesim.test.ts). About 200 requests are measured and most customers come once, so
  * hit rates are low (~23 % for cost) and each request routed differently moves one by ~0.4 points.
  * `npm run demo` runs the full-size version with separate processes.
  */
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 import { agreement, compareLiveSim, formatCompare } from '../src/loadgen/compare.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const JSON_OUT = process.argv.includes('--json');
-const runsAt = process.argv.indexOf('--runs');
-const RUNS = runsAt >= 0 ? Number(process.argv[runsAt + 1]) : 1;
+const values = readBenchArgs('bench:livesim', {
+  json: { type: 'boolean' },
+  runs: { type: 'string' },
+});
+const JSON_OUT = values.json === true;
+const RUNS = benchFlags('bench:livesim').positiveInt('runs', values.runs, 1);
 
 const results: { ok: boolean; misses: string[]; liveRanking: string[] }[] = [];
 for (let run = 0; run < RUNS; run++) {

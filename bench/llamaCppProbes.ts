@@ -44,23 +44,31 @@ import {
 } from 'node-llama-cpp';
 import { PlanBatching } from '../src/engine/runtime/llamaCpp/batching.ts';
 import { tinyModelPath } from '../test/support/tinyModel.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const argv = process.argv.slice(2);
-const flag = (name: string): string | undefined => {
-  const at = argv.indexOf(name);
-  return at >= 0 ? argv[at + 1] : undefined;
-};
-const REPS = Number(flag('--reps') ?? 5);
-const ONLY = new Set((flag('--only') ?? 'E0,E1,E2,E3,E4,E5').split(','));
-const FA = flag('--fa') === 'false' ? false : 'auto';
-const MMAP = flag('--mmap') === 'false' ? false : 'auto';
-const SEQUENCES = Number(flag('--sequences') ?? 8);
-const CONTEXT = Number(flag('--context') ?? 4096);
-const TABLE_SAMPLE_MS = Number(flag('--table-sample') ?? 9);
-const KV_DEBUG = argv.includes('--kv-debug');
+const values = readBenchArgs('llamaCppProbes', {
+  reps: { type: 'string' },
+  only: { type: 'string' },
+  fa: { type: 'string' },
+  mmap: { type: 'string' },
+  sequences: { type: 'string' },
+  context: { type: 'string' },
+  'table-sample': { type: 'string' },
+  'kv-debug': { type: 'boolean' },
+  clock: { type: 'string' },
+});
+const flags = benchFlags('llamaCppProbes');
+const REPS = flags.positiveInt('reps', values.reps, 5);
+const ONLY = new Set(flags.list('only', values.only, ['E0', 'E1', 'E2', 'E3', 'E4', 'E5']));
+const FA = values.fa === 'false' ? false : 'auto';
+const MMAP = values.mmap === 'false' ? false : 'auto';
+const SEQUENCES = flags.positiveInt('sequences', values.sequences, 8);
+const CONTEXT = flags.positiveInt('context', values.context, 4096);
+const TABLE_SAMPLE_MS = flags.positiveNumber('table-sample', values['table-sample'], 9);
+const KV_DEBUG = values['kv-debug'] === true;
 // cpu: the process's CPU time (llama.cpp's one thread and the main thread), which a busy host's
 // preemption does not inflate; wall: elapsed time.
-const CLOCK = flag('--clock') ?? 'cpu';
+const CLOCK = flags.list('clock', values.clock, ['cpu', 'wall'])[0] ?? 'cpu';
 const clock = (): number => {
   if (CLOCK === 'wall') return performance.now();
   const u = process.cpuUsage();

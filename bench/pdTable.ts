@@ -4,18 +4,16 @@
  *   node --import tsx bench/pdTable.ts [--duration S] [--warmup S] [--max-replicas N]
  * Prints one JSON line per cell (the `--search --pd auto` shape) and a Markdown table.
  */
-import { parseArgs } from 'node:util';
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 import { DEFAULT_POLICY } from '../src/router/defaults.ts';
 import { PdSearcher } from '../src/sim/pd/runPd.ts';
 import type { SimConfig } from '../src/sim/run.ts';
+import { readBenchArgs } from './flags.ts';
 
-const { values } = parseArgs({
-  options: {
-    duration: { type: 'string' },
-    warmup: { type: 'string' },
-    'max-replicas': { type: 'string' },
-  },
+const values = readBenchArgs('pdTable', {
+  duration: { type: 'string' },
+  warmup: { type: 'string' },
+  'max-replicas': { type: 'string' },
 });
 const durationS = Number(values.duration ?? 120);
 const warmupS = Number(values.warmup ?? 20);

@@ -1,6 +1,6 @@
 /**
  * The figures of `npm run bench:real` from what its runs recorded: pure functions (no clock, no
- * I/O), so test/bench.real.test.ts checks them on canned records.
+ * I/O), so test/bench/bench.real.test.ts checks them on canned records.
  */
 import { percentile } from '../src/results/stats.ts';
 

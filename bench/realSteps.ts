@@ -29,14 +29,15 @@ import { makeReplicaSpec, tableStepMs } from '../src/model/index.ts';
 import type { StepPlan } from '../src/scheduler/types.ts';
 import { makeSyntheticTrace } from '../src/workload/trace.ts';
 import { tinyModelPath } from '../test/support/tinyModel.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const argv = process.argv.slice(2);
-const arg = (name: string, fallback: number): number => {
-  const at = argv.indexOf(name);
-  return at >= 0 ? Number(argv[at + 1]) : fallback;
-};
-const CALIBRATE_S = arg('--calibrate-s', 120);
-const REQUESTS = arg('--requests', 16);
+const values = readBenchArgs('realSteps', {
+  'calibrate-s': { type: 'string' },
+  requests: { type: 'string' },
+});
+const flags = benchFlags('realSteps');
+const CALIBRATE_S = flags.positiveNumber('calibrate-s', values['calibrate-s'], 120);
+const REQUESTS = flags.positiveInt('requests', values.requests, 16);
 const BUDGET = 256;
 const log = (line: string) => process.stderr.write(`${line}\n`);
 

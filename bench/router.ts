@@ -24,6 +24,7 @@ import type { KvEvent } from '../src/kv/events.ts';
 import { decodeEventBatch, encodeEventBatch } from '../src/kv/wire.ts';
 import { type ForeignKvEvent, Router } from '../src/router/index.ts';
 import { Rng } from '../src/util/rng.ts';
+import { readBenchArgs } from './flags.ts';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const REPLICAS = 64;
@@ -328,7 +329,7 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-const json = process.argv.includes('--json');
+const json = readBenchArgs('bench:router', { json: { type: 'boolean' } }).json === true;
 const fleet = makeFleet(new Rng(1));
 // The ingest paths once untimed, so that no run times them before they are compiled (a first
 // run's figures were half the later ones'): a gateway applies events for hours.

@@ -3,7 +3,7 @@
  * rounds alternating, so that a busy machine weighs on both alike:
  *
  *   git archive <commit> src package.json | tar -x -C /tmp/base   # its sources and package.json
- *   BASELINE_SRC=/tmp/base/src node --import tsx bench/routerAb.ts [-- --rounds 5] [--picks 4000]
+ *   BASELINE_SRC=/tmp/base/src node --import tsx bench/routerAb.ts [--rounds 5] [--picks 4000]
  *
  * The fleet is bench:router's (64 replicas, 1,000,000 blocks, 8,000-token prompts of a 6,000-
  * token shared prefix and 2,000 new tokens), built once and fed to both. Per round and tree: the
@@ -14,17 +14,14 @@
  * Prints each tree's medians, the
  * median of the per-round ratios (this tree / baseline) and the load average.
  */
-import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
-import { baselineSrc } from './baselineSrc.ts';
+import { alternateRounds, loadSides, printAbTable, summarize } from './ab.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const argv = process.argv;
-const flag = (name: string, fallback: number): number => {
-  const at = argv.indexOf(`--${name}`);
-  return at < 0 ? fallback : Number(argv[at + 1]);
-};
-const ROUNDS = flag('rounds', 5);
-const PICKS = flag('picks', 4_000);
+const values = readBenchArgs('routerAb', { rounds: { type: 'string' }, picks: { type: 'string' } });
+const { positiveInt } = benchFlags('routerAb');
+const ROUNDS = positiveInt('rounds', values.rounds, 5);
+const PICKS = positiveInt('picks', values.picks, 4_000);
 const WARMUP_PICKS = 1_000;
 const REPLICAS = 64;
 const BLOCK_SIZE = 16;
@@ -84,12 +81,8 @@ async function load(src: string): Promise<Tree> {
   };
 }
 
-const baseline = baselineSrc(true);
-const trees: Record<string, Tree> = {
-  baseline: await load(baseline),
-  current: await load(resolve(import.meta.dirname, '../src')),
-};
-const ref = trees.baseline!;
+const trees = await loadSides(load);
+const ref = trees.baseline;
 const names = Array.from({ length: REPLICAS }, (_, i) => `replica-${i}`);
 const rng = new ref.Rng(1);
 const tokens = (count: number): number[] => {
@@ -247,28 +240,16 @@ function round(tree: Tree, seed: number): Record<string, number> {
   return out;
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
-const runs: Record<string, Record<string, number>[]> = { baseline: [], current: [] };
-for (let r = 0; r < ROUNDS; r++) {
-  for (const name of ['baseline', 'current']) runs[name]!.push(round(trees[name]!, 100 + r));
-}
-const fields = Object.keys(runs.current![0]!);
-const rows: Record<string, Record<string, string>> = {};
-for (const name of ['baseline', 'current']) {
-  rows[name] = Object.fromEntries(
-    fields.map((f) => [f, median(runs[name]!.map((x) => x[f]!)).toPrecision(4)]),
-  );
-}
-rows['current / baseline'] = Object.fromEntries(
-  fields.map((f) => [
-    f,
-    median(runs.current!.map((x, i) => x[f]! / runs.baseline![i]![f]!)).toFixed(3),
-  ]),
+// Baseline then current every round, as before the harness was shared.
+const ab = await alternateRounds(
+  ROUNDS,
+  ['baseline', 'current'],
+  (side, r) => round(trees[side], 100 + r),
+  {
+    swap: false,
+  },
 );
-console.log(`router A/B: ${ROUNDS} alternating rounds, ${PICKS} picks each, medians`);
-console.table(rows);
-console.log(
-  `load average ${loadavg()
-    .map((x) => x.toFixed(2))
-    .join(' ')}`,
+printAbTable(
+  `router A/B: ${ROUNDS} alternating rounds, ${PICKS} picks each, medians`,
+  summarize(ab, 'current', 'baseline'),
 );

@@ -12,6 +12,7 @@
 import { computeBlockKeys } from '../src/kv/blockKey.ts';
 import { BlockPool } from '../src/kv/blockPool.ts';
 import { Scheduler } from '../src/scheduler/scheduler.ts';
+import { readBenchArgs } from './flags.ts';
 
 const RUNS = 5;
 const BLOCK_SIZE = 16;
@@ -108,7 +109,7 @@ function admitRun(count: number, typed: boolean): Percentiles {
 }
 
 function main(): void {
-  const json = process.argv.includes('--json');
+  const json = readBenchArgs('bench:scheduler', { json: { type: 'boolean' } }).json === true;
   const table: { running: number; p50: number; p99: number }[] = [];
   for (const running of [64, 256, 1024]) {
     stepRun(running, 200); // JIT warm-up

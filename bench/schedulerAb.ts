@@ -13,18 +13,19 @@
  * does not inflate). Prints each tree's medians, the median of the per-round ratios (this tree /
  * baseline) and the load average. The workloads are bench/scheduler.ts's.
  */
-import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
-import { baselineSrc } from './baselineSrc.ts';
+import { alternateRounds, loadSides, printAbTable, SIDES, summarize } from './ab.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const argv = process.argv;
-const flag = (name: string, fallback: number): number => {
-  const at = argv.indexOf(`--${name}`);
-  return at < 0 ? fallback : Number(argv[at + 1]);
-};
-const ROUNDS = flag('rounds', 9);
-const STEPS = flag('steps', 1_000);
-const ADMITS = flag('admits', 300);
+const values = readBenchArgs('schedulerAb', {
+  rounds: { type: 'string' },
+  steps: { type: 'string' },
+  admits: { type: 'string' },
+});
+const { positiveInt } = benchFlags('schedulerAb');
+const ROUNDS = positiveInt('rounds', values.rounds, 9);
+const STEPS = positiveInt('steps', values.steps, 1_000);
+const ADMITS = positiveInt('admits', values.admits, 300);
 const BLOCK_SIZE = 16;
 const BUDGET_TOKENS = 8192;
 const RUNNING = 256;
@@ -59,11 +60,7 @@ async function load(src: string): Promise<Tree> {
   };
 }
 
-const baseline = baselineSrc(true);
-const trees: Record<string, Tree> = {
-  baseline: await load(baseline),
-  current: await load(resolve(import.meta.dirname, '../src')),
-};
+const trees = await loadSides(load);
 
 const nowUs = (): number => performance.now() * 1000;
 const cpuUs = (since: NodeJS.CpuUsage): number => {
@@ -156,45 +153,19 @@ function admitRound(tree: Tree, typed: boolean): Record<string, number> {
   };
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
-const names = ['baseline', 'current'];
 // JIT warm-up of both trees before anything is kept.
-for (const name of names) {
-  stepRound(trees[name]!);
-  admitRound(trees[name]!, true);
-  admitRound(trees[name]!, false);
+for (const side of SIDES) {
+  stepRound(trees[side]);
+  admitRound(trees[side], true);
+  admitRound(trees[side], false);
 }
-const runs: Record<string, Record<string, number>[]> = { baseline: [], current: [] };
-for (let r = 0; r < ROUNDS; r++) {
-  // Alternate which tree goes first, so neither always runs on a freshly collected heap.
-  for (const name of r % 2 === 0 ? names : [...names].reverse()) {
-    const tree = trees[name]!;
-    runs[name]!.push({
-      ...stepRound(tree),
-      ...admitRound(tree, true),
-      ...admitRound(tree, false),
-    });
-  }
-}
-const fields = Object.keys(runs.current![0]!);
-const rows: Record<string, Record<string, string>> = {};
-for (const name of names) {
-  rows[name] = Object.fromEntries(
-    fields.map((f) => [f, median(runs[name]!.map((x) => x[f]!)).toPrecision(4)]),
-  );
-}
-rows['current / baseline'] = Object.fromEntries(
-  fields.map((f) => [
-    f,
-    median(runs.current!.map((x, i) => x[f]! / runs.baseline![i]![f]!)).toFixed(3),
-  ]),
-);
-console.log(
+// Which tree goes first alternates, so neither always runs on a freshly collected heap.
+const ab = await alternateRounds(ROUNDS, SIDES, (side) => ({
+  ...stepRound(trees[side]),
+  ...admitRound(trees[side], true),
+  ...admitRound(trees[side], false),
+}));
+printAbTable(
   `scheduler A/B: ${ROUNDS} alternating rounds, ${STEPS} steps and ${ADMITS} admissions each, medians`,
-);
-console.table(rows);
-console.log(
-  `load average ${loadavg()
-    .map((x) => x.toFixed(2))
-    .join(' ')}`,
+  summarize(ab, 'current', 'baseline'),
 );

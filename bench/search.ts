@@ -12,23 +12,20 @@
  * runs counts it may need next, and cancels those it did not (`cancelled`).
  */
 import { availableParallelism } from 'node:os';
-import { parseArgs } from 'node:util';
-import { benchFlags } from './flags.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 import { resultsJson } from '../src/results/result.ts';
 import { DEFAULT_SLO } from '../src/results/slo.ts';
 import { type BatchResult, runBatch } from '../src/sim/parallel.ts';
 import type { SimConfig } from '../src/sim/run.ts';
 
-const { values } = parseArgs({
-  options: {
-    json: { type: 'boolean' },
-    policy: { type: 'string' },
-    duration: { type: 'string' },
-    threads: { type: 'string' },
-    runs: { type: 'string' },
-    replicas: { type: 'string' },
-  },
+const values = readBenchArgs('bench:search', {
+  json: { type: 'boolean' },
+  policy: { type: 'string' },
+  duration: { type: 'string' },
+  threads: { type: 'string' },
+  runs: { type: 'string' },
+  replicas: { type: 'string' },
 });
 
 const { fail, positiveInt, policies: readPolicies } = benchFlags('bench:search');

@@ -8,23 +8,21 @@
  * --scale [--factors 1,4,16] runs the workload scaled up, replicas and rate together, one child
  * process per fleet (bench/simScale.ts), and prints how wall time and memory grow with the fleet.
  */
-import { parseArgs } from 'node:util';
 import type { SimEngine, SimRouter } from '../src/sim/fleet.ts';
 import { ENGINE_DEFAULTS } from '../src/engine/options.ts';
 import { DEFAULT_SLO } from '../src/results/slo.ts';
 import { simulate } from '../src/sim/run.ts';
 import { runScale, type ScaleRow } from './simScale.ts';
+import { readBenchArgs } from './flags.ts';
 
-const { values } = parseArgs({
-  options: {
-    json: { type: 'boolean' },
-    duration: { type: 'string' },
-    split: { type: 'boolean' },
-    policy: { type: 'string' },
-    scale: { type: 'boolean' },
-    factors: { type: 'string' },
-    'scale-one': { type: 'string' },
-  },
+const values = readBenchArgs('bench:sim', {
+  json: { type: 'boolean' },
+  duration: { type: 'string' },
+  split: { type: 'boolean' },
+  policy: { type: 'string' },
+  scale: { type: 'boolean' },
+  factors: { type: 'string' },
+  'scale-one': { type: 'string' },
 });
 const durationS = Number(values.duration ?? (values.scale ? 120 : 600));
 if (!(durationS > 0))

@@ -9,19 +9,17 @@
  * time (user + system), which a machine shared with other work disturbs less than wall time.
  * Runs of one side give identical results.
  */
-import { parseArgs } from 'node:util';
 import { ENGINE_DEFAULTS, type EngineOptions } from '../src/engine/options.ts';
 import { DEFAULT_SLO } from '../src/results/slo.ts';
 import type { SimEngine } from '../src/sim/fleet.ts';
 import { simulate } from '../src/sim/run.ts';
+import { readBenchArgs } from './flags.ts';
 
-const { values } = parseArgs({
-  options: {
-    json: { type: 'boolean' },
-    duration: { type: 'string' },
-    'cpu-kv-gib': { type: 'string' },
-    replicas: { type: 'string' },
-  },
+const values = readBenchArgs('bench:sim-tier', {
+  json: { type: 'boolean' },
+  duration: { type: 'string' },
+  'cpu-kv-gib': { type: 'string' },
+  replicas: { type: 'string' },
 });
 const durationS = Number(values.duration ?? 120);
 if (!(durationS > 0))

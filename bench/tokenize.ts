@@ -34,9 +34,10 @@ import { JinjaChatTemplate } from '../src/tokenizer/jinjaChat.ts';
 import { loadModelFolder } from '../src/tokenizer/modelFolder.ts';
 import { PromptTokenizer } from '../src/tokenizer/promptTokenizer.ts';
 import { SPLIT_PATTERNS, scannerFor } from '../src/tokenizer/splitScanner.ts';
+import { readBenchArgs } from './flags.ts';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
-const JSON_OUT = process.argv.includes('--json');
+const JSON_OUT = readBenchArgs('bench:tokenize', { json: { type: 'boolean' } }).json === true;
 const SYSTEM_TOKENS = 6_000;
 const USER_TOKENS = 2_000;
 const SYSTEM_PROMPTS = 4;

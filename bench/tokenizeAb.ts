@@ -19,17 +19,19 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { loadavg } from 'node:os';
 import { dirname, resolve } from 'node:path';
-import { baselineSrc } from './baselineSrc.ts';
+import { abSources, alternateRounds, loadAverage, rounded, summarize } from './ab.ts';
+import { benchFlags, readBenchArgs } from './flags.ts';
 
-const argv = process.argv;
-const flag = (name: string, fallback: number): number => {
-  const at = argv.indexOf(`--${name}`);
-  return at < 0 ? fallback : Number(argv[at + 1]);
-};
-const ROUNDS = flag('rounds', 9);
-const CALLS = flag('calls', 100);
+const values = readBenchArgs('tokenizeAb', {
+  rounds: { type: 'string' },
+  calls: { type: 'string' },
+  child: { type: 'string' },
+  offset: { type: 'string' },
+});
+const { positiveInt } = benchFlags('tokenizeAb');
+const ROUNDS = positiveInt('rounds', values.rounds, 9);
+const CALLS = positiveInt('calls', values.calls, 100);
 const SYSTEM_TOKENS = 6_000;
 const USER_TOKENS = 2_000;
 const SYSTEM_PROMPTS = 4;
@@ -100,11 +102,6 @@ function textOf(prompts: PromptsLike, offset: number, tokens: number): string {
 
 const quantile = (sorted: number[], q: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-const median = (xs: number[]) =>
-  quantile(
-    [...xs].sort((a, b) => a - b),
-    0.5,
-  );
 
 /** A child's figures: one tree over one round's messages. */
 interface RoundFigures {
@@ -143,20 +140,18 @@ async function child(src: string, offset: number, calls: number): Promise<RoundF
   return { p50: quantile(us, 0.5), p99: quantile(us, 0.99), idsDigest: digest.digest('hex') };
 }
 
-const at = argv.indexOf('--child');
-if (at >= 0) {
-  const figures = await child(argv[at + 1]!, flag('offset', 5_000), CALLS);
+if (values.child !== undefined) {
+  const figures = await child(values.child, positiveInt('offset', values.offset, 5_000), CALLS);
   console.log(JSON.stringify(figures));
   process.exit(0);
 }
 
-const baseline = baselineSrc(true);
-const trees = { this: resolve(import.meta.dirname, '../src'), baseline: baseline };
-type Name = keyof typeof trees;
-const names: Name[] = ['this', 'baseline'];
+const trees = abSources();
+/** The digest of each round's ids, to check both trees tokenize alike. */
+const digests: Record<string, string>[] = [];
 
-function runChild(name: Name, offset: number): RoundFigures {
-  const args = ['--import', 'tsx', import.meta.filename, '--child', trees[name]];
+function runChild(src: string, offset: number): RoundFigures {
+  const args = ['--import', 'tsx', import.meta.filename, '--child', src];
   const out = execFileSync(
     process.execPath,
     [...args, '--offset', `${offset}`, '--calls', `${CALLS}`],
@@ -167,30 +162,33 @@ function runChild(name: Name, offset: number): RoundFigures {
   return JSON.parse(out.trim().split('\n').at(-1)!) as RoundFigures;
 }
 
-const results = { this: [] as RoundFigures[], baseline: [] as RoundFigures[] };
-const ratios: number[] = [];
-for (let round = 0; round < ROUNDS; round++) {
-  const offset = 5_000 + round * CALLS * 977;
-  const order = round % 2 === 0 ? names : [...names].reverse();
-  const got = Object.fromEntries(order.map((name) => [name, runChild(name, offset)])) as Record<
-    Name,
-    RoundFigures
-  >;
-  if (got.this.idsDigest !== got.baseline.idsDigest) {
-    throw new Error('the trees tokenize the same chats differently');
-  }
-  for (const name of names) results[name].push(got[name]);
-  ratios.push(got.this.p50 / got.baseline.p50);
-  console.error(
-    `round ${round + 1}: p50 this ${got.this.p50.toFixed(0)} / baseline ${got.baseline.p50.toFixed(0)} µs`,
-  );
-}
+// This tree first in even rounds, the baseline first in odd ones.
+const ab = await alternateRounds(
+  ROUNDS,
+  ['current', 'baseline'] as const,
+  (side, round) => {
+    const got = runChild(trees[side], 5_000 + round * CALLS * 977);
+    (digests[round] ??= {})[side] = got.idsDigest;
+    return { p50: got.p50, p99: got.p99 };
+  },
+  {
+    onRound: (round, got) => {
+      if (digests[round]!.current !== digests[round]!.baseline) {
+        throw new Error('the trees tokenize the same chats differently');
+      }
+      console.error(
+        `round ${round + 1}: p50 this ${got.current.p50!.toFixed(0)} / baseline ${got.baseline.p50!.toFixed(0)} µs`,
+      );
+    },
+  },
+);
+const summary = summarize(ab, 'current', 'baseline');
 const figures = Object.fromEntries(
-  names.map((name) => [
-    name,
+  (['current', 'baseline'] as const).map((side) => [
+    side === 'current' ? 'this' : side,
     {
-      chatUsP50: +median(results[name].map((r) => r.p50)).toFixed(1),
-      chatUsP99: +median(results[name].map((r) => r.p99)).toFixed(1),
+      chatUsP50: rounded(summary.medians[side]!.p50!, 1),
+      chatUsP99: rounded(summary.medians[side]!.p99!, 1),
     },
   ]),
 );
@@ -199,7 +197,7 @@ console.log(
     rounds: ROUNDS,
     calls: CALLS,
     ...figures,
-    ratioP50: +median(ratios).toFixed(3),
-    loadAverage: loadavg()[0],
+    ratioP50: rounded(summary.ratio.p50!, 3),
+    loadAverage: loadAverage(),
   }),
 );

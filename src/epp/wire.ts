@@ -7,7 +7,7 @@
  *
  * Field numbers are those of Envoy's `external_processor.proto` and `base.proto` (vendored
  * unmodified under `/proto`) and of `google/protobuf/struct.proto`. The bytes are protobufjs'
- * own for the same object (`test/epp.wire.test.ts` compares them): fields in declaration order,
+ * own for the same object (`test/epp/epp.wire.test.ts` compares them): fields in declaration order,
  * a field written whenever the object holds it (a `false` or empty value included), map entries
  * in key order of the object. Only the fields `ProcessingResponse` types are read; any other key
  * of the object is not sent.

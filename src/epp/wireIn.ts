@@ -5,7 +5,7 @@
  * default, each set oneof naming itself), without protobufjs' reader, message instances and
  * `toObject` pass: the picker decodes one message per body chunk, both ways, so the response
  * path of a streamed answer is mostly this. Equal to protobufjs 7 on the vendored upstream
- * protos (`test/epp.wireIn.test.ts`, by property), unknown fields skipped as it skips them.
+ * protos (`test/epp/epp.wireIn.test.ts`, by property), unknown fields skipped as it skips them.
  *
  * As protobufjs: a field is told by its number alone (its wire type is not checked); a repeated
  * scalar or message field met twice keeps the last; a nested message's reads stop at its own

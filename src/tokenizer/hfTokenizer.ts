@@ -9,7 +9,7 @@
  * merge loop over ids in typed arrays (`bpeMerge.ts`), an early stop once a token limit is
  * passed and resumable work, so a huge prompt never holds the event loop for long. Models the
  * fast path does not cover (WordPiece, Unigram, BPE with word suffixes) use the library as is.
- * `test/tokenizer.hf.test.ts` checks the two paths against each other on random text.
+ * `test/tokenizer/tokenizer.hf.test.ts` checks the two paths against each other on random text.
  */
 import { type AddedToken, AddedTokens } from './addedTokens.ts';
 import { TokenizerError } from './errors.ts';

@@ -1,6 +1,6 @@
 /**
  * The block-key functions as they were before the unrolled fast path (src/kv/blockKey.ts),
- * kept unchanged as the model that test/blockKey.fastPath.test.ts holds the current code to:
+ * kept unchanged as the model that test/kv/blockKey.fastPath.test.ts holds the current code to:
  * the keys are the wire's, so every key must stay the same.
  */
 export type BlockKey = number;

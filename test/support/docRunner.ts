@@ -4,9 +4,11 @@
  * npx's start-up), `npm start` is `node bin/kvroute.js serve --port 8080`, every port the block
  * names is mapped to a free one (the same port everywhere in the block), and `/tmp/` is a
  * fresh folder. A line ending in `&` starts a server and waits for its ready line; any other
- * line runs to its end and must exit 0. Servers are stopped by `close()`.
+ * line runs to its end and must exit 0. Servers are stopped by `close()`. Lines run without
+ * blocking the event loop, so that several runners (one per block) can go on at once.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +20,14 @@ import { freePort } from './ports.ts';
 const READY = /listening on|ready url=|Server is ready/;
 /** Well-known ports a block may name. */
 const PORT = /(?<=--port |--health-port |--metrics-port | -p |:)(\d{4})\b/g;
+
+/** curl's output is JSON, and no error. */
+export function assertAnswered(results: LineResult[]): void {
+  for (const r of results.filter((x) => x.line.startsWith('curl'))) {
+    const body = JSON.parse(r.stdout);
+    assert.equal(body.error, undefined, `${r.line}: ${r.stdout}`);
+  }
+}
 
 export interface LineResult {
   line: string;
@@ -67,12 +77,7 @@ export class DocRunner {
       const line = await this.rewrite(background ? raw.slice(0, -1).trim() : raw);
       if (background) results.push(await this.#start(raw, line, timeoutMs));
       else {
-        const r = spawnSync('bash', ['-c', line], {
-          cwd: ROOT,
-          encoding: 'utf8',
-          timeout: timeoutMs,
-          env: this.#env(),
-        });
+        const r = await runToEnd(line, timeoutMs, this.#env());
         if (r.status !== 0) {
           throw new Error(`\`${raw}\` (ran as \`${line}\`) exited ${r.status}: ${r.stderr}`);
         }
@@ -144,4 +149,30 @@ export class DocRunner {
     );
     rmSync(this.#tmp, { recursive: true, force: true });
   }
+}
+
+/** Runs one line with bash to its end (killed after `timeoutMs`, a hang guard). */
+function runToEnd(
+  line: string,
+  timeoutMs: number,
+  env: NodeJS.ProcessEnv,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', ['-c', line], { cwd: ROOT, env });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8');
+    child.stderr.setEncoding('utf8');
+    child.stdout.on('data', (d: string) => (stdout += d));
+    child.stderr.on('data', (d: string) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.once('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
 }

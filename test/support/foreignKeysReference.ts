@@ -1,7 +1,7 @@
 /**
  * The ForeignKeyMap as it was before its hash maps became typed arrays (engine hash -> handle,
  * router key -> refs in a SlotTable): kept verbatim as the model that the property test in
- * test/router.foreignKeys.test.ts holds the current one to. Not used by any code.
+ * test/router/router.foreignKeys.test.ts holds the current one to. Not used by any code.
  */
 import { type BlockKey, extendBlockKey } from '../../src/kv/blockKey.ts';
 import type { KvEvent } from '../../src/kv/events.ts';

@@ -3,7 +3,7 @@
  * shared-prefix chat workload (customers with long system prompts, a few questions each), and
  * what came of it: how much of what the router predicted cached the engine really served from
  * its cache, the engine's own reuse, tokenizer mismatch lines and load reports.
- * Used by test/gateway.llamaServer.test.ts and bench/engines.ts.
+ * Used by test/gateway/gateway.llamaServer.test.ts and bench/engines.ts.
  */
 import { Writable } from 'node:stream';
 import OpenAI from 'openai';

@@ -2,7 +2,7 @@
  * docs/configuration.md's tables from a command's option table: its flags (the `--help` lines,
  * as markdown) and, for a command with a config file, its keys. The doc holds each between
  * `<!-- options:NAME -->` and `<!-- /options:NAME -->`; `replaceGenerated` rewrites those spans
- * (`npx tsx src/cli/options/writeDocs.ts`) and test/docs.reference.test.ts checks them.
+ * (`npx tsx src/cli/options/writeDocs.ts`) and test/docs/docs.reference.test.ts checks them.
  */
 import { helpLine, isBlock, type OptionTable } from './table.ts';
 

@@ -1,6 +1,6 @@
 /**
  * The generated spans of docs/configuration.md, by name: `<!-- options:NAME -->` holds the
- * table made here. test/docs.reference.test.ts checks each; `writeDocs.ts` rewrites them.
+ * table made here. test/docs/docs.reference.test.ts checks each; `writeDocs.ts` rewrites them.
  */
 import { configDocOf, flagsDocOf } from './docs.ts';
 import { SERVE_OPTIONS } from './serve.ts';

@@ -1,0 +1,237 @@
+/**
+ * The gateway's flow gate (src/gateway/flowGate.ts) over the pure FlowQueue, with a saturation
+ * switch and a clock of the test's own: straight through while nothing waits and the pool has
+ * room; queued while saturated; 429 when full (the queue or a tenant's share), 503 past the
+ * deadline, both with Retry-After; a cancelled waiter leaves at once; dispatch in class order,
+ * one per turn; the metrics follow (the queued gauge back at 0 once drained).
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { Registry } from 'prom-client';
+import { ApiError } from '../../src/openai/errors.ts';
+import { FlowCancelled, PoolFlowGate } from '../../src/gateway/flowGate.ts';
+import { FlowMetrics } from '../../src/gateway/flowMetrics.ts';
+import { replicasWithoutRoom } from '../../src/gateway/flowView.ts';
+
+interface Setup {
+  gate: PoolFlowGate;
+  registry: Registry;
+  clock: { ms: number };
+  sat: { on: boolean };
+}
+
+function setup(over: { maxQueued?: number; perTenant?: number; maxWaitMs?: number } = {}): Setup {
+  const registry = new Registry();
+  const clock = { ms: 1_000 };
+  const sat = { on: false };
+  let gate!: PoolFlowGate;
+  const metrics = new FlowMetrics(registry, () => gate.queued());
+  gate = new PoolFlowGate({
+    classes: [
+      { name: 'interactive', priority: 10 },
+      { name: 'default', priority: 0 },
+    ],
+    tenantWeights: {},
+    maxQueued: over.maxQueued ?? 10,
+    maxQueuedPerTenant: over.perTenant ?? 10,
+    maxWaitMs: over.maxWaitMs ?? 5_000,
+    saturated: () => sat.on,
+    poolLabel: 'm',
+    tenantLabel: (t) => (t === '' ? 'none' : t),
+    metrics,
+    nowMs: () => clock.ms,
+  });
+  return { gate, registry, clock, sat };
+}
+
+const req = (id: string, tenant = 'a', priorityClass = 'default', costTokens = 100) => ({
+  id,
+  tenant,
+  priorityClass,
+  costTokens,
+});
+
+/** Lets queued setImmediate callbacks (the gate's next dispatch) run. */
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+async function metric(registry: Registry, name: string): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const m of await registry.getMetricsAsJSON()) {
+    if (m.name !== name) continue;
+    for (const v of m.values as { labels: Record<string, string | number>; value: number }[]) {
+      const labels = Object.entries(v.labels)
+        .map(([k, x]) => `${k}=${x}`)
+        .join(',');
+      out.set(labels, v.value);
+    }
+  }
+  return out;
+}
+
+describe('PoolFlowGate', () => {
+  test('goes straight through while the pool has room and nobody waits', () => {
+    const { gate } = setup();
+    assert.equal(gate.enter(req('r1')), null);
+    assert.equal(gate.size, 0);
+    gate.close();
+  });
+
+  test('waits while saturated; leaves in class order, one per turn, as room comes back', async () => {
+    const s = setup();
+    s.sat.on = true;
+    const order: string[] = [];
+    const waits = ['d1', 'd2', 'i1'].map((id) => {
+      const p = s.gate.enter(req(id, 'a', id.startsWith('i') ? 'interactive' : 'default'));
+      assert.ok(p !== null, `${id} waits`);
+      return p.then(() => order.push(id));
+    });
+    assert.equal(s.gate.size, 3);
+    const waiting = await metric(s.registry, 'kvroute_flow_queued');
+    assert.equal(waiting.get('pool=m,class=default,tenant=a'), 2);
+    assert.equal(waiting.get('pool=m,class=interactive,tenant=a'), 1);
+    // Room for exactly one: the pool saturates again as soon as one has gone.
+    s.sat.on = false;
+    s.gate.pump();
+    s.sat.on = true;
+    await turn();
+    await turn();
+    assert.equal(s.gate.size, 2);
+    s.sat.on = false;
+    s.gate.pump();
+    await Promise.all(waits);
+    assert.deepEqual(order, ['i1', 'd1', 'd2']);
+    assert.equal((await metric(s.registry, 'kvroute_flow_dispatched_total')).size, 2);
+    const queued = await metric(s.registry, 'kvroute_flow_queued');
+    assert.equal(queued.size, 2);
+    for (const v of queued.values()) assert.equal(v, 0, 'drained: every series reads 0');
+    s.gate.close();
+  });
+
+  test('a new arrival queues behind those waiting even when the pool has room', async () => {
+    const s = setup();
+    s.sat.on = true;
+    const first = s.gate.enter(req('r1'));
+    assert.ok(first);
+    s.sat.on = false;
+    const second = s.gate.enter(req('r2'));
+    assert.ok(second, 'queued, not past r1');
+    await Promise.all([first, second]);
+    s.gate.close();
+  });
+
+  test('a full queue and a full tenant share are 429 with Retry-After', () => {
+    const s = setup({ maxQueued: 3, perTenant: 2 });
+    s.sat.on = true;
+    s.gate.enter(req('a1', 'a'))?.catch(() => {});
+    s.gate.enter(req('a2', 'a'))?.catch(() => {});
+    assert.throws(
+      () => s.gate.enter(req('a3', 'a')),
+      (err: unknown) =>
+        err instanceof ApiError &&
+        err.status === 429 &&
+        err.param === 'flow_max_queued_per_tenant' &&
+        err.retryAfterS !== null &&
+        err.retryAfterS >= 1,
+    );
+    s.gate.enter(req('b1', 'b'))?.catch(() => {});
+    assert.throws(
+      () => s.gate.enter(req('c1', 'c')),
+      (err: unknown) =>
+        err instanceof ApiError && err.status === 429 && err.param === 'flow_max_queued',
+    );
+    assert.equal(s.gate.size, 3);
+    s.gate.close();
+  });
+
+  test('past the deadline a waiter gets 503 with Retry-After and its place is freed', async () => {
+    const s = setup({ maxWaitMs: 2_000 });
+    s.sat.on = true;
+    const p = s.gate.enter(req('r1'));
+    assert.ok(p);
+    s.clock.ms += 1_999;
+    s.gate.pump();
+    assert.equal(s.gate.size, 1);
+    s.clock.ms += 1;
+    s.gate.pump();
+    await assert.rejects(
+      p,
+      (err: unknown) => err instanceof ApiError && err.status === 503 && err.retryAfterS === 2,
+    );
+    assert.equal(s.gate.size, 0);
+    const rejected = await metric(s.registry, 'kvroute_flow_rejected_total');
+    assert.equal(rejected.get('pool=m,class=default,tenant=a,reason=expired'), 1);
+    s.gate.close();
+  });
+
+  test('a client that leaves is removed at once and is never dispatched', async () => {
+    const s = setup();
+    s.sat.on = true;
+    const left = new AbortController();
+    const p = s.gate.enter(req('gone'), left.signal);
+    const stays = s.gate.enter(req('stays'));
+    assert.ok(p && stays);
+    left.abort();
+    await assert.rejects(p, FlowCancelled);
+    assert.equal(s.gate.size, 1);
+    s.sat.on = false;
+    s.gate.pump();
+    await stays;
+    const dispatched = await metric(s.registry, 'kvroute_flow_dispatched_total');
+    assert.equal(
+      [...dispatched.values()].reduce((a, b) => a + b, 0),
+      1,
+    );
+    const cancelled = await metric(s.registry, 'kvroute_flow_cancelled_total');
+    assert.equal(cancelled.get('pool=m,class=default,tenant=a'), 1);
+    s.gate.close();
+  });
+
+  test('an already aborted signal is refused before queueing', () => {
+    const s = setup();
+    s.sat.on = true;
+    const left = new AbortController();
+    left.abort();
+    assert.throws(() => s.gate.enter(req('r1'), left.signal), FlowCancelled);
+    assert.equal(s.gate.size, 0);
+    s.gate.close();
+  });
+
+  test('close answers every waiter 503', async () => {
+    const s = setup();
+    s.sat.on = true;
+    const p = s.gate.enter(req('r1'));
+    assert.ok(p);
+    s.gate.close();
+    await assert.rejects(p, (err: unknown) => err instanceof ApiError && err.status === 503);
+  });
+});
+
+describe('replicasWithoutRoom', () => {
+  const limits = { maxWaitingRequests: 5, maxKvUsage: 0.8, maxQueuedPrefillMs: 100 };
+  test('names the replicas without room while another has some; none when all or none have', () => {
+    const view = (loads: { waiting: number; kv: number; ms: number; eligible?: boolean }[]) => ({
+      names: loads.map((_, i) => `r${i}`),
+      replicas: loads.map((l) => ({
+        eligible: l.eligible ?? true,
+        waitingRequests: l.waiting,
+        kvUsage: l.kv,
+        queuedPrefillMs: l.ms,
+      })),
+    });
+    assert.deepEqual(
+      replicasWithoutRoom(
+        view([
+          { waiting: 6, kv: 0.1, ms: 0 },
+          { waiting: 0, kv: 0.1, ms: 0 },
+          { waiting: 0, kv: 0.9, ms: 0 },
+          { waiting: 0, kv: 0.1, ms: 101 },
+          { waiting: 0, kv: 0.1, ms: 0, eligible: false },
+        ]),
+        limits,
+      ),
+      ['r0', 'r2', 'r3', 'r4'],
+    );
+    assert.deepEqual(replicasWithoutRoom(view([{ waiting: 9, kv: 0, ms: 0 }]), limits), []);
+    assert.deepEqual(replicasWithoutRoom(view([{ waiting: 0, kv: 0, ms: 0 }]), limits), []);
+  });
+});
