@@ -114,15 +114,7 @@ export async function startGateway(
   try {
     bound = await listen(server, config.port, config.host);
   } catch (err) {
-    await closeParts({
-      generate: null,
-      dashboard,
-      planner,
-      discovery: null,
-      server: null,
-      sync,
-      pools,
-    });
+    await closeParts({ dashboard, planner, sync, pools });
     throw err;
   }
   pools.start();
@@ -175,13 +167,13 @@ function syncOf(config: GatewayConfig, pools: ModelPools, logger: Logger): State
   );
 }
 
-/** What a gateway closes, in this order; null: not started (a failed listen). */
+/** What a gateway closes, in this order; absent: not started (a failed listen). */
 interface GatewayParts {
-  generate: GenerateContext | null;
+  generate?: GenerateContext;
   dashboard: DashboardFeed;
   planner: GatewayPlanner | null;
-  discovery: EngineFollower | null;
-  server: Server | null;
+  discovery?: EngineFollower | null;
+  server?: Server;
   sync: StateSync | null;
   pools: ModelPools;
 }
@@ -191,7 +183,7 @@ async function closeParts(parts: GatewayParts): Promise<void> {
   parts.dashboard.close();
   await parts.planner?.close();
   await parts.discovery?.close();
-  if (parts.server !== null) await closeServer(parts.server);
+  if (parts.server) await closeServer(parts.server);
   await parts.sync?.close();
   await parts.pools.close();
 }
