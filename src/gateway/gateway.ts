@@ -93,13 +93,11 @@ export async function startGateway(
     },
     await centralEventsOf(config, logger),
   );
-  sync = syncOf(config, pools, logger);
+  const shared = syncOf(config, pools, logger);
+  sync = shared;
   await pools.addConfigured(config.backends);
   const metrics = metricsOf(config, pools);
-  if (sync !== null) {
-    const shared = sync;
-    metrics.followSync(() => shared.stats());
-  }
+  if (shared !== null) metrics.followSync(() => shared.stats());
   lateMetrics = metrics;
 
   const planner = plannerOf(config, metrics, logger);
@@ -213,9 +211,10 @@ function generateContextOf(
   planner: GatewayPlanner | null,
 ): GenerateContext {
   let ledgerIds = 0;
-  // The configured backends are labelled in their order: replica-0 is the first --backend.
-  const labels = new ReplicaLabels(config.exposeReplicaAddresses);
-  for (const name of backendNames(config.backends)) labels.of(name);
+  const labels = ReplicaLabels.inOrder(
+    config.exposeReplicaAddresses,
+    backendNames(config.backends),
+  );
   return {
     pools,
     auth: new Authenticator(config.apiKeys, config.tenantSalts, config),
