@@ -29,7 +29,7 @@ import type { GatewayMetrics } from './metrics.ts';
 import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
 import type { ModelPool, PoolRoute } from './pool.ts';
 import type { ModelPools, Target } from './pools.ts';
-import { RouterError, type RouteRequest } from '../router/index.ts';
+import { type RouteDecision, RouterError, type RouteRequest } from '../router/index.ts';
 import {
   type AttemptHooks,
   type AttemptOutcome,
@@ -359,8 +359,23 @@ async function proxyOnce(
     },
   );
   pool.finish(route, Date.now());
+  if (outcome.kind === 'completed' && outcome.status < 400) {
+    reportServed(flight, decision, watch, hitsAtRoute);
+  }
+  return { outcome, backend };
+}
+
+/** A response served whole and not refused: the planner and the cache audit are told. */
+function reportServed(
+  flight: GenerateFlight,
+  decision: RouteDecision,
+  watch: AttemptWatch,
+  hitsAtRoute: number | undefined,
+): void {
+  const { ctx } = flight;
+  const { pool, parsed } = flight.read;
   const usageTap = watch.usageTap;
-  if (ctx.planner && outcome.kind === 'completed' && outcome.status < 400) {
+  if (ctx.planner) {
     ctx.planner.observe(pool.model, {
       atMs: flight.arrivedAtMs,
       promptTokens: parsed.promptTokens,
@@ -368,7 +383,7 @@ async function proxyOnce(
       blockKeys: parsed.blockKeys,
     });
   }
-  if (usageTap && outcome.kind === 'completed' && outcome.status < 400) {
+  if (usageTap) {
     auditResponse(
       pool,
       ctx.metrics,
@@ -379,7 +394,6 @@ async function proxyOnce(
       watch.ttftMs,
     );
   }
-  return { outcome, backend };
 }
 
 /**
