@@ -274,23 +274,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
     const planned = planProbes(o.budgetTokens, maxPrompt, o.maxBatch ?? 64, o.maxKvTokens).filter(
       (p) => p.kind !== 'decode' || p.contextTokens + p.outputTokens <= contextLimit,
     );
-    // Early, so that a short time budget still runs them: with the first batched decode,
-    // which tells whether the engine batches sequences at all (passes.ts).
-    const batched = planned.findIndex((p) => p.kind === 'decode' && p.batch > 1);
-    const early = batched >= 4 ? [planned[batched]!] : [];
-    const rest = planned.filter((_, i) => i >= 4 && i !== batched);
-    const probes = o.stepTable
-      ? [
-          ...planned.slice(0, 4),
-          { kind: 'prefill', promptTokens: SAMPLE_PROBE_TOKENS } satisfies Probe,
-          { kind: 'text', promptTokens: Math.min(TEXT_PROBE_TOKENS, maxPrompt) } satisfies Probe,
-          ...early,
-          ...warmProbes(o.budgetTokens, maxPrompt),
-          ...tileProbes(o.budgetTokens, maxPrompt),
-          ...mixedProbes(o.budgetTokens, maxPrompt),
-          ...rest,
-        ]
-      : planned;
+    const probes = o.stepTable ? stepTableProbes(o, planned, maxPrompt) : planned;
     const observations: Observation[] = [];
     const warmColdPairs: WarmColdPair[] = [];
     const tilePairs: TilePair[] = [];
@@ -306,17 +290,7 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
       }
       o.onProgress?.({ fraction: fraction(), label });
       const measure = () =>
-        probe.kind === 'prefill'
-          ? measurePrefill(client, probe.promptTokens, o)
-          : probe.kind === 'warm'
-            ? measureWarm(client, probe, o, warmColdPairs)
-            : probe.kind === 'tile'
-              ? measureTile(client, probe, o, tilePairs)
-              : probe.kind === 'mixed'
-                ? measureMixed(client, probe, o, contextLimit)
-                : probe.kind === 'text'
-                  ? measureText(client, probe, o, textOverheads)
-                  : measureDecode(client, probe, o.speedup);
+        measureProbe(client, probe, o, contextLimit, { warmColdPairs, tilePairs, textOverheads });
       let result = await measure();
       // A concurrent probe whose streams a busy host did not keep together is run again: its
       // failure says something about the host, not the engine.
@@ -351,6 +325,56 @@ export async function measureLive(o: LiveOptions): Promise<LiveMeasurements> {
     clearTimeout(timer);
     await close();
   }
+}
+
+/**
+ * With `--step-table`, the planned probes and the step table's own: the sample, text, warm, tile
+ * and mixed probes after the first four planned ones.
+ */
+function stepTableProbes(o: LiveOptions, planned: Probe[], maxPrompt: number): Probe[] {
+  // Early, so that a short time budget still runs them: with the first batched decode,
+  // which tells whether the engine batches sequences at all (passes.ts).
+  const batched = planned.findIndex((p) => p.kind === 'decode' && p.batch > 1);
+  const early = batched >= 4 ? [planned[batched]!] : [];
+  const rest = planned.filter((_, i) => i >= 4 && i !== batched);
+  return [
+    ...planned.slice(0, 4),
+    { kind: 'prefill', promptTokens: SAMPLE_PROBE_TOKENS } satisfies Probe,
+    { kind: 'text', promptTokens: Math.min(TEXT_PROBE_TOKENS, maxPrompt) } satisfies Probe,
+    ...early,
+    ...warmProbes(o.budgetTokens, maxPrompt),
+    ...tileProbes(o.budgetTokens, maxPrompt),
+    ...mixedProbes(o.budgetTokens, maxPrompt),
+    ...rest,
+  ];
+}
+
+/** What the warm, tile and text probes collect beside their observations. */
+interface ProbePairs {
+  warmColdPairs: WarmColdPair[];
+  tilePairs: TilePair[];
+  textOverheads: TextOverhead[];
+}
+
+/** Runs one probe of its kind: its observations, or why it gave none. */
+function measureProbe(
+  client: Client,
+  probe: Probe,
+  o: LiveOptions,
+  contextLimit: number,
+  pairs: ProbePairs,
+): Promise<Observation | Observation[] | string> {
+  return probe.kind === 'prefill'
+    ? measurePrefill(client, probe.promptTokens, o)
+    : probe.kind === 'warm'
+      ? measureWarm(client, probe, o, pairs.warmColdPairs)
+      : probe.kind === 'tile'
+        ? measureTile(client, probe, o, pairs.tilePairs)
+        : probe.kind === 'mixed'
+          ? measureMixed(client, probe, o, contextLimit)
+          : probe.kind === 'text'
+            ? measureText(client, probe, o, pairs.textOverheads)
+            : measureDecode(client, probe, o.speedup);
 }
 
 /** Times a concurrent probe is run again when a busy host spoiled its timing. */

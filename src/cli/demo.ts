@@ -142,24 +142,10 @@ export async function run(argv: string[]): Promise<number> {
   };
   const dir = mkdtempSync(join(tmpdir(), 'kvroute-demo-'));
   try {
-    let decodeCost: { tokens: number; budgetTokens: number } | undefined;
-    if (real && engine.profile === undefined) {
-      log(
-        `calibration: kvroute calibrate --url --step-table on one engine (${REAL_DEFAULTS.calibrateS} s of measurements)`,
-      );
-      const calibrated = await calibrateLiveEngine({
-        engine,
-        real,
-        budgetS: REAL_DEFAULTS.calibrateS,
-        maxPromptTokens: longestPrompt(w.workload, engine.budgetTokens, real.maxModelLen),
-        dir,
-      });
-      engine.profile = calibrated.profile;
-      decodeCost = { tokens: calibrated.decodeCostTokens, budgetTokens: engine.budgetTokens };
-      log(
-        `calibration: the simulated side models this engine's step table; a decode costs ${calibrated.decodeCostTokens.toFixed(1)} prompt tokens (the gateway's --decode-cost-tokens)`,
-      );
-    }
+    const decodeCost =
+      real && engine.profile === undefined
+        ? await calibrateDemoEngine(engine, real, w.workload, dir, log)
+        : undefined;
     if (interrupt.signal.aborted) return 130;
     progress.phase('demo', { total: policies.length * 2, unit: 'runs' });
     const rows = await compareLiveSim({
@@ -180,20 +166,57 @@ export async function run(argv: string[]): Promise<number> {
       task: (label) => progress.task(label),
     });
     progress.done();
-    if (flags.bool('json')) {
-      process.stdout.write(`${resultsJson(rows.map((r) => r.live))}\n`);
-    } else {
-      process.stdout.write(
-        `live (kvroute bench through kvroute serve):\n${formatLiveResults(rows.map((r) => r.live))}\n\n`,
-      );
-      process.stdout.write(`live versus kvroute sim:\n${formatCompare(rows)}\n`);
-      if (real) process.stdout.write(`${REAL_EXPECT}\n`);
-    }
+    printDemo(rows, flags.bool('json'), real !== null);
     return interrupt.signal.aborted ? 130 : 0;
   } finally {
     process.off('SIGINT', onSigint);
     await killAll();
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Calibrates one real engine (`kvroute calibrate --url --step-table`): the simulated side gets its
+ * step table (`engine.profile`), the gateway its decode cost.
+ */
+async function calibrateDemoEngine(
+  engine: ReturnType<typeof readEngineFlags>,
+  real: NonNullable<Awaited<ReturnType<typeof readRuntimeFlags>>> & { maxModelLen: number },
+  workload: WorkloadSpec,
+  dir: string,
+  log: (line: string) => void,
+): Promise<{ tokens: number; budgetTokens: number }> {
+  log(
+    `calibration: kvroute calibrate --url --step-table on one engine (${REAL_DEFAULTS.calibrateS} s of measurements)`,
+  );
+  const calibrated = await calibrateLiveEngine({
+    engine,
+    real,
+    budgetS: REAL_DEFAULTS.calibrateS,
+    maxPromptTokens: longestPrompt(workload, engine.budgetTokens, real.maxModelLen),
+    dir,
+  });
+  engine.profile = calibrated.profile;
+  log(
+    `calibration: the simulated side models this engine's step table; a decode costs ${calibrated.decodeCostTokens.toFixed(1)} prompt tokens (the gateway's --decode-cost-tokens)`,
+  );
+  return { tokens: calibrated.decodeCostTokens, budgetTokens: engine.budgetTokens };
+}
+
+/** The live results, then live against the simulator (or the live results as JSON). */
+function printDemo(
+  rows: Awaited<ReturnType<typeof compareLiveSim>>,
+  json: boolean,
+  real: boolean,
+): void {
+  if (json) {
+    process.stdout.write(`${resultsJson(rows.map((r) => r.live))}\n`);
+  } else {
+    process.stdout.write(
+      `live (kvroute bench through kvroute serve):\n${formatLiveResults(rows.map((r) => r.live))}\n\n`,
+    );
+    process.stdout.write(`live versus kvroute sim:\n${formatCompare(rows)}\n`);
+    if (real) process.stdout.write(`${REAL_EXPECT}\n`);
   }
 }
 

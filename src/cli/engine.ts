@@ -36,6 +36,7 @@ import {
   readEngineFaultFlags,
 } from './engineFaultFlags.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
+import { readRuntimeChoice } from './runtimeFlags.ts';
 import {
   openSideChannelWarning,
   readTransferSecurityFlags,
@@ -397,14 +398,9 @@ export async function run(argv: string[]): Promise<number> {
 
 /** --runtime, --gguf and --threads into the server options (checked against each other). */
 function readRuntimeFlags(flags: Flags, options: EngineServerOptions): void {
-  const runtime = flags.oneOf('runtime', RUNTIME_NAMES) ?? 'sim';
-  const gguf = flags.string('gguf');
-  const threads = flags.positive('threads', true);
-  if (runtime === 'sim') {
-    if (gguf !== undefined) throw new UsageError('--gguf needs --runtime llama.cpp');
-    if (threads !== undefined) throw new UsageError('--threads needs --runtime llama.cpp');
-    return;
-  }
+  const choice = readRuntimeChoice(flags);
+  if (choice === null) return;
+  const { runtime, gguf, threads } = choice;
   if (gguf === undefined) throw new UsageError('--runtime llama.cpp needs --gguf FILE');
   options.runtime = runtime;
   options.llamaCpp = { gguf, ...(threads !== undefined && { threads }) };

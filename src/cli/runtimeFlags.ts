@@ -32,6 +32,24 @@ export type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
 
 /** The real-engine flags; null with the sim runtime. Writes the tiny model when it is needed. */
 export async function readRuntimeFlags(flags: Flags): Promise<RealEngines | null> {
+  const choice = readRuntimeChoice(flags);
+  if (choice === null) return null;
+  const { gguf, threads } = choice;
+  if (gguf !== undefined) return { gguf, threads: threads ?? 1, gatewayTokenizer: null };
+  const tokenizer = llama3Folder();
+  // Named for its tokenizer: Llama 3 with BOS (src/gguf/llama3Bos.ts); a file written before BOS
+  // was added keeps its own name.
+  const out = join(tmpdir(), 'kvroute-tiny-llama3-bos.gguf');
+  if (!existsSync(out)) await writeTinyModel({ out, tokenizer });
+  return { gguf: out, threads: threads ?? 1, gatewayTokenizer: tokenizer };
+}
+
+/** --runtime, --gguf and --threads, checked against each other; null with the sim runtime. */
+export function readRuntimeChoice(flags: Flags): {
+  runtime: Exclude<(typeof RUNTIME_NAMES)[number], 'sim'>;
+  gguf: string | undefined;
+  threads: number | undefined;
+} | null {
   const option = readerOf(RUNTIME_OPTIONS, flags);
   const runtime = option('runtime') ?? 'sim';
   const gguf = option('gguf');
@@ -41,13 +59,7 @@ export async function readRuntimeFlags(flags: Flags): Promise<RealEngines | null
     if (threads !== undefined) throw new UsageError('--threads needs --runtime llama.cpp');
     return null;
   }
-  if (gguf !== undefined) return { gguf, threads: threads ?? 1, gatewayTokenizer: null };
-  const tokenizer = llama3Folder();
-  // Named for its tokenizer: Llama 3 with BOS (src/gguf/llama3Bos.ts); a file written before BOS
-  // was added keeps its own name.
-  const out = join(tmpdir(), 'kvroute-tiny-llama3-bos.gguf');
-  if (!existsSync(out)) await writeTinyModel({ out, tokenizer });
-  return { gguf: out, threads: threads ?? 1, gatewayTokenizer: tokenizer };
+  return { runtime, gguf, threads };
 }
 
 function llama3Folder(): string {

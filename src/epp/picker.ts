@@ -25,7 +25,7 @@ import { resolveModel, routeWithRoom } from '../gateway/generate.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
 import type { ModelPool, PoolRoute } from '../gateway/pool.ts';
 import type { ModelPools } from '../gateway/pools.ts';
-import { parseRequest } from '../gateway/request.ts';
+import { type ParsedRequest, parseRequest } from '../gateway/request.ts';
 import { type EndpointBook, splitEndpoint } from './endpoints.ts';
 
 /** The generate paths: their prompts are tokenized and routed by cache; any other by load. */
@@ -100,25 +100,7 @@ export class EppPicker {
    */
   async pick(input: PickInput): Promise<Picked> {
     const { headers } = input;
-    const endpoint = endpointOfPath(headers.get(':path'));
-    const caller = this.#ctx.auth.authenticate(undefined, headers.get(TENANT_HEADER));
-    const json = endpoint ? parseJson(input.body) : lenientJson(input.body);
-    // The generate paths are checked by parseRequest; any other body the engines may read here.
-    if (!endpoint) refuseGatewayOnlyFields(json);
-    const model = endpoint ? optString(asObject(json), 'model') : modelOf(json);
-    const { pool, adapter } = endpoint
-      ? await resolveModel(this.#ctx, endpoint, json, model)
-      : await this.#ctx.pools.resolve(model);
-    const parsed = endpoint
-      ? await parseRequest(endpoint, input.body, {
-          tokenizer: pool.requestTokenizer,
-          blockSize: this.#ctx.blockSize,
-          tenantSalt: caller.tenantSalt,
-          maxModelLen: pool.maxModelLen(),
-          loraName: adapter,
-          json,
-        })
-      : null;
+    const { caller, json, model, pool, adapter, parsed } = await this.#read(input);
     const avoid = await this.#outsideSubset(pool, input.subset);
     const flow = this.#ctx.flow;
     const priorityClass = flow?.classOf(headers.get(PRIORITY_HEADER), caller.tenant);
@@ -157,27 +139,12 @@ export class EppPicker {
       }
     }
     let route: PoolRoute;
-    const startedNs = process.hrtime.bigint();
     try {
-      route = routeWithRoom(
-        pool,
-        {
-          id,
-          blockKeys: parsed?.blockKeys ?? [],
-          promptTokens: parsed?.promptTokens ?? 0,
-          blockSize: this.#ctx.blockSize,
-          ...(caller.tenant !== null && { tenant: caller.tenant }),
-          ...(avoid.length > 0 && { avoid }),
-          ...(adapter !== null && { lora: adapter }),
-        },
-        flow,
-      );
+      route = this.#route(pool, id, parsed, caller.tenant, avoid, adapter);
     } catch (err) {
       admitted.release();
       throw toApiError(err);
     }
-    const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9;
-    this.#ctx.metrics.recordDecision(route.decision, seconds, pool.model);
     try {
       this.#ctx.admission.checkRoute(route.decision, caller.tenant);
     } catch (err) {
@@ -201,6 +168,59 @@ export class EppPicker {
       promptTokens: parsed?.promptTokens ?? 0,
       auditable: parsed !== null && auditable(json),
     };
+  }
+
+  /** The request's body read and, on a generate path, tokenized for its pool. */
+  async #read(input: PickInput) {
+    const { headers } = input;
+    const endpoint = endpointOfPath(headers.get(':path'));
+    const caller = this.#ctx.auth.authenticate(undefined, headers.get(TENANT_HEADER));
+    const json = endpoint ? parseJson(input.body) : lenientJson(input.body);
+    // The generate paths are checked by parseRequest; any other body the engines may read here.
+    if (!endpoint) refuseGatewayOnlyFields(json);
+    const model = endpoint ? optString(asObject(json), 'model') : modelOf(json);
+    const { pool, adapter } = endpoint
+      ? await resolveModel(this.#ctx, endpoint, json, model)
+      : await this.#ctx.pools.resolve(model);
+    const parsed = endpoint
+      ? await parseRequest(endpoint, input.body, {
+          tokenizer: pool.requestTokenizer,
+          blockSize: this.#ctx.blockSize,
+          tenantSalt: caller.tenantSalt,
+          maxModelLen: pool.maxModelLen(),
+          loraName: adapter,
+          json,
+        })
+      : null;
+    return { caller, json, model, pool, adapter, parsed };
+  }
+
+  /** Routes (away from `avoid`) and records the decision's time. */
+  #route(
+    pool: ModelPool,
+    id: string,
+    parsed: ParsedRequest | null,
+    tenant: string | null,
+    avoid: string[],
+    adapter: string | null,
+  ): PoolRoute {
+    const startedNs = process.hrtime.bigint();
+    const route = routeWithRoom(
+      pool,
+      {
+        id,
+        blockKeys: parsed?.blockKeys ?? [],
+        promptTokens: parsed?.promptTokens ?? 0,
+        blockSize: this.#ctx.blockSize,
+        ...(tenant !== null && { tenant }),
+        ...(avoid.length > 0 && { avoid }),
+        ...(adapter !== null && { lora: adapter }),
+      },
+      this.#ctx.flow,
+    );
+    const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9;
+    this.#ctx.metrics.recordDecision(route.decision, seconds, pool.model);
+    return route;
   }
 
   /** The first generated token passed: the prompt leaves the replica's queue. */

@@ -20,6 +20,7 @@ import { Authenticator } from '../gateway/auth.ts';
 import { backendNames } from '../gateway/backends.ts';
 import type { GatewayConfig } from '../gateway/config.ts';
 import { GatewayError } from '../gateway/errors.ts';
+import type { FlowControl } from '../gateway/flowControl.ts';
 import { centralEventsOf, flowControlOf, metricsOf } from '../gateway/gateway.ts';
 import { type Logger, silentLogger } from '../gateway/log.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
@@ -28,7 +29,7 @@ import { ReplicaLabels } from '../gateway/replicaLabels.ts';
 import { closeServer, listen } from '../openai/http.ts';
 import type { StateSync } from '../sync/stateSync.ts';
 import { EndpointBook } from './endpoints.ts';
-import { Exchange } from './exchange.ts';
+import { Exchange, type ExchangeContext } from './exchange.ts';
 import { EppHealth } from './health.ts';
 import type { ProcessingRequest, ProcessingResponse } from './messages.ts';
 import { EppPicker } from './picker.ts';
@@ -142,24 +143,14 @@ export async function startEpp(
   if (sync !== null) metrics.followSync(() => sync.stats());
   lateMetrics = metrics;
   const endpoints = new EndpointBook();
-  let ledgerIds = 0;
   const flow = flowControlOf(config, metrics);
-  const picker = new EppPicker({
-    pools,
-    auth: new Authenticator([], config.tenantSalts),
-    admission: new GatewayAdmission(config.admission, (limit, tenant) =>
-      metrics.recordRejection(limit, tenant),
-    ),
-    flow,
-    metrics,
-    endpoints,
-    blockSize: config.blockSize,
-    nextLedgerId: () => `epp-${++ledgerIds}`,
-  });
+  const picker = eppPickerOf(config, pools, metrics, endpoints, flow);
   const health = new EppHealth(() => pools.live().length > 0);
   // The configured backends are labelled in their order, as the gateway labels them.
-  const labels = new ReplicaLabels(config.exposeReplicaAddresses);
-  for (const name of backendNames(config.backends)) labels.of(name);
+  const labels = ReplicaLabels.inOrder(
+    config.exposeReplicaAddresses,
+    backendNames(config.backends),
+  );
   const exchangeContext = {
     picker,
     metrics,
@@ -167,54 +158,22 @@ export async function startEpp(
     bodyLimitBytes: config.bodyLimitBytes,
     labels,
   };
-  const maxMessageBytes = config.bodyLimitBytes + MESSAGE_OVERHEAD_BYTES;
 
-  const servers: Server[] = [];
-  let metricsServer: HttpServer | null = null;
+  const running: EppServers = { grpc: [], metrics: null };
   const close = async (): Promise<void> => {
     flow?.close();
     health.close();
-    for (const s of servers) s.forceShutdown();
-    if (metricsServer) await closeServer(metricsServer);
+    for (const s of running.grpc) s.forceShutdown();
+    if (running.metrics) await closeServer(running.metrics);
     await sync?.close();
     await pools.close();
   };
   try {
-    const limits = grpcServerOptions({ ...DEFAULT_GRPC_LIMITS, ...options.grpc });
-    const main = new Server({
-      ...limits,
-      'grpc.max_receive_message_length': maxMessageBytes,
-      'grpc.max_send_message_length': maxMessageBytes,
-    });
-    servers.push(main);
-    main.addService(extProcDefinition(), {
-      Process: (call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) =>
-        serveExchange(call, new Exchange(exchangeContext, ioOf(call))),
-    });
-    main.addService(serviceDefinition(HEALTH_SERVICE), health.implementation());
-    const port = await bind(main, host, options.port ?? DEFAULT_EPP_PORT);
-    let healthPort: number | null = null;
-    const healthOption =
-      options.healthPort === undefined ? DEFAULT_EPP_HEALTH_PORT : options.healthPort;
-    if (healthOption !== null) {
-      const healthServer = new Server(limits);
-      servers.push(healthServer);
-      healthServer.addService(serviceDefinition(HEALTH_SERVICE), health.implementation());
-      healthPort = await bind(healthServer, host, healthOption);
-    }
-    let metricsPort: number | null = null;
-    const metricsOption =
-      options.metricsPort === undefined ? DEFAULT_EPP_METRICS_PORT : options.metricsPort;
-    if (metricsOption !== null) {
-      metricsServer = metricsHttp(metrics, pools);
-      metricsPort = (await listen(metricsServer, metricsOption, host)).port;
-    }
+    const ports = await bindEpp(running, host, options, exchangeContext, health, metrics, pools);
     pools.start();
     return {
-      address: `${host.includes(':') ? `[${host}]` : host}:${port}`,
-      port,
-      healthPort,
-      metricsPort,
+      address: `${host.includes(':') ? `[${host}]` : host}:${ports.port}`,
+      ...ports,
       pools,
       sync,
       metrics,
@@ -233,6 +192,77 @@ export async function startEpp(
     await close();
     throw err;
   }
+}
+
+function eppPickerOf(
+  config: GatewayConfig,
+  pools: ModelPools,
+  metrics: GatewayMetrics,
+  endpoints: EndpointBook,
+  flow: FlowControl | null,
+): EppPicker {
+  let ledgerIds = 0;
+  return new EppPicker({
+    pools,
+    auth: new Authenticator([], config.tenantSalts),
+    admission: new GatewayAdmission(config.admission, (limit, tenant) =>
+      metrics.recordRejection(limit, tenant),
+    ),
+    flow,
+    metrics,
+    endpoints,
+    blockSize: config.blockSize,
+    nextLedgerId: () => `epp-${++ledgerIds}`,
+  });
+}
+
+/** The servers an endpoint picker runs; each is in here from the moment it is made. */
+interface EppServers {
+  grpc: Server[];
+  metrics: HttpServer | null;
+}
+
+/** Binds the ext-proc server, then the health and metrics servers unless they are off (null). */
+async function bindEpp(
+  running: EppServers,
+  host: string,
+  options: EppOptions,
+  exchangeContext: ExchangeContext,
+  health: EppHealth,
+  metrics: GatewayMetrics,
+  pools: ModelPools,
+): Promise<{ port: number; healthPort: number | null; metricsPort: number | null }> {
+  const maxMessageBytes = exchangeContext.bodyLimitBytes + MESSAGE_OVERHEAD_BYTES;
+  const limits = grpcServerOptions({ ...DEFAULT_GRPC_LIMITS, ...options.grpc });
+  const main = new Server({
+    ...limits,
+    'grpc.max_receive_message_length': maxMessageBytes,
+    'grpc.max_send_message_length': maxMessageBytes,
+  });
+  running.grpc.push(main);
+  main.addService(extProcDefinition(), {
+    Process: (call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) =>
+      serveExchange(call, new Exchange(exchangeContext, ioOf(call))),
+  });
+  main.addService(serviceDefinition(HEALTH_SERVICE), health.implementation());
+  const port = await bind(main, host, options.port ?? DEFAULT_EPP_PORT);
+  let healthPort: number | null = null;
+  const healthOption =
+    options.healthPort === undefined ? DEFAULT_EPP_HEALTH_PORT : options.healthPort;
+  if (healthOption !== null) {
+    const healthServer = new Server(limits);
+    running.grpc.push(healthServer);
+    healthServer.addService(serviceDefinition(HEALTH_SERVICE), health.implementation());
+    healthPort = await bind(healthServer, host, healthOption);
+  }
+  let metricsPort: number | null = null;
+  const metricsOption =
+    options.metricsPort === undefined ? DEFAULT_EPP_METRICS_PORT : options.metricsPort;
+  if (metricsOption !== null) {
+    running.metrics = metricsHttp(metrics, pools);
+    metricsPort = (await listen(running.metrics, metricsOption, host)).port;
+  }
+  return { port, healthPort, metricsPort };
 }
 
 /** Feeds a stream's messages to its exchange one at a time; ends it however the stream ends. */

@@ -93,39 +93,129 @@ export async function startGateway(
     },
     await centralEventsOf(config, logger),
   );
-  if (config.nats !== null) {
-    sync = new StateSync(
-      config.nats,
-      {
-        routerOf: (model) => pools.poolFor(model)?.router,
-        routers: () => pools.all().map((p) => ({ model: p.model, router: p.router })),
-      },
-      logger,
-    );
-  }
+  const shared = syncOf(config, pools, logger);
+  sync = shared;
   await pools.addConfigured(config.backends);
   const metrics = metricsOf(config, pools);
-  if (sync !== null) {
-    const shared = sync;
-    metrics.followSync(() => shared.stats());
-  }
+  if (shared !== null) metrics.followSync(() => shared.stats());
   lateMetrics = metrics;
 
-  const planner =
-    config.planner === null
-      ? null
-      : new GatewayPlanner(config.planner, {
-          registry: metrics.registry,
-          logger,
-          policy: config.policy,
-          blockSize: config.blockSize,
-        });
+  const planner = plannerOf(config, metrics, logger);
   planner?.start();
+  const generate = generateContextOf(config, pools, metrics, logger, planner);
+  const dashboard = new DashboardFeed(() =>
+    sampleGateway(pools.snapshot(Date.now()), metrics, Date.now(), performance.now()),
+  );
+  const routes = routesContextOf(config, generate, pools, sync, planner, dashboard);
+  const server: Server = createHttpServer(config, makeRequestListener(routes));
+  let bound: { port: number; url: string };
+  try {
+    bound = await listen(server, config.port, config.host);
+  } catch (err) {
+    await closeParts({ dashboard, planner, sync, pools });
+    throw err;
+  }
+  pools.start();
+  dashboard.start();
+  let discovery: EngineFollower | null = null;
+  let closing = false;
+  if (config.nats !== null && config.backends.length === 0) {
+    void followRegisteredEngines(config.nats, pools, logger).then((follower) => {
+      if (closing) void follower?.close();
+      else discovery = follower;
+    });
+  }
+
+  let current = config;
+  let closed: Promise<void> | null = null;
+  return {
+    ...bound,
+    replicas: replicasOf(config, pools),
+    get router() {
+      return pools.first!.router;
+    },
+    pools,
+    metrics,
+    sync,
+    planner,
+    backends: () => pools.backends(),
+    reload(next) {
+      const result = applyLive(current, next, { pools, generate, routes, logger });
+      current = { ...next };
+      return result;
+    },
+    close() {
+      closing = true;
+      closed ??= closeParts({ generate, dashboard, planner, discovery, server, sync, pools });
+      return closed;
+    },
+  };
+}
+
+/** The routing state shared with other gateways (`--nats`), or null. */
+function syncOf(config: GatewayConfig, pools: ModelPools, logger: Logger): StateSync | null {
+  if (config.nats === null) return null;
+  return new StateSync(
+    config.nats,
+    {
+      routerOf: (model) => pools.poolFor(model)?.router,
+      routers: () => pools.all().map((p) => ({ model: p.model, router: p.router })),
+    },
+    logger,
+  );
+}
+
+/** What a gateway closes, in this order; absent: not started (a failed listen). */
+interface GatewayParts {
+  generate?: GenerateContext;
+  dashboard: DashboardFeed;
+  planner: GatewayPlanner | null;
+  discovery?: EngineFollower | null;
+  server?: Server;
+  sync: StateSync | null;
+  pools: ModelPools;
+}
+
+async function closeParts(parts: GatewayParts): Promise<void> {
+  parts.generate?.flow?.close();
+  parts.dashboard.close();
+  await parts.planner?.close();
+  await parts.discovery?.close();
+  if (parts.server) await closeServer(parts.server);
+  await parts.sync?.close();
+  await parts.pools.close();
+}
+
+/** The online planner (`--planner`), not started; null when off. */
+function plannerOf(
+  config: GatewayConfig,
+  metrics: GatewayMetrics,
+  logger: Logger,
+): GatewayPlanner | null {
+  return config.planner === null
+    ? null
+    : new GatewayPlanner(config.planner, {
+        registry: metrics.registry,
+        logger,
+        policy: config.policy,
+        blockSize: config.blockSize,
+      });
+}
+
+/** What the generate path reads: auth, admission, flow control, P/D, the replicas' labels. */
+function generateContextOf(
+  config: GatewayConfig,
+  pools: ModelPools,
+  metrics: GatewayMetrics,
+  logger: Logger,
+  planner: GatewayPlanner | null,
+): GenerateContext {
   let ledgerIds = 0;
-  // The configured backends are labelled in their order: replica-0 is the first --backend.
-  const labels = new ReplicaLabels(config.exposeReplicaAddresses);
-  for (const name of backendNames(config.backends)) labels.of(name);
-  const generate: GenerateContext = {
+  const labels = ReplicaLabels.inOrder(
+    config.exposeReplicaAddresses,
+    backendNames(config.backends),
+  );
+  return {
     pools,
     auth: new Authenticator(config.apiKeys, config.tenantSalts, config),
     admission: new GatewayAdmission(config.admission, (limit, tenant) =>
@@ -150,10 +240,19 @@ export async function startGateway(
       new PdMetrics(metrics.registry),
     ),
   };
-  const dashboard = new DashboardFeed(() =>
-    sampleGateway(pools.snapshot(Date.now()), metrics, Date.now(), performance.now()),
-  );
-  const routes: RoutesContext = {
+}
+
+/** The HTTP routes' context: the generate path, the replica state, the dashboard and planner. */
+function routesContextOf(
+  config: GatewayConfig,
+  generate: GenerateContext,
+  pools: ModelPools,
+  sync: StateSync | null,
+  planner: GatewayPlanner | null,
+  dashboard: DashboardFeed,
+): RoutesContext {
+  const { labels } = generate;
+  return {
     generate,
     // With --nats, the sync's state too: this gateway's id, its peers, records applied.
     replicaState: () => ({
@@ -173,67 +272,18 @@ export async function startGateway(
       }),
     },
   };
-  const server: Server = createHttpServer(config, makeRequestListener(routes));
-  let bound: { port: number; url: string };
-  try {
-    bound = await listen(server, config.port, config.host);
-  } catch (err) {
-    dashboard.close();
-    await planner?.close();
-    await sync?.close();
-    await pools.close();
-    throw err;
-  }
-  pools.start();
-  dashboard.start();
-  let discovery: EngineFollower | null = null;
-  let closing = false;
-  if (config.nats !== null && config.backends.length === 0) {
-    void followRegisteredEngines(config.nats, pools, logger).then((follower) => {
-      if (closing) void follower?.close();
-      else discovery = follower;
-    });
-  }
+}
 
-  let current = config;
-  let closed: Promise<void> | null = null;
+/** The backends configured at start, with their pool's model. */
+function replicasOf(config: GatewayConfig, pools: ModelPools): ReplicaInfo[] {
   const names = backendNames(config.backends);
-  return {
-    ...bound,
-    replicas: config.backends.map((b, i) => ({
-      name: names[i]!,
-      url: b.url,
-      events: b.events,
-      replay: b.replay,
-      model: pools.backends().find((x) => x.name === names[i])?.model ?? null,
-    })),
-    get router() {
-      return pools.first!.router;
-    },
-    pools,
-    metrics,
-    sync,
-    planner,
-    backends: () => pools.backends(),
-    reload(next) {
-      const result = applyLive(current, next, { pools, generate, routes, logger });
-      current = { ...next };
-      return result;
-    },
-    close() {
-      closed ??= (async () => {
-        closing = true;
-        generate.flow?.close();
-        dashboard.close();
-        await planner?.close();
-        await discovery?.close();
-        await closeServer(server);
-        await sync?.close();
-        await pools.close();
-      })();
-      return closed;
-    },
-  };
+  return config.backends.map((b, i) => ({
+    name: names[i]!,
+    url: b.url,
+    events: b.events,
+    replay: b.replay,
+    model: pools.backends().find((x) => x.name === names[i])?.model ?? null,
+  }));
 }
 
 /**

@@ -18,9 +18,9 @@ import { parseJson, readBody } from '../openai/http.ts';
 import { type Endpoint, readGenerationRequest } from '../openai/request.ts';
 import type { GatewayAdmission } from './admission.ts';
 import { auditable, auditResponse } from './audit/observe.ts';
-import { requestUsage } from './audit/streamUsage.ts';
+import { requestUsage, type UsageRequest } from './audit/streamUsage.ts';
 import { UsageTap } from './audit/usageTap.ts';
-import { type Authenticator, TENANT_HEADER } from './auth.ts';
+import { type Authenticator, type Caller, TENANT_HEADER } from './auth.ts';
 import type { Backend } from './backends.ts';
 import { EngineFieldsTap } from './engineFields.ts';
 import { FlowCancelled, type FlowControl, PRIORITY_HEADER } from './flowControl.ts';
@@ -29,10 +29,16 @@ import type { GatewayMetrics } from './metrics.ts';
 import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
 import type { ModelPool, PoolRoute } from './pool.ts';
 import type { ModelPools, Target } from './pools.ts';
-import { RouterError, type RouteRequest } from '../router/index.ts';
-import { chainTaps, proxyToBackend, type ResponseTap } from './proxy.ts';
+import { type RouteDecision, RouterError, type RouteRequest } from '../router/index.ts';
+import {
+  type AttemptHooks,
+  type AttemptOutcome,
+  chainTaps,
+  proxyToBackend,
+  type ResponseTap,
+} from './proxy.ts';
 import type { ReplicaLabels } from './replicaLabels.ts';
-import { parseRequest } from './request.ts';
+import { type ParsedRequest, parseRequest } from './request.ts';
 import { sessionKey } from './sessionKey.ts';
 import { type GatewayPlanner, outputTokensOf } from './planner.ts';
 import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
@@ -76,6 +82,76 @@ export async function handleGenerate(
   const arrivedMs = performance.now();
   const arrivedAtMs = Date.now();
   ctx.metrics.watchRequest(endpoint, res, record, arrivedMs);
+  const read = await readAndAdmit(ctx, endpoint, req, res, record);
+  const { pool, parsed, caller, adapter } = read;
+  const id = ctx.nextLedgerId();
+  if (ctx.flow && read.priorityClass !== undefined) {
+    const queued = {
+      id,
+      tenant: caller.tenant,
+      priorityClass: read.priorityClass,
+      costTokens: parsed.promptTokens,
+      prefix: { blockKeys: parsed.blockKeys, blockSize: ctx.blockSize },
+    };
+    if (!(await waitForRoom(ctx, ctx.flow, pool, queued, req, res, record))) return;
+  }
+  const reqId = record.id;
+  if (ctx.pd && isPdPool(pool)) {
+    return handlePdGenerate(ctx, ctx.pd, {
+      pool,
+      parsed,
+      body: read.body,
+      tenant: caller.tenant,
+      adapter,
+      req,
+      res,
+      record,
+      arrivedMs,
+      id,
+      blockSize: ctx.blockSize,
+      headersFor: (backend) => upstreamHeaders(ctx, backend, req, reqId),
+    });
+  }
+  // The audit reads each response's cached tokens; a stream is asked for its usage if need be.
+  const audited = auditable(read.json);
+  await proxyWithRetries({
+    ctx,
+    req,
+    res,
+    record,
+    read,
+    id,
+    arrivedMs,
+    arrivedAtMs,
+    session: ctx.sessionHeader == null ? undefined : sessionKey(req, ctx.sessionHeader, read.json),
+    audited,
+    usage: audited
+      ? requestUsage(read.body, read.json)
+      : { body: read.body, asked: false, reports: false },
+  });
+}
+
+/** A generate request read, tokenized and admitted: what routing and proxying need of it. */
+interface AdmittedGenerate {
+  caller: Caller;
+  json: unknown;
+  pool: ModelPool;
+  adapter: string | null;
+  parsed: ParsedRequest;
+  /** The body to send on (admission may set its priority). */
+  body: Buffer;
+  /** Its flow-control class; undefined: flow control off. */
+  priorityClass: ReturnType<FlowControl['classOf']> | undefined;
+}
+
+/** Authenticates, reads, resolves the pool, tokenizes and admits (tenant limits, 429s). */
+async function readAndAdmit(
+  ctx: GenerateContext,
+  endpoint: Endpoint,
+  req: IncomingMessage,
+  res: ServerResponse,
+  record: RequestRecord,
+): Promise<AdmittedGenerate> {
   const tenantHeader = req.headers[TENANT_HEADER];
   const caller = ctx.auth.authenticate(
     req.headers.authorization,
@@ -116,184 +192,82 @@ export async function handleGenerate(
     Date.now(),
   );
   res.once('close', admitted.release);
-  const id = ctx.nextLedgerId();
+  return { caller, json, pool, adapter, parsed, body: admitted.body, priorityClass };
+}
+
+/**
+ * Every replica of the pool saturated: wait here (flowControl.ts), not on an engine. False when
+ * the client left while queued (its connection is then closed).
+ */
+async function waitForRoom(
+  ctx: GenerateContext,
+  flow: FlowControl,
+  pool: ModelPool,
+  queued: Parameters<FlowControl['enter']>[1],
+  req: IncomingMessage,
+  res: ServerResponse,
+  record: RequestRecord,
+): Promise<boolean> {
+  // The server finishes answering half-closed clients (`createHttpServer`), so a client that
+  // leaves shows only as the end of its side of the connection: while queued, that is leaving.
+  const left = new AbortController();
+  const onClose = (): void => left.abort();
+  const { socket } = req;
+  res.once('close', onClose);
+  socket.once('end', onClose);
+  if (socket.destroyed || socket.readableEnded) left.abort();
+  try {
+    const waiting = flow.enter(pool, queued, left.signal);
+    // Not `await null`: a request that goes at once routes in this turn, seen by the next.
+    if (waiting !== null) await waiting;
+    return true;
+  } catch (err) {
+    if (!(err instanceof FlowCancelled)) throw err;
+    ctx.metrics.clientAborts.inc();
+    ctx.logger.debug({ reqId: record.id }, 'the client left while its request was queued');
+    // Its half of the connection is closed too: a client that only half-closed is not left
+    // waiting on an answer that will not come.
+    socket.destroy();
+    return false;
+  } finally {
+    res.off('close', onClose);
+    socket.off('end', onClose);
+  }
+}
+
+/** One generate request on its way to the replicas: what each attempt reads. */
+interface GenerateFlight {
+  ctx: GenerateContext;
+  req: IncomingMessage;
+  res: ServerResponse;
+  record: RequestRecord;
+  read: AdmittedGenerate;
+  /** The ledger's id. */
+  id: string;
+  arrivedMs: number;
+  arrivedAtMs: number;
+  session: string | undefined;
+  /** The audit reads the responses' usage. */
+  audited: boolean;
+  usage: UsageRequest;
+}
+
+/** Routes and proxies, retrying on the next best replica, a bounded number of times. */
+async function proxyWithRetries(flight: GenerateFlight): Promise<void> {
+  const { ctx, record } = flight;
   const { metrics, logger } = ctx;
-  if (ctx.flow && priorityClass !== undefined) {
-    // Every replica of the pool saturated: wait here (flowControl.ts), not on an engine.
-    // The server finishes answering half-closed clients (`createHttpServer`), so a client that
-    // leaves shows only as the end of its side of the connection: while queued, that is leaving.
-    const left = new AbortController();
-    const onClose = (): void => left.abort();
-    const { socket } = req;
-    res.once('close', onClose);
-    socket.once('end', onClose);
-    if (socket.destroyed || socket.readableEnded) left.abort();
-    try {
-      const waiting = ctx.flow.enter(
-        pool,
-        {
-          id,
-          tenant: caller.tenant,
-          priorityClass,
-          costTokens: parsed.promptTokens,
-          prefix: { blockKeys: parsed.blockKeys, blockSize: ctx.blockSize },
-        },
-        left.signal,
-      );
-      // Not `await null`: a request that goes at once routes in this turn, seen by the next.
-      if (waiting !== null) await waiting;
-    } catch (err) {
-      if (!(err instanceof FlowCancelled)) throw err;
-      metrics.clientAborts.inc();
-      logger.debug({ reqId: record.id }, 'the client left while its request was queued');
-      // Its half of the connection is closed too: a client that only half-closed is not left
-      // waiting on an answer that will not come.
-      socket.destroy();
-      return;
-    } finally {
-      res.off('close', onClose);
-      socket.off('end', onClose);
-    }
-  }
   const reqId = record.id;
-  if (ctx.pd && isPdPool(pool)) {
-    return handlePdGenerate(ctx, ctx.pd, {
-      pool,
-      parsed,
-      body: admitted.body,
-      tenant: caller.tenant,
-      adapter,
-      req,
-      res,
-      record,
-      arrivedMs,
-      id,
-      blockSize: ctx.blockSize,
-      headersFor: (backend) => upstreamHeaders(ctx, backend, req, reqId),
-    });
-  }
-  const session = ctx.sessionHeader == null ? undefined : sessionKey(req, ctx.sessionHeader, json);
   let lastError: Error | null = null;
   /** Replicas that went silent on this request: not tried again for it. */
   const avoid: string[] = [];
-  // The audit reads each response's cached tokens; a stream is asked for its usage if need be.
-  const audited = auditable(json);
-  const usage = audited
-    ? requestUsage(admitted.body, json)
-    : { body: admitted.body, asked: false, reports: false };
-
-  // Hooks below are methods, not arrow functions: the TypeScript loader names each arrow
-  // function with a property definition every time one is made (esbuild's keepNames).
   for (let attempt = 0; attempt <= ctx.maxRetries; attempt++) {
-    const startedMs = performance.now();
-    const route = routeWithRoom(
-      pool,
-      {
-        id,
-        blockKeys: parsed.blockKeys,
-        promptTokens: parsed.promptTokens,
-        blockSize: ctx.blockSize,
-        ...(caller.tenant !== null && { tenant: caller.tenant }),
-        ...(avoid.length > 0 && { avoid }),
-        ...(adapter !== null && { lora: adapter }),
-        ...(session !== undefined && { session }),
-      },
-      ctx.flow,
-    );
-    const { decision, backend } = route;
-    metrics.recordDecision(decision, (performance.now() - startedMs) / 1000, pool.model);
-    if (attempt === 0) {
-      try {
-        ctx.admission.checkRoute(decision, caller.tenant);
-      } catch (err) {
-        pool.finish(route, Date.now());
-        throw err;
-      }
-    }
-    record.attempts = attempt + 1;
-    record.replica = decision.replica;
-    record.cachedTokens = decision.cachedTokens;
-
-    if (!parsed.stream) pool.watchPrefill(route, parsed.blockKeys);
-    record.preUpstreamMs ??= performance.now() - arrivedMs;
-    let usageTap: UsageTap | undefined;
-    const hitsAtRoute = pool.audit.hitsNow(decision.replica);
-    // A stream's time to first token from here, for the audit's speed test (a JSON answer's
-    // first byte comes after its last token: not a prefill time).
-    let sentMs = performance.now();
-    let ttftMs: number | null = null;
-    const outcome = await proxyToBackend(
-      backend,
-      {
-        path: req.url ?? '/',
-        body: usage.body,
-        headers: upstreamHeaders(ctx, backend, req, reqId),
-        replyHeaders: { [REPLICA_HEADER]: ctx.labels.of(backend.name) },
-      },
-      res,
-      () => {
-        // A fresh tap per attempt: a reconnect starts the response over.
-        sentMs = performance.now();
-        usageTap = audited
-          ? new UsageTap({ stream: parsed.stream, strip: usage.asked })
-          : undefined;
-        // The engine's transfer fields never reach the client (engineFields.ts).
-        const tap: ResponseTap = usageTap
-          ? chainTaps(usageTap, new EngineFieldsTap())
-          : new EngineFieldsTap();
-        return {
-          onFirstToken() {
-            if (parsed.stream) ttftMs ??= performance.now() - sentMs;
-            record.ttftMs ??= performance.now() - arrivedMs;
-            pool.firstToken(route, Date.now());
-          },
-          firstByteTimeoutMs: ctx.firstByteTimeoutMs,
-          tap,
-          async onSilence() {
-            logger.warn(
-              { reqId, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
-              'no response byte within the first-byte timeout; probing the replica',
-            );
-            if (!parsed.stream) return !(await pool.probe(backend));
-            void pool.probe(backend);
-            return true;
-          },
-        };
-      },
-      (err) => {
-        // The engine never saw the request: the replica keeps its place and its cache.
-        metrics.upstreamReconnects.inc();
-        logger.debug(
-          { reqId, replica: backend.name, err },
-          'kept-alive connection closed under the request; sent again on a fresh connection',
-        );
-      },
-    );
-    pool.finish(route, Date.now());
-    if (ctx.planner && outcome.kind === 'completed' && outcome.status < 400) {
-      ctx.planner.observe(pool.model, {
-        atMs: arrivedAtMs,
-        promptTokens: parsed.promptTokens,
-        outputTokens: outputTokensOf(usageTap?.completionTokens ?? null, json),
-        blockKeys: parsed.blockKeys,
-      });
-    }
-    if (usageTap && outcome.kind === 'completed' && outcome.status < 400) {
-      auditResponse(
-        pool,
-        metrics,
-        decision,
-        parsed.promptTokens,
-        usageTap.cachedTokens,
-        hitsAtRoute,
-        ttftMs,
-      );
-    }
+    const { outcome, backend } = await proxyOnce(flight, attempt, avoid);
     switch (outcome.kind) {
       case 'unreachable':
       case 'silent':
         lastError = outcome.error;
-        if (outcome.kind === 'unreachable') pool.markDown(backend, outcome.error.message);
+        if (outcome.kind === 'unreachable')
+          flight.read.pool.markDown(backend, outcome.error.message);
         else avoid.push(backend.name);
         if (attempt < ctx.maxRetries) {
           metrics.retries.inc();
@@ -323,6 +297,159 @@ export async function handleGenerate(
     null,
     { cause: lastError },
   );
+}
+
+/** One attempt: route (avoiding the replicas given), proxy, then tell the pool, planner and audit. */
+async function proxyOnce(
+  flight: GenerateFlight,
+  attempt: number,
+  avoid: string[],
+): Promise<{ outcome: AttemptOutcome; backend: Backend }> {
+  const { ctx, req, res, record, id } = flight;
+  const { pool, parsed, caller, adapter } = flight.read;
+  const startedMs = performance.now();
+  const route = routeWithRoom(
+    pool,
+    {
+      id,
+      blockKeys: parsed.blockKeys,
+      promptTokens: parsed.promptTokens,
+      blockSize: ctx.blockSize,
+      ...(caller.tenant !== null && { tenant: caller.tenant }),
+      ...(avoid.length > 0 && { avoid }),
+      ...(adapter !== null && { lora: adapter }),
+      ...(flight.session !== undefined && { session: flight.session }),
+    },
+    ctx.flow,
+  );
+  const { decision, backend } = route;
+  ctx.metrics.recordDecision(decision, (performance.now() - startedMs) / 1000, pool.model);
+  if (attempt === 0) {
+    try {
+      ctx.admission.checkRoute(decision, caller.tenant);
+    } catch (err) {
+      pool.finish(route, Date.now());
+      throw err;
+    }
+  }
+  record.attempts = attempt + 1;
+  record.replica = decision.replica;
+  record.cachedTokens = decision.cachedTokens;
+
+  if (!parsed.stream) pool.watchPrefill(route, parsed.blockKeys);
+  record.preUpstreamMs ??= performance.now() - flight.arrivedMs;
+  const hitsAtRoute = pool.audit.hitsNow(decision.replica);
+  const watch = new AttemptWatch(flight, route);
+  const outcome = await proxyToBackend(
+    backend,
+    {
+      path: req.url ?? '/',
+      body: flight.usage.body,
+      headers: upstreamHeaders(ctx, backend, req, record.id),
+      replyHeaders: { [REPLICA_HEADER]: ctx.labels.of(backend.name) },
+    },
+    res,
+    () => watch.hooks(),
+    (err) => {
+      // The engine never saw the request: the replica keeps its place and its cache.
+      ctx.metrics.upstreamReconnects.inc();
+      ctx.logger.debug(
+        { reqId: record.id, replica: backend.name, err },
+        'kept-alive connection closed under the request; sent again on a fresh connection',
+      );
+    },
+  );
+  pool.finish(route, Date.now());
+  if (outcome.kind === 'completed' && outcome.status < 400) {
+    reportServed(flight, decision, watch, hitsAtRoute);
+  }
+  return { outcome, backend };
+}
+
+/** A response served whole and not refused: the planner and the cache audit are told. */
+function reportServed(
+  flight: GenerateFlight,
+  decision: RouteDecision,
+  watch: AttemptWatch,
+  hitsAtRoute: number | undefined,
+): void {
+  const { ctx } = flight;
+  const { pool, parsed } = flight.read;
+  const usageTap = watch.usageTap;
+  if (ctx.planner) {
+    ctx.planner.observe(pool.model, {
+      atMs: flight.arrivedAtMs,
+      promptTokens: parsed.promptTokens,
+      outputTokens: outputTokensOf(usageTap?.completionTokens ?? null, flight.read.json),
+      blockKeys: parsed.blockKeys,
+    });
+  }
+  if (usageTap) {
+    auditResponse(
+      pool,
+      ctx.metrics,
+      decision,
+      parsed.promptTokens,
+      usageTap.cachedTokens,
+      hitsAtRoute,
+      watch.ttftMs,
+    );
+  }
+}
+
+/**
+ * One attempt's response hooks and what they saw: its usage tap and, for a stream, its time to
+ * first token from the send (a JSON answer's first byte comes after its last token: not a
+ * prefill time), for the audit's speed test.
+ */
+class AttemptWatch {
+  usageTap: UsageTap | undefined;
+  ttftMs: number | null = null;
+  #sentMs = performance.now();
+  readonly #flight: GenerateFlight;
+  readonly #route: PoolRoute;
+
+  constructor(flight: GenerateFlight, route: PoolRoute) {
+    this.#flight = flight;
+    this.#route = route;
+  }
+
+  // Hooks are methods, not arrow functions: the TypeScript loader names each arrow function
+  // with a property definition every time one is made (esbuild's keepNames).
+  hooks(): AttemptHooks {
+    const watch = this;
+    const { ctx, record, arrivedMs, audited, usage } = this.#flight;
+    const { pool, parsed } = this.#flight.read;
+    const route = this.#route;
+    const { backend } = route;
+    // A fresh tap per attempt: a reconnect starts the response over.
+    this.#sentMs = performance.now();
+    this.usageTap = audited
+      ? new UsageTap({ stream: parsed.stream, strip: usage.asked })
+      : undefined;
+    // The engine's transfer fields never reach the client (engineFields.ts).
+    const tap: ResponseTap = this.usageTap
+      ? chainTaps(this.usageTap, new EngineFieldsTap())
+      : new EngineFieldsTap();
+    return {
+      onFirstToken() {
+        if (parsed.stream) watch.ttftMs ??= performance.now() - watch.#sentMs;
+        record.ttftMs ??= performance.now() - arrivedMs;
+        pool.firstToken(route, Date.now());
+      },
+      firstByteTimeoutMs: ctx.firstByteTimeoutMs,
+      tap,
+      async onSilence() {
+        ctx.logger.warn(
+          { reqId: record.id, replica: backend.name, timeoutMs: ctx.firstByteTimeoutMs },
+          'no response byte within the first-byte timeout; probing the replica',
+        );
+        if (!parsed.stream) return !(await pool.probe(backend));
+        void pool.probe(backend);
+        return true;
+      },
+    };
+  }
 }
 
 /**

@@ -60,6 +60,82 @@ export interface ReplicaTally {
   spills: number;
 }
 
+/** The gateway's latency histograms, registered in this order. */
+function gatewayHistograms(registry: Registry) {
+  const histogram = (name: string, help: string, buckets: number[], labelNames: string[]) =>
+    new LabelledHistogram(name, help, buckets, labelNames, registry);
+  return {
+    decisionSeconds: histogram(
+      'kvroute_gateway_decision_seconds',
+      'Time to choose a replica (tokenize excluded); also by model as route_decision_seconds',
+      DECISION_BUCKETS_S,
+      [],
+    ),
+    routeDecisionSeconds: histogram(
+      'kvroute_gateway_route_decision_seconds',
+      'Time the router took to choose a replica, per attempt (tokenize excluded)',
+      DECISION_BUCKETS_S,
+      ['model'],
+    ),
+    ttftSeconds: histogram(
+      'kvroute_gateway_ttft_seconds',
+      'From the request reaching the gateway to its first token leaving for the client',
+      TTFT_BUCKETS_S,
+      ['model', 'tenant', 'replica'],
+    ),
+    e2eSeconds: histogram(
+      'kvroute_gateway_e2e_seconds',
+      'From the request reaching the gateway to the end of its response, for proxied requests',
+      E2E_BUCKETS_S,
+      ['model', 'tenant'],
+    ),
+    preUpstreamSeconds: histogram(
+      'kvroute_gateway_pre_upstream_seconds',
+      'Time in the gateway before the first upstream call: read, tokenize, admit, route',
+      PRE_UPSTREAM_BUCKETS_S,
+      ['model', 'tenant'],
+    ),
+  };
+}
+
+/** Per-replica gauges read from the router at scrape time. */
+function registerReplicaGauges(registers: Registry[], source: ReplicaGaugeSource): void {
+  const replicaGauge = (name: string, help: string, value: (r: ReplicaLoad) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['replica', 'model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const r of source.replicaLoads()) {
+          this.set({ replica: r.name, model: r.model }, value(r));
+        }
+      },
+    });
+
+  replicaGauge(
+    'kvroute_gateway_replica_queued_prompt_tokens',
+    'Uncached prompt tokens assigned to the replica whose first token has not come back',
+    (r) => r.queuedPromptTokens,
+  );
+  replicaGauge(
+    'kvroute_gateway_replica_in_flight',
+    'Requests in flight on the replica',
+    (r) => r.inFlight,
+  );
+  replicaGauge(
+    'kvroute_gateway_tokenizer_agrees',
+    "1 when the gateway's token ids match the replica's /tokenize, 0 when they differ, -1 unknown",
+    (r) => AGREEMENT_VALUE[r.tokenizer],
+  );
+  replicaGauge(
+    'kvroute_gateway_replica_up',
+    '1 when the replica is taking traffic, 0 while marked down',
+    (r) => (r.up ? 1 : 0),
+  );
+}
+
 export class GatewayMetrics {
   readonly registry = new Registry();
   /** The cache audit's counters and error histogram (`audit/`). */
@@ -96,23 +172,6 @@ export class GatewayMetrics {
     // Counters and histograms the request path bumps: label sets resolved once (metricSeries.ts).
     const labelled = (name: string, help: string, labelNames: string[]) =>
       new LabelledCounter(name, help, labelNames, this.registry);
-    const histogram = (name: string, help: string, buckets: number[], labelNames: string[]) =>
-      new LabelledHistogram(name, help, buckets, labelNames, this.registry);
-    /** A per-replica gauge read from the router at scrape time. */
-    const replicaGauge = (name: string, help: string, value: (r: ReplicaLoad) => number) =>
-      new Gauge({
-        name,
-        help,
-        labelNames: ['replica', 'model'],
-        registers,
-        collect() {
-          this.reset();
-          for (const r of source.replicaLoads()) {
-            this.set({ replica: r.name, model: r.model }, value(r));
-          }
-        },
-      });
-
     this.decisions = labelled(
       'kvroute_gateway_decisions_total',
       'Routing decisions, by policy, chosen replica and model',
@@ -168,58 +227,15 @@ export class GatewayMetrics {
       'kvroute_gateway_client_aborts_total',
       'Requests whose client left before the response ended',
     );
-    this.decisionSeconds = histogram(
-      'kvroute_gateway_decision_seconds',
-      'Time to choose a replica (tokenize excluded); also by model as route_decision_seconds',
-      DECISION_BUCKETS_S,
-      [],
-    );
-    this.routeDecisionSeconds = histogram(
-      'kvroute_gateway_route_decision_seconds',
-      'Time the router took to choose a replica, per attempt (tokenize excluded)',
-      DECISION_BUCKETS_S,
-      ['model'],
-    );
-    this.ttftSeconds = histogram(
-      'kvroute_gateway_ttft_seconds',
-      'From the request reaching the gateway to its first token leaving for the client',
-      TTFT_BUCKETS_S,
-      ['model', 'tenant', 'replica'],
-    );
-    this.e2eSeconds = histogram(
-      'kvroute_gateway_e2e_seconds',
-      'From the request reaching the gateway to the end of its response, for proxied requests',
-      E2E_BUCKETS_S,
-      ['model', 'tenant'],
-    );
-    this.preUpstreamSeconds = histogram(
-      'kvroute_gateway_pre_upstream_seconds',
-      'Time in the gateway before the first upstream call: read, tokenize, admit, route',
-      PRE_UPSTREAM_BUCKETS_S,
-      ['model', 'tenant'],
-    );
+    const histograms = gatewayHistograms(this.registry);
+    this.decisionSeconds = histograms.decisionSeconds;
+    this.routeDecisionSeconds = histograms.routeDecisionSeconds;
+    this.ttftSeconds = histograms.ttftSeconds;
+    this.e2eSeconds = histograms.e2eSeconds;
+    this.preUpstreamSeconds = histograms.preUpstreamSeconds;
     this.#knownTenants = new Set(source.knownTenants ?? []);
     collectDefaultMetrics({ register: this.registry });
-    replicaGauge(
-      'kvroute_gateway_replica_queued_prompt_tokens',
-      'Uncached prompt tokens assigned to the replica whose first token has not come back',
-      (r) => r.queuedPromptTokens,
-    );
-    replicaGauge(
-      'kvroute_gateway_replica_in_flight',
-      'Requests in flight on the replica',
-      (r) => r.inFlight,
-    );
-    replicaGauge(
-      'kvroute_gateway_tokenizer_agrees',
-      "1 when the gateway's token ids match the replica's /tokenize, 0 when they differ, -1 unknown",
-      (r) => AGREEMENT_VALUE[r.tokenizer],
-    );
-    replicaGauge(
-      'kvroute_gateway_replica_up',
-      '1 when the replica is taking traffic, 0 while marked down',
-      (r) => (r.up ? 1 : 0),
-    );
+    registerReplicaGauges(registers, source);
   }
 
   /** One routing decision in the pool of `model`, and how long it took. */

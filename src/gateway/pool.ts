@@ -693,6 +693,49 @@ export class ModelPool {
     }
   }
 
+  /** Its health probe answered: a replica marked down routes again. */
+  #onUp(m: Member): void {
+    const name = m.backend.name;
+    if (m.phase === 'draining' || !m.down) return;
+    m.down = false;
+    m.answered = true;
+    if (m.phase === 'active') {
+      this.router.markUp(name);
+      m.watch.rebuild();
+      this.#loadChanged();
+    }
+    this.#logger.info(
+      { replica: name, model: this.model },
+      'replica up: its health probe answered',
+    );
+    void this.#learn(m, true);
+    this.#options.onBackendUp?.(name);
+  }
+
+  /** A load report from its /metrics: activates a starting replica, feeds an active one's gauges. */
+  #onReport(m: Member, report: EngineReport, nowMs: number): void {
+    const name = m.backend.name;
+    m.answered = true;
+    // A scrape begun before its dialect was known read /metrics as vLLM's: an engine that
+    // reports no load is judged on the ledger (a report would only go stale).
+    if (m.backend.dialect?.loadPath === null) {
+      if (m.phase === 'starting') this.#activate(m, null, nowMs);
+      return;
+    }
+    if (m.phase === 'starting') this.#activate(m, report, nowMs);
+    else if (m.phase === 'active') this.router.onReport(name, report, nowMs);
+    if (report.kvBlocks !== undefined) {
+      this.#kvBlocks.set(name, report.kvBlocks);
+      // Its engine hash map sized for the pool at once (a no-op once it is), not grown
+      // while events arrive.
+      if (m.phase === 'active') this.router.reserveEngineBlocks(name, report.kvBlocks);
+    }
+    if (m.phase === 'active' && report.prefixCacheHitsTokens !== undefined) {
+      this.audit.onHitCounter(name, report.prefixCacheHitsTokens);
+    }
+    this.#loadChanged();
+  }
+
   #watch(m: Member): BackendWatch {
     const name = m.backend.name;
     const config = this.#options.config;
@@ -706,48 +749,13 @@ export class ModelPool {
       },
       {
         isDown: () => m.down,
-        onUp: () => {
-          if (m.phase === 'draining' || !m.down) return;
-          m.down = false;
-          m.answered = true;
-          if (m.phase === 'active') {
-            this.router.markUp(name);
-            m.watch.rebuild();
-            this.#loadChanged();
-          }
-          this.#logger.info(
-            { replica: name, model: this.model },
-            'replica up: its health probe answered',
-          );
-          void this.#learn(m, true);
-          this.#options.onBackendUp?.(name);
-        },
+        onUp: () => this.#onUp(m),
         engine: () => (m.backend.dialect ? { dialect: m.backend.dialect, shape: m.shape } : null),
         onNoReport: () => {
           // Its engine is known and exports none of its dialect's gauges: it routes anyway.
           if (m.phase === 'starting' && m.backend.dialect) this.#activate(m, null, Date.now());
         },
-        onReport: (report, nowMs) => {
-          m.answered = true;
-          // A scrape begun before its dialect was known read /metrics as vLLM's: an engine that
-          // reports no load is judged on the ledger (a report would only go stale).
-          if (m.backend.dialect?.loadPath === null) {
-            if (m.phase === 'starting') this.#activate(m, null, nowMs);
-            return;
-          }
-          if (m.phase === 'starting') this.#activate(m, report, nowMs);
-          else if (m.phase === 'active') this.router.onReport(name, report, nowMs);
-          if (report.kvBlocks !== undefined) {
-            this.#kvBlocks.set(name, report.kvBlocks);
-            // Its engine hash map sized for the pool at once (a no-op once it is), not grown
-            // while events arrive.
-            if (m.phase === 'active') this.router.reserveEngineBlocks(name, report.kvBlocks);
-          }
-          if (m.phase === 'active' && report.prefixCacheHitsTokens !== undefined) {
-            this.audit.onHitCounter(name, report.prefixCacheHitsTokens);
-          }
-          this.#loadChanged();
-        },
+        onReport: (report, nowMs) => this.#onReport(m, report, nowMs),
         onUnreachable: (err) => {
           // A reset may be a kept-alive scrape connection the engine closed as it went out:
           // its health probe (which asks again on a closed connection) decides.

@@ -133,164 +133,217 @@ export function proxyAttempt(
   hooks: AttemptHooks,
 ): Promise<AttemptOutcome> {
   return new Promise<AttemptOutcome>((resolve) => {
-    let controller: Dispatcher.DispatchController | null = null;
-    let status = 0;
-    let headers: Record<string, string | string[]> = {};
-    let isSse = false;
-    let headWritten = false;
-    /** A tap holds body bytes the backend sent: the answer has begun, even if none went out. */
-    let tapHolds = false;
-    let settled = false;
-    let clientGone = false;
-    /** Whether the bytes sent so far end on an event boundary (an error event may follow). */
-    let atEventBoundary = true;
-    const detector = new FirstTokenDetector();
-    const socket: SocketWatcher = { reused: null };
-
-    let silenceTimer: NodeJS.Timeout | null = null;
-    // Chunks (and the end) that arrive in one tick leave in one write: a short answer that
-    // arrives whole costs one syscall instead of three; a stream's chunks are not delayed.
-    let corked = false;
-    // Methods rather than arrow functions: the TypeScript loader (esbuild's keepNames) names
-    // every arrow function with a property definition each time it is made, once per request.
-    const own = {
-      settle(outcome: AttemptOutcome): void {
-        if (settled) return;
-        settled = true;
-        if (silenceTimer) clearTimeout(silenceTimer);
-        res.off('close', own.onClientClose);
-        resolve(outcome);
-      },
-      onClientClose(): void {
-        if (res.writableFinished) return;
-        clientGone = true;
-        controller?.abort(new ClientGone('client closed the connection'));
-        own.settle({ kind: 'client-gone' });
-      },
-      writeHead(): void {
-        headWritten = true;
-        res.writeHead(status, headers);
-      },
-      onDrain(): void {
-        controller?.resume();
-      },
-      uncork(): void {
-        corked = false;
-        res.uncork();
-      },
-    };
-    const { settle, writeHead } = own;
-    // Nothing from the backend, not even a status line, is a frozen or lost engine or a long
-    // non-streamed generation; the caller tells which (by probing) before anything is cut.
-    silenceTimer = setTimeout(() => {
-      silenceTimer = null;
-      hooks.onSilence().then((giveUp) => {
-        if (!giveUp || settled || status !== 0) return;
-        const error = new FirstByteTimeout(
-          `no response from the backend within ${hooks.firstByteTimeoutMs} ms`,
-        );
-        settle({ kind: 'silent', error });
-        controller?.abort(error);
-      });
-    }, hooks.firstByteTimeoutMs);
-    res.on('close', own.onClientClose);
-    if (res.destroyed) {
-      own.onClientClose();
-      return;
-    }
-
-    const handler: Dispatcher.DispatchHandler = {
-      onRequestStart(c) {
-        controller = c;
-        expectSocket(socket);
-        if (clientGone || settled) c.abort(new ClientGone('the attempt was given up'));
-      },
-      onResponseStart(_c, statusCode, responseHeaders) {
-        status = statusCode;
-        if (silenceTimer) clearTimeout(silenceTimer);
-        headers = copyableHeaders(responseHeaders);
-        if (upstream.replyHeaders) Object.assign(headers, upstream.replyHeaders);
-        const type = String(responseHeaders['content-type'] ?? '');
-        isSse = type.startsWith('text/event-stream');
-        hooks.tap?.start(statusCode, type);
-        // A non-streamed answer comes back whole: its first token is already generated.
-        if (!isSse && statusCode < 400) hooks.onFirstToken();
-      },
-      onResponseData(c, data) {
-        if (clientGone) return;
-        const chunk = hooks.tap ? hooks.tap.data(data) : data;
-        if (chunk.length === 0) {
-          if (data.length > 0) tapHolds = true;
-          return;
-        }
-        if (!headWritten) writeHead();
-        if (!corked) {
-          corked = true;
-          res.cork();
-          process.nextTick(own.uncork);
-        }
-        if (isSse) {
-          if (!detector.done && detector.feed(chunk)) hooks.onFirstToken();
-          atEventBoundary =
-            chunk.length >= 2 && chunk[chunk.length - 1] === 10 && chunk[chunk.length - 2] === 10;
-        }
-        if (!res.write(chunk)) {
-          c.pause();
-          res.once('drain', own.onDrain);
-        }
-      },
-      onResponseEnd() {
-        if (clientGone) return;
-        const rest = hooks.tap?.end();
-        if (!headWritten) {
-          // Nothing went out yet, so `rest` is the whole body: a tap may have rewritten it.
-          if (headers['content-length'] !== undefined) {
-            headers['content-length'] = String(rest?.length ?? 0);
-          }
-          writeHead();
-        }
-        if (rest && rest.length > 0) res.write(rest);
-        res.end();
-        settle({ kind: 'completed', status });
-      },
-      onResponseError(_c, error) {
-        if (settled) return;
-        if (clientGone || error instanceof ClientGone) {
-          settle({ kind: 'client-gone' });
-          return;
-        }
-        if (!headWritten && !tapHolds) {
-          settle({ kind: 'unreachable', error, reused: socket.reused, headSeen: status !== 0 });
-          return;
-        }
-        // Bytes came (a tap held them): not retried, as if they had gone out; the client sees
-        // the cut.
-        if (!headWritten) writeHead();
-        const rest = hooks.tap?.end();
-        if (rest && rest.length > 0) {
-          atEventBoundary =
-            rest.length >= 2 && rest[rest.length - 1] === 10 && rest[rest.length - 2] === 10;
-        }
-        if (isSse) {
-          if (rest && rest.length > 0) res.write(rest);
-          endWithErrorEvent(res, error, atEventBoundary);
-        } else if (rest && rest.length > 0) {
-          // What was held leaves before the cut, as it would have unheld.
-          res.write(rest, () => res.destroy(error));
-        } else res.destroy(error);
-        settle({ kind: 'broken', error });
-      },
-    };
-
+    const attempt = new ProxiedAttempt(upstream, res, hooks, resolve);
+    if (!attempt.watchClient()) return;
     try {
       dispatcher.dispatch(
         { path: upstream.path, method: 'POST', headers: upstream.headers, body: upstream.body },
-        handler,
+        attempt,
       );
     } catch (error) {
-      settle({ kind: 'unreachable', error: error as Error, reused: null, headSeen: false });
+      attempt.settle({ kind: 'unreachable', error: error as Error, reused: null, headSeen: false });
     }
   });
+}
+
+/**
+ * One attempt's state, and the dispatch handler that passes the backend's response on to the
+ * client. Its callbacks are methods bound once, not arrow functions: the TypeScript loader
+ * (esbuild's keepNames) names every arrow function with a property definition each time one is
+ * made, once per request.
+ */
+class ProxiedAttempt implements Dispatcher.DispatchHandler {
+  readonly #upstream: UpstreamRequest;
+  readonly #res: ServerResponse;
+  readonly #hooks: AttemptHooks;
+  readonly #resolve: (outcome: AttemptOutcome) => void;
+  #controller: Dispatcher.DispatchController | null = null;
+  #status = 0;
+  #headers: Record<string, string | string[]> = {};
+  #isSse = false;
+  #headWritten = false;
+  /** A tap holds body bytes the backend sent: the answer has begun, even if none went out. */
+  #tapHolds = false;
+  #settled = false;
+  #clientGone = false;
+  /** Whether the bytes sent so far end on an event boundary (an error event may follow). */
+  #atEventBoundary = true;
+  readonly #detector = new FirstTokenDetector();
+  readonly #socket: SocketWatcher = { reused: null };
+  #silenceTimer: NodeJS.Timeout | null = null;
+  // Chunks (and the end) that arrive in one tick leave in one write: a short answer that
+  // arrives whole costs one syscall instead of three; a stream's chunks are not delayed.
+  #corked = false;
+
+  constructor(
+    upstream: UpstreamRequest,
+    res: ServerResponse,
+    hooks: AttemptHooks,
+    resolve: (outcome: AttemptOutcome) => void,
+  ) {
+    this.#upstream = upstream;
+    this.#res = res;
+    this.#hooks = hooks;
+    this.#resolve = resolve;
+    this.onClientClose = this.onClientClose.bind(this);
+    this.onDrain = this.onDrain.bind(this);
+    this.uncork = this.uncork.bind(this);
+    this.onSilence = this.onSilence.bind(this);
+    this.giveUpIfSilent = this.giveUpIfSilent.bind(this);
+  }
+
+  /**
+   * Starts the first-byte timer and watches the client; false when the client is already gone
+   * (the attempt is then settled).
+   */
+  watchClient(): boolean {
+    // Nothing from the backend, not even a status line, is a frozen or lost engine or a long
+    // non-streamed generation; the caller tells which (by probing) before anything is cut.
+    this.#silenceTimer = setTimeout(this.onSilence, this.#hooks.firstByteTimeoutMs);
+    this.#res.on('close', this.onClientClose);
+    if (this.#res.destroyed) {
+      this.onClientClose();
+      return false;
+    }
+    return true;
+  }
+
+  settle(outcome: AttemptOutcome): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    if (this.#silenceTimer) clearTimeout(this.#silenceTimer);
+    this.#res.off('close', this.onClientClose);
+    this.#resolve(outcome);
+  }
+
+  onClientClose(): void {
+    if (this.#res.writableFinished) return;
+    this.#clientGone = true;
+    this.#controller?.abort(new ClientGone('client closed the connection'));
+    this.settle({ kind: 'client-gone' });
+  }
+
+  onSilence(): void {
+    this.#silenceTimer = null;
+    this.#hooks.onSilence().then(this.giveUpIfSilent);
+  }
+
+  giveUpIfSilent(giveUp: boolean): void {
+    if (!giveUp || this.#settled || this.#status !== 0) return;
+    const error = new FirstByteTimeout(
+      `no response from the backend within ${this.#hooks.firstByteTimeoutMs} ms`,
+    );
+    this.settle({ kind: 'silent', error });
+    this.#controller?.abort(error);
+  }
+
+  writeHead(): void {
+    this.#headWritten = true;
+    this.#res.writeHead(this.#status, this.#headers);
+  }
+
+  onDrain(): void {
+    this.#controller?.resume();
+  }
+
+  uncork(): void {
+    this.#corked = false;
+    this.#res.uncork();
+  }
+
+  onRequestStart(c: Dispatcher.DispatchController): void {
+    this.#controller = c;
+    expectSocket(this.#socket);
+    if (this.#clientGone || this.#settled) c.abort(new ClientGone('the attempt was given up'));
+  }
+
+  onResponseStart(
+    _c: Dispatcher.DispatchController,
+    statusCode: number,
+    responseHeaders: IncomingHttpHeaders,
+  ): void {
+    this.#status = statusCode;
+    if (this.#silenceTimer) clearTimeout(this.#silenceTimer);
+    this.#headers = copyableHeaders(responseHeaders);
+    if (this.#upstream.replyHeaders) Object.assign(this.#headers, this.#upstream.replyHeaders);
+    const type = String(responseHeaders['content-type'] ?? '');
+    this.#isSse = type.startsWith('text/event-stream');
+    this.#hooks.tap?.start(statusCode, type);
+    // A non-streamed answer comes back whole: its first token is already generated.
+    if (!this.#isSse && statusCode < 400) this.#hooks.onFirstToken();
+  }
+
+  onResponseData(c: Dispatcher.DispatchController, data: Buffer): void {
+    if (this.#clientGone) return;
+    const hooks = this.#hooks;
+    const res = this.#res;
+    const chunk = hooks.tap ? hooks.tap.data(data) : data;
+    if (chunk.length === 0) {
+      if (data.length > 0) this.#tapHolds = true;
+      return;
+    }
+    if (!this.#headWritten) this.writeHead();
+    if (!this.#corked) {
+      this.#corked = true;
+      res.cork();
+      process.nextTick(this.uncork);
+    }
+    if (this.#isSse) {
+      if (!this.#detector.done && this.#detector.feed(chunk)) hooks.onFirstToken();
+      this.#atEventBoundary = endsEvent(chunk);
+    }
+    if (!res.write(chunk)) {
+      c.pause();
+      res.once('drain', this.onDrain);
+    }
+  }
+
+  onResponseEnd(): void {
+    if (this.#clientGone) return;
+    const rest = this.#hooks.tap?.end();
+    if (!this.#headWritten) {
+      // Nothing went out yet, so `rest` is the whole body: a tap may have rewritten it.
+      if (this.#headers['content-length'] !== undefined) {
+        this.#headers['content-length'] = String(rest?.length ?? 0);
+      }
+      this.writeHead();
+    }
+    if (rest && rest.length > 0) this.#res.write(rest);
+    this.#res.end();
+    this.settle({ kind: 'completed', status: this.#status });
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, error: Error): void {
+    if (this.#settled) return;
+    if (this.#clientGone || error instanceof ClientGone) {
+      this.settle({ kind: 'client-gone' });
+      return;
+    }
+    if (!this.#headWritten && !this.#tapHolds) {
+      const headSeen = this.#status !== 0;
+      this.settle({ kind: 'unreachable', error, reused: this.#socket.reused, headSeen });
+      return;
+    }
+    // Bytes came (a tap held them): not retried, as if they had gone out; the client sees
+    // the cut.
+    if (!this.#headWritten) this.writeHead();
+    const res = this.#res;
+    const rest = this.#hooks.tap?.end();
+    if (rest && rest.length > 0) this.#atEventBoundary = endsEvent(rest);
+    if (this.#isSse) {
+      if (rest && rest.length > 0) res.write(rest);
+      endWithErrorEvent(res, error, this.#atEventBoundary);
+    } else if (rest && rest.length > 0) {
+      // What was held leaves before the cut, as it would have unheld.
+      res.write(rest, () => res.destroy(error));
+    } else res.destroy(error);
+    this.settle({ kind: 'broken', error });
+  }
+}
+
+/** Whether `bytes` end on an SSE event boundary (a blank line). */
+function endsEvent(bytes: Buffer): boolean {
+  return bytes.length >= 2 && bytes[bytes.length - 1] === 10 && bytes[bytes.length - 2] === 10;
 }
 
 /**

@@ -15,6 +15,13 @@ export class ReplicaLabels {
     this.exposeAddresses = exposeAddresses;
   }
 
+  /** Labels for the configured backends, given in their order: replica-0 is the first --backend. */
+  static inOrder(exposeAddresses: boolean, names: readonly string[]): ReplicaLabels {
+    const labels = new ReplicaLabels(exposeAddresses);
+    for (const name of names) labels.of(name);
+    return labels;
+  }
+
   /** The replica's label, given on first sight and kept for the process's life. */
   of(name: string): string {
     if (this.exposeAddresses) return name;

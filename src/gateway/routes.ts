@@ -31,14 +31,12 @@ export interface RoutesContext {
   extraRoutes?: Record<string, Route>;
 }
 
-/** The request listener of the gateway's HTTP server. */
-export function makeRequestListener(
-  ctx: RoutesContext,
-): (req: IncomingMessage, res: ServerResponse) => void {
+/** The gateway's paths: the OpenAI API, health and readiness, metrics, admin, and `extraRoutes`. */
+function gatewayRoutes(ctx: RoutesContext): Record<string, Route> {
   const { generate } = ctx;
   // The authenticator is read per request: a config reload replaces it.
-  const { metrics, logger } = generate;
-  const routes: Record<string, Route> = {
+  const { metrics } = generate;
+  return {
     '/v1/completions': {
       method: 'POST',
       handle: (req, res, record) => handleGenerate(generate, 'completions', req, res, record),
@@ -93,6 +91,14 @@ export function makeRequestListener(
     },
     ...ctx.extraRoutes,
   };
+}
+
+/** The request listener of the gateway's HTTP server. */
+export function makeRequestListener(
+  ctx: RoutesContext,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const { logger } = ctx.generate;
+  const routes = gatewayRoutes(ctx);
   const serve = async (
     req: IncomingMessage,
     res: ServerResponse,

@@ -49,49 +49,14 @@ export function tokenizerMetadata(folderPath: string): TokenizerMetadata {
   };
   const json = files.tokenizerJson;
   const model = (json.model ?? {}) as Json;
-  if (model.type !== 'BPE')
-    fail(`model type ${String(model.type)}; only byte-level BPE is written`);
-  if (model.byte_fallback === true)
-    fail('byte_fallback BPE (a SentencePiece-style model) is not written');
-  if ((json.decoder as Json | null)?.type !== 'ByteLevel') fail('the decoder is not ByteLevel');
-  const pre = preTokenizerName(json.pre_tokenizer as Json | null);
-  if (pre === null)
-    fail(
-      `its pre-tokenizer has no llama.cpp name (known: ${[...Object.values(PRE_TOKENIZERS), 'gpt-2'].join(', ')})`,
-    );
-  const ignoreMerges = model.ignore_merges === true;
-  if (ignoreMerges !== IGNORES_MERGES.has(pre!)) {
-    fail(
-      `model.ignore_merges is ${ignoreMerges}, but llama.cpp's ${pre} pre-tokenizer ` +
-        `${IGNORES_MERGES.has(pre!) ? 'looks whole words up first' : 'merges every word'}`,
-    );
-  }
-
+  const pre = checkedPreTokenizer(json, model, fail);
   const vocab = (model.vocab ?? {}) as Record<string, number>;
   const added = (Array.isArray(json.added_tokens) ? json.added_tokens : []) as {
     id: number;
     content: string;
     special?: boolean;
   }[];
-  let vocabSize = 0;
-  for (const id of Object.values(vocab)) vocabSize = Math.max(vocabSize, id + 1);
-  for (const t of added) vocabSize = Math.max(vocabSize, t.id + 1);
-  const tokens = new Array<string | undefined>(vocabSize);
-  const types = new Int32Array(vocabSize);
-  for (const [text, id] of Object.entries(vocab)) {
-    tokens[id] = text;
-    types[id] = TokenType.NORMAL;
-  }
-  for (const t of added) {
-    tokens[t.id] = t.content;
-    types[t.id] = t.special || looksSpecial(t.content) ? TokenType.CONTROL : TokenType.USER_DEFINED;
-  }
-  for (let id = 0; id < vocabSize; id++) {
-    if (tokens[id] === undefined) {
-      tokens[id] = `[PAD${id}]`;
-      types[id] = TokenType.UNUSED;
-    }
-  }
+  const { tokens, types, vocabSize } = vocabTable(vocab, added);
   const idOf = new Map<string, number>();
   for (let id = 0; id < vocabSize; id++) idOf.set(tokens[id]!, id);
 
@@ -101,7 +66,7 @@ export function tokenizerMetadata(folderPath: string): TokenizerMetadata {
 
   const kvs: GgufKv[] = [
     ['tokenizer.ggml.model', str('gpt2')],
-    ['tokenizer.ggml.pre', str(pre!)],
+    ['tokenizer.ggml.pre', str(pre)],
     ['tokenizer.ggml.tokens', strings(tokens as string[])],
     ['tokenizer.ggml.token_type', i32s(types)],
     ['tokenizer.ggml.merges', strings(merges)],
@@ -131,6 +96,58 @@ export function tokenizerMetadata(folderPath: string): TokenizerMetadata {
     }
   }
   return { kvs, vocabSize };
+}
+
+/**
+ * The checks that the folder's tokenizer is one llama.cpp reads as Hugging Face does (byte-level
+ * BPE, a pre-tokenizer it names, its merge rule); its llama.cpp pre-tokenizer name.
+ */
+function checkedPreTokenizer(json: Json, model: Json, fail: (why: string) => never): string {
+  if (model.type !== 'BPE')
+    fail(`model type ${String(model.type)}; only byte-level BPE is written`);
+  if (model.byte_fallback === true)
+    fail('byte_fallback BPE (a SentencePiece-style model) is not written');
+  if ((json.decoder as Json | null)?.type !== 'ByteLevel') fail('the decoder is not ByteLevel');
+  const pre = preTokenizerName(json.pre_tokenizer as Json | null);
+  if (pre === null)
+    fail(
+      `its pre-tokenizer has no llama.cpp name (known: ${[...Object.values(PRE_TOKENIZERS), 'gpt-2'].join(', ')})`,
+    );
+  const ignoreMerges = model.ignore_merges === true;
+  if (ignoreMerges !== IGNORES_MERGES.has(pre!)) {
+    fail(
+      `model.ignore_merges is ${ignoreMerges}, but llama.cpp's ${pre} pre-tokenizer ` +
+        `${IGNORES_MERGES.has(pre!) ? 'looks whole words up first' : 'merges every word'}`,
+    );
+  }
+  return pre!;
+}
+
+/** Every token id's text and type: the vocabulary, the added tokens, and padding for the gaps. */
+function vocabTable(
+  vocab: Record<string, number>,
+  added: { id: number; content: string; special?: boolean }[],
+): { tokens: (string | undefined)[]; types: Int32Array; vocabSize: number } {
+  let vocabSize = 0;
+  for (const id of Object.values(vocab)) vocabSize = Math.max(vocabSize, id + 1);
+  for (const t of added) vocabSize = Math.max(vocabSize, t.id + 1);
+  const tokens = new Array<string | undefined>(vocabSize);
+  const types = new Int32Array(vocabSize);
+  for (const [text, id] of Object.entries(vocab)) {
+    tokens[id] = text;
+    types[id] = TokenType.NORMAL;
+  }
+  for (const t of added) {
+    tokens[t.id] = t.content;
+    types[t.id] = t.special || looksSpecial(t.content) ? TokenType.CONTROL : TokenType.USER_DEFINED;
+  }
+  for (let id = 0; id < vocabSize; id++) {
+    if (tokens[id] === undefined) {
+      tokens[id] = `[PAD${id}]`;
+      types[id] = TokenType.UNUSED;
+    }
+  }
+  return { tokens, types, vocabSize };
 }
 
 /**

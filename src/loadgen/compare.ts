@@ -9,32 +9,21 @@
  * on loopback arrive within a millisecond (`eventDelayMs` 0); both routers draw from seed 1
  * (the gateway's default), so `random` picks the same replicas for the same arrivals.
  */
-import type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
-import type { EngineOptions } from '../engine/options.ts';
 import type { LiveRun, SimulatedRun } from '../results/result.ts';
 import { DEFAULT_SLO } from '../results/slo.ts';
 import { type SimConfig, simulate } from '../sim/run.ts';
 import { grid, n0 as ms, pct } from '../util/textTable.ts';
 import type { WorkloadSpec } from '../workload/spec.ts';
 import { runBench } from './run.ts';
-import { startStack } from './stack.ts';
+import { type StackOptions, startStack } from './stack.ts';
 
-export interface CompareOptions {
+/** The live side's stack options (one stack per policy) and the workload both sides run. */
+export interface CompareOptions extends Omit<StackOptions, 'policy'> {
   workload: WorkloadSpec;
   seed: number;
   durationS: number;
   warmupS: number;
-  replicas: number;
   policies: string[];
-  speedup: number;
-  engine: EngineOptions;
-  mode: 'process' | 'inprocess';
-  /** Gateway scrape interval, wall ms (the gateway's default is 100). */
-  scrapeMs?: number;
-  /** Real engines (the llama.cpp runtime) on the live side; the simulated side is unchanged. */
-  real?: RealEngines | null;
-  /** The live gateway's decode term for delay-cost (see StackOptions.decodeCost). */
-  decodeCost?: { tokens: number; budgetTokens: number };
   signal?: AbortSignal;
   log?: (line: string) => void;
   /** Starts a task of the comparison (a simulation, a live run) whose progress is reported. */

@@ -168,18 +168,23 @@ export const GPUS: Readonly<Record<string, GpuSpec>> = {
   },
 };
 
+/** Llama 3.1 70B and 3.3 70B: one architecture, one context length. */
+const LLAMA_3_70B_SHAPE = {
+  totalParams: 70.55e9,
+  activeParams: 70.55e9,
+  layers: 80,
+  kvHeads: 8,
+  headDim: 128,
+  hiddenSize: 8192,
+  attentionHeads: 64,
+  maxModelLen: 131072,
+} as const;
+
 export const MODELS: Readonly<Record<string, ModelSpec>> = {
   'llama-3.3-70b': {
     name: 'llama-3.3-70b',
     displayName: 'Llama 3.3 70B Instruct',
-    totalParams: 70.55e9,
-    activeParams: 70.55e9,
-    layers: 80,
-    kvHeads: 8,
-    headDim: 128,
-    hiddenSize: 8192,
-    attentionHeads: 64,
-    maxModelLen: 131072,
+    ...LLAMA_3_70B_SHAPE,
     source: hf('meta-llama/Llama-3.3-70B-Instruct'),
   },
   // Vidur's published H100 and A100 profiles are of this model (a source for `kvroute calibrate`).
@@ -251,14 +256,7 @@ export const MODELS: Readonly<Record<string, ModelSpec>> = {
   'llama-3.1-70b': {
     name: 'llama-3.1-70b',
     displayName: 'Llama 3.1 70B Instruct',
-    totalParams: 70.55e9,
-    activeParams: 70.55e9,
-    layers: 80,
-    kvHeads: 8,
-    headDim: 128,
-    hiddenSize: 8192,
-    attentionHeads: 64,
-    maxModelLen: 131072,
+    ...LLAMA_3_70B_SHAPE,
     source: hf('meta-llama/Llama-3.1-70B-Instruct'),
   },
   'qwen2.5-7b': {

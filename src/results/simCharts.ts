@@ -81,27 +81,7 @@ export function capacityChart(
     `<text x="${PAD.left - 6}" y="${PAD.top - STOPPED_BAND / 2 + 4}" text-anchor="end">stopped</text>`,
   );
   series.forEach((s, i) => {
-    const color = COLORS[i % COLORS.length]!;
-    const measured = s.points.filter((p) => !p.stopped && Number.isFinite(p.value) && p.value > 0);
-    const line = measured.map((p) => `${sx(p.replicas, i).toFixed(1)},${sy(p.value).toFixed(1)}`);
-    if (line.length > 1) {
-      parts.push(
-        `<polyline fill="none" stroke="${color}" stroke-width="1.6" stroke-dasharray="${DASHES[i % DASHES.length]}" points="${line.join(' ')}"/>`,
-      );
-    }
-    for (const p of measured) {
-      const tip = `${s.name}, ${p.replicas} replicas: ${fmt(p.value, 1)} ${opts.unit}`;
-      parts.push(marker(i, sx(p.replicas, i), sy(p.value), color, tip));
-    }
-    for (const p of s.points.filter((q) => q.stopped)) {
-      const tip = `${s.name}, ${p.replicas} replicas: stopped early, SLO missed`;
-      parts.push(marker(i, sx(p.replicas, i), PAD.top - STOPPED_BAND / 2, color, tip, true));
-    }
-    const ly = PAD.top + i * 18;
-    parts.push(
-      marker(i, PAD.left + iw + 18, ly + 6, color, s.name),
-      `<text x="${PAD.left + iw + 30}" y="${ly + 10}">${escapeHtml(s.name)}</text>`,
-    );
+    parts.push(...seriesMarks(s, i, { sx, sy, iw }, opts.unit));
   });
   parts.push(
     `<text x="${PAD.left + iw / 2}" y="${H - 6}" text-anchor="middle">replicas</text>`,
@@ -109,6 +89,39 @@ export function capacityChart(
     `<rect x="${PAD.left}" y="${PAD.top}" width="${iw}" height="${ih}" fill="none" stroke="#333"/>`,
   );
   return `<h2>${escapeHtml(title)}</h2><svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}">${parts.join('')}</svg>`;
+}
+
+/** One policy's line, markers (stopped probes in the band above) and legend entry. */
+function seriesMarks(
+  s: { name: string; points: CurvePoint[] },
+  i: number,
+  plot: { sx: (x: number, i: number) => number; sy: (y: number) => number; iw: number },
+  unit: string,
+): string[] {
+  const { sx, sy, iw } = plot;
+  const marks: string[] = [];
+  const color = COLORS[i % COLORS.length]!;
+  const measured = s.points.filter((p) => !p.stopped && Number.isFinite(p.value) && p.value > 0);
+  const line = measured.map((p) => `${sx(p.replicas, i).toFixed(1)},${sy(p.value).toFixed(1)}`);
+  if (line.length > 1) {
+    marks.push(
+      `<polyline fill="none" stroke="${color}" stroke-width="1.6" stroke-dasharray="${DASHES[i % DASHES.length]}" points="${line.join(' ')}"/>`,
+    );
+  }
+  for (const p of measured) {
+    const tip = `${s.name}, ${p.replicas} replicas: ${fmt(p.value, 1)} ${unit}`;
+    marks.push(marker(i, sx(p.replicas, i), sy(p.value), color, tip));
+  }
+  for (const p of s.points.filter((q) => q.stopped)) {
+    const tip = `${s.name}, ${p.replicas} replicas: stopped early, SLO missed`;
+    marks.push(marker(i, sx(p.replicas, i), PAD.top - STOPPED_BAND / 2, color, tip, true));
+  }
+  const ly = PAD.top + i * 18;
+  marks.push(
+    marker(i, PAD.left + iw + 18, ly + 6, color, s.name),
+    `<text x="${PAD.left + iw + 30}" y="${ly + 10}">${escapeHtml(s.name)}</text>`,
+  );
+  return marks;
 }
 
 /** The capacity curves for a search: TTFT (or its slowdown) p99, then TPOT p99. */

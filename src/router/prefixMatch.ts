@@ -72,38 +72,59 @@ export function matchPrefix(
     }
     i++;
     if (liveCount > 2 || at < 0) continue;
-    // The common stretch: the replicas still matching sit in one or two words (two owners of a
-    // prefix among 64 replicas are in different words half the time) and the chain runs on in
-    // the next entries, each held by all of them, with no prediction starting there. Such a
-    // block changes nothing (the step above would find nothing lacking), so it is passed over
-    // with a key compare and a test per word; the first block that is not goes through the step.
-    const w0 = live[0]!;
-    const want0 = alive[w0]!;
-    // With one word, the second test repeats the first (no branch on the count in the loop).
-    const w1 = liveCount === 2 ? live[1]! : w0;
-    const want1 = alive[w1]!;
-    // An entry naming one holder covers the replicas still matching only when that is the one
-    // replica left (`solo`, else -1, which no holder is); a shared one is read word by word.
-    const solo =
-      liveCount === 1 && (want0 & (want0 - 1)) === 0 ? w0 * 32 + 31 - Math.clz32(want0) : -1;
-    while (i < n && at + 1 < length) {
-      const key = keys[i]!;
-      if (entryKeys[at + 1] !== key) break;
-      const h = holder[at + 1]!;
-      if (h !== solo) {
-        if (h >= 0) break;
-        const set = ~h;
-        if (((want0 & ~pool[set + w0]!) | (want1 & ~pool[set + w1]!)) !== 0) break;
-      }
-      if (starts !== null && mayStartAt(starts, key)) break;
-      at++;
-      i++;
-    }
+    const skipped = skipHeldRun(index, keys, i, at, alive, live, liveCount, starts);
+    i += skipped - at;
+    at = skipped;
   }
   for (let l = 0; l < liveCount; l++) {
     const w = live[l]!;
     dropAll(alive[w]!, w, n, outBlocks);
   }
+}
+
+/**
+ * The common stretch: the replicas still matching sit in one or two words (two owners of a
+ * prefix among 64 replicas are in different words half the time) and the chain runs on in
+ * the next entries, each held by all of them, with no prediction starting there. Such a
+ * block changes nothing (matchPrefix's step would find nothing lacking), so it is passed over
+ * with a key compare and a test per word; the first block that is not goes through the step.
+ * Returns the arena entry of the last block passed over (`at` when none is).
+ */
+function skipHeldRun(
+  index: BlockIndex,
+  keys: readonly BlockKey[],
+  i: number,
+  at: number,
+  alive: Int32Array,
+  live: Int32Array,
+  liveCount: number,
+  starts: Int32Array | null,
+): number {
+  const n = keys.length;
+  const { keys: entryKeys, holder, pool, length } = index.arena;
+  const w0 = live[0]!;
+  const want0 = alive[w0]!;
+  // With one word, the second test repeats the first (no branch on the count in the loop).
+  const w1 = liveCount === 2 ? live[1]! : w0;
+  const want1 = alive[w1]!;
+  // An entry naming one holder covers the replicas still matching only when that is the one
+  // replica left (`solo`, else -1, which no holder is); a shared one is read word by word.
+  const solo =
+    liveCount === 1 && (want0 & (want0 - 1)) === 0 ? w0 * 32 + 31 - Math.clz32(want0) : -1;
+  while (i < n && at + 1 < length) {
+    const key = keys[i]!;
+    if (entryKeys[at + 1] !== key) break;
+    const h = holder[at + 1]!;
+    if (h !== solo) {
+      if (h >= 0) break;
+      const set = ~h;
+      if (((want0 & ~pool[set + w0]!) | (want1 & ~pool[set + w1]!)) !== 0) break;
+    }
+    if (starts !== null && mayStartAt(starts, key)) break;
+    at++;
+    i++;
+  }
+  return at;
 }
 
 /** Walk scratch, reused (one walk at a time: the core is synchronous). */

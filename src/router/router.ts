@@ -362,6 +362,88 @@ export class Router {
   route(request: RouteRequest, nowMs: number): RouteDecision {
     this.#overlay?.expire(nowMs);
     this.#index.forget?.(nowMs);
+    const eligibleCount = this.#sortReplicas(request.avoid, nowMs);
+    const healthy = this.#healthy;
+    const eligible = this.#eligible;
+    const matched = this.#matchBlocks(request, nowMs);
+
+    const failedOpen = eligibleCount === 0;
+    const lora = request.lora || null;
+    const loraViews = lora === null ? null : new Map<number, LoraView>();
+    let candidates = eligible;
+    if (lora !== null) {
+      for (const s of eligible) {
+        loraViews!.set(s.id, this.#adapters.view(s.id, lora, s.report?.loras));
+      }
+      if (this.policy.loraAware) {
+        // Replicas without a free adapter slot are skipped while another has one (fail open).
+        const withSlot = eligible.filter((s) => hasLoraSlot(loraViews!.get(s.id)!));
+        if (withSlot.length > 0) candidates = withSlot;
+      }
+    }
+    const considered = failedOpen ? healthy : candidates;
+    // The longest match among the replicas considered (matched[] of the others is stale).
+    let bestBlocks = 0;
+    for (let i = 0; i < considered.length; i++) {
+      const blocks = matched[considered[i]!.id]!;
+      if (blocks > bestBlocks) bestBlocks = blocks;
+    }
+    let pick: Pick;
+    if (failedOpen) {
+      pick = this.#pickLeastLoaded(considered, matched, request);
+    } else if (lora === null && !this.#cpuDirty && this.#arrayPolicy !== null) {
+      // The default policy, with nothing a view adds: scored from arrays by replica id.
+      pick = this.#arrayPolicy.pickFromArrays(
+        this.#eligibleIds,
+        eligibleCount,
+        this.#ledger.queuedPromptTokens,
+        matched,
+        request,
+        this.#rng,
+      );
+    } else {
+      pick = this.#pickByPolicy(request, nowMs, candidates, matched, loraViews);
+    }
+
+    let affinity: AffinityOutcome | undefined;
+    if (this.#sessions !== null && request.session !== undefined) {
+      const held = this.#sessions.replicaOf(request.session);
+      const heldId = held === undefined ? undefined : this.#byName.get(held);
+      const kept =
+        heldId !== undefined && !failedOpen
+          ? this.#withinSlack(heldId, considered, matched, request)
+          : false;
+      affinity = held === undefined ? 'new' : kept ? 'kept' : 'left';
+      if (kept) pick = { replicaId: heldId!, ...(pick.scores && { scores: pick.scores }) };
+    }
+    const chosen = this.#replicas[pick.replicaId]!;
+    if (affinity !== undefined) this.#sessions!.record(request.session!, chosen.name);
+    const decision = this.#assign(
+      request,
+      chosen,
+      matched[chosen.id]!,
+      bestBlocks,
+      failedOpen,
+      nowMs,
+    );
+    if (affinity !== undefined) decision.affinity = affinity;
+    if (this.explain && pick.scores) {
+      const scores: Record<string, number> = {};
+      considered.forEach((s, i) => {
+        const score = pick.scores?.[i];
+        if (score !== undefined) scores[s.name] = score;
+      });
+      decision.scores = scores;
+    }
+    return decision;
+  }
+
+  /**
+   * Fills the route scratch: `#healthy` (not down, not avoided), `#eligible` and `#eligibleIds`
+   * (under the thresholds) and `#alive` (the healthy ids' bits). Returns the eligible count;
+   * throws ERR_NO_HEALTHY_REPLICA when none is healthy.
+   */
+  #sortReplicas(avoid: readonly string[] | undefined, nowMs: number): number {
     // Scratch reused across routes: no route keeps these arrays (views copy what they need).
     const healthy = this.#healthy;
     const eligible = this.#eligible;
@@ -374,7 +456,6 @@ export class Router {
     const replicas = this.#replicas;
     const gauges = this.#gauges;
     const eligibleIds = this.#eligibleIds;
-    const avoid = request.avoid;
     // By id, from the gauges: a replica's state object is read only where a name is avoided.
     for (let id = 0; id < replicas.length; id++) {
       const verdict = gauges.verdict(id, nowMs, this.thresholds);
@@ -395,11 +476,16 @@ export class Router {
       this.#counters.noHealthyReplica++;
       throw new RouterError('ERR_NO_HEALTHY_REPLICA', 'no healthy replica to route to');
     }
+    return eligibleCount;
+  }
+
+  /** Blocks of the prompt each healthy replica holds, by replica id: GPU, then the CPU tier, then slot caches. */
+  #matchBlocks(request: RouteRequest, nowMs: number): Int32Array {
     const matched = this.#matched;
-    matchPrefix(this.#index.blocks, this.#overlay, request.blockKeys, alive, nowMs, matched);
+    matchPrefix(this.#index.blocks, this.#overlay, request.blockKeys, this.#alive, nowMs, matched);
     const cpu = this.#index.cpuBlocks;
     if (cpu !== undefined && cpu.size > 0) {
-      const ids = healthy.map((s) => s.id);
+      const ids = this.#healthy.map((s) => s.id);
       extendThroughTier(this.#index.blocks, cpu, request.blockKeys, ids, matched, this.#cpuMatched);
       this.#cpuDirty = true;
     } else if (this.#cpuDirty) {
@@ -409,94 +495,75 @@ export class Router {
     for (const [id, slots] of this.#slotCaches) {
       matched[id] = slots.predict(request.blockKeys, request.promptTokens, request.blockSize);
     }
-    const { promptTokens } = request;
+    return matched;
+  }
 
-    const failedOpen = eligible.length === 0;
-    const lora = request.lora || null;
-    const loraViews = lora === null ? null : new Map<number, LoraView>();
-    let candidates = eligible;
-    if (lora !== null) {
-      for (const s of eligible) {
-        loraViews!.set(s.id, this.#adapters.view(s.id, lora, s.report?.loras));
-      }
-      if (this.policy.loraAware) {
-        // Replicas without a free adapter slot are skipped while another has one (fail open).
-        const withSlot = eligible.filter((s) => hasLoraSlot(loraViews!.get(s.id)!));
-        if (withSlot.length > 0) candidates = withSlot;
-      }
-    }
-    const considered = failedOpen ? healthy : candidates;
-    // The longest match among the replicas considered (matched[] of the others is stale).
-    let bestBlocks = 0;
-    let pick: Pick;
-    if (failedOpen) {
-      for (const s of considered) bestBlocks = Math.max(bestBlocks, matched[s.id]!);
-      // Least loaded counting the prefill this request would add there, so a fleet that is
-      // all over the KV threshold at saturation still keeps prompts on their warm replicas.
-      const loads = considered.map((s) => this.#ledger.load(s.id));
-      const at = leastLoaded(
-        loads.map(
-          (l, i) =>
-            l.queuedPromptTokens + promptTokens - cachedOf(matched[considered[i]!.id]!, request),
-        ),
-        loads.map((l) => l.prefillRequests + l.decodeRequests),
-        this.#rng,
-      );
-      pick = { replicaId: considered[at]!.id };
-    } else if (lora === null && !this.#cpuDirty && this.#arrayPolicy !== null) {
-      // The default policy, with nothing a view adds: scored from arrays by replica id.
-      for (let i = 0; i < eligibleCount; i++) {
-        const blocks = matched[eligibleIds[i]!]!;
-        if (blocks > bestBlocks) bestBlocks = blocks;
-      }
-      pick = this.#arrayPolicy.pickFromArrays(
-        eligibleIds,
-        eligibleCount,
-        this.#ledger.queuedPromptTokens,
-        matched,
-        request,
-        this.#rng,
-      );
-    } else {
-      const views = this.#views;
-      const route = ++this.#routes;
-      const offeredIn = this.#offeredIn;
-      for (let i = 0; i < candidates.length; i++) {
-        const s = candidates[i]!;
-        const blocks = matched[s.id]!;
-        if (blocks > bestBlocks) bestBlocks = blocks;
-        offeredIn[s.id] = route;
-        views[i] = this.#view(s, request, blocks, loraViews?.get(s.id) ?? NO_LORA);
-      }
-      if (views.length !== candidates.length) views.length = candidates.length;
-      pick = this.policy.pick(this.#pickInput(request, nowMs, views));
-      if (offeredIn[pick.replicaId] !== route) {
-        throw new RouterError(
-          'ERR_INVALID_OPTION',
-          `policy '${this.policy.name}' picked replica ${pick.replicaId}, which is not eligible`,
-        );
-      }
-    }
+  /**
+   * Fail open (no replica under the thresholds): least loaded counting the prefill this request
+   * would add there, so a fleet that is all over the KV threshold at saturation still keeps
+   * prompts on their warm replicas.
+   */
+  #pickLeastLoaded(
+    considered: readonly ReplicaState[],
+    matched: Int32Array,
+    request: RouteRequest,
+  ): Pick {
+    const loads = considered.map((s) => this.#ledger.load(s.id));
+    const at = leastLoaded(
+      loads.map(
+        (l, i) =>
+          l.queuedPromptTokens +
+          request.promptTokens -
+          cachedOf(matched[considered[i]!.id]!, request),
+      ),
+      loads.map((l) => l.prefillRequests + l.decodeRequests),
+      this.#rng,
+    );
+    return { replicaId: considered[at]!.id };
+  }
 
-    let affinity: AffinityOutcome | undefined;
-    if (this.#sessions !== null && request.session !== undefined) {
-      const held = this.#sessions.replicaOf(request.session);
-      const heldId = held === undefined ? undefined : this.#byName.get(held);
-      const kept =
-        heldId !== undefined && !failedOpen
-          ? this.#withinSlack(heldId, considered, matched, request)
-          : false;
-      affinity = held === undefined ? 'new' : kept ? 'kept' : 'left';
-      if (kept) pick = { replicaId: heldId!, ...(pick.scores && { scores: pick.scores }) };
+  /** The policy's pick from a view per candidate; a pick outside them is ERR_INVALID_OPTION. */
+  #pickByPolicy(
+    request: RouteRequest,
+    nowMs: number,
+    candidates: readonly ReplicaState[],
+    matched: Int32Array,
+    loraViews: Map<number, LoraView> | null,
+  ): Pick {
+    const views = this.#views;
+    const route = ++this.#routes;
+    const offeredIn = this.#offeredIn;
+    for (let i = 0; i < candidates.length; i++) {
+      const s = candidates[i]!;
+      offeredIn[s.id] = route;
+      views[i] = this.#view(s, request, matched[s.id]!, loraViews?.get(s.id) ?? NO_LORA);
     }
-    const chosen = this.#replicas[pick.replicaId]!;
-    if (affinity !== undefined) this.#sessions!.record(request.session!, chosen.name);
-    const cachedTokens = cachedOf(matched[chosen.id]!, request);
+    if (views.length !== candidates.length) views.length = candidates.length;
+    const pick = this.policy.pick(this.#pickInput(request, nowMs, views));
+    if (offeredIn[pick.replicaId] !== route) {
+      throw new RouterError(
+        'ERR_INVALID_OPTION',
+        `policy '${this.policy.name}' picked replica ${pick.replicaId}, which is not eligible`,
+      );
+    }
+    return pick;
+  }
+
+  /** Records the assignment (ledger, index, counters) and says what it was. */
+  #assign(
+    request: RouteRequest,
+    chosen: ReplicaState,
+    chosenBlocks: number,
+    bestBlocks: number,
+    failedOpen: boolean,
+    nowMs: number,
+  ): RouteDecision {
+    const cachedTokens = cachedOf(chosenBlocks, request);
     // cachedOf grows with the blocks matched, so the best match caches the most.
     const bestCachedTokens = cachedOf(bestBlocks, request);
     const uncachedTokens = request.promptTokens - cachedTokens;
     const queuedAheadTokens = this.#ledger.load(chosen.id).queuedPromptTokens;
-    this.#apply(request, chosen.id, matched[chosen.id]!, cachedTokens, nowMs);
+    this.#apply(request, chosen.id, chosenBlocks, cachedTokens, nowMs);
 
     const spilled = cachedTokens < bestCachedTokens;
     const c = this.#counters;
@@ -505,8 +572,7 @@ export class Router {
     c.uncachedTokens += uncachedTokens;
     if (spilled) c.spills++;
     if (failedOpen) c.failOpens++;
-
-    const decision: RouteDecision = {
+    return {
       requestId: request.id,
       replica: chosen.name,
       replicaId: chosen.id,
@@ -518,16 +584,6 @@ export class Router {
       spilled,
       failedOpen,
     };
-    if (affinity !== undefined) decision.affinity = affinity;
-    if (this.explain && pick.scores) {
-      const scores: Record<string, number> = {};
-      considered.forEach((s, i) => {
-        const score = pick.scores?.[i];
-        if (score !== undefined) scores[s.name] = score;
-      });
-      decision.scores = scores;
-    }
-    return decision;
   }
 
   /**

@@ -154,7 +154,6 @@ export async function runFleetSearch(spec: FleetSearchSpec): Promise<FleetSearch
     .filter((c) => c.number % shard.count === shard.index);
   const shape = grid.length > 0 ? workloadShape(spec.base) : null;
   const out: FleetSearchPart['candidates'] = [];
-  type Searched = { number: number; gpu: string; tp: number; config: SimConfig };
   const searched: Searched[] = [];
   const split: Searched[] = [];
   for (const cell of grid) {
@@ -171,6 +170,25 @@ export async function runFleetSearch(spec: FleetSearchSpec): Promise<FleetSearch
       (cell.shape === 'aggregated' ? searched : split).push(s);
     }
   }
+  out.push(...(await searchAggregated(spec, header, searched, shape)));
+  if (header.pd) out.push(...(await searchSplit(spec, header, header.pd, split, shape!)));
+  out.sort((a, b) => a.number - b.number);
+  return { kind: 'kvroute-fleet-search-part', header, shard, candidates: out };
+}
+
+/** A candidate cell of the grid, with its config. */
+type Searched = { number: number; gpu: string; tp: number; config: SimConfig };
+type NumberedCandidates = FleetSearchPart['candidates'];
+
+/** The aggregated cells: each the fewest replicas that meet the SLO, searched from its estimate. */
+async function searchAggregated(
+  spec: FleetSearchSpec,
+  header: FleetSearchPart['header'],
+  searched: Searched[],
+  shape: ReturnType<typeof workloadShape> | null,
+): Promise<NumberedCandidates> {
+  const pd = header.pd !== undefined;
+  const out: NumberedCandidates = [];
   const batch = await runBatch({
     runs: [],
     // Each search starts from its own estimate.
@@ -202,44 +220,52 @@ export async function runFleetSearch(spec: FleetSearchSpec): Promise<FleetSearch
     };
     out.push({ number: s.number, candidate: pd ? withShape(candidate, 'aggregated') : candidate });
   });
-  if (header.pd) {
-    const link = header.pd;
-    // A limit of one replica (KV fit, TPOT floor, prefill floor) holds for every split too:
-    // those candidates are not searched. Too few measured requests is said only when no split
-    // met the SLO, as for an aggregated fleet.
-    const limits = split.map((s) =>
-      fleetLimit(s.config, shape!, diagnoseUnmet(s.config, spec.maxReplicas)),
-    );
-    const proven = limits.map((l) => (PROVEN.has(l.kind) ? l : null));
-    split.forEach((s, i) => {
-      if (proven[i] === null) return;
-      const none = noFleet(s.gpu, s.tp, proven[i]!);
-      out.push({ number: s.number, candidate: withShape(none, 'disaggregated') });
-    });
-    const open = split.filter((_, i) => proven[i] === null);
-    const found = await runPdSearches(
-      open.map((s) => ({
-        label: `${s.gpu} TP${s.tp}`,
-        config: s.config,
-        slo: s.config.slo,
-        ...link,
-        maxReplicas: spec.maxReplicas,
-        spare: Math.max(2, 2 * s.config.replicas),
-      })),
-      spec.threads,
-      spec.progress,
-    );
-    const openLimits = limits.filter((_, i) => proven[i] === null);
-    open.forEach((s, i) => {
-      const unmet =
-        openLimits[i]!.kind === 'too-few-measured'
-          ? openLimits[i]!
-          : pdLimit(found[i]!.spare, spec.maxReplicas);
-      out.push({ number: s.number, candidate: pdCandidate(s.config, header, found[i]!, unmet) });
-    });
-  }
-  out.sort((a, b) => a.number - b.number);
-  return { kind: 'kvroute-fleet-search-part', header, shard, candidates: out };
+  return out;
+}
+
+/** The disaggregated cells: prefill and decode replicas searched together over the KV link. */
+async function searchSplit(
+  spec: FleetSearchSpec,
+  header: FleetSearchPart['header'],
+  link: NonNullable<FleetSearchPart['header']['pd']>,
+  split: Searched[],
+  shape: ReturnType<typeof workloadShape>,
+): Promise<NumberedCandidates> {
+  const out: NumberedCandidates = [];
+  // A limit of one replica (KV fit, TPOT floor, prefill floor) holds for every split too:
+  // those candidates are not searched. Too few measured requests is said only when no split
+  // met the SLO, as for an aggregated fleet.
+  const limits = split.map((s) =>
+    fleetLimit(s.config, shape, diagnoseUnmet(s.config, spec.maxReplicas)),
+  );
+  const proven = limits.map((l) => (PROVEN.has(l.kind) ? l : null));
+  split.forEach((s, i) => {
+    if (proven[i] === null) return;
+    const none = noFleet(s.gpu, s.tp, proven[i]!);
+    out.push({ number: s.number, candidate: withShape(none, 'disaggregated') });
+  });
+  const open = split.filter((_, i) => proven[i] === null);
+  const found = await runPdSearches(
+    open.map((s) => ({
+      label: `${s.gpu} TP${s.tp}`,
+      config: s.config,
+      slo: s.config.slo,
+      ...link,
+      maxReplicas: spec.maxReplicas,
+      spare: Math.max(2, 2 * s.config.replicas),
+    })),
+    spec.threads,
+    spec.progress,
+  );
+  const openLimits = limits.filter((_, i) => proven[i] === null);
+  open.forEach((s, i) => {
+    const unmet =
+      openLimits[i]!.kind === 'too-few-measured'
+        ? openLimits[i]!
+        : pdLimit(found[i]!.spare, spec.maxReplicas);
+    out.push({ number: s.number, candidate: pdCandidate(s.config, header, found[i]!, unmet) });
+  });
+  return out;
 }
 
 /** `c` with its shape and split first after GPU and TP (the JSON's key order). */

@@ -129,6 +129,162 @@ export interface EngineMetricsOptions {
   nowS?: () => number;
 }
 
+/** Stands for 1-2-5 token buckets up to the model's length in HISTOGRAMS. */
+const TOKENS = 'tokens';
+
+/** vLLM's request and step histograms (key, name, help, buckets), registered in this order. */
+const HISTOGRAMS = [
+  ['promptTokens', 'vllm:request_prompt_tokens', 'Number of prefill tokens processed.', TOKENS],
+  [
+    'generationTokens',
+    'vllm:request_generation_tokens',
+    'Number of generation tokens processed.',
+    TOKENS,
+  ],
+  [
+    'iterationTokens',
+    'vllm:iteration_tokens_total',
+    'Histogram of number of tokens per engine_step.',
+    ITERATION_TOKENS_BUCKETS,
+  ],
+  [
+    'maxGenerationTokens',
+    'vllm:request_max_num_generation_tokens',
+    'Histogram of maximum number of requested generation tokens.',
+    TOKENS,
+  ],
+  ['paramsN', 'vllm:request_params_n', 'Histogram of the n request parameter.', PARAMS_N_BUCKETS],
+  [
+    'paramsMaxTokens',
+    'vllm:request_params_max_tokens',
+    'Histogram of the max_tokens request parameter.',
+    TOKENS,
+  ],
+  [
+    'ttft',
+    'vllm:time_to_first_token_seconds',
+    'Histogram of time to first token in seconds.',
+    TTFT_BUCKETS_S,
+  ],
+  [
+    'itl',
+    'vllm:inter_token_latency_seconds',
+    'Histogram of inter-token latency in seconds.',
+    ITL_BUCKETS_S,
+  ],
+  [
+    'tpot',
+    'vllm:request_time_per_output_token_seconds',
+    'Histogram of time_per_output_token_seconds per request.',
+    ITL_BUCKETS_S,
+  ],
+  [
+    'e2e',
+    'vllm:e2e_request_latency_seconds',
+    'Histogram of e2e request latency in seconds.',
+    REQUEST_LATENCY_BUCKETS_S,
+  ],
+  [
+    'queue',
+    'vllm:request_queue_time_seconds',
+    'Histogram of time spent in WAITING phase for request.',
+    REQUEST_LATENCY_BUCKETS_S,
+  ],
+  [
+    'inference',
+    'vllm:request_inference_time_seconds',
+    'Histogram of time spent in RUNNING phase for request.',
+    REQUEST_LATENCY_BUCKETS_S,
+  ],
+  [
+    'prefill',
+    'vllm:request_prefill_time_seconds',
+    'Histogram of time spent in PREFILL phase for request.',
+    REQUEST_LATENCY_BUCKETS_S,
+  ],
+  [
+    'decode',
+    'vllm:request_decode_time_seconds',
+    'Histogram of time spent in DECODE phase for request.',
+    REQUEST_LATENCY_BUCKETS_S,
+  ],
+  [
+    'kvComputedTokens',
+    'vllm:request_prefill_kv_computed_tokens',
+    'Histogram of new KV tokens computed during prefill (excluding cached tokens).',
+    TOKENS,
+  ],
+  [
+    'stepLag',
+    STEP_LAG_METRIC,
+    'How late each engine step started against its schedule, wall-clock seconds.',
+    STEP_LAG_BUCKETS_S,
+  ],
+] as const;
+
+type HistogramKey = (typeof HISTOGRAMS)[number][0];
+
+function requestHistograms(
+  registers: Registry[],
+  maxModelLen: number,
+): Record<HistogramKey, Histogram> {
+  const tokens125 = build125Buckets(maxModelLen);
+  const histograms = {} as Record<HistogramKey, Histogram>;
+  for (const [key, name, help, buckets] of HISTOGRAMS) {
+    histograms[key] = new Histogram({
+      name,
+      help,
+      buckets: buckets === TOKENS ? tokens125 : buckets,
+      registers,
+    });
+  }
+  return histograms;
+}
+
+type RequestHistograms = Record<HistogramKey, Histogram>;
+
+/** vLLM's engine counters that follow the core's own, registered in this order. */
+function engineCounters(registers: Registry[]): Record<CounterName, Counter> {
+  const counter = (name: string, help: string) => new Counter({ name, help, registers });
+  return {
+    prefixCacheQueriesTokens: counter(
+      'vllm:prefix_cache_queries_total',
+      'Prefix cache queries, in terms of number of queried tokens.',
+    ),
+    prefixCacheHitsTokens: counter(
+      'vllm:prefix_cache_hits_total',
+      'Prefix cache hits, in terms of number of cached tokens.',
+    ),
+    preemptions: counter(
+      'vllm:num_preemptions_total',
+      'Cumulative number of preemption from the engine.',
+    ),
+    promptTokens: counter('vllm:prompt_tokens_total', 'Number of prefill tokens processed.'),
+    generationTokens: counter(
+      'vllm:generation_tokens_total',
+      'Number of generation tokens processed.',
+    ),
+  };
+}
+
+/** `vllm:cache_config_info`'s labels, as vLLM writes them (Python's spelling of values). */
+function cacheConfigLabels(options: EngineMetricsOptions): Record<string, string> {
+  const c = options.cacheConfig;
+  return {
+    block_size: py(c.blockSize),
+    gpu_memory_utilization: py(c.gpuMemoryUtilization),
+    cache_dtype: c.cacheDtype,
+    enable_prefix_caching: py(c.enablePrefixCaching),
+    num_gpu_blocks: py(c.numGpuBlocks),
+    num_gpu_blocks_override: py(c.numGpuBlocksOverride),
+    num_cpu_blocks: py(null),
+    sliding_window: py(null),
+    is_attention_free: py(false),
+    cpu_offload_gb: py(0),
+    engine: options.engine,
+  };
+}
+
 export class EngineMetrics {
   readonly registry = new Registry();
   /** Metrics without vLLM's default labels (the info gauge). */
@@ -147,22 +303,7 @@ export class EngineMetrics {
   #externalHits: Counter | null = null;
   #externalSeen = { queries: 0, hits: 0 };
   readonly #cachedPromptTokens: Counter;
-  readonly #ttft: Histogram;
-  readonly #itl: Histogram;
-  readonly #e2e: Histogram;
-  readonly #queue: Histogram;
-  readonly #inference: Histogram;
-  readonly #prefill: Histogram;
-  readonly #decode: Histogram;
-  readonly #tpot: Histogram;
-  readonly #iterationTokens: Histogram;
-  readonly #promptTokens: Histogram;
-  readonly #generationTokens: Histogram;
-  readonly #kvComputedTokens: Histogram;
-  readonly #paramsN: Histogram;
-  readonly #paramsMaxTokens: Histogram;
-  readonly #maxGenerationTokens: Histogram;
-  readonly #stepLag: Histogram;
+  readonly #histograms: RequestHistograms;
   readonly #loraInfo: Gauge<'max_lora' | 'waiting_lora_adapters' | 'running_lora_adapters'> | null;
   readonly #nowS: () => number;
 
@@ -172,9 +313,6 @@ export class EngineMetrics {
     this.registry.setDefaultLabels({ model_name: options.modelName, engine: options.engine });
     const gauge = (name: string, help: string) => new Gauge({ name, help, registers });
     const counter = (name: string, help: string) => new Counter({ name, help, registers });
-    const histogram = (name: string, help: string, buckets: number[]) =>
-      new Histogram({ name, help, buckets, registers });
-    const tokens125 = build125Buckets(options.maxModelLen);
 
     this.#running = gauge(
       'vllm:num_requests_running',
@@ -185,25 +323,7 @@ export class EngineMetrics {
       'Number of requests waiting to be processed.',
     );
     this.#kvUsage = gauge('vllm:kv_cache_usage_perc', 'KV-cache usage. 1 means 100 percent usage.');
-    this.#counters = {
-      prefixCacheQueriesTokens: counter(
-        'vllm:prefix_cache_queries_total',
-        'Prefix cache queries, in terms of number of queried tokens.',
-      ),
-      prefixCacheHitsTokens: counter(
-        'vllm:prefix_cache_hits_total',
-        'Prefix cache hits, in terms of number of cached tokens.',
-      ),
-      preemptions: counter(
-        'vllm:num_preemptions_total',
-        'Cumulative number of preemption from the engine.',
-      ),
-      promptTokens: counter('vllm:prompt_tokens_total', 'Number of prefill tokens processed.'),
-      generationTokens: counter(
-        'vllm:generation_tokens_total',
-        'Number of generation tokens processed.',
-      ),
-    };
+    this.#counters = engineCounters(registers);
     this.#seen = {
       prefixCacheQueriesTokens: 0,
       prefixCacheHitsTokens: 0,
@@ -222,86 +342,7 @@ export class EngineMetrics {
       registers,
     });
     for (const reason of FINISH_REASONS) this.#success.labels(reason).inc(0);
-    this.#promptTokens = histogram(
-      'vllm:request_prompt_tokens',
-      'Number of prefill tokens processed.',
-      tokens125,
-    );
-    this.#generationTokens = histogram(
-      'vllm:request_generation_tokens',
-      'Number of generation tokens processed.',
-      tokens125,
-    );
-    this.#iterationTokens = histogram(
-      'vllm:iteration_tokens_total',
-      'Histogram of number of tokens per engine_step.',
-      ITERATION_TOKENS_BUCKETS,
-    );
-    this.#maxGenerationTokens = histogram(
-      'vllm:request_max_num_generation_tokens',
-      'Histogram of maximum number of requested generation tokens.',
-      tokens125,
-    );
-    this.#paramsN = histogram(
-      'vllm:request_params_n',
-      'Histogram of the n request parameter.',
-      PARAMS_N_BUCKETS,
-    );
-    this.#paramsMaxTokens = histogram(
-      'vllm:request_params_max_tokens',
-      'Histogram of the max_tokens request parameter.',
-      tokens125,
-    );
-    this.#ttft = histogram(
-      'vllm:time_to_first_token_seconds',
-      'Histogram of time to first token in seconds.',
-      TTFT_BUCKETS_S,
-    );
-    this.#itl = histogram(
-      'vllm:inter_token_latency_seconds',
-      'Histogram of inter-token latency in seconds.',
-      ITL_BUCKETS_S,
-    );
-    this.#tpot = histogram(
-      'vllm:request_time_per_output_token_seconds',
-      'Histogram of time_per_output_token_seconds per request.',
-      ITL_BUCKETS_S,
-    );
-    this.#e2e = histogram(
-      'vllm:e2e_request_latency_seconds',
-      'Histogram of e2e request latency in seconds.',
-      REQUEST_LATENCY_BUCKETS_S,
-    );
-    this.#queue = histogram(
-      'vllm:request_queue_time_seconds',
-      'Histogram of time spent in WAITING phase for request.',
-      REQUEST_LATENCY_BUCKETS_S,
-    );
-    this.#inference = histogram(
-      'vllm:request_inference_time_seconds',
-      'Histogram of time spent in RUNNING phase for request.',
-      REQUEST_LATENCY_BUCKETS_S,
-    );
-    this.#prefill = histogram(
-      'vllm:request_prefill_time_seconds',
-      'Histogram of time spent in PREFILL phase for request.',
-      REQUEST_LATENCY_BUCKETS_S,
-    );
-    this.#decode = histogram(
-      'vllm:request_decode_time_seconds',
-      'Histogram of time spent in DECODE phase for request.',
-      REQUEST_LATENCY_BUCKETS_S,
-    );
-    this.#kvComputedTokens = histogram(
-      'vllm:request_prefill_kv_computed_tokens',
-      'Histogram of new KV tokens computed during prefill (excluding cached tokens).',
-      tokens125,
-    );
-    this.#stepLag = histogram(
-      STEP_LAG_METRIC,
-      'How late each engine step started against its schedule, wall-clock seconds.',
-      STEP_LAG_BUCKETS_S,
-    );
+    this.#histograms = requestHistograms(registers, options.maxModelLen);
 
     this.#nowS = options.nowS ?? (() => Date.now() / 1000);
     this.#loraInfo = options.lora
@@ -313,20 +354,7 @@ export class EngineMetrics {
         })
       : null;
 
-    const c = options.cacheConfig;
-    const info: Record<string, string> = {
-      block_size: py(c.blockSize),
-      gpu_memory_utilization: py(c.gpuMemoryUtilization),
-      cache_dtype: c.cacheDtype,
-      enable_prefix_caching: py(c.enablePrefixCaching),
-      num_gpu_blocks: py(c.numGpuBlocks),
-      num_gpu_blocks_override: py(c.numGpuBlocksOverride),
-      num_cpu_blocks: py(null),
-      sliding_window: py(null),
-      is_attention_free: py(false),
-      cpu_offload_gb: py(0),
-      engine: options.engine,
-    };
+    const info = cacheConfigLabels(options);
     new Gauge({
       name: 'vllm:cache_config_info',
       help: 'Information of the LLMEngine CacheConfig',
@@ -397,27 +425,27 @@ export class EngineMetrics {
   }
 
   observeTtft(seconds: number): void {
-    this.#ttft.observe(seconds);
+    this.#histograms.ttft.observe(seconds);
   }
 
   observeItl(seconds: number): void {
-    this.#itl.observe(seconds);
+    this.#histograms.itl.observe(seconds);
   }
 
   observeStepLag(seconds: number): void {
-    this.#stepLag.observe(seconds);
+    this.#histograms.stepLag.observe(seconds);
   }
 
   /** One engine step's computed tokens, prefill and decode (vLLM: tokens per engine_step). */
   observeIteration(tokens: number): void {
-    if (tokens > 0) this.#iterationTokens.observe(tokens);
+    if (tokens > 0) this.#histograms.iterationTokens.observe(tokens);
   }
 
   /** An API request's parameters (once per request, whatever its n). */
   observeParams(n: number, maxTokens: number): void {
-    this.#paramsN.observe(n);
-    this.#paramsMaxTokens.observe(maxTokens);
-    this.#maxGenerationTokens.observe(maxTokens);
+    this.#histograms.paramsN.observe(n);
+    this.#histograms.paramsMaxTokens.observe(maxTokens);
+    this.#histograms.maxGenerationTokens.observe(maxTokens);
   }
 
   /** One engine request (one choice of an API request) finished, as vLLM records it. */
@@ -426,20 +454,21 @@ export class EngineMetrics {
     const { arrivalMs, scheduledMs, firstTokenMs, lastTokenMs } = r.times;
     const seconds = (fromMs: number, toMs: number) => this.#toModeledS(Math.max(0, toMs - fromMs));
     const endMs = lastTokenMs ?? firstTokenMs ?? scheduledMs ?? arrivalMs;
-    this.#e2e.observe(seconds(arrivalMs, endMs));
-    this.#promptTokens.observe(r.promptTokens);
-    this.#generationTokens.observe(r.outputTokens);
+    this.#histograms.e2e.observe(seconds(arrivalMs, endMs));
+    this.#histograms.promptTokens.observe(r.promptTokens);
+    this.#histograms.generationTokens.observe(r.outputTokens);
     this.#cachedPromptTokens.inc(r.cachedTokens);
     if (scheduledMs !== null) {
-      this.#queue.observe(seconds(arrivalMs, scheduledMs));
-      this.#inference.observe(seconds(scheduledMs, endMs));
-      this.#kvComputedTokens.observe(Math.max(0, r.promptTokens - r.cachedTokens));
-      if (firstTokenMs !== null) this.#prefill.observe(seconds(scheduledMs, firstTokenMs));
+      this.#histograms.queue.observe(seconds(arrivalMs, scheduledMs));
+      this.#histograms.inference.observe(seconds(scheduledMs, endMs));
+      this.#histograms.kvComputedTokens.observe(Math.max(0, r.promptTokens - r.cachedTokens));
+      if (firstTokenMs !== null)
+        this.#histograms.prefill.observe(seconds(scheduledMs, firstTokenMs));
     }
     if (firstTokenMs !== null && lastTokenMs !== null) {
-      this.#decode.observe(seconds(firstTokenMs, lastTokenMs));
+      this.#histograms.decode.observe(seconds(firstTokenMs, lastTokenMs));
       if (r.outputTokens > 1) {
-        this.#tpot.observe(seconds(firstTokenMs, lastTokenMs) / (r.outputTokens - 1));
+        this.#histograms.tpot.observe(seconds(firstTokenMs, lastTokenMs) / (r.outputTokens - 1));
       }
     }
   }

@@ -19,7 +19,7 @@ import type { GenerateContext } from '../generate.ts';
 import type { ModelPool, PoolRoute } from '../pool.ts';
 import { bufferedRequest } from '../bufferedRequest.ts';
 import { EngineFieldsTap, stripEngineFields } from '../engineFields.ts';
-import { proxyToBackend } from '../proxy.ts';
+import { type AttemptOutcome, proxyToBackend } from '../proxy.ts';
 import type { ParsedRequest } from '../request.ts';
 import type { RequestRecord } from '../requestLog.ts';
 import { decidePd, type PdPath } from './decider.ts';
@@ -121,34 +121,7 @@ export async function handlePdGenerate(
     // The decode replica computes no prompt on this path: its ledger entry is past prefill.
     if (path === 'disaggregated' && params !== null) pool.firstToken(decode, Date.now());
     const body = Buffer.from(JSON.stringify(decodeLegBody(request, params)));
-    const outcome = await proxyToBackend(
-      decode.backend,
-      {
-        path: r.req.url ?? '/',
-        body,
-        headers: r.headersFor(decode.backend),
-        replyHeaders: {
-          'x-kvroute-replica': ctx.labels.of(decode.backend.name),
-          ...(prefillName !== null && { [PREFILL_REPLICA_HEADER]: ctx.labels.of(prefillName) }),
-        },
-      },
-      r.res,
-      () => ({
-        onFirstToken: () => {
-          record.ttftMs ??= performance.now() - r.arrivedMs;
-          pool.firstToken(decode, Date.now());
-        },
-        firstByteTimeoutMs: ctx.firstByteTimeoutMs,
-        // The decode engine's transfer fields, if any, stay here (engineFields.ts).
-        tap: new EngineFieldsTap(),
-        onSilence: async () => {
-          if (!parsed.stream) return !(await pool.probe(decode.backend));
-          void pool.probe(decode.backend);
-          return true;
-        },
-      }),
-      () => ctx.metrics.upstreamReconnects.inc(),
-    );
+    const outcome = await proxyDecode(ctx, r, decode, body, prefillName);
     pool.finish(decode, Date.now());
     switch (outcome.kind) {
       case 'unreachable':
@@ -173,6 +146,45 @@ export async function handlePdGenerate(
     `no decode replica answered: ${lastError?.message ?? 'none is healthy'}`,
     null,
     { cause: lastError },
+  );
+}
+
+/** The decode leg: the request (with the prefill's transfer params, if any) to the decode replica. */
+function proxyDecode(
+  ctx: GenerateContext,
+  r: PdRequest,
+  decode: PoolRoute,
+  body: Buffer,
+  prefillName: string | null,
+): Promise<AttemptOutcome> {
+  const { pool, parsed, record } = r;
+  return proxyToBackend(
+    decode.backend,
+    {
+      path: r.req.url ?? '/',
+      body,
+      headers: r.headersFor(decode.backend),
+      replyHeaders: {
+        'x-kvroute-replica': ctx.labels.of(decode.backend.name),
+        ...(prefillName !== null && { [PREFILL_REPLICA_HEADER]: ctx.labels.of(prefillName) }),
+      },
+    },
+    r.res,
+    () => ({
+      onFirstToken: () => {
+        record.ttftMs ??= performance.now() - r.arrivedMs;
+        pool.firstToken(decode, Date.now());
+      },
+      firstByteTimeoutMs: ctx.firstByteTimeoutMs,
+      // The decode engine's transfer fields, if any, stay here (engineFields.ts).
+      tap: new EngineFieldsTap(),
+      onSilence: async () => {
+        if (!parsed.stream) return !(await pool.probe(decode.backend));
+        void pool.probe(decode.backend);
+        return true;
+      },
+    }),
+    () => ctx.metrics.upstreamReconnects.inc(),
   );
 }
 
