@@ -13,9 +13,9 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { Publisher } from 'zeromq';
-import { defaultConfig } from '../src/gateway/config.ts';
+import { defaultConfig } from '../src/serving/config.ts';
 import { startGateway } from '../src/gateway/gateway.ts';
-import { makeLogger } from '../src/gateway/log.ts';
+import { makeLogger } from '../src/serving/log.ts';
 import { encodeEventBatch, encodeSeq } from '../src/kv/wire.ts';
 import { benchFlags, readBenchArgs } from './flags.ts';
 

@@ -13,7 +13,7 @@
 import OpenAI from 'openai';
 import { backendOf } from '../src/embedded/fleet.ts';
 import { startEngineServer } from '../src/engine/server/server.ts';
-import { applyConfigDoc, defaultConfig } from '../src/gateway/config.ts';
+import { applyConfigDoc, defaultConfig } from '../src/serving/config.ts';
 import { startGateway } from '../src/gateway/gateway.ts';
 import { percentile } from '../src/results/stats.ts';
 import { benchFlags, readBenchArgs } from './flags.ts';

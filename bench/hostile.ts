@@ -16,7 +16,7 @@
 import { connect } from 'node:net';
 import { startEngineServer } from '../src/engine/server/server.ts';
 import { backendOf } from '../src/embedded/fleet.ts';
-import { defaultConfig } from '../src/gateway/config.ts';
+import { defaultConfig } from '../src/serving/config.ts';
 import { startGateway } from '../src/gateway/gateway.ts';
 import { readBenchArgs } from './flags.ts';
 

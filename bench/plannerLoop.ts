@@ -33,7 +33,7 @@ import { parseArgs } from 'node:util';
 import { parseSimFlags } from '../src/cli/sim.ts';
 import { formatPlannerLoop } from '../src/cli/simPlanner.ts';
 import { DEFAULT_POLICY } from '../src/router/defaults.ts';
-import { windowSimConfig, warmupSOf } from '../src/planner/online/searchWindow.ts';
+import { windowSimConfig, warmupSOf } from '../src/serving/searchWindow.ts';
 import { runBatch } from '../src/sim/parallel.ts';
 import { simulatePlannerLoop } from '../src/sim/plannerLoop.ts';
 import { benchFlags } from './flags.ts';

@@ -5,8 +5,9 @@
  * pods as `--pool-backends ip:port,...`; with no backend at all it starts an embedded simulated
  * fleet, as `serve` does.
  */
-import { type BackendConfig, parseBackendFlag } from '../gateway/config.ts';
-import { makeLogger } from '../gateway/log.ts';
+import { parseBackendFlag } from '../serving/config.ts';
+import type { BackendConfig } from '../serving/backendConfig.ts';
+import { makeLogger } from '../serving/log.ts';
 import { startEppWithFleet } from '../embedded/epp.ts';
 import { hostPortOf, joinHostPort } from '../epp/endpoints.ts';
 import { EPP_PROTOCOL_VERSION } from '../epp/messages.ts';

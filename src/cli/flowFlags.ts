@@ -1,12 +1,12 @@
 /**
- * The flow-control flags of `kvroute serve` and `kvroute epp` (`src/gateway/flowConfig.ts`):
+ * The flow-control flags of `kvroute serve` and `kvroute epp` (`src/serving/flowConfig.ts`):
  * `--flow-control` turns it on, the others tune it over the config file's `flow-control` key.
  */
 import {
   DEFAULT_FLOW_SATURATION,
   defaultFlowControl,
   type FlowControlConfig,
-} from '../gateway/flowConfig.ts';
+} from '../serving/flowConfig.ts';
 import { FLOW_RELEASES } from '../flow/index.ts';
 import { type Flags, UsageError } from './args.ts';
 

@@ -16,9 +16,9 @@ import {
   parseApiKeyFlag,
   parseBackendFlag,
   type SessionAffinityConfig,
-} from '../gateway/config.ts';
-import { type Logger, makeLogger } from '../gateway/log.ts';
-import { defaultPlannerConfig, type PlannerConfig } from '../gateway/planner.ts';
+} from '../serving/config.ts';
+import { type Logger, makeLogger } from '../serving/log.ts';
+import { defaultPlannerConfig, type PlannerConfig } from '../serving/planner.ts';
 import { watchConfigFile } from '../gateway/reload.ts';
 import { isPolicyName, POLICY_NAMES } from '../router/index.ts';
 import { DEFAULT_MAX_DISCOVERED_BACKENDS, patternError } from '../sync/discoveryPolicy.ts';

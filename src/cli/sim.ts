@@ -17,7 +17,7 @@ import { resultsJson } from '../results/result.ts';
 import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
 import { formatAdmission } from '../results/admissionTable.ts';
 import { formatResults, formatSearch } from '../results/table.ts';
-import { APPROX_FORGET_MODES } from '../router/approxForgetting.ts';
+import { APPROX_FORGET_MODES } from '../router/index/approxForgetting.ts';
 import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import { runBatch } from '../sim/parallel.ts';

@@ -6,7 +6,8 @@
 import type { WorkloadSpec } from '../workload/spec.ts';
 import { DEFAULT_LORA_ADAPTERS, DEFAULT_LORA_ZIPF } from '../workload/lora.ts';
 import { WORKLOAD_NAMES } from '../workload/workloads.ts';
-import { SHARED_PREFIX_DEFAULTS, type SharedPrefixShape } from '../workload/sharedPrefixGroups.ts';
+import { SHARED_PREFIX_DEFAULTS } from '../workload/sharedPrefixGroups.ts';
+import type { SharedPrefixShape } from '../workload/types.ts';
 
 /** inference-perf's shared_prefix parameters: flag and shape key. */
 const SHARED_PREFIX_FLAGS: [string, keyof SharedPrefixShape][] = [

@@ -3,7 +3,7 @@
  * engines started first (their `127.0.0.1:port` are the endpoints it names) and stopped after
  * it. For a demonstration, the tests and `npm run bench:epp`; a real picker names its pool's pods.
  */
-import type { GatewayConfig } from '../gateway/config.ts';
+import type { GatewayConfig } from '../serving/config.ts';
 import { type EppHandle, type EppOptions, startEpp } from '../epp/server.ts';
 import { type EmbeddedFleet, fleetFor } from './fleet.ts';
 

@@ -12,7 +12,8 @@ import {
   startEngineServer,
 } from '../engine/server/index.ts';
 import type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
-import type { BackendConfig, GatewayConfig } from '../gateway/config.ts';
+import type { GatewayConfig } from '../serving/config.ts';
+import type { BackendConfig } from '../serving/backendConfig.ts';
 
 export interface EmbeddedFleetOptions {
   replicas: number;

@@ -4,7 +4,7 @@
  * first and stopped after the gateway. The fleet is one model pool; a reloaded config without
  * backends keeps it.
  */
-import type { GatewayConfig } from '../gateway/config.ts';
+import type { GatewayConfig } from '../serving/config.ts';
 import {
   type GatewayHandle,
   type GatewayOptions,

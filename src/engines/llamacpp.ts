@@ -8,7 +8,7 @@
  *   rendered first by `POST /apply-template {messages}` -> `{prompt}`, and served as the
  *   completions endpoint does: the rendered prompt tokenized with add_special (BOS) on.
  * - cache: `n_slots` prompt caches, one prompt each (plus the host prompt cache of
- *   `--cache-ram`): the router's slot model (router/slotCache.ts).
+ *   `--cache-ram`): the router's slot model (router/index/slotCache.ts).
  * - facts: `GET /props` -> `total_slots`, `default_generation_settings.n_ctx` (per slot).
  */
 import {

@@ -6,11 +6,11 @@
  * response ends whole with a status under 400. A response without the count (a stream without
  * usage, vLLM without --enable-prompt-tokens-details) is judged by the replica's hit counter.
  * A stream's time from the pick to its first token goes with it, for the speed test of a
- * claimed hit (`../gateway/audit/observe.ts`).
+ * claimed hit (`../serving/audit/observe.ts`).
  */
-import { auditResponse } from '../gateway/audit/observe.ts';
-import { UsageTap } from '../gateway/audit/usageTap.ts';
-import type { GatewayMetrics } from '../gateway/metrics.ts';
+import { auditResponse } from '../serving/audit/observe.ts';
+import { UsageTap } from '../serving/audit/usageTap.ts';
+import type { GatewayMetrics } from '../serving/metrics.ts';
 import type { Picked } from './picker.ts';
 
 export class ResponseAudit {

@@ -12,9 +12,9 @@
  * `end_of_stream` (no body): picked by load alone at the headers.
  *
  * Response path: the headers are answered (with `x-kvroute-replica`, a label unless addresses
- * are exposed: `../gateway/replicaLabels.ts`, and without `content-length`, since the body may
+ * are exposed: `../serving/replicaLabels.ts`, and without `content-length`, since the body may
  * shrink); body chunks go back without the engine's `kv_transfer_params`, as the gateway relays
- * them (`../gateway/engineFields.ts`): FULL_DUPLEX_STREAMED at once for an event stream (event
+ * them (`../serving/engineFields.ts`): FULL_DUPLEX_STREAMED at once for an event stream (event
  * by event), whole at the end otherwise; other modes: an empty answer for a chunk that passes
  * unchanged, a `body` mutation for one that does not; the first chunk with a generated token moves the prompt off the
  * replica's queue; `end_of_stream` or the trailers end the exchange. Whatever ends it (the
@@ -22,16 +22,16 @@
  * ledger entry is released exactly once.
  */
 import { ApiError } from '../openai/errors.ts';
-import { toApiError } from '../gateway/errors.ts';
-import { EngineFieldsTap } from '../gateway/engineFields.ts';
-import { FlowCancelled } from '../gateway/flowControl.ts';
-import { FirstTokenDetector } from '../gateway/firstToken.ts';
-import { REPLICA_HEADER } from '../gateway/generate.ts';
-import type { Logger } from '../gateway/log.ts';
-import type { GatewayMetrics } from '../gateway/metrics.ts';
-import { CLIENT_CLOSED_STATUS } from '../gateway/metrics.ts';
-import type { ReplicaLabels } from '../gateway/replicaLabels.ts';
-import { REQUEST_ID_HEADER } from '../gateway/requestLog.ts';
+import { toApiError } from '../serving/errors.ts';
+import { EngineFieldsTap } from '../serving/engineFields.ts';
+import { FlowCancelled } from '../serving/flowControl.ts';
+import { FirstTokenDetector } from '../serving/firstToken.ts';
+import { REPLICA_HEADER } from '../serving/routing.ts';
+import type { Logger } from '../serving/log.ts';
+import type { GatewayMetrics } from '../serving/metrics.ts';
+import { CLIENT_CLOSED_STATUS } from '../serving/metrics.ts';
+import type { ReplicaLabels } from '../serving/replicaLabels.ts';
+import { REQUEST_ID_HEADER } from '../serving/requestLog.ts';
 import { randomUUID } from 'node:crypto';
 import {
   type BodySendMode,

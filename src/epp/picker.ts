@@ -1,5 +1,5 @@
 /**
- * The endpoint picker's decision, over the gateway's model pools (`src/gateway/pool.ts`, its
+ * The endpoint picker's decision, over the gateway's model pools (`src/serving/pool.ts`, its
  * contract in that folder's README): the request is read as the gateway reads it (the model
  * picks the pool, whose tokenizer gives the prompt's ids and salted block keys), admitted as
  * the gateway admits it, and routed by the pool's router among the candidates the data plane
@@ -15,17 +15,17 @@ import { asObject, optString } from '../openai/fields.ts';
 import { parseJson } from '../openai/http.ts';
 import { decodeUtf8 } from '../openai/utf8.ts';
 import type { Endpoint } from '../openai/request.ts';
-import type { GatewayAdmission } from '../gateway/admission.ts';
-import { auditable } from '../gateway/audit/observe.ts';
-import { type Authenticator, TENANT_HEADER } from '../gateway/auth.ts';
-import { refuseGatewayOnlyFields } from '../gateway/clientFields.ts';
-import { toApiError } from '../gateway/errors.ts';
-import { type FlowControl, PRIORITY_HEADER } from '../gateway/flowControl.ts';
-import { resolveModel, routeWithRoom } from '../gateway/generate.ts';
-import type { GatewayMetrics } from '../gateway/metrics.ts';
-import type { ModelPool, PoolRoute } from '../gateway/pool.ts';
-import type { ModelPools } from '../gateway/pools.ts';
-import { type ParsedRequest, parseRequest } from '../gateway/request.ts';
+import type { GatewayAdmission } from '../serving/admission.ts';
+import { auditable } from '../serving/audit/observe.ts';
+import { type Authenticator, TENANT_HEADER } from '../serving/auth.ts';
+import { refuseGatewayOnlyFields } from '../serving/clientFields.ts';
+import { toApiError } from '../serving/errors.ts';
+import { type FlowControl, PRIORITY_HEADER } from '../serving/flowControl.ts';
+import { resolveModel, routeWithRoom } from '../serving/routing.ts';
+import type { GatewayMetrics } from '../serving/metrics.ts';
+import type { ModelPool, PoolRoute } from '../serving/pool.ts';
+import type { ModelPools } from '../serving/pools.ts';
+import { type ParsedRequest, parseRequest } from '../serving/request.ts';
 import { type EndpointBook, splitEndpoint } from './endpoints.ts';
 
 /** The generate paths: their prompts are tokenized and routed by cache; any other by load. */

@@ -1,7 +1,7 @@
 /**
  * `startEpp`: kvroute as the endpoint picker (EPP) of the Gateway API inference extension. A
  * gRPC server speaks Envoy's external processing protocol (`exchange.ts`, one stream per HTTP
- * request) over the gateway's model pools (`src/gateway/pools.ts`: backend watches, KV events,
+ * request) over the gateway's model pools (`src/serving/pools.ts`: backend watches, KV events,
  * tokenizers and routers, the same code as `kvroute serve`); the gRPC health service answers on
  * the ext_proc port and on a health port of its own (9003, as the reference endpoint picker),
  * and `/metrics` (with `/router/replicas` and `/health`) on an HTTP port (9090). Plaintext
@@ -15,17 +15,17 @@ import {
   type ServiceDefinition,
   status as grpcStatus,
 } from '@grpc/grpc-js';
-import { GatewayAdmission } from '../gateway/admission.ts';
-import { Authenticator } from '../gateway/auth.ts';
-import { backendNames } from '../gateway/backends.ts';
-import type { GatewayConfig } from '../gateway/config.ts';
-import { GatewayError } from '../gateway/errors.ts';
-import type { FlowControl } from '../gateway/flowControl.ts';
-import { centralEventsOf, flowControlOf, metricsOf } from '../gateway/gateway.ts';
-import { type Logger, silentLogger } from '../gateway/log.ts';
-import type { GatewayMetrics } from '../gateway/metrics.ts';
-import type { ModelPools } from '../gateway/pools.ts';
-import { ReplicaLabels } from '../gateway/replicaLabels.ts';
+import { GatewayAdmission } from '../serving/admission.ts';
+import { Authenticator } from '../serving/auth.ts';
+import { backendNames } from '../serving/backends.ts';
+import type { GatewayConfig } from '../serving/config.ts';
+import { GatewayError } from '../serving/errors.ts';
+import type { FlowControl } from '../serving/flowControl.ts';
+import { centralEventsOf, flowControlOf, metricsOf } from '../serving/fromConfig.ts';
+import { type Logger, silentLogger } from '../serving/log.ts';
+import type { GatewayMetrics } from '../serving/metrics.ts';
+import type { ModelPools } from '../serving/pools.ts';
+import { ReplicaLabels } from '../serving/replicaLabels.ts';
 import { closeServer, listen } from '../openai/http.ts';
 import type { StateSync } from '../sync/stateSync.ts';
 import { EndpointBook } from './endpoints.ts';

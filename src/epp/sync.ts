@@ -6,12 +6,12 @@
  * has its entries dropped. Several pickers behind one data plane then see one fleet-wide queue
  * per replica instead of the share each routed itself.
  */
-import type { CentralEvents } from '../gateway/centralEvents.ts';
-import type { GatewayConfig } from '../gateway/config.ts';
-import { poolsOf } from '../gateway/gateway.ts';
-import type { Logger } from '../gateway/log.ts';
-import type { GatewayMetrics } from '../gateway/metrics.ts';
-import type { ModelPools } from '../gateway/pools.ts';
+import type { CentralEvents } from '../serving/centralEvents.ts';
+import type { GatewayConfig } from '../serving/config.ts';
+import { poolsOf } from '../serving/fromConfig.ts';
+import type { Logger } from '../serving/log.ts';
+import type { GatewayMetrics } from '../serving/metrics.ts';
+import type { ModelPools } from '../serving/pools.ts';
 import { StateSync } from '../sync/stateSync.ts';
 
 export interface SyncedPools {

@@ -10,9 +10,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ApiError, badRequest } from '../openai/errors.ts';
 import { parseJson, readBody, sendJson } from '../openai/http.ts';
-import { backendFromDoc } from './config.ts';
-import { GatewayError } from './errors.ts';
-import type { GenerateContext } from './generate.ts';
+import { backendFromDoc } from '../serving/config.ts';
+import { GatewayError } from '../serving/errors.ts';
+import type { GenerateContext } from './generateContext.ts';
 
 /** A backend entry is a few short strings. */
 const ADMIN_BODY_LIMIT_BYTES = 64 * 1024;

@@ -5,13 +5,13 @@
  * connection to the same backend. Only that second failure (or any other) is the caller's.
  */
 import type { Dispatcher } from 'undici';
-import { type Backend, freshConnection } from './backends.ts';
+import { type Backend, freshConnection } from '../serving/backends.ts';
 import {
   type FailedAttempt,
   expectSocket,
   isKeepAliveRace,
   type SocketWatcher,
-} from './reconnect.ts';
+} from '../serving/reconnect.ts';
 
 export interface BufferedRequest {
   path: string;

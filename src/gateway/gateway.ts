@@ -1,6 +1,6 @@
 /**
  * `startGateway`: wires the router core to the outside world over the configured backends. The
- * backends are grouped into model pools (`pools.ts`: one router, tokenizer and set of backend
+ * backends are grouped into model pools (`src/serving/pools.ts`: one router, tokenizer and set of backend
  * watches per base model); the generate path, the HTTP routes and the admin API each live in a
  * file of their own, with the wall clock read there. (With no backend, `kvroute serve` starts an
  * embedded fleet first: `src/embedded/`.)
@@ -9,31 +9,31 @@ import { DEFAULT_PD_THRESHOLD_TOKENS } from './pd/decider.ts';
 import { makePdContext } from './pd/handler.ts';
 import { PdMetrics } from './pd/metrics.ts';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { verdictsOf } from './audit/observe.ts';
-import { CentralEvents } from './centralEvents.ts';
+
 import { closeServer, createHttpServer, listen } from '../openai/http.ts';
 import type { Router } from '../router/index.ts';
-import { loadPromptTokenizer, type PromptTokenizer } from '../tokenizer/promptTokenizer.ts';
-import { GatewayAdmission } from './admission.ts';
-import { Authenticator } from './auth.ts';
+
+import { GatewayAdmission } from '../serving/admission.ts';
+import { Authenticator } from '../serving/auth.ts';
 import { DashboardFeed } from './dashboard/feed.ts';
 import { dashboardRoutes } from './dashboard/routes.ts';
 import { sampleGateway } from './dashboard/state.ts';
-import { backendNames } from './backends.ts';
-import { ReplicaLabels } from './replicaLabels.ts';
-import type { GatewayConfig } from './config.ts';
-import { GatewayError } from './errors.ts';
-import { FlowControl } from './flowControl.ts';
-import type { GenerateContext } from './generate.ts';
-import { type Logger, silentLogger } from './log.ts';
-import { GatewayMetrics } from './metrics.ts';
-import { GatewayPlanner } from './planner.ts';
-import type { BackendInfo, RouteObserver } from './pool.ts';
-import { ModelPools } from './pools.ts';
+import { backendNames } from '../serving/backends.ts';
+import { ReplicaLabels } from '../serving/replicaLabels.ts';
+import type { GatewayConfig } from '../serving/config.ts';
+import { GatewayError } from '../serving/errors.ts';
+
+import type { GenerateContext } from './generateContext.ts';
+import { type Logger, silentLogger } from '../serving/log.ts';
+import type { GatewayMetrics } from '../serving/metrics.ts';
+import { GatewayPlanner } from '../serving/planner.ts';
+import type { BackendInfo } from '../serving/pool.ts';
+import type { ModelPools } from '../serving/pools.ts';
 import { applyLive, type ReloadResult } from './reload.ts';
 import { makeRequestListener, type RoutesContext } from './routes.ts';
 import { type EngineFollower, followEngines } from '../sync/discovery.ts';
 import { StateSync, type SyncConfig } from '../sync/stateSync.ts';
+import { poolsOf, centralEventsOf, metricsOf, flowControlOf } from '../serving/fromConfig.ts';
 
 export interface ReplicaInfo {
   name: string;
@@ -336,94 +336,4 @@ async function followRegisteredEngines(
     logger.error({ err, url: nats.url }, 'NATS: cannot follow the registered engines');
     return null;
   }
-}
-
-/**
- * Each pool's tokenizer: its model's own when the config names one, else the gateway's. All are
- * loaded at start, so a bad path fails there rather than when a backend of that model appears.
- */
-export function tokenizersOf(config: GatewayConfig): (model: string | null) => PromptTokenizer {
-  const shared = loadPromptTokenizer({
-    tokenizer: config.tokenizer,
-    chatTemplate: config.chatTemplate,
-  });
-  const own = new Map(
-    Object.entries(config.modelTokenizers).map(([model, t]) => [
-      model,
-      loadPromptTokenizer({
-        tokenizer: t.tokenizer ?? config.tokenizer,
-        chatTemplate: t.chatTemplate ?? config.chatTemplate,
-      }),
-    ]),
-  );
-  return (model) => (model === null ? undefined : own.get(model)) ?? shared;
-}
-
-/**
- * The config's model pools with their tokenizers. A `--tokenize remote` fallback is logged and
- * counted in `metrics()` once that exists (the metrics are built over the pools).
- */
-export function poolsOf(
-  config: GatewayConfig,
-  logger: Logger,
-  metrics: () => GatewayMetrics | null,
-  observer?: RouteObserver,
-  central?: CentralEvents | null,
-): ModelPools {
-  return new ModelPools({
-    config,
-    logger,
-    tokenizerFor: tokenizersOf(config),
-    tokenize: config.tokenize,
-    onRemoteFallback: (err) => {
-      metrics()?.remoteTokenizeFallbacks.inc();
-      logger.warn({ err }, '--tokenize remote: no backend tokenized a request, tokenized locally');
-    },
-    ...(observer && { observer }),
-    central: central ?? null,
-  });
-}
-
-/** The bound KV event socket of `kv-events-bind` (events mode only), or null. */
-export async function centralEventsOf(
-  config: GatewayConfig,
-  logger: Logger,
-): Promise<CentralEvents | null> {
-  if (config.kvEventsBind === null || config.index !== 'events') return null;
-  const central = await CentralEvents.bind(config.kvEventsBind, logger);
-  logger.info(
-    { endpoint: central.endpoint },
-    'KV events: bound for engines to connect to (topics kv@<pod-ip>@<model>)',
-  );
-  return central;
-}
-
-/** The gateway's metrics over `pools`, labelled with the config's tenants. */
-export function metricsOf(config: GatewayConfig, pools: ModelPools): GatewayMetrics {
-  const metrics = new GatewayMetrics({
-    replicaLoads: () => pools.replicaLoads(),
-    knownTenants: configuredTenants(config),
-  });
-  metrics.audit.follow(verdictsOf(pools));
-  return metrics;
-}
-
-/** `--flow-control`: the front end's flow control over its pools, or null when off. */
-export function flowControlOf(config: GatewayConfig, metrics: GatewayMetrics): FlowControl | null {
-  return config.flowControl.enabled
-    ? new FlowControl(config.flowControl, config.admission, metrics)
-    : null;
-}
-
-/** Every tenant the config names: the metrics' `tenant` label takes only these. */
-export function configuredTenants(config: GatewayConfig): string[] {
-  return [
-    ...new Set([
-      ...config.apiKeys.map((k) => k.tenant),
-      ...Object.keys(config.tenantSalts),
-      ...Object.keys(config.admission.tenantLimits),
-      ...Object.keys(config.admission.tenantPriority),
-      ...Object.keys(config.flowControl.tenantWeights),
-    ]),
-  ];
 }

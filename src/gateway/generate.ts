@@ -9,68 +9,36 @@
  * once, so a streamed attempt is retried elsewhere at once while the silent replica is probed
  * (a probe that times out marks it down); a non-streamed answer comes only when generated, so
  * that attempt is given up only when the probe fails. The request's `model` picks the pool
- * (`pools.ts`): its router, its tokenizer and, for a LoRA adapter, the replicas that serve it.
+ * (`src/serving/pools.ts`): its router, its tokenizer and, for a LoRA adapter, the replicas that serve it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ApiError } from '../openai/errors.ts';
 import { asObject, optString } from '../openai/fields.ts';
 import { parseJson, readBody } from '../openai/http.ts';
-import { type Endpoint, readGenerationRequest } from '../openai/request.ts';
-import type { GatewayAdmission } from './admission.ts';
-import { auditable, auditResponse } from './audit/observe.ts';
-import { requestUsage, type UsageRequest } from './audit/streamUsage.ts';
-import { UsageTap } from './audit/usageTap.ts';
-import { type Authenticator, type Caller, TENANT_HEADER } from './auth.ts';
-import type { Backend } from './backends.ts';
-import { EngineFieldsTap } from './engineFields.ts';
-import { FlowCancelled, type FlowControl, PRIORITY_HEADER } from './flowControl.ts';
-import type { Logger } from './log.ts';
-import type { GatewayMetrics } from './metrics.ts';
-import { handlePdGenerate, isPdPool, type PdContext } from './pd/handler.ts';
-import type { ModelPool, PoolRoute } from './pool.ts';
-import type { ModelPools, Target } from './pools.ts';
-import { type RouteDecision, RouterError, type RouteRequest } from '../router/index.ts';
-import {
-  type AttemptHooks,
-  type AttemptOutcome,
-  chainTaps,
-  proxyToBackend,
-  type ResponseTap,
-} from './proxy.ts';
-import type { ReplicaLabels } from './replicaLabels.ts';
-import { type ParsedRequest, parseRequest } from './request.ts';
+import type { Endpoint } from '../openai/request.ts';
+
+import { auditable, auditResponse } from '../serving/audit/observe.ts';
+import { requestUsage, type UsageRequest } from '../serving/audit/streamUsage.ts';
+import { UsageTap } from '../serving/audit/usageTap.ts';
+import { type Caller, TENANT_HEADER } from '../serving/auth.ts';
+import type { Backend } from '../serving/backends.ts';
+import { EngineFieldsTap } from '../serving/engineFields.ts';
+import { FlowCancelled, type FlowControl, PRIORITY_HEADER } from '../serving/flowControl.ts';
+
+import { handlePdGenerate, isPdPool } from './pd/handler.ts';
+
+import type { ModelPool, PoolRoute } from '../serving/pool.ts';
+
+import type { RouteDecision } from '../router/index.ts';
+import { type AttemptHooks, type AttemptOutcome, proxyToBackend } from './proxy.ts';
+import { chainTaps, type ResponseTap } from '../serving/responseTap.ts';
+
+import { type ParsedRequest, parseRequest } from '../serving/request.ts';
 import { sessionKey } from './sessionKey.ts';
-import { type GatewayPlanner, outputTokensOf } from './planner.ts';
-import { REQUEST_ID_HEADER, type RequestRecord } from './requestLog.ts';
-
-/** Names the replica that served a response (its label, `replicaLabels.ts`), as llm-d's gateway names its destination. */
-export const REPLICA_HEADER = 'x-kvroute-replica';
-
-/** What the generate path reads; the settings that a config reload changes live are mutable. */
-export interface GenerateContext {
-  pools: ModelPools;
-  auth: Authenticator;
-  /** Tenant limits, priority classes and the fleet queue bound (429s). */
-  admission: GatewayAdmission;
-  /** `--flow-control`: requests wait while their pool is saturated; null: off. */
-  flow: FlowControl | null;
-  metrics: GatewayMetrics;
-  logger: Logger;
-  blockSize: number;
-  bodyLimitBytes: number;
-  maxRetries: number;
-  firstByteTimeoutMs: number;
-  /** The ledger's id: unique while in flight, whatever id the client sent. */
-  nextLedgerId(): string;
-  /** P/D routing for pools with prefill or decode backends (`pd/`). */
-  pd?: PdContext;
-  /** What the replica headers call a replica (a label, or its address when the operator says). */
-  labels: ReplicaLabels;
-  /** Session affinity's header (lower case); null: affinity off, no session key is read. */
-  sessionHeader?: string | null;
-  /** The online planner (`--planner`): told of every request served. */
-  planner?: GatewayPlanner | null;
-}
+import { outputTokensOf } from '../serving/planner.ts';
+import { REQUEST_ID_HEADER, type RequestRecord } from '../serving/requestLog.ts';
+import type { GenerateContext } from './generateContext.ts';
+import { REPLICA_HEADER, routeWithRoom, resolveModel } from '../serving/routing.ts';
 
 export async function handleGenerate(
   ctx: GenerateContext,
@@ -449,44 +417,6 @@ class AttemptWatch {
         return true;
       },
     };
-  }
-}
-
-/**
- * `pool.route`; with flow control on, away from the replicas without room (llm-d's scheduler
- * filters after its flow controller), unless that leaves none for this request.
- */
-export function routeWithRoom(
-  pool: ModelPool,
-  request: RouteRequest,
-  flow: FlowControl | null,
-): PoolRoute {
-  const roomless = flow?.withoutRoom(pool) ?? [];
-  if (roomless.length > 0) {
-    try {
-      return pool.route({ ...request, avoid: [...(request.avoid ?? []), ...roomless] }, Date.now());
-    } catch (err) {
-      if (!(err instanceof RouterError)) throw err;
-    }
-  }
-  return pool.route(request, Date.now());
-}
-
-/** The request's pool; as vLLM, a body of the wrong shape is a 400 before its model is looked up. */
-export async function resolveModel(
-  ctx: Pick<GenerateContext, 'pools'>,
-  endpoint: Endpoint,
-  json: unknown,
-  model: string | null,
-): Promise<Target> {
-  try {
-    return await ctx.pools.resolve(model);
-  } catch (err) {
-    // Token ids are checked against the vocabulary later, as vLLM does after the model check.
-    if (err instanceof ApiError && err.param === 'model') {
-      readGenerationRequest(endpoint, json, Number.MAX_SAFE_INTEGER);
-    }
-    throw err;
   }
 }
 

@@ -10,9 +10,10 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { ApiError, errorInfo } from '../openai/errors.ts';
 import { SSE_DONE, sseData } from '../openai/sse.ts';
-import { type Backend, freshConnection } from './backends.ts';
-import { FirstTokenDetector } from './firstToken.ts';
-import { expectSocket, isKeepAliveRace, type SocketWatcher } from './reconnect.ts';
+import { type Backend, freshConnection } from '../serving/backends.ts';
+import { FirstTokenDetector } from '../serving/firstToken.ts';
+import { expectSocket, isKeepAliveRace, type SocketWatcher } from '../serving/reconnect.ts';
+import type { ResponseTap } from '../serving/responseTap.ts';
 
 export type AttemptOutcome =
   /**
@@ -38,35 +39,6 @@ export interface AttemptHooks {
   onSilence(): Promise<boolean>;
   /** Sees (and may hold back or drop) the response's bytes: the audit's usage reader. */
   tap?: ResponseTap;
-}
-
-/** A reader in the response path: the bytes it returns are what the client gets. */
-export interface ResponseTap {
-  start(status: number, contentType: string): void;
-  data(chunk: Buffer): Buffer;
-  /** What it still held, sent before the response ends. */
-  end(): Buffer;
-}
-
-/** Two taps in a row: what the first returns is what the second sees. */
-export function chainTaps(first: ResponseTap, second: ResponseTap): ResponseTap {
-  return {
-    start(status, contentType) {
-      first.start(status, contentType);
-      second.start(status, contentType);
-    },
-    data(chunk) {
-      const passed = first.data(chunk);
-      return passed.length === 0 ? passed : second.data(passed);
-    },
-    end() {
-      const rest = first.end();
-      const passed = rest.length === 0 ? rest : second.data(rest);
-      const last = second.end();
-      if (last.length === 0) return passed;
-      return passed.length === 0 ? last : Buffer.concat([passed, last]);
-    },
-  };
 }
 
 export interface UpstreamRequest {

@@ -13,13 +13,14 @@ import { watch as watchFs } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { ApiError } from '../openai/errors.ts';
-import { GatewayAdmission } from './admission.ts';
-import { Authenticator } from './auth.ts';
-import { replicaName } from './backends.ts';
-import type { BackendConfig, GatewayConfig } from './config.ts';
-import type { GenerateContext } from './generate.ts';
-import type { Logger } from './log.ts';
-import type { ModelPools } from './pools.ts';
+import { GatewayAdmission } from '../serving/admission.ts';
+import { Authenticator } from '../serving/auth.ts';
+import { replicaName } from '../serving/backends.ts';
+import type { GatewayConfig } from '../serving/config.ts';
+import type { BackendConfig } from '../serving/backendConfig.ts';
+import type { GenerateContext } from './generateContext.ts';
+import type { Logger } from '../serving/log.ts';
+import type { ModelPools } from '../serving/pools.ts';
 import type { RoutesContext } from './routes.ts';
 
 export interface ReloadResult {

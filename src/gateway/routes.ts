@@ -6,15 +6,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { findRoute, type Method, sendError, sendJson } from '../openai/http.ts';
 import { handleBackends } from './admin.ts';
-import { toApiError } from './errors.ts';
-import { type GenerateContext, handleGenerate } from './generate.ts';
+import { toApiError } from '../serving/errors.ts';
+import { handleGenerate } from './generate.ts';
+import type { GenerateContext } from './generateContext.ts';
 import {
   logAccessWhenDone,
   newRecord,
   REQUEST_ID_HEADER,
   type RequestRecord,
   requestIdOf,
-} from './requestLog.ts';
+} from '../serving/requestLog.ts';
 
 interface Route {
   method: Method | readonly Method[];

@@ -4,7 +4,7 @@
  * renders it (`src/cli/progress.ts`).
  */
 import { percentile } from '../results/stats.ts';
-import type { Workload } from '../workload/workloads.ts';
+import type { Workload } from '../workload/types.ts';
 import type { Collector } from './collect.ts';
 
 /** Called on every poll: the fraction of expected requests finished and a short status. */

@@ -5,7 +5,8 @@
  * prefixes give equal text, a request's own tokens give its own words, and a Mooncake trace's
  * hash ids (512-token blocks) give the same text wherever they recur.
  */
-import type { Arrival, Workload } from '../workload/workloads.ts';
+import type { Arrival } from '../workload/workloads.ts';
+import type { Workload } from '../workload/types.ts';
 import { builtinVocab, type WordVocab } from './words.ts';
 
 export interface PromptRequest {

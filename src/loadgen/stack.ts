@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import type { RealEngines } from '../engine/runtime/llamaCpp/serve.ts';
 import type { EngineOptions } from '../engine/options.ts';
 import { startEmbeddedFleet } from '../embedded/fleet.ts';
-import { defaultConfig } from '../gateway/config.ts';
+import { defaultConfig } from '../serving/config.ts';
 import { startGateway } from '../gateway/gateway.ts';
 
 export interface StackOptions {

@@ -6,10 +6,10 @@ export {
   parseLoraRequestsInfo,
   type ReplicaLoraReport,
 } from './adapters.ts';
-export { ApproxIndex, DEFAULT_APPROX_CAPACITY_BLOCKS } from './approxIndex.ts';
-export { BlockIndex } from './blockIndex.ts';
+export { ApproxIndex, DEFAULT_APPROX_CAPACITY_BLOCKS } from './index/approxIndex.ts';
+export { BlockIndex } from './index/blockIndex.ts';
 export { RouterError, type RouterErrorCode } from './errors.ts';
-export { EventIndex } from './eventIndex.ts';
+export { EventIndex } from './index/eventIndex.ts';
 export {
   DEFAULT_KV_THRESHOLD,
   DEFAULT_LORA_LOAD_TOKENS,
@@ -29,15 +29,16 @@ export {
   type ForeignBlockStored,
   ForeignKeyMap,
   type ForeignKvEvent,
-} from './foreignKeys.ts';
+} from './index/foreignKeys.ts';
 export { Ledger, type ReplicaLoad } from './ledger.ts';
-export { RouteOverlay } from './overlay.ts';
+export { RouteOverlay } from './index/overlay.ts';
 export type { Pick, PickInput, Policy, ReplicaView, Routed, RouteRequest } from './policy.ts';
 export { idleReplicaView } from './policy.ts';
 export { decodeStepMsOf, type ReplicaSpeed } from './replicaSpeed.ts';
-export { DEFAULT_SLOT_SIMILARITY, SlotCache, type SlotCacheOptions } from './slotCache.ts';
-export { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
-export { matchPrefix, replicaMask } from './prefixMatch.ts';
+export { DEFAULT_SLOT_SIMILARITY, SlotCache, type SlotCacheOptions } from './index/slotCache.ts';
+export type { PrefixIndex } from './index/prefixIndex.ts';
+export { makePrefixIndex } from './index/makePrefixIndex.ts';
+export { matchPrefix, replicaMask } from './index/prefixMatch.ts';
 export {
   isPolicyName,
   makePolicy,

@@ -13,7 +13,7 @@
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
 import { grown } from '../util/grown.ts';
-import type { ApproxForgetting } from './approxForgetting.ts';
+import type { ApproxForgetting } from './index/approxForgetting.ts';
 import { Rng } from '../util/rng.ts';
 import {
   AdapterTracker,
@@ -33,9 +33,9 @@ import {
 import { ApproxFallback } from './audit/fallback.ts';
 import { RouterError } from './errors.ts';
 import { type FilterThresholds, leastLoaded, type Verdict } from './filters.ts';
-import { ForeignKeyMap, type ForeignKvEvent } from './foreignKeys.ts';
+import { ForeignKeyMap, type ForeignKvEvent } from './index/foreignKeys.ts';
 import { Ledger } from './ledger.ts';
-import { RouteOverlay } from './overlay.ts';
+import { RouteOverlay } from './index/overlay.ts';
 import {
   idleReplicaView,
   type MutableReplicaView,
@@ -46,14 +46,15 @@ import {
   type RouteRequest,
 } from './policy.ts';
 import { CostPolicy } from './policies/cost.ts';
-import { makePrefixIndex, type PrefixIndex } from './prefixIndex.ts';
-import { matchPrefix } from './prefixMatch.ts';
-import { extendThroughTier } from './tierMatch.ts';
+import type { PrefixIndex } from './index/prefixIndex.ts';
+import { makePrefixIndex } from './index/makePrefixIndex.ts';
+import { matchPrefix } from './index/prefixMatch.ts';
+import { extendThroughTier } from './index/tierMatch.ts';
 import { makePolicy, type PolicyOptions } from './registry.ts';
 import { ReplicaGauges } from './replicaGauges.ts';
 import type { ReplicaSpeed } from './replicaSpeed.ts';
 import { SessionMap, type SessionMapOptions } from './sessionMap.ts';
-import { SlotCache, type SlotCacheOptions } from './slotCache.ts';
+import { SlotCache, type SlotCacheOptions } from './index/slotCache.ts';
 import type { ReplicaSnapshot, RouterCounters, RouterSnapshot } from './snapshot.ts';
 
 export interface RouterOptions {

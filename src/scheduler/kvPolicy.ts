@@ -2,9 +2,8 @@
  * How the scheduler gets KV memory: one interface, one policy per file, one registry line each.
  * A policy decides how many blocks a request needs and when; the pool does the allocating.
  */
-import type { BlockPool, PrefixMatch } from '../kv/blockPool.ts';
-import { PagedPolicy } from './pagedPolicy.ts';
-import { ReservePolicy } from './reservePolicy.ts';
+import type { PrefixMatch } from '../kv/blockPool.ts';
+
 import type { Seq } from './seq.ts';
 import type { KvPolicyName } from './types.ts';
 
@@ -29,17 +28,4 @@ export interface KvPolicy {
 export interface KvPolicyOptions {
   /** Paged: fraction of blocks that admission keeps free. */
   watermark: number;
-}
-
-const POLICIES: Record<KvPolicyName, (pool: BlockPool, options: KvPolicyOptions) => KvPolicy> = {
-  reserve: (pool) => new ReservePolicy(pool),
-  paged: (pool, options) => new PagedPolicy(pool, options.watermark),
-};
-
-export function makeKvPolicy(
-  name: KvPolicyName,
-  pool: BlockPool,
-  options: KvPolicyOptions,
-): KvPolicy {
-  return POLICIES[name](pool, options);
 }

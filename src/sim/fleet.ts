@@ -32,7 +32,8 @@ import { runLoop, type SimClock } from './loop.ts';
 import { BusyTracker, LoadSampler, RequestLog } from './metrics.ts';
 import { OwnerTracker } from './owners.ts';
 import { TokenGaps } from './tokenGaps.ts';
-import type { Arrival, Workload } from '../workload/workloads.ts';
+import type { Arrival } from '../workload/workloads.ts';
+import type { Workload } from '../workload/types.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import type { FaultSpec, ViewOptions } from './types.ts';
 

@@ -5,7 +5,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import type { KvEvent } from '../kv/events.ts';
-import type { Workload } from '../workload/workloads.ts';
+import type { Workload } from '../workload/types.ts';
 
 /** Customers beyond this are not tracked (a trace's prefix set is open-ended). */
 const MAX_TRACKED = 4096;

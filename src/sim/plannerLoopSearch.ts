@@ -3,7 +3,7 @@
  * requests as a Mooncake trace (`windowTrace.ts`, what `serve --planner` writes), replayed with
  * `kvroute sim --search`'s own serial search (`searchMinReplicas`, `probeConfig`, the same
  * feasibility check) on the run's engine, router, view and SLO. The gateway's shell
- * (`src/planner/online/searchWindow.ts`) runs the same search on worker threads from the sim
+ * (`src/serving/searchWindow.ts`) runs the same search on worker threads from the sim
  * CLI's flags; here it runs in the simulation's own thread, between two events, so the loop stays
  * a deterministic discrete-event simulation. The trace goes through a temporary file, as the
  * trace reader takes a path.

@@ -2,7 +2,7 @@
  * The real router behind the fleet's SimRouter interface. The fleet numbers replicas 0..N-1;
  * the router names them `r0`..; ids and positions coincide because they are added in order.
  * A fleet that changes size (`FleetScaling`) adds replica i as `ri` when it is ready and removes
- * it when it drains, as the gateway does for a watched pool (`src/gateway/pool.ts`); the router's
+ * it when it drains, as the gateway does for a watched pool (`src/serving/pool.ts`); the router's
  * ids then run ahead of the fleet's numbers, and the bridge maps one to the other.
  */
 import { loraLoadMs, resolveLoraConfig } from '../engine/lora.ts';
@@ -16,8 +16,8 @@ import {
   type ApproxForgetting,
   approxForgetting,
   peerForgetMode,
-} from '../router/approxForgetting.ts';
-import { DEFAULT_APPROX_CAPACITY_BLOCKS } from '../router/approxIndex.ts';
+} from '../router/index/approxForgetting.ts';
+import { DEFAULT_APPROX_CAPACITY_BLOCKS } from '../router/index/approxIndex.ts';
 import { DEFAULT_STALE_MS } from '../router/defaults.ts';
 import { type ApproxTiers, Router } from '../router/router.ts';
 import type { ReplicaReport, SimRouteRequest, SimRouter } from './fleet.ts';

@@ -10,7 +10,8 @@ import type { SimulatedRun } from '../results/result.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import { type SloTargets, ttftLimitMs } from '../results/slo.ts';
 import { buildWorkload, type WorkloadSpec } from '../workload/spec.ts';
-import type { Arrival, Workload } from '../workload/workloads.ts';
+import type { Arrival } from '../workload/workloads.ts';
+import type { Workload } from '../workload/types.ts';
 import { prefillUsPerToken } from '../model/cost.ts';
 import { queueGate, type SimAdmission, summarizeAdmission, ttftGate } from './admission.ts';
 import {

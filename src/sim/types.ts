@@ -1,5 +1,5 @@
 /** The simulator's inputs as plain data (its result is `src/results/result.ts`'s RunResult). */
-import type { ApproxForgetMode } from '../router/approxForgetting.ts';
+import type { ApproxForgetMode } from '../router/index/approxForgetting.ts';
 import type { IndexMode, QueueSource } from '../router/defaults.ts';
 import type { PolicyOptions } from '../router/registry.ts';
 

@@ -17,7 +17,7 @@ import { Rng } from '../util/rng.ts';
 import type { Arrival } from './arrival.ts';
 import { ConversationKeys } from './conversationKeys.ts';
 import { type Materialized, mixSeed } from './tokens.ts';
-import type { Workload, WorkloadOptions } from './workloads.ts';
+import type { Workload, WorkloadOptions } from './types.ts';
 
 export const SHAREGPT_LENGTHS = {
   meanUserTokens: 161,

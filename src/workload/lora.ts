@@ -10,7 +10,7 @@ import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
 import { CustomerPrefixes, type Materialized, mixSeed } from './tokens.ts';
 import { type Arrival, loadArrival } from './arrival.ts';
-import type { Workload, WorkloadOptions } from './workloads.ts';
+import type { Workload, WorkloadOptions } from './types.ts';
 
 export const DEFAULT_LORA_ADAPTERS = 16;
 export const DEFAULT_LORA_ZIPF = 1;

@@ -16,7 +16,7 @@ import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
 import { type Arrival, interArrivalMs } from './arrival.ts';
 import type { Materialized } from './tokens.ts';
-import type { Workload } from './workloads.ts';
+import type { Workload } from './types.ts';
 
 export interface LadderStage {
   ratePerS: number;

@@ -12,15 +12,8 @@ import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
 import type { Arrival } from './arrival.ts';
 import { CustomerPrefixes, type Materialized, mixSeed } from './tokens.ts';
-import type { Workload, WorkloadOptions } from './workloads.ts';
-
-export interface SharedPrefixShape {
-  numGroups: number;
-  numPromptsPerGroup: number;
-  systemPromptLen: number;
-  questionLen: number;
-  outputLen: number;
-}
+import type { Workload, WorkloadOptions } from './types.ts';
+import type { SharedPrefixShape } from './types.ts';
 
 /** inference-perf's defaults (its `SharedPrefix` config model). */
 export const SHARED_PREFIX_DEFAULTS: SharedPrefixShape = {

@@ -5,8 +5,9 @@
  */
 import { type ArrivalShape, shapeWorkload } from './shape.ts';
 import { TraceWorkload } from './trace.ts';
-import type { SharedPrefixShape } from './sharedPrefixGroups.ts';
-import { type GroupsBurst, makeWorkload, type Workload, type WorkloadName } from './workloads.ts';
+import type { SharedPrefixShape } from './types.ts';
+import { makeWorkload, type WorkloadName } from './workloads.ts';
+import type { GroupsBurst, Workload } from './types.ts';
 
 export type WorkloadSpec = (
   | {

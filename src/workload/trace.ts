@@ -10,7 +10,8 @@ import { StringDecoder } from 'node:string_decoder';
 import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
 import { fillTokens, KeyExtender, mixSeed } from './tokens.ts';
-import type { Arrival, Materialized, Workload } from './workloads.ts';
+import type { Arrival, Materialized } from './workloads.ts';
+import type { Workload } from './types.ts';
 
 /** Tokens per hash id in the Mooncake format. */
 export const TRACE_BLOCK_TOKENS = 512;

@@ -9,48 +9,14 @@ import { Rng } from '../util/rng.ts';
 import { type Arrival, loadArrival } from './arrival.ts';
 import { ShareGptChatWorkload } from './chat.ts';
 import { LoraWorkload } from './lora.ts';
-import { type SharedPrefixShape, SharedPrefixGroupsWorkload } from './sharedPrefixGroups.ts';
+import { SharedPrefixGroupsWorkload } from './sharedPrefixGroups.ts';
+
 import { ConversationKeys } from './conversationKeys.ts';
 import { CustomerPrefixes, type Materialized, mixSeed } from './tokens.ts';
+import type { Workload, WorkloadOptions } from './types.ts';
 
 export type { Materialized } from './tokens.ts';
 export type { Arrival } from './arrival.ts';
-
-export interface Workload {
-  readonly name: string;
-  readonly blockSize: number;
-  /** Customers (prefix groups) the workload draws from; 0 when unknown. */
-  readonly customers: number;
-  /** The customer whose prefix the report follows (the hot one, else customer 0), or null. */
-  readonly watchedCustomer: number | null;
-  /** LoRA adapters the requests run with (`Arrival.lora`); absent: none, the base model only. */
-  readonly adapters?: number;
-  /** A fresh stream of arrivals in time order, ending before the workload's duration. */
-  arrivals(): Iterator<Arrival>;
-  materialize(arrival: Arrival): Materialized;
-  /** Key of the last full block of a customer's shared prefix: holding it = owning the prefix. */
-  prefixWatchKey(customer: number): BlockKey | null;
-}
-
-export interface WorkloadOptions {
-  seed: number;
-  durationMs: number;
-  blockSize: number;
-  /** Requests per second; each workload has its own default. */
-  ratePerS?: number;
-  /** `lora`: adapters the customers are spread over, and the Zipf exponent of their popularity. */
-  adapters?: number;
-  zipfS?: number;
-  /** `shared-prefix`: inference-perf's shape (sharedPrefixGroups.ts); absent: its defaults. */
-  sharedPrefix?: SharedPrefixShape;
-  /**
-   * `groups`: every prompt once, all at time 0 (SGLang's bench_serving with an infinite request
-   * rate), in a shuffled order (its default) or group by group (--disable-shuffle).
-   */
-  burst?: GroupsBurst;
-}
-
-export type GroupsBurst = { order: 'shuffled' | 'grouped' };
 
 export const WORKLOAD_NAMES = [
   'seed',

@@ -10,7 +10,7 @@ const read = (path: string) =>
 test('the KEDA ScaledObject reads /planner/desired at desiredReplicas on the gateway Service', () => {
   const so = read('deploy/kubernetes/autoscaling/keda-scaledobject.yaml');
   const service = read('deploy/kubernetes/service.yaml');
-  const planner = readFileSync(new URL('../../src/gateway/planner.ts', import.meta.url), 'utf8');
+  const planner = readFileSync(new URL('../../src/serving/planner.ts', import.meta.url), 'utf8');
   const trigger = so.spec.triggers[0];
   assert.equal(trigger.type, 'metrics-api');
   const url = new URL(trigger.metadata.url);
@@ -24,7 +24,7 @@ test('the KEDA ScaledObject reads /planner/desired at desiredReplicas on the gat
 
 test('the HPA scales on the external metric the gateway exports', () => {
   const hpa = read('deploy/kubernetes/autoscaling/hpa-external.yaml');
-  const planner = readFileSync(new URL('../../src/gateway/planner.ts', import.meta.url), 'utf8');
+  const planner = readFileSync(new URL('../../src/serving/planner.ts', import.meta.url), 'utf8');
   const metric = hpa.spec.metrics[0];
   assert.equal(metric.type, 'External');
   assert.equal(metric.external.metric.name, 'kvroute_planner_desired_replicas');

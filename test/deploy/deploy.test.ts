@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { DEFAULT_PORT } from '../../src/gateway/config.ts';
+import { DEFAULT_PORT } from '../../src/serving/config.ts';
 import {
   complete,
   type EngineServerHandle,

@@ -16,7 +16,7 @@ import { SERVE_OPTIONS } from '../../src/cli/options/serve.ts';
 import { DOC_SPANS } from '../../src/cli/options/spans.ts';
 import { specOf } from '../../src/cli/options/spec.ts';
 import type { OptionTable } from '../../src/cli/options/table.ts';
-import { KNOWN_KEYS } from '../../src/gateway/config.ts';
+import { KNOWN_KEYS } from '../../src/serving/config.ts';
 import { ROOT, runCli } from '../support/cli.ts';
 import {
   allDocs,

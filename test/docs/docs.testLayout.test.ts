@@ -1,7 +1,7 @@
 /**
  * Tests mirror `src/`: every test file is `test/<folder>/<name>.test.ts`, where `<folder>` is a
  * `src/` folder or one of the few folders for what lives beside `src/` (`bench/`, `deploy/`,
- * `docs/`). `npm test` runs `test/*\/*.test.ts`, so a test at the root of `test/` or two folders
+ * `docs/`), or `architecture/` for the rules over the whole of `src/` (layers, import circles). `npm test` runs `test/*\/*.test.ts`, so a test at the root of `test/` or two folders
  * down would never run: both are refused here. Helpers live in `test/support/`, data in
  * `test/fixtures/`; neither holds tests.
  */
@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import { ROOT } from '../support/cli.ts';
 
 const TEST_DIR = join(ROOT, 'test');
-const BESIDE_SRC = ['bench', 'deploy', 'docs'];
+const BESIDE_SRC = ['bench', 'deploy', 'docs', 'architecture'];
 const NO_TESTS = ['support', 'fixtures'];
 
 const isDir = (path: string) => statSync(path).isDirectory();

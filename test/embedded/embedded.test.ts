@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startGatewayWithFleet } from '../../src/embedded/gateway.ts';
 import { startEmbeddedFleet } from '../../src/embedded/fleet.ts';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 import { complete } from '../support/gateway.harness.ts';
 

@@ -12,7 +12,7 @@ import { FLAGS } from '../../src/cli/engine.ts';
 import { translateVllmArgs } from '../../src/cli/vllmFlags.ts';
 import { apiKeysOf, UNAUTHORIZED_BODY } from '../../src/engine/server/auth.ts';
 import { backendOf } from '../../src/embedded/fleet.ts';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { type GatewayHandle, startGateway } from '../../src/gateway/gateway.ts';
 import { type EngineServerHandle, startEngine } from '../support/gateway.harness.ts';
 

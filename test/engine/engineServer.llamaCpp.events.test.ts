@@ -8,10 +8,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { EngineServerHandle } from '../../src/engine/server/server.ts';
-import { EventSubscriber } from '../../src/gateway/subscriber.ts';
+import { EventSubscriber } from '../../src/serving/subscriber.ts';
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
-import { EventIndex } from '../../src/router/eventIndex.ts';
-import { ForeignKeyMap } from '../../src/router/foreignKeys.ts';
+import { EventIndex } from '../../src/router/index/eventIndex.ts';
+import { ForeignKeyMap } from '../../src/router/index/foreignKeys.ts';
 import { loadPromptTokenizer } from '../../src/tokenizer/promptTokenizer.ts';
 import { clientFor, waitFor } from '../support/engineServerHelpers.ts';
 import { startLlamaEngine } from '../support/llamaEngine.ts';

@@ -10,7 +10,7 @@ import {
   readSglangTokenizeResponse,
   sglangTokenizeRequest,
 } from '../../src/engines/sglang/tokenize.ts';
-import { parseBackendFlag } from '../../src/gateway/config.ts';
+import { parseBackendFlag } from '../../src/serving/config.ts';
 
 const PAGE = `# HELP sglang:num_running_reqs The number of running requests.
 # TYPE sglang:num_running_reqs gauge

@@ -7,13 +7,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ApiError } from '../../src/openai/errors.ts';
-import { silentLogger } from '../../src/gateway/log.ts';
-import { GatewayMetrics } from '../../src/gateway/metrics.ts';
+import { silentLogger } from '../../src/serving/log.ts';
+import { GatewayMetrics } from '../../src/serving/metrics.ts';
 import { requestHeaders } from '../../src/epp/dataPlane.ts';
 import { Exchange } from '../../src/epp/exchange.ts';
 import type { ProcessingRequest, ProcessingResponse } from '../../src/epp/messages.ts';
 import { endpointOfPath, type PickInput, type Picked } from '../../src/epp/picker.ts';
-import { ReplicaLabels } from '../../src/gateway/replicaLabels.ts';
+import { ReplicaLabels } from '../../src/serving/replicaLabels.ts';
 
 class FakePicker {
   readonly finished: Picked[] = [];

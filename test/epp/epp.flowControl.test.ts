@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startEppWithFleet } from '../../src/embedded/epp.ts';
-import { applyConfigDoc, defaultConfig } from '../../src/gateway/config.ts';
+import { applyConfigDoc, defaultConfig } from '../../src/serving/config.ts';
 import { waitFor, within } from '../support/gateway.harness.ts';
 import { EnvoyStream, envoyClient, httpBody, requestHeaders, setHeader } from '../support/envoy.ts';
 

@@ -11,7 +11,7 @@ import { readGrpcLimits } from '../../src/cli/epp.ts';
 import { flagSpec, readFlags } from '../../src/cli/args.ts';
 import { type EppFleetHandle, startEppWithFleet } from '../../src/embedded/epp.ts';
 import { DEFAULT_GRPC_LIMITS, grpcServerOptions } from '../../src/epp/server.ts';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { within } from '../support/gateway.harness.ts';
 
 /** The HTTP/2 client preface and an empty SETTINGS frame (RFC 9113 section 3.4). */

@@ -10,7 +10,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { type EppHandle, startEpp } from '../../src/epp/server.ts';
-import type { BackendConfig } from '../../src/gateway/config.ts';
+import type { BackendConfig } from '../../src/serving/backendConfig.ts';
 import type { Router } from '../../src/router/index.ts';
 import type { SyncConfig } from '../../src/sync/stateSync.ts';
 import {

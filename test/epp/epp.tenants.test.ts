@@ -9,8 +9,8 @@ import { after, before, describe, test } from 'node:test';
 import { flagSpec, readFlags } from '../../src/cli/args.ts';
 import { readPoolBackends } from '../../src/cli/epp.ts';
 import { startEppWithFleet } from '../../src/embedded/epp.ts';
-import { defaultAdmission } from '../../src/gateway/admissionConfig.ts';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultAdmission } from '../../src/serving/admissionConfig.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { within } from '../support/gateway.harness.ts';
 import { EnvoyStream, envoyClient, httpBody, requestHeaders, setHeader } from '../support/envoy.ts';
 

@@ -1,6 +1,6 @@
 /**
  * The endpoint picker's response path relays no engine `kv_transfer_params`, as the gateway
- * relays none (`src/gateway/engineFields.ts`): a JSON answer, an event stream whose events are
+ * relays none (`src/serving/engineFields.ts`): a JSON answer, an event stream whose events are
  * cut across chunks, and a BUFFERED answer all go back without them, everything else unchanged.
  * The test plays Envoy's ext_proc filter against a live `kvroute epp` and feeds it engine
  * answers that carry the fields (a prefill engine's, as vLLM's connector writes them).

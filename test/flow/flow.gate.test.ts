@@ -1,5 +1,5 @@
 /**
- * The gateway's flow gate (src/gateway/flowGate.ts) over the pure FlowQueue, with a saturation
+ * The gateway's flow gate (src/serving/flowGate.ts) over the pure FlowQueue, with a saturation
  * switch and a clock of the test's own: straight through while nothing waits and the pool has
  * room; queued while saturated; 429 when full (the queue or a tenant's share), 503 past the
  * deadline, both with Retry-After; a cancelled waiter leaves at once; dispatch in class order,
@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Registry } from 'prom-client';
 import { ApiError } from '../../src/openai/errors.ts';
-import { FlowCancelled, PoolFlowGate } from '../../src/gateway/flowGate.ts';
-import { FlowMetrics } from '../../src/gateway/flowMetrics.ts';
-import { replicasWithoutRoom } from '../../src/gateway/flowView.ts';
+import { FlowCancelled, PoolFlowGate } from '../../src/serving/flowGate.ts';
+import { FlowMetrics } from '../../src/serving/flowMetrics.ts';
+import { replicasWithoutRoom } from '../../src/serving/flowView.ts';
 
 interface Setup {
   gate: PoolFlowGate;

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { startGatewayWithFleet, type ServeHandle } from '../../src/embedded/gateway.ts';
 import { ROOT } from '../support/cli.ts';
 import { tokens } from '../support/gateway.harness.ts';

@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { readServeConfig } from '../../src/cli/serve.ts';
 import { readFlags } from '../../src/cli/args.ts';
-import { applyConfigDoc, defaultConfig } from '../../src/gateway/config.ts';
+import { applyConfigDoc, defaultConfig } from '../../src/serving/config.ts';
 import {
   type EngineServerHandle,
   type GatewayHandle,

@@ -10,7 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import OpenAI from 'openai';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 import { waitFor } from '../support/gateway.harness.ts';
 import { startFakeLlama } from '../support/fakeLlamaServer.ts';

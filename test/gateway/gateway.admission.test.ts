@@ -9,7 +9,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { applyConfigDoc, defaultConfig, type GatewayConfig } from '../../src/gateway/config.ts';
+import { applyConfigDoc, defaultConfig, type GatewayConfig } from '../../src/serving/config.ts';
 import { type GatewayHandle, startGateway } from '../../src/gateway/gateway.ts';
 import { complete, waitFor } from '../support/gateway.harness.ts';
 

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { backendOf } from '../../src/embedded/fleet.ts';
-import { parseBackendFlag } from '../../src/gateway/config.ts';
+import { parseBackendFlag } from '../../src/serving/config.ts';
 import {
   type EngineServerHandle,
   type GatewayHandle,

@@ -10,9 +10,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { requestUsage } from '../../src/gateway/audit/streamUsage.ts';
-import { UsageTap } from '../../src/gateway/audit/usageTap.ts';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { requestUsage } from '../../src/serving/audit/streamUsage.ts';
+import { UsageTap } from '../../src/serving/audit/usageTap.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { type GatewayHandle, startGateway } from '../../src/gateway/gateway.ts';
 
 const HEAD =
@@ -334,7 +334,7 @@ describe('gateway audit against a fake vLLM', () => {
 
 test('the dashboard row carries the audit: verdict, error, index source', async () => {
   const { sampleGateway } = await import('../../src/gateway/dashboard/state.ts');
-  const { GatewayMetrics } = await import('../../src/gateway/metrics.ts');
+  const { GatewayMetrics } = await import('../../src/serving/metrics.ts');
   const { Router } = await import('../../src/router/index.ts');
   const snap = new Router({ replicas: ['a'] }).snapshot(0);
   const replicas = snap.replicas.map((r) => ({
@@ -350,7 +350,7 @@ test('the dashboard row carries the audit: verdict, error, index source', async 
 });
 
 test('repair plan: replay, then approx, events retried after ok requests (doubling)', async () => {
-  const { RepairPlan } = await import('../../src/gateway/audit/repair.ts');
+  const { RepairPlan } = await import('../../src/serving/audit/repair.ts');
   const plan = new RepairPlan(4, 3);
   const change = (verdict: 'ok' | 'over-predicts' | 'under-predicts', changed: boolean) => ({
     replica: 'r',

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { type GatewayHandle, startGateway } from '../../src/gateway/gateway.ts';
 import {
   type EngineServerHandle,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import { pino } from 'pino';
-import { type AuditActions, PoolAudit } from '../../src/gateway/audit/poolAudit.ts';
+import { type AuditActions, PoolAudit } from '../../src/serving/audit/poolAudit.ts';
 
 interface Line {
   msg: string;

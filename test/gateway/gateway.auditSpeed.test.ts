@@ -1,7 +1,7 @@
 /**
  * The audit's speed check, live behind the gateway: a claimed hit must also be fast. Two pools
  * in one gateway, each one engine whose hardware the backend names (`gpu=`, so the router has
- * its speed, `src/gateway/backendSpeed.ts`):
+ * its speed, `src/serving/backendSpeed.ts`):
  * - a consistent liar (`--fault-lie`) whose prefix cache is also emptied without a word
  *   (`--fault-silent-reset-s`): its fake `BlockStored` events make the router predict the whole
  *   prompt, it reports the whole prompt cached, so counts agree; only the time to its first

@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { backendApproxTiers, backendCpuKvBlocks } from '../../src/gateway/backendCpuTier.ts';
-import { backendFromDoc, parseBackendFlag } from '../../src/gateway/config.ts';
+import { backendApproxTiers, backendCpuKvBlocks } from '../../src/serving/backendCpuTier.ts';
+import { backendFromDoc, parseBackendFlag } from '../../src/serving/config.ts';
 
 const URL = 'http://127.0.0.1:8001';
 

@@ -9,8 +9,8 @@ import { test } from 'node:test';
 import {
   backendHostCacheBlocks,
   backendHostCacheTokens,
-} from '../../src/gateway/backendHostCache.ts';
-import { backendFromDoc, parseBackendFlag } from '../../src/gateway/config.ts';
+} from '../../src/serving/backendHostCache.ts';
+import { backendFromDoc, parseBackendFlag } from '../../src/serving/config.ts';
 
 const URL = 'http://127.0.0.1:8080';
 

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ENGINE_DEFAULTS, makeEngineConfig } from '../../src/engine/options.ts';
-import { backendSpeed } from '../../src/gateway/backendSpeed.ts';
-import { backendFromDoc, parseBackendFlag } from '../../src/gateway/config.ts';
+import { backendSpeed } from '../../src/serving/backendSpeed.ts';
+import { backendFromDoc, parseBackendFlag } from '../../src/serving/config.ts';
 import { replicaSpeed } from '../../src/sim/replicaGroups.ts';
 
 describe('backend hardware', () => {

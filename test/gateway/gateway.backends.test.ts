@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { backendOf } from '../../src/embedded/fleet.ts';
-import type { BackendInfo } from '../../src/gateway/pool.ts';
+import type { BackendInfo } from '../../src/serving/pool.ts';
 import {
   complete,
   configFor,

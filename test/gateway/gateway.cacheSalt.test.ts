@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { tenantCacheSalt, withCacheSalt } from '../../src/gateway/cacheSalt.ts';
+import { tenantCacheSalt, withCacheSalt } from '../../src/serving/cacheSalt.ts';
 import {
   complete,
   type EngineServerHandle,

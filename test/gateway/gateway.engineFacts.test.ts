@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseEngineCacheFacts } from '../../src/gateway/audit/engineFacts.ts';
+import { parseEngineCacheFacts } from '../../src/serving/audit/engineFacts.ts';
 
 const PAGE = `# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.
 # TYPE vllm:prefix_cache_hits_total counter

@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { applyConfigDoc } from '../../src/gateway/config.ts';
+import { applyConfigDoc } from '../../src/serving/config.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 import {
   configFor,

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { applyConfigDoc, type GatewayConfig } from '../../src/gateway/config.ts';
+import { applyConfigDoc, type GatewayConfig } from '../../src/serving/config.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 import {
   configFor,

@@ -7,7 +7,7 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { DEFAULT_POLICY } from '../../src/router/defaults.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 import {

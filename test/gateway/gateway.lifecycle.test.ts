@@ -12,15 +12,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 import { after, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { defaultConfig, type GatewayConfig } from '../../src/gateway/config.ts';
+import { defaultConfig, type GatewayConfig } from '../../src/serving/config.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 import {
   HEALTH_BACKOFF_FIRST_MAX_MS,
   HEALTH_BACKOFF_MAX_MS,
   HealthChecker,
   nextProbeDelayMs,
-} from '../../src/gateway/health.ts';
-import { isClosedConnection, isKeepAliveRace } from '../../src/gateway/reconnect.ts';
+} from '../../src/serving/health.ts';
+import { isClosedConnection, isKeepAliveRace } from '../../src/serving/reconnect.ts';
 import { type GatewayHandle, replicas, tokens, waitFor } from '../support/gateway.harness.ts';
 import { freePort } from '../support/ports.ts';
 

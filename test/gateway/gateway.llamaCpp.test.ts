@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 import { waitFor } from '../support/gateway.harness.ts';
 import { startFakeLlama } from '../support/fakeLlamaServer.ts';

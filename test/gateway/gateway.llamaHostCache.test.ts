@@ -8,9 +8,10 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, test } from 'node:test';
-import { type BackendConfig, defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
+import type { BackendConfig } from '../../src/serving/backendConfig.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
-import { makeLogger } from '../../src/gateway/log.ts';
+import { makeLogger } from '../../src/serving/log.ts';
 import { waitFor } from '../support/gateway.harness.ts';
 import { startFakeLlama } from '../support/fakeLlamaServer.ts';
 

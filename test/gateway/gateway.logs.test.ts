@@ -9,9 +9,9 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { Publisher } from 'zeromq';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { type GatewayHandle, startGateway } from '../../src/gateway/gateway.ts';
-import { makeLogger } from '../../src/gateway/log.ts';
+import { makeLogger } from '../../src/serving/log.ts';
 import { encodeEventBatch, encodeSeq } from '../../src/kv/wire.ts';
 import { waitFor } from '../support/gateway.harness.ts';
 

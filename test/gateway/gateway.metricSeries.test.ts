@@ -1,5 +1,5 @@
 /**
- * The request path's counters and histograms (src/gateway/metricSeries.ts) against prom-client's
+ * The request path's counters and histograms (src/serving/metricSeries.ts) against prom-client's
  * own: the same operations on the same label sets must print the same exposition text, in the
  * Prometheus and in the OpenMetrics format, and read back the same through `getMetricsAsJSON`.
  */
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { Counter, Histogram, Registry, type RegistryContentType } from 'prom-client';
-import { LabelledCounter, LabelledHistogram } from '../../src/gateway/metricSeries.ts';
+import { LabelledCounter, LabelledHistogram } from '../../src/serving/metricSeries.ts';
 
 const BUCKETS = [0.005, 0.01, 0.05, 0.25, 1, 2.5];
 

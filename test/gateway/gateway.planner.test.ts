@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { defaultPlannerConfig } from '../../src/gateway/planner.ts';
+import { defaultPlannerConfig } from '../../src/serving/planner.ts';
 import {
   type EngineServerHandle,
   type GatewayHandle,

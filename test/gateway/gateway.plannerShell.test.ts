@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import { Registry } from 'prom-client';
-import { defaultPlannerConfig, GatewayPlanner } from '../../src/gateway/planner.ts';
-import { makeLogger } from '../../src/gateway/log.ts';
+import { defaultPlannerConfig, GatewayPlanner } from '../../src/serving/planner.ts';
+import { makeLogger } from '../../src/serving/log.ts';
 
 test('the gauge and the log follow the hysteresis of the scripted answers', async () => {
   const lines: { msg: string; move?: string; desiredReplicas?: number }[] = [];
@@ -71,7 +71,7 @@ test('the gauge and the log follow the hysteresis of the scripted answers', asyn
 test('the planner flags: off by default, any of them turns it on, one TTFT target', async () => {
   const { readFlags } = await import('../../src/cli/args.ts');
   const { readServeConfig } = await import('../../src/cli/serve.ts');
-  const { plannerSimArgs } = await import('../../src/gateway/planner.ts');
+  const { plannerSimArgs } = await import('../../src/serving/planner.ts');
   const spec = Object.fromEntries(
     [
       'planner-window-s',

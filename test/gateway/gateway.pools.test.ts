@@ -12,8 +12,8 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { Publisher } from 'zeromq';
 import { type EmbeddedFleet, startEmbeddedFleet } from '../../src/embedded/fleet.ts';
-import { applyConfigDoc, defaultConfig } from '../../src/gateway/config.ts';
-import { servedModels } from '../../src/gateway/models.ts';
+import { applyConfigDoc, defaultConfig } from '../../src/serving/config.ts';
+import { servedModels } from '../../src/serving/models.ts';
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
 import { encodeEventBatch, encodeSeq } from '../../src/kv/wire.ts';
 import {

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type ReplayLimits, EventSubscriber } from '../../src/gateway/subscriber.ts';
+import { type ReplayLimits, EventSubscriber } from '../../src/serving/subscriber.ts';
 import type { ForeignKvEvent } from '../../src/router/index.ts';
 import {
   type EngineServerHandle,

@@ -13,7 +13,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { startGateway } from '../../src/gateway/gateway.ts';
-import { makeLogger } from '../../src/gateway/log.ts';
+import { makeLogger } from '../../src/serving/log.ts';
 import {
   complete,
   configFor,

@@ -15,7 +15,7 @@ import {
 } from '../support/gateway.harness.ts';
 import { readFlags } from '../../src/cli/args.ts';
 import { readServeConfig } from '../../src/cli/serve.ts';
-import { applyConfigDoc, defaultConfig, defaultSessionAffinity } from '../../src/gateway/config.ts';
+import { applyConfigDoc, defaultConfig, defaultSessionAffinity } from '../../src/serving/config.ts';
 
 const MODEL = 'llama-3.3-70b';
 const TURNS = 6;

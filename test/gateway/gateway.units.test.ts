@@ -12,17 +12,17 @@ import { after, describe, test } from 'node:test';
 import { Publisher, Router as ZmqRouter } from 'zeromq';
 import { Flags, parseFlags } from '../../src/cli/args.ts';
 import { readServeConfig } from '../../src/cli/serve.ts';
-import { Authenticator } from '../../src/gateway/auth.ts';
+import { Authenticator } from '../../src/serving/auth.ts';
 import {
   loadConfigFile,
   parseApiKeyFlag,
   parseBackendFlag,
   tenantOfKey,
-} from '../../src/gateway/config.ts';
-import { toErrorResponse } from '../../src/gateway/errors.ts';
-import { parseEngineMetrics } from '../../src/gateway/scraper.ts';
-import { FirstTokenDetector } from '../../src/gateway/firstToken.ts';
-import { EventSubscriber } from '../../src/gateway/subscriber.ts';
+} from '../../src/serving/config.ts';
+import { toErrorResponse } from '../../src/serving/errors.ts';
+import { parseEngineMetrics } from '../../src/serving/scraper.ts';
+import { FirstTokenDetector } from '../../src/serving/firstToken.ts';
+import { EventSubscriber } from '../../src/serving/subscriber.ts';
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
 import type { KvEvent } from '../../src/kv/events.ts';
 import { END_SEQ_FRAME, encodeEventBatch, encodeSeq, type WireFormat } from '../../src/kv/wire.ts';

@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import { backendOf } from '../../src/embedded/fleet.ts';
 import { parseKvTransferConfig } from '../../src/engine/connector/kvTransferConfig.ts';
-import type { BackendRole } from '../../src/gateway/pd/roles.ts';
+import type { BackendRole } from '../../src/serving/pdRoles.ts';
 import {
   type EngineServerHandle,
   type GatewayHandle,

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseBackendFlag, applyConfigDoc, defaultConfig } from '../../src/gateway/config.ts';
+import { parseBackendFlag, applyConfigDoc, defaultConfig } from '../../src/serving/config.ts';
 import { decidePd, DEFAULT_PD_THRESHOLD_TOKENS } from '../../src/gateway/pd/decider.ts';
 import { type DecodeCandidate, pickDecode } from '../../src/model/decodePick.ts';
 import { decodeLegBody, prefillLegBody, transferParamsOf } from '../../src/gateway/pd/protocol.ts';

@@ -17,9 +17,9 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { backendOf } from '../../src/embedded/fleet.ts';
 import { parseKvTransferConfig } from '../../src/engine/connector/kvTransferConfig.ts';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
-import type { BackendRole } from '../../src/gateway/pd/roles.ts';
+import type { BackendRole } from '../../src/serving/pdRoles.ts';
 import {
   configFor,
   type EngineServerHandle,

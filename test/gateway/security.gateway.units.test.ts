@@ -8,12 +8,12 @@ import { test } from 'node:test';
 import { readFlags } from '../../src/cli/args.ts';
 import { readServeConfig } from '../../src/cli/serve.ts';
 import { ApiError } from '../../src/openai/errors.ts';
-import { refuseGatewayOnlyFields } from '../../src/gateway/clientFields.ts';
-import { applyConfigDoc, defaultConfig } from '../../src/gateway/config.ts';
-import { EngineFieldsTap, stripEngineFields } from '../../src/gateway/engineFields.ts';
+import { refuseGatewayOnlyFields } from '../../src/serving/clientFields.ts';
+import { applyConfigDoc, defaultConfig } from '../../src/serving/config.ts';
+import { EngineFieldsTap, stripEngineFields } from '../../src/serving/engineFields.ts';
 import { decodeLegBody } from '../../src/gateway/pd/protocol.ts';
-import { ReplicaLabels } from '../../src/gateway/replicaLabels.ts';
-import { parseRequest } from '../../src/gateway/request.ts';
+import { ReplicaLabels } from '../../src/serving/replicaLabels.ts';
+import { parseRequest } from '../../src/serving/request.ts';
 
 const FORGED = { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: 1 };
 

@@ -9,10 +9,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
-import { parseBackendFlag } from '../../src/gateway/config.ts';
+import { parseBackendFlag } from '../../src/serving/config.ts';
 import { FakeSglangServer } from '../support/sglangServer.ts';
 import { type GatewayHandle, replicas, tokens, waitFor } from '../support/gateway.harness.ts';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 
 const MODEL = 'sglang-model';

@@ -14,11 +14,11 @@ import { pack } from 'msgpackr';
 import OpenAI from 'openai';
 import { Dealer, Publisher } from 'zeromq';
 import { KvEventPublisher } from '../../src/engine/server/publisher.ts';
-import { CentralEvents, podOfTopic } from '../../src/gateway/centralEvents.ts';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { CentralEvents, podOfTopic } from '../../src/serving/centralEvents.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { type GatewayHandle, startGateway } from '../../src/gateway/gateway.ts';
-import { makeLogger, silentLogger } from '../../src/gateway/log.ts';
-import { EventSubscriber } from '../../src/gateway/subscriber.ts';
+import { makeLogger, silentLogger } from '../../src/serving/log.ts';
+import { EventSubscriber } from '../../src/serving/subscriber.ts';
 import {
   decodeEventBatch,
   encodeEventBatch,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
-import { ApproxIndex } from '../../src/router/approxIndex.ts';
+import { ApproxIndex } from '../../src/router/index/approxIndex.ts';
 import { Router } from '../../src/router/index.ts';
 import { cpuReloadTokens } from '../../src/router/policies/cpuHitCredit.ts';
 import { BLOCK, tokens } from '../support/routing.ts';

@@ -1,5 +1,5 @@
 /**
- * The approximate record forgets as each peer router does (src/router/approxForgetting.ts), and
+ * The approximate record forgets as each peer router does (src/router/index/approxForgetting.ts), and
  * never hears of the engine's evictions:
  * - llm-d: an LRU of DefaultLRUCapacityPerServer = 31250 blocks of 16 tokens per pod (Gateway
  *   API inference extension, pkg/epp/scheduling/framework/plugins/multi/prefix/plugin.go);
@@ -13,8 +13,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
 import { BlockPool } from '../../src/kv/blockPool.ts';
-import { approxForgetting, peerForgetMode } from '../../src/router/approxForgetting.ts';
-import { ApproxIndex } from '../../src/router/approxIndex.ts';
+import { approxForgetting, peerForgetMode } from '../../src/router/index/approxForgetting.ts';
+import { ApproxIndex } from '../../src/router/index/approxIndex.ts';
 import { Router } from '../../src/router/index.ts';
 import { Scheduler } from '../../src/scheduler/scheduler.ts';
 

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { BlockArena, heldWord, wordsFor } from '../../src/router/blockArena.ts';
-import { EMPTY, EntryTable } from '../../src/router/entryTable.ts';
+import { BlockArena, heldWord, wordsFor } from '../../src/router/index/blockArena.ts';
+import { EMPTY, EntryTable } from '../../src/router/index/entryTable.ts';
 
 /** A fleet that widens mid-run: replicas below NARROW before the widening, below WIDE after. */
 const NARROW = 64;

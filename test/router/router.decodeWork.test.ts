@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { readFlags } from '../../src/cli/args.ts';
 import { readServeConfig } from '../../src/cli/serve.ts';
-import { applyConfigDoc, defaultConfig } from '../../src/gateway/config.ts';
+import { applyConfigDoc, defaultConfig } from '../../src/serving/config.ts';
 import { Router } from '../../src/router/index.ts';
 import type { PickInput, ReplicaView } from '../../src/router/index.ts';
 import { DelayCostPolicy } from '../../src/router/policies/delayCost.ts';

@@ -6,7 +6,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { type EngineHash, EngineHashTable, NO_HANDLE } from '../../src/router/engineHashTable.ts';
+import {
+  type EngineHash,
+  EngineHashTable,
+  NO_HANDLE,
+} from '../../src/router/index/engineHashTable.ts';
 
 /** Few distinct hashes per run, so that ops hit held ones; high and low words both vary. */
 const hash = fc.oneof(

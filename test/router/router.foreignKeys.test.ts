@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { EventIndex } from '../../src/router/eventIndex.ts';
+import { EventIndex } from '../../src/router/index/eventIndex.ts';
 import { type EngineHash, ForeignKeyMap, type ForeignKvEvent } from '../../src/router/index.ts';
 import { ReferenceForeignKeyMap } from '../support/foreignKeysReference.ts';
 

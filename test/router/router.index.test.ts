@@ -16,7 +16,7 @@ import {
   Router,
   replicaMask,
 } from '../../src/router/index.ts';
-import { SlotTable } from '../../src/router/slotTable.ts';
+import { SlotTable } from '../../src/router/index/slotTable.ts';
 import {
   BLOCK,
   request,

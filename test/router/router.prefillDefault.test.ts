@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { defaultAdmission } from '../../src/gateway/admissionConfig.ts';
+import { defaultAdmission } from '../../src/serving/admissionConfig.ts';
 import { makeReplicaSpec, prefillUsPerToken } from '../../src/model/index.ts';
 import { DEFAULT_PREFILL_US_PER_TOKEN } from '../../src/router/defaults.ts';
 import { DelayCostPolicy } from '../../src/router/policies/delayCost.ts';

@@ -1,5 +1,5 @@
 /**
- * The router's model of a llama.cpp replica's slots (router/slotCache.ts) against llama-server's
+ * The router's model of a llama.cpp replica's slots (router/index/slotCache.ts) against llama-server's
  * slot choice on token ids (support/llamaSlots.ts): a predicted hit never exceeds what the slot
  * the engine picks really holds, and equals it when prompts end inside a block. Also the
  * router's use of it: hits predicted from slots, not from an unbounded pool.
@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { Router } from '../../src/router/index.ts';
-import { SlotCache } from '../../src/router/slotCache.ts';
+import { SlotCache } from '../../src/router/index/slotCache.ts';
 import { TokenSlots } from '../support/llamaSlots.ts';
 
 const BS = 4;

@@ -1,5 +1,5 @@
 /**
- * extendThroughTier (src/router/tierMatch.ts), which walks every replica at once with one
+ * extendThroughTier (src/router/index/tierMatch.ts), which walks every replica at once with one
  * lookup per block and index, against the walk it replaced: one replica at a time, each block
  * looked up per replica, the prefix going on while the block is in the GPU or the CPU index.
  */
@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { BlockKey } from '../../src/kv/blockKey.ts';
-import { BlockIndex } from '../../src/router/blockIndex.ts';
-import { extendThroughTier } from '../../src/router/tierMatch.ts';
+import { BlockIndex } from '../../src/router/index/blockIndex.ts';
+import { extendThroughTier } from '../../src/router/index/tierMatch.ts';
 
 /** The replica-by-replica walk. */
 function reference(

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { UsageError } from '../../src/cli/args.ts';
 import { parseSimFlags, run as runSimCli } from '../../src/cli/sim.ts';
-import * as gateway from '../../src/gateway/planner.ts';
+import * as gateway from '../../src/serving/planner.ts';
 import * as defaults from '../../src/planner/online/defaults.ts';
 import type { RequestRecord } from '../../src/results/requestRecord.ts';
 import type { FleetScaling, ScalingPoint } from '../../src/sim/fleet.ts';

@@ -5,12 +5,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
 import { makeSyntheticTrace, TRACE_BLOCK_TOKENS, TraceWorkload } from '../../src/workload/trace.ts';
-import {
-  type Arrival,
-  makeWorkload,
-  WORKLOAD_NAMES,
-  type Workload,
-} from '../../src/workload/workloads.ts';
+import { type Arrival, makeWorkload, WORKLOAD_NAMES } from '../../src/workload/workloads.ts';
+import type { Workload } from '../../src/workload/types.ts';
 
 function take(w: Workload, n = Number.POSITIVE_INFINITY): Arrival[] {
   const out: Arrival[] = [];

@@ -1,5 +1,5 @@
 /** A small `kvroute epp` for the tests: embedded engines, every port picked free on 127.0.0.1. */
-import { defaultConfig } from '../../src/gateway/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { type EppFleetHandle, startEppWithFleet } from '../../src/embedded/epp.ts';
 
 export type { EppFleetHandle };

@@ -11,7 +11,7 @@ import type {
   ForeignBlockRemoved,
   ForeignBlockStored,
   ForeignKvEvent,
-} from '../../src/router/foreignKeys.ts';
+} from '../../src/router/index/foreignKeys.ts';
 
 /**
  * vLLM's KVCacheSpecKind values whose groups do not keep a whole prefix (a window, a chunk, a

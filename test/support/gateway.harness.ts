@@ -3,8 +3,8 @@
  * port 0, deterministic token-id prompts, and bounded polling. Everything started here is closed
  * by the caller's `after` hooks.
  */
-import type { GatewayConfig } from '../../src/gateway/config.ts';
-import { defaultConfig } from '../../src/gateway/config.ts';
+import type { GatewayConfig } from '../../src/serving/config.ts';
+import { defaultConfig } from '../../src/serving/config.ts';
 import { backendOf } from '../../src/embedded/fleet.ts';
 import { type GatewayHandle, startGateway } from '../../src/gateway/gateway.ts';
 import { type EngineServerOptions, startEngineServer } from '../../src/engine/server/server.ts';

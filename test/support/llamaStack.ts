@@ -7,9 +7,10 @@
  */
 import { Writable } from 'node:stream';
 import OpenAI from 'openai';
-import { type BackendConfig, defaultConfig, type GatewayConfig } from '../../src/gateway/config.ts';
+import { defaultConfig, type GatewayConfig } from '../../src/serving/config.ts';
+import type { BackendConfig } from '../../src/serving/backendConfig.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
-import { makeLogger } from '../../src/gateway/log.ts';
+import { makeLogger } from '../../src/serving/log.ts';
 import { DEFAULT_SHAPE } from '../../src/gguf/tinyModel.ts';
 import type { LlamaServerBinary } from './llamaServer.ts';
 import { startLlamaServer } from './llamaServer.ts';

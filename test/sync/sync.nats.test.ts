@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import OpenAI from 'openai';
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
-import type { PoolRoute } from '../../src/gateway/pool.ts';
+import type { PoolRoute } from '../../src/serving/pool.ts';
 import type { Router } from '../../src/router/index.ts';
 import { subjectsOf } from '../../src/sync/subjects.ts';
 import type { SyncConfig } from '../../src/sync/stateSync.ts';

@@ -14,7 +14,8 @@ import { parseSimFlags } from '../../src/cli/sim.ts';
 import { Rng } from '../../src/util/rng.ts';
 import { gammaSample, interArrivalMs } from '../../src/workload/arrival.ts';
 import { buildWorkload } from '../../src/workload/spec.ts';
-import type { Arrival, Workload } from '../../src/workload/workloads.ts';
+import type { Arrival } from '../../src/workload/workloads.ts';
+import type { Workload } from '../../src/workload/types.ts';
 
 const SAMPLES = 20_000;
 

@@ -8,7 +8,8 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { buildWorkload } from '../../src/workload/spec.ts';
 import { type LadderStage, shapeDurationMs, stageWindows } from '../../src/workload/shape.ts';
-import type { Arrival, Workload } from '../../src/workload/workloads.ts';
+import type { Arrival } from '../../src/workload/workloads.ts';
+import type { Workload } from '../../src/workload/types.ts';
 
 function take(w: Workload, n = Number.POSITIVE_INFINITY): Arrival[] {
   const out: Arrival[] = [];

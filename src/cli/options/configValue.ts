@@ -4,7 +4,7 @@
  * A + 1; a number above 0 is at least the least positive number. Lists and mappings are read
  * by their owners.
  */
-import { configError, int, num, str } from '../../gateway/configValues.ts';
+import { configError, int, num, str } from '../../serving/configValues.ts';
 import type { OptionRow, OptionTable, RowName, ValueOf } from './table.ts';
 
 export type ConfigReader<T extends OptionTable> = <K extends RowName<T>>(

@@ -1,9 +1,9 @@
 /**
  * `kvroute serve`'s options, one row each: its flag spec, the options of its `--help`, the
- * config file's keys (`src/gateway/config.ts` checks a file against them) and its tables in
+ * config file's keys (`src/serving/config.ts` checks a file against them) and its tables in
  * docs/configuration.md all come from here. `epp` takes the same routing options.
  *
- * This module imports only leaf modules (no `gateway/config.ts`), since the config reader
+ * This module imports only leaf modules (no `serving/config.ts`), since the config reader
  * imports it.
  */
 import {
@@ -31,7 +31,7 @@ import {
   DEFAULT_PLANNER_MAX_REPLICAS,
   DEFAULT_PLANNER_SCALE_DOWN_S,
   DEFAULT_PLANNER_WINDOW_S,
-} from '../../gateway/planner.ts';
+} from '../../serving/planner.ts';
 import {
   DEFAULT_KV_THRESHOLD,
   DEFAULT_POLICY,
@@ -132,5 +132,5 @@ export const SERVE_OPTIONS = options({
   'flow-control': configOnly('flow-control', '`{enabled, max-queued, max-queued-per-tenant, max-wait-ms, release, owner-slack-tokens, owner-hold-ms, look-ahead, saturation: {queue-depth, kv-usage, queued-prefill-ms}}`: `--flow-control` and the `--flow-*` flags ([flow-control.md](flow-control.md#in-the-gateway))'),
 });
 
-/** The config file's keys (`src/gateway/config.ts` refuses any other). */
+/** The config file's keys (`src/serving/config.ts` refuses any other). */
 export const SERVE_CONFIG_KEYS: ReadonlySet<string> = new Set(configKeysOf(SERVE_OPTIONS));

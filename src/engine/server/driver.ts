@@ -9,8 +9,9 @@
  * Timers in Node have 1 ms granularity, too coarse for sub-millisecond steps at high speedups, so
  * the last stretch of each wait polls with setImmediate (which still lets I/O run in between).
  */
-import type { EngineCounters, EngineRequest, RequestFinished, StepResult } from '../types.ts';
+import type { EngineCounters, EngineRequest, StepResult } from '../types.ts';
 import { SinkTable } from './sinkTable.ts';
+import type { RequestSink } from './requestSink.ts';
 
 /** What the driver needs from the engine core (EngineCore implements it). */
 export interface SteppableEngine {
@@ -24,20 +25,6 @@ export interface SteppableEngine {
   unloadAdapter?(name: string): boolean;
   /** A fault: the prefix cache emptied with no event (EngineCore has it). */
   forgetCacheSilently?(): number;
-}
-
-/** Where one request's output goes. */
-export interface RequestSink {
-  /**
-   * The scheduler admitted the request (again, after a preemption) in a step that began at
-   * `atMs` (the driver's clock), with `cachedTokens` of its prompt served from the prefix cache.
-   */
-  onScheduled?(atMs: number, cachedTokens: number): void;
-  /** Output token `index` is out; `tokenId` is the sampled id when the runtime samples. */
-  onToken(index: number, tokenId?: number): void;
-  onFinish(finished: RequestFinished): void;
-  /** The engine failed (a bug in the core): the request will never finish. */
-  onFail(err: Error): void;
 }
 
 /** What the request code needs from a driver (WallClockDriver, StepLoopDriver). */

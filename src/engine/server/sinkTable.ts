@@ -6,7 +6,7 @@
  */
 import type { StepPlan } from '../../scheduler/types.ts';
 import type { StepResult } from '../types.ts';
-import type { RequestSink } from './driver.ts';
+import type { RequestSink } from './requestSink.ts';
 
 export class SinkTable {
   readonly #sinks = new Map<string, RequestSink>();

@@ -6,7 +6,8 @@
  * the request code does not know which runtime serves it.
  */
 import type { EngineCounters, EngineRequest, StepResult } from '../types.ts';
-import { type EngineDriver, EngineDeadError, type RequestSink } from './driver.ts';
+import { type EngineDriver, EngineDeadError } from './driver.ts';
+import type { RequestSink } from './requestSink.ts';
 import { SinkTable } from './sinkTable.ts';
 
 /** An engine core whose step is asynchronous (LlamaCppEngine implements it). */

@@ -7,9 +7,9 @@
  * `model_name`, `engine_type`, and `tp_rank` / `pp_rank` / `dp_rank` where set. Every scheduler
  * of one data-parallel rank reports the same queue (with metrics enabled on every TP rank, each
  * rank repeats it), so counts are the max within a `dp_rank` and the sum over ranks; usage is
- * the max of all. Returns the shape the gateway's vLLM parser returns (gateway/scraper.ts).
+ * the max of all. Returns the shape the gateway's vLLM parser returns (serving/scraper.ts).
  */
-import type { EngineReport } from '../../gateway/scraper.ts';
+import type { EngineReport } from '../../serving/scraper.ts';
 
 export const SGLANG_RUNNING = 'sglang:num_running_reqs';
 export const SGLANG_QUEUED = 'sglang:num_queue_reqs';

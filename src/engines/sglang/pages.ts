@@ -4,7 +4,7 @@
  * SGLang caches pages of `--page-size` tokens (1 by default) and names each by a SHA-256 chain
  * over its tokens (mem_cache/utils.py `get_hash_str`, published as `hash_str_to_int64`), which
  * no router hash can match. The router keys its index on whole blocks of `--block-size` tokens,
- * chained with its own hash, and maps engine hashes to those keys (router/foreignKeys.ts). So
+ * chained with its own hash, and maps engine hashes to those keys (router/index/foreignKeys.ts). So
  * this cuts each stored chain of pages into router blocks and hands on one ForeignKvEvent block
  * per router block, named by the page that completes it: the page's own hash when the block ends
  * with the page (always so when the page size divides the block size), `"<hash>/<n>"` when it

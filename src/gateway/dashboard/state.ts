@@ -5,7 +5,7 @@
  * metrics; a gateway with several routers concatenates their replicas and adds their totals.
  */
 import type { ReplicaSnapshot } from '../../router/index.ts';
-import type { GatewayMetrics } from '../metrics.ts';
+import type { GatewayMetrics } from '../../serving/metrics.ts';
 
 /** TTFT percentiles in the series are over this much of the recent past. */
 export const TTFT_WINDOW_MS = 10_000;

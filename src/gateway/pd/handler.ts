@@ -8,37 +8,30 @@
  * replica of its pool; with no prefill replica left the request is decoded alone (the decode
  * engine computes the prompt). Headers: `x-kvroute-prefill-replica` (disaggregated only) and
  * `x-kvroute-replica` (the decode replica), each a label unless addresses are exposed
- * (`../replicaLabels.ts`); no engine's `kv_transfer_params` reaches the client.
+ * (`../../serving/replicaLabels.ts`); no engine's `kv_transfer_params` reaches the client.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ApiError } from '../../openai/errors.ts';
 import { makeReplicaSpec } from '../../model/spec.ts';
 import type { ReplicaSpec } from '../../model/cost.ts';
-import type { Backend } from '../backends.ts';
-import type { GenerateContext } from '../generate.ts';
-import type { ModelPool, PoolRoute } from '../pool.ts';
+import type { Backend } from '../../serving/backends.ts';
+import type { GenerateContext } from '../generateContext.ts';
+import type { ModelPool, PoolRoute } from '../../serving/pool.ts';
 import { bufferedRequest } from '../bufferedRequest.ts';
-import { EngineFieldsTap, stripEngineFields } from '../engineFields.ts';
+import { EngineFieldsTap, stripEngineFields } from '../../serving/engineFields.ts';
 import { type AttemptOutcome, proxyToBackend } from '../proxy.ts';
-import type { ParsedRequest } from '../request.ts';
-import type { RequestRecord } from '../requestLog.ts';
+import type { ParsedRequest } from '../../serving/request.ts';
+import type { RequestRecord } from '../../serving/requestLog.ts';
 import { decidePd, type PdPath } from './decider.ts';
 import { type DecodeCandidate, pickDecode } from '../../model/decodePick.ts';
 import type { PdMetrics } from './metrics.ts';
 import { decodeLegBody, type JsonObject, prefillLegBody, transferParamsOf } from './protocol.ts';
-import { canDecode, canPrefill } from './roles.ts';
+import { canDecode, canPrefill } from '../../serving/pdRoles.ts';
+import type { PdContext } from '../generateContext.ts';
 
 export const PREFILL_REPLICA_HEADER = 'x-kvroute-prefill-replica';
 /** The engine's step budget the TPOT model assumes for mixed steps (vLLM's default 2,048). */
 const DECODE_MODEL_BUDGET_TOKENS = 2048;
-
-export interface PdContext {
-  thresholdTokens: number;
-  metrics: PdMetrics;
-  /** The replica the decode model assumes (default: the router seed's). */
-  spec: ReplicaSpec;
-  kvThreshold: number;
-}
 
 export function makePdContext(
   o: { thresholdTokens: number; kvThreshold: number; spec?: ReplicaSpec },

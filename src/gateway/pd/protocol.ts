@@ -6,7 +6,7 @@
  * `max_tokens: 1` (and `max_completion_tokens: 1` when present), without `stream_options`,
  * `min_tokens` and `min_completion_tokens`; the decode leg is the client's request with the
  * prefill answer's `kv_transfer_params`, or with none when the answer has none. A client's own
- * never gets this far (`../clientFields.ts`); the legs are still built without it.
+ * never gets this far (`../../serving/clientFields.ts`); the legs are still built without it.
  */
 
 export type JsonObject = Record<string, unknown>;

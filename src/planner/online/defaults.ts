@@ -1,6 +1,6 @@
 /**
  * The online planner's defaults, for the shells without an HTTP server (`kvroute sim
- * --planner`): the same values as `serve --planner`'s (`src/gateway/planner.ts`; a test checks
+ * --planner`): the same values as `serve --planner`'s (`src/serving/planner.ts`; a test checks
  * they agree), kept here so that the simulator's CLI need not load the gateway.
  */
 

@@ -5,7 +5,7 @@
  * size, as `ApproxIndex` does for a whole fleet. The other replicas' bits are untouched.
  */
 import type { BlockKey } from '../../kv/blockKey.ts';
-import type { BlockIndex } from '../blockIndex.ts';
+import type { BlockIndex } from '../index/blockIndex.ts';
 
 export class ApproxFallback {
   readonly capacityBlocks: number;

@@ -19,10 +19,10 @@
  * The gateway filters only unhealthy workers (get_healthy_worker_indices): no KV usage, no
  * report age. This policy sets `ownFilters`, and the router offers it every replica that is up.
  */
-import type { ApproxForgetting } from '../approxForgetting.ts';
-import { ApproxIndex } from '../approxIndex.ts';
+import type { ApproxForgetting } from '../index/approxForgetting.ts';
+import { ApproxIndex } from '../index/approxIndex.ts';
 import type { Pick, PickInput, Policy, Routed } from '../policy.ts';
-import { matchPrefix, replicaMask } from '../prefixMatch.ts';
+import { matchPrefix, replicaMask } from '../index/prefixMatch.ts';
 import { argMax, argMin } from './pickBest.ts';
 
 export const DEFAULT_SGLANG_BALANCE_ABS_THRESHOLD = 64;

@@ -2,7 +2,7 @@
  * A published serving benchmark, as plain data: where it is from, the setup as `kvroute sim`
  * flags, and the figures its authors reported per routing policy.
  */
-import type { GroupsBurst } from '../../workload/workloads.ts';
+import type { GroupsBurst } from '../../workload/types.ts';
 import type { HitCount } from './figures.ts';
 
 export interface PublishedPolicyRun {

@@ -1,0 +1,79 @@
+/**
+ * A replica's cached prefix through its CPU tier. The GPU walk (prefixMatch.ts) stops at the
+ * first block a replica lacks on the GPU; a block its CPU tier holds is still a hit, reloaded
+ * over PCIe instead of recomputed, so the prefix goes on while each block is in either tier.
+ * Walked for the replicas that have CPU blocks at all (none: nothing to do), all at once: each
+ * block's entry is looked up once in each index and its bits read for every replica still
+ * walking, where a walk per replica looked every block up once per replica.
+ */
+import type { BlockKey } from '../../kv/blockKey.ts';
+import type { BlockIndex } from './blockIndex.ts';
+
+/** A block not looked up yet (`locate` gives an index >= 0 or -1). */
+const UNKNOWN = -2;
+/** The replicas still walking, reused across calls (grown as fleets grow). */
+let walking = new Int32Array(64);
+
+/**
+ * For each replica id in `ids`, extends `matched[r]` (blocks, from the GPU walk) through the
+ * blocks either index holds and writes into `cpuBlocks[r]` how many of the matched blocks only
+ * the CPU tier holds.
+ */
+export function extendThroughTier(
+  gpu: BlockIndex,
+  cpu: BlockIndex,
+  keys: readonly BlockKey[],
+  ids: readonly number[],
+  matched: Int32Array,
+  cpuBlocks: Int32Array,
+): void {
+  if (walking.length < ids.length) walking = new Int32Array(2 * ids.length);
+  let count = 0;
+  let from = keys.length;
+  for (const r of ids) {
+    cpuBlocks[r] = 0;
+    if (cpu.blockCount(r) === 0 || matched[r]! >= keys.length) continue;
+    walking[count++] = r;
+    if (matched[r]! < from) from = matched[r]!;
+  }
+  const gpuArena = gpu.arena;
+  const cpuArena = cpu.arena;
+  // Block i is looked up (once in each index, and only as far as needed) when some replica's
+  // walk is at it; a replica whose GPU prefix is longer joins at its own start, matched[r], and
+  // blocks before every walk's start are skipped, not looked up.
+  let i = from;
+  while (i < keys.length && count > 0) {
+    const key = keys[i]!;
+    let gpuAt = UNKNOWN;
+    let cpuAt = UNKNOWN;
+    let next = keys.length;
+    for (let w = 0; w < count; ) {
+      const r = walking[w]!;
+      const start = matched[r]!;
+      if (start > i) {
+        if (start < next) next = start;
+        w++;
+        continue;
+      }
+      if (gpuAt === UNKNOWN) gpuAt = gpu.locate(key);
+      if (gpuAt >= 0 && gpuArena.testBit(gpuAt, r)) {
+        next = i + 1;
+        w++;
+        continue;
+      }
+      if (cpuAt === UNKNOWN) cpuAt = cpu.locate(key);
+      if (cpuAt >= 0 && cpuArena.testBit(cpuAt, r)) {
+        cpuBlocks[r]!++;
+        next = i + 1;
+        w++;
+        continue;
+      }
+      // Its walk ends here: the prefix is [0, i).
+      matched[r] = i;
+      walking[w] = walking[--count]!;
+    }
+    i = next;
+  }
+  // Walks that ran to the end matched every block.
+  for (let w = 0; w < count; w++) matched[walking[w]!] = keys.length;
+}
