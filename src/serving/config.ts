@@ -48,7 +48,7 @@ import {
   LOG_LEVELS,
   type LogLevel,
   type TokenizeMode,
-} from '../gateway/configDefaults.ts';
+} from './configDefaults.ts';
 import type { BackendConfig } from './backendConfig.ts';
 
 export {

@@ -6,7 +6,7 @@
  */
 import type { Writable } from 'node:stream';
 import { pino, type Logger, stdTimeFunctions } from 'pino';
-import type { LogLevel } from './config.ts';
+import type { LogLevel } from './configDefaults.ts';
 
 export type { Logger };
 

@@ -16,7 +16,7 @@ import { vllm } from '../engines/vllm.ts';
 import { type Backend, backendHeaders } from './backends.ts';
 import type { RequestTokenizer, TokenizeQuery } from './request.ts';
 
-import { TOKENIZE_MODES, type TokenizeMode } from '../gateway/configDefaults.ts';
+import { TOKENIZE_MODES, type TokenizeMode } from './configDefaults.ts';
 
 export { TOKENIZE_MODES, type TokenizeMode };
 

@@ -24,7 +24,7 @@ import {
   DEFAULT_TOKENIZER,
   LOG_LEVELS,
   TOKENIZE_MODES,
-} from '../../gateway/configDefaults.ts';
+} from '../../serving/configDefaults.ts';
 import {
   DEFAULT_PLANNER_INTERVAL_S,
   DEFAULT_PLANNER_FAST_WINDOW_S,
