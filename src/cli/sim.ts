@@ -5,20 +5,13 @@
  */
 import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import {
-  DEFAULT_KV_THRESHOLD,
-  DEFAULT_POLICY,
-  DEFAULT_OVERLAY_TTL_MS,
-  INDEX_MODES,
-  QUEUE_SOURCES,
-} from '../router/defaults.ts';
+import { DEFAULT_POLICY, INDEX_MODES, QUEUE_SOURCES } from '../router/defaults.ts';
+import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import { renderReport } from '../results/report.ts';
 import { resultsJson } from '../results/result.ts';
 import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
 import { formatAdmission } from '../results/admissionTable.ts';
 import { formatResults, formatSearch } from '../results/table.ts';
-import { APPROX_FORGET_MODES } from '../router/approxForgetting.ts';
-import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import { runBatch } from '../sim/parallel.ts';
 import type { SimAdmission } from '../sim/admission.ts';
@@ -36,7 +29,7 @@ import { readRouterSetups, ROUTER_SETUPS_HELP, type RouterSetup } from './router
 import { readSimFaults, runAuditComparison, SIM_AUDIT_HELP } from './simAudit.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 import type { SimFaults } from '../sim/audit.ts';
-import { type PdFlags, readPdFlags, runSimPd, SIM_PD_HELP } from './simPd.ts';
+import { type PdFlags, readPdFlags, runSimPd, SIM_PD_FLAGS, SIM_PD_HELP } from './simPd.ts';
 import { FLEET_HELP, parseFleetFlag } from './fleetFlag.ts';
 import { PUBLISHED_HARNESS_RUNS, PUBLISHED_NAMES, PUBLISHED_RUNS } from '../sim/published/index.ts';
 import {
@@ -55,15 +48,21 @@ import { formatHarness, formatStages } from '../results/harnessTable.ts';
 import { readSimPlannerFlags, SIM_PLANNER_FLAGS, SIM_PLANNER_HELP } from './simPlannerFlags.ts';
 import type { PlannerLoopOptions } from '../sim/plannerLoop.ts';
 import { runSimPlanner } from './simPlanner.ts';
+import { readerOf } from './options/read.ts';
+import {
+  DEFAULT_SIM_REPORT_MS,
+  SIM_ROUTER_VIEW_FLAGS,
+  SIM_ROUTER_VIEW_HELP,
+  SIM_ROUTER_VIEW_OPTIONS,
+} from './simRouterViewFlags.ts';
 
 const FLAGS = flagSpec({
   string:
-    'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
-    'overlay-ttl-ms approx-forget slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
+    'policy replicas slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
     'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas ' +
-    'pd transfer-gbps transfer-latency-ms fleet concurrency replay-published',
+    'fleet concurrency replay-published',
   multiple: 'kill revive',
-  boolean: 'search json quiet lora-blind',
+  boolean: 'search json quiet',
 });
 
 /** Replicas per workload when --replicas is not given (the seed's sizing with affinity). */
@@ -95,25 +94,7 @@ ${workloadHelp({
 })}fleet
 ${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
   --replicas N          default: seed/hot/lora 22, low-shared 40, shared-prefix 2, else 8
-${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}router view
-  --stale-ms MS         engine reports reach the router this late (default 0: also after
-                        every step); the cost policy's queue term still comes from the ledger
-  --report-ms MS        every replica reports this often (default 100)
-  --event-delay-ms MS   KV events reach the router's index this late (default 0)
-  --index ${INDEX_MODES.join('|')}            prefix index feed (default ${INDEX_MODES[0]})
-  --queue-source ${QUEUE_SOURCES.join('|')}    cost policy's queue term (default ${QUEUE_SOURCES[0]})
-  --kv-threshold F      exclude replicas above this KV usage (default ${DEFAULT_KV_THRESHOLD})
-  --overlay-ttl-ms MS   predict-on-route lifetime (default ${DEFAULT_OVERLAY_TTL_MS})
-  --approx-forget M     ${APPROX_FORGET_MODES.join('|')}: how the approximate records forget
-                        (--index approx, and sglang's own tree); default kvroute (LRU at a
-                        capacity, every route); llmd: LRU of 31,250 16-token blocks per pod;
-                        sglang: 2^24 characters per worker, swept every 60 s; dynamo: 120 s
-                        TTL per block, 2^20 blocks pruned to 80 %; peer: each policy its own
-                        project's (llmd, sglang, dynamo; kvroute's for the others)
-  --lora-blind          also run each LoRA-aware policy (${LORA_AWARE_POLICIES.join(', ')}) as if adapters did
-                        not exist: no load term, no free-slot guard, no LoRA affinity (rows
-                        POLICY/lora-blind)
-${ROUTER_SETUPS_HELP}${SIM_LOAD_HELP}faults
+${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}${SIM_ROUTER_VIEW_HELP}${ROUTER_SETUPS_HELP}${SIM_LOAD_HELP}faults
   --kill R@S            replica R (0..replicas-1) dies at S seconds, within the arrivals
                         (repeatable): requests without a token are re-routed, streaming
                         ones count as errors
@@ -211,6 +192,8 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     SIM_TENANT_FLAGS,
     SIM_LOAD_FLAGS,
     SIM_PLANNER_FLAGS,
+    SIM_PD_FLAGS,
+    SIM_ROUTER_VIEW_FLAGS,
   );
   if (flags === 'help') return 'help';
   const planner = readSimPlannerFlags(flags);
@@ -244,7 +227,8 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   const durationS =
     w.durationS ?? (isTrace || load.shape !== undefined ? undefined : DEFAULT_DURATION_S);
   const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
-  const staleMs = flags.number('stale-ms', { min: 0 }) ?? 0;
+  const view = readerOf(SIM_ROUTER_VIEW_OPTIONS, flags);
+  const staleMs = view('stale-ms') ?? 0;
   const faults = readFaults(flags.strings('kill'), flags.strings('revive'), {
     replicas,
     end: () => {
@@ -265,9 +249,9 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
       }
     }
   }
-  const kvThreshold = flags.fraction('kv-threshold');
-  const overlayTtlMs = flags.number('overlay-ttl-ms', { min: 0 });
-  const approxForget = flags.oneOf('approx-forget', APPROX_FORGET_MODES);
+  const kvThreshold = view('kv-threshold');
+  const overlayTtlMs = view('overlay-ttl-ms');
+  const approxForget = view('approx-forget');
   const base: SimConfig = {
     workload: w.workload,
     seed: w.seed,
@@ -282,16 +266,16 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     ...(load.metricsAs !== undefined && { metricsAs: load.metricsAs }),
     router: {
       policy: DEFAULT_POLICY,
-      index: flags.oneOf('index', INDEX_MODES) ?? INDEX_MODES[0],
-      queueSource: flags.oneOf('queue-source', QUEUE_SOURCES) ?? QUEUE_SOURCES[0],
+      index: view('index') ?? INDEX_MODES[0],
+      queueSource: view('queue-source') ?? QUEUE_SOURCES[0],
       ...(kvThreshold !== undefined && { kvThreshold }),
       ...(overlayTtlMs !== undefined && { overlayTtlMs }),
       ...(approxForget !== undefined && { approxForget }),
     },
     view: {
       staleMs,
-      reportMs: flags.positive('report-ms') ?? 100,
-      eventDelayMs: flags.number('event-delay-ms', { min: 0 }) ?? 0,
+      reportMs: view('report-ms') ?? DEFAULT_SIM_REPORT_MS,
+      eventDelayMs: view('event-delay-ms') ?? 0,
     },
     faults,
     slo: readSlo(flags),
@@ -306,7 +290,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   return {
     base,
     policies: readPolicyList(flags, [DEFAULT_POLICY]),
-    loraBlind: flags.bool('lora-blind'),
+    loraBlind: view('lora-blind') === true,
     search: flags.bool('search'),
     maxReplicas: flags.positive('max-replicas', true) ?? 256,
     json: flags.bool('json'),
@@ -317,12 +301,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
     setups: readRouterSetups(flags),
     auditFaults: readSimFaults(flags, replicas),
-    pd: readPdFlags(
-      flags.string('pd'),
-      flags.positive('transfer-gbps'),
-      flags.number('transfer-latency-ms', { min: 0 }),
-      flags.bool('search'),
-    ),
+    pd: readPdFlags(flags, flags.bool('search')),
     planner,
   };
 }
