@@ -9,7 +9,6 @@ import { DEFAULT_POLICY, INDEX_MODES, QUEUE_SOURCES } from '../router/defaults.t
 import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import { renderReport } from '../results/report.ts';
 import { resultsJson } from '../results/result.ts';
-import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
 import { formatAdmission } from '../results/admissionTable.ts';
 import { formatResults, formatSearch } from '../results/table.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
@@ -18,7 +17,7 @@ import type { SimAdmission } from '../sim/admission.ts';
 import type { SimConfig } from '../sim/run.ts';
 import type { SimulatedRun } from '../results/result.ts';
 import type { WorkloadName } from '../workload/workloads.ts';
-import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FAULT_FLAGS } from './engineFaultFlags.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { readFaults, traceEndMs } from './faultFlags.ts';
@@ -55,14 +54,21 @@ import {
   SIM_ROUTER_VIEW_HELP,
   SIM_ROUTER_VIEW_OPTIONS,
 } from './simRouterViewFlags.ts';
+import {
+  DEFAULT_SEARCH_MAX_REPLICAS,
+  readAdmission,
+  readSlo,
+  SIM_SLO_FLAGS,
+  SIM_SLO_HELP,
+  SIM_SLO_OPTIONS,
+} from './simSloFlags.ts';
 
 const FLAGS = flagSpec({
   string:
-    'policy replicas slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
-    'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas ' +
+    'policy replicas report requests-out routers sync-ms sync fault-replicas ' +
     'fleet concurrency replay-published',
   multiple: 'kill revive',
-  boolean: 'search json quiet',
+  boolean: 'json quiet',
 });
 
 /** Replicas per workload when --replicas is not given (the seed's sizing with affinity). */
@@ -106,26 +112,7 @@ closed loop
                         each end starting the next, until --duration; prints output tokens/s
                         and goodput (requests meeting the SLO per second) over the requests
                         ending between --warmup and --duration
-${SIM_AUDIT_HELP}${SIM_PD_HELP}SLO and search
-  --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: a cold 8,000-token prefill, 143 ms warm +
-                        the 428 ms a hit saves: the cost rule's own promise)
-  --slo-ttft-slowdown X instead: p99 over requests of TTFT / the request's own cold TTFT on an
-                        idle replica at most X (>= 1): a target that scales with each prompt,
-                        for traces whose prompts alone take longer than a fixed one
-  --slo-tpot-p99-ms MS  (default ${DEFAULT_SLO.tpotP99Ms}: three 33.5 ms decode steps at batch 64)
-  --search              fewest replicas meeting the SLO, per policy, by bisection
-  --max-replicas N      search limit (default 256)
-  --threads N           worker threads for the runs and the search's probes (default: the
-                        machine's cores); 1 runs everything in this thread. Same output either way
-admission
-  --max-queue-ms MS     refuse arrivals while every live replica has more than MS of modelled
-                        prefill queued (the gateway's --max-queue-ms); each policy runs with
-                        and without the bound, and goodput (requests meeting the SLO per
-                        second) is shown for both
-  --max-ttft-ms MS      refuse a request when, on the replica the router picked, the prefill
-                        queued ahead of it plus its own uncached prefill is modelled at more
-                        than MS (the gateway's --max-ttft-ms); with or without --max-queue-ms
-${SIM_TENANT_HELP}${SIM_PLANNER_HELP}published runs
+${SIM_AUDIT_HELP}${SIM_PD_HELP}${SIM_SLO_HELP}${SIM_TENANT_HELP}${SIM_PLANNER_HELP}published runs
   --replay-published NAME  ${PUBLISHED_NAMES.join(', ')}: the published setup (src/sim/published/),
                         its cache-blind and cache-aware policies simulated, the published
                         figures (hit rates and token/s, or the harness's throughput and TTFT)
@@ -194,6 +181,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     SIM_PLANNER_FLAGS,
     SIM_PD_FLAGS,
     SIM_ROUTER_VIEW_FLAGS,
+    SIM_SLO_FLAGS,
   );
   if (flags === 'help') return 'help';
   const planner = readSimPlannerFlags(flags);
@@ -228,6 +216,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     w.durationS ?? (isTrace || load.shape !== undefined ? undefined : DEFAULT_DURATION_S);
   const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
   const view = readerOf(SIM_ROUTER_VIEW_OPTIONS, flags);
+  const slo = readerOf(SIM_SLO_OPTIONS, flags);
   const staleMs = view('stale-ms') ?? 0;
   const faults = readFaults(flags.strings('kill'), flags.strings('revive'), {
     replicas,
@@ -291,44 +280,19 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     base,
     policies: readPolicyList(flags, [DEFAULT_POLICY]),
     loraBlind: view('lora-blind') === true,
-    search: flags.bool('search'),
-    maxReplicas: flags.positive('max-replicas', true) ?? 256,
+    search: slo('search') === true,
+    maxReplicas: slo('max-replicas') ?? DEFAULT_SEARCH_MAX_REPLICAS,
     json: flags.bool('json'),
     reportPath: flags.string('report'),
     requestsOut: flags.string('requests-out'),
     quiet: flags.bool('quiet'),
     admission: readAdmission(flags),
-    threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
+    threads: slo('threads') ?? availableParallelism(),
     setups: readRouterSetups(flags),
     auditFaults: readSimFaults(flags, replicas),
     pd: readPdFlags(flags, flags.bool('search')),
     planner,
   };
-}
-
-function readSlo(flags: Flags): SloTargets {
-  const tpotP99Ms = flags.positive('slo-tpot-p99-ms') ?? DEFAULT_SLO.tpotP99Ms;
-  const slowdown = flags.number('slo-ttft-slowdown', { min: 1 });
-  if (slowdown === undefined) {
-    return { ttftP99Ms: flags.positive('slo-ttft-p99-ms') ?? DEFAULT_SLO.ttftP99Ms, tpotP99Ms };
-  }
-  if (flags.has('slo-ttft-p99-ms')) {
-    throw new UsageError(
-      '--slo-ttft-p99-ms and --slo-ttft-slowdown are alternative TTFT targets; give one',
-    );
-  }
-  return { ttftSlowdown: slowdown, tpotP99Ms };
-}
-
-function readAdmission(flags: Flags): SimAdmission | undefined {
-  const maxQueueMs = flags.positive('max-queue-ms');
-  const maxTtftMs = flags.positive('max-ttft-ms');
-  if (maxQueueMs === undefined && maxTtftMs === undefined) return undefined;
-  if (flags.bool('search')) {
-    const flag = maxQueueMs !== undefined ? '--max-queue-ms' : '--max-ttft-ms';
-    throw new UsageError(`${flag} compares runs at one replica count; drop --search`);
-  }
-  return { maxQueueMs: maxQueueMs ?? null, ...(maxTtftMs !== undefined && { maxTtftMs }) };
 }
 
 /** A published run's setup from its own flags (they are the project's: no help, no error). */
