@@ -3,7 +3,7 @@
  * external processing gRPC protocol, `src/epp/`). It takes `serve`'s backend, config, events,
  * tokenizer, policy and admission options (the same reader, `readServeConfig`), plus the pool's
  * pods as `--pool-backends ip:port,...`; with no backend at all it starts an embedded simulated
- * fleet, as `serve` does.
+ * fleet, as `serve` does. Its options: `options/epp.ts`.
  */
 import { parseBackendFlag } from '../serving/config.ts';
 import type { BackendConfig } from '../serving/backendConfig.ts';
@@ -18,24 +18,16 @@ import {
   DEFAULT_GRPC_LIMITS,
   type GrpcLimits,
 } from '../epp/server.ts';
-import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
-import { FLOW_BOOLEAN_FLAGS, FLOW_FLAG_NAMES, FLOW_HELP } from './flowFlags.ts';
-import { NATS_AUTH_HELP } from './natsFlags.ts';
-import { NATS_BOUNDS_HELP, NATS_FLAG_NAMES, readServeConfig } from './serve.ts';
+import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
+import { EPP_OPTIONS } from './options/epp.ts';
+import { helpOf } from './options/help.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
+import { readServeConfig } from './serve.ts';
 import { serveUntilSignal } from './untilSignal.ts';
 
-const FLAGS = flagSpec({
-  string:
-    'port health-port metrics-port host config policy index tokenizer chat-template tokenize ' +
-    'stale-ms kv-threshold scrape-ms block-size replicas speedup seed log-level max-queue-ms ' +
-    'max-ttft-ms prefill-us-per-token pool-events-port pool-replay-port kv-events-bind ' +
-    'grpc-idle-ms grpc-keepalive-ms grpc-keepalive-timeout-ms grpc-max-age-ms grpc-max-age-grace-ms ' +
-    `nats cluster nats-heartbeat-ms nats-peer-timeout-ms ${NATS_FLAG_NAMES} ${FLOW_FLAG_NAMES}`,
-  multiple: 'backend pool-backends',
-  boolean: `expose-replica-addresses ${FLOW_BOOLEAN_FLAGS}`,
-});
+const FLAGS = specOf(EPP_OPTIONS);
 
-const D = DEFAULT_GRPC_LIMITS;
 const HELP = `usage: kvroute epp [flags]
 
 The endpoint picker (EPP) of the Gateway API inference extension: a gRPC server speaking
@@ -45,42 +37,7 @@ router for the replica where the prompt adds the least prefill work and names it
 plane (header x-gateway-destination-endpoint and envoy.lb dynamic metadata); it follows the
 response to release the router's ledger. The data plane forwards the bytes itself.
 
-  --port N               ext_proc port, plaintext HTTP/2; 0 picks a free one (default ${DEFAULT_EPP_PORT})
-  --health-port N        gRPC health service (also served on --port) (default ${DEFAULT_EPP_HEALTH_PORT})
-  --metrics-port N       /metrics, /router/replicas, /health over HTTP (default ${DEFAULT_EPP_METRICS_PORT})
-  --host H               interface of all three (default 127.0.0.1; 0.0.0.0 in a pod)
-  --pool-backends LIST   the pool's endpoints: ip:port (or URLs) separated by commas,
-                         repeatable; each is a backend at http://ip:port
-  --pool-events-port N   KV events of every pool backend at tcp://ip:N (vLLM's publisher)
-  --pool-replay-port N   and their replay at tcp://ip:N
-  --kv-events-bind EP    or bind one SUB socket (tcp://*:5557) that every pod's publisher
-                         connects to, pods told apart by topic kv@<pod-ip>@<model> (llm-d's
-                         deployment; kvroute serve --help)
-  --backend SPEC         a backend as kvroute serve takes it: URL[,events=tcp://H:P]
-                         [,replay=tcp://H:P][,model=NAME][,api-key=KEY]; repeatable;
-                         [,kv-offloading-size=GiB | ,cpu-kv-blocks=N][,kv-blocks=N]: its
-                         CPU tier and GPU pool for --index approx (kvroute serve --help)
-  --config FILE          kvroute serve's YAML config: backends, policy, tokenizer, tenants
-                         and admission; its port and host keys are the gateway's, not used
-  --expose-replica-addresses  x-kvroute-replica gives the replica's ip:port (default: a
-                         label, replica-0, replica-1, ...; docs/security.md)
-connection limits of the gRPC ports (grpc-js options; Envoy reconnects on its next request)
-  --grpc-idle-ms N       close a connection with no stream for N ms, one that only sent the
-                         HTTP/2 preface included (grpc.max_connection_idle_ms, default ${D.idleMs})
-  --grpc-keepalive-ms N  ping an idle peer every N ms (grpc.keepalive_time_ms, default ${D.keepaliveMs})
-  --grpc-keepalive-timeout-ms N  close it when a ping is not answered within N ms
-                         (grpc.keepalive_timeout_ms, default ${D.keepaliveTimeoutMs})
-  --grpc-max-age-ms N    close a connection N ms old once its streams end (grpc.max_connection_age_ms,
-                         default: no limit), forcibly --grpc-max-age-grace-ms N later (default: none)
-serve's routing flags, same meaning and defaults (kvroute serve --help):
-  --policy --index --tokenizer --chat-template --tokenize --stale-ms --kv-threshold
-  --scrape-ms --block-size --seed --log-level --max-queue-ms --max-ttft-ms
-  --prefill-us-per-token
-  --replicas N --speedup F   the embedded simulated fleet, when no backend is given
-  --nats URL [--cluster NAME] [--nats-heartbeat-ms N] [--nats-peer-timeout-ms N]
-                         share routing state over NATS with the cluster's other pickers and
-                         gateways (as kvroute serve --nats): active-active pickers
-${NATS_AUTH_HELP}${NATS_BOUNDS_HELP}${FLOW_HELP.replace('wait in the gateway', 'wait in the picker').replace('request waits here', 'request waits here, before its pick')}
+${helpOf(EPP_OPTIONS)}
 The data plane: Envoy's ext_proc filter with processing_mode request_body_mode and
 response_body_mode FULL_DUPLEX_STREAMED (or BUFFERED), header and trailer modes SEND, and an
 ORIGINAL_DST cluster reading x-gateway-destination-endpoint (docs/kubernetes.md).
@@ -88,8 +45,9 @@ ORIGINAL_DST cluster reading x-gateway-destination-endpoint (docs/kubernetes.md)
 
 /** `--pool-backends 10.0.0.5:8000,10.0.0.6:8000` (and the pool's event ports) as backends. */
 export function readPoolBackends(flags: Flags): BackendConfig[] {
-  const eventsPort = flags.number('pool-events-port', { min: 1, max: 65535, integer: true });
-  const replayPort = flags.number('pool-replay-port', { min: 1, max: 65535, integer: true });
+  const option = readerOf(EPP_OPTIONS, flags);
+  const eventsPort = option('pool-events-port');
+  const replayPort = option('pool-replay-port');
   const entries = flags
     .strings('pool-backends')
     .flatMap((v) => v.split(','))
@@ -115,7 +73,8 @@ export function readPoolBackends(flags: Flags): BackendConfig[] {
 
 /** The gRPC ports' connection limits, each flag a whole number of ms >= 1. */
 export function readGrpcLimits(flags: Flags): GrpcLimits {
-  const ms = (name: string) => flags.positive(name, true);
+  const ms = readerOf(EPP_OPTIONS, flags);
+  const D = DEFAULT_GRPC_LIMITS;
   return {
     idleMs: ms('grpc-idle-ms') ?? D.idleMs,
     keepaliveMs: ms('grpc-keepalive-ms') ?? D.keepaliveMs,
@@ -134,12 +93,11 @@ export async function run(argv: string[]): Promise<number> {
     const given = flags.strings('backend').length > 0 ? config.backends : [];
     config = { ...config, backends: [...given, ...pool] };
   }
-  const port = flags.number('port', { min: 0, max: 65535, integer: true }) ?? DEFAULT_EPP_PORT;
-  const healthPort =
-    flags.number('health-port', { min: 0, max: 65535, integer: true }) ?? DEFAULT_EPP_HEALTH_PORT;
-  const metricsPort =
-    flags.number('metrics-port', { min: 0, max: 65535, integer: true }) ?? DEFAULT_EPP_METRICS_PORT;
-  const speedup = flags.positive('speedup');
+  const option = readerOf(EPP_OPTIONS, flags);
+  const port = option('port') ?? DEFAULT_EPP_PORT;
+  const healthPort = option('health-port') ?? DEFAULT_EPP_HEALTH_PORT;
+  const metricsPort = option('metrics-port') ?? DEFAULT_EPP_METRICS_PORT;
+  const speedup = option('speedup');
   const grpc = readGrpcLimits(flags);
   const logger = makeLogger({ level: config.logLevel });
   const epp = await startEppWithFleet(config, {

@@ -31,19 +31,13 @@ import {
 import { DEFAULT_CLUSTER, isClusterName } from '../sync/subjects.ts';
 import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
 import { readFlowFlags } from './flowFlags.ts';
-import { NATS_AUTH_FLAG_NAMES, readNatsAuth } from './natsFlags.ts';
+import { readNatsAuth } from './natsFlags.ts';
 import { helpOf } from './options/help.ts';
 import { type OptionReader, readerOf } from './options/read.ts';
-import { NATS_BOUNDS_OPTIONS, SERVE_OPTIONS } from './options/serve.ts';
-import { flagNamesOf, specOf } from './options/spec.ts';
+import { SERVE_OPTIONS } from './options/serve.ts';
+import { specOf } from './options/spec.ts';
 import { readRuntimeFlags } from './runtimeFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
-
-/** The NATS flags past --nats, --cluster and the heartbeat's: credentials, TLS, bounds (epp's too). */
-export const NATS_FLAG_NAMES = `${NATS_AUTH_FLAG_NAMES} ${flagNamesOf(NATS_BOUNDS_OPTIONS)}`;
-
-/** The bounds' help, serve's and epp's. */
-export const NATS_BOUNDS_HELP = helpOf(NATS_BOUNDS_OPTIONS);
 
 const HELP = `usage: kvroute serve [flags]
 

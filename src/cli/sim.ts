@@ -5,27 +5,19 @@
  */
 import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import {
-  DEFAULT_KV_THRESHOLD,
-  DEFAULT_POLICY,
-  DEFAULT_OVERLAY_TTL_MS,
-  INDEX_MODES,
-  QUEUE_SOURCES,
-} from '../router/defaults.ts';
+import { DEFAULT_POLICY, INDEX_MODES, QUEUE_SOURCES } from '../router/defaults.ts';
+import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import { renderReport } from '../results/report.ts';
 import { resultsJson } from '../results/result.ts';
-import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
 import { formatAdmission } from '../results/admissionTable.ts';
 import { formatResults, formatSearch } from '../results/table.ts';
-import { APPROX_FORGET_MODES } from '../router/index/approxForgetting.ts';
-import { LORA_AWARE_POLICIES } from '../router/registry.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import { runBatch } from '../sim/parallel.ts';
 import type { SimAdmission } from '../sim/admission.ts';
 import type { SimConfig } from '../sim/run.ts';
 import type { SimulatedRun } from '../results/result.ts';
 import type { WorkloadName } from '../workload/workloads.ts';
-import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
 import { ENGINE_FAULT_FLAGS } from './engineFaultFlags.ts';
 import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
 import { readFaults, traceEndMs } from './faultFlags.ts';
@@ -36,7 +28,7 @@ import { readRouterSetups, ROUTER_SETUPS_HELP, type RouterSetup } from './router
 import { readSimFaults, runAuditComparison, SIM_AUDIT_HELP } from './simAudit.ts';
 import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
 import type { SimFaults } from '../sim/audit.ts';
-import { type PdFlags, readPdFlags, runSimPd, SIM_PD_HELP } from './simPd.ts';
+import { type PdFlags, readPdFlags, runSimPd, SIM_PD_FLAGS, SIM_PD_HELP } from './simPd.ts';
 import { FLEET_HELP, parseFleetFlag } from './fleetFlag.ts';
 import { PUBLISHED_HARNESS_RUNS, PUBLISHED_NAMES, PUBLISHED_RUNS } from '../sim/published/index.ts';
 import {
@@ -55,15 +47,28 @@ import { formatHarness, formatStages } from '../results/harnessTable.ts';
 import { readSimPlannerFlags, SIM_PLANNER_FLAGS, SIM_PLANNER_HELP } from './simPlannerFlags.ts';
 import type { PlannerLoopOptions } from '../sim/plannerLoop.ts';
 import { runSimPlanner } from './simPlanner.ts';
+import { readerOf } from './options/read.ts';
+import {
+  DEFAULT_SIM_REPORT_MS,
+  SIM_ROUTER_VIEW_FLAGS,
+  SIM_ROUTER_VIEW_HELP,
+  SIM_ROUTER_VIEW_OPTIONS,
+} from './simRouterViewFlags.ts';
+import {
+  DEFAULT_SEARCH_MAX_REPLICAS,
+  readAdmission,
+  readSlo,
+  SIM_SLO_FLAGS,
+  SIM_SLO_HELP,
+  SIM_SLO_OPTIONS,
+} from './simSloFlags.ts';
 
 const FLAGS = flagSpec({
   string:
-    'policy replicas stale-ms report-ms event-delay-ms index queue-source kv-threshold ' +
-    'overlay-ttl-ms approx-forget slo-ttft-p99-ms slo-ttft-slowdown slo-tpot-p99-ms max-replicas report ' +
-    'max-queue-ms max-ttft-ms threads requests-out routers sync-ms sync fault-replicas ' +
-    'pd transfer-gbps transfer-latency-ms fleet concurrency replay-published',
+    'policy replicas report requests-out routers sync-ms sync fault-replicas ' +
+    'fleet concurrency replay-published',
   multiple: 'kill revive',
-  boolean: 'search json quiet lora-blind',
+  boolean: 'json quiet',
 });
 
 /** Replicas per workload when --replicas is not given (the seed's sizing with affinity). */
@@ -95,25 +100,7 @@ ${workloadHelp({
 })}fleet
 ${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
   --replicas N          default: seed/hot/lora 22, low-shared 40, shared-prefix 2, else 8
-${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}router view
-  --stale-ms MS         engine reports reach the router this late (default 0: also after
-                        every step); the cost policy's queue term still comes from the ledger
-  --report-ms MS        every replica reports this often (default 100)
-  --event-delay-ms MS   KV events reach the router's index this late (default 0)
-  --index ${INDEX_MODES.join('|')}            prefix index feed (default ${INDEX_MODES[0]})
-  --queue-source ${QUEUE_SOURCES.join('|')}    cost policy's queue term (default ${QUEUE_SOURCES[0]})
-  --kv-threshold F      exclude replicas above this KV usage (default ${DEFAULT_KV_THRESHOLD})
-  --overlay-ttl-ms MS   predict-on-route lifetime (default ${DEFAULT_OVERLAY_TTL_MS})
-  --approx-forget M     ${APPROX_FORGET_MODES.join('|')}: how the approximate records forget
-                        (--index approx, and sglang's own tree); default kvroute (LRU at a
-                        capacity, every route); llmd: LRU of 31,250 16-token blocks per pod;
-                        sglang: 2^24 characters per worker, swept every 60 s; dynamo: 120 s
-                        TTL per block, 2^20 blocks pruned to 80 %; peer: each policy its own
-                        project's (llmd, sglang, dynamo; kvroute's for the others)
-  --lora-blind          also run each LoRA-aware policy (${LORA_AWARE_POLICIES.join(', ')}) as if adapters did
-                        not exist: no load term, no free-slot guard, no LoRA affinity (rows
-                        POLICY/lora-blind)
-${ROUTER_SETUPS_HELP}${SIM_LOAD_HELP}faults
+${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}${SIM_ROUTER_VIEW_HELP}${ROUTER_SETUPS_HELP}${SIM_LOAD_HELP}faults
   --kill R@S            replica R (0..replicas-1) dies at S seconds, within the arrivals
                         (repeatable): requests without a token are re-routed, streaming
                         ones count as errors
@@ -125,26 +112,7 @@ closed loop
                         each end starting the next, until --duration; prints output tokens/s
                         and goodput (requests meeting the SLO per second) over the requests
                         ending between --warmup and --duration
-${SIM_AUDIT_HELP}${SIM_PD_HELP}SLO and search
-  --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: a cold 8,000-token prefill, 143 ms warm +
-                        the 428 ms a hit saves: the cost rule's own promise)
-  --slo-ttft-slowdown X instead: p99 over requests of TTFT / the request's own cold TTFT on an
-                        idle replica at most X (>= 1): a target that scales with each prompt,
-                        for traces whose prompts alone take longer than a fixed one
-  --slo-tpot-p99-ms MS  (default ${DEFAULT_SLO.tpotP99Ms}: three 33.5 ms decode steps at batch 64)
-  --search              fewest replicas meeting the SLO, per policy, by bisection
-  --max-replicas N      search limit (default 256)
-  --threads N           worker threads for the runs and the search's probes (default: the
-                        machine's cores); 1 runs everything in this thread. Same output either way
-admission
-  --max-queue-ms MS     refuse arrivals while every live replica has more than MS of modelled
-                        prefill queued (the gateway's --max-queue-ms); each policy runs with
-                        and without the bound, and goodput (requests meeting the SLO per
-                        second) is shown for both
-  --max-ttft-ms MS      refuse a request when, on the replica the router picked, the prefill
-                        queued ahead of it plus its own uncached prefill is modelled at more
-                        than MS (the gateway's --max-ttft-ms); with or without --max-queue-ms
-${SIM_TENANT_HELP}${SIM_PLANNER_HELP}published runs
+${SIM_AUDIT_HELP}${SIM_PD_HELP}${SIM_SLO_HELP}${SIM_TENANT_HELP}${SIM_PLANNER_HELP}published runs
   --replay-published NAME  ${PUBLISHED_NAMES.join(', ')}: the published setup (src/sim/published/),
                         its cache-blind and cache-aware policies simulated, the published
                         figures (hit rates and token/s, or the harness's throughput and TTFT)
@@ -211,6 +179,9 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     SIM_TENANT_FLAGS,
     SIM_LOAD_FLAGS,
     SIM_PLANNER_FLAGS,
+    SIM_PD_FLAGS,
+    SIM_ROUTER_VIEW_FLAGS,
+    SIM_SLO_FLAGS,
   );
   if (flags === 'help') return 'help';
   const planner = readSimPlannerFlags(flags);
@@ -250,7 +221,9 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   const durationS =
     w.durationS ?? (isTrace || load.shape !== undefined ? undefined : DEFAULT_DURATION_S);
   const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
-  const staleMs = flags.number('stale-ms', { min: 0 }) ?? 0;
+  const view = readerOf(SIM_ROUTER_VIEW_OPTIONS, flags);
+  const slo = readerOf(SIM_SLO_OPTIONS, flags);
+  const staleMs = view('stale-ms') ?? 0;
   const faults = readFaults(flags.strings('kill'), flags.strings('revive'), {
     replicas,
     end: () => {
@@ -271,9 +244,9 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
       }
     }
   }
-  const kvThreshold = flags.fraction('kv-threshold');
-  const overlayTtlMs = flags.number('overlay-ttl-ms', { min: 0 });
-  const approxForget = flags.oneOf('approx-forget', APPROX_FORGET_MODES);
+  const kvThreshold = view('kv-threshold');
+  const overlayTtlMs = view('overlay-ttl-ms');
+  const approxForget = view('approx-forget');
   const base: SimConfig = {
     workload: w.workload,
     seed: w.seed,
@@ -288,16 +261,16 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     ...(load.metricsAs !== undefined && { metricsAs: load.metricsAs }),
     router: {
       policy: DEFAULT_POLICY,
-      index: flags.oneOf('index', INDEX_MODES) ?? INDEX_MODES[0],
-      queueSource: flags.oneOf('queue-source', QUEUE_SOURCES) ?? QUEUE_SOURCES[0],
+      index: view('index') ?? INDEX_MODES[0],
+      queueSource: view('queue-source') ?? QUEUE_SOURCES[0],
       ...(kvThreshold !== undefined && { kvThreshold }),
       ...(overlayTtlMs !== undefined && { overlayTtlMs }),
       ...(approxForget !== undefined && { approxForget }),
     },
     view: {
       staleMs,
-      reportMs: flags.positive('report-ms') ?? 100,
-      eventDelayMs: flags.number('event-delay-ms', { min: 0 }) ?? 0,
+      reportMs: view('report-ms') ?? DEFAULT_SIM_REPORT_MS,
+      eventDelayMs: view('event-delay-ms') ?? 0,
     },
     faults,
     slo: readSlo(flags),
@@ -312,50 +285,20 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   return {
     base,
     policies: readPolicyList(flags, [DEFAULT_POLICY]),
-    loraBlind: flags.bool('lora-blind'),
-    search: flags.bool('search'),
-    maxReplicas: flags.positive('max-replicas', true) ?? 256,
+    loraBlind: view('lora-blind') === true,
+    search: slo('search') === true,
+    maxReplicas: slo('max-replicas') ?? DEFAULT_SEARCH_MAX_REPLICAS,
     json: flags.bool('json'),
     reportPath: flags.string('report'),
     requestsOut: flags.string('requests-out'),
     quiet: flags.bool('quiet'),
     admission: readAdmission(flags),
-    threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
+    threads: slo('threads') ?? availableParallelism(),
     setups: readRouterSetups(flags),
     auditFaults: readSimFaults(flags, replicas),
-    pd: readPdFlags(
-      flags.string('pd'),
-      flags.positive('transfer-gbps'),
-      flags.number('transfer-latency-ms', { min: 0 }),
-      flags.bool('search'),
-    ),
+    pd: readPdFlags(flags, flags.bool('search')),
     planner,
   };
-}
-
-function readSlo(flags: Flags): SloTargets {
-  const tpotP99Ms = flags.positive('slo-tpot-p99-ms') ?? DEFAULT_SLO.tpotP99Ms;
-  const slowdown = flags.number('slo-ttft-slowdown', { min: 1 });
-  if (slowdown === undefined) {
-    return { ttftP99Ms: flags.positive('slo-ttft-p99-ms') ?? DEFAULT_SLO.ttftP99Ms, tpotP99Ms };
-  }
-  if (flags.has('slo-ttft-p99-ms')) {
-    throw new UsageError(
-      '--slo-ttft-p99-ms and --slo-ttft-slowdown are alternative TTFT targets; give one',
-    );
-  }
-  return { ttftSlowdown: slowdown, tpotP99Ms };
-}
-
-function readAdmission(flags: Flags): SimAdmission | undefined {
-  const maxQueueMs = flags.positive('max-queue-ms');
-  const maxTtftMs = flags.positive('max-ttft-ms');
-  if (maxQueueMs === undefined && maxTtftMs === undefined) return undefined;
-  if (flags.bool('search')) {
-    const flag = maxQueueMs !== undefined ? '--max-queue-ms' : '--max-ttft-ms';
-    throw new UsageError(`${flag} compares runs at one replica count; drop --search`);
-  }
-  return { maxQueueMs: maxQueueMs ?? null, ...(maxTtftMs !== undefined && { maxTtftMs }) };
 }
 
 /** A published run's setup from its own flags (they are the project's: no help, no error). */

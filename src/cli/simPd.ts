@@ -7,7 +7,11 @@
 import { DEFAULT_TRANSFER_GBPS, DEFAULT_TRANSFER_LATENCY_MS } from '../engine/connector/nixl.ts';
 import type { SimConfig } from '../sim/run.ts';
 import { type PdRunResult, searchPd, simulatePd } from '../sim/pd/runPd.ts';
-import { UsageError } from './args.ts';
+import { type Flags, UsageError } from './args.ts';
+import { helpOf } from './options/help.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
+import { num, options, str } from './options/table.ts';
 
 export interface PdFlags {
   /** A P:D split, or 'auto' (with --search). */
@@ -16,21 +20,28 @@ export interface PdFlags {
   transferLatencyMs: number;
 }
 
-export const SIM_PD_HELP = `disaggregated prefill and decode
-  --pd P:D              P prefill and D decode replicas (vLLM's NixlConnector protocol, the
-                        real router over the prefill pool, the decode pick by decode load,
-                        the KV transfer modelled); with --search, --pd auto: the fewest GPUs
-                        aggregated and over every P:D split, meeting the SLO
-  --transfer-gbps F     KV link, GB/s (default ${DEFAULT_TRANSFER_GBPS})
-  --transfer-latency-ms F  per transfer (default ${DEFAULT_TRANSFER_LATENCY_MS})
-`;
+const PD_HELP =
+  "P prefill and D decode replicas (vLLM's NixlConnector protocol, the real router over the " +
+  'prefill pool, the decode pick by decode load, the KV transfer modelled); with --search, --pd ' +
+  'auto: the fewest GPUs aggregated and over every P:D split, meeting the SLO';
 
-export function readPdFlags(
-  pd: string | undefined,
-  gbps: number | undefined,
-  latencyMs: number | undefined,
-  search: boolean,
-): PdFlags | null {
+/** The P/D options, one row each (sim's flag spec and `--help` come from here). */
+// biome-ignore format: one option a line
+export const SIM_PD_OPTIONS = options({
+  pd: str('P:D', PD_HELP, { section: 'disaggregated prefill and decode' }),
+  'transfer-gbps': num('F', 'KV link, GB/s', { above: 0, default: DEFAULT_TRANSFER_GBPS }),
+  'transfer-latency-ms': num('F', 'per transfer', { min: 0, default: DEFAULT_TRANSFER_LATENCY_MS }),
+});
+
+export const SIM_PD_FLAGS = specOf(SIM_PD_OPTIONS);
+export const SIM_PD_HELP = helpOf(SIM_PD_OPTIONS);
+
+/** The P/D run `--pd` asks for (`search`: the run is `--search`), null without `--pd`. */
+export function readPdFlags(flags: Flags, search: boolean): PdFlags | null {
+  const option = readerOf(SIM_PD_OPTIONS, flags);
+  const pd = option('pd');
+  const gbps = option('transfer-gbps');
+  const latencyMs = option('transfer-latency-ms');
   if (pd === undefined) {
     if (gbps !== undefined || latencyMs !== undefined) {
       throw new UsageError('--transfer-gbps and --transfer-latency-ms need --pd');

@@ -13,14 +13,35 @@ import {
   DEFAULT_PLANNER_WINDOW_S,
 } from '../planner/online/defaults.ts';
 import type { PlannerLoopOptions } from '../sim/plannerLoop.ts';
-import { type Flags, flagSpec, UsageError } from './args.ts';
+import { type Flags, UsageError } from './args.ts';
+import { helpOf } from './options/help.ts';
+import { type OptionReader, readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
+import { bool, int, num, options } from './options/table.ts';
 
-export const SIM_PLANNER_FLAGS = flagSpec({
-  string:
-    'planner-startup-s planner-window-s planner-interval-s planner-scale-down-s ' +
-    'planner-max-replicas planner-fast-window-s',
-  boolean: 'planner',
+const PLANNER_HELP =
+  "replay the workload with the online planner in the loop (serve --planner's core): every " +
+  '--planner-interval-s of simulated time it searches the arrivals of the last --planner-window-s ' +
+  "for the fewest replicas meeting the run's SLO, and the fleet follows: replicas added take " +
+  'requests --planner-startup-s later, removed ones take no new request and leave once drained; ' +
+  'starts at --replicas. Prints the replica count over time, replica-hours, the first answer and ' +
+  'the SLO';
+
+/** The planner's options, one row each (sim's flag spec and `--help` come from here). */
+// biome-ignore format: one option a line
+export const SIM_PLANNER_OPTIONS = options({
+  planner: bool(PLANNER_HELP, { section: 'planner in the loop' }),
+  'planner-startup-s': num('S', 'a replica added takes requests this long later', { min: 0, default: DEFAULT_PLANNER_STARTUP_S }),
+  'planner-window-s': num('S', 'the arrivals fitted', { above: 0, default: DEFAULT_PLANNER_WINDOW_S }),
+  'planner-interval-s': num('S', 'how often it answers', { above: 0, default: DEFAULT_PLANNER_INTERVAL_S }),
+  'planner-scale-down-s': num('S', 'a lower answer must hold this long before the count goes down', { min: 0, default: DEFAULT_PLANNER_SCALE_DOWN_S }),
+  'planner-max-replicas': int('N', 'most replicas tried; the answer when none meets the SLO', { above: 0, default: DEFAULT_PLANNER_MAX_REPLICAS }),
+  'planner-fast-window-s': num('S', 'also search the arrivals of the last S seconds alone and take the larger answer: a rise in the rate is seen before it fills the window (default 0: off, one window as serve --planner)', { min: 0 }),
 });
+
+export const SIM_PLANNER_FLAGS = specOf(SIM_PLANNER_OPTIONS);
+export const SIM_PLANNER_HELP = helpOf(SIM_PLANNER_OPTIONS);
+type PlannerOption = OptionReader<typeof SIM_PLANNER_OPTIONS>;
 
 /** Flags a run with the planner in the loop cannot take (each fixes or compares fleets). */
 const NOT_WITH_PLANNER = [
@@ -43,30 +64,10 @@ const NOT_WITH_PLANNER = [
   'requests-out',
 ];
 
-export const SIM_PLANNER_HELP = `planner in the loop
-  --planner             replay the workload with the online planner in the loop (serve
-                        --planner's core): every --planner-interval-s of simulated time it
-                        searches the arrivals of the last --planner-window-s for the fewest
-                        replicas meeting the run's SLO, and the fleet follows: replicas
-                        added take requests --planner-startup-s later, removed ones take no new
-                        request and leave once drained; starts at --replicas. Prints the
-                        replica count over time, replica-hours, the first answer and the SLO
-  --planner-startup-s S a replica added takes requests this long later (default ${DEFAULT_PLANNER_STARTUP_S})
-  --planner-window-s S  the arrivals fitted (default ${DEFAULT_PLANNER_WINDOW_S})
-  --planner-interval-s S  how often it answers (default ${DEFAULT_PLANNER_INTERVAL_S})
-  --planner-scale-down-s S  a lower answer must hold this long before the count goes down
-                        (default ${DEFAULT_PLANNER_SCALE_DOWN_S})
-  --planner-max-replicas N  most replicas tried; the answer when none meets the SLO
-                        (default ${DEFAULT_PLANNER_MAX_REPLICAS})
-  --planner-fast-window-s S  also search the arrivals of the last S seconds alone and take
-                        the larger answer: a rise in the rate is seen before it fills the
-                        window (default 0: off, one window as serve --planner)
-`;
-
-function fastWindow(flags: Flags): { fastWindowMs: number } | Record<string, never> {
-  const s = flags.number('planner-fast-window-s', { min: 0 });
+function fastWindow(option: PlannerOption): { fastWindowMs: number } | Record<string, never> {
+  const s = option('planner-fast-window-s');
   if (s === undefined || s === 0) return {};
-  const windowS = flags.positive('planner-window-s') ?? DEFAULT_PLANNER_WINDOW_S;
+  const windowS = option('planner-window-s') ?? DEFAULT_PLANNER_WINDOW_S;
   if (s >= windowS) {
     throw new UsageError(
       `--planner-fast-window-s must be shorter than --planner-window-s (${windowS}), got ${s}`,
@@ -77,14 +78,7 @@ function fastWindow(flags: Flags): { fastWindowMs: number } | Record<string, nev
 
 /** The planner's options, or null without `--planner` (its companions then are refused). */
 export function readSimPlannerFlags(flags: Flags): PlannerLoopOptions | null {
-  const companions = [
-    'planner-startup-s',
-    'planner-window-s',
-    'planner-interval-s',
-    'planner-scale-down-s',
-    'planner-max-replicas',
-    'planner-fast-window-s',
-  ];
+  const companions = Object.keys(SIM_PLANNER_OPTIONS).filter((f) => f !== 'planner');
   if (!flags.bool('planner')) {
     const stray = companions.find((f) => flags.has(f));
     if (stray !== undefined) throw new UsageError(`--${stray} needs --planner`);
@@ -94,14 +88,13 @@ export function readSimPlannerFlags(flags: Flags): PlannerLoopOptions | null {
   if (other !== undefined) {
     throw new UsageError(`--planner runs one fleet that the planner resizes; drop --${other}`);
   }
-  const seconds = (name: string, fallback: number, min: 'zero' | 'positive') =>
-    (min === 'zero' ? flags.number(name, { min: 0 }) : flags.positive(name)) ?? fallback;
+  const option = readerOf(SIM_PLANNER_OPTIONS, flags);
   return {
-    startupMs: seconds('planner-startup-s', DEFAULT_PLANNER_STARTUP_S, 'zero') * 1000,
-    windowMs: seconds('planner-window-s', DEFAULT_PLANNER_WINDOW_S, 'positive') * 1000,
-    intervalMs: seconds('planner-interval-s', DEFAULT_PLANNER_INTERVAL_S, 'positive') * 1000,
-    scaleDownMs: seconds('planner-scale-down-s', DEFAULT_PLANNER_SCALE_DOWN_S, 'zero') * 1000,
-    maxReplicas: flags.positive('planner-max-replicas', true) ?? DEFAULT_PLANNER_MAX_REPLICAS,
-    ...fastWindow(flags),
+    startupMs: (option('planner-startup-s') ?? DEFAULT_PLANNER_STARTUP_S) * 1000,
+    windowMs: (option('planner-window-s') ?? DEFAULT_PLANNER_WINDOW_S) * 1000,
+    intervalMs: (option('planner-interval-s') ?? DEFAULT_PLANNER_INTERVAL_S) * 1000,
+    scaleDownMs: (option('planner-scale-down-s') ?? DEFAULT_PLANNER_SCALE_DOWN_S) * 1000,
+    maxReplicas: option('planner-max-replicas') ?? DEFAULT_PLANNER_MAX_REPLICAS,
+    ...fastWindow(option),
   };
 }

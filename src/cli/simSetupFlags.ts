@@ -13,11 +13,11 @@ import type { EngineOptions } from '../engine/options.ts';
 import type { Dtype } from '../model/catalog.ts';
 import { kvPoolTokens, replicaSpecProblem } from '../model/cost.ts';
 import { makeReplicaSpec } from '../model/spec.ts';
-import { type Flags, flagSpec, UsageError } from './args.ts';
-
-export const SIM_SETUP_FLAGS = flagSpec({
-  string: 'dtype kv-cache-dtype quantization gpu-memory-utilization engine-defaults',
-});
+import { type Flags, UsageError } from './args.ts';
+import { helpOf } from './options/help.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
+import { num, oneOf, options } from './options/table.ts';
 
 /** vLLM's --dtype names and ours; FP16 and BF16 cost the same (2 bytes, the same tensor FLOP/s). */
 const WEIGHT_DTYPES = ['auto', 'bf16', 'bfloat16', 'fp16', 'float16', 'half', 'fp8'] as const;
@@ -25,27 +25,34 @@ const WEIGHT_DTYPES = ['auto', 'bf16', 'bfloat16', 'fp16', 'float16', 'half', 'f
 const KV_DTYPES = ['auto', 'bf16', 'bfloat16', 'fp16', 'fp8', 'fp8_e4m3', 'fp8_e5m2'] as const;
 const QUANTIZATIONS = ['fp8'] as const;
 
-export const SIM_SETUP_HELP = `setup (vLLM's names)
-  --engine-defaults E   ${ENGINE_DEFAULT_SETS.join('|')}: whose defaults fill what is not given
-                        (default kvroute: FP8 weights, 0.92, budget 2048, 64 seqs); vllm: BF16,
-                        0.9, 8192/1024 on >= 70 GiB GPUs but A100, else 2048/256; sglang: BF16,
-                        mem_fraction_static 0.88 (TP 1), chunked prefill 2048/8192/16384 by
-                        GPU memory, running requests from the pool, prefill and decode
-                        batches apart, the overlap scheduler's delay, fcfs; sglang-v0.4: as
-                        sglang, chunked prefill 2048/8192 (25,000 MB), lpm
-  --dtype D             weights: ${WEIGHT_DTYPES.join(', ')} (auto: the model's, BF16)
-  --quantization Q      ${QUANTIZATIONS.join(', ')}: FP8 weights (as --dtype fp8)
-  --kv-cache-dtype D    ${KV_DTYPES.join(', ')} (default auto: BF16)
-  --gpu-memory-utilization F  fraction of each GPU for weights and KV, (0, 1]
-`;
+const ENGINE_DEFAULTS_HELP =
+  '{values}: whose defaults fill what is not given (default {default}: FP8 weights, 0.92, budget ' +
+  '2048, 64 seqs); vllm: BF16, 0.9, 8192/1024 on >= 70 GiB GPUs but A100, else 2048/256; sglang: ' +
+  'BF16, mem_fraction_static 0.88 (TP 1), chunked prefill 2048/8192/16384 by GPU memory, running ' +
+  "requests from the pool, prefill and decode batches apart, the overlap scheduler's delay, fcfs; " +
+  'sglang-v0.4: as sglang, chunked prefill 2048/8192 (25,000 MB), lpm';
+
+/** The setup options, one row each (sim's flag spec, `--help` and docs come from here). */
+// biome-ignore format: one option a line
+export const SIM_SETUP_OPTIONS = options({
+  'engine-defaults': oneOf(ENGINE_DEFAULT_SETS, 'E', ENGINE_DEFAULTS_HELP, { default: 'kvroute', section: "setup (vLLM's names)" }),
+  dtype: oneOf(WEIGHT_DTYPES, 'D', "weights: {values} (auto: the model's, BF16)"),
+  quantization: oneOf(QUANTIZATIONS, 'Q', '{values}: FP8 weights (as --dtype fp8)'),
+  'kv-cache-dtype': oneOf(KV_DTYPES, 'D', '{values} (default {default}: BF16)', { default: 'auto' }),
+  'gpu-memory-utilization': num('F', 'fraction of each GPU for weights and KV, (0, 1]', { above: 0, max: 1 }),
+});
+
+export const SIM_SETUP_FLAGS = specOf(SIM_SETUP_OPTIONS);
+export const SIM_SETUP_HELP = helpOf(SIM_SETUP_OPTIONS);
 
 /** The engine's options with the setup flags applied; `flags` also tells what was given. */
 export function applySimSetup(flags: Flags, engine: EngineOptions): EngineOptions {
-  const set: EngineDefaultSet = flags.oneOf('engine-defaults', ENGINE_DEFAULT_SETS) ?? 'kvroute';
-  const dtype = flags.oneOf('dtype', WEIGHT_DTYPES);
-  const quantization = flags.oneOf('quantization', QUANTIZATIONS);
-  const kv = flags.oneOf('kv-cache-dtype', KV_DTYPES);
-  const util = flags.fraction('gpu-memory-utilization');
+  const option = readerOf(SIM_SETUP_OPTIONS, flags);
+  const set: EngineDefaultSet = option('engine-defaults') ?? 'kvroute';
+  const dtype = option('dtype');
+  const quantization = option('quantization');
+  const kv = option('kv-cache-dtype');
+  const util = option('gpu-memory-utilization');
   if (set === 'kvroute' && [dtype, quantization, kv, util].every((v) => v === undefined)) {
     return engine;
   }
