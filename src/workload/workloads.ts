@@ -237,43 +237,26 @@ export function makeWorkload(name: WorkloadName, opts: WorkloadOptions): Workloa
     customers: SEED_LOAD.customers,
     outputTokens: SEED_LOAD.outputTokens,
   };
+  /** The seed's 8,000-token prompt with `sharedTokens` of it shared by each customer. */
+  const seedShaped = (sharedTokens: number, hotShare: number) =>
+    new SharedPrefixWorkload(
+      {
+        name,
+        ...seedLoad,
+        sharedTokens,
+        uniqueTokens: SEED_LOAD.promptTokens - sharedTokens,
+        hotShare,
+      },
+      opts,
+    );
   switch (name) {
     case 'seed':
-      return new SharedPrefixWorkload(
-        {
-          name,
-          ...seedLoad,
-          sharedTokens: SEED_LOAD.sharedTokens,
-          uniqueTokens: SEED_LOAD.promptTokens - SEED_LOAD.sharedTokens,
-          hotShare: 0,
-        },
-        opts,
-      );
+      return seedShaped(SEED_LOAD.sharedTokens, 0);
     case 'hot':
-      return new SharedPrefixWorkload(
-        {
-          name,
-          ...seedLoad,
-          sharedTokens: SEED_LOAD.sharedTokens,
-          uniqueTokens: SEED_LOAD.promptTokens - SEED_LOAD.sharedTokens,
-          hotShare: 0.1,
-        },
-        opts,
-      );
-    case 'low-shared': {
+      return seedShaped(SEED_LOAD.sharedTokens, 0.1);
+    case 'low-shared':
       // 15 % of the 8,000-token prompt shared: the seed's reversal condition.
-      const sharedTokens = Math.round(SEED_LOAD.promptTokens * 0.15);
-      return new SharedPrefixWorkload(
-        {
-          name,
-          ...seedLoad,
-          sharedTokens,
-          uniqueTokens: SEED_LOAD.promptTokens - sharedTokens,
-          hotShare: 0,
-        },
-        opts,
-      );
-    }
+      return seedShaped(Math.round(SEED_LOAD.promptTokens * 0.15), 0);
     case 'groups':
       return new GroupsWorkload(opts);
     case 'multiturn':
