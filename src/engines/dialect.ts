@@ -124,3 +124,29 @@ export function refusal(json: unknown, fallback: string): TokenizeRefused {
     typeof error?.param === 'string' ? error.param : null,
   );
 }
+
+/**
+ * A tokenize endpoint's answer: a 400 is the backend's refusal (the client's prompt is at
+ * fault); a 200 is read by `read` (null: it holds no token ids); anything else is an error.
+ */
+export function readTokenizeAnswer<T>(
+  path: string,
+  answer: { status: number; json: unknown },
+  read: (json: unknown) => T | null,
+): T {
+  const { status, json } = answer;
+  if (status === 400) throw refusal(json, 'the backend refused the prompt');
+  const read_ = status === 200 ? read(json) : null;
+  if (read_ === null) {
+    throw new Error(`${path} answered ${status}${status === 200 ? ' without token ids' : ''}`);
+  }
+  return read_;
+}
+
+/** `readLoad` for an engine whose load is its `/metrics` page alone. */
+export function metricsLoad(parse: (text: string) => LoadReport | null): EngineDialect['readLoad'] {
+  return async (get) => {
+    const page = await get('/metrics');
+    return page.status === 200 ? parse(page.text) : null;
+  };
+}

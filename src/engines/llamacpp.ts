@@ -18,6 +18,7 @@ import {
   type LoadReport,
   type Post,
   readGauges,
+  readTokenizeAnswer,
   refusal,
   sum,
   type TokenizeAnswer,
@@ -113,12 +114,8 @@ export async function llamaTokenize(body: TokenizeBody, post: Post): Promise<Tok
   } else {
     throw new Error('nothing to tokenize: neither prompt nor messages');
   }
-  const { status, json } = await post('/tokenize', llamaTokenizeBody(content));
-  if (status === 400) throw refusal(json, 'the backend refused the prompt');
-  const ids = tokenIds(json);
-  if (status !== 200 || ids === null) {
-    throw new Error(`/tokenize answered ${status}${status === 200 ? ' without token ids' : ''}`);
-  }
+  const answer = await post('/tokenize', llamaTokenizeBody(content));
+  const ids = readTokenizeAnswer('/tokenize', answer, tokenIds);
   return { ids, maxModelLen: null };
 }
 

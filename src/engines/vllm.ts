@@ -10,7 +10,8 @@ import {
   max,
   type Post,
   readGauges,
-  refusal,
+  metricsLoad,
+  readTokenizeAnswer,
   sum,
   type TokenizeAnswer,
   type TokenizeBody,
@@ -41,24 +42,19 @@ export async function vllmTokenize(
   body: TokenizeBody,
   post: Post,
 ): Promise<TokenizeAnswer> {
-  const { status, json } = await post(path, body);
-  if (status === 400) throw refusal(json, 'the backend refused the prompt');
-  const ids = tokenIds(json);
-  if (status !== 200 || ids === null) {
-    throw new Error(`${path} answered ${status}${status === 200 ? ' without token ids' : ''}`);
-  }
-  const len = (json as { max_model_len?: unknown }).max_model_len;
-  return { ids, maxModelLen: Number.isInteger(len) ? (len as number) : null };
+  return readTokenizeAnswer(path, await post(path, body), (json) => {
+    const ids = tokenIds(json);
+    if (ids === null) return null;
+    const len = (json as { max_model_len?: unknown }).max_model_len;
+    return { ids, maxModelLen: Number.isInteger(len) ? (len as number) : null };
+  });
 }
 
 export const vllm: EngineDialect = {
   kind: 'vllm',
   loadPath: '/metrics',
   parseLoad: parseVllmLoad,
-  readLoad: async (get) => {
-    const page = await get('/metrics');
-    return page.status === 200 ? parseVllmLoad(page.text) : null;
-  },
+  readLoad: metricsLoad(parseVllmLoad),
   cacheSource: 'events',
   tokenizes: true,
   tokenize: (body, post) => vllmTokenize('/tokenize', body, post),

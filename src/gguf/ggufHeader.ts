@@ -25,25 +25,25 @@ class ByteSink {
     this.#buf.copy(next, 0, 0, this.#len);
     this.#buf = next;
   }
+  /** Makes room for `width` bytes, then `write` puts them at the end (it returns the new end). */
+  #put(width: number, write: (buf: Buffer, at: number) => number): void {
+    this.#room(width);
+    this.#len = write(this.#buf, this.#len);
+  }
   u32(n: number): void {
-    this.#room(4);
-    this.#len = this.#buf.writeUInt32LE(n, this.#len);
+    this.#put(4, (buf, at) => buf.writeUInt32LE(n, at));
   }
   i32(n: number): void {
-    this.#room(4);
-    this.#len = this.#buf.writeInt32LE(n, this.#len);
+    this.#put(4, (buf, at) => buf.writeInt32LE(n, at));
   }
   u64(n: number): void {
-    this.#room(8);
-    this.#len = this.#buf.writeBigUInt64LE(BigInt(n), this.#len);
+    this.#put(8, (buf, at) => buf.writeBigUInt64LE(BigInt(n), at));
   }
   f32(n: number): void {
-    this.#room(4);
-    this.#len = this.#buf.writeFloatLE(n, this.#len);
+    this.#put(4, (buf, at) => buf.writeFloatLE(n, at));
   }
   u8(n: number): void {
-    this.#room(1);
-    this.#len = this.#buf.writeUInt8(n, this.#len);
+    this.#put(1, (buf, at) => buf.writeUInt8(n, at));
   }
   string(s: string): void {
     const bytes = Buffer.byteLength(s, 'utf8');
@@ -64,41 +64,37 @@ class ByteSink {
   }
 }
 
+/** A scalar value's GGUF type tag (gguf-py/gguf/constants.py `GGUFValueType`). */
+const SCALAR_TAG = {
+  u32: GgufType.UINT32,
+  i32: GgufType.INT32,
+  f32: GgufType.FLOAT32,
+  bool: GgufType.BOOL,
+  string: GgufType.STRING,
+} as const;
+
+/** The value alone, no tag: an array's elements are written so. */
+function writeScalar(
+  sink: ByteSink,
+  type: keyof typeof SCALAR_TAG,
+  value: number | boolean | string,
+): void {
+  if (type === 'string') sink.string(value as string);
+  else if (type === 'bool') sink.u8(value ? 1 : 0);
+  else sink[type](value as number);
+}
+
 function writeValue(sink: ByteSink, value: GgufValue): void {
-  switch (value.type) {
-    case 'u32':
-      sink.u32(GgufType.UINT32);
-      sink.u32(value.value);
-      return;
-    case 'i32':
-      sink.u32(GgufType.INT32);
-      sink.i32(value.value);
-      return;
-    case 'f32':
-      sink.u32(GgufType.FLOAT32);
-      sink.f32(value.value);
-      return;
-    case 'bool':
-      sink.u32(GgufType.BOOL);
-      sink.u8(value.value ? 1 : 0);
-      return;
-    case 'string':
-      sink.u32(GgufType.STRING);
-      sink.string(value.value);
-      return;
-    case 'strings':
-      sink.u32(GgufType.ARRAY);
-      sink.u32(GgufType.STRING);
-      sink.u64(value.value.length);
-      for (const s of value.value) sink.string(s);
-      return;
-    case 'i32s':
-      sink.u32(GgufType.ARRAY);
-      sink.u32(GgufType.INT32);
-      sink.u64(value.value.length);
-      for (let i = 0; i < value.value.length; i++) sink.i32(value.value[i]!);
-      return;
+  if (value.type === 'strings' || value.type === 'i32s') {
+    const element = value.type === 'strings' ? 'string' : 'i32';
+    sink.u32(GgufType.ARRAY);
+    sink.u32(SCALAR_TAG[element]);
+    sink.u64(value.value.length);
+    for (let i = 0; i < value.value.length; i++) writeScalar(sink, element, value.value[i]!);
+    return;
   }
+  sink.u32(SCALAR_TAG[value.type]);
+  writeScalar(sink, value.type, value.value);
 }
 
 export interface TensorPlacement {

@@ -180,6 +180,19 @@ const LLAMA_3_70B_SHAPE = {
   maxModelLen: 131072,
 } as const;
 
+/**
+ * Mistral 7B's layers and context; Mixtral 8x7B has the same attention (its experts are the MLPs,
+ * config.json of mistralai/Mixtral-8x7B-Instruct-v0.1 and Mistral-7B-Instruct-v0.3).
+ */
+const MISTRAL_7B_LAYERS = {
+  layers: 32,
+  kvHeads: 8,
+  headDim: 128,
+  hiddenSize: 4096,
+  attentionHeads: 32,
+  maxModelLen: 32768,
+} as const;
+
 export const MODELS: Readonly<Record<string, ModelSpec>> = {
   'llama-3.3-70b': {
     name: 'llama-3.3-70b',
@@ -245,12 +258,7 @@ export const MODELS: Readonly<Record<string, ModelSpec>> = {
     displayName: 'Mixtral 8x7B Instruct (MoE, 2 of 8 experts)',
     totalParams: 46.7e9,
     activeParams: 12.9e9,
-    layers: 32,
-    kvHeads: 8,
-    headDim: 128,
-    hiddenSize: 4096,
-    attentionHeads: 32,
-    maxModelLen: 32768,
+    ...MISTRAL_7B_LAYERS,
     source: hf('mistralai/Mixtral-8x7B-Instruct-v0.1'),
   },
   'llama-3.1-70b': {
@@ -304,12 +312,7 @@ export const MODELS: Readonly<Record<string, ModelSpec>> = {
     displayName: 'Mistral 7B Instruct v0.3',
     totalParams: 7.25e9,
     activeParams: 7.25e9,
-    layers: 32,
-    kvHeads: 8,
-    headDim: 128,
-    hiddenSize: 4096,
-    attentionHeads: 32,
-    maxModelLen: 32768,
+    ...MISTRAL_7B_LAYERS,
     source: hf('mistralai/Mistral-7B-Instruct-v0.3'),
   },
   'qwen3-30b-a3b': {

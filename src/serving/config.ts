@@ -45,29 +45,17 @@ import {
   DEFAULT_SESSION_SLACK_TOKENS,
   DEFAULT_TOKENIZE,
   DEFAULT_TOKENIZER,
-  LOG_LEVELS,
   type LogLevel,
   type TokenizeMode,
 } from './configDefaults.ts';
 import type { BackendConfig } from './backendConfig.ts';
 
+/** Read from here by `kvroute serve`, the log and the deploy test; the rest from configDefaults. */
 export {
-  DEFAULT_BLOCK_SIZE,
-  DEFAULT_BODY_LIMIT_BYTES,
   DEFAULT_EMBEDDED_REPLICAS,
-  DEFAULT_EVENTS_CHECK_MS,
-  DEFAULT_FIRST_BYTE_TIMEOUT_MS,
-  DEFAULT_HEADERS_TIMEOUT_MS,
-  DEFAULT_HOST,
-  DEFAULT_MAX_RETRIES,
   DEFAULT_PORT,
-  DEFAULT_REQUEST_TIMEOUT_MS,
-  DEFAULT_SCRAPE_MS,
-  DEFAULT_SESSION_HEADER,
-  DEFAULT_SESSION_SLACK_TOKENS,
-  LOG_LEVELS,
   type LogLevel,
-};
+} from '../gateway/configDefaults.ts';
 
 /** A model pool's own tokenizer and chat template (default: the gateway's). */
 export interface ModelTokenizer {

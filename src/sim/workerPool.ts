@@ -114,20 +114,7 @@ export class SimPool {
     config: SimConfig,
     onProgress?: (fraction: number) => void,
   ): { id: number; outcome: Promise<TaskOutcome> } {
-    const slot = this.#slots.find((s) => s.task === null && !s.dead);
-    if (slot === undefined) throw new Error('SimPool.run: no idle worker');
-    const id = this.#nextId++;
-    const { onProgress: _p, instrument: _i, ...plain } = config;
-    const outcome = new Promise<TaskOutcome>((resolve, reject) => {
-      slot.task = {
-        id,
-        resolve: resolve as (o: TaskOutcome | PdSearchOutcome) => void,
-        reject,
-        onProgress,
-      };
-    });
-    slot.worker.postMessage({ id, config: plain } satisfies TaskMessage);
-    return { id, outcome };
+    return this.#start<TaskOutcome>('run', config, undefined, onProgress);
   }
 
   /**
@@ -140,11 +127,24 @@ export class SimPool {
     pd: PdSearchTask,
     onProgress?: (fraction: number, detail?: string) => void,
   ): Promise<PdSearchOutcome> {
+    return this.#start<PdSearchOutcome>('runPdSearch', config, pd, onProgress).outcome;
+  }
+
+  /**
+   * Hands `config` (less its callbacks, which cannot cross to a worker) and `pdSearch` to an idle
+   * worker; `caller` names the method in the error when none is idle.
+   */
+  #start<O extends TaskOutcome | PdSearchOutcome>(
+    caller: string,
+    config: SimConfig,
+    pdSearch: PdSearchTask | undefined,
+    onProgress: ((fraction: number, detail?: string) => void) | undefined,
+  ): { id: number; outcome: Promise<O> } {
     const slot = this.#slots.find((s) => s.task === null && !s.dead);
-    if (slot === undefined) throw new Error('SimPool.runPdSearch: no idle worker');
+    if (slot === undefined) throw new Error(`SimPool.${caller}: no idle worker`);
     const id = this.#nextId++;
     const { onProgress: _p, instrument: _i, ...plain } = config;
-    const outcome = new Promise<PdSearchOutcome>((resolve, reject) => {
+    const outcome = new Promise<O>((resolve, reject) => {
       slot.task = {
         id,
         resolve: resolve as (o: TaskOutcome | PdSearchOutcome) => void,
@@ -152,8 +152,10 @@ export class SimPool {
         onProgress,
       };
     });
-    slot.worker.postMessage({ id, config: plain, pdSearch: pd } satisfies TaskMessage);
-    return outcome;
+    const message: TaskMessage =
+      pdSearch === undefined ? { id, config: plain } : { id, config: plain, pdSearch };
+    slot.worker.postMessage(message);
+    return { id, outcome };
   }
 
   /** Stops task `id` at its next progress check, if it is still running. */

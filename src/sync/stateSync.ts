@@ -423,13 +423,19 @@ export class StateSync {
     }
   }
 
-  #onRoutes(msg: Msg): void {
-    const m = this.#tooLarge(msg) ? null : decodeRouteMessage(msg.string());
+  /** A peer's message decoded; null when it is malformed (counted) or this instance's own. */
+  #fromPeer<T extends { sender: string }>(msg: Msg, decode: (data: string) => T | null): T | null {
+    const m = this.#tooLarge(msg) ? null : decode(msg.string());
     if (m === null) {
       this.#counts.malformed++;
-      return;
+      return null;
     }
-    if (m.sender === this.id) return;
+    return m.sender === this.id ? null : m;
+  }
+
+  #onRoutes(msg: Msg): void {
+    const m = this.#fromPeer(msg, decodeRouteMessage);
+    if (m === null) return;
     const now = Date.now();
     if (!this.#admit(m.sender, now)) return;
     const router = this.#target.routerOf(m.model);
@@ -453,12 +459,8 @@ export class StateSync {
   }
 
   #onHeartbeat(msg: Msg): void {
-    const hb = this.#tooLarge(msg) ? null : decodeHeartbeat(msg.string());
-    if (hb === null) {
-      this.#counts.malformed++;
-      return;
-    }
-    if (hb.sender === this.id) return;
+    const hb = this.#fromPeer(msg, decodeHeartbeat);
+    if (hb === null) return;
     const known = this.#peers.get(hb.sender);
     if (hb.bye !== undefined) {
       // Only the peer itself knows the secret behind the commitment its heartbeats carried.

@@ -12,12 +12,13 @@
  * Conversations start as a Poisson process; the next turn comes a think time (exponential,
  * mean 10 s) after the previous one's arrival (open loop, as the `multiturn` workload).
  */
-import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
-import type { Arrival } from './arrival.ts';
-import { ConversationKeys } from './conversationKeys.ts';
-import { type Materialized, mixSeed } from './tokens.ts';
-import type { Workload, WorkloadOptions } from './types.ts';
+import {
+  type ConversationTurn,
+  ConversationWorkload,
+  type TurnDraws,
+} from './conversationWorkload.ts';
+import type { WorkloadOptions } from './types.ts';
 
 export const SHAREGPT_LENGTHS = {
   meanUserTokens: 161,
@@ -39,46 +40,27 @@ export function logNormalTokens(rng: Rng, mean: number, sigma: number, max: numb
   return Math.min(max, Math.max(1, Math.round(Math.exp(mu + sigma * z))));
 }
 
-interface Turn {
-  atMs: number;
-  conversation: number;
-  turn: number;
+interface Turn extends ConversationTurn {
   /** Per turn: the user message's and the answer's tokens. */
   user: number[];
   output: number[];
 }
 
-export class ShareGptChatWorkload implements Workload {
+export class ShareGptChatWorkload extends ConversationWorkload<Turn> {
   readonly name = 'chat';
-  readonly blockSize: number;
-  readonly customers = 0;
-  readonly watchedCustomer = null;
-  readonly #opts: WorkloadOptions;
-  readonly #ratePerS: number;
-  readonly #conversations: ConversationKeys;
 
   constructor(opts: WorkloadOptions) {
-    this.blockSize = opts.blockSize;
-    this.#opts = opts;
-    this.#ratePerS = opts.ratePerS ?? 20;
-    this.#conversations = new ConversationKeys(opts.blockSize);
+    super(opts, 20);
   }
 
-  *arrivals(): Iterator<Arrival> {
+  protected turnDraws(): TurnDraws<Turn> {
     const L = SHAREGPT_LENGTHS;
-    const starts = Rng.derive(this.#opts.seed, 'chat:starts');
-    const draws = Rng.derive(this.#opts.seed, 'chat:lengths');
-    const meanStartGapMs = (1000 * L.meanTurns) / this.#ratePerS;
-    const pending: Turn[] = [];
-    let nextStartMs = starts.exponential(meanStartGapMs);
-    let conversations = 0;
-    for (;;) {
-      const head = pending[0];
-      const startFirst = head === undefined || nextStartMs <= head.atMs;
-      const atMs = startFirst ? nextStartMs : head.atMs;
-      if (atMs >= this.#opts.durationMs) return;
-      let t: Turn;
-      if (startFirst) {
+    const starts = Rng.derive(this.opts.seed, 'chat:starts');
+    const draws = Rng.derive(this.opts.seed, 'chat:lengths');
+    const meanStartGapMs = (1000 * L.meanTurns) / this.ratePerS;
+    return {
+      startGapMs: () => starts.exponential(meanStartGapMs),
+      first: (atMs, conversation) => {
         // Geometric turns with mean meanTurns: stop after each turn with 1 / meanTurns.
         let turns = 1;
         while (turns < L.maxTurns && draws.next() >= 1 / L.meanTurns) turns++;
@@ -88,34 +70,16 @@ export class ShareGptChatWorkload implements Workload {
         const output = Array.from({ length: turns }, () =>
           logNormalTokens(draws, L.meanOutputTokens, L.sigma, L.maxOutputTokens),
         );
-        t = { atMs, conversation: conversations++, turn: 0, user, output };
-        nextStartMs += starts.exponential(meanStartGapMs);
-      } else {
-        t = pending.shift()!;
-      }
-      let history = 0;
-      for (let k = 0; k < t.turn; k++) history += t.user[k]! + t.output[k]!;
-      yield {
-        atMs,
-        customer: t.conversation,
-        promptLength: history + t.user[t.turn]!,
-        outputTokens: t.output[t.turn]!,
-        seed: mixSeed(this.#opts.seed, t.conversation),
-      };
-      if (t.turn + 1 < t.user.length) {
-        const next = { ...t, atMs: atMs + draws.exponential(L.thinkMs), turn: t.turn + 1 };
-        let i = pending.length;
-        while (i > 0 && pending[i - 1]!.atMs > next.atMs) i--;
-        pending.splice(i, 0, next);
-      }
-    }
-  }
-
-  materialize(a: Arrival): Materialized {
-    return this.#conversations.materialize(a);
-  }
-
-  prefixWatchKey(): BlockKey | null {
-    return null;
+        return { atMs, conversation, turn: 0, user, output };
+      },
+      promptTokens: (t) => {
+        let history = 0;
+        for (let k = 0; k < t.turn; k++) history += t.user[k]! + t.output[k]!;
+        return history + t.user[t.turn]!;
+      },
+      outputTokens: (t) => t.output[t.turn]!,
+      hasNext: (t) => t.turn + 1 < t.user.length,
+      thinkMs: () => draws.exponential(L.thinkMs),
+    };
   }
 }

@@ -11,7 +11,11 @@ import { ShareGptChatWorkload } from './chat.ts';
 import { LoraWorkload } from './lora.ts';
 import { SharedPrefixGroupsWorkload } from './sharedPrefixGroups.ts';
 
-import { ConversationKeys } from './conversationKeys.ts';
+import {
+  type ConversationTurn,
+  ConversationWorkload,
+  type TurnDraws,
+} from './conversationWorkload.ts';
 import { CustomerPrefixes, type Materialized, mixSeed } from './tokens.ts';
 import type { Workload, WorkloadOptions } from './types.ts';
 
@@ -178,6 +182,11 @@ class GroupsWorkload implements Workload {
   }
 }
 
+interface MultiturnTurn extends ConversationTurn {
+  /** The conversation's last turn. */
+  last: number;
+}
+
 /**
  * Multi-turn chat: conversations start as a Poisson process; turn k's prompt is the whole
  * conversation so far (first message, then for each earlier turn its answer and the next user
@@ -187,82 +196,38 @@ class GroupsWorkload implements Workload {
  * ahead of the simulation). The engine's own output ids differ from the stream's, so a turn
  * hits the previous turn's prompt blocks, not its answer's.
  */
-class MultiturnWorkload implements Workload {
+class MultiturnWorkload extends ConversationWorkload<MultiturnTurn> {
   readonly name = 'multiturn';
-  readonly blockSize: number;
-  readonly customers = 0;
-  readonly watchedCustomer = null;
   static readonly FIRST_TOKENS = 2000;
   static readonly USER_TOKENS = 350;
   static readonly OUTPUT_TOKENS = 250;
   static readonly MIN_TURNS = 3;
   static readonly MAX_TURNS = 8;
   static readonly THINK_MS = 10_000;
-  readonly #opts: WorkloadOptions;
-  readonly #ratePerS: number;
-  /** Keys of each live conversation's latest prompt, extended turn by turn. */
-  readonly #conversations: ConversationKeys;
 
   constructor(opts: WorkloadOptions) {
-    this.blockSize = opts.blockSize;
-    this.#opts = opts;
-    this.#ratePerS = opts.ratePerS ?? 20;
-    this.#conversations = new ConversationKeys(opts.blockSize);
+    super(opts, 20);
   }
 
-  *arrivals(): Iterator<Arrival> {
+  protected turnDraws(): TurnDraws<MultiturnTurn> {
     const W = MultiturnWorkload;
     const meanTurns = (W.MIN_TURNS + W.MAX_TURNS) / 2;
-    const starts = Rng.derive(this.#opts.seed, 'multiturn:starts');
-    const turns = Rng.derive(this.#opts.seed, 'multiturn:turns');
-    const meanStartGapMs = (1000 * meanTurns) / this.#ratePerS;
-    // Pending next turns, kept sorted by time (few live conversations, so a sorted insert).
-    const pending: { atMs: number; conversation: number; turn: number; last: number }[] = [];
-    let nextStartMs = starts.exponential(meanStartGapMs);
-    let conversations = 0;
-    for (;;) {
-      const head = pending[0];
-      const startFirst = head === undefined || nextStartMs <= head.atMs;
-      const atMs = startFirst ? nextStartMs : head.atMs;
-      if (atMs >= this.#opts.durationMs) return;
-      let turn: { atMs: number; conversation: number; turn: number; last: number };
-      if (startFirst) {
-        turn = {
-          atMs,
-          conversation: conversations++,
-          turn: 0,
-          last: turns.range(W.MIN_TURNS, W.MAX_TURNS) - 1,
-        };
-        nextStartMs += starts.exponential(meanStartGapMs);
-      } else {
-        turn = pending.shift()!;
-      }
-      yield {
+    const starts = Rng.derive(this.opts.seed, 'multiturn:starts');
+    const turns = Rng.derive(this.opts.seed, 'multiturn:turns');
+    const meanStartGapMs = (1000 * meanTurns) / this.ratePerS;
+    return {
+      startGapMs: () => starts.exponential(meanStartGapMs),
+      first: (atMs, conversation) => ({
         atMs,
-        customer: turn.conversation,
-        promptLength: W.FIRST_TOKENS + turn.turn * (W.OUTPUT_TOKENS + W.USER_TOKENS),
-        outputTokens: W.OUTPUT_TOKENS,
-        seed: mixSeed(this.#opts.seed, turn.conversation),
-      };
-      if (turn.turn < turn.last) {
-        const next = {
-          ...turn,
-          atMs: atMs + turns.exponential(W.THINK_MS),
-          turn: turn.turn + 1,
-        };
-        let i = pending.length;
-        while (i > 0 && pending[i - 1]!.atMs > next.atMs) i--;
-        pending.splice(i, 0, next);
-      }
-    }
-  }
-
-  materialize(a: Arrival): Materialized {
-    return this.#conversations.materialize(a);
-  }
-
-  prefixWatchKey(): BlockKey | null {
-    return null;
+        conversation,
+        turn: 0,
+        last: turns.range(W.MIN_TURNS, W.MAX_TURNS) - 1,
+      }),
+      promptTokens: (t) => W.FIRST_TOKENS + t.turn * (W.OUTPUT_TOKENS + W.USER_TOKENS),
+      outputTokens: () => W.OUTPUT_TOKENS,
+      hasNext: (t) => t.turn < t.last,
+      thinkMs: () => turns.exponential(W.THINK_MS),
+    };
   }
 }
 
@@ -272,43 +237,26 @@ export function makeWorkload(name: WorkloadName, opts: WorkloadOptions): Workloa
     customers: SEED_LOAD.customers,
     outputTokens: SEED_LOAD.outputTokens,
   };
+  /** The seed's 8,000-token prompt with `sharedTokens` of it shared by each customer. */
+  const seedShaped = (sharedTokens: number, hotShare: number) =>
+    new SharedPrefixWorkload(
+      {
+        name,
+        ...seedLoad,
+        sharedTokens,
+        uniqueTokens: SEED_LOAD.promptTokens - sharedTokens,
+        hotShare,
+      },
+      opts,
+    );
   switch (name) {
     case 'seed':
-      return new SharedPrefixWorkload(
-        {
-          name,
-          ...seedLoad,
-          sharedTokens: SEED_LOAD.sharedTokens,
-          uniqueTokens: SEED_LOAD.promptTokens - SEED_LOAD.sharedTokens,
-          hotShare: 0,
-        },
-        opts,
-      );
+      return seedShaped(SEED_LOAD.sharedTokens, 0);
     case 'hot':
-      return new SharedPrefixWorkload(
-        {
-          name,
-          ...seedLoad,
-          sharedTokens: SEED_LOAD.sharedTokens,
-          uniqueTokens: SEED_LOAD.promptTokens - SEED_LOAD.sharedTokens,
-          hotShare: 0.1,
-        },
-        opts,
-      );
-    case 'low-shared': {
+      return seedShaped(SEED_LOAD.sharedTokens, 0.1);
+    case 'low-shared':
       // 15 % of the 8,000-token prompt shared: the seed's reversal condition.
-      const sharedTokens = Math.round(SEED_LOAD.promptTokens * 0.15);
-      return new SharedPrefixWorkload(
-        {
-          name,
-          ...seedLoad,
-          sharedTokens,
-          uniqueTokens: SEED_LOAD.promptTokens - sharedTokens,
-          hotShare: 0,
-        },
-        opts,
-      );
-    }
+      return seedShaped(Math.round(SEED_LOAD.promptTokens * 0.15), 0);
     case 'groups':
       return new GroupsWorkload(opts);
     case 'multiturn':

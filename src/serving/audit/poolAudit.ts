@@ -247,14 +247,19 @@ export class PoolAudit {
         this.#logger.warn(where, 'cache audit repair: routed on the approximate index');
         return;
       case 'diagnose':
-        void this.#actions.diagnose(replica, false).then((cause) => {
-          this.#logger.warn({ ...where, cause }, 'cache audit: why the router under-predicts');
-        });
+        this.#diagnose(replica, false, where);
         return;
       case 'recovered':
         this.#logger.info(where, 'cache audit repair: its events agree again');
         return;
     }
+  }
+
+  /** Asks why the router under-predicts on `replica`, and logs the answer when it comes. */
+  #diagnose(replica: string, approxOnly: boolean, where: object): void {
+    void this.#actions.diagnose(replica, approxOnly).then((cause) => {
+      this.#logger.warn({ ...where, cause }, 'cache audit: why the router under-predicts');
+    });
   }
 
   /**
@@ -274,9 +279,7 @@ export class PoolAudit {
         );
         return;
       case 'diagnose':
-        void this.#actions.diagnose(replica, true).then((cause) => {
-          this.#logger.warn({ ...where, cause }, 'cache audit: why the router under-predicts');
-        });
+        this.#diagnose(replica, true, where);
         return;
       case 'recovered':
         this.#logger.info(where, 'cache audit repair: its predictions agree again');
