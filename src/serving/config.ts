@@ -50,12 +50,8 @@ import {
 } from './configDefaults.ts';
 import type { BackendConfig } from './backendConfig.ts';
 
-/** Read from here by `kvroute serve`, the log and the deploy test; the rest from configDefaults. */
-export {
-  DEFAULT_EMBEDDED_REPLICAS,
-  DEFAULT_PORT,
-  type LogLevel,
-} from '../gateway/configDefaults.ts';
+/** Read from here by `kvroute serve` and the deploy test; the rest from configDefaults. */
+export { DEFAULT_EMBEDDED_REPLICAS, DEFAULT_PORT } from './configDefaults.ts';
 
 /** A model pool's own tokenizer and chat template (default: the gateway's). */
 export interface ModelTokenizer {
