@@ -6,7 +6,10 @@
  * is payload that the owner reads through `f64` / `i32` at `slot * strideF64` (`* 2` for i32).
  */
 import type { BlockKey } from '../../kv/blockKey.ts';
-import { homeShift, homeSlot, slotsFor } from './keyHash.ts';
+
+/** 2^-32: multiplying by it is exact, as dividing by 2^32 is, and cheaper. */
+const TWO_POW_MINUS_32 = 1 / 4294967296;
+const MIN_SLOTS = 1024;
 
 export class SlotTable {
   readonly strideF64: number;
@@ -22,9 +25,10 @@ export class SlotTable {
 
   constructor(strideF64: number, expectedKeys = 0) {
     this.strideF64 = strideF64;
-    const slots = slotsFor(expectedKeys);
+    let slots = MIN_SLOTS;
+    while (slots < expectedKeys * 2) slots *= 2;
     this.#mask = slots - 1;
-    this.#shift = homeShift(slots);
+    this.#shift = 32 - Math.log2(slots);
     const buffer = new ArrayBuffer(slots * strideF64 * 8);
     this.f64 = new Float64Array(buffer);
     this.i32 = new Int32Array(buffer);
@@ -36,6 +40,11 @@ export class SlotTable {
 
   get slots(): number {
     return this.#mask + 1;
+  }
+
+  /** Home slot: both 32-bit halves of the key folded, then Fibonacci hashing for the top bits. */
+  #home(key: number): number {
+    return Math.imul((key >>> 0) ^ ((key * TWO_POW_MINUS_32) | 0), 0x9e3779b1) >>> this.#shift;
   }
 
   /**
@@ -52,7 +61,7 @@ export class SlotTable {
     const ahead = Math.max(1, Math.floor(8 / stride) - 1);
     let sink = 0;
     for (let i = 0; i < keys.length; i++) {
-      const home = homeSlot(keys[i]!, this.#shift);
+      const home = this.#home(keys[i]!);
       sink += f64[home * stride]! + f64[((home + ahead) & mask) * stride]!;
     }
     this.touched = sink;
@@ -63,7 +72,7 @@ export class SlotTable {
     const f64 = this.f64;
     const stride = this.strideF64;
     const stored = key + 1;
-    let slot = homeSlot(key, this.#shift);
+    let slot = this.#home(key);
     for (;;) {
       const k = f64[slot * stride]!;
       if (k === stored) return slot;
@@ -78,7 +87,7 @@ export class SlotTable {
     const f64 = this.f64;
     const stride = this.strideF64;
     const stored = key + 1;
-    let slot = homeSlot(key, this.#shift);
+    let slot = this.#home(key);
     for (;;) {
       const k = f64[slot * stride]!;
       if (k === stored) return slot;
@@ -114,7 +123,7 @@ export class SlotTable {
       next = (next + 1) & mask;
       const k = f64[next * stride]!;
       if (k === 0) break;
-      const home = homeSlot(k - 1, this.#shift);
+      const home = this.#home(k - 1);
       // The record at `next` may move into the hole unless its home lies cyclically in (hole, next].
       const stays = hole <= next ? hole < home && home <= next : hole < home || home <= next;
       if (stays) continue;
@@ -151,7 +160,7 @@ export class SlotTable {
     const stride = this.strideF64;
     const oldSlots = this.#mask + 1;
     this.#mask = slots - 1;
-    this.#shift = homeShift(slots);
+    this.#shift = 32 - Math.log2(slots);
     const buffer = new ArrayBuffer(slots * stride * 8);
     const f64 = new Float64Array(buffer);
     if (stride === 2) {
@@ -160,7 +169,7 @@ export class SlotTable {
       for (let from = 0; from < oldSlots * 2; from += 2) {
         const k = old[from]!;
         if (k === 0) continue;
-        let to = homeSlot(k - 1, this.#shift) * 2;
+        let to = this.#home(k - 1) * 2;
         while (f64[to] !== 0) to = (to + 2) & (mask * 2 + 1);
         f64[to] = k;
         f64[to + 1] = old[from + 1]!;
@@ -172,7 +181,7 @@ export class SlotTable {
     for (let s = 0; s < oldSlots; s++) {
       const k = old[s * stride]!;
       if (k === 0) continue;
-      let slot = homeSlot(k - 1, this.#shift);
+      let slot = this.#home(k - 1);
       while (f64[slot * stride] !== 0) slot = (slot + 1) & this.#mask;
       for (let w = 0; w < stride; w++) f64[slot * stride + w] = old[s * stride + w]!;
     }
