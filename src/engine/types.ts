@@ -4,7 +4,13 @@
  */
 import type { KvEvent } from '../kv/events.ts';
 import type { ReplicaSpec } from '../model/cost.ts';
-import type { BatchShape, KvPolicyName, SchedulePolicy } from '../scheduler/types.ts';
+import type {
+  BatchShape,
+  KvPolicyName,
+  SchedulePolicy,
+  SeqFinished,
+  TokenOut,
+} from '../scheduler/types.ts';
 import type { LoraConfig } from './lora.ts';
 
 // The scheduler owns these; the engine's drivers meet them here, as part of its contract.
@@ -106,25 +112,14 @@ export interface SamplingParams {
   seed: number;
 }
 
-export interface TokenEmitted {
-  id: string;
-  /** 0-based index of this output token. */
-  index: number;
-  /** The request's `EngineRequest.handle`; -1 when it gave none. */
-  handle: number;
+/** A scheduler's TokenOut (its `handle` is the request's `EngineRequest.handle`), as the engine reports it. */
+export interface TokenEmitted extends TokenOut {
   /** The sampled token, from a runtime that samples (absent from the sim runtime). */
   tokenId?: number;
 }
 
-export interface RequestFinished {
-  id: string;
-  promptTokens: number;
-  /** Prompt tokens served from the prefix cache at (last) admission. */
-  cachedTokens: number;
-  /** Tokens already computed when each later prefill chunk started (scheduler's SeqFinished). */
-  resumedPrefixTokens?: number;
-  outputTokens: number;
-  reason: 'length' | 'abort';
+/** The scheduler's SeqFinished, as the engine reports it. */
+export interface RequestFinished extends SeqFinished {
   /** A remote-decode request's blocks held for the consumer (its `remote_block_ids`). */
   heldBlockIds?: number[];
 }

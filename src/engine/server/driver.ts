@@ -10,8 +10,7 @@
  * the last stretch of each wait polls with setImmediate (which still lets I/O run in between).
  */
 import type { EngineCounters, EngineRequest, StepResult } from '../types.ts';
-import { SinkTable } from './sinkTable.ts';
-import type { RequestSink } from './requestSink.ts';
+import { SinkDriver } from './sinkDriver.ts';
 
 /** What the driver needs from the engine core (EngineCore implements it). */
 export interface SteppableEngine {
@@ -27,22 +26,7 @@ export interface SteppableEngine {
   forgetCacheSilently?(): number;
 }
 
-/** What the request code needs from a driver (WallClockDriver, StepLoopDriver). */
-export interface EngineDriver {
-  readonly dead: EngineDeadError | null;
-  readonly steps: number;
-  counters(): EngineCounters;
-  submit(req: Omit<EngineRequest, 'arrivalMs'>, sink: RequestSink): void;
-  abort(id: string): void;
-  close(): void;
-}
-
-export class EngineDeadError extends Error {
-  readonly code = 'ERR_ENGINE_DEAD';
-  constructor(cause: Error) {
-    super(`the engine core failed: ${cause.message}`, { cause });
-  }
-}
+export { type EngineDriver, EngineDeadError } from './sinkDriver.ts';
 
 export interface DriverOptions {
   /** Modeled time runs this many times faster than the wall clock. */
@@ -58,73 +42,39 @@ const POLL_WINDOW_MS = 1.5;
 /** Steps run back to back at most this many times before yielding to I/O. */
 const MAX_STEPS_PER_TURN = 32;
 
-export class WallClockDriver implements EngineDriver {
+export class WallClockDriver extends SinkDriver {
   readonly #core: SteppableEngine;
   readonly #speedup: number;
   readonly #onStepEnd: DriverOptions['onStepEnd'];
   readonly #nowMs: () => number;
-  readonly #sinks: SinkTable;
   /** When the pending step ends (or the next step may start), on #nowMs's clock. */
   #dueMs = 0;
   #pending: StepResult | null = null;
   #pendingLagMs = 0;
   #running = false;
-  #closed = false;
-  #dead: EngineDeadError | null = null;
   #timer: NodeJS.Timeout | null = null;
   #immediate: NodeJS.Immediate | null = null;
-  #steps = 0;
 
   constructor(core: SteppableEngine, options: DriverOptions) {
     if (!(options.speedup > 0)) throw new RangeError(`speedup must be > 0, got ${options.speedup}`);
+    const nowMs = options.nowMs ?? (() => performance.now());
+    super(core, nowMs);
     this.#core = core;
-    this.#sinks = new SinkTable((id) => this.#core.abort(id));
     this.#speedup = options.speedup;
     this.#onStepEnd = options.onStepEnd;
-    this.#nowMs = options.nowMs ?? (() => performance.now());
+    this.#nowMs = nowMs;
   }
 
-  get steps(): number {
-    return this.#steps;
-  }
-
-  /** Set once the core has thrown: the server reports 503 from then on. */
-  get dead(): EngineDeadError | null {
-    return this.#dead;
-  }
-
-  counters(): EngineCounters {
-    return this.#core.counters();
-  }
-
-  /** Queues a request; throws the core's EngineError when it can never run. */
-  submit(req: Omit<EngineRequest, 'arrivalMs'>, sink: RequestSink): void {
-    if (this.#dead) throw this.#dead;
-    if (this.#closed) throw new Error('driver is closed');
-    this.#core.add({ ...req, arrivalMs: this.#nowMs() });
-    this.#sinks.add(req.id, sink);
-    this.#wake();
-  }
-
-  /** Aborts a request now: the core frees its KV blocks before this returns. */
-  abort(id: string): void {
-    if (!this.#sinks.delete(id)) return;
-    this.#core.abort(id);
-    // An abort may unblock waiting requests (KV freed): make sure the loop looks again.
-    this.#wake();
-  }
-
-  close(): void {
-    this.#closed = true;
+  override close(): void {
     if (this.#timer) clearTimeout(this.#timer);
     if (this.#immediate) clearImmediate(this.#immediate);
     this.#timer = null;
     this.#immediate = null;
-    this.#sinks.clear();
+    super.close();
   }
 
-  #wake(): void {
-    if (this.#running || this.#closed) return;
+  protected wake(): void {
+    if (this.#running || this.closed) return;
     this.#running = true;
     this.#dueMs = this.#nowMs();
     this.#arm(0);
@@ -141,14 +91,11 @@ export class WallClockDriver implements EngineDriver {
   readonly #turn = (): void => {
     this.#timer = null;
     this.#immediate = null;
-    if (this.#closed) return;
+    if (this.closed) return;
     try {
       this.#runDueSteps();
     } catch (err) {
-      // A throwing core has unknown state: stop stepping, fail everyone, stay up to say so.
-      this.#dead = new EngineDeadError(err as Error);
-      this.#closed = true;
-      this.#sinks.failAll(this.#dead);
+      this.fail(err as Error);
     }
   };
 
@@ -167,7 +114,7 @@ export class WallClockDriver implements EngineDriver {
         return;
       }
       const result = this.#core.step();
-      this.#steps++;
+      this.stepCount++;
       if (result.durationMs <= 0) {
         // Nothing computed: no progress is possible until a request arrives or leaves.
         this.#deliver(result, lagMs);
@@ -183,6 +130,6 @@ export class WallClockDriver implements EngineDriver {
 
   #deliver(result: StepResult, lagMs: number): void {
     this.#onStepEnd?.(result, lagMs);
-    this.#sinks.deliver(result, () => this.#nowMs() - result.durationMs / this.#speedup);
+    this.sinks.deliver(result, () => this.#nowMs() - result.durationMs / this.#speedup);
   }
 }

@@ -20,7 +20,7 @@ import type { EngineRequest } from '../types.ts';
 import { SSE_DONE, sseData } from '../../openai/sse.ts';
 import type { Tokenizer } from '../../tokenizer/tokenizer.ts';
 import { type ChoiceStep, ChoiceText, type Finish } from './choice.ts';
-import type { EngineDriver } from './driver.ts';
+import type { EngineDriver } from './sinkDriver.ts';
 import type { RequestSink } from './requestSink.ts';
 import { EmittedTokens, type TextStream } from './emittedTokens.ts';
 import { toApiError } from './errors.ts';
