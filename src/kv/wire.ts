@@ -109,70 +109,47 @@ function extraKeysOf(event: Extract<KvEvent, { type: 'BlockStored' }>): (string[
   });
 }
 
+/**
+ * One store, in vLLM's field order. A CPU-tier store is as vLLM's
+ * OffloadingConnectorScheduler.take_events builds it: the hashes, no parent, no token ids,
+ * lora_id and lora_name None, medium "CPU"; every defaulted field after lora_name omitted
+ * (extra_keys, group_idx, kv_cache_spec_kind: None), in both forms.
+ */
 function writeStored(
   w: MsgpackWriter,
   event: Extract<KvEvent, { type: 'BlockStored' }>,
   asMap: boolean,
   loraIdOf: EncodeBatchOptions['loraIdOf'],
 ): void {
-  if (event.medium === 'CPU') {
-    writeCpuStored(w, event, asMap);
-    return;
-  }
-  if (asMap) w.map(11).str('type');
-  else w.array(9);
+  const cpu = event.medium === 'CPU';
+  if (asMap) w.map(cpu ? 8 : 11).str('type');
+  else w.array(cpu ? 8 : 9);
   w.str('BlockStored');
   if (asMap) w.str('block_hashes');
   writeHashes(w, event.blockKeys);
   if (asMap) w.str('parent_block_hash');
-  if (event.parentKey === null) w.nil();
+  if (cpu || event.parentKey === null) w.nil();
   else w.u64(toWireHash(event.parentKey));
   if (asMap) w.str('token_ids');
-  w.array(event.tokenIds.length);
-  for (const t of event.tokenIds) w.int(t);
+  const tokenIds = cpu ? [] : event.tokenIds;
+  w.array(tokenIds.length);
+  for (const t of tokenIds) w.int(t);
   if (asMap) w.str('block_size');
   w.int(event.blockSize);
   if (asMap) w.str('lora_id');
-  const loraId = event.loraName ? (loraIdOf?.(event.loraName) ?? null) : null;
+  const loraName = cpu ? null : event.loraName;
+  const loraId = loraName ? (loraIdOf?.(loraName) ?? null) : null;
   if (loraId === null) w.nil();
   else w.int(loraId);
   if (asMap) w.str('medium');
-  w.str(MEDIUM_GPU);
+  w.str(cpu ? MEDIUM_CPU : MEDIUM_GPU);
   if (asMap) w.str('lora_name');
-  if (event.loraName) w.str(event.loraName);
+  if (loraName) w.str(loraName);
   else w.nil();
+  if (cpu) return;
   if (asMap) w.str('extra_keys');
   w.value(extraKeysOf(event));
   if (asMap) w.str('group_idx').int(0).str('kv_cache_spec_kind').str(FULL_ATTENTION);
-}
-
-/**
- * A CPU-tier store as vLLM's OffloadingConnectorScheduler.take_events builds it: the hashes, no
- * parent, no token ids, lora_id and lora_name None, medium "CPU"; every defaulted field after
- * lora_name omitted (extra_keys, group_idx, kv_cache_spec_kind: None), in both forms.
- */
-function writeCpuStored(
-  w: MsgpackWriter,
-  event: Extract<KvEvent, { type: 'BlockStored' }>,
-  asMap: boolean,
-): void {
-  if (asMap) w.map(8).str('type');
-  else w.array(8);
-  w.str('BlockStored');
-  if (asMap) w.str('block_hashes');
-  writeHashes(w, event.blockKeys);
-  if (asMap) w.str('parent_block_hash');
-  w.nil();
-  if (asMap) w.str('token_ids');
-  w.array(0);
-  if (asMap) w.str('block_size');
-  w.int(event.blockSize);
-  if (asMap) w.str('lora_id');
-  w.nil();
-  if (asMap) w.str('medium');
-  w.str(MEDIUM_CPU);
-  if (asMap) w.str('lora_name');
-  w.nil();
 }
 
 /** The 8-byte big-endian sequence frame. */
