@@ -7,6 +7,8 @@
  */
 
 const INITIAL_BYTES = 1024;
+/** `#tiered`'s m8 for a type with no one-byte tier (arrays and maps). */
+const NO_MARKER = -1;
 
 export class MsgpackWriter {
   #buf: Buffer;
@@ -72,25 +74,8 @@ export class MsgpackWriter {
   }
 
   #uint(value: number): this {
-    this.#room(9);
-    const b = this.#buf;
-    if (value < 0x80) b[this.#pos++] = value;
-    else if (value < 0x100) {
-      b[this.#pos++] = 0xcc;
-      b[this.#pos++] = value;
-    } else if (value < 0x10000) {
-      b[this.#pos++] = 0xcd;
-      b.writeUInt16BE(value, this.#pos);
-      this.#pos += 2;
-    } else if (value < 0x100000000) {
-      b[this.#pos++] = 0xce;
-      b.writeUInt32BE(value, this.#pos);
-      this.#pos += 4;
-    } else {
-      b[this.#pos++] = 0xcf;
-      b.writeBigUInt64BE(BigInt(value), this.#pos);
-      this.#pos += 8;
-    }
+    if (value >= 0x100000000) return this.u64(BigInt(value));
+    this.#tiered(value, 0x80, 0x00, 0xcc, 0xcd, 0xce);
     return this;
   }
 
@@ -115,67 +100,51 @@ export class MsgpackWriter {
 
   str(value: string): this {
     const bytes = Buffer.byteLength(value, 'utf8');
-    this.#room(5 + bytes);
-    const b = this.#buf;
-    if (bytes < 32) b[this.#pos++] = 0xa0 | bytes;
-    else if (bytes < 0x100) {
-      b[this.#pos++] = 0xd9;
-      b[this.#pos++] = bytes;
-    } else if (bytes < 0x10000) {
-      b[this.#pos++] = 0xda;
-      b.writeUInt16BE(bytes, this.#pos);
-      this.#pos += 2;
-    } else {
-      b[this.#pos++] = 0xdb;
-      b.writeUInt32BE(bytes, this.#pos);
-      this.#pos += 4;
-    }
-    this.#pos += b.write(value, this.#pos, 'utf8');
+    this.#tiered(bytes, 32, 0xa0, 0xd9, 0xda, 0xdb);
+    this.#room(bytes);
+    this.#pos += this.#buf.write(value, this.#pos, 'utf8');
     return this;
   }
 
   bin(value: Uint8Array): this {
-    this.#room(5 + value.length);
-    const b = this.#buf;
-    if (value.length < 0x100) {
-      b[this.#pos++] = 0xc4;
-      b[this.#pos++] = value.length;
-    } else if (value.length < 0x10000) {
-      b[this.#pos++] = 0xc5;
-      b.writeUInt16BE(value.length, this.#pos);
-      this.#pos += 2;
-    } else {
-      b[this.#pos++] = 0xc6;
-      b.writeUInt32BE(value.length, this.#pos);
-      this.#pos += 4;
-    }
-    b.set(value, this.#pos);
+    this.#tiered(value.length, 0, 0x00, 0xc4, 0xc5, 0xc6);
+    this.#room(value.length);
+    this.#buf.set(value, this.#pos);
     this.#pos += value.length;
     return this;
   }
 
   array(length: number): this {
-    return this.#header(length, 0x90, 0xdc, 0xdd);
+    this.#tiered(length, 16, 0x90, NO_MARKER, 0xdc, 0xdd);
+    return this;
   }
 
   map(entries: number): this {
-    return this.#header(entries, 0x80, 0xde, 0xdf);
+    this.#tiered(entries, 16, 0x80, NO_MARKER, 0xde, 0xdf);
+    return this;
   }
 
-  #header(n: number, fix: number, h16: number, h32: number): this {
+  /**
+   * A length or an unsigned value in msgpack's tiered form: `fix | n` in one byte below
+   * `fixBelow`; else a marker and `n` in one byte below 2^8 (`m8`; NO_MARKER for a type without
+   * that tier), in two below 2^16 (`m16`), in four (`m32`).
+   */
+  #tiered(n: number, fixBelow: number, fix: number, m8: number, m16: number, m32: number): void {
     this.#room(5);
     const b = this.#buf;
-    if (n < 16) b[this.#pos++] = fix | n;
-    else if (n < 0x10000) {
-      b[this.#pos++] = h16;
+    if (n < fixBelow) b[this.#pos++] = fix | n;
+    else if (n < 0x100 && m8 !== NO_MARKER) {
+      b[this.#pos++] = m8;
+      b[this.#pos++] = n;
+    } else if (n < 0x10000) {
+      b[this.#pos++] = m16;
       b.writeUInt16BE(n, this.#pos);
       this.#pos += 2;
     } else {
-      b[this.#pos++] = h32;
+      b[this.#pos++] = m32;
       b.writeUInt32BE(n, this.#pos);
       this.#pos += 4;
     }
-    return this;
   }
 
   /** Any plain value: used for free-form fields (extra_keys entries). */
