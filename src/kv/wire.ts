@@ -34,6 +34,7 @@
 import { Unpackr } from 'msgpackr/unpack';
 import { type BlockKey, toWireHash } from './blockKey.ts';
 import type { KvEvent } from './events.ts';
+import { fieldReaders, isRecord, optString } from './wireFields.ts';
 import { MsgpackWriter } from './wireMsgpack.ts';
 
 export type WireFormat = 'map' | 'array';
@@ -280,6 +281,7 @@ export interface WireEventBatch {
   malformedReason: string | null;
 }
 
+const read = fieldReaders(WireError);
 const unpackr = new Unpackr({ mapsAsObjects: true, useRecords: false, int64AsType: 'bigint' });
 
 /** Decodes one payload frame; throws WireError (code ERR_WIRE_DECODE) on malformed input. */
@@ -301,9 +303,9 @@ export function decodeEventBatch(payload: Uint8Array): WireEventBatch {
   } else throw new WireError('payload is neither an array nor a map');
   if (!Array.isArray(events)) throw new WireError('batch has no events list');
   const out: WireEventBatch = {
-    tsS: ts === undefined || ts === null ? 0 : toNumber(ts, 'ts'),
+    tsS: ts === undefined || ts === null ? 0 : read.number(ts, 'ts'),
     events: [],
-    dpRank: dpRank === undefined || dpRank === null ? null : toNumber(dpRank, 'dp_rank'),
+    dpRank: read.optNumber(dpRank, 'dp_rank'),
     skippedEvents: 0,
     malformedEvents: 0,
     malformedReason: null,
@@ -368,9 +370,9 @@ function decodeEvent(raw: unknown): WireEvent | null {
     case 'BlockRemoved':
       return {
         type: 'BlockRemoved',
-        blockHashes: toHashes(fields.block_hashes),
+        blockHashes: read.hashes(fields.block_hashes, toHash),
         medium: optString(fields.medium),
-        groupIdx: optNumber(fields.group_idx, 'group_idx'),
+        groupIdx: read.optNumber(fields.group_idx, 'group_idx'),
       };
     case 'AllBlocksCleared':
       return { type: 'AllBlocksCleared' };
@@ -383,7 +385,7 @@ function decodeEvent(raw: unknown): WireEvent | null {
 class MalformedEvent extends WireError {}
 
 function decodeStored(f: Record<string, unknown>): WireBlockStored {
-  const blockHashes = toHashes(f.block_hashes);
+  const blockHashes = read.hashes(f.block_hashes, toHash);
   if (!Array.isArray(f.token_ids)) throw new WireError('BlockStored without token_ids');
   // The usual event's ids are all plain non-negative integers: one pass checks and copies them.
   const packed = packedTokenIds(f.token_ids);
@@ -397,7 +399,7 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
       ? blockHashes.length > 0
         ? tokenIds.length / blockHashes.length
         : 0
-      : toNumber(f.block_size, 'block_size');
+      : read.number(f.block_size, 'block_size');
   const medium = optString(f.medium);
   // An offloading connector's store names blocks by hash alone (token_ids [], block_size the
   // offloaded block's, or 0 in some versions): its consumer knows them from their GPU store.
@@ -413,7 +415,7 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
     parentBlockHash,
     tokenIds,
     blockSize,
-    loraId: optNumber(f.lora_id, 'lora_id'),
+    loraId: read.optNumber(f.lora_id, 'lora_id'),
     medium,
     loraName,
     extraKeys,
@@ -422,7 +424,7 @@ function decodeStored(f: Record<string, unknown>): WireBlockStored {
       parentBlockHash === null
         ? (optString(f.cache_salt) ?? saltOf(extraKeys?.[0] ?? null, loraName))
         : null,
-    groupIdx: optNumber(f.group_idx, 'group_idx'),
+    groupIdx: read.optNumber(f.group_idx, 'group_idx'),
     kvCacheSpecKind: optString(f.kv_cache_spec_kind),
   };
 }
@@ -497,11 +499,6 @@ function saltOf(keys: unknown[] | null, loraName: string | null): string | null 
   return salt;
 }
 
-function toHashes(v: unknown): bigint[] {
-  if (!Array.isArray(v)) throw new WireError('block_hashes is not a list');
-  return v.map(toHash);
-}
-
 /** Ints, BigInts (signed producers are read as two's complement) or raw bytes. */
 function toHash(v: unknown): bigint {
   if (typeof v === 'bigint') return BigInt.asUintN(64, v);
@@ -512,22 +509,4 @@ function toHash(v: unknown): bigint {
     return h;
   }
   throw new WireError(`block hash of type ${typeof v}`);
-}
-
-function toNumber(v: unknown, field: string): number {
-  if (typeof v === 'number') return v;
-  if (typeof v === 'bigint') return Number(v);
-  throw new WireError(`${field} is not a number`);
-}
-
-function optNumber(v: unknown, field: string): number | null {
-  return v === undefined || v === null ? null : toNumber(v, field);
-}
-
-function optString(v: unknown): string | null {
-  return typeof v === 'string' ? v : null;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
 }

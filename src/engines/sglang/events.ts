@@ -25,6 +25,7 @@
  * - `medium`: "GPU" (device pool), "CPU_PINNED" (HiCache host tier), "DISK", "EXTERNAL".
  */
 import { Unpackr } from 'msgpackr/unpack';
+import { fieldReaders, isRecord, optString } from '../../kv/wireFields.ts';
 
 export class SglangWireError extends Error {
   readonly code = 'ERR_SGLANG_WIRE_DECODE';
@@ -72,6 +73,7 @@ export interface SglangEventBatch {
 const unpackr = new Unpackr({ mapsAsObjects: true, useRecords: false, int64AsType: 'bigint' });
 
 class MalformedEvent extends SglangWireError {}
+const read = fieldReaders(MalformedEvent);
 
 /** Decodes one payload frame; throws SglangWireError on a payload that is no batch at all. */
 export function decodeSglangBatch(payload: Uint8Array): SglangEventBatch {
@@ -85,9 +87,9 @@ export function decodeSglangBatch(payload: Uint8Array): SglangEventBatch {
   const [ts, events, dpRank] = raw;
   if (!Array.isArray(events)) throw new SglangWireError('batch has no events list');
   const out: SglangEventBatch = {
-    tsS: ts === undefined || ts === null ? 0 : num(ts, 'ts'),
+    tsS: ts === undefined || ts === null ? 0 : read.number(ts, 'ts'),
     events: [],
-    dpRank: dpRank === undefined || dpRank === null ? null : num(dpRank, 'attn_dp_rank'),
+    dpRank: read.optNumber(dpRank, 'attn_dp_rank'),
     skippedEvents: 0,
     malformedEvents: 0,
     malformedReason: null,
@@ -112,7 +114,11 @@ function decodeEvent(raw: unknown): SglangEvent | null {
     case 'BlockStored':
       return decodeStored(raw);
     case 'BlockRemoved':
-      return { type: 'BlockRemoved', pageHashes: hashes(raw[1]), medium: optString(raw[2]) };
+      return {
+        type: 'BlockRemoved',
+        pageHashes: read.hashes(raw[1], hash),
+        medium: optString(raw[2]),
+      };
     case 'AllBlocksCleared':
       return { type: 'AllBlocksCleared' };
     default:
@@ -121,11 +127,11 @@ function decodeEvent(raw: unknown): SglangEvent | null {
 }
 
 function decodeStored(raw: unknown[]): SglangBlockStored {
-  const pageHashes = hashes(raw[1]);
+  const pageHashes = read.hashes(raw[1], hash);
   const parent = raw[2] === undefined || raw[2] === null ? null : hash(raw[2]);
   if (!Array.isArray(raw[3])) throw new MalformedEvent('BlockStored without token_ids');
   const tokenIds = raw[3].map(tokenOf);
-  const pageSize = num(raw[4], 'block_size');
+  const pageSize = read.number(raw[4], 'block_size');
   if (!(Number.isSafeInteger(pageSize) && pageSize >= 1)) {
     throw new MalformedEvent(`BlockStored with block_size ${pageSize} (an integer >= 1)`);
   }
@@ -142,7 +148,7 @@ function decodeStored(raw: unknown[]): SglangBlockStored {
     parentPageHash: parent,
     tokenIds,
     pageSize,
-    loraId: raw[5] === undefined || raw[5] === null ? null : num(raw[5], 'lora_id'),
+    loraId: read.optNumber(raw[5], 'lora_id'),
     medium: optString(raw[6]),
     cacheSalt: typeof salt === 'string' ? salt : null,
   };
@@ -158,30 +164,11 @@ function tokenOf(t: unknown): number {
   return n;
 }
 
-function hashes(v: unknown): bigint[] {
-  if (!Array.isArray(v)) throw new MalformedEvent('block_hashes is not a list');
-  return v.map(hash);
-}
-
 /** SGLang's signed int64 as its unsigned bit pattern. */
 function hash(v: unknown): bigint {
   if (typeof v === 'bigint') return BigInt.asUintN(64, v);
   if (typeof v === 'number' && Number.isSafeInteger(v)) return BigInt.asUintN(64, BigInt(v));
   throw new MalformedEvent(`block hash of type ${typeof v}`);
-}
-
-function num(v: unknown, field: string): number {
-  if (typeof v === 'number') return v;
-  if (typeof v === 'bigint') return Number(v);
-  throw new MalformedEvent(`${field} is not a number`);
-}
-
-function optString(v: unknown): string | null {
-  return typeof v === 'string' ? v : null;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
 }
 
 /** The configured topic and the metadata SGLang appends to it (see the file comment). */
