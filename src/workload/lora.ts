@@ -8,7 +8,7 @@
  */
 import type { BlockKey } from '../kv/blockKey.ts';
 import { Rng } from '../util/rng.ts';
-import { CustomerPrefixes, type Materialized, mixSeed } from './tokens.ts';
+import { CustomerPrefixes, type Materialized } from './tokens.ts';
 import { type Arrival, loadArrival } from './arrival.ts';
 import type { Workload, WorkloadOptions } from './types.ts';
 
@@ -61,13 +61,13 @@ export class LoraWorkload implements Workload {
     this.#opts = opts;
     this.#ratePerS = opts.ratePerS ?? LOAD.ratePerS;
     this.#cdf = zipfCdf(adapters, zipf);
-    this.#prefixes = new CustomerPrefixes({
-      seed: mixSeed(opts.seed, 0x10a),
-      blockSize: opts.blockSize,
-      customers: LOAD.customers,
-      prefixTokens: LOAD.sharedTokens,
-      scopeOf: (customer) => ({ loraName: this.adapterOf(customer) }),
-    });
+    this.#prefixes = new CustomerPrefixes(
+      opts,
+      0x10a,
+      LOAD.customers,
+      LOAD.sharedTokens,
+      (customer) => ({ loraName: this.adapterOf(customer) }),
+    );
   }
 
   /** The adapter a customer's requests run with. */

@@ -42,12 +42,7 @@ export class SharedPrefixGroupsWorkload implements Workload {
     this.#shape = shape;
     this.customers = shape.numGroups;
     this.#ratePerS = opts.ratePerS ?? DEFAULT_RATE_PER_S;
-    this.#systemPrompts = new CustomerPrefixes({
-      seed: mixSeed(opts.seed, 0x5e1),
-      blockSize: opts.blockSize,
-      customers: shape.numGroups,
-      prefixTokens: shape.systemPromptLen,
-    });
+    this.#systemPrompts = new CustomerPrefixes(opts, 0x5e1, shape.numGroups, shape.systemPromptLen);
   }
 
   *arrivals(): Iterator<Arrival> {

@@ -97,19 +97,24 @@ export class CustomerPrefixes {
   readonly #prefixTokens: number;
   readonly #scopeOf: ((customer: number) => KeyScope | undefined) | undefined;
 
-  /** `scopeOf`: a customer's key scope (its LoRA adapter), folded into its chain's first block. */
-  constructor(o: {
-    seed: number;
-    blockSize: number;
-    customers: number;
-    prefixTokens: number;
-    scopeOf?: (customer: number) => KeyScope | undefined;
-  }) {
-    this.#seed = o.seed;
-    this.#extender = new KeyExtender(o.blockSize);
-    this.#customers = o.customers;
-    this.#prefixTokens = o.prefixTokens;
-    this.#scopeOf = o.scopeOf;
+  /**
+   * `workload`: the workload's seed and block size; `salt`: the workload's own, mixed into its
+   * seed, so that workloads of one seed draw different prefixes; `customers` prefixes of
+   * `prefixTokens` tokens each. `scopeOf`: a customer's key scope (its LoRA adapter), folded into
+   * its chain's first block.
+   */
+  constructor(
+    workload: { seed: number; blockSize: number },
+    salt: number,
+    customers: number,
+    prefixTokens: number,
+    scopeOf?: (customer: number) => KeyScope | undefined,
+  ) {
+    this.#seed = mixSeed(workload.seed, salt);
+    this.#extender = new KeyExtender(workload.blockSize);
+    this.#customers = customers;
+    this.#prefixTokens = prefixTokens;
+    this.#scopeOf = scopeOf;
   }
 
   get(customer: number): Prefix {

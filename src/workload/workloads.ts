@@ -70,12 +70,7 @@ class SharedPrefixWorkload implements Workload {
     this.customers = params.customers;
     this.#p = params;
     this.#opts = opts;
-    this.#prefixes = new CustomerPrefixes({
-      seed: mixSeed(opts.seed, 0x5eed),
-      blockSize: opts.blockSize,
-      customers: params.customers,
-      prefixTokens: params.sharedTokens,
-    });
+    this.#prefixes = new CustomerPrefixes(opts, 0x5eed, params.customers, params.sharedTokens);
   }
 
   *arrivals(): Iterator<Arrival> {
@@ -132,12 +127,12 @@ class GroupsWorkload implements Workload {
     this.blockSize = opts.blockSize;
     this.#opts = opts;
     this.#ratePerS = opts.ratePerS ?? 40;
-    this.#systemPrompts = new CustomerPrefixes({
-      seed: mixSeed(opts.seed, 0x6e0),
-      blockSize: opts.blockSize,
-      customers: this.customers,
-      prefixTokens: GroupsWorkload.SYSTEM_TOKENS,
-    });
+    this.#systemPrompts = new CustomerPrefixes(
+      opts,
+      0x6e0,
+      this.customers,
+      GroupsWorkload.SYSTEM_TOKENS,
+    );
   }
 
   *arrivals(): Iterator<Arrival> {
