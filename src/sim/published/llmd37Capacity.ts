@@ -8,6 +8,7 @@
  * warm-up through 3 to 20 QPS (975 s).
  */
 import type { PublishedHarnessRun } from './harnessReplay.ts';
+import { llmdReportSimArgs } from './llmdReport.ts';
 
 /** inference-perf's load.stages of the report, rate x duration s. */
 const STAGES = '10x25,3x210,4x180,5x120,6x120,8x90,10x70,12x60,15x50,20x50';
@@ -22,14 +23,19 @@ export const LLMD_37_CAPACITY: PublishedHarnessRun = {
     '4 vLLM pods of Llama 3.1 70B Instruct, 461,376 KV tokens a pod (GPUs not stated); ' +
     'inference-perf shared_prefix, 83 groups x 3 prompts, 8,000 shared + 1,000 own tokens, ' +
     '1,000 out; stages 10 QPS x 25 s warm-up, then 3 to 20 QPS over 950 s',
-  simArgs: [
-    ...['--workload', 'shared-prefix', '--num-groups', '83', '--num-prompts-per-group', '3'],
-    ...['--system-prompt-len', '8000', '--question-len', '1000', '--output-len', '1000'],
-    ...['--replicas', '4', '--model', 'llama-3.1-70b', '--gpu', 'h100-sxm', '--tp', '4'],
-    ...['--engine-defaults', 'vllm', '--block-size', '64', '--kv-blocks', '7209'],
-    ...['--rate-ladder', STAGES, '--warmup', '0', '--metrics-as', 'inference-perf'],
-    ...['--approx-forget', 'peer'],
-  ],
+  simArgs: llmdReportSimArgs({
+    groups: 83,
+    promptsPerGroup: 3,
+    systemPromptTokens: 8000,
+    questionTokens: 1000,
+    outputTokens: 1000,
+    pods: 4,
+    model: 'llama-3.1-70b',
+    gpu: 'h100-sxm',
+    tp: 4,
+    kvBlocks: 7209,
+    stages: STAGES,
+  }),
   runs: [
     {
       label: 'random',

@@ -8,6 +8,7 @@
  * tokens asked (ignore_eos; 245 replayed, see the notes), Poisson stages from a 15 QPS warm-up through 3 to 60 QPS (502 s).
  */
 import type { PublishedHarnessRun } from './harnessReplay.ts';
+import { llmdReportSimArgs } from './llmdReport.ts';
 
 /** inference-perf's load.stages of the report, rate x duration s. */
 const STAGES =
@@ -23,14 +24,19 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
     '8 vLLM pods x 2 H100 (16 GPUs), Qwen3-32B, 307,328 KV tokens a pod; inference-perf ' +
     'shared_prefix, 150 groups x 5 prompts, 6,000 shared + 1,200 own tokens, 1,000 out asked; ' +
     'Poisson stages 15 QPS x 50 s warm-up, then 3 to 60 QPS over 452 s',
-  simArgs: [
-    ...['--workload', 'shared-prefix', '--num-groups', '150', '--num-prompts-per-group', '5'],
-    ...['--system-prompt-len', '6000', '--question-len', '1200', '--output-len', '245'],
-    ...['--replicas', '8', '--model', 'qwen3-32b', '--gpu', 'h100-sxm', '--tp', '2'],
-    ...['--engine-defaults', 'vllm', '--block-size', '64', '--kv-blocks', '4802'],
-    ...['--rate-ladder', STAGES, '--warmup', '0', '--metrics-as', 'inference-perf'],
-    ...['--approx-forget', 'peer'],
-  ],
+  simArgs: llmdReportSimArgs({
+    groups: 150,
+    promptsPerGroup: 5,
+    systemPromptTokens: 6000,
+    questionTokens: 1200,
+    outputTokens: 245,
+    pods: 8,
+    model: 'qwen3-32b',
+    gpu: 'h100-sxm',
+    tp: 2,
+    kvBlocks: 4802,
+    stages: STAGES,
+  }),
   runs: [
     {
       label: 'random-scheduling',
