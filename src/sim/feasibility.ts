@@ -11,9 +11,12 @@
  *   under a long prompt's own prefill, or a run so short that cold starts are over 1 % of it.
  */
 import { makeIdlePrefill } from '../engine/idlePrefill.ts';
+import type { BlockKey } from '../kv/blockKey.ts';
 import { makeEngineConfig } from '../engine/options.ts';
 import type { SearchUnmet } from '../results/result.ts';
 import { ttftLimitMs } from '../results/slo.ts';
+import type { Arrival } from '../workload/arrival.ts';
+import type { Workload } from '../workload/types.ts';
 import { makeWorkload, type SimConfig } from './run.ts';
 
 /** Fewest measured requests whose p99 is not simply their maximum. */
@@ -23,21 +26,13 @@ export function diagnoseUnmet(config: SimConfig, maxReplicas: number): SearchUnm
   const workload = makeWorkload(config);
   const engine = makeEngineConfig(config.engine);
   const idleMs = makeIdlePrefill(engine);
-  const blockSize = workload.blockSize;
-  const seen = new Set<number>();
   let measured = 0;
   let outOfReach = 0;
-  const it = workload.arrivals();
-  for (let a = it.next(); !a.done; a = it.next()) {
-    const arrival = a.value;
-    const { blockKeys } = workload.materialize(arrival);
-    let cachedBlocks = 0;
-    while (cachedBlocks < blockKeys.length && seen.has(blockKeys[cachedBlocks]!)) cachedBlocks++;
-    for (const key of blockKeys) seen.add(key);
+  for (const { arrival, cachedBlocks } of arrivalsWithBestCache(workload)) {
     if (arrival.atMs < config.warmupMs) continue;
     measured++;
     const prompt = arrival.promptLength;
-    const bestMs = idleMs(prompt, cachedBlocks * blockSize);
+    const bestMs = idleMs(prompt, cachedBlocks * workload.blockSize);
     if (bestMs > ttftLimitMs(config.slo, idleMs(prompt))) outOfReach++;
   }
   const reason =
@@ -47,4 +42,24 @@ export function diagnoseUnmet(config: SimConfig, maxReplicas: number): SearchUnm
         ? 'out-of-reach'
         : 'not-met';
   return { reason, measured, outOfReach, maxReplicas };
+}
+
+/**
+ * Each arrival of `workload`, in order, with the leading blocks of its prompt that an earlier
+ * arrival brought: what the best fleet caches (one cache that forgets nothing), so what no
+ * router can beat.
+ */
+export function* arrivalsWithBestCache(
+  workload: Workload,
+): Generator<{ arrival: Arrival; cachedBlocks: number }> {
+  const seen = new Set<BlockKey>();
+  const it = workload.arrivals();
+  for (let a = it.next(); !a.done; a = it.next()) {
+    const arrival = a.value;
+    const { blockKeys } = workload.materialize(arrival);
+    let cachedBlocks = 0;
+    while (cachedBlocks < blockKeys.length && seen.has(blockKeys[cachedBlocks]!)) cachedBlocks++;
+    for (const key of blockKeys) seen.add(key);
+    yield { arrival, cachedBlocks };
+  }
 }

@@ -19,7 +19,7 @@ import { makeEngineConfig } from '../engine/options.ts';
 import { replicaSpecProblem } from '../model/cost.ts';
 import { decodeStepMs, kvPoolTokens, prefillUsPerToken } from '../model/cost.ts';
 import type { SloTargets } from '../results/slo.ts';
-import { diagnoseUnmet } from './feasibility.ts';
+import { arrivalsWithBestCache, diagnoseUnmet } from './feasibility.ts';
 import { fleetLimit, type FleetLimit, workloadShape } from './fleetLimit.ts';
 import { type BatchProgress, runBatch } from './parallel.ts';
 import { runPdSearches } from './pd/searchMany.ts';
@@ -404,21 +404,15 @@ export function startReplicas(config: SimConfig): number {
   const workload = makeWorkload(config);
   const usPerToken = prefillUsPerToken(spec, engine.budgetTokens);
   const batch = engine.maxSeqs;
-  const seen = new Set<number>();
   let replicaMs = 0;
   let lastMs = 0;
-  const it = workload.arrivals();
-  for (let a = it.next(); !a.done; a = it.next()) {
-    const { blockKeys } = workload.materialize(a.value);
-    let cached = 0;
-    while (cached < blockKeys.length && seen.has(blockKeys[cached]!)) cached++;
-    for (const k of blockKeys) seen.add(k);
-    const uncached = a.value.promptLength - cached * workload.blockSize;
-    const context = a.value.promptLength + a.value.outputTokens / 2;
+  for (const { arrival, cachedBlocks } of arrivalsWithBestCache(workload)) {
+    const uncached = arrival.promptLength - cachedBlocks * workload.blockSize;
+    const context = arrival.promptLength + arrival.outputTokens / 2;
     replicaMs +=
       (uncached * usPerToken) / 1000 +
-      (a.value.outputTokens * decodeStepMs(spec, batch, context)) / batch;
-    lastMs = a.value.atMs;
+      (arrival.outputTokens * decodeStepMs(spec, batch, context)) / batch;
+    lastMs = arrival.atMs;
   }
   const pool = kvPoolTokens(spec);
   if (lastMs <= 0 || pool < 1) return 1;
