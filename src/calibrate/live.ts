@@ -506,6 +506,38 @@ function computedTokens(outcome: StreamOutcome, sent: number): number {
   return (outcome.promptTokens ?? sent) - (outcome.cachedTokens ?? 0);
 }
 
+/** One timed prompt: its time to first token (scaled by `speedup`) and the tokens computed. */
+interface PromptRun {
+  ttftMs: number;
+  tokens: number;
+}
+
+function promptRun(outcome: StreamOutcome, sentTokens: number, speedup: number): PromptRun {
+  return {
+    ttftMs: (outcome.tokenTimes[0]! - outcome.sentAt) * speedup,
+    tokens: computedTokens(outcome, sentTokens),
+  };
+}
+
+/** A point of the fit: one request's time to first token (`measuredMs`) over `steps`. */
+function ttftPoint(label: string, steps: StepWork[], measuredMs: number): Observation {
+  return { kind: 'ttft', label, steps, perRequest: true, measuredMs };
+}
+
+const stepCount = (steps: readonly StepWork[]): string =>
+  `${steps.length} step${steps.length > 1 ? 's' : ''}`;
+
+/**
+ * A probe kind's measurer: its observations (none for the kinds that only feed `out`), or why
+ * it gave none.
+ */
+type ProbeMeasure<K extends Probe['kind'], Out> = (
+  client: Client,
+  probe: Extract<Probe, { kind: K }>,
+  o: LiveOptions,
+  out: Out[],
+) => Promise<Observation[] | string>;
+
 /**
  * The steps `tokens` prompt tokens run as after `cachedTokens` cached ones (0: a cold prompt):
  * chunks of the budget, each reading the KV before it.
@@ -534,24 +566,19 @@ async function measurePrefill(
   promptTokens: number,
   o: LiveOptions,
 ): Promise<Observation | string> {
-  const runs: { ttftMs: number; tokens: number }[] = [];
+  const runs: PromptRun[] = [];
   for (let r = 0; r < (o.repeats ?? DEFAULT_REPEATS); r++) {
     const outcome = await client.sendAlone(client.freshPrompt(promptTokens), 1);
     if (outcome === null) return CANCELLED;
-    runs.push({
-      ttftMs: (outcome.tokenTimes[0]! - outcome.sentAt) * o.speedup,
-      tokens: computedTokens(outcome, promptTokens),
-    });
+    runs.push(promptRun(outcome, promptTokens, o.speedup));
   }
   const median = medianRun(runs);
   const steps = prefillSteps(median.tokens, o.budgetTokens);
-  return {
-    kind: 'ttft',
-    label: `prompt ${median.tokens} tokens (${steps.length} step${steps.length > 1 ? 's' : ''}), median of ${runs.length}`,
+  return ttftPoint(
+    `prompt ${median.tokens} tokens (${stepCount(steps)}), median of ${runs.length}`,
     steps,
-    perRequest: true,
-    measuredMs: median.ttftMs,
-  };
+    median.ttftMs,
+  );
 }
 
 /**
@@ -559,12 +586,7 @@ async function measurePrefill(
  * time the server counted, beside the tokens it reported; not a point of the fit (the steps are
  * those of a token-id prompt of the same length).
  */
-async function measureText(
-  client: Client,
-  probe: Extract<Probe, { kind: 'text' }>,
-  o: LiveOptions,
-  out: TextOverhead[],
-): Promise<Observation[] | string> {
+const measureText: ProbeMeasure<'text', TextOverhead> = async (client, probe, o, out) => {
   const vocab = builtinVocab();
   const before = out.length;
   for (let r = 0; r < (o.repeats ?? DEFAULT_REPEATS); r++) {
@@ -576,7 +598,7 @@ async function measureText(
   }
   if (out.length === before) return 'the server counts no prefill time (no overhead to read)';
   return [];
-}
+};
 
 /** The run with the median time to first token. */
 function medianRun<T extends { ttftMs: number }>(runs: readonly T[]): T {
@@ -584,38 +606,26 @@ function medianRun<T extends { ttftMs: number }>(runs: readonly T[]): T {
   return runs.find((r) => r.ttftMs === ms)!;
 }
 
-async function measureWarm(
-  client: Client,
-  probe: Extract<Probe, { kind: 'warm' }>,
-  o: LiveOptions,
-  pairsOut: WarmColdPair[],
-): Promise<Observation[] | string> {
+const measureWarm: ProbeMeasure<'warm', WarmColdPair> = async (client, probe, o, pairsOut) => {
   const prefix = client.freshPrompt(probe.contextTokens);
   // Computes the prefix (cold, not a point); the server caches it.
   if ((await client.send(prefix, 1)) === null) return CANCELLED;
-  const runs: { ttftMs: number; tokens: number; cached: number }[] = [];
+  const runs: (PromptRun & { cached: number })[] = [];
   // The cold chunk of the same length, timed between the warm ones: both see the same load, so
   // a busy host's drift does not go into the pair rate (the difference is what it times).
-  const colds: { ttftMs: number; tokens: number }[] = [];
+  const colds: PromptRun[] = [];
   const pairs: WarmColdPair[] = [];
   // The pair rate is the median of these pairs' differences, a small part of either time:
   // at least WARM_REPEATS of them, whatever `repeats` says.
   for (let r = 0; r < Math.max(WARM_REPEATS, o.repeats ?? DEFAULT_REPEATS); r++) {
     const cold = await client.sendAlone(client.freshPrompt(probe.chunkTokens), 1);
     if (cold === null) return CANCELLED;
-    colds.push({
-      ttftMs: (cold.tokenTimes[0]! - cold.sentAt) * o.speedup,
-      tokens: computedTokens(cold, probe.chunkTokens),
-    });
+    colds.push(promptRun(cold, probe.chunkTokens, o.speedup));
     const prompt = [...prefix, ...client.freshPrompt(probe.chunkTokens)];
     const outcome = await client.sendAlone(prompt, 1);
     if (outcome === null) return CANCELLED;
     const cached = Math.min(outcome.cachedTokens ?? 0, prompt.length - 1);
-    const run = {
-      ttftMs: (outcome.tokenTimes[0]! - outcome.sentAt) * o.speedup,
-      tokens: computedTokens(outcome, prompt.length),
-      cached,
-    };
+    const run = { ...promptRun(outcome, prompt.length, o.speedup), cached };
     runs.push(run);
     pairs.push({
       warmMs: run.ttftMs,
@@ -634,33 +644,24 @@ async function measureWarm(
   const steps = prefillSteps(median.tokens, o.budgetTokens, median.cached);
   const coldSteps = prefillSteps(cold.tokens, o.budgetTokens);
   return [
-    {
-      kind: 'ttft',
-      label: `prompt ${median.tokens} tokens after ${median.cached} cached (${steps.length} step${steps.length > 1 ? 's' : ''}), median of ${runs.length}`,
+    ttftPoint(
+      `prompt ${median.tokens} tokens after ${median.cached} cached (${stepCount(steps)}), median of ${runs.length}`,
       steps,
-      perRequest: true,
-      measuredMs: median.ttftMs,
-    },
-    {
-      kind: 'ttft',
-      label: `prompt ${cold.tokens} tokens (${coldSteps.length} step${coldSteps.length > 1 ? 's' : ''}) between those, median of ${colds.length}`,
-      steps: coldSteps,
-      perRequest: true,
-      measuredMs: cold.ttftMs,
-    },
+      median.ttftMs,
+    ),
+    ttftPoint(
+      `prompt ${cold.tokens} tokens (${stepCount(coldSteps)}) between those, median of ${colds.length}`,
+      coldSteps,
+      cold.ttftMs,
+    ),
   ];
-}
+};
 
 /**
  * A tile probe: the warm probe's runs, kept only as pairs for rowTile.ts (a chunk of an odd
  * length would add prefill knots beside the probes' own, so its times stay out of the fit).
  */
-async function measureTile(
-  client: Client,
-  probe: Extract<Probe, { kind: 'tile' }>,
-  o: LiveOptions,
-  pairsOut: TilePair[],
-): Promise<Observation[] | string> {
+const measureTile: ProbeMeasure<'tile', TilePair> = async (client, probe, o, pairsOut) => {
   const pairs: WarmColdPair[] = [];
   const result = await measureWarm(client, { ...probe, kind: 'warm' }, o, pairs);
   if (typeof result === 'string') return result;
@@ -673,7 +674,7 @@ async function measureTile(
     });
   }
   return [];
-}
+};
 
 const MIXED_REPEATS = 5;
 const MIXED_STREAM_TOKENS = 4000;

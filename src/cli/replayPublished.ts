@@ -5,9 +5,11 @@
  */
 import { PUBLISHED_RUNS } from '../sim/published/index.ts';
 import { type ReplayFigures, ReplayTally } from '../sim/published/figures.ts';
+import { replayHeading, replayJsonLine, signedPct } from '../sim/published/replayText.ts';
 import type { PublishedRun } from '../sim/published/types.ts';
 import { simulate } from '../sim/run.ts';
 import type { SimConfig } from '../sim/run.ts';
+import { grid } from '../util/textTable.ts';
 
 export interface ReplayRow {
   label: string;
@@ -54,8 +56,6 @@ export function replayPublished(name: string, base: SimConfig): ReplayResult {
 
 const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
 const int = (x: number) => Math.round(x).toLocaleString('en-US');
-const signed = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)} %`;
-
 export function formatReplay(r: ReplayResult): string {
   const header = ['policy', 'hit pub', 'hit sim', 'points', 'tok/s pub', 'tok/s sim', 'diff'];
   const rows = r.rows.map((row) => [
@@ -65,7 +65,7 @@ export function formatReplay(r: ReplayResult): string {
     ((row.simulated.hitRate - row.published.hitRate) * 100).toFixed(1),
     int(row.published.tokensPerS),
     int(row.simulated.tokensPerS),
-    signed(row.simulated.tokensPerS / row.published.tokensPerS - 1),
+    signedPct(row.simulated.tokensPerS / row.published.tokensPerS - 1),
   ]);
   rows.push([
     'throughput ratio',
@@ -74,29 +74,22 @@ export function formatReplay(r: ReplayResult): string {
     '',
     r.published.ratio.toFixed(2),
     r.simulated.ratio.toFixed(2),
-    signed(r.simulated.ratio / r.published.ratio - 1),
+    signedPct(r.simulated.ratio / r.published.ratio - 1),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: string[]) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [
-    `${r.run.title}`,
-    `source: ${r.run.source}`,
-    `setup: ${r.run.setup}`,
-    `as: kvroute sim ${r.run.simArgs.join(' ')} (all ${r.rows[0]!.simulated.requests} prompts at time 0, ${r.run.burst.order})`,
+    ...replayHeading(
+      r.run,
+      ` (all ${r.rows[0]!.simulated.requests} prompts at time 0, ${r.run.burst.order})`,
+    ),
     '',
-    line(header),
-    widths.map((w) => '-'.repeat(w)).join('  '),
-    ...rows.map(line),
+    grid(header, rows),
     '',
     ...r.run.notes.map((n) => `note: ${n}`),
   ].join('\n');
 }
 
 export function replayJson(r: ReplayResult): string {
-  return JSON.stringify({
-    name: r.run.name,
-    source: r.run.source,
+  return replayJsonLine(r.run, {
     rows: r.rows,
     ratio: { published: r.published.ratio, simulated: r.simulated.ratio },
   });

@@ -10,6 +10,7 @@ import { basename, dirname, join } from 'node:path';
 import { TokenizerError } from './errors.ts';
 import { HfTokenizer } from './hfTokenizer.ts';
 import type { TemplateSource } from './jinjaChat.ts';
+import { getOrAdd } from '../util/getOrAdd.ts';
 
 export interface ModelFolder {
   dir: string;
@@ -36,13 +37,7 @@ const loaded = new Map<string, ModelFolder>();
 
 /** `path` is the folder (a path to its tokenizer.json is taken as the folder too). */
 export function loadModelFolder(path: string): ModelFolder {
-  const dir = folderOf(path);
-  let folder = loaded.get(dir);
-  if (!folder) {
-    folder = readFolder(dir);
-    loaded.set(dir, folder);
-  }
-  return folder;
+  return getOrAdd(loaded, folderOf(path), readFolder);
 }
 
 function folderOf(path: string): string {

@@ -17,6 +17,7 @@ import { TokenizerError } from './errors.ts';
 import { JinjaChatTemplate } from './jinjaChat.ts';
 import { loadModelFolder, readChatTemplateFlag } from './modelFolder.ts';
 import { getTokenizer, type TextTokenizer } from './tokenizer.ts';
+import { getOrAdd } from '../util/getOrAdd.ts';
 
 /** Which tokenizer and template: as the `--tokenizer` and `--chat-template` flags say. */
 export interface TokenizerSpec {
@@ -154,12 +155,7 @@ const byKey = new Map<string, PromptTokenizer>();
  */
 export function loadPromptTokenizer(spec: TokenizerSpec): PromptTokenizer {
   const key = `${spec.tokenizer}\u0000${spec.chatTemplate ?? ''}`;
-  let made = byKey.get(key);
-  if (!made) {
-    made = makePromptTokenizer(spec);
-    byKey.set(key, made);
-  }
-  return made;
+  return getOrAdd(byKey, key, () => makePromptTokenizer(spec));
 }
 
 function makePromptTokenizer(spec: TokenizerSpec): PromptTokenizer {

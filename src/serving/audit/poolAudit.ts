@@ -211,8 +211,22 @@ export class PoolAudit {
     if (action !== 'recovered' && action !== 'diagnose') last.repairs++;
     this.#last.set(replica, last);
     const where = { replica, model: this.#model, index: this.#indexSource(replica), action };
-    if (this.#approxOnly(replica)) {
-      this.#carryOutApprox(replica, action, where);
+    const approxOnly = this.#approxOnly(replica);
+    if (action === 'diagnose') {
+      this.#diagnose(replica, approxOnly, where);
+      return;
+    }
+    if (action === 'recovered') {
+      this.#logger.info(
+        where,
+        approxOnly
+          ? 'cache audit repair: its predictions agree again'
+          : 'cache audit repair: its events agree again',
+      );
+      return;
+    }
+    if (approxOnly) {
+      this.#clearApprox(replica, where);
       return;
     }
     switch (action) {
@@ -246,12 +260,6 @@ export class PoolAudit {
         this.audit.reset(replica);
         this.#logger.warn(where, 'cache audit repair: routed on the approximate index');
         return;
-      case 'diagnose':
-        this.#diagnose(replica, false, where);
-        return;
-      case 'recovered':
-        this.#logger.info(where, 'cache audit repair: its events agree again');
-        return;
     }
   }
 
@@ -263,28 +271,17 @@ export class PoolAudit {
   }
 
   /**
-   * A repair where the index is approximate only: what over-predicts is the router's own record,
-   * so it is cleared (the next requests rebuild it); there are no events to replay or retry.
+   * A repair (replay, approx or retry-events) where the index is approximate only: what
+   * over-predicts is the router's own record, so it is cleared (the next requests rebuild it);
+   * there are no events to replay or retry.
    */
-  #carryOutApprox(replica: string, action: RepairAction, where: object): void {
-    switch (action) {
-      case 'replay':
-      case 'approx':
-      case 'retry-events':
-        this.#actions.clear(replica);
-        this.audit.reset(replica);
-        this.#logger.warn(
-          where,
-          "cache audit repair: its approximate entries cleared (the router's own record starts afresh)",
-        );
-        return;
-      case 'diagnose':
-        this.#diagnose(replica, true, where);
-        return;
-      case 'recovered':
-        this.#logger.info(where, 'cache audit repair: its predictions agree again');
-        return;
-    }
+  #clearApprox(replica: string, where: object): void {
+    this.#actions.clear(replica);
+    this.audit.reset(replica);
+    this.#logger.warn(
+      where,
+      "cache audit repair: its approximate entries cleared (the router's own record starts afresh)",
+    );
   }
 
   #source(replica: string): { usage: number; hitCounter: number } {

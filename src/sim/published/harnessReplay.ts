@@ -11,6 +11,8 @@
 import type { HarnessSummary } from '../../results/harnessMetrics.ts';
 import type { SimConfig } from '../run.ts';
 import { simulate } from '../run.ts';
+import { grid } from '../../util/textTable.ts';
+import { replayHeading, replayJsonLine, signedPct } from './replayText.ts';
 
 /** What a harness prints that the replay compares; `better`: which way is a gain. */
 export const HARNESS_FIGURES = {
@@ -168,15 +170,6 @@ const num = (x: number) =>
       ? Math.round(x).toLocaleString('en-US')
       : x.toFixed(x >= 10 ? 1 : 2)
     : String(x);
-const signed = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)} %`;
-
-function table(header: string[], rows: string[][]): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: string[]) =>
-    cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
-}
-
 export function formatHarnessReplay(r: HarnessReplayResult): string {
   const figureRows = r.rows.flatMap((row) =>
     row.figures.map((f, i) => [
@@ -184,7 +177,7 @@ export function formatHarnessReplay(r: HarnessReplayResult): string {
       HARNESS_FIGURES[f.figure].label,
       num(f.published),
       num(f.simulated),
-      signed(f.simulated / f.published - 1),
+      signedPct(f.simulated / f.published - 1),
     ]),
   );
   const gainRows = r.gains.map((g, i) => [
@@ -192,22 +185,20 @@ export function formatHarnessReplay(r: HarnessReplayResult): string {
     HARNESS_FIGURES[g.figure].label,
     `${g.published.toFixed(2)}x`,
     `${g.simulated.toFixed(2)}x`,
-    signed(g.simulated / g.published - 1),
+    signedPct(g.simulated / g.published - 1),
   ]);
   const served = r.rows.map(
     (row) =>
       `${row.label}: ${row.completed} served, ${row.failed} not, hit rate ${(row.hitRate * 100).toFixed(1)} %`,
   );
+  const header = ['policy', 'figure', 'published', 'simulated', 'diff'];
   return [
-    r.run.title,
-    `source: ${r.run.source}`,
-    `setup: ${r.run.setup}`,
-    `as: kvroute sim ${r.run.simArgs.join(' ')}`,
+    ...replayHeading(r.run),
     '',
-    ...table(['policy', 'figure', 'published', 'simulated', 'diff'], figureRows),
+    grid(header, figureRows, 2),
     '',
     `gain over ${r.rows[0]!.label} (throughput: run / baseline; latency: baseline / run)`,
-    ...table(['policy', 'figure', 'published', 'simulated', 'diff'], gainRows),
+    grid(header, gainRows, 2),
     '',
     `simulated: ${served.join('; ')}`,
     ...r.run.notes.map((n) => `note: ${n}`),
@@ -215,10 +206,5 @@ export function formatHarnessReplay(r: HarnessReplayResult): string {
 }
 
 export function harnessReplayJson(r: HarnessReplayResult): string {
-  return JSON.stringify({
-    name: r.run.name,
-    source: r.run.source,
-    rows: r.rows,
-    gains: r.gains,
-  });
+  return replayJsonLine(r.run, { rows: r.rows, gains: r.gains });
 }
