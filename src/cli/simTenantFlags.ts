@@ -65,7 +65,9 @@ export const SIM_TENANT_FLAGS = specOf(SIM_TENANT_OPTIONS);
 export const SIM_TENANT_HELP = helpOf(SIM_TENANT_OPTIONS);
 
 /** The flow-control bounds: each needs `--flow-control on`. */
-const BOUNDS = Object.keys(SIM_TENANT_OPTIONS).filter((n) => n !== 'tenants' && n !== 'flow-control');
+const BOUNDS = Object.keys(SIM_TENANT_OPTIONS).filter(
+  (n) => n !== 'tenants' && n !== 'flow-control',
+);
 
 /** `--tenants`: the list, or undefined when not given. */
 export function parseTenants(spec: string): TenantSpec[] {
@@ -137,7 +139,8 @@ export function readTenantFlags(flags: Flags, unsupported: readonly string[] = [
   if (on) {
     out.flowControl = {
       maxQueued: option('flow-max-queued') ?? DEFAULT_FLOW_MAX_QUEUED,
-      maxQueuedPerTenant: option('flow-max-queued-per-tenant') ?? DEFAULT_FLOW_MAX_QUEUED_PER_TENANT,
+      maxQueuedPerTenant:
+        option('flow-max-queued-per-tenant') ?? DEFAULT_FLOW_MAX_QUEUED_PER_TENANT,
       maxWaitMs: option('flow-max-wait-ms') ?? DEFAULT_FLOW_MAX_WAIT_MS,
       saturation: {
         ...DEFAULT_SATURATION_LIMITS,
