@@ -1,6 +1,7 @@
 /**
- * The flow-control flags of `kvroute serve` and `kvroute epp` (`src/serving/flowConfig.ts`):
- * `--flow-control` turns it on, the others tune it over the config file's `flow-control` key.
+ * The flow-control options of `kvroute serve` and `kvroute epp` (`src/serving/flowConfig.ts`),
+ * one row each, shared by both tables: `--flow-control` turns it on, the others tune it over the
+ * config file's `flow-control` key.
  */
 import {
   DEFAULT_FLOW_SATURATION,
@@ -9,66 +10,57 @@ import {
 } from '../serving/flowConfig.ts';
 import { FLOW_RELEASES } from '../flow/index.ts';
 import { type Flags, UsageError } from './args.ts';
-
-export const FLOW_FLAG_NAMES =
-  'flow-max-queued flow-max-queued-per-tenant flow-max-wait-ms flow-queue-depth flow-kv-usage flow-queued-prefill-ms ' +
-  'flow-release flow-owner-slack-tokens flow-owner-hold-ms flow-look-ahead';
-export const FLOW_BOOLEAN_FLAGS = 'flow-control';
+import { readerOf } from './options/read.ts';
+import { bool, int, num, oneOf, options } from './options/table.ts';
 
 const D = defaultFlowControl();
 const S = DEFAULT_FLOW_SATURATION;
-export const FLOW_HELP = `flow control (docs/flow-control.md): wait in the gateway while the pool is saturated
-  --flow-control        while every eligible replica of a request's pool is saturated, the
-                        request waits here (priority class: header x-kvroute-priority or its
-                        tenant's priority-class; fair share by tokens between tenants)
-  --flow-max-queued N   requests waiting in all; more: 429 with Retry-After (default ${D.maxQueued})
-  --flow-max-queued-per-tenant N  requests of one tenant waiting; more: 429 (default ${D.maxQueuedPerTenant})
-  --flow-max-wait-ms N  a request still waiting after N ms: 503 with Retry-After (default ${D.maxWaitMs})
-  --flow-queue-depth N  a replica is saturated with more than N requests waiting in its
-                        engine (default ${S.queueDepth}, llm-d's)
-  --flow-kv-usage F     or with KV usage above F (default ${S.kvUsage}, llm-d's)
-  --flow-queued-prefill-ms N  or with more than N ms of prefill the router queued there
-                        (priced at --prefill-us-per-token; default ${S.queuedPrefillMs})
-  --flow-release room|owner  when a waiting request leaves: room, whenever some replica has
-                        room; owner, when the replicas with room cache its prompt within
-                        --flow-owner-slack-tokens of the best replica (its cache owner has
-                        room), or it has waited --flow-owner-hold-ms; others pass it meanwhile,
-                        fair by tokens (default ${D.release})
-  --flow-owner-slack-tokens N  owner release: cached prompt tokens a replica with room may
-                        lack against the best one (default ${D.ownerSlackTokens})
-  --flow-owner-hold-ms N  owner release: after this wait it goes wherever there is room
-                        (default ${D.ownerHoldMs})
-  --flow-look-ahead N   owner release: how deep into each tenant's queue a ready request is
-                        looked for (default ${D.lookAhead})
-`;
+
+const RELEASE_HELP =
+  'when a waiting request leaves: room, whenever some replica has room; owner, when the ' +
+  'replicas with room cache its prompt within --flow-owner-slack-tokens of the best replica ' +
+  '(its cache owner has room), or it has waited --flow-owner-hold-ms; others pass it meanwhile, ' +
+  'fair by tokens';
+
+/** The heading `--help` lists them under. */
+export const FLOW_SECTION =
+  'flow control (docs/flow-control.md): wait in the gateway while the pool is saturated';
+
+// biome-ignore format: one option a line
+export const FLOW_OPTIONS = options({
+  'flow-control': bool("while every eligible replica of a request's pool is saturated, the request waits here (priority class: header x-kvroute-priority or its tenant's priority-class; fair share by tokens between tenants)", { section: FLOW_SECTION, docs: ' ([flow-control.md](flow-control.md#in-the-gateway))' }),
+  'flow-max-queued': int('N', 'requests waiting in all; more: 429 with Retry-After', { above: 0, default: D.maxQueued }),
+  'flow-max-queued-per-tenant': int('N', 'requests of one tenant waiting; more: 429', { above: 0, default: D.maxQueuedPerTenant }),
+  'flow-max-wait-ms': num('N', 'a request still waiting after N ms: 503 with Retry-After', { above: 0, default: D.maxWaitMs }),
+  'flow-queue-depth': num('N', "a replica is saturated with more than N requests waiting in its engine (default {default}, llm-d's)", { min: 0, default: S.queueDepth }),
+  'flow-kv-usage': num('F', "or with KV usage above F (default {default}, llm-d's)", { above: 0, max: 1, default: S.kvUsage }),
+  'flow-queued-prefill-ms': num('N', 'or with more than N ms of prefill the router queued there (priced at --prefill-us-per-token; default {default})', { min: 0, default: S.queuedPrefillMs }),
+  'flow-release': oneOf(FLOW_RELEASES, 'room|owner', RELEASE_HELP, { default: D.release }),
+  'flow-owner-slack-tokens': int('N', 'owner release: cached prompt tokens a replica with room may lack against the best one', { min: 0, default: D.ownerSlackTokens }),
+  'flow-owner-hold-ms': num('N', 'owner release: after this wait it goes wherever there is room', { min: 0, default: D.ownerHoldMs }),
+  'flow-look-ahead': int('N', "owner release: how deep into each tenant's queue a ready request is looked for", { min: 1, default: D.lookAhead }),
+});
+
+/** The tuning flags: each needs flow control on. */
+const TUNING = Object.keys(FLOW_OPTIONS).filter((name) => name !== 'flow-control');
 
 /** The flags over the config file's `flow-control`; tuning flags need it on. */
 export function readFlowFlags(flags: Flags, current: FlowControlConfig): FlowControlConfig {
-  const maxQueued = flags.positive('flow-max-queued', true);
-  const perTenant = flags.positive('flow-max-queued-per-tenant', true);
-  const maxWaitMs = flags.positive('flow-max-wait-ms');
-  const queueDepth = flags.number('flow-queue-depth', { min: 0 });
-  const kvUsage = flags.fraction('flow-kv-usage');
-  const queuedPrefillMs = flags.number('flow-queued-prefill-ms', { min: 0 });
-  const release = flags.oneOf('flow-release', FLOW_RELEASES);
-  const ownerSlackTokens = flags.number('flow-owner-slack-tokens', { min: 0, integer: true });
-  const ownerHoldMs = flags.number('flow-owner-hold-ms', { min: 0 });
-  const lookAhead = flags.number('flow-look-ahead', { min: 1, integer: true });
-  const enabled = flags.bool('flow-control') || current.enabled;
-  const given = [
-    maxQueued !== undefined && '--flow-max-queued',
-    perTenant !== undefined && '--flow-max-queued-per-tenant',
-    maxWaitMs !== undefined && '--flow-max-wait-ms',
-    queueDepth !== undefined && '--flow-queue-depth',
-    kvUsage !== undefined && '--flow-kv-usage',
-    queuedPrefillMs !== undefined && '--flow-queued-prefill-ms',
-    release !== undefined && '--flow-release',
-    ownerSlackTokens !== undefined && '--flow-owner-slack-tokens',
-    ownerHoldMs !== undefined && '--flow-owner-hold-ms',
-    lookAhead !== undefined && '--flow-look-ahead',
-  ].find(Boolean);
-  if (given && !enabled) {
-    throw new UsageError(`${given} needs --flow-control (or flow-control.enabled in the config)`);
+  const option = readerOf(FLOW_OPTIONS, flags);
+  const maxQueued = option('flow-max-queued');
+  const perTenant = option('flow-max-queued-per-tenant');
+  const maxWaitMs = option('flow-max-wait-ms');
+  const queueDepth = option('flow-queue-depth');
+  const kvUsage = option('flow-kv-usage');
+  const queuedPrefillMs = option('flow-queued-prefill-ms');
+  const release = option('flow-release');
+  const ownerSlackTokens = option('flow-owner-slack-tokens');
+  const ownerHoldMs = option('flow-owner-hold-ms');
+  const lookAhead = option('flow-look-ahead');
+  const enabled = option('flow-control') === true || current.enabled;
+  const given = TUNING.find((name) => flags.has(name));
+  if (given !== undefined && !enabled) {
+    throw new UsageError(`--${given} needs --flow-control (or flow-control.enabled in the config)`);
   }
   const out: FlowControlConfig = {
     ...current,

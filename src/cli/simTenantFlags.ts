@@ -21,48 +21,53 @@ import {
   type SimFlowControl,
   type TenantSpec,
 } from '../sim/flowControl.ts';
-import { type Flags, flagSpec, UsageError } from './args.ts';
-
-export const SIM_TENANT_FLAGS = flagSpec({
-  string:
-    'tenants flow-control flow-max-queued flow-max-queued-per-tenant flow-max-wait-ms ' +
-    'flow-saturation-queue-ms flow-saturation-waiting flow-release flow-owner-hold-ms ' +
-    'flow-owner-slack-tokens flow-look-ahead',
-});
+import { type Flags, UsageError } from './args.ts';
+import { helpOf } from './options/help.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
+import { int, num, oneOf, options, str } from './options/table.ts';
 
 const CLASS_NAMES = FLOW_CLASSES.map((c) => c.name);
 const ON_OFF = ['on', 'off'] as const;
 
-export const SIM_TENANT_HELP = `tenants and flow control
-  --tenants LIST        NAME:SHARE[:w=WEIGHT][:class=CLASS],... each arrival's tenant, drawn by
-                        share (same seed, same tenant per request); CLASS ${CLASS_NAMES.join('|')}
-                        (default ${DEFAULT_FLOW_CLASS}); prints per tenant served, 429, 503, TTFT
-                        (from arrival) and queue wait
-  --flow-control on|off while every replica is saturated (llm-d's rule: more waiting requests
-                        than --flow-saturation-waiting, KV usage over ${DEFAULT_SATURATION_LIMITS.maxKvUsage}, or more
-                        queued prefill than --flow-saturation-queue-ms), arrivals wait in a
-                        queue: strict priority between classes, fair share by tokens between
-                        tenants; each one let through is routed among the replicas with room
-                        (default off)
-  --flow-max-queued N   queued arrivals at most; more are refused, 429 (default ${DEFAULT_FLOW_MAX_QUEUED})
-  --flow-max-queued-per-tenant N  the same per tenant (default ${DEFAULT_FLOW_MAX_QUEUED_PER_TENANT})
-  --flow-max-wait-ms MS a queued arrival waiting this long ends as 503 (default ${DEFAULT_FLOW_MAX_WAIT_MS})
-  --flow-saturation-queue-ms MS  a replica with more modelled prefill queued has no room
-                        (default ${DEFAULT_FLOW_SATURATION_QUEUE_MS})
-  --flow-saturation-waiting N  a replica with more requests waiting has no room (default
-                        ${DEFAULT_FLOW_SATURATION_WAITING}; llm-d's is ${DEFAULT_SATURATION_LIMITS.maxWaitingRequests})
-  --flow-release room|owner  when a queued arrival leaves: room, whenever some replica has
-                        room; owner, when the replicas with room cache its prompt within
-                        --flow-owner-slack-tokens of the best replica (its cache owner has
-                        room), or it has waited --flow-owner-hold-ms; others pass it meanwhile,
-                        fair by tokens (default ${DEFAULT_FLOW_RELEASE})
-  --flow-owner-hold-ms MS  owner release: after this wait it goes wherever there is room
-                        (default ${DEFAULT_FLOW_OWNER_HOLD_MS})
-  --flow-owner-slack-tokens N  owner release: cached prompt tokens a replica with room may
-                        lack against the best one (default ${DEFAULT_FLOW_OWNER_SLACK_TOKENS})
-  --flow-look-ahead N   owner release: how deep into each tenant's queue a ready arrival is
-                        looked for (default ${DEFAULT_FLOW_LOOK_AHEAD})
-`;
+const TENANTS_HELP =
+  "NAME:SHARE[:w=WEIGHT][:class=CLASS],... each arrival's tenant, drawn by share (same seed, " +
+  `same tenant per request); CLASS ${CLASS_NAMES.join('|')} (default ${DEFAULT_FLOW_CLASS}); ` +
+  'prints per tenant served, 429, 503, TTFT (from arrival) and queue wait';
+const FLOW_CONTROL_HELP =
+  "while every replica is saturated (llm-d's rule: more waiting requests than " +
+  `--flow-saturation-waiting, KV usage over ${DEFAULT_SATURATION_LIMITS.maxKvUsage}, or more ` +
+  'queued prefill than --flow-saturation-queue-ms), arrivals wait in a queue: strict priority ' +
+  'between classes, fair share by tokens between tenants; each one let through is routed among ' +
+  'the replicas with room';
+const RELEASE_HELP =
+  'when a queued arrival leaves: room, whenever some replica has room; owner, when the replicas ' +
+  'with room cache its prompt within --flow-owner-slack-tokens of the best replica (its cache ' +
+  'owner has room), or it has waited --flow-owner-hold-ms; others pass it meanwhile, fair by tokens';
+
+/** The tenant and flow-control options, one row each (sim's flag spec, `--help` and docs). */
+// biome-ignore format: one option a line
+export const SIM_TENANT_OPTIONS = options({
+  tenants: str('LIST', TENANTS_HELP, { section: 'tenants and flow control', docs: ' ([flow-control.md](flow-control.md))' }),
+  'flow-control': oneOf(ON_OFF, 'on|off', FLOW_CONTROL_HELP, { default: 'off' }),
+  'flow-max-queued': int('N', 'queued arrivals at most; more are refused, 429', { min: 0, default: DEFAULT_FLOW_MAX_QUEUED }),
+  'flow-max-queued-per-tenant': int('N', 'the same per tenant', { min: 0, default: DEFAULT_FLOW_MAX_QUEUED_PER_TENANT }),
+  'flow-max-wait-ms': num('MS', 'a queued arrival waiting this long ends as 503', { above: 0, default: DEFAULT_FLOW_MAX_WAIT_MS }),
+  'flow-saturation-queue-ms': num('MS', 'a replica with more modelled prefill queued has no room', { min: 0, default: DEFAULT_FLOW_SATURATION_QUEUE_MS }),
+  'flow-saturation-waiting': int('N', `a replica with more requests waiting has no room (default {default}; llm-d's is ${DEFAULT_SATURATION_LIMITS.maxWaitingRequests})`, { min: 0, default: DEFAULT_FLOW_SATURATION_WAITING }),
+  'flow-release': oneOf(FLOW_RELEASES, 'room|owner', RELEASE_HELP, { default: DEFAULT_FLOW_RELEASE }),
+  'flow-owner-hold-ms': num('MS', 'owner release: after this wait it goes wherever there is room', { min: 0, default: DEFAULT_FLOW_OWNER_HOLD_MS }),
+  'flow-owner-slack-tokens': int('N', 'owner release: cached prompt tokens a replica with room may lack against the best one', { min: 0, default: DEFAULT_FLOW_OWNER_SLACK_TOKENS }),
+  'flow-look-ahead': int('N', "owner release: how deep into each tenant's queue a ready arrival is looked for", { min: 1, default: DEFAULT_FLOW_LOOK_AHEAD }),
+});
+
+export const SIM_TENANT_FLAGS = specOf(SIM_TENANT_OPTIONS);
+export const SIM_TENANT_HELP = helpOf(SIM_TENANT_OPTIONS);
+
+/** The flow-control bounds: each needs `--flow-control on`. */
+const BOUNDS = Object.keys(SIM_TENANT_OPTIONS).filter(
+  (n) => n !== 'tenants' && n !== 'flow-control',
+);
 
 /** `--tenants`: the list, or undefined when not given. */
 export function parseTenants(spec: string): TenantSpec[] {
@@ -116,54 +121,36 @@ export interface TenantFlags {
 
 /** `unsupported`: flags of runs that do not take tenants (a P/D fleet, the fault audit). */
 export function readTenantFlags(flags: Flags, unsupported: readonly string[] = []): TenantFlags {
-  const spec = flags.string('tenants');
-  const on = (flags.oneOf('flow-control', ON_OFF) ?? 'off') === 'on';
+  const option = readerOf(SIM_TENANT_OPTIONS, flags);
+  const spec = option('tenants');
+  const on = (option('flow-control') ?? 'off') === 'on';
   if (spec !== undefined || on) {
     const other = unsupported.find((f) => flags.has(f));
     if (other !== undefined) {
       throw new UsageError(`--tenants and --flow-control run an aggregated fleet; drop --${other}`);
     }
   }
-  const bounds = [
-    'flow-max-queued',
-    'flow-max-queued-per-tenant',
-    'flow-max-wait-ms',
-    'flow-saturation-queue-ms',
-    'flow-saturation-waiting',
-    'flow-release',
-    'flow-owner-hold-ms',
-    'flow-owner-slack-tokens',
-    'flow-look-ahead',
-  ];
   if (!on) {
-    const stray = bounds.find((b) => flags.has(b));
+    const stray = BOUNDS.find((b) => flags.has(b));
     if (stray !== undefined) throw new UsageError(`--${stray} needs --flow-control on`);
   }
   const out: TenantFlags = {};
   if (spec !== undefined) out.tenants = parseTenants(spec);
   if (on) {
     out.flowControl = {
-      maxQueued:
-        flags.number('flow-max-queued', { min: 0, integer: true }) ?? DEFAULT_FLOW_MAX_QUEUED,
+      maxQueued: option('flow-max-queued') ?? DEFAULT_FLOW_MAX_QUEUED,
       maxQueuedPerTenant:
-        flags.number('flow-max-queued-per-tenant', { min: 0, integer: true }) ??
-        DEFAULT_FLOW_MAX_QUEUED_PER_TENANT,
-      maxWaitMs: flags.positive('flow-max-wait-ms') ?? DEFAULT_FLOW_MAX_WAIT_MS,
+        option('flow-max-queued-per-tenant') ?? DEFAULT_FLOW_MAX_QUEUED_PER_TENANT,
+      maxWaitMs: option('flow-max-wait-ms') ?? DEFAULT_FLOW_MAX_WAIT_MS,
       saturation: {
         ...DEFAULT_SATURATION_LIMITS,
-        maxWaitingRequests:
-          flags.number('flow-saturation-waiting', { min: 0, integer: true }) ??
-          DEFAULT_FLOW_SATURATION_WAITING,
-        maxQueuedPrefillMs:
-          flags.number('flow-saturation-queue-ms', { min: 0 }) ?? DEFAULT_FLOW_SATURATION_QUEUE_MS,
+        maxWaitingRequests: option('flow-saturation-waiting') ?? DEFAULT_FLOW_SATURATION_WAITING,
+        maxQueuedPrefillMs: option('flow-saturation-queue-ms') ?? DEFAULT_FLOW_SATURATION_QUEUE_MS,
       },
-      release: flags.oneOf('flow-release', FLOW_RELEASES) ?? DEFAULT_FLOW_RELEASE,
-      ownerHoldMs: flags.number('flow-owner-hold-ms', { min: 0 }) ?? DEFAULT_FLOW_OWNER_HOLD_MS,
-      ownerSlackTokens:
-        flags.number('flow-owner-slack-tokens', { min: 0, integer: true }) ??
-        DEFAULT_FLOW_OWNER_SLACK_TOKENS,
-      lookAhead:
-        flags.number('flow-look-ahead', { min: 1, integer: true }) ?? DEFAULT_FLOW_LOOK_AHEAD,
+      release: option('flow-release') ?? DEFAULT_FLOW_RELEASE,
+      ownerHoldMs: option('flow-owner-hold-ms') ?? DEFAULT_FLOW_OWNER_HOLD_MS,
+      ownerSlackTokens: option('flow-owner-slack-tokens') ?? DEFAULT_FLOW_OWNER_SLACK_TOKENS,
+      lookAhead: option('flow-look-ahead') ?? DEFAULT_FLOW_LOOK_AHEAD,
     };
   }
   return out;

@@ -12,10 +12,10 @@ import { applyConfigDoc, defaultConfig } from '../../src/serving/config.ts';
 import { FlowControl } from '../../src/serving/flowControl.ts';
 import { GatewayMetrics } from '../../src/serving/metrics.ts';
 import { ApiError } from '../../src/openai/errors.ts';
-import { flagSpec } from '../../src/cli/args.ts';
-import { FLOW_BOOLEAN_FLAGS, FLOW_FLAG_NAMES } from '../../src/cli/flowFlags.ts';
+import { FLOW_OPTIONS } from '../../src/cli/flowFlags.ts';
+import { specOf } from '../../src/cli/options/spec.ts';
 
-const FLAGS = flagSpec({ string: `config ${FLOW_FLAG_NAMES}`, boolean: FLOW_BOOLEAN_FLAGS });
+const FLAGS = { config: { type: 'string' as const }, ...specOf(FLOW_OPTIONS) };
 const serve = (argv: string[]) => readServeConfig(readFlags(argv, FLAGS) as never);
 
 describe('the flow-control config key', () => {

@@ -22,7 +22,8 @@ export function flagsDocOf(table: OptionTable): string {
       continue;
     }
     if (e.flag === false) continue;
-    const head = `--${name}${e.arg === undefined ? '' : ` ${e.arg}`}`;
+    // A pipe in the head (an enum's values as its placeholder) is escaped, as in a cell.
+    const head = `--${name}${e.arg === undefined ? '' : ` ${e.arg}`}`.replaceAll('|', '\\|');
     const unit = e.unit ?? (e.type === 'int' || e.type === 'number' ? unitOfName(name) : '') ?? '';
     rows.push(`| \`${head}\` | ${unit} | ${markdown(helpLine(e))}${e.docs ?? ''} |`);
   }

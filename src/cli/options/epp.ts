@@ -11,21 +11,25 @@ import {
   DEFAULT_EPP_PORT,
   DEFAULT_GRPC_LIMITS,
 } from '../../epp/server.ts';
-import { flagSpec } from '../args.ts';
-import { FLOW_BOOLEAN_FLAGS, FLOW_FLAG_NAMES, FLOW_HELP } from '../flowFlags.ts';
+import { FLOW_OPTIONS, FLOW_SECTION } from '../flowFlags.ts';
 import { NATS_AUTH_OPTIONS } from '../natsFlags.ts';
 import { NATS_BOUNDS_OPTIONS, SERVE_OPTIONS as S } from './serve.ts';
-import { block, bool, int, list, type OptionRow, options, str } from './table.ts';
+import { bool, int, list, type OptionRow, options, str } from './table.ts';
 
 const D = DEFAULT_GRPC_LIMITS;
 const PORT = { min: 0, max: 65535 } as const;
 const POOL_PORT = { min: 1, max: 65535 } as const;
 
 /** The flow-control flags, as the picker's queue (before its pick, not in a gateway). */
-const FLOW_HELP_EPP = FLOW_HELP.replace('wait in the gateway', 'wait in the picker').replace(
-  'request waits here',
-  'request waits here, before its pick',
-);
+const FLOW_CONTROL = FLOW_OPTIONS['flow-control'];
+const FLOW_OPTIONS_EPP = {
+  ...FLOW_OPTIONS,
+  'flow-control': {
+    ...FLOW_CONTROL,
+    section: FLOW_SECTION.replace('wait in the gateway', 'wait in the picker'),
+    help: FLOW_CONTROL.help.replace('request waits here', 'request waits here, before its pick'),
+  },
+} as const;
 
 /** A row without its `--help` heading (serve's admission heading, not epp's). */
 function unsectioned<R extends OptionRow>(row: R): Omit<R, 'section'> {
@@ -73,5 +77,5 @@ export const EPP_OPTIONS = options({
   'nats-peer-timeout-ms': S['nats-peer-timeout-ms'],
   ...NATS_AUTH_OPTIONS,
   ...NATS_BOUNDS_OPTIONS,
-  flow: block(flagSpec({ string: FLOW_FLAG_NAMES, boolean: FLOW_BOOLEAN_FLAGS }), FLOW_HELP_EPP, { 'flow-control': ' ([flow-control.md](flow-control.md#in-the-gateway))' }),
+  ...FLOW_OPTIONS_EPP,
 });

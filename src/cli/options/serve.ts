@@ -45,12 +45,11 @@ import { DEFAULT_SYNC_LIMITS } from '../../sync/bounds.ts';
 import { DEFAULT_MAX_DISCOVERED_BACKENDS } from '../../sync/discoveryPolicy.ts';
 import { DEFAULT_HEARTBEAT_MS, DEFAULT_PEER_TIMEOUT_MS } from '../../sync/stateSync.ts';
 import { DEFAULT_CLUSTER } from '../../sync/subjects.ts';
-import { FLOW_BOOLEAN_FLAGS, FLOW_FLAG_NAMES, FLOW_HELP } from '../flowFlags.ts';
-import { flagSpec } from '../args.ts';
+import { FLOW_OPTIONS } from '../flowFlags.ts';
 import { NATS_AUTH_OPTIONS } from '../natsFlags.ts';
 import { RUNTIME_OPTIONS } from '../runtimeFlags.ts';
 import { configKeysOf } from './configKeys.ts';
-import { block, bool, configOnly, int, list, num, oneOf, options, str } from './table.ts';
+import { bool, configOnly, int, list, num, oneOf, options, str } from './table.ts';
 
 const BACKEND_SPEC =
   "a backend, repeatable: URL[,events=tcp://H:P][,replay=tcp://H:P] [,model=NAME][,api-key=KEY][,role=prefill|decode|both][,topic=T]; replaces the config file's list; role: a P/D fleet, prefill on the prefill pool then decode on the decode pool (vLLM's NixlConnector protocol); topic: its KV events' topic on --kv-events-bind; [,engine=vllm|sglang]: sglang reads SGLang's KV events (pages re-cut into --block-size blocks), sglang:* metrics and /tokenize; [,gpu=NAME][,tp=N][,profile=FILE]: its hardware in a mixed pool (delay-cost prices its tokens at its own speed); [,kv-offloading-size=GiB | ,cpu-kv-blocks=N]: its engine's CPU tier of KV, as the engine was given it (GiB, as vLLM's kv-offloading-size, or the OffloadingConnector's num_cpu_blocks in blocks of --block-size), modelled by --index approx (GiB in blocks of the catalog model its model= names, else llama-3.3-70b); [,kv-blocks=N]: its GPU pool, where --index approx forgets (default 34,882); the events index reads both tiers from the events; [,cache-ram-tokens=N | ,cache-ram=MIB,kv-bytes-per-token=B]: a llama-server's host prompt cache (its cache-ram setting, which it does not serve), for the router's slot model: in tokens (0: none), or in MiB with the KV bytes of a token (2 x n_layer x n_head_kv x head_dim x bytes per element); absent: routed on its slots alone";
@@ -115,7 +114,8 @@ export const SERVE_OPTIONS = options({
   'max-ttft-ms': num('N', "429 when the request's modelled TTFT on the replica it was routed to (prefill queued there + its own uncached prefill) is over N ms", { above: 0, config: 'max-ttft-ms' }),
   'prefill-us-per-token': num('F', "the served model's prefill cost for that bound (default {default}, the seed replica)", { above: 0, default: DEFAULT_PREFILL_US_PER_TOKEN.toFixed(1), unit: 'µs per token', config: 'prefill-us-per-token' }),
   'check-config': str('FILE', 'validate FILE (with the other flags) and exit: 0 valid, 2 not'),
-  flow: block(flagSpec({ string: FLOW_FLAG_NAMES, boolean: FLOW_BOOLEAN_FLAGS }), FLOW_HELP, { 'flow-control': ' ([flow-control.md](flow-control.md#in-the-gateway))' }),
+  ...FLOW_OPTIONS,
+  'flow-control': { ...FLOW_OPTIONS['flow-control'], config: 'flow-control', configDocs: '`{enabled, max-queued, max-queued-per-tenant, max-wait-ms, release, owner-slack-tokens, owner-hold-ms, look-ahead, saturation: {queue-depth, kv-usage, queued-prefill-ms}}`: `--flow-control` and the `--flow-*` flags ([flow-control.md](flow-control.md#in-the-gateway))' },
   nats: str('URL', "share routing state with the cluster's other gateways over NATS (nats://HOST:4222): every decision and release, so each sees every replica's whole queue; with no --backend, follow the engines registered there (kvroute engine --nats URL --advertise URL)", { nonEmpty: true, section: 'several gateways (see docs/nats.md)' }),
   cluster: str('NAME', 'gateways and engines of one cluster share state', { default: DEFAULT_CLUSTER }),
   'nats-heartbeat-ms': int('N', 'heartbeat period', { above: 0, default: DEFAULT_HEARTBEAT_MS }),
@@ -129,7 +129,6 @@ export const SERVE_OPTIONS = options({
   'max-retries': configOnly('max-retries', 'other replicas tried when one refuses or resets before any byte is sent'),
   tenants: configOnly('tenants', 'per tenant: its salt, `priority-class`, `limits` (requests-per-second, burst, concurrent-requests, prompt-tokens-per-minute) and `flow-weight` (its share of tokens in the flow-control queue, default 1)'),
   'priority-classes': configOnly('priority-classes', 'class name to vLLM `priority` value, e.g. `{interactive: 0, batch: 10}`'),
-  'flow-control': configOnly('flow-control', '`{enabled, max-queued, max-queued-per-tenant, max-wait-ms, release, owner-slack-tokens, owner-hold-ms, look-ahead, saturation: {queue-depth, kv-usage, queued-prefill-ms}}`: `--flow-control` and the `--flow-*` flags ([flow-control.md](flow-control.md#in-the-gateway))'),
 });
 
 /** The config file's keys (`src/serving/config.ts` refuses any other). */
