@@ -11,6 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
+import { BENCH_OPTIONS } from '../../src/cli/options/bench.ts';
 import { generatedSpan } from '../../src/cli/options/docs.ts';
 import { ENGINE_SERVER_OPTIONS } from '../../src/cli/options/engine.ts';
 import { EPP_OPTIONS } from '../../src/cli/options/epp.ts';
@@ -36,6 +37,7 @@ const TABLES: Record<string, OptionTable> = {
   serve: SERVE_OPTIONS,
   engine: ENGINE_SERVER_OPTIONS,
   epp: EPP_OPTIONS,
+  bench: BENCH_OPTIONS,
 };
 const SHELL = new Set(['sh', 'bash', '']);
 

@@ -2,6 +2,7 @@
  * The generated spans of docs/configuration.md, by name: `<!-- options:NAME -->` holds the
  * table made here. test/docs/docs.reference.test.ts checks each; `writeDocs.ts` rewrites them.
  */
+import { BENCH_OPTIONS } from './bench.ts';
 import { configDocOf, flagsDocOf } from './docs.ts';
 import { ENGINE_SERVER_OPTIONS } from './engine.ts';
 import { EPP_OPTIONS } from './epp.ts';
@@ -12,4 +13,5 @@ export const DOC_SPANS: Readonly<Record<string, () => string>> = {
   serve: () => flagsDocOf(SERVE_OPTIONS),
   engine: () => flagsDocOf(ENGINE_SERVER_OPTIONS),
   epp: () => flagsDocOf(EPP_OPTIONS),
+  bench: () => flagsDocOf(BENCH_OPTIONS),
 };
