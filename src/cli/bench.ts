@@ -11,21 +11,18 @@ import { formatLiveResults } from '../results/table.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
 import { warmStartWarning } from '../loadgen/warmStart.ts';
-import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { printHelp, readFlags, UsageError } from './args.ts';
+import { BENCH_OPTIONS, DEFAULT_BENCH_DURATION_S } from './options/bench.ts';
+import { helpOf } from './options/help.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
 import { Progress } from './progress.ts';
-import { REQUESTS_OUT_HELP, RequestsFile } from './requestsOut.ts';
-import { CLIENT_LOAD_FLAGS, readSimLoadFlags } from './simLoadFlags.ts';
-import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
+import { RequestsFile } from './requestsOut.ts';
+import { readSimLoadFlags } from './simLoadFlags.ts';
+import { readWorkloadFlags } from './workloadFlags.ts';
 import { shapeDurationMs } from '../workload/shape.ts';
 
-const FLAGS = flagSpec({
-  string:
-    'url requests concurrency speedup model api-key label replicas report requests-out ' +
-    'slo-ttft-p99-ms slo-tpot-p99-ms',
-  boolean: 'json quiet',
-});
-
-const DEFAULT_DURATION_S = 60;
+const FLAGS = specOf(BENCH_OPTIONS);
 
 const HELP = `usage: kvroute bench --url URL[,URL...] [flags]
 
@@ -34,42 +31,7 @@ vLLM, SGLang). Sends the simulator's workload arrivals with real prompts to /v1/
 (stream, include_usage, ignore_eos, max_tokens = the workload's output length) and measures
 TTFT, TPOT, ITL, end to end, errors and the prefix-cache hit rate from the client.
 
-  --url URL[,URL...]    endpoint base URL (required), e.g. http://127.0.0.1:8080; several
-                        (gateways sharing state, --nats): requests round robin over them
-workload (as kvroute sim; the same --seed gives the same arrivals and lengths)
-${workloadHelp({
-  duration: `${DEFAULT_DURATION_S}; trace: whole trace`,
-  warmup: 'min(60, duration/10); 0 if none',
-})}  --requests N          stop after N requests
-sending
-  --concurrency C       requests in flight at most (default unbounded: open loop); an arrival
-                        that waits for a slot is timed from its scheduled time
-  --max-concurrency N   as --concurrency, but a request is timed from its send, not from its
-                        scheduled time (vllm bench --max-concurrency); give one of the two
-  --rate-ladder RxS,... stages of R req/s (Poisson) for S seconds, back to back (inference-perf's
-                        load.stages), over the workload's prompts in order; the run lasts their sum
-  --burst N             the workload's first N prompts all at t = 0 (vllm bench at an infinite
-                        request rate); the run lasts until they end
-  --burstiness F        gamma gaps between arrivals of --rate or of each --rate-ladder stage,
-                        shape F, mean 1/rate (vllm bench --burstiness): 1 Poisson, < 1 burstier,
-                        > 1 more even; with --rate, the workload's prompts in order at those times
-  --client-timeout S    a request not finished S workload seconds after its send is aborted
-                        (the server sees a disconnect) and counted as the error 'timeout'
-  --speedup X           the engines' --speedup: arrivals are sent X times faster and measured
-                        latencies multiplied by X, so they read in workload ms like sim's
-  --model NAME          "model" sent (default: the first of GET /v1/models, else omitted)
-  --api-key KEY         sent as Authorization: Bearer KEY
-SLO (the run's verdict: met when both p99s are within target and nothing failed)
-  --slo-ttft-p99-ms MS  (default ${DEFAULT_SLO.ttftP99Ms}: kvroute sim's, the router seed's cold prefill)
-  --slo-tpot-p99-ms MS  (default ${DEFAULT_SLO.tpotP99Ms})
-output
-  --label NAME          result's "policy" (default null)
-  --replicas N          result's "replicas" (default: a kvroute gateway's /router/replicas, else null)
-  --json                {"results": [...]} with sim's keys, and "slo", "sloMet", "coldStart"
-  --report FILE.html    HTML report: summary, SLO, TTFT CDF, latency, hit rate and load over time
-${REQUESTS_OUT_HELP}                        (replica: the gateway's x-kvroute-replica header, else null)
-  --quiet               no progress (a line on a TTY, else a line to stderr every ~10 s)
-Errors and dropped connections are counted, not fatal. Ctrl-C prints the summary so far.
+${helpOf(BENCH_OPTIONS)}Errors and dropped connections are counted, not fatal. Ctrl-C prints the summary so far.
 A warning (stderr and the report) says when the first requests of new customers already hit
 the cache: the fleet was warm from an earlier run.
 `;
@@ -86,11 +48,12 @@ export interface ParsedBench
 }
 
 export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
-  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS, CLIENT_LOAD_FLAGS);
+  const flags = readFlags(argv, FLAGS);
   if (flags === 'help') return 'help';
+  const option = readerOf(BENCH_OPTIONS, flags);
   // The harness shapes as kvroute sim reads them; bench's --concurrency is an open-loop cap.
   const load = readSimLoadFlags(flags, true);
-  const raw = flags.string('url');
+  const raw = option('url');
   if (raw === undefined)
     throw new UsageError('--url is required, e.g. --url http://127.0.0.1:8080');
   const urls = raw.split(',').map((u) => u.trim().replace(/\/+$/, ''));
@@ -102,7 +65,7 @@ export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
   }
   const url = urls[0]!;
   const read = readWorkloadFlags(flags);
-  const requests = flags.positive('requests', true);
+  const requests = option('requests');
   // A ladder lasts its stages and a burst until its requests end, both with no warm-up by
   // default; a rate with burstiness runs as --rate does (as kvroute sim has them).
   const shape = load.shape;
@@ -124,7 +87,7 @@ export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
     w.durationS ??
     (w.workload.kind === 'trace' || requests !== undefined || shape?.kind === 'burst'
       ? undefined
-      : DEFAULT_DURATION_S);
+      : DEFAULT_BENCH_DURATION_S);
   const warmupS = w.warmupS ?? (durationS === undefined ? 0 : Math.min(60, durationS / 10));
   return {
     url,
@@ -134,22 +97,21 @@ export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
     durationMs: durationS === undefined ? undefined : durationS * 1000,
     requests,
     warmupMs: warmupS * 1000,
-    speedup: flags.positive('speedup') ?? 1,
-    concurrency:
-      load.maxConcurrency ?? flags.positive('concurrency', true) ?? Number.POSITIVE_INFINITY,
+    speedup: option('speedup') ?? 1,
+    concurrency: load.maxConcurrency ?? option('concurrency') ?? Number.POSITIVE_INFINITY,
     ...(load.maxConcurrency !== undefined && { timeFromSend: true }),
     ...(load.clientTimeoutMs !== undefined && { clientTimeoutMs: load.clientTimeoutMs }),
-    model: flags.string('model') ?? null,
-    apiKey: flags.string('api-key') ?? null,
-    label: flags.string('label') ?? null,
-    replicas: flags.positive('replicas', true) ?? null,
-    json: flags.bool('json'),
-    reportPath: flags.string('report'),
+    model: option('model') ?? null,
+    apiKey: option('api-key') ?? null,
+    label: option('label') ?? null,
+    replicas: option('replicas') ?? null,
+    json: option('json') === true,
+    reportPath: option('report'),
     requestsOut: flags.string('requests-out'),
-    quiet: flags.bool('quiet'),
+    quiet: option('quiet') === true,
     slo: {
-      ttftP99Ms: flags.positive('slo-ttft-p99-ms') ?? DEFAULT_SLO.ttftP99Ms,
-      tpotP99Ms: flags.positive('slo-tpot-p99-ms') ?? DEFAULT_SLO.tpotP99Ms,
+      ttftP99Ms: option('slo-ttft-p99-ms') ?? DEFAULT_SLO.ttftP99Ms,
+      tpotP99Ms: option('slo-tpot-p99-ms') ?? DEFAULT_SLO.tpotP99Ms,
     },
   };
 }

@@ -10,66 +10,31 @@ import {
   KvTransferConfigError,
   parseKvTransferConfig,
 } from '../engine/connector/kvTransferConfig.ts';
-import { DEFAULT_TRANSFER_GBPS, DEFAULT_TRANSFER_LATENCY_MS } from '../engine/connector/nixl.ts';
-import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { type LoraModule, runtimeLoraUpdatingFromEnv } from '../engine/server/adapters.ts';
 import { apiKeysOf } from '../engine/server/auth.ts';
-import {
-  type EngineServerOptions,
-  RUNTIME_NAMES,
-  SERVER_DEFAULTS,
-} from '../engine/server/options.ts';
-import {
-  LLAMA_CPP_DEFAULT_MAX_SEQS,
-  LLAMA_CPP_DEFAULT_THREADS,
-} from '../engine/runtime/llamaCpp/serve.ts';
+import { type EngineServerOptions, SERVER_DEFAULTS } from '../engine/server/options.ts';
 import { startEngineServer } from '../engine/server/server.ts';
-import { DEFAULT_STREAM_LIMITS } from '../engine/server/streamWriter.ts';
-import { DEFAULT_MAX_LOGPROBS } from '../engine/server/validation.ts';
-import { REPLAY_FORMS, WIRE_FORMATS } from '../kv/wire.ts';
-import { DEFAULT_MEMORY_UTILIZATION } from '../model/cost.ts';
-import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
-import {
-  ENGINE_CHAT_FAULT_HELP,
-  ENGINE_FAULT_FLAGS,
-  ENGINE_FAULT_HELP,
-  readEngineFaultFlags,
-} from './engineFaultFlags.ts';
-import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
-import { readRuntimeChoice } from './runtimeFlags.ts';
+import { type Registration, registerEngine } from '../sync/discovery.ts';
+import type { NatsAuth } from '../sync/natsAuth.ts';
+import { DEFAULT_CLUSTER, isClusterName } from '../sync/subjects.ts';
+import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
+import { readEngineFaultFlags } from './engineFaultFlags.ts';
+import { readEngineFlags } from './engineFlags.ts';
 import {
   openSideChannelWarning,
   readTransferSecurityFlags,
-  TRANSFER_SECURITY_BOOLEAN_FLAGS,
-  TRANSFER_SECURITY_FLAGS,
-  TRANSFER_SECURITY_HELP,
+  TRANSFER_SECURITY_FLAG_NAMES,
 } from './engineTransferSecurity.ts';
+import { readNatsAuth } from './natsFlags.ts';
+import { DEFAULT_ENGINE_PORT, ENGINE_SERVER_OPTIONS } from './options/engine.ts';
+import { helpOf } from './options/help.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
+import { readRuntimeChoice } from './runtimeFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
 import { translateVllmArgs } from './vllmFlags.ts';
-import { DEFAULT_ENGINE_TTL_MS, type Registration, registerEngine } from '../sync/discovery.ts';
-import type { NatsAuth } from '../sync/natsAuth.ts';
-import { NATS_AUTH_FLAG_NAMES, NATS_AUTH_HELP, readNatsAuth } from './natsFlags.ts';
-import { DEFAULT_CLUSTER, isClusterName } from '../sync/subjects.ts';
 
-export const FLAGS = flagSpec({
-  string:
-    'host port served-model-name max-model-len speedup seed tokenizer chat-template ' +
-    'kv-events kv-replay kv-events-format kv-events-topic kv-replay-form kv-replay-buffer ' +
-    'gpu-memory-utilization kv-cache-dtype max-logprobs tool-call-parser ' +
-    'headers-timeout-ms request-timeout-ms stream-buffer-limit-bytes stream-stall-timeout-ms ' +
-    `nats advertise cluster ${NATS_AUTH_FLAG_NAMES} kv-transfer-config kv-transfer-gbps kv-transfer-latency-ms ` +
-    `runtime gguf threads ${TRANSFER_SECURITY_FLAGS}`,
-  multiple: 'served-model-alias lora-modules kv-transfer-config-part api-key',
-  boolean:
-    'enable-prefix-caching no-enable-prefix-caching enable-auto-tool-choice ' +
-    'no-enable-auto-tool-choice enable-lora no-enable-lora allow-runtime-lora-updating ' +
-    TRANSFER_SECURITY_BOOLEAN_FLAGS,
-});
-
-/** vLLM's --kv-cache-dtype values: `auto` is the model's dtype (BF16 here), the rest FP8. */
-const KV_CACHE_DTYPES = ['auto', 'bfloat16', 'fp8', 'fp8_e4m3', 'fp8_e5m2'] as const;
-
-const DEFAULT_PORT = 8001;
+export const FLAGS = specOf(ENGINE_SERVER_OPTIONS);
 
 const HELP = `usage: kvroute engine [MODEL] [flags]
 
@@ -85,121 +50,45 @@ stand for --tp, --max-seqs, --budget, --kv-blocks; --served-model-name takes sev
 warning line; those that change who may call it and that kvroute lacks (--ssl-*, CORS, --uds,
 --middleware) are refused.
 
-runtime
-  --runtime R           ${RUNTIME_NAMES.join(' | ')} (default sim: the cost model's clock and simulated
-                        text; llama.cpp: real forward passes on the CPU through node-llama-cpp)
-  --gguf FILE           the model llama.cpp runs (needs --runtime llama.cpp); its tokenizer and
-                        chat template serve the prompts and /tokenize (kvroute model tiny writes one)
-  --threads N           CPU threads per forward pass (llama.cpp; default ${LLAMA_CPP_DEFAULT_THREADS})
-                        With llama.cpp, --max-seqs defaults to ${LLAMA_CPP_DEFAULT_MAX_SEQS} and as many idle
-                        sequences keep KV as a prefix cache; --max-model-len defaults to the model's.
-server
-  --host H              interface (default ${SERVER_DEFAULTS.host})
-  --port N              port; 0 picks a free one (default ${DEFAULT_PORT})
-  --served-model-name S name clients send as "model" (default: MODEL)
-  --api-key KEY...      /v1 paths need Authorization: Bearer KEY (one of several), else 401
-                        {"error": "Unauthorized"}, as vLLM; default: VLLM_API_KEY, else open.
-                        /health, /metrics, /tokenize, /detokenize stay open, as in vLLM;
-                        the first key is also the P/D side channel's secret by default
-  --sim-model NAME      catalog model to simulate, one of --model's (default: the one MODEL
-                        names, else ${ENGINE_DEFAULTS.model})
-  --max-model-len N     context window (default: the model's)
-  --gpu-memory-utilization F  fraction of GPU memory for weights and KV (default ${DEFAULT_MEMORY_UTILIZATION})
-  --kv-cache-dtype T    ${KV_CACHE_DTYPES.join(' | ')} (default auto: BF16)
-  --enable-prefix-caching / --no-enable-prefix-caching  (default on)
-  --max-logprobs N      most log-probabilities per token (default ${DEFAULT_MAX_LOGPROBS})
-  --enable-auto-tool-choice, --tool-call-parser NAME  serve tool_choice "auto" (the simulated
-                        model answers in text; it never calls a tool)
-  --speedup F           modeled time / wall time (default ${SERVER_DEFAULTS.speedup})
-  --seed N              seeds the generated text (default ${SERVER_DEFAULTS.seed})
-  --headers-timeout-ms N  a client's request head must arrive within this (default ${SERVER_DEFAULTS.headersTimeoutMs})
-  --request-timeout-ms N  and its whole request within this (default ${SERVER_DEFAULTS.requestTimeoutMs})
-  --stream-buffer-limit-bytes N  a stream whose client does not read is aborted (its KV freed)
-                        past this many waiting bytes (default ${DEFAULT_STREAM_LIMITS.limitBytes})
-  --stream-stall-timeout-ms N  or this long without the client draining (default ${DEFAULT_STREAM_LIMITS.stallMs})
-  --tokenizer DIR       a model folder (tokenizer.json, tokenizer_config.json, optional
-                        chat_template.jinja), as vLLM's --tokenizer (default: builtin cl100k_base)
-  --chat-template FILE  a Jinja chat template, as vLLM's --chat-template (default: the
-                        tokenizer's own)
-${ENGINE_HELP}${ENGINE_FAULT_HELP}${ENGINE_CHAT_FAULT_HELP}LoRA adapters (a request whose "model" names an adapter runs with it)
-  --enable-lora / --no-enable-lora  serve LoRA adapters (default off, as vLLM); the limits are
-                        --max-loras, --max-cpu-loras, --max-lora-rank, --lora-load-gbps above
-  --lora-modules M...   adapters loaded at start: name=path, or vLLM's JSON
-                        '{"name": "sql", "path": "/adapters/sql", "base_model_name": "..."}'
-  --allow-runtime-lora-updating  serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter
-                        (vLLM serves them when VLLM_ALLOW_RUNTIME_LORA_UPDATING is 1 or true,
-                        which this engine also reads)
-disaggregated prefill and decode (vLLM's NixlConnector, modelled)
-  --kv-transfer-config J  vLLM's JSON, e.g. '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
-                        or dotted: --kv-transfer-config.kv_connector=NixlConnector ...; then a
-                        request with kv_transfer_params takes part in vLLM's P/D protocol
-                        '{"kv_connector":"OffloadingConnector","kv_role":"kv_both",
-                        "kv_connector_extra_config":{"num_cpu_blocks":N}}' (or cpu_bytes_to_use)
-                        gives the engine a CPU tier, as --cpu-kv-gib / vLLM's --kv-offloading-size
-  --kv-transfer-gbps F  modelled KV link for pulls, GB/s (default ${DEFAULT_TRANSFER_GBPS})
-  --kv-transfer-latency-ms F  modelled latency per pull (default ${DEFAULT_TRANSFER_LATENCY_MS})
-                        (VLLM_NIXL_ABORT_REQUEST_TIMEOUT, seconds, frees unpulled blocks; default 480)
-${TRANSFER_SECURITY_HELP}
-KV events
-  --kv-events-config J  vLLM's JSON: {"enable_kv_cache_events": true, "publisher": "zmq",
-                        "endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558", "topic": ""}
-  --kv-events EP        ZMQ PUB endpoint, e.g. tcp://*:5557 (default: off, as vLLM)
-  --kv-replay EP        ZMQ ROUTER replay endpoint, e.g. tcp://*:5558
-  --kv-events-format F  ${WIRE_FORMATS.join(' | ')} (default ${SERVER_DEFAULTS.kvEventsFormat}: vLLM >= 0.26; array: older)
-  --kv-replay-form F    ${REPLAY_FORMS.join(' | ')} (default: topic with map events, as vLLM >= 0.26;
-                        no-topic with array events, as older vLLM and SGLang)
-  --kv-events-topic T   topic frame (default empty)
-  --kv-replay-buffer N  batches kept for replay (vLLM's buffer_steps, default 10000)
-discovery (gateways started with --nats and no --backend follow the registered engines)
-  --nats URL            register in NATS (nats://HOST:4222; JetStream on: nats-server -js):
-                        URL, events, replay and model in the bucket kvroute_CLUSTER_engines,
-                        written again every ${DEFAULT_ENGINE_TTL_MS / 3000} s; the bucket forgets an entry not
-                        written for ${DEFAULT_ENGINE_TTL_MS / 1000} s; deleted when the engine stops
-  --advertise URL       the URL gateways reach this engine at (default: its listening URL);
-                        its host also replaces a wildcard host in the events/replay endpoints
-  --cluster NAME        the gateways' --cluster (default ${DEFAULT_CLUSTER})
-${NATS_AUTH_HELP}`;
+${helpOf(ENGINE_SERVER_OPTIONS)}`;
 
 export function readEngineOptions(flags: Flags): EngineServerOptions {
+  const option = readerOf(ENGINE_SERVER_OPTIONS, flags);
   const server: EngineServerOptions = {
-    host: flags.string('host') ?? SERVER_DEFAULTS.host,
-    port: flags.number('port', { min: 0, max: 65535, integer: true }) ?? DEFAULT_PORT,
-    servedModelName: flags.string('served-model-name'),
-    maxModelLen: flags.positive('max-model-len', true),
-    speedup: flags.positive('speedup'),
-    kvEvents: flags.string('kv-events') ?? null,
-    kvReplay: flags.string('kv-replay') ?? null,
-    kvEventsFormat: flags.oneOf('kv-events-format', WIRE_FORMATS),
-    kvEventsTopic: flags.string('kv-events-topic'),
-    kvReplayForm: flags.oneOf('kv-replay-form', REPLAY_FORMS),
-    kvReplayBufferBatches: flags.positive('kv-replay-buffer', true),
-    seed: flags.number('seed', { integer: true }),
-    servedModelAliases: flags.has('served-model-alias')
-      ? flags.strings('served-model-alias')
-      : undefined,
-    memoryUtilization: flags.fraction('gpu-memory-utilization'),
-    maxLogprobs: flags.number('max-logprobs', { min: -1, integer: true }),
-    enableAutoToolChoice: flags.bool('enable-auto-tool-choice') || undefined,
-    toolCallParser: flags.string('tool-call-parser'),
+    host: option('host') ?? SERVER_DEFAULTS.host,
+    port: option('port') ?? DEFAULT_ENGINE_PORT,
+    servedModelName: option('served-model-name'),
+    maxModelLen: option('max-model-len'),
+    speedup: option('speedup'),
+    kvEvents: option('kv-events') ?? null,
+    kvReplay: option('kv-replay') ?? null,
+    kvEventsFormat: option('kv-events-format'),
+    kvEventsTopic: option('kv-events-topic'),
+    kvReplayForm: option('kv-replay-form'),
+    kvReplayBufferBatches: option('kv-replay-buffer'),
+    seed: option('seed'),
+    servedModelAliases: option('served-model-alias'),
+    memoryUtilization: option('gpu-memory-utilization'),
+    maxLogprobs: option('max-logprobs'),
+    enableAutoToolChoice: option('enable-auto-tool-choice'),
+    toolCallParser: option('tool-call-parser'),
     prefixCaching: onOff(flags, 'enable-prefix-caching'),
-    headersTimeoutMs: flags.positive('headers-timeout-ms'),
-    requestTimeoutMs: flags.positive('request-timeout-ms'),
-    streamBufferLimitBytes: flags.positive('stream-buffer-limit-bytes', true),
-    streamStallTimeoutMs: flags.positive('stream-stall-timeout-ms'),
-    tokenizer: flags.string('tokenizer'),
-    chatTemplate: flags.string('chat-template'),
+    headersTimeoutMs: option('headers-timeout-ms'),
+    requestTimeoutMs: option('request-timeout-ms'),
+    streamBufferLimitBytes: option('stream-buffer-limit-bytes'),
+    streamStallTimeoutMs: option('stream-stall-timeout-ms'),
+    tokenizer: option('tokenizer'),
+    chatTemplate: option('chat-template'),
     enableLora: onOff(flags, 'enable-lora'),
-    loraModules: flags.has('lora-modules')
-      ? flags.strings('lora-modules').map(parseLoraModule)
-      : undefined,
-    apiKeys: apiKeysOf(flags.strings('api-key'), process.env.VLLM_API_KEY),
+    loraModules: option('lora-modules')?.map(parseLoraModule),
+    apiKeys: apiKeysOf(option('api-key') ?? [], process.env.VLLM_API_KEY),
     allowRuntimeLoraUpdating:
-      flags.bool('allow-runtime-lora-updating') ||
+      option('allow-runtime-lora-updating') ||
       runtimeLoraUpdatingFromEnv(process.env.VLLM_ALLOW_RUNTIME_LORA_UPDATING) ||
       undefined,
   };
   Object.assign(server, readKvTransferFlags(flags));
-  const kvCacheDtype = flags.oneOf('kv-cache-dtype', KV_CACHE_DTYPES);
+  const kvCacheDtype = option('kv-cache-dtype');
   if (kvCacheDtype !== undefined) server.kvDtype = kvCacheDtype.startsWith('fp8') ? 'fp8' : 'bf16';
   // Leave out what was not given, so the server's defaults apply.
   const given = Object.fromEntries(Object.entries(server).filter(([, v]) => v !== undefined));
@@ -249,21 +138,18 @@ export function parseLoraModule(item: string): LoraModule {
 
 /** --kv-transfer-config (JSON and dotted parts), the modelled link and vLLM's abort timeout. */
 function readKvTransferFlags(flags: Flags): EngineServerOptions {
-  const json = flags.string('kv-transfer-config') ?? null;
-  const parts = flags.has('kv-transfer-config-part')
-    ? flags.strings('kv-transfer-config-part')
-    : [];
-  const gbps = flags.positive('kv-transfer-gbps');
-  const latency = flags.number('kv-transfer-latency-ms', { min: 0 });
+  const option = readerOf(ENGINE_SERVER_OPTIONS, flags);
+  const json = option('kv-transfer-config') ?? null;
+  const parts = option('kv-transfer-config-part') ?? [];
+  const gbps = option('kv-transfer-gbps');
+  const latency = option('kv-transfer-latency-ms');
   if (json === null && parts.length === 0) {
     if (gbps !== undefined || latency !== undefined) {
       throw new UsageError(
         '--kv-transfer-gbps and --kv-transfer-latency-ms need --kv-transfer-config',
       );
     }
-    const stray = [...TRANSFER_SECURITY_FLAGS.split(' '), TRANSFER_SECURITY_BOOLEAN_FLAGS].find(
-      (f) => flags.has(f),
-    );
+    const stray = TRANSFER_SECURITY_FLAG_NAMES.find((f) => flags.has(f));
     if (stray !== undefined) throw new UsageError(`--${stray} needs --kv-transfer-config`);
     return {};
   }
@@ -329,9 +215,8 @@ function onOff(flags: Flags, name: string): boolean | undefined {
 
 /** The engine's flags from a command line in kvroute's or vLLM's spelling (tests read it too). */
 export function readEngineArgv(argv: readonly string[]) {
-  const spec = { ...FLAGS, ...ENGINE_FLAGS, ...ENGINE_FAULT_FLAGS };
-  const vllm = translateVllmArgs(argv, spec);
-  return { vllm, flags: readFlags(vllm.args, FLAGS, ENGINE_FLAGS, ENGINE_FAULT_FLAGS) };
+  const vllm = translateVllmArgs(argv, FLAGS);
+  return { vllm, flags: readFlags(vllm.args, FLAGS) };
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -414,9 +299,10 @@ function readDiscoveryFlags(flags: Flags): {
   cluster: string;
   auth: NatsAuth | null;
 } | null {
-  const url = flags.string('nats');
-  const advertise = flags.string('advertise');
-  const cluster = flags.string('cluster');
+  const option = readerOf(ENGINE_SERVER_OPTIONS, flags);
+  const url = option('nats');
+  const advertise = option('advertise');
+  const cluster = option('cluster');
   const auth = readNatsAuth(flags);
   if (url === undefined) {
     if (advertise !== undefined) throw new UsageError('--advertise needs --nats URL');

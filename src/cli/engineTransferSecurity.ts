@@ -7,29 +7,30 @@ import { readFileSync } from 'node:fs';
 import { SECRET_ENV } from '../engine/connector/secret.ts';
 import type { EngineServerOptions } from '../engine/server/options.ts';
 import { type Flags, UsageError } from './args.ts';
+import { readerOf } from './options/read.ts';
+import { bool, int, options, str } from './options/table.ts';
 
-export const TRANSFER_SECURITY_FLAGS =
-  'kv-transfer-secret-file kv-max-held-blocks kv-max-held-blocks-per-client';
-export const TRANSFER_SECURITY_BOOLEAN_FLAGS = 'kv-transfer-insecure';
+const SECURITY_DOCS = ' ([security.md](security.md))';
 
-export const TRANSFER_SECURITY_HELP = `  --kv-transfer-secret-file FILE  the P/D fleet's shared secret (first line of FILE; or
-                        ${SECRET_ENV}; default: the first --api-key): side-channel
-                        calls need it, and params this engine emits carry a MAC made with it;
-                        none at all: the side channel is closed (calls 403, nothing held
-                        for a remote decode, nothing pulled)
-  --kv-transfer-insecure  with no secret, open the side channel to anyone and take params
-                        unverified, as vLLM does (a trusted network only)
-  --kv-max-held-blocks N  blocks held for remote decodes at most (default: half the KV pool);
-                        past it a prefill is answered with kv_transfer_params null
-  --kv-max-held-blocks-per-client N  the same per client, its API key or else its address
-                        (default: half of --kv-max-held-blocks)`;
+/** The trust flags, one row each (`options/table.ts`). */
+// biome-ignore format: one option a line
+export const TRANSFER_SECURITY_OPTIONS = options({
+  'kv-transfer-secret-file': str('FILE', `the P/D fleet's shared secret (first line of FILE; or ${SECRET_ENV}; default: the first --api-key): side-channel calls need it, and params this engine emits carry a MAC made with it; none at all: the side channel is closed (calls 403, nothing held for a remote decode, nothing pulled)`, { docs: SECURITY_DOCS }),
+  'kv-transfer-insecure': bool('with no secret, open the side channel to anyone and take params unverified, as vLLM does (a trusted network only)', { docs: SECURITY_DOCS }),
+  'kv-max-held-blocks': int('N', 'blocks held for remote decodes at most (default: half the KV pool); past it a prefill is answered with kv_transfer_params null', { min: 0 }),
+  'kv-max-held-blocks-per-client': int('N', 'the same per client, its API key or else its address (default: half of --kv-max-held-blocks)', { min: 0 }),
+});
+
+/** The trust flags' names (each needs --kv-transfer-config). */
+export const TRANSFER_SECURITY_FLAG_NAMES = Object.keys(TRANSFER_SECURITY_OPTIONS);
 
 /** The flags the NixlConnector takes beyond the link; `given`: whether the connector is on. */
 export function readTransferSecurityFlags(
   flags: Flags,
   env: NodeJS.ProcessEnv,
 ): Partial<EngineServerOptions> {
-  const file = flags.string('kv-transfer-secret-file');
+  const option = readerOf(TRANSFER_SECURITY_OPTIONS, flags);
+  const file = option('kv-transfer-secret-file');
   const fromEnv = env[SECRET_ENV];
   let secret: string | undefined;
   if (file !== undefined) {
@@ -44,9 +45,9 @@ export function readTransferSecurityFlags(
     secret = text.split(/\r?\n/, 1)[0]!.trim();
     if (secret === '') throw new UsageError(`--kv-transfer-secret-file: ${file} is empty`);
   } else if (fromEnv !== undefined && fromEnv !== '') secret = fromEnv;
-  const held = flags.number('kv-max-held-blocks', { min: 0, integer: true });
-  const perClient = flags.number('kv-max-held-blocks-per-client', { min: 0, integer: true });
-  const insecure = flags.bool('kv-transfer-insecure');
+  const held = option('kv-max-held-blocks');
+  const perClient = option('kv-max-held-blocks-per-client');
+  const insecure = option('kv-transfer-insecure') === true;
   return {
     ...(insecure && { kvTransferInsecure: true }),
     ...(secret !== undefined && { kvTransferSecret: secret }),

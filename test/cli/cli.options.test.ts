@@ -172,6 +172,16 @@ describe('an option table', () => {
       ['--a N', 'one two'],
       ['--b', 'three'],
     ]);
+    // A placeholder with punctuation; a line of heads alone shares the next line's text.
+    assert.deepEqual(
+      blockRows('  --url URL[,URL...]  where\n  --c N  --d N\n  --e N  all three\n'),
+      [
+        ['--url URL[,URL...]', 'where'],
+        ['--c N', 'all three'],
+        ['--d N', 'all three'],
+        ['--e N', 'all three'],
+      ],
+    );
     const keys = configDocOf(TABLE).split('\n');
     assert.ok(keys.includes('| `tenants` | per tenant: its limits |'));
     assert.ok(keys.includes('| `port` | `--port` |'));

@@ -11,7 +11,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
+import { BENCH_OPTIONS } from '../../src/cli/options/bench.ts';
 import { generatedSpan } from '../../src/cli/options/docs.ts';
+import { ENGINE_SERVER_OPTIONS } from '../../src/cli/options/engine.ts';
 import { EPP_OPTIONS } from '../../src/cli/options/epp.ts';
 import { SERVE_OPTIONS } from '../../src/cli/options/serve.ts';
 import { DOC_SPANS } from '../../src/cli/options/spans.ts';
@@ -31,7 +33,12 @@ import {
 
 const COMMANDS = ['serve', 'engine', 'sim', 'plan', 'epp', 'bench', 'calibrate', 'model', 'demo'];
 /** The commands declared as an option table: their docs tables are generated from it. */
-const TABLES: Record<string, OptionTable> = { serve: SERVE_OPTIONS, epp: EPP_OPTIONS };
+const TABLES: Record<string, OptionTable> = {
+  serve: SERVE_OPTIONS,
+  engine: ENGINE_SERVER_OPTIONS,
+  epp: EPP_OPTIONS,
+  bench: BENCH_OPTIONS,
+};
 const SHELL = new Set(['sh', 'bash', '']);
 
 const helpCache = new Map<string, string>();

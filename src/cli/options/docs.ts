@@ -46,17 +46,28 @@ function unitOfName(name: string): string | undefined {
   return /-(ms|s|bytes|tokens)$/.exec(name)?.[1];
 }
 
-/** `[head, text]` of each `  --flag ARG  text` line of a help block, continuations joined. */
+/** A flag and its placeholder in a help block: `--name`, `--name N`, `--url URL[,URL...]`. */
+const HEAD = String.raw`--\S+(?: [A-Z]\S*)?`;
+
+/**
+ * `[head, text]` of each `  --flag ARG  text` line of a help block, continuations joined. A
+ * line of heads alone (`  --a N  --b N`) shares the text of the line after it.
+ */
 export function blockRows(help: string): [string, string][] {
   const rows: [string, string][] = [];
   for (const line of help.split('\n')) {
-    const start = /^ {2}(--\S+(?: [A-Z][A-Z_]*)?)\s+(.*)$/.exec(line);
-    if (start) rows.push([start[1]!, start[2]!.trim()]);
-    else if (/^ {4,}\S/.test(line) && rows.length > 0) {
+    const start = new RegExp(`^ {2}(${HEAD})\\s+(.*)$`).exec(line);
+    if (start) {
+      const text = start[2]!.trim();
+      if (new RegExp(`^(?:${HEAD}\\s*)+$`).test(text)) {
+        for (const head of [start[1]!, ...text.split(/\s{2,}/)]) rows.push([head, '']);
+      } else rows.push([start[1]!, text]);
+    } else if (/^ {4,}\S/.test(line) && rows.length > 0) {
       const last = rows[rows.length - 1]!;
       last[1] = `${last[1]} ${line.trim()}`;
     }
   }
+  for (let i = rows.length - 2; i >= 0; i--) if (rows[i]![1] === '') rows[i]![1] = rows[i + 1]![1];
   return rows;
 }
 
