@@ -215,114 +215,203 @@ function dottedValue(raw: string): unknown {
  * flag spec: its names pass through untouched.
  */
 export function translateVllmArgs(argv: readonly string[], kvroute: FlagSpec): VllmTranslation {
-  const args: string[] = [];
-  const ignored: string[] = [];
-  const warnings: string[] = [];
-  let modelTag: string | null = null;
-  let simModel: string | null = null;
-  const servedNames: string[] = [];
-  let kvEvents: Record<string, unknown> | null = null;
-
+  const walk: VllmWalk = {
+    args: [],
+    ignored: [],
+    warnings: [],
+    modelTag: null,
+    simModel: null,
+    servedNames: [],
+    kvEvents: null,
+  };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (!arg.startsWith('-') || arg === '-') {
-      if (modelTag !== null) throw new UsageError(`unexpected argument '${arg}'`);
-      modelTag = arg;
+      if (walk.modelTag !== null) throw new UsageError(`unexpected argument '${arg}'`);
+      walk.modelTag = arg;
       continue;
     }
     const long = arg.startsWith('--');
     const [rawName, inline] = splitInline(long ? arg.slice(2) : arg.slice(1));
     const name = long ? rawName : SHORT[rawName];
     if (name === undefined) {
-      args.push(arg); // a short flag of kvroute's (-h), or an error for the parser
+      walk.args.push(arg); // a short flag of kvroute's (-h), or an error for the parser
       continue;
     }
-    /** The flag's value: inline, else the next argument. */
-    const value = (): string => {
-      if (inline !== undefined) return inline;
-      const next = argv[i + 1];
-      if (next === undefined) throw new UsageError(`--${name} takes a value`);
-      i++;
-      return next;
-    };
-    /** Values up to the next flag (argparse nargs="+"). */
-    const values = (): string[] => {
-      const out = inline !== undefined ? [inline] : [];
-      while (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('-')) out.push(argv[++i]!);
-      if (out.length === 0) throw new UsageError(`--${name} takes at least one value`);
-      return out;
-    };
+    const flag = new VllmFlag(argv, i, name, inline);
+    translateFlag(walk, flag, kvroute);
+    i = flag.at;
+  }
+  return finishTranslation(walk);
+}
 
-    if (name === 'model') modelTag = value();
-    else if (name === 'sim-model') {
-      simModel = value();
+/** What the walk over a vLLM argument list has gathered so far. */
+interface VllmWalk {
+  /** kvroute's argv, as far as it is known. */
+  args: string[];
+  /** vLLM flags accepted and dropped (one warning names them all). */
+  ignored: string[];
+  warnings: string[];
+  modelTag: string | null;
+  simModel: string | null;
+  servedNames: string[];
+  /** `--kv-events-config` and its dotted fields, merged; null: not given. */
+  kvEvents: Record<string, unknown> | null;
+}
+
+/** One vLLM flag in its argument list: its name, inline value, and the values after it. */
+class VllmFlag {
+  /** The argument as given. */
+  readonly arg: string;
+
+  constructor(
+    readonly argv: readonly string[],
+    /** The index of the last argument this flag has taken. */
+    public at: number,
+    readonly name: string,
+    readonly inline: string | undefined,
+  ) {
+    this.arg = argv[at]!;
+  }
+
+  /** The flag's value: inline, else the next argument. */
+  value(): string {
+    if (this.inline !== undefined) return this.inline;
+    const next = this.argv[this.at + 1];
+    if (next === undefined) throw new UsageError(`--${this.name} takes a value`);
+    this.at++;
+    return next;
+  }
+
+  /** Values up to the next flag (argparse nargs="+"). */
+  values(): string[] {
+    const out = this.inline !== undefined ? [this.inline] : [];
+    while (this.argv[this.at + 1] !== undefined && !this.argv[this.at + 1]!.startsWith('-')) {
+      out.push(this.argv[++this.at]!);
+    }
+    if (out.length === 0) throw new UsageError(`--${this.name} takes at least one value`);
+    return out;
+  }
+}
+
+/** One flag into the walk, by the first of these readers that knows it. */
+function translateFlag(walk: VllmWalk, flag: VllmFlag, kvroute: FlagSpec): void {
+  if (readModelFlag(walk, flag)) return;
+  const base = flag.name.replace(/^no-/, '');
+  if (Object.hasOwn(REFUSED_FLAGS, base)) {
+    throw new UsageError(`--${flag.name} is not supported: ${REFUSED_FLAGS[base]}`);
+  }
+  if (readConfigFlag(walk, flag)) return;
+  if (readSizeFlag(walk.args, flag)) return;
+  readOtherFlag(walk, flag, kvroute);
+}
+
+/** The model and who may call it: --model, --sim-model, --served-model-name, --api-key. */
+function readModelFlag(walk: VllmWalk, flag: VllmFlag): boolean {
+  switch (flag.name) {
+    case 'model':
+      walk.modelTag = flag.value();
+      return true;
+    case 'sim-model': {
+      const simModel = flag.value();
       if (!Object.hasOwn(MODELS, simModel)) {
         throw new UsageError(
           `--sim-model must be one of ${Object.keys(MODELS).join(', ')}; got '${simModel}'`,
         );
       }
-    } else if (name === 'served-model-name') servedNames.push(...values());
-    else if (name === 'api-key') {
+      walk.simModel = simModel;
+      return true;
+    }
+    case 'served-model-name':
+      walk.servedNames.push(...flag.values());
+      return true;
+    case 'api-key':
       // argparse nargs="+" in vLLM: one kvroute flag per key.
-      for (const key of values()) args.push('--api-key', key);
-    } else if (Object.hasOwn(REFUSED_FLAGS, name.replace(/^no-/, ''))) {
-      throw new UsageError(
-        `--${name} is not supported: ${REFUSED_FLAGS[name.replace(/^no-/, '')]}`,
-      );
-    } else if (name === 'lora-modules') {
-      // argparse nargs="+": one kvroute flag per module.
-      for (const module of values()) args.push('--lora-modules', module);
-    } else if (name === 'kv-events-config') {
-      const raw = value();
-      const parsed = dottedValue(raw);
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-        throw new UsageError(`--kv-events-config must be a JSON object, got '${raw}'`);
-      }
-      kvEvents = { ...(kvEvents ?? {}), ...(parsed as Record<string, unknown>) };
-    } else if (name.startsWith('kv-events-config.')) {
-      const field = name.slice('kv-events-config.'.length).replaceAll('-', '_');
-      kvEvents = { ...(kvEvents ?? {}), [field]: dottedValue(value()) };
-    } else if (name.startsWith('kv-transfer-config.')) {
-      // vLLM's dotted config form: one kvroute flag per field, read by the engine.
-      const field = name.slice('kv-transfer-config.'.length);
-      args.push('--kv-transfer-config-part', `${field}=${value()}`);
-    } else if (name === 'max-model-len') {
-      const raw = value();
-      if (raw !== 'auto' && raw !== '-1') args.push('--max-model-len', humanReadableInt(name, raw));
-    } else if (Object.hasOwn(RENAMED, name)) {
-      const raw = value();
-      args.push(
-        `--${RENAMED[name]}`,
-        name === 'max-num-batched-tokens' ? humanReadableInt(name, raw) : raw,
-      );
-    } else if (name === 'pipeline-parallel-size' || name === 'data-parallel-size') {
-      const raw = value();
-      if (raw !== '1') {
-        throw new UsageError(
-          `--${name} ${raw} is not supported: one kvroute engine is one replica (run one per rank)`,
-        );
-      }
-    } else if (Object.hasOwn(kvroute, name)) {
-      args.push(arg);
-      if (kvroute[name]!.type === 'string' && inline === undefined && argv[i + 1] !== undefined) {
-        args.push(argv[++i]!);
-      }
-    } else if (MODELED_BOOLEAN_FLAGS.has(name.replace(/^no-/, ''))) {
-      if (inline !== undefined) throw new UsageError(`--${name} takes no value`);
-      args.push(`--${name}`);
-    } else if (IGNORED_VALUE_FLAGS.has(name)) {
-      value();
-      ignored.push(`--${name}`);
-    } else if (IGNORED_LIST_FLAGS.has(name)) {
-      values();
-      ignored.push(`--${name}`);
-    } else if (IGNORED_BOOLEAN_FLAGS.has(name.replace(/^no-/, ''))) {
-      ignored.push(`--${name}`);
-    } else args.push(arg); // not vLLM's: the parser names it as unknown
+      for (const key of flag.values()) walk.args.push('--api-key', key);
+      return true;
+    default:
+      return false;
   }
+}
 
+/** LoRA modules, `--kv-events-config` and the dotted config forms. */
+function readConfigFlag(walk: VllmWalk, flag: VllmFlag): boolean {
+  const { name } = flag;
+  if (name === 'lora-modules') {
+    // argparse nargs="+": one kvroute flag per module.
+    for (const module of flag.values()) walk.args.push('--lora-modules', module);
+  } else if (name === 'kv-events-config') {
+    const raw = flag.value();
+    const parsed = dottedValue(raw);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new UsageError(`--kv-events-config must be a JSON object, got '${raw}'`);
+    }
+    walk.kvEvents = { ...(walk.kvEvents ?? {}), ...(parsed as Record<string, unknown>) };
+  } else if (name.startsWith('kv-events-config.')) {
+    const field = name.slice('kv-events-config.'.length).replaceAll('-', '_');
+    walk.kvEvents = { ...(walk.kvEvents ?? {}), [field]: dottedValue(flag.value()) };
+  } else if (name.startsWith('kv-transfer-config.')) {
+    // vLLM's dotted config form: one kvroute flag per field, read by the engine.
+    const field = name.slice('kv-transfer-config.'.length);
+    walk.args.push('--kv-transfer-config-part', `${field}=${flag.value()}`);
+  } else return false;
+  return true;
+}
+
+/** Sizes: --max-model-len, the renamed flags, and the parallel sizes kvroute takes only as 1. */
+function readSizeFlag(args: string[], flag: VllmFlag): boolean {
+  const { name } = flag;
+  if (name === 'max-model-len') {
+    const raw = flag.value();
+    if (raw !== 'auto' && raw !== '-1') args.push('--max-model-len', humanReadableInt(name, raw));
+  } else if (Object.hasOwn(RENAMED, name)) {
+    const raw = flag.value();
+    args.push(
+      `--${RENAMED[name]}`,
+      name === 'max-num-batched-tokens' ? humanReadableInt(name, raw) : raw,
+    );
+  } else if (name === 'pipeline-parallel-size' || name === 'data-parallel-size') {
+    const raw = flag.value();
+    if (raw !== '1') {
+      throw new UsageError(
+        `--${name} ${raw} is not supported: one kvroute engine is one replica (run one per rank)`,
+      );
+    }
+  } else return false;
+  return true;
+}
+
+/** kvroute's own flags, the booleans it models, the vLLM flags it ignores, and the unknown. */
+function readOtherFlag(walk: VllmWalk, flag: VllmFlag, kvroute: FlagSpec): void {
+  const { name, inline, argv, arg } = flag;
+  if (Object.hasOwn(kvroute, name)) {
+    walk.args.push(arg);
+    if (
+      kvroute[name]!.type === 'string' &&
+      inline === undefined &&
+      argv[flag.at + 1] !== undefined
+    ) {
+      walk.args.push(argv[++flag.at]!);
+    }
+  } else if (MODELED_BOOLEAN_FLAGS.has(name.replace(/^no-/, ''))) {
+    if (inline !== undefined) throw new UsageError(`--${name} takes no value`);
+    walk.args.push(`--${name}`);
+  } else if (IGNORED_VALUE_FLAGS.has(name)) {
+    flag.value();
+    walk.ignored.push(`--${name}`);
+  } else if (IGNORED_LIST_FLAGS.has(name)) {
+    flag.values();
+    walk.ignored.push(`--${name}`);
+  } else if (IGNORED_BOOLEAN_FLAGS.has(name.replace(/^no-/, ''))) {
+    walk.ignored.push(`--${name}`);
+  } else walk.args.push(arg); // not vLLM's: the parser names it as unknown
+}
+
+/** The walk's model, served names and KV events as kvroute flags, and its warnings. */
+function finishTranslation(walk: VllmWalk): VllmTranslation {
+  const { args, warnings, modelTag, servedNames } = walk;
   // The catalog model: --sim-model, else the one the tag names; the tag is the served name.
-  const model = simModel ?? (modelTag === null ? null : catalogModelOf(modelTag));
+  const model = walk.simModel ?? (modelTag === null ? null : catalogModelOf(modelTag));
   if (model !== null) args.push('--model', model);
   else if (modelTag !== null) {
     warnings.push(
@@ -334,14 +423,16 @@ export function translateVllmArgs(argv: readonly string[], kvroute: FlagSpec): V
     args.push('--served-model-name', servedNames[0]!);
     for (const alias of servedNames.slice(1)) args.push('--served-model-alias', alias);
   }
-  if (kvEvents !== null) {
+  if (walk.kvEvents !== null) {
     if (args.includes('--kv-events') || args.includes('--kv-replay')) {
       throw new UsageError('use either --kv-events-config or --kv-events/--kv-replay, not both');
     }
-    args.push(...kvEventsArgs(kvEvents, warnings));
+    args.push(...kvEventsArgs(walk.kvEvents, warnings));
   }
-  if (ignored.length > 0) {
-    warnings.unshift(`ignoring vLLM flags that do not change the simulation: ${ignored.join(' ')}`);
+  if (walk.ignored.length > 0) {
+    warnings.unshift(
+      `ignoring vLLM flags that do not change the simulation: ${walk.ignored.join(' ')}`,
+    );
   }
   return { args, warnings };
 }

@@ -6,6 +6,7 @@ import { EngineCore } from '../engine/core.ts';
 import { makeIdlePrefill } from '../engine/idlePrefill.ts';
 import { DEFAULT_MAX_LORAS } from '../engine/lora.ts';
 import { type EngineOptions, makeEngineConfig } from '../engine/options.ts';
+import type { EngineConfig } from '../engine/types.ts';
 import type { SimulatedRun } from '../results/result.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import { type SloTargets, ttftLimitMs } from '../results/slo.ts';
@@ -16,6 +17,7 @@ import { prefillUsPerToken } from '../model/cost.ts';
 import { queueGate, type SimAdmission, summarizeAdmission, ttftGate } from './admission.ts';
 import {
   Fleet,
+  type FleetOptions,
   type FleetOutcome,
   type FleetRequestRecord,
   type FleetScaling,
@@ -37,7 +39,7 @@ import {
   harnessSummary,
   stageSummaries,
 } from '../results/harnessMetrics.ts';
-import { stageWindows } from '../workload/shape.ts';
+import { type ArrivalShape, stageWindows } from '../workload/shape.ts';
 import { summarizeRun } from './summary.ts';
 import type { FaultSpec, RouterOptions, ViewOptions } from './types.ts';
 
@@ -159,6 +161,33 @@ export function simulate(
   if (workload.adapters && config.engine.lora === undefined) {
     config = { ...config, engine: { ...config.engine, lora: { maxLoras: DEFAULT_MAX_LORAS } } };
   }
+  const plan = planRun(config, workload);
+  const flow = makeFlow(config);
+  const sink = makeRecordSink(config, plan.policy);
+  const fleet = new Fleet(fleetOptions(config, plan, makeRouter(config), { flow, sink, hooks }));
+  const outcome = fleet.run();
+  hooks.onOutcome?.(outcome);
+  return summarize(config, plan, outcome, { flow, sink });
+}
+
+/** What a run's pieces share, worked out once from its options. */
+interface RunPlan {
+  workload: Workload;
+  /** The engines' configuration, and each replica's own in a mixed fleet. */
+  engineConfig: EngineConfig;
+  replicaConfigs: EngineConfig[] | undefined;
+  /** The workload's arrivals counted, where the run needs its end or its measured count. */
+  counts: ReturnType<typeof countArrivals> | undefined;
+  durationMs: number;
+  sampleMs: number;
+  /** A prompt's TTFT on an idle replica, and the SLO's TTFT limit for it. */
+  idleTtftMs: (promptTokens: number) => number;
+  limitMs: (promptTokens: number) => number;
+  prefillUsPerToken: number;
+  policy: string;
+}
+
+function planRun(config: SimConfig, workload: Workload): RunPlan {
   // Engines stepped in turn: each one's requests are out of cache by its next step.
   const engineConfig = { ...makeEngineConfig(config.engine), prefetchRunning: true };
   const counts =
@@ -166,42 +195,45 @@ export function simulate(
       ? countArrivals(workload, config.warmupMs)
       : undefined;
   const durationMs = config.durationMs ?? Math.ceil(counts!.lastMs + 1);
-  const wrapEngine = config.instrument?.engine ?? ((e: SimEngine, _replica: number) => e);
-  const wrapRouter = config.instrument?.router ?? ((r: SimRouter) => r);
-  const sampleMs = Math.max(250, Math.round(durationMs / 400));
   const idleTtftMs = makeIdlePrefill(engineConfig);
-  const slo = config.slo;
-  const limitMs = (promptTokens: number) => ttftLimitMs(slo, idleTtftMs(promptTokens));
-  const usPerToken = prefillUsPerToken(engineConfig.spec, config.engine.budgetTokens);
-  const admit = config.admission && queueGate(config.admission, usPerToken);
-  const admitRoute = config.admission && ttftGate(config.admission, usPerToken);
-  const policy = runLabel(config.router);
-  const replicaConfigs = config.fleet
-    ? replicaEngineOptions(config.engine, config.fleet).map((o) => ({
-        ...makeEngineConfig(o),
-        prefetchRunning: true,
-      }))
-    : undefined;
-  const calibrationOf = (r: number) => (replicaConfigs?.[r] ?? engineConfig).spec.calibration;
-  const overheads = Array.from(
-    { length: config.replicas },
-    (_, r) => calibrationOf(r)?.requestOverheadMs ?? 0,
+  return {
+    workload,
+    engineConfig,
+    replicaConfigs: config.fleet
+      ? replicaEngineOptions(config.engine, config.fleet).map((o) => ({
+          ...makeEngineConfig(o),
+          prefetchRunning: true,
+        }))
+      : undefined,
+    counts,
+    durationMs,
+    sampleMs: Math.max(250, Math.round(durationMs / 400)),
+    idleTtftMs,
+    limitMs: (promptTokens) => ttftLimitMs(config.slo, idleTtftMs(promptTokens)),
+    prefillUsPerToken: prefillUsPerToken(engineConfig.spec, config.engine.budgetTokens),
+    policy: runLabel(config.router),
+  };
+}
+
+/** `--tenants` or `--flow-control`: the run's flow control (one tenant when none is given). */
+function makeFlow(config: SimConfig): SimFlow<Arrival> | undefined {
+  if (config.tenants === undefined && config.flowControl === undefined) return undefined;
+  return new SimFlow<Arrival>(
+    config.tenants ?? [{ name: 'default', share: 1, weight: 1, priorityClass: DEFAULT_FLOW_CLASS }],
+    config.seed,
+    config.flowControl,
   );
-  const perToken = Array.from(
-    { length: config.replicas },
-    (_, r) => calibrationOf(r)?.requestMsPerPromptToken ?? 0,
-  );
-  const flow =
-    config.tenants !== undefined || config.flowControl !== undefined
-      ? new SimFlow<Arrival>(
-          config.tenants ?? [
-            { name: 'default', share: 1, weight: 1, priorityClass: DEFAULT_FLOW_CLASS },
-          ],
-          config.seed,
-          config.flowControl,
-        )
-      : undefined;
-  // Per-stage figures and a harness's own ones are made from every request's record.
+}
+
+/** Where every request's record goes: `--requests-out`, and the harness's and stages' list. */
+interface RecordSink {
+  /** Kept for per-stage figures and a harness's own ones; null when neither is asked. */
+  records: HarnessRecord[] | null;
+  ladder: Extract<ArrivalShape, { kind: 'ladder' }> | undefined;
+  onRequest: ((r: FleetRequestRecord) => void) | undefined;
+}
+
+function makeRecordSink(config: SimConfig, policy: string): RecordSink {
   const ladder = config.workload.shape?.kind === 'ladder' ? config.workload.shape : undefined;
   const records: HarnessRecord[] | null =
     ladder !== undefined || config.metricsAs !== undefined ? [] : null;
@@ -221,10 +253,27 @@ export function simulate(
           });
           labelledOut?.(r);
         };
-  const fleet = new Fleet({
+  return { records, ladder, onRequest };
+}
+
+/** The fleet's options: the run's plan, its router, and what the caller adds. */
+function fleetOptions(
+  config: SimConfig,
+  plan: RunPlan,
+  router: SimRouter,
+  more: { flow: SimFlow<Arrival> | undefined; sink: RecordSink; hooks: SimHooks },
+): FleetOptions {
+  const { engineConfig, replicaConfigs, counts, durationMs } = plan;
+  const { flow, hooks } = more;
+  const onRequest = more.sink.onRequest;
+  const wrapEngine = config.instrument?.engine ?? ((e: SimEngine, _replica: number) => e);
+  const wrapRouter = config.instrument?.router ?? ((r: SimRouter) => r);
+  const admit = config.admission && queueGate(config.admission, plan.prefillUsPerToken);
+  const admitRoute = config.admission && ttftGate(config.admission, plan.prefillUsPerToken);
+  return {
     replicas: config.replicas,
-    workload,
-    router: wrapRouter(makeRouter(config)),
+    workload: plan.workload,
+    router: wrapRouter(router),
     makeEngine: (replica) =>
       wrapEngine(new EngineCore(replicaConfigs?.[replica] ?? engineConfig), replica),
     view: config.view,
@@ -234,75 +283,104 @@ export function simulate(
     ...(config.earlyStop &&
       counts && {
         earlyStop: {
-          ttftLimitMs: limitMs,
-          tpotLimitMs: slo.tpotP99Ms,
+          ttftLimitMs: plan.limitMs,
+          tpotLimitMs: config.slo.tpotP99Ms,
           expectedMeasured: counts.measured,
           expectedMeasuredTpot: counts.measuredTpot,
         },
       }),
-    sampleMs,
+    sampleMs: plan.sampleMs,
     loadBucketMs: Math.max(1000, Math.round(durationMs / 120 / 1000) * 1000),
     ...(config.onProgress && { onProgress: config.onProgress }),
     ...(config.concurrency !== undefined && { concurrency: config.concurrency }),
     ...(admit && { admit }),
     ...(admitRoute && { admitRoute }),
-    ...(flow && { flow, prefillUsPerToken: usPerToken }),
+    ...(flow && { flow, prefillUsPerToken: plan.prefillUsPerToken }),
     ...(onRequest && { onRequest }),
     ...(config.maxConcurrency !== undefined && { maxConcurrency: config.maxConcurrency }),
     ...(config.clientTimeoutMs !== undefined && { clientTimeoutMs: config.clientTimeoutMs }),
+    ...requestOverheads(config.replicas, plan),
+    ...(hooks.scaling && { scaling: hooks.scaling }),
+  };
+}
+
+/** Each replica's calibrated per-request overheads, where any replica has one. */
+function requestOverheads(
+  replicas: number,
+  plan: RunPlan,
+): Pick<FleetOptions, 'requestOverheadMs' | 'requestOverheadMsPerPromptToken'> {
+  const calibrationOf = (r: number) =>
+    (plan.replicaConfigs?.[r] ?? plan.engineConfig).spec.calibration;
+  const overheads = Array.from(
+    { length: replicas },
+    (_, r) => calibrationOf(r)?.requestOverheadMs ?? 0,
+  );
+  const perToken = Array.from(
+    { length: replicas },
+    (_, r) => calibrationOf(r)?.requestMsPerPromptToken ?? 0,
+  );
+  return {
     ...(overheads.some((ms) => ms > 0) && { requestOverheadMs: overheads }),
     ...(perToken.some((ms) => ms > 0) && { requestOverheadMsPerPromptToken: perToken }),
-    ...(hooks.scaling && { scaling: hooks.scaling }),
-  });
-  const outcome = fleet.run();
-  hooks.onOutcome?.(outcome);
+  };
+}
+
+/** The fleet's outcome as the run's result, with the parts its options asked for. */
+function summarize(
+  config: SimConfig,
+  plan: RunPlan,
+  outcome: FleetOutcome,
+  more: { flow: SimFlow<Arrival> | undefined; sink: RecordSink },
+): SimulatedRun {
+  const { durationMs, limitMs } = plan;
   const run = summarizeRun(
     {
-      policy,
+      policy: plan.policy,
       replicas: config.replicas,
-      workload: workload.name,
+      workload: plan.workload.name,
       durationMs,
       warmupMs: config.warmupMs,
-      slo,
-      sampleMs,
-      idleTtftMs,
+      slo: config.slo,
+      sampleMs: plan.sampleMs,
+      idleTtftMs: plan.idleTtftMs,
     },
     outcome,
   );
   if (config.router.routers !== undefined) {
     run.gateways = { routers: config.router.routers, syncMs: config.router.syncMs ?? null };
   }
-  if (flow !== undefined) run.flow = flow.result();
-  if (records !== null) {
-    const runEndMs = outcome.endMs;
-    if (ladder !== undefined) {
-      run.stages = stageSummaries(stageWindows(ladder.stages), records, runEndMs);
-    }
-    if (config.metricsAs !== undefined) {
-      run.harness = harnessSummary(config.metricsAs, records, {
-        startMs: config.warmupMs,
-        runEndMs,
-      });
-    }
-  }
+  if (more.flow !== undefined) run.flow = more.flow.result();
+  addRecordFigures(run, config, outcome.endMs, more.sink);
+  const limits = {
+    durationMs,
+    warmupMs: config.warmupMs,
+    ttftLimitMs: limitMs,
+    tpotLimitMs: config.slo.tpotP99Ms,
+  };
   if (config.concurrency !== undefined) {
-    run.closedLoop = summarizeClosedLoop(config.concurrency, outcome.log, {
-      durationMs,
-      warmupMs: config.warmupMs,
-      ttftLimitMs: limitMs,
-      tpotLimitMs: slo.tpotP99Ms,
-    });
+    run.closedLoop = summarizeClosedLoop(config.concurrency, outcome.log, limits);
   }
   if (config.admission === undefined) return run;
-  return {
-    ...run,
-    admission: summarizeAdmission(config.admission, outcome, {
-      durationMs,
-      warmupMs: config.warmupMs,
-      ttftLimitMs: limitMs,
-      tpotLimitMs: slo.tpotP99Ms,
-    }),
-  };
+  return { ...run, admission: summarizeAdmission(config.admission, outcome, limits) };
+}
+
+/** Per-stage figures of a ladder and a harness's own ones, from every request's record. */
+function addRecordFigures(
+  run: SimulatedRun,
+  config: SimConfig,
+  runEndMs: number,
+  { records, ladder }: RecordSink,
+): void {
+  if (records === null) return;
+  if (ladder !== undefined) {
+    run.stages = stageSummaries(stageWindows(ladder.stages), records, runEndMs);
+  }
+  if (config.metricsAs !== undefined) {
+    run.harness = harnessSummary(config.metricsAs, records, {
+      startMs: config.warmupMs,
+      runEndMs,
+    });
+  }
 }
 
 /** The fleet's request outcomes with the run's labels, as `--requests-out` writes them. */
