@@ -1,31 +1,16 @@
 /**
- * Every guide's first command block that starts no server, only commands that end (the other guides': docs.commands.guideServers.test.ts), run as a new user would type it
- * (test/support/docRunner.ts): each line exits 0, each curl gets an answer in vLLM's shape. These
- * blocks are CPU-bound (simulations, plans), so they run one after another: at once on a busy
- * 2-core host they only share its CPU and can outlast the runner's hang guard. Nothing here
+ * Every guide's first command block that starts no server, only commands that end (the other
+ * guides': docs.commands.guideServers.*.test.ts), run as a new user would type it
+ * (test/support/guideBlocks.ts): each line exits 0, each curl gets an answer in vLLM's shape.
+ * These blocks are CPU-bound (simulations, plans), so they run one after another: at once on a
+ * busy 2-core host they only share its CPU and can outlast the runner's hang guard. Nothing here
  * measures time.
  */
-import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
-import { assertAnswered, DocRunner } from '../support/docRunner.ts';
-import { commands, guidePaths, readDoc } from '../support/docs.ts';
+import { guidePaths } from '../support/docs.ts';
+import { guideBlockTests, startsServer } from '../support/guideBlocks.ts';
 
-/** A block that starts a server (a line ending in `&`). */
-const startsServer = (path: string) =>
-  commands(readDoc(path).blocks[0]!).some((line) => line.endsWith('&'));
-
-describe("every guide's first command block runs", () => {
-  for (const path of guidePaths().filter((p) => !startsServer(p))) {
-    test(path, async () => {
-      const block = readDoc(path).blocks[0]!;
-      const runner = new DocRunner();
-      try {
-        const results = await runner.run(block);
-        assert.ok(results.length > 0);
-        assertAnswered(results);
-      } finally {
-        await runner.close();
-      }
-    });
-  }
-});
+guideBlockTests(
+  "every guide's first command block runs",
+  guidePaths().filter((p) => !startsServer(p)),
+  false,
+);

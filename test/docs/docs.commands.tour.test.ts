@@ -3,8 +3,8 @@
  * changed for a shared test machine: ports, /tmp, npx): servers start and answer, curl gets an
  * answer in vLLM's shape, the `openai` example finds its shared prefix cached, the simulator
  * prints the README's table byte for byte, the planner its verdict. Nothing here measures time.
- * (Every guide's first block: docs.commands.guides*.test.ts; the live NATS and P/D blocks:
- * docs.commands.live.test.ts.)
+ * (Every guide's first block: docs.commands.guide*.test.ts; the live NATS and P/D blocks:
+ * docs.commands.live.*.test.ts.)
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';

@@ -1,10 +1,12 @@
 /** Real llama.cpp engine servers for tests: the tiny model, one thread, a small context. */
+import assert from 'node:assert/strict';
 import {
   type EngineServerHandle,
   type EngineServerOptions,
   startEngineServer,
 } from '../../src/engine/server/server.ts';
 import type { LlamaCppServerOptions } from '../../src/engine/runtime/llamaCpp/serve.ts';
+import { clientFor } from './engineServerHelpers.ts';
 import { tinyModelPath } from './tinyModel.ts';
 
 export const TEST_CONTEXT_TOKENS = 1024;
@@ -47,4 +49,39 @@ export async function postJson(
   });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+/** A prompt start the cache tests share (several blocks of 16 tokens). */
+export const BASE_PROMPT =
+  'The cache holds every block of the prompt that was computed before, and the router sends ' +
+  'a request where the longest prefix of its blocks is cached, so the engine computes only the ' +
+  'tail of the prompt and the first token comes sooner than it would on a cold engine. ';
+
+/** The engine's token ids for a completion prompt (POST /tokenize). */
+export async function tokenize(server: EngineServerHandle, prompt: string): Promise<number[]> {
+  const r = await postJson(server, '/tokenize', { prompt, model: server.servedModelName });
+  assert.equal(r.status, 200);
+  return r.body.tokens;
+}
+
+/** A greedy completion: its text, cached prompt tokens and prompt tokens. */
+export async function greedy(server: EngineServerHandle, prompt: string, maxTokens = 8) {
+  const res = await clientFor(server).completions.create({
+    model: server.servedModelName,
+    prompt,
+    max_tokens: maxTokens,
+    temperature: 0,
+  });
+  return {
+    text: res.choices[0]!.text,
+    cached: res.usage!.prompt_tokens_details?.cached_tokens ?? 0,
+    promptTokens: res.usage!.prompt_tokens,
+  };
+}
+
+/** How many leading ids two token lists share. */
+export function sharedPrefix(a: readonly number[], b: readonly number[]): number {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
 }

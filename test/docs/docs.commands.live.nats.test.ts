@@ -1,15 +1,14 @@
 /**
- * The guides' live blocks beyond the first, run as a new user would type them
- * (test/support/docRunner.ts): two gateways sharing state over NATS (docs/nats.md), and a
- * request prefilled on one engine and decoded on another (docs/pd.md). The two blocks are
- * independent (own ports, own /tmp), so they run at once. Nothing here measures time.
+ * docs/nats.md's live block, run as a new user would type it (test/support/docRunner.ts): two
+ * gateways sharing state over NATS, a third following a registered engine. The other live block
+ * (docs/pd.md): docs.commands.live.pd.test.ts. Nothing here measures time.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DocRunner } from '../support/docRunner.ts';
 import { readDoc } from '../support/docs.ts';
 
-describe('the live blocks', { concurrency: true }, () => {
+describe("docs/nats.md's live block", () => {
   test('docs/nats.md: two gateways share their state over NATS, a third follows a registered engine', async () => {
     const block = readDoc('docs/nats.md').blocks.find((b) => b.text.startsWith('nats-server'));
     assert.ok(block, 'the live block');
@@ -32,23 +31,6 @@ describe('the live blocks', { concurrency: true }, () => {
         if (!names.includes(engine)) await new Promise((resolve) => setTimeout(resolve, 250));
       }
       assert.deepEqual(names, [engine]);
-    } finally {
-      await runner.close();
-    }
-  });
-
-  test('docs/pd.md: a request prefilled on the prefill engine, decoded on the decode engine', async () => {
-    const block = readDoc('docs/pd.md').blocks.find((b) => b.text.includes('role=prefill'));
-    assert.ok(block, 'the live block');
-    const runner = new DocRunner();
-    try {
-      const results = await runner.run(block);
-      const [head, body] = results.find((r) => r.line.startsWith('curl'))!.stdout.split('\r\n\r\n');
-      assert.match(head!, /^HTTP\/1\.1 200/);
-      // Labels in --backend order, not addresses (docs/security.md).
-      assert.match(head!, /x-kvroute-prefill-replica: replica-0(\r|$)/i);
-      assert.match(head!, /x-kvroute-replica: replica-1(\r|$)/i);
-      assert.equal(JSON.parse(body!).usage.completion_tokens, 8);
     } finally {
       await runner.close();
     }

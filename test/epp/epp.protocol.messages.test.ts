@@ -3,7 +3,8 @@
  * dynamic metadata and the subset hint as protobuf bytes built by hand from the field numbers
  * of `google/protobuf/struct.proto`, `envoy/config/core/v3/base.proto` and
  * `external_processor.proto` (protobufjs drops snake_case Struct fields without a word), the
- * body chunking, endpoint names, the gRPC health service on both ports, and the CLI's flags.
+ * body chunking, endpoint names, and the gRPC health service on both ports. The CLI's flags:
+ * epp.protocol.flags.test.ts.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -19,7 +20,6 @@ import {
   subsetHint,
 } from '../../src/epp/messages.ts';
 import { EXT_PROC_SERVICE, eppClients, eppPackage } from '../../src/epp/protos.ts';
-import { runCli } from '../support/cli.ts';
 import { type EppFleetHandle, startTestEpp } from '../support/epp.ts';
 
 /** Protobuf wire format: a varint, and a length-delimited field. */
@@ -221,25 +221,5 @@ describe('gRPC health', () => {
       assert.equal(state.replicas.length, 1);
       assert.equal((await fetch(`${base}/health`)).status, 200);
     });
-  });
-});
-
-describe('kvroute epp flags', () => {
-  test('bad values name the flag and exit 2', () => {
-    for (const [args, pattern] of [
-      [['--pool-backends', '10.0.0.1:8000,'], /--pool-backends/],
-      [['--pool-backends', 'ftp://10.0.0.1'], /--pool-backends/],
-      [['--pool-events-port', '5557'], /--pool-events-port .* need --pool-backends/],
-      [['--health-port', '-1'], /--health-port/],
-      [['--policy', 'nope'], /--policy/],
-    ] as const) {
-      const r = runCli(['epp', ...args]);
-      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
-      assert.match(r.stderr, pattern);
-      assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
-    }
-    const help = runCli(['epp', '--help']);
-    assert.equal(help.status, 0);
-    assert.match(help.stdout, /v1\.0\.0/);
   });
 });
