@@ -177,8 +177,12 @@ describe('an exchange ends with its route finished exactly once', () => {
       await tick();
       const picked = picker.answer();
       await pending;
-      await handle({ response_headers: { headers: { headers: [{ key: ':status', value: status }] } } });
-      await handle({ response_body: { body: Buffer.from('data: [DONE]\n\n'), end_of_stream: end === 'body' } });
+      await handle({
+        response_headers: { headers: { headers: [{ key: ':status', value: status }] } },
+      });
+      await handle({
+        response_body: { body: Buffer.from('data: [DONE]\n\n'), end_of_stream: end === 'body' },
+      });
       if (end === 'trailers') await handle({ response_trailers: {} });
       if (end === 'cancel') exchange.cancel();
       exchange.endOfInput();
