@@ -37,6 +37,11 @@ export class ResponseAudit {
     if (this.#picked.stream) this.#ttftMs ??= ttftMs;
   }
 
+  /** The `usage.completion_tokens` the response reported so far (null: none seen). */
+  get completionTokens(): number | null {
+    return this.#tap.completionTokens;
+  }
+
   body(chunk: Buffer): void {
     this.#tap.data(chunk);
   }

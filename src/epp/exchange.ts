@@ -62,7 +62,7 @@ export interface ExchangeIo {
 }
 
 export interface ExchangeContext {
-  picker: Pick<EppPicker, 'pick' | 'firstToken' | 'finish'>;
+  picker: Pick<EppPicker, 'pick' | 'firstToken' | 'served' | 'finish'>;
   metrics: GatewayMetrics;
   logger: Logger;
   bodyLimitBytes: number;
@@ -97,6 +97,8 @@ export class Exchange {
   /** Reads the response's cached-token count for the pool's audit. */
   #audit: ResponseAudit | null = null;
   #status: number | null = null;
+  /** The planner was told of the served response. */
+  #servedTold = false;
   #closed = false;
   #settled = false;
   /** Aborted once the exchange is over: a pick waiting in the flow-control queue leaves it. */
@@ -358,9 +360,16 @@ export class Exchange {
     if (endOfStream) this.#settle();
   }
 
+  /** The response ended whole: the audit judges it, and the planner is told (once, under 400). */
   #endAudit(): void {
-    this.#audit?.end(this.#ctx.metrics);
+    const audit = this.#audit;
     this.#audit = null;
+    audit?.end(this.#ctx.metrics);
+    const picked = this.#picked;
+    if (picked && !this.#servedTold && this.#status !== null && this.#status < 400) {
+      this.#servedTold = true;
+      this.#ctx.picker.served(picked, audit?.completionTokens ?? null);
+    }
   }
 
   #onResponseTrailers(): void {

@@ -10,6 +10,7 @@
  * token's claim); it salts the block keys and the `cache_salt` written into the forwarded body,
  * and its admission limits apply, exactly as in `kvroute serve` without client keys.
  */
+import type { BlockKey } from '../kv/blockKey.ts';
 import { ApiError } from '../openai/errors.ts';
 import { asObject, optString } from '../openai/fields.ts';
 import { parseJson } from '../openai/http.ts';
@@ -23,6 +24,7 @@ import { toApiError } from '../serving/errors.ts';
 import { type FlowControl, PRIORITY_HEADER } from '../serving/flowControl.ts';
 import { resolveModel, routeWithRoom } from '../serving/routing.ts';
 import type { GatewayMetrics } from '../serving/metrics.ts';
+import { type GatewayPlanner, outputTokensOf } from '../serving/planner.ts';
 import type { ModelPool, PoolRoute } from '../serving/pool.ts';
 import type { ModelPools } from '../serving/pools.ts';
 import { type ParsedRequest, parseRequest } from '../serving/request.ts';
@@ -47,6 +49,8 @@ export interface PickerContext {
   admission: GatewayAdmission;
   /** `--flow-control`: requests wait while their pool is saturated; null: off. */
   flow: FlowControl | null;
+  /** `--planner`: each request served whole is observed into its pool's window; null: off. */
+  planner?: GatewayPlanner | null;
   metrics: GatewayMetrics;
   endpoints: EndpointBook;
   blockSize: number;
@@ -83,6 +87,18 @@ export interface Picked {
   readonly promptTokens: number;
   /** A response the audit can grade (a generate request, not a completions batch). */
   readonly auditable: boolean;
+  /** What the online planner keeps of it once served; null: not a generate request. */
+  readonly planned: PlannedRequest | null;
+}
+
+/** A picked generate request as the online planner will observe it (`EppPicker.served`). */
+export interface PlannedRequest {
+  /** When the picker got it (wall clock), ms: its arrival in the planner's window. */
+  readonly atMs: number;
+  readonly promptTokens: number;
+  readonly blockKeys: readonly BlockKey[];
+  /** Output tokens when the response reports no usage: its max_tokens, else a default. */
+  readonly outputTokensAsked: number;
 }
 
 export class EppPicker {
@@ -99,6 +115,7 @@ export class EppPicker {
    * FlowCancelled when `input.signal` aborted while it waited.
    */
   async pick(input: PickInput): Promise<Picked> {
+    const arrivedAtMs = Date.now();
     const { headers } = input;
     const { caller, json, model, pool, adapter, parsed } = await this.#read(input);
     const avoid = await this.#outsideSubset(pool, input.subset);
@@ -167,6 +184,15 @@ export class EppPicker {
       release: admitted.release,
       promptTokens: parsed?.promptTokens ?? 0,
       auditable: parsed !== null && auditable(json),
+      planned:
+        parsed === null
+          ? null
+          : {
+              atMs: arrivedAtMs,
+              promptTokens: parsed.promptTokens,
+              blockKeys: parsed.blockKeys,
+              outputTokensAsked: outputTokensOf(null, json),
+            },
     };
   }
 
@@ -226,6 +252,21 @@ export class EppPicker {
   /** The first generated token passed: the prompt leaves the replica's queue. */
   firstToken(picked: Picked, nowMs: number): void {
     picked.pool.firstToken(picked.route, nowMs);
+  }
+
+  /**
+   * Its response ended whole with a status under 400: the planner observes it, with the
+   * `usage.completion_tokens` the response reported (null: none seen, its max_tokens counts).
+   */
+  served(picked: Picked, completionTokens: number | null): void {
+    const p = picked.planned;
+    if (!this.#ctx.planner || p === null) return;
+    this.#ctx.planner.observe(picked.pool.model, {
+      atMs: p.atMs,
+      promptTokens: p.promptTokens,
+      outputTokens: completionTokens ?? p.outputTokensAsked,
+      blockKeys: p.blockKeys,
+    });
   }
 
   /** The exchange is over: the ledger entry and the admission slot are released. */

@@ -4,8 +4,9 @@
  * request) over the gateway's model pools (`src/serving/pools.ts`: backend watches, KV events,
  * tokenizers and routers, the same code as `kvroute serve`); the gRPC health service answers on
  * the ext_proc port and on a health port of its own (9003, as the reference endpoint picker),
- * and `/metrics` (with `/router/replicas` and `/health`) on an HTTP port (9090). Plaintext
- * HTTP/2 (h2c): the data plane's cluster for the picker must not ask for TLS.
+ * and `/metrics` (with `/router/replicas`, `/health` and, with `--planner`, the online planner's
+ * `/planner/desired`) on an HTTP port (9090). Plaintext HTTP/2 (h2c): the data plane's cluster
+ * for the picker must not ask for TLS.
  */
 import { createServer, type Server as HttpServer } from 'node:http';
 import {
@@ -24,6 +25,7 @@ import type { FlowControl } from '../serving/flowControl.ts';
 import { centralEventsOf, flowControlOf, metricsOf } from '../serving/fromConfig.ts';
 import { type Logger, silentLogger } from '../serving/log.ts';
 import type { GatewayMetrics } from '../serving/metrics.ts';
+import { GatewayPlanner } from '../serving/planner.ts';
 import type { ModelPools } from '../serving/pools.ts';
 import { ReplicaLabels } from '../serving/replicaLabels.ts';
 import { closeServer, listen } from '../openai/http.ts';
@@ -116,6 +118,8 @@ export interface EppHandle {
   pools: ModelPools;
   /** The routing state shared over NATS (`--nats`), or null. */
   sync: StateSync | null;
+  /** The online planner (`--planner`), or null. */
+  planner: GatewayPlanner | null;
   metrics: GatewayMetrics;
   health: EppHealth;
   replicas(): Promise<EppReplica[]>;
@@ -144,7 +148,8 @@ export async function startEpp(
   lateMetrics = metrics;
   const endpoints = new EndpointBook();
   const flow = flowControlOf(config, metrics);
-  const picker = eppPickerOf(config, pools, metrics, endpoints, flow);
+  const planner = plannerOf(config, metrics, logger);
+  const picker = eppPickerOf(config, pools, metrics, endpoints, flow, planner);
   const health = new EppHealth(() => pools.live().length > 0);
   // The configured backends are labelled in their order, as the gateway labels them.
   const labels = ReplicaLabels.inOrder(
@@ -162,6 +167,7 @@ export async function startEpp(
   const running: EppServers = { grpc: [], metrics: null };
   const close = async (): Promise<void> => {
     flow?.close();
+    await planner?.close();
     health.close();
     for (const s of running.grpc) s.forceShutdown();
     if (running.metrics) await closeServer(running.metrics);
@@ -169,13 +175,19 @@ export async function startEpp(
     await pools.close();
   };
   try {
-    const ports = await bindEpp(running, host, options, exchangeContext, health, metrics, pools);
+    const ports = await bindEpp(running, host, options, exchangeContext, health, {
+      metrics,
+      pools,
+      planner,
+    });
     pools.start();
+    planner?.start();
     return {
       address: `${host.includes(':') ? `[${host}]` : host}:${ports.port}`,
       ...ports,
       pools,
       sync,
+      planner,
       metrics,
       health,
       replicas: () =>
@@ -194,12 +206,29 @@ export async function startEpp(
   }
 }
 
+/** The online planner (`--planner`), not started; null when off. */
+function plannerOf(
+  config: GatewayConfig,
+  metrics: GatewayMetrics,
+  logger: Logger,
+): GatewayPlanner | null {
+  return config.planner === null
+    ? null
+    : new GatewayPlanner(config.planner, {
+        registry: metrics.registry,
+        logger,
+        policy: config.policy,
+        blockSize: config.blockSize,
+      });
+}
+
 function eppPickerOf(
   config: GatewayConfig,
   pools: ModelPools,
   metrics: GatewayMetrics,
   endpoints: EndpointBook,
   flow: FlowControl | null,
+  planner: GatewayPlanner | null,
 ): EppPicker {
   let ledgerIds = 0;
   return new EppPicker({
@@ -209,6 +238,7 @@ function eppPickerOf(
       metrics.recordRejection(limit, tenant),
     ),
     flow,
+    planner,
     metrics,
     endpoints,
     blockSize: config.blockSize,
@@ -229,8 +259,7 @@ async function bindEpp(
   options: EppOptions,
   exchangeContext: ExchangeContext,
   health: EppHealth,
-  metrics: GatewayMetrics,
-  pools: ModelPools,
+  http: MetricsHttpContext,
 ): Promise<{ port: number; healthPort: number | null; metricsPort: number | null }> {
   const maxMessageBytes = exchangeContext.bodyLimitBytes + MESSAGE_OVERHEAD_BYTES;
   const limits = grpcServerOptions({ ...DEFAULT_GRPC_LIMITS, ...options.grpc });
@@ -259,7 +288,7 @@ async function bindEpp(
   const metricsOption =
     options.metricsPort === undefined ? DEFAULT_EPP_METRICS_PORT : options.metricsPort;
   if (metricsOption !== null) {
-    running.metrics = metricsHttp(metrics, pools);
+    running.metrics = metricsHttp(http);
     metricsPort = (await listen(running.metrics, metricsOption, host)).port;
   }
   return { port, healthPort, metricsPort };
@@ -321,8 +350,18 @@ function bind(server: Server, host: string, port: number): Promise<number> {
   );
 }
 
-/** `/metrics` (Prometheus), `/router/replicas` (the pools' state), `/health`. */
-function metricsHttp(metrics: GatewayMetrics, pools: ModelPools): HttpServer {
+/** What the metrics port serves from. */
+interface MetricsHttpContext {
+  metrics: GatewayMetrics;
+  pools: ModelPools;
+  planner: GatewayPlanner | null;
+}
+
+/**
+ * `/metrics` (Prometheus), `/router/replicas` (the pools' state), `/health`, and with
+ * `--planner` `/planner/desired` (KEDA's metrics-api scaler reads it here, as on the gateway).
+ */
+function metricsHttp({ metrics, pools, planner }: MetricsHttpContext): HttpServer {
   return createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET') {
@@ -338,6 +377,8 @@ function metricsHttp(metrics: GatewayMetrics, pools: ModelPools): HttpServer {
         .end(JSON.stringify(pools.snapshot(Date.now())));
     } else if (path === '/health') {
       res.writeHead(200).end();
+    } else if (path === '/planner/desired' && planner !== null) {
+      planner.handle(req, res);
     } else {
       res.writeHead(404).end();
     }

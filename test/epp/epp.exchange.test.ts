@@ -2,7 +2,8 @@
  * One ext_proc exchange with a picker whose answers the test holds in hand: whatever ends the
  * exchange (a cancel while the pick is still running, a body over the limit, a failed pick,
  * trailers, the response's end followed by the stream's close, a crash), the picked route is
- * finished exactly once and the stream is ended once.
+ * finished exactly once and the stream is ended once; the planner hears of a response only when
+ * it ended whole under 400, once.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -18,6 +19,7 @@ import { ReplicaLabels } from '../../src/serving/replicaLabels.ts';
 class FakePicker {
   readonly finished: Picked[] = [];
   readonly firstTokens: Picked[] = [];
+  readonly servedTold: [Picked, number | null][] = [];
   readonly inputs: PickInput[] = [];
   #resolve: ((p: Picked) => void) | null = null;
   #reject: ((e: unknown) => void) | null = null;
@@ -49,6 +51,9 @@ class FakePicker {
   }
   finish(p: Picked): void {
     this.finished.push(p);
+  }
+  served(p: Picked, completionTokens: number | null): void {
+    this.servedTold.push([p, completionTokens]);
   }
 }
 
@@ -162,6 +167,33 @@ describe('an exchange ends with its route finished exactly once', () => {
     exchange.endOfInput();
     exchange.cancel();
     assert.deepEqual(picker.finished, [picked]);
+  });
+
+  test('the planner is told of a response that ended whole under 400, once; not of a 500 or a cancel', async () => {
+    const respond = async (status: string, end: 'body' | 'trailers' | 'cancel') => {
+      const { picker, handle, exchange } = setup();
+      await handle(requestHeaders('/v1/completions'));
+      const pending = handle(body('{}', true));
+      await tick();
+      const picked = picker.answer();
+      await pending;
+      await handle({
+        response_headers: { headers: { headers: [{ key: ':status', value: status }] } },
+      });
+      await handle({
+        response_body: { body: Buffer.from('data: [DONE]\n\n'), end_of_stream: end === 'body' },
+      });
+      if (end === 'trailers') await handle({ response_trailers: {} });
+      if (end === 'cancel') exchange.cancel();
+      exchange.endOfInput();
+      return { picker, picked };
+    };
+    for (const end of ['body', 'trailers'] as const) {
+      const { picker, picked } = await respond('200', end);
+      assert.deepEqual(picker.servedTold, [[picked, null]], end);
+    }
+    assert.deepEqual((await respond('500', 'body')).picker.servedTold, []);
+    assert.deepEqual((await respond('200', 'cancel')).picker.servedTold, []);
   });
 
   test('a crash fails the stream with INTERNAL and releases the route', async () => {

@@ -294,6 +294,14 @@ export const servedMetadata = (endpoint: string): Record<string, ByNumber> => ({
   'envoy.lb': stringStruct('x-gateway-destination-endpoint-served', endpoint),
 });
 
+/** The HTTP status of an immediate response's decoded `status.code` (envoy.type.v3.StatusCode). */
+export function statusCodeOf(name: string | number): number {
+  if (typeof name === 'number') return name;
+  const value = protos().lookupEnum('envoy.type.v3.StatusCode').values[name];
+  if (value === undefined) throw new TypeError(`no envoy.type.v3.StatusCode named ${name}`);
+  return value;
+}
+
 /** A header value of a decoded `set_headers` list (raw_value first). */
 // biome-ignore lint/suspicious/noExplicitAny: a decoded answer
 export function setHeader(response: any, key: string): string | undefined {

@@ -41,7 +41,7 @@ function unsectioned<R extends OptionRow>(row: R): Omit<R, 'section'> {
 export const EPP_OPTIONS = options({
   port: int('N', 'ext_proc port, plaintext HTTP/2; 0 picks a free one', { ...PORT, default: DEFAULT_EPP_PORT }),
   'health-port': int('N', 'gRPC health service (also served on --port)', { ...PORT, default: DEFAULT_EPP_HEALTH_PORT }),
-  'metrics-port': int('N', '/metrics, /router/replicas, /health over HTTP', { ...PORT, default: DEFAULT_EPP_METRICS_PORT }),
+  'metrics-port': int('N', '/metrics, /router/replicas, /health (and /planner/desired with --planner) over HTTP', { ...PORT, default: DEFAULT_EPP_METRICS_PORT }),
   host: str('H', `interface of all three (default ${DEFAULT_HOST}; 0.0.0.0 in a pod)`),
   'pool-backends': list('LIST', "the pool's endpoints: ip:port (or URLs) separated by commas, repeatable; each is a backend at http://ip:port"),
   'pool-events-port': int('N', "KV events of every pool backend at tcp://ip:N (vLLM's publisher)", POOL_PORT),
@@ -78,4 +78,14 @@ export const EPP_OPTIONS = options({
   ...NATS_AUTH_OPTIONS,
   ...NATS_BOUNDS_OPTIONS,
   ...FLOW_OPTIONS_EPP,
+  planner: { ...S.planner, help: "as kvroute serve --planner, over the requests this picker picks for: gauge kvroute_planner_desired_replicas{pool} and GET /planner/desired (KEDA metrics-api) on --metrics-port, a log line on change; with --nats the window is the cluster's (every picker's and gateway's requests)" },
+  'planner-window-s': S['planner-window-s'],
+  'planner-interval-s': S['planner-interval-s'],
+  'planner-scale-down-s': S['planner-scale-down-s'],
+  'planner-profile': S['planner-profile'],
+  'planner-slo-ttft-p99-ms': S['planner-slo-ttft-p99-ms'],
+  'planner-slo-tpot-p99-ms': S['planner-slo-tpot-p99-ms'],
+  'planner-slo-ttft-slowdown': S['planner-slo-ttft-slowdown'],
+  'planner-max-replicas': S['planner-max-replicas'],
+  'planner-fast-window-s': S['planner-fast-window-s'],
 });

@@ -1,0 +1,251 @@
+/**
+ * `kvroute epp --flow-control --flow-release owner` end to end, as
+ * test/gateway/gateway.flowOwner.test.ts plays it through the gateway: two simulated engines that
+ * run one sequence each (max-num-seqs 1), an endpoint picker that calls a replica saturated while
+ * a prompt it picked there waits for its first token (queued-prefill-ms 0) or its engine reports
+ * one waiting (queue-depth 0), a data plane playing Envoy in front of it
+ * (test/support/eppProxy.ts) and the `openai` client. The request waits in the picker, before
+ * its pick, as llm-d's flow controller holds it.
+ *
+ * A prompt's prefix is cached on one replica (its owner); a long stream holds the owner's one
+ * sequence and a second request of the same prefix waits on its engine, so the owner has no
+ * room while the other replica has room and caches nothing. A third request of that prefix:
+ * - with owner release and a long hold, waits in the picker for its owner (the other replica
+ *   gets nothing), and is served by the owner once the stream is gone;
+ * - with owner release and a short hold, waits, then goes to the other replica while the owner
+ *   is still held;
+ * - with room release (the default), goes to the other replica at once.
+ * Every request ends 200. Counts, statuses and replicas only, never times.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import OpenAI from 'openai';
+import { type EppHandle, startEpp } from '../../src/epp/server.ts';
+import { applyConfigDoc } from '../../src/serving/config.ts';
+import { type EppProxy, startEppProxy } from '../support/eppProxy.ts';
+import {
+  configFor,
+  type EngineServerHandle,
+  startEngines,
+  tokens,
+  waitFor,
+  within,
+} from '../support/gateway.harness.ts';
+
+const HANG_GUARD_MS = 120_000;
+const PREFIX_TOKENS = 256;
+
+function flowDoc(release: 'owner' | 'room', holdMs: number): object {
+  return {
+    'flow-control': {
+      enabled: true,
+      'max-wait-ms': HANG_GUARD_MS,
+      release,
+      'owner-slack-tokens': 16,
+      'owner-hold-ms': holdMs,
+      saturation: { 'queue-depth': 0, 'queued-prefill-ms': 0 },
+    },
+  };
+}
+
+/** The picker, the data plane in front of it, and its metrics port's address. */
+interface Picker {
+  epp: EppHandle;
+  proxy: EppProxy;
+  /** http://127.0.0.1:PORT of /metrics and /router/replicas. */
+  url: string;
+}
+
+interface ReplicaJson {
+  name: string;
+  inFlight: number;
+  queuedPromptTokens: number;
+  indexedBlocks: number;
+}
+
+async function replicas(gw: Picker): Promise<ReplicaJson[]> {
+  const res = await fetch(`${gw.url}/router/replicas`);
+  return ((await res.json()) as { replicas: ReplicaJson[] }).replicas;
+}
+
+function clientFor(gw: Picker): OpenAI {
+  return new OpenAI({
+    baseURL: `${gw.proxy.url}/v1`,
+    apiKey: 'unused',
+    maxRetries: 0,
+    timeout: HANG_GUARD_MS,
+  });
+}
+
+/** Sum of a metric's samples, from the picker's /metrics. */
+async function metricSum(gw: Picker, name: string): Promise<number> {
+  const text = await (await fetch(`${gw.url}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) {
+      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+  }
+  return sum;
+}
+
+/** A completion of `prompt`; its status and the replica that served it. */
+async function served(
+  client: OpenAI,
+  model: string,
+  prompt: number[],
+): Promise<{ status: number; replica: string | null }> {
+  try {
+    const { response } = await client.completions
+      .create({ model, prompt, max_tokens: 2 })
+      .withResponse();
+    return { status: response.status, replica: response.headers.get('x-kvroute-replica') };
+  } catch (err) {
+    if (err instanceof OpenAI.APIError && err.status !== undefined) {
+      return { status: err.status, replica: null };
+    }
+    throw err;
+  }
+}
+
+/** A long stream of `prompt` that holds its replica's one sequence until released. */
+async function hold(
+  client: OpenAI,
+  model: string,
+  prompt: number[],
+): Promise<{ replica: string | null; release(): Promise<void> }> {
+  const controller = new AbortController();
+  const { data, response } = await client.completions
+    .create({ model, prompt, max_tokens: 4000, stream: true, ignore_eos: true } as never, {
+      signal: controller.signal,
+    })
+    .withResponse();
+  const iterator = (data as unknown as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+  await iterator.next();
+  return {
+    replica: response.headers.get('x-kvroute-replica'),
+    async release() {
+      controller.abort();
+      await iterator.return?.().catch(() => {});
+    },
+  };
+}
+
+interface Scenario {
+  owner: string;
+  other: string;
+  /** The third request, sent while the owner is held. */
+  third: Promise<{ status: number; replica: string | null }>;
+  filler: Promise<{ status: number; replica: string | null }>;
+  stream: { release(): Promise<void> };
+}
+
+/**
+ * Caches `seed`'s prefix on one replica, holds that replica (a stream and a request waiting
+ * on its engine), then sends a third request of the same prefix.
+ */
+async function ownerBusy(gw: Picker, model: string, seed: number): Promise<Scenario> {
+  const client = clientFor(gw);
+  const prefix = tokens(seed, PREFIX_TOKENS);
+  const first = await within(30_000, served(client, model, [...prefix, 1, 2]), 'the first');
+  assert.equal(first.status, 200);
+  const owner = first.replica!;
+  const names = (await replicas(gw)).map((r) => r.name);
+  const other = names.find((n) => n !== owner)!;
+  await waitFor(
+    async () => ((await replicas(gw)).find((r) => r.name === owner)?.indexedBlocks ?? 0) > 0,
+    "the owner's blocks in the router's index",
+  );
+  const stream = await within(30_000, hold(client, model, [...prefix, 3, 4]), 'the stream');
+  assert.equal(stream.replica, owner, 'the stream goes to the prefix owner');
+  const filler = served(client, model, [...prefix, 5, 6]);
+  await waitFor(
+    async () => ((await replicas(gw)).find((r) => r.name === owner)?.queuedPromptTokens ?? 0) > 0,
+    'a prompt queued on the owner',
+  );
+  const third = served(client, model, [...prefix, 7, 8]);
+  return { owner, other, third, filler, stream };
+}
+
+async function inFlightOn(gw: Picker, name: string): Promise<number> {
+  return (await replicas(gw)).find((r) => r.name === name)?.inFlight ?? -1;
+}
+
+describe('kvroute epp --flow-release owner', () => {
+  let engines: EngineServerHandle[];
+  const pickers: Picker[] = [];
+  let model: string;
+  before(async () => {
+    engines = await startEngines(2, { maxSeqs: 1 });
+    model = engines[0]!.servedModelName;
+  });
+  after(async () => {
+    for (const gw of pickers) {
+      await gw.proxy.close();
+      await gw.epp.close();
+    }
+    for (const e of engines ?? []) await e.close();
+  });
+
+  async function pickerWith(release: 'owner' | 'room', holdMs: number): Promise<Picker> {
+    const epp = await startEpp(applyConfigDoc(flowDoc(release, holdMs), configFor(engines)), {
+      host: '127.0.0.1',
+      port: 0,
+      healthPort: null,
+      metricsPort: 0,
+    });
+    const gw = { epp, proxy: await startEppProxy(epp.address), url: '' };
+    gw.url = `http://127.0.0.1:${epp.metricsPort}`;
+    pickers.push(gw);
+    return gw;
+  }
+
+  test('a request waits for its busy prefix owner rather than going to the idle replica, then the owner serves it', async () => {
+    const gw = await pickerWith('owner', HANG_GUARD_MS);
+    const s = await ownerBusy(gw, model, 11);
+    await waitFor(
+      async () => (await metricSum(gw, 'kvroute_flow_queued')) === 1,
+      'the third request queued in the picker',
+      HANG_GUARD_MS,
+    );
+    // The idle replica had room all along and got nothing.
+    assert.equal(await inFlightOn(gw, s.other), 0);
+    assert.equal(await metricSum(gw, 'kvroute_flow_queued'), 1);
+    await s.stream.release();
+    const [filler, third] = await within(
+      HANG_GUARD_MS,
+      Promise.all([s.filler, s.third]),
+      'the requests behind the stream',
+    );
+    assert.deepEqual(filler, { status: 200, replica: s.owner });
+    assert.deepEqual(third, { status: 200, replica: s.owner });
+    assert.equal(await metricSum(gw, 'kvroute_flow_dispatched_total'), 1);
+    assert.equal(await metricSum(gw, 'kvroute_flow_queued'), 0);
+  });
+
+  test('past its hold the request goes to a replica with room while the owner is still busy', async () => {
+    const gw = await pickerWith('owner', 300);
+    const s = await ownerBusy(gw, model, 12);
+    const third = await within(HANG_GUARD_MS, s.third, 'the third request');
+    assert.deepEqual(third, { status: 200, replica: s.other });
+    await s.stream.release();
+    assert.deepEqual(await within(HANG_GUARD_MS, s.filler, 'the filler'), {
+      status: 200,
+      replica: s.owner,
+    });
+    assert.equal(await metricSum(gw, 'kvroute_flow_queued'), 0);
+  });
+
+  test('room release sends it to the replica with room at once', async () => {
+    const gw = await pickerWith('room', HANG_GUARD_MS);
+    const s = await ownerBusy(gw, model, 13);
+    const third = await within(HANG_GUARD_MS, s.third, 'the third request');
+    assert.deepEqual(third, { status: 200, replica: s.other });
+    assert.equal(await metricSum(gw, 'kvroute_flow_dispatched_total'), 0);
+    await s.stream.release();
+    assert.deepEqual(await within(HANG_GUARD_MS, s.filler, 'the filler'), {
+      status: 200,
+      replica: s.owner,
+    });
+  });
+});
