@@ -2,7 +2,7 @@
  * The first command block of every guide that starts servers and that no part names
  * (test/support/guideBlocks.ts), run as a new user would type it: each line exits 0, each curl
  * gets an answer in vLLM's shape. The named parts: docs.commands.guideServers.*.test.ts; the
- * guides whose first block starts no server: docs.commands.guideRuns.test.ts. Here too: the
+ * guides whose first block starts no server: docs.commands.guideRuns.*.test.ts. Here too: the
  * parts name guides that exist and start servers, each once. Nothing here measures time.
  */
 import assert from 'node:assert/strict';

@@ -1,10 +1,11 @@
 /**
  * The guides' first command blocks as tests (test/docs/docs.commands.guide*.test.ts): each runs
  * as a new user would type it (test/support/docRunner.ts), each line exits 0, each curl gets an
- * answer in vLLM's shape. The blocks that start servers are spread over several files by subject
- * (`SERVER_GUIDE_PARTS`): the test runner runs files side by side, not the tests of one file, so
- * one file holding every server block would outlast the others on a 2-core host. A guide no part
- * names runs in the `rest` part, so a new guide is never left out.
+ * answer in vLLM's shape. The blocks are spread over several files by subject
+ * (`SERVER_GUIDE_PARTS` for the blocks that start servers, `RUN_GUIDE_PARTS` for those that only
+ * run commands to their end): the test runner runs files side by side, not the tests of one file,
+ * so one file holding every block would outlast the others on a 2-core host. A guide no part
+ * names runs in the `rest` part of its kind, so a new guide is never left out.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -32,14 +33,37 @@ export const SERVER_GUIDE_PARTS = {
   epp: ['docs/kubernetes.md'],
 } as const satisfies Record<string, readonly string[]>;
 
+/**
+ * The guides whose first block starts no server, by the part (the file
+ * `docs.commands.guideRuns.<part>.test.ts`) that runs them.
+ */
+export const RUN_GUIDE_PARTS = {
+  /** Fleet simulations (`kvroute sim`), the longest blocks. */
+  sims: ['docs/flow-control.md', 'docs/nats.md', 'docs/simulator.md'],
+} as const satisfies Record<string, readonly string[]>;
+
 export type ServerGuidePart = keyof typeof SERVER_GUIDE_PARTS | 'rest';
+export type RunGuidePart = keyof typeof RUN_GUIDE_PARTS | 'rest';
+
+/** The guides of one part of `parts`; `rest`: those of their kind that no part names. */
+function partOf(parts: Record<string, readonly string[]>, kind: string[], part: string): string[] {
+  const named = new Set<string>(Object.values(parts).flat());
+  if (part === 'rest') return kind.filter((p) => !named.has(p));
+  return kind.filter((p) => parts[part]!.includes(p));
+}
 
 /** The server guides of one part; `rest`: those that no part names. */
 export function serverGuides(part: ServerGuidePart): string[] {
-  const named = new Set<string>(Object.values(SERVER_GUIDE_PARTS).flat());
-  const servers = guidePaths().filter(startsServer);
-  if (part === 'rest') return servers.filter((p) => !named.has(p));
-  return servers.filter((p) => (SERVER_GUIDE_PARTS[part] as readonly string[]).includes(p));
+  return partOf(SERVER_GUIDE_PARTS, guidePaths().filter(startsServer), part);
+}
+
+/** The guides whose first block starts no server, of one part; `rest`: those no part names. */
+export function runGuides(part: RunGuidePart): string[] {
+  return partOf(
+    RUN_GUIDE_PARTS,
+    guidePaths().filter((p) => !startsServer(p)),
+    part,
+  );
 }
 
 /** One test per guide: its first block runs; at once when `concurrency` (own ports, own /tmp). */

@@ -1,7 +1,7 @@
 /**
  * The gateway's parts on their own: SSE first-token detection, metrics parsing, config and flags,
  * API keys, and the KV event subscriber against a hand-driven ZMQ publisher (gaps, restarts, both
- * wire forms).
+ * wire forms). `kvroute serve`'s bad flags as a user types them: gateway.units.badFlags.test.ts.
  */
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -27,7 +27,6 @@ import { computeBlockKeys } from '../../src/kv/blockKey.ts';
 import type { KvEvent } from '../../src/kv/events.ts';
 import { END_SEQ_FRAME, encodeEventBatch, encodeSeq, type WireFormat } from '../../src/kv/wire.ts';
 import type { ForeignKvEvent } from '../../src/router/index.ts';
-import { runCli } from '../support/cli.ts';
 
 const dir = await mkdtemp(join(tmpdir(), 'kvroute-gw-'));
 after(() => rm(dir, { recursive: true, force: true }));
@@ -192,21 +191,6 @@ describe('config and flags', () => {
       /--backend has unknown option 'color'/,
     );
     assert.throws(() => parseApiKeyFlag(''), /--api-key must not be empty/);
-  });
-
-  test('bad flags print one line naming the flag and exit 2', () => {
-    for (const [args, flag] of [
-      [['--port', 'abc'], '--port'],
-      [['--policy', 'fastest'], '--policy'],
-      [['--backend', 'ftp://x'], '--backend'],
-      [['--kv-threshold', '2'], '--kv-threshold'],
-    ] as const) {
-      const r = runCli(['serve', ...args]);
-      assert.equal(r.status, 2, r.stderr);
-      const lines = r.stderr.trim().split('\n');
-      assert.equal(lines.length, 1, r.stderr);
-      assert.ok(lines[0]!.includes(flag), r.stderr);
-    }
   });
 });
 

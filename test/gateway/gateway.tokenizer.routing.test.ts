@@ -3,17 +3,15 @@
  * folders): the same ids on both sides for completions and chats (system, multi-turn, tools,
  * tool calls), a conversation's second request warm through the gateway (`cached_tokens`), the
  * agreement check's verdict per replica, and `--tokenize remote` routing warm where the
- * gateway's own tokenizer differs.
+ * gateway's own tokenizer differs. The CLI's side (`kvroute engine --tokenizer`, unusable
+ * tokenizer flags): gateway.tokenizer.cli.test.ts.
  */
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import { tmpdir } from 'node:os';
 import { after, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { readChatInput } from '../../src/openai/templateFields.ts';
 import { DEFAULT_OVERLAY_TTL_MS } from '../../src/router/defaults.ts';
-import { chatInput } from '../../src/tokenizer/chat.ts';
 import { loadPromptTokenizer } from '../../src/tokenizer/promptTokenizer.ts';
 import {
   type EngineServerHandle,
@@ -22,7 +20,6 @@ import {
   startGatewayFor,
   waitFor,
 } from '../support/gateway.harness.ts';
-import { runCli, spawnEngine } from '../support/cli.ts';
 import { LLAMA3_DIR, QWEN3_DIR } from '../support/tokenizerFixtures.ts';
 
 const closers: (() => Promise<void>)[] = [];
@@ -261,51 +258,4 @@ describe('a gateway whose tokenizer differs from its backends', () => {
     assert.ok(warm.served > 100, `--tokenize remote: the engine served ${warm.served} cached`);
     assert.equal(cold.routed, 0, 'the mismatched local tokenizer never matches a cached block');
   });
-});
-
-test('kvroute engine --tokenizer DIR answers /tokenize with the gateway ids', async () => {
-  const { child, readyLine } = await spawnEngine(['--port', '0', '--tokenizer', QWEN3_DIR]);
-  try {
-    const url = /url=(\S+)/.exec(readyLine)?.[1];
-    assert.ok(url, readyLine);
-    const messages = [
-      { role: 'system', content: 'Be brief.' },
-      { role: 'user', content: 'Hello' },
-    ];
-    const res = await fetch(`${url}/tokenize`, {
-      method: 'POST',
-      body: JSON.stringify({ messages, chat_template_kwargs: { enable_thinking: false } }),
-    });
-    const json = (await res.json()) as { tokens: number[] };
-    const mine = loadPromptTokenizer({ tokenizer: QWEN3_DIR, chatTemplate: null });
-    assert.deepEqual(
-      json.tokens,
-      mine.encodeChat(chatInput(messages, { templateKwargs: { enable_thinking: false } })),
-    );
-    const back = await fetch(`${url}/detokenize`, {
-      method: 'POST',
-      body: JSON.stringify({ tokens: json.tokens }),
-    });
-    assert.match(
-      ((await back.json()) as { prompt: string }).prompt,
-      /^<\|im_start\|>system\nBe brief/,
-    );
-  } finally {
-    child.kill('SIGTERM');
-  }
-  await once(child, 'exit');
-});
-
-test('unusable tokenizer flags exit 2 with one line naming the flag', () => {
-  for (const [args, flag] of [
-    [['engine', '--tokenizer', tmpdir()], '--tokenizer'],
-    [['engine', '--chat-template', '/no/such/template'], '--chat-template'],
-    [['serve', '--tokenizer', '/no/such/folder'], '--tokenizer'],
-    [['serve', '--tokenize', 'sometimes'], '--tokenize'],
-  ] as const) {
-    const r = runCli([...args, '--port', '0']);
-    assert.equal(r.status, 2, r.stderr);
-    assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
-    assert.ok(r.stderr.includes(flag), r.stderr);
-  }
 });
