@@ -176,6 +176,20 @@ describe('kvroute epp over an embedded fleet', () => {
     await drained();
     const firstPicks = first.map((f) => f.endpoint);
     assert.ok(new Set(firstPicks).size > 1, `different conversations spread: ${firstPicks}`);
+    // The second turns are matched on the engines' KV events, not on the router's own record of
+    // the first (which expires): wait until each first pick's blocks are indexed, at least
+    // MIN_BLOCKS per conversation it holds (a 1,500-word system prompt is far more).
+    const MIN_BLOCKS = 32;
+    const held = (endpoint: string) => firstPicks.filter((p) => p === endpoint).length;
+    await waitFor(
+      () =>
+        firstPicks.every(
+          (endpoint) =>
+            (epp.pools.snapshot(Date.now()).replicas.find((r) => r.name.endsWith(endpoint))
+              ?.indexedBlocks ?? 0) >= MIN_BLOCKS * held(endpoint),
+        ),
+      "the first turns' KV events",
+    );
     for (const seed of seeds) {
       const second = await route(seed, true);
       assert.equal(second.endpoint, firstPicks[seed - 1], `conversation ${seed}'s second turn`);

@@ -75,7 +75,9 @@ describe('pointBetween', () => {
 });
 
 describe('DashboardFeed', () => {
-  test('a new stream gets every point kept, at most HISTORY_POINTS, the oldest dropped', async () => {
+  test('a new stream gets every point kept, at most HISTORY_POINTS, the oldest dropped', async (t) => {
+    // The feed's own timer stays still: on a busy machine it could add a sample mid-test.
+    t.mock.timers.enable({ apis: ['setInterval'] });
     let decisions = 0;
     const feed = new DashboardFeed(() => ({
       atMs: 1_000 * (decisions + 1),

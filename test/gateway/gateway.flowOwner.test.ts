@@ -136,6 +136,13 @@ async function ownerBusy(gw: GatewayHandle, model: string, seed: number): Promis
   );
   const stream = await within(30_000, hold(client, model, [...prefix, 3, 4]), 'the stream');
   assert.equal(stream.replica, owner, 'the stream goes to the prefix owner');
+  // The owner's report must show the stream running, not waiting: a report taken before its
+  // prefill (late on a busy machine) would leave the owner without room and queue the filler.
+  const streaming = Date.now();
+  await waitFor(async () => {
+    const r = (await replicas(gw)).find((x) => x.name === owner);
+    return (r?.reportedAtMs ?? 0) > streaming && r?.waiting === 0;
+  }, "the owner's report of the running stream");
   const filler = served(client, model, [...prefix, 5, 6]);
   await waitFor(
     async () => ((await replicas(gw)).find((r) => r.name === owner)?.queuedPromptTokens ?? 0) > 0,
