@@ -83,7 +83,7 @@ describe('finishFirstReplica', () => {
             view[i]!.queuedPrefillMs +
             (prompt - Math.min(cached[i]!, prompt)) * view[i]!.prefillMsPerToken;
           const candidates = view
-            .map((r, i) => i)
+            .map((_, i) => i)
             .filter((i) => {
               const r = view[i]!;
               const c = Math.min(cached[i]!, prompt);
