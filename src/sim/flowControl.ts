@@ -9,7 +9,9 @@
  *   already wait (no overtaking the queue); it is refused at once (429) when the queue's bounds
  *   are reached, and ends as 503 when it has waited `maxWaitMs`. Whenever a replica may have
  *   left saturation (a step ended, a report reached the router), queued requests are dispatched,
- *   in the queue's order, until the pool is saturated again.
+ *   in the queue's order, until the pool is saturated again. With owner release, a request of
+ *   a tenant with nothing else queued goes where its prefill ends first, and what leaves is
+ *   charged its uncached prompt tokens (`SimFlowControl.charge`, `.sparseFinishFirst`).
  * - Per tenant: arrivals, served, 429, 503, other failures, and over the measured requests TTFT
  *   (from arrival, queue wait included) and queue wait percentiles.
  */
