@@ -12,7 +12,9 @@
  * `--rate R` skips the bisection and takes R as the carrying rate; `--light-weight W` gives the
  * light tenant weight W in the fair share (default 1, as heavy). `--flow-release room|owner`
  * picks when a queued request leaves (`SimFlowControl.release`), with `--owner-slack-tokens`,
- * `--owner-hold-ms` and `--look-ahead` for `owner`; `--saturation-queue-ms MS` the replica's
+ * `--owner-hold-ms`, `--look-ahead`, `--charge prompt|uncached` (what a dispatch costs its
+ * tenant in the fair share) and `--finish-first on|off` (a sparse tenant's request goes where
+ * its prefill ends first) for `owner`; `--saturation-queue-ms MS` the replica's
  * queued-prefill limit (`--flow-saturation-queue-ms`). `--slowest N` prints the light tenant's N
  * slowest measured requests of the run with flow control: arrival, queue wait, the rest of its
  * TTFT (on the engine), prompt tokens cached on the replica that served it. `--json` prints
@@ -25,7 +27,9 @@ import {
   DEFAULT_FLOW_OWNER_HOLD_MS,
   DEFAULT_FLOW_OWNER_SLACK_TOKENS,
   defaultFlowControl,
+  FLOW_CHARGES,
   FLOW_RELEASES,
+  type FlowCharge,
   type FlowRelease,
 } from '../src/sim/flowControl.ts';
 import { carryingRatePerS, runFlowExperiment, tenantOf } from '../src/sim/flowExperiment.ts';
@@ -60,6 +64,8 @@ const values = readBenchArgs('bench:flow', {
   'owner-slack-tokens': { type: 'string' },
   'owner-hold-ms': { type: 'string' },
   'look-ahead': { type: 'string' },
+  charge: { type: 'string' },
+  'finish-first': { type: 'string' },
   'saturation-queue-ms': { type: 'string' },
   slowest: { type: 'string' },
 });
@@ -97,6 +103,14 @@ const saturationQueueMs = nonNegative(
   values['saturation-queue-ms'],
   defaults.saturation.maxQueuedPrefillMs ?? 0,
 );
+const charge = values.charge ?? defaultFlowControl().charge ?? 'prompt';
+if (!(FLOW_CHARGES as readonly string[]).includes(charge)) {
+  fail(`--charge takes one of ${FLOW_CHARGES.join(', ')}, got '${charge}'`);
+}
+const finishFirst = values['finish-first'] ?? 'on';
+if (finishFirst !== 'on' && finishFirst !== 'off') {
+  fail(`--finish-first takes on or off, got '${finishFirst}'`);
+}
 const lookAhead = positiveInt('look-ahead', values['look-ahead'], DEFAULT_FLOW_LOOK_AHEAD);
 const slowest = values.slowest === undefined ? 0 : positiveInt('slowest', values.slowest, 1);
 const givenRate = values.rate === undefined ? undefined : Number(values.rate);
@@ -151,6 +165,8 @@ const e = runFlowExperiment(
     ownerSlackTokens,
     ownerHoldMs,
     lookAhead,
+    charge: charge as FlowCharge,
+    sparseFinishFirst: finishFirst === 'on',
   },
   slowest > 0
     ? (r) => {

@@ -270,8 +270,16 @@ export class FlowQueue<T> {
    * / weight`), so the fair share by tokens holds over what is taken; inside a tenant a later
    * item may pass an earlier one that is not ready. A `ready` that accepts everything gives the
    * order without it.
+   *
+   * `charge`, when given, is what the item taken costs its tenant's tags instead of its
+   * `costTokens` (> 0; read once, for the item taken): the caller's price at dispatch, such as
+   * the prompt tokens no replica with room caches. The fair share then holds over the charges.
    */
-  dequeue(ready?: (item: FlowItem<T>) => boolean, lookAhead = 1): FlowItem<T> | undefined {
+  dequeue(
+    ready?: (item: FlowItem<T>) => boolean,
+    lookAhead = 1,
+    charge?: (item: FlowItem<T>) => number,
+  ): FlowItem<T> | undefined {
     const depth = Math.max(1, Math.floor(lookAhead));
     for (const cls of this.#classes) {
       if (cls.queued === 0) continue;
@@ -281,12 +289,13 @@ export class FlowQueue<T> {
           cls,
           lanes.reduce((a, b) => (before(b, a) ? b : a)),
           0,
+          charge,
         );
       lanes.sort((a, b) => (before(a, b) ? -1 : 1));
       for (const lane of lanes) {
         const n = Math.min(depth, lane.entries.length);
         for (let at = 0; at < n; at++) {
-          if (ready(lane.entries[at]!.item)) return this.#take(cls, lane, at);
+          if (ready(lane.entries[at]!.item)) return this.#take(cls, lane, at, charge);
         }
       }
       return undefined;
@@ -295,10 +304,15 @@ export class FlowQueue<T> {
   }
 
   /** Removes entry `at` of `lane`, charging it to the lane's tags as a dispatch. */
-  #take(cls: ClassState<T>, lane: Lane<T>, at: number): FlowItem<T> {
+  #take(
+    cls: ClassState<T>,
+    lane: Lane<T>,
+    at: number,
+    charge?: (item: FlowItem<T>) => number,
+  ): FlowItem<T> {
     const [entry] = lane.entries.splice(at, 1) as [Entry<T>];
     const startTag = lane.headStartTag;
-    const finishTag = startTag + entry.item.costTokens / lane.weight;
+    const finishTag = startTag + (charge?.(entry.item) ?? entry.item.costTokens) / lane.weight;
     cls.vTime = startTag;
     lane.lastFinishTag = finishTag;
     cls.maxFinishTag = Math.max(cls.maxFinishTag, finishTag);

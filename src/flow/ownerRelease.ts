@@ -60,3 +60,74 @@ export function ownerReady(
   if (waitedMs >= options.holdMs) return true;
   return withRoom >= best - options.slackTokens;
 }
+
+/** What finish-first dispatch reads of each replica (`finishFirstReplica`). */
+export interface FinishFirstReplica {
+  eligible: boolean;
+  /** Has room now (`hasGoodCapacity` at the flow limits). */
+  room: boolean;
+  /** Within the limits other than queued prefill (waiting requests, KV usage). */
+  openBesidesPrefill: boolean;
+  /** Prefill the router has queued there, ms. */
+  queuedPrefillMs: number;
+  /** The replica's prefill price, ms per prompt token it does not cache. */
+  prefillMsPerToken: number;
+}
+
+/**
+ * Finish-first dispatch for a request whose tenant has nothing else queued (a sparse tenant, as
+ * FQ-CoDel's sparse flows, RFC 8290 section 4.1): rather than wait up to the hold for its cache
+ * owner to regain room, it goes at once to the replica where its prefill is estimated to end
+ * first,
+ *
+ *   finishMs(i) = queuedPrefillMs(i) + (promptTokens - cachedTokens(i)) * prefillMsPerToken(i)
+ *
+ * over the replicas with room and the prompt's owners (caching within `slackTokens` of the best,
+ * something at all) that pass every limit but the queued prefill. Returns that replica when it
+ * has room; -1 when the best is an owner without room (wait for it, as owner release does) or
+ * no replica qualifies. A tenant with a backlog waits in the queue anyway, so for it the cache
+ * (the fleet's throughput) comes first: this is for the request whose latency is at stake.
+ */
+export function finishFirstReplica(
+  cachedTokens: ArrayLike<number>,
+  promptTokens: number,
+  replicas: readonly FinishFirstReplica[],
+  slackTokens: number,
+): number {
+  let best = 0;
+  for (let i = 0; i < replicas.length; i++) {
+    if (replicas[i]!.eligible) best = Math.max(best, cachedTokens[i] ?? 0);
+  }
+  let at = -1;
+  let atMs = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < replicas.length; i++) {
+    const r = replicas[i]!;
+    if (!r.eligible) continue;
+    const cached = Math.min(cachedTokens[i] ?? 0, promptTokens);
+    const owner = cached > 0 && cached >= best - slackTokens && r.openBesidesPrefill;
+    if (!r.room && !owner) continue;
+    const finishMs = r.queuedPrefillMs + (promptTokens - cached) * r.prefillMsPerToken;
+    if (finishMs < atMs || (finishMs === atMs && r.room && !replicas[at]!.room)) {
+      atMs = finishMs;
+      at = i;
+    }
+  }
+  return at >= 0 && replicas[at]!.room ? at : -1;
+}
+
+/**
+ * What a request dispatched now costs its tenant in the fair share, `uncached` charging: the
+ * prompt tokens the warmest replica with room does not cache (at least 1), the prefill the
+ * fleet does for it. A tenant whose prompts are served from cache pays for what it uses; one
+ * sent cold pays for the cold prefill.
+ */
+export function uncachedCharge(
+  cachedTokens: ArrayLike<number>,
+  room: readonly boolean[],
+  promptTokens: number,
+): number {
+  let cached = 0;
+  for (let i = 0; i < room.length; i++)
+    if (room[i]) cached = Math.max(cached, cachedTokens[i] ?? 0);
+  return Math.max(1, promptTokens - Math.min(cached, promptTokens));
+}

@@ -37,6 +37,8 @@ export interface ReplicaLoad {
   queuedPromptTokens?: number;
   /** The same queue priced at the replica's prefill speed, in ms. */
   queuedPrefillMs?: number;
+  /** That price: ms of prefill per prompt token (finish-first dispatch, `ownerRelease.ts`). */
+  prefillMsPerToken?: number;
 }
 
 export interface PoolLoadView {

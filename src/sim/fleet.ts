@@ -632,7 +632,7 @@ export class Fleet {
       measured,
       tenant: held.tenant,
       queueWaitMs,
-      avoid: this.#o.flow?.withoutRoom(this.#loads()) ?? null,
+      avoid: this.#o.flow?.withoutRoom(this.#loads(), held) ?? null,
       onEngine: false,
       ...(held.scheduledMs !== undefined && { scheduledMs: held.scheduledMs }),
     };
@@ -700,6 +700,7 @@ export class Fleet {
         eligible: true,
         queuedPromptTokens: r.queuedPromptTokens,
         queuedPrefillMs: (r.queuedPromptTokens * usPerToken) / 1000,
+        prefillMsPerToken: usPerToken / 1000,
       };
       if (r.lastReport !== null) {
         load.waitingRequests = r.lastReport.waiting;

@@ -9,7 +9,9 @@
  *   already wait (no overtaking the queue); it is refused at once (429) when the queue's bounds
  *   are reached, and ends as 503 when it has waited `maxWaitMs`. Whenever a replica may have
  *   left saturation (a step ended, a report reached the router), queued requests are dispatched,
- *   in the queue's order, until the pool is saturated again.
+ *   in the queue's order, until the pool is saturated again. With owner release, a request of
+ *   a tenant with nothing else queued goes where its prefill ends first, and what leaves is
+ *   charged its uncached prompt tokens (`SimFlowControl.charge`, `.sparseFinishFirst`).
  * - Per tenant: arrivals, served, 429, 503, other failures, and over the measured requests TTFT
  *   (from arrival, queue wait included) and queue wait percentiles.
  */
@@ -20,7 +22,9 @@ import {
   DEFAULT_OWNER_SLACK_TOKENS,
   FLOW_RELEASES,
   type FlowRelease,
+  finishFirstReplica,
   ownerReady,
+  uncachedCharge,
 } from '../flow/ownerRelease.ts';
 import {
   DEFAULT_SATURATION_LIMITS,
@@ -71,7 +75,27 @@ export interface SimFlowControl {
   ownerSlackTokens?: number;
   ownerHoldMs?: number;
   lookAhead?: number;
+  /**
+   * Owner release: what a dispatched request costs its tenant in the fair share. `prompt`: its
+   * prompt tokens; `uncached`: the prompt tokens the warmest replica with room does not cache
+   * (`uncachedCharge`). Default `uncached` (`DEFAULT_FLOW_CHARGE`).
+   */
+  charge?: FlowCharge;
+  /**
+   * Owner release: a request whose tenant has nothing else queued goes where its prefill ends
+   * first rather than wait for its owner (`finishFirstReplica`). Default on.
+   */
+  sparseFinishFirst?: boolean;
 }
+
+export const FLOW_CHARGES = ['prompt', 'uncached'] as const;
+export type FlowCharge = (typeof FLOW_CHARGES)[number];
+/**
+ * Uncached charging: in the acceptance experiment, with sparse finish-first, it took the light
+ * tenant's TTFT p99 from 2.27-2.49x its unloaded value to about 2x (docs/flow-control.md).
+ */
+export const DEFAULT_FLOW_CHARGE: FlowCharge = 'uncached';
+export const DEFAULT_FLOW_SPARSE_FINISH_FIRST = true;
 
 export { FLOW_RELEASES, type FlowRelease };
 /**
@@ -120,6 +144,8 @@ export function defaultFlowControl(): SimFlowControl {
     ownerSlackTokens: DEFAULT_FLOW_OWNER_SLACK_TOKENS,
     ownerHoldMs: DEFAULT_FLOW_OWNER_HOLD_MS,
     lookAhead: DEFAULT_FLOW_LOOK_AHEAD,
+    charge: DEFAULT_FLOW_CHARGE,
+    sparseFinishFirst: DEFAULT_FLOW_SPARSE_FINISH_FIRST,
   };
 }
 
@@ -158,6 +184,13 @@ export class SimFlow<A> {
   readonly #ownerSlackTokens: number;
   readonly #ownerHoldMs: number;
   readonly #lookAhead: number;
+  readonly #charge: FlowCharge;
+  readonly #sparseFinishFirst: boolean;
+  /**
+   * Set by the readiness test for the request it accepts (it is taken at once): the replica
+   * finish-first chose (routed there only), and its charge.
+   */
+  #chosen: { index: number; replica: number | null; charge: number } | null = null;
   readonly #tally: TenantTally[];
 
   constructor(tenants: readonly TenantSpec[], seed: number, control: SimFlowControl | undefined) {
@@ -172,6 +205,8 @@ export class SimFlow<A> {
     this.#ownerSlackTokens = control?.ownerSlackTokens ?? DEFAULT_FLOW_OWNER_SLACK_TOKENS;
     this.#ownerHoldMs = control?.ownerHoldMs ?? DEFAULT_FLOW_OWNER_HOLD_MS;
     this.#lookAhead = control?.lookAhead ?? DEFAULT_FLOW_LOOK_AHEAD;
+    this.#charge = control?.charge ?? DEFAULT_FLOW_CHARGE;
+    this.#sparseFinishFirst = control?.sparseFinishFirst ?? DEFAULT_FLOW_SPARSE_FINISH_FIRST;
     this.#queue =
       control === undefined
         ? null
@@ -225,7 +260,7 @@ export class SimFlow<A> {
     if (queue.size === 0) {
       const loads = replicas();
       if (this.#release === 'owner' && cachedTokens !== undefined) {
-        if (this.#ready(held, 0, loads, cachedTokens)) return 'dispatch';
+        if (this.#ready(held, 0, costTokens, true, loads, cachedTokens)) return 'dispatch';
       } else if (!isPoolSaturated({ replicas: loads }, this.#saturation)) {
         return 'dispatch';
       }
@@ -258,26 +293,68 @@ export class SimFlow<A> {
     const loads = replicas();
     if (isPoolSaturated({ replicas: loads }, this.#saturation)) return undefined;
     if (this.#release === 'room' || cachedTokens === undefined) return queue.dequeue();
+    const tenantOf = (item: FlowItem<HeldArrival<A>>) => this.#tenants[item.payload.tenant]!.name;
     return queue.dequeue(
-      (item) => this.#ready(item.payload, nowMs - item.arrivedMs, loads, cachedTokens),
+      (item) =>
+        this.#ready(
+          item.payload,
+          nowMs - item.arrivedMs,
+          item.costTokens,
+          queue.sizeOf(tenantOf(item)) === 1,
+          loads,
+          cachedTokens,
+        ),
       this.#lookAhead,
+      this.#charge === 'uncached'
+        ? (item) =>
+            this.#chosen?.index === item.payload.index ? this.#chosen.charge : item.costTokens
+        : undefined,
     );
   }
 
+  /**
+   * Owner release's readiness of `held` (`sparse`: its tenant has nothing else queued); when it
+   * is ready, `#chosen` says where it goes and what it is charged.
+   */
   #ready(
     held: HeldArrival<A>,
     waitedMs: number,
+    promptTokens: number,
+    sparse: boolean,
     loads: readonly ReplicaLoad[],
     cachedTokens: CachedTokensOf<A>,
   ): boolean {
+    this.#chosen = null;
     const eligible = loads.map((r) => r.eligible);
     const room = loads.map((r) => hasGoodCapacity(r, this.#saturation));
     const cached = cachedTokens(held);
     if (cached === null) return room.some(Boolean);
-    return ownerReady(cached, eligible, room, waitedMs, {
+    const charge = uncachedCharge(cached, room, promptTokens);
+    if (this.#sparseFinishFirst && sparse && loads.some((r) => (r.prefillMsPerToken ?? 0) > 0)) {
+      const besidesPrefill = { ...this.#saturation, maxQueuedPrefillMs: undefined };
+      const at = finishFirstReplica(
+        cached,
+        promptTokens,
+        loads.map((r, i) => ({
+          eligible: r.eligible,
+          room: room[i]!,
+          openBesidesPrefill: hasGoodCapacity(r, besidesPrefill),
+          queuedPrefillMs: r.queuedPrefillMs ?? 0,
+          prefillMsPerToken: r.prefillMsPerToken ?? 0,
+        })),
+        this.#ownerSlackTokens,
+      );
+      if (at >= 0) {
+        this.#chosen = { index: held.index, replica: at, charge };
+        return true;
+      }
+    }
+    const ready = ownerReady(cached, eligible, room, waitedMs, {
       slackTokens: this.#ownerSlackTokens,
       holdMs: this.#ownerHoldMs,
     });
+    if (ready) this.#chosen = { index: held.index, replica: null, charge };
+    return ready;
   }
 
   /**
@@ -285,8 +362,16 @@ export class SimFlow<A> {
    * routed to (as llm-d's scheduler filters run after its flow controller); null when flow
    * control is off or no replica has room (the router then chooses among all).
    */
-  withoutRoom(replicas: readonly ReplicaLoad[]): number[] | null {
+  withoutRoom(replicas: readonly ReplicaLoad[], held?: HeldArrival<A>): number[] | null {
     if (this.#queue === null) return null;
+    const chosen = this.#chosen;
+    if (held !== undefined && chosen?.index === held.index) {
+      this.#chosen = null;
+      if (chosen.replica !== null) {
+        const others = replicas.map((_, i) => i).filter((i) => i !== chosen.replica);
+        return others.length === replicas.length ? null : others;
+      }
+    }
     const without: number[] = [];
     replicas.forEach((r, i) => {
       if (!hasGoodCapacity(r, this.#saturation)) without.push(i);

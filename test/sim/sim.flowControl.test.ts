@@ -65,6 +65,28 @@ describe('sim flow control', () => {
     assertConserved(run.flow);
   });
 
+  test('finish-first and uncached charging: on by default, each can be turned off, nothing lost', () => {
+    const config = (control: SimFlowControl) => ({
+      ...base(['--rate', '16']),
+      tenants: TENANTS,
+      flowControl: control,
+    });
+    assert.equal(defaultFlowControl().charge, 'uncached');
+    assert.equal(defaultFlowControl().sparseFinishFirst, true);
+    const on = simulate(config(defaultFlowControl()));
+    const off = simulate(
+      config({ ...defaultFlowControl(), charge: 'prompt', sparseFinishFirst: false }),
+    );
+    for (const run of [on, off]) assertConserved(run.flow);
+    // They change which request leaves and where it goes: the same arrivals end otherwise.
+    assert.notDeepEqual(on.flow, off.flow);
+    assert.deepEqual(
+      simulate(config(defaultFlowControl())).flow,
+      on.flow,
+      'same seed, same result',
+    );
+  });
+
   test('the bounds refuse (429) and the deadline expires (503), nothing lost, same seed same result', () => {
     const control: SimFlowControl = {
       ...defaultFlowControl(),
