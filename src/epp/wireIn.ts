@@ -206,268 +206,195 @@ function setKey(into: Obj, key: string, value: unknown): void {
   } else into[key] = value;
 }
 
-function struct(depth: number): Obj {
-  const fields: Obj = {};
-  while (pos < lim) {
-    const t = u32();
-    if (t >>> 3 === 1) mapEntry(fields, valueIn, emptyValue, depth);
-    else skip(t & 7, depth);
-  }
-  return { fields };
-}
-const structIn = (depth: number): Obj => nested(struct, depth);
-const emptyValue = (): Obj => ({});
+/** How one field is read into its message's object `m` (`depth`: the message's own). */
+type FieldRead = (m: Obj, depth: number) => void;
+/** A message read up to its end, at nesting `depth`. */
+type Reader = (depth: number) => Obj;
 
-function value(depth: number): Obj {
-  const v: Obj = {};
-  let kind = 0;
-  while (pos < lim) {
-    const t = u32();
-    const field = t >>> 3;
-    switch (field) {
-      case 1: {
-        const n = u32() | 0;
-        v.nullValue = n === 0 ? 'NULL_VALUE' : n;
-        break;
-      }
-      case 2:
-        v.numberValue = double();
-        break;
-      case 3:
-        v.stringValue = string();
-        break;
-      case 4:
-        v.boolValue = u32() !== 0;
-        break;
-      case 5:
-        v.structValue = structIn(depth + 1);
-        break;
-      case 6:
-        v.listValue = nested(listValue, depth + 1);
-        break;
-      default:
+/** A message as this decoder reads it. */
+interface MessageSpec {
+  /** The object with every field at its default (proto-loader's `defaults: true`). */
+  empty: () => Obj;
+  /** Each declared field's read, by field number; any other number is skipped. */
+  fields: Readonly<Record<number, FieldRead>>;
+  /** Its oneof: the property naming the member set, and the members' names by field number. */
+  oneof?: { name: string; members: readonly string[] };
+}
+
+/** The reader of a message: its fields as they come, each read by its number alone. */
+function message(spec: MessageSpec): Reader {
+  const { empty, oneof } = spec;
+  // A dense array by field number: one kind of lookup for every message.
+  const last = Math.max(...Object.keys(spec.fields).map(Number));
+  const fields = Array.from({ length: last + 1 }, (_, n) => spec.fields[n]);
+  return (depth) => {
+    const m = empty();
+    let kind = 0;
+    while (pos < lim) {
+      const t = u32();
+      const field = t >>> 3;
+      const read = fields[field];
+      if (read === undefined) {
         skip(t & 7, depth);
         continue;
+      }
+      read(m, depth);
+      if (oneof?.members[field] && field > kind) kind = field;
     }
-    if (field > kind) kind = field;
-  }
-  // protobufjs' toObject names the last declared member present.
-  if (kind > 0) v.kind = VALUE_KINDS[kind];
-  return v;
-}
-const valueIn = (depth: number): Obj => nested(value, depth);
-
-function listValue(depth: number): Obj {
-  const values: Obj[] = [];
-  while (pos < lim) {
-    const t = u32();
-    if (t >>> 3 === 1) values.push(valueIn(depth + 1));
-    else skip(t & 7, depth);
-  }
-  return { values };
-}
-
-function headerMap(depth: number): Obj {
-  const headers: Obj[] = [];
-  while (pos < lim) {
-    const t = u32();
-    if (t >>> 3 === 1) headers.push(nested(headerValue, depth + 1));
-    else skip(t & 7, depth);
-  }
-  return { headers };
-}
-
-function headerValue(depth: number): Obj {
-  const h: Obj = { key: '', value: '', raw_value: EMPTY };
-  while (pos < lim) {
-    const t = u32();
-    switch (t >>> 3) {
-      case 1:
-        h.key = string();
-        break;
-      case 2:
-        h.value = string();
-        break;
-      case 3:
-        h.raw_value = bytes();
-        break;
-      default:
-        skip(t & 7, depth);
-    }
-  }
-  return h;
-}
-
-function httpHeaders(depth: number): Obj {
-  const h: Obj = { attributes: {}, headers: null, end_of_stream: false };
-  while (pos < lim) {
-    const t = u32();
-    switch (t >>> 3) {
-      case 1:
-        h.headers = nested(headerMap, depth + 1);
-        break;
-      case 2:
-        mapEntry(h.attributes, structIn, emptyStruct, depth);
-        break;
-      case 3:
-        h.end_of_stream = u32() !== 0;
-        break;
-      default:
-        skip(t & 7, depth);
-    }
-  }
-  return h;
-}
-const emptyStruct = (): Obj => ({ fields: {} });
-
-function httpBody(depth: number): Obj {
-  const b: Obj = {
-    body: EMPTY,
-    end_of_stream: false,
-    end_of_stream_without_message: false,
-    grpc_message_compressed: false,
+    // protobufjs' toObject names the last declared member present.
+    if (oneof !== undefined && kind > 0) m[oneof.name] = oneof.members[kind];
+    return m;
   };
-  while (pos < lim) {
-    const t = u32();
-    switch (t >>> 3) {
-      case 1:
-        b.body = bytes();
-        break;
-      case 2:
-        b.end_of_stream = u32() !== 0;
-        break;
-      case 3:
-        b.end_of_stream_without_message = u32() !== 0;
-        break;
-      case 4:
-        b.grpc_message_compressed = u32() !== 0;
-        break;
-      default:
-        skip(t & 7, depth);
-    }
-  }
-  return b;
 }
 
-function httpTrailers(depth: number): Obj {
-  const tr: Obj = { trailers: null };
-  while (pos < lim) {
-    const t = u32();
-    if (t >>> 3 === 1) tr.trailers = nested(headerMap, depth + 1);
-    else skip(t & 7, depth);
-  }
-  return tr;
-}
+/** A scalar field (`read` takes its value off the wire). */
+const scalar =
+  (name: string, read: () => unknown): FieldRead =>
+  (m) => {
+    m[name] = read();
+  };
+/** A message field. */
+const sub =
+  (name: string, read: Reader): FieldRead =>
+  (m, depth) => {
+    m[name] = nested(read, depth + 1);
+  };
+/** A repeated message field: each occurrence appended. */
+const repeated =
+  (name: string, read: Reader): FieldRead =>
+  (m, depth) => {
+    m[name].push(nested(read, depth + 1));
+  };
+/** A map field of messages: each entry set into the map (`empty`: a value the entry lacks). */
+const mapOf = (name: string, value: Reader, empty: () => Obj): FieldRead => {
+  const valueIn = (depth: number): Obj => nested(value, depth);
+  return (m, depth) => mapEntry(m[name], valueIn, empty, depth);
+};
 
-function any(depth: number): Obj {
-  const a: Obj = { type_url: '', value: EMPTY };
-  while (pos < lim) {
-    const t = u32();
-    const field = t >>> 3;
-    if (field === 1) a.type_url = string();
-    else if (field === 2) a.value = bytes();
-    else skip(t & 7, depth);
-  }
-  return a;
-}
-const anyIn = (depth: number): Obj => nested(any, depth);
-const emptyAny = (): Obj => ({ type_url: '', value: EMPTY });
-
-function metadata(depth: number): Obj {
-  const m: Obj = { filter_metadata: {}, typed_filter_metadata: {} };
-  while (pos < lim) {
-    const t = u32();
-    switch (t >>> 3) {
-      case 1:
-        mapEntry(m.filter_metadata, structIn, emptyStruct, depth);
-        break;
-      case 2:
-        mapEntry(m.typed_filter_metadata, anyIn, emptyAny, depth);
-        break;
-      default:
-        skip(t & 7, depth);
-    }
-  }
-  return m;
-}
-
+const bool = (): boolean => u32() !== 0;
 const bodySendMode = (): string | number => {
   const n = u32() | 0;
   return BODY_SEND_MODES[n] ?? n;
 };
+const nullValue = (): string | number => {
+  const n = u32() | 0;
+  return n === 0 ? 'NULL_VALUE' : n;
+};
+const emptyStruct = (): Obj => ({ fields: {} });
+const emptyValue = (): Obj => ({});
+const emptyAny = (): Obj => ({ type_url: '', value: EMPTY });
 
-function protocolConfig(depth: number): Obj {
-  const c: Obj = {
+// google.protobuf.Struct, Value and ListValue refer to each other: the later ones are called
+// through an arrow, read when a message is decoded rather than when this module loads.
+const struct = message({
+  empty: emptyStruct,
+  fields: { 1: mapOf('fields', (depth) => value(depth), emptyValue) },
+});
+
+const value = message({
+  empty: emptyValue,
+  fields: {
+    1: scalar('nullValue', nullValue),
+    2: scalar('numberValue', double),
+    3: scalar('stringValue', string),
+    4: scalar('boolValue', bool),
+    5: sub('structValue', struct),
+    6: sub('listValue', (depth) => listValue(depth)),
+  },
+  oneof: { name: 'kind', members: VALUE_KINDS },
+});
+
+const listValue = message({
+  empty: () => ({ values: [] }),
+  fields: { 1: repeated('values', value) },
+});
+
+const headerValue = message({
+  empty: () => ({ key: '', value: '', raw_value: EMPTY }),
+  fields: { 1: scalar('key', string), 2: scalar('value', string), 3: scalar('raw_value', bytes) },
+});
+
+const headerMap = message({
+  empty: () => ({ headers: [] }),
+  fields: { 1: repeated('headers', headerValue) },
+});
+
+const httpHeaders = message({
+  empty: () => ({ attributes: {}, headers: null, end_of_stream: false }),
+  fields: {
+    1: sub('headers', headerMap),
+    2: mapOf('attributes', struct, emptyStruct),
+    3: scalar('end_of_stream', bool),
+  },
+});
+
+const httpBody = message({
+  empty: () => ({
+    body: EMPTY,
+    end_of_stream: false,
+    end_of_stream_without_message: false,
+    grpc_message_compressed: false,
+  }),
+  fields: {
+    1: scalar('body', bytes),
+    2: scalar('end_of_stream', bool),
+    3: scalar('end_of_stream_without_message', bool),
+    4: scalar('grpc_message_compressed', bool),
+  },
+});
+
+const httpTrailers = message({
+  empty: () => ({ trailers: null }),
+  fields: { 1: sub('trailers', headerMap) },
+});
+
+const any = message({
+  empty: emptyAny,
+  fields: { 1: scalar('type_url', string), 2: scalar('value', bytes) },
+});
+
+const metadata = message({
+  empty: () => ({ filter_metadata: {}, typed_filter_metadata: {} }),
+  fields: {
+    1: mapOf('filter_metadata', struct, emptyStruct),
+    2: mapOf('typed_filter_metadata', any, emptyAny),
+  },
+});
+
+const protocolConfig = message({
+  empty: () => ({
     request_body_mode: 'NONE',
     response_body_mode: 'NONE',
     send_body_without_waiting_for_header_response: false,
-  };
-  while (pos < lim) {
-    const t = u32();
-    switch (t >>> 3) {
-      case 1:
-        c.request_body_mode = bodySendMode();
-        break;
-      case 2:
-        c.response_body_mode = bodySendMode();
-        break;
-      case 3:
-        c.send_body_without_waiting_for_header_response = u32() !== 0;
-        break;
-      default:
-        skip(t & 7, depth);
-    }
-  }
-  return c;
-}
+  }),
+  fields: {
+    1: scalar('request_body_mode', bodySendMode),
+    2: scalar('response_body_mode', bodySendMode),
+    3: scalar('send_body_without_waiting_for_header_response', bool),
+  },
+});
 
-function processingRequest(): Obj {
-  const r: Obj = {
+const processingRequest = message({
+  empty: () => ({
     attributes: {},
     metadata_context: null,
     observability_mode: false,
     protocol_config: null,
-  };
-  let kind = 0;
-  while (pos < lim) {
-    const t = u32();
-    const field = t >>> 3;
-    switch (field) {
-      case 2:
-      case 3:
-        r[REQUEST_KINDS[field]] = nested(httpHeaders, 1);
-        if (field > kind) kind = field;
-        break;
-      case 4:
-      case 5:
-        r[REQUEST_KINDS[field]] = nested(httpBody, 1);
-        if (field > kind) kind = field;
-        break;
-      case 6:
-      case 7:
-        r[REQUEST_KINDS[field]] = nested(httpTrailers, 1);
-        if (field > kind) kind = field;
-        break;
-      case 8:
-        r.metadata_context = nested(metadata, 1);
-        break;
-      case 9:
-        mapEntry(r.attributes, structIn, emptyStruct, 0);
-        break;
-      case 10:
-        r.observability_mode = u32() !== 0;
-        break;
-      case 11:
-        r.protocol_config = nested(protocolConfig, 1);
-        break;
-      default:
-        skip(t & 7, 0);
-    }
-  }
-  // protobufjs' toObject names the last declared member present.
-  if (kind > 0) r.request = REQUEST_KINDS[kind];
-  return r;
-}
+  }),
+  fields: {
+    2: sub('request_headers', httpHeaders),
+    3: sub('response_headers', httpHeaders),
+    4: sub('request_body', httpBody),
+    5: sub('response_body', httpBody),
+    6: sub('request_trailers', httpTrailers),
+    7: sub('response_trailers', httpTrailers),
+    8: sub('metadata_context', metadata),
+    9: mapOf('attributes', struct, emptyStruct),
+    10: scalar('observability_mode', bool),
+    11: sub('protocol_config', protocolConfig),
+  },
+  oneof: { name: 'request', members: REQUEST_KINDS },
+});
 
 /** One ProcessingRequest, as proto-loader's `requestDeserialize` gives it. */
 export function decodeProcessingRequest(bytes: Buffer): ProcessingRequest {
@@ -475,7 +402,7 @@ export function decodeProcessingRequest(bytes: Buffer): ProcessingRequest {
   pos = 0;
   lim = bytes.length;
   try {
-    return processingRequest() as ProcessingRequest;
+    return processingRequest(0) as ProcessingRequest;
   } finally {
     // Not kept alive by the shared reader state.
     buf = EMPTY;

@@ -62,12 +62,10 @@ export class LlmdPolicy implements Policy {
   pick(input: PickInput): Pick {
     const { candidates, request } = input;
     const blocks = request.blockKeys.length;
-    const queues = candidates.map((c) => c.waiting);
-    const maxQ = Math.max(...queues);
-    const minQ = Math.min(...queues);
-    const scores = candidates.map((c) => {
+    const queues = queueScores(candidates);
+    const scores = candidates.map((c, i) => {
       const prefix = blocks > 0 ? c.cachedBlocks / blocks : 0;
-      const queue = maxQ === minQ ? 1 : (maxQ - c.waiting) / (maxQ - minQ);
+      const queue = queues[i]!;
       const kv = 1 - c.kvUsage;
       const score = this.prefixWeight * prefix + this.queueWeight * queue + this.kvWeight * kv;
       return request.lora && this.loraWeight > 0
@@ -76,6 +74,21 @@ export class LlmdPolicy implements Policy {
     });
     return { replicaId: candidates[argMax(scores, input.rng)]!.id, scores };
   }
+}
+
+/**
+ * The inference extension's queue scorer (pkg/epp/scheduling/framework/plugins/scorer/queue.go)
+ * over the candidates' waiting queues: (maxQ - q) / (maxQ - minQ), 1 for each when they are all
+ * equal. `llmd` and `llmd-precise` both weigh it.
+ */
+export function queueScores(candidates: readonly { waiting: number }[]): number[] {
+  let maxQ = Number.NEGATIVE_INFINITY;
+  let minQ = Number.POSITIVE_INFINITY;
+  for (const c of candidates) {
+    if (c.waiting > maxQ) maxQ = c.waiting;
+    if (c.waiting < minQ) minQ = c.waiting;
+  }
+  return candidates.map((c) => (maxQ === minQ ? 1 : (maxQ - c.waiting) / (maxQ - minQ)));
 }
 
 /** llm-d's LoraAffinityScorer for one replica (unknown max_lora: room to load). */

@@ -23,6 +23,7 @@
  * inference extension's default weights, 3/2/2, behind kvroute's guards.)
  */
 import type { Pick, PickInput, Policy } from '../policy.ts';
+import { queueScores } from './llmd.ts';
 import { argMax } from './pickBest.ts';
 
 export const DEFAULT_LLMD_PRECISE_PREFIX_WEIGHT = 2;
@@ -51,18 +52,13 @@ export class LlmdPrecisePolicy implements Policy {
   pick(input: PickInput): Pick {
     const { candidates } = input;
     const prefix = precisePrefixScores(candidates.map((c) => c.cachedBlocks));
-    let maxQ = Number.NEGATIVE_INFINITY;
-    let minQ = Number.POSITIVE_INFINITY;
-    for (const c of candidates) {
-      if (c.waiting > maxQ) maxQ = c.waiting;
-      if (c.waiting < minQ) minQ = c.waiting;
-    }
-    const scores = candidates.map((c, i) => {
-      const queue = maxQ === minQ ? 1 : (maxQ - c.waiting) / (maxQ - minQ);
-      return (
-        this.prefixWeight * prefix[i]! + this.kvWeight * (1 - c.kvUsage) + this.queueWeight * queue
-      );
-    });
+    const queue = queueScores(candidates);
+    const scores = candidates.map(
+      (c, i) =>
+        this.prefixWeight * prefix[i]! +
+        this.kvWeight * (1 - c.kvUsage) +
+        this.queueWeight * queue[i]!,
+    );
     return { replicaId: candidates[argMax(scores, input.rng)]!.id, scores };
   }
 }
