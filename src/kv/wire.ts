@@ -34,7 +34,7 @@
 import { Unpackr } from 'msgpackr/unpack';
 import { type BlockKey, toWireHash } from './blockKey.ts';
 import type { KvEvent } from './events.ts';
-import { fieldReaders, isRecord, optString } from './wireFields.ts';
+import { decodeBatchEvents, fieldReaders, isRecord, optString } from './wireFields.ts';
 import { MsgpackWriter } from './wireMsgpack.ts';
 
 export type WireFormat = 'map' | 'array';
@@ -302,28 +302,13 @@ export function decodeEventBatch(payload: Uint8Array): WireEventBatch {
     dpRank = raw.data_parallel_rank ?? raw.dp_rank;
   } else throw new WireError('payload is neither an array nor a map');
   if (!Array.isArray(events)) throw new WireError('batch has no events list');
-  const out: WireEventBatch = {
-    tsS: ts === undefined || ts === null ? 0 : read.number(ts, 'ts'),
-    events: [],
-    dpRank: read.optNumber(dpRank, 'dp_rank'),
-    skippedEvents: 0,
-    malformedEvents: 0,
-    malformedReason: null,
-  };
-  for (const e of events) {
-    let event: WireEvent | null;
-    try {
-      event = decodeEvent(e);
-    } catch (err) {
-      if (!(err instanceof MalformedEvent)) throw err;
-      out.malformedEvents++;
-      out.malformedReason ??= err.message;
-      continue;
-    }
-    if (event) out.events.push(event);
-    else out.skippedEvents++;
-  }
-  return out;
+  return decodeBatchEvents(
+    ts === undefined || ts === null ? 0 : read.number(ts, 'ts'),
+    read.optNumber(dpRank, 'dp_rank'),
+    events,
+    decodeEvent,
+    MalformedEvent,
+  );
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * Readers of decoded msgpack fields that both KV event decoders share: vLLM's (wire.ts) and
- * SGLang's (engines/sglang/events.ts). A reader throws the decoder's own error class, so each
- * decoder's catch still tells a refused event from a refused batch.
+ * SGLang's (engines/sglang/events.ts), and the batch both build from its events. A reader throws
+ * the decoder's own error class, so each decoder's catch still tells a refused event from a
+ * refused batch.
  */
 
 /** The class a decoder throws for a field it refuses. */
@@ -39,4 +40,50 @@ export function optString(v: unknown): string | null {
 /** A msgpack map (not a list, nil or bytes). */
 export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
+}
+
+/** A decoded batch: its events, those skipped and those refused (each decoder's batch type). */
+export interface DecodedBatch<E> {
+  tsS: number;
+  events: E[];
+  dpRank: number | null;
+  skippedEvents: number;
+  malformedEvents: number;
+  malformedReason: string | null;
+}
+
+/**
+ * The batch of `events`, each decoded by `decode`: null is a tag it does not know (skipped); an
+ * error of class `Refused` refuses that event alone (counted, the first one's reason kept); any
+ * other error is thrown on.
+ */
+export function decodeBatchEvents<E>(
+  tsS: number,
+  dpRank: number | null,
+  events: readonly unknown[],
+  decode: (raw: unknown) => E | null,
+  Refused: FieldErrorClass,
+): DecodedBatch<E> {
+  const out: DecodedBatch<E> = {
+    tsS,
+    events: [],
+    dpRank,
+    skippedEvents: 0,
+    malformedEvents: 0,
+    malformedReason: null,
+  };
+  for (const e of events) {
+    let event: E | null;
+    try {
+      event = decode(e);
+    } catch (err) {
+      if (!(err instanceof Refused)) throw err;
+      out.malformedEvents++;
+      out.malformedReason ??= err.message;
+      continue;
+    }
+    if (event) out.events.push(event);
+    else out.skippedEvents++;
+  }
+  return out;
 }

@@ -21,7 +21,6 @@ import { LPM_MAX_QUEUE, type ResolvedSchedulerConfig, resolveSchedulerConfig } f
 import { EngineError } from './errors.ts';
 import type { KvPolicy } from './kvPolicy.ts';
 import { makeKvPolicy } from './makeKvPolicy.ts';
-import { ListQueue } from './listQueue.ts';
 import { PlanBuilder } from './planBuilder.ts';
 import { Seq } from './seq.ts';
 import type {
@@ -34,7 +33,7 @@ import type {
   StepPlan,
   TokenOut,
 } from './types.ts';
-import { WaitQueue } from './waitQueue.ts';
+import { listQueue, WaitQueue } from './waitQueue.ts';
 
 const NO_HIT: PrefixMatch = Object.freeze({ blockIds: [], freeBlocks: 0 }) as PrefixMatch;
 
@@ -46,7 +45,7 @@ export class Scheduler {
   readonly #blockSize: number;
   readonly #kv: KvPolicy;
   /** kvroute's priority queue, or SGLang's waiting list when a schedule policy is set. */
-  readonly #waiting: WaitQueue | ListQueue;
+  readonly #waiting: WaitQueue;
   /** Requests whose prompt finished in the last step, cached once the next plan is built. */
   #deferredStores: Seq[] = [];
   /** Admission order within each priority level, best level first: the back is preempted first. */
@@ -75,7 +74,7 @@ export class Scheduler {
     this.#pool = pool;
     this.#blockSize = pool.blockSize;
     this.#kv = makeKvPolicy(this.config.kvPolicy, pool, { watermark: this.config.watermark });
-    this.#waiting = this.config.schedulePolicy === null ? new WaitQueue() : new ListQueue();
+    this.#waiting = this.config.schedulePolicy === null ? new WaitQueue() : listQueue();
   }
 
   /** Queues a request; throws EngineError when it is malformed or can never fit. */
@@ -323,8 +322,9 @@ export class Scheduler {
     // Back to the front, in their order: they were ahead of everything still queued.
     if (skipped !== null) {
       const waiting = this.#waiting;
+      const list = this.config.schedulePolicy !== null;
       for (let i = skipped.length - 1; i >= 0; i--) {
-        if (waiting instanceof ListQueue) waiting.unshift(skipped[i]!);
+        if (list) waiting.unshift(skipped[i]!);
         else waiting.insert(skipped[i]!);
       }
     }
@@ -339,7 +339,7 @@ export class Scheduler {
    * after v0.4 (sgl-project/sglang#2442, merged after the 2024-12-04 release) and is not here.
    */
   #sortLongestPrefix(): void {
-    const waiting = this.#waiting as ListQueue;
+    const waiting = this.#waiting;
     const n = waiting.size;
     if (n < 2 || n > LPM_MAX_QUEUE) return;
     const keys = waiting.toArray().map((seq) => -this.#findPrefix(seq).blockIds.length);

@@ -1,19 +1,29 @@
 /**
- * The waiting queue, ordered by (queueKeyMs, addSeq): arrival order within a priority level,
- * ageing across levels. Arrivals usually land at the back and preempted requests at the front,
- * both O(1); anything else is a binary search and a splice.
+ * The waiting queue, in the order of a plain function `before(a, b)`: kvroute's by default,
+ * (queueKeyMs, addSeq) (arrival order within a priority level, ageing across levels), or
+ * SGLang's waiting list (`listQueue`), where nothing goes before anything already queued.
+ * Arrivals usually land at the back and preempted requests at the front, both O(1); anything
+ * else is a binary search and a splice. Pops from the front move a head index.
  */
 import type { Seq } from './seq.ts';
 
-const before = (a: Seq, b: Seq): boolean =>
+/** Whether `a` goes before `b` in the queue. */
+export type QueueOrder = (a: Seq, b: Seq) => boolean;
+
+const byPriority: QueueOrder = (a, b) =>
   a.queueKeyMs < b.queueKeyMs || (a.queueKeyMs === b.queueKeyMs && a.addSeq < b.addSeq);
 
 /** Compact the array once this many popped slots pile up at its front. */
 const COMPACT_AFTER = 1024;
 
 export class WaitQueue {
+  readonly #before: QueueOrder;
   #items: Seq[] = [];
   #head = 0;
+
+  constructor(before: QueueOrder = byPriority) {
+    this.#before = before;
+  }
 
   get size(): number {
     return this.#items.length - this.#head;
@@ -39,7 +49,9 @@ export class WaitQueue {
     return seq;
   }
 
+  /** In the queue's order, after every request it does not go before. */
   insert(seq: Seq): void {
+    const before = this.#before;
     const items = this.#items;
     const last = items[items.length - 1];
     if (this.size === 0 || !before(seq, last!)) {
@@ -47,8 +59,7 @@ export class WaitQueue {
       return;
     }
     if (before(seq, items[this.#head]!)) {
-      if (this.#head > 0) items[--this.#head] = seq;
-      else items.unshift(seq);
+      this.unshift(seq);
       return;
     }
     let lo = this.#head;
@@ -59,6 +70,12 @@ export class WaitQueue {
       else lo = mid;
     }
     items.splice(hi, 0, seq);
+  }
+
+  /** To the front, whatever the order (a request held back for the step, ahead of the rest). */
+  unshift(seq: Seq): void {
+    if (this.#head > 0) this.#items[--this.#head] = seq;
+    else this.#items.unshift(seq);
   }
 
   remove(seq: Seq): boolean {
@@ -72,4 +89,29 @@ export class WaitQueue {
   toArray(): Seq[] {
     return this.#items.slice(this.#head);
   }
+
+  /**
+   * Reorders the queue by `keys` (one per request, in queue order), smallest first; equal keys
+   * keep their order, as Python's `list.sort` does. For SGLang's list, whose policy reorders it
+   * in place; a queue by priority would lose its order.
+   */
+  sortByKeys(keys: readonly number[]): void {
+    const items = this.toArray();
+    if (keys.length !== items.length) throw new Error('sortByKeys needs one key per request');
+    const order = items.map((_, i) => i);
+    order.sort((a, b) => keys[a]! - keys[b]! || a - b);
+    this.#items = order.map((i) => items[i]!);
+    this.#head = 0;
+  }
+}
+
+/**
+ * SGLang's waiting queue: a plain list. Arrivals and returned requests go to the back
+ * (`waiting_queue.append`, `waiting_queue.extend(retracted_reqs)` in
+ * python/sglang/srt/managers/scheduler.py), and a schedule policy may reorder the whole list in
+ * place (`calc_priority`, schedule_policy.py; `sortByKeys`); the order it leaves is the next
+ * step's order.
+ */
+export function listQueue(): WaitQueue {
+  return new WaitQueue(() => false);
 }

@@ -182,6 +182,16 @@ interface MultiturnTurn extends ConversationTurn {
   last: number;
 }
 
+/** The multi-turn workload's conversations: turns of a first message, then answer + user message. */
+const MULTITURN = {
+  firstTokens: 2000,
+  userTokens: 350,
+  outputTokens: 250,
+  minTurns: 3,
+  maxTurns: 8,
+  thinkMs: 10_000,
+} as const;
+
 /**
  * Multi-turn chat: conversations start as a Poisson process; turn k's prompt is the whole
  * conversation so far (first message, then for each earlier turn its answer and the next user
@@ -193,20 +203,14 @@ interface MultiturnTurn extends ConversationTurn {
  */
 class MultiturnWorkload extends ConversationWorkload<MultiturnTurn> {
   readonly name = 'multiturn';
-  static readonly FIRST_TOKENS = 2000;
-  static readonly USER_TOKENS = 350;
-  static readonly OUTPUT_TOKENS = 250;
-  static readonly MIN_TURNS = 3;
-  static readonly MAX_TURNS = 8;
-  static readonly THINK_MS = 10_000;
 
   constructor(opts: WorkloadOptions) {
     super(opts, 20);
   }
 
   protected turnDraws(): TurnDraws<MultiturnTurn> {
-    const W = MultiturnWorkload;
-    const meanTurns = (W.MIN_TURNS + W.MAX_TURNS) / 2;
+    const W = MULTITURN;
+    const meanTurns = (W.minTurns + W.maxTurns) / 2;
     const starts = Rng.derive(this.opts.seed, 'multiturn:starts');
     const turns = Rng.derive(this.opts.seed, 'multiturn:turns');
     const meanStartGapMs = (1000 * meanTurns) / this.ratePerS;
@@ -216,12 +220,12 @@ class MultiturnWorkload extends ConversationWorkload<MultiturnTurn> {
         atMs,
         conversation,
         turn: 0,
-        last: turns.range(W.MIN_TURNS, W.MAX_TURNS) - 1,
+        last: turns.range(W.minTurns, W.maxTurns) - 1,
       }),
-      promptTokens: (t) => W.FIRST_TOKENS + t.turn * (W.OUTPUT_TOKENS + W.USER_TOKENS),
-      outputTokens: () => W.OUTPUT_TOKENS,
+      promptTokens: (t) => W.firstTokens + t.turn * (W.outputTokens + W.userTokens),
+      outputTokens: () => W.outputTokens,
       hasNext: (t) => t.turn < t.last,
-      thinkMs: () => turns.exponential(W.THINK_MS),
+      thinkMs: () => turns.exponential(W.thinkMs),
     };
   }
 }

@@ -18,7 +18,7 @@ import { computeBlockKeys } from '../../src/kv/blockKey.ts';
 import { BlockPool } from '../../src/kv/blockPool.ts';
 import { gpuByName as getGpu, modelByName as getModel } from '../../src/model/catalog.ts';
 import { LPM_MAX_QUEUE } from '../../src/scheduler/config.ts';
-import { ListQueue } from '../../src/scheduler/listQueue.ts';
+import { listQueue } from '../../src/scheduler/waitQueue.ts';
 import { Scheduler } from '../../src/scheduler/scheduler.ts';
 import { Seq } from '../../src/scheduler/seq.ts';
 import type { SchedRequest, SchedulerConfig, SeqFinished } from '../../src/scheduler/types.ts';
@@ -194,7 +194,7 @@ describe('LPM: the waiting list sorted by cached prefix before each prefill batc
   });
 
   test("SGLang's list: requests go to the back, a sort is stable", () => {
-    const q = new ListQueue();
+    const q = listQueue();
     const seqs = ['p', 'q', 'r'].map(
       (id, i) => new Seq({ id, promptTokens: 1, maxNewTokens: 1, priority: -i }, i, 10_000),
     );

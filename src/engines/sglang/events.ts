@@ -25,7 +25,7 @@
  * - `medium`: "GPU" (device pool), "CPU_PINNED" (HiCache host tier), "DISK", "EXTERNAL".
  */
 import { Unpackr } from 'msgpackr/unpack';
-import { fieldReaders, isRecord, optString } from '../../kv/wireFields.ts';
+import { decodeBatchEvents, fieldReaders, isRecord, optString } from '../../kv/wireFields.ts';
 
 export class SglangWireError extends Error {
   readonly code = 'ERR_SGLANG_WIRE_DECODE';
@@ -86,26 +86,13 @@ export function decodeSglangBatch(payload: Uint8Array): SglangEventBatch {
   if (!Array.isArray(raw)) throw new SglangWireError('batch is not an array');
   const [ts, events, dpRank] = raw;
   if (!Array.isArray(events)) throw new SglangWireError('batch has no events list');
-  const out: SglangEventBatch = {
-    tsS: ts === undefined || ts === null ? 0 : read.number(ts, 'ts'),
-    events: [],
-    dpRank: read.optNumber(dpRank, 'attn_dp_rank'),
-    skippedEvents: 0,
-    malformedEvents: 0,
-    malformedReason: null,
-  };
-  for (const e of events) {
-    try {
-      const event = decodeEvent(e);
-      if (event) out.events.push(event);
-      else out.skippedEvents++;
-    } catch (err) {
-      if (!(err instanceof SglangWireError)) throw err;
-      out.malformedEvents++;
-      out.malformedReason ??= err.message;
-    }
-  }
-  return out;
+  return decodeBatchEvents(
+    ts === undefined || ts === null ? 0 : read.number(ts, 'ts'),
+    read.optNumber(dpRank, 'attn_dp_rank'),
+    events,
+    decodeEvent,
+    SglangWireError,
+  );
 }
 
 function decodeEvent(raw: unknown): SglangEvent | null {

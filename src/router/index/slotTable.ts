@@ -69,33 +69,31 @@ export class SlotTable {
 
   /** Slot holding `key`, or -1. */
   find(key: BlockKey): number {
-    const f64 = this.f64;
-    const stride = this.strideF64;
-    const stored = key + 1;
-    let slot = this.#home(key);
-    for (;;) {
-      const k = f64[slot * stride]!;
-      if (k === stored) return slot;
-      if (k === 0) return -1;
-      slot = (slot + 1) & this.#mask;
-    }
+    const slot = this.#probe(key);
+    return this.f64[slot * this.strideF64] === 0 ? -1 : slot;
   }
 
   /** Slot holding `key`, inserting it with a zeroed payload when absent. */
   insert(key: BlockKey): number {
     if ((this.#size + 1) * 2 > this.#mask + 1) this.#grow();
+    const slot = this.#probe(key);
+    const at = slot * this.strideF64;
+    if (this.f64[at] === 0) {
+      this.f64[at] = key + 1;
+      this.#size++;
+    }
+    return slot;
+  }
+
+  /** Slot holding `key`, or the empty slot that ends its probe run (where it would go). */
+  #probe(key: BlockKey): number {
     const f64 = this.f64;
     const stride = this.strideF64;
     const stored = key + 1;
     let slot = this.#home(key);
     for (;;) {
       const k = f64[slot * stride]!;
-      if (k === stored) return slot;
-      if (k === 0) {
-        f64[slot * stride] = stored;
-        this.#size++;
-        return slot;
-      }
+      if (k === stored || k === 0) return slot;
       slot = (slot + 1) & this.#mask;
     }
   }
