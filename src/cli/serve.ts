@@ -15,6 +15,9 @@ import {
   loadConfigFile,
   parseApiKeyFlag,
   parseBackendFlag,
+  PLAIN_FIELDS,
+  PLANNER_FIELDS,
+  readServeFields,
   type SessionAffinityConfig,
 } from '../serving/config.ts';
 import { type Logger, makeLogger } from '../serving/log.ts';
@@ -35,7 +38,6 @@ import { readNatsAuth } from './natsFlags.ts';
 import { helpOf } from './options/help.ts';
 import { type OptionReader, readerOf } from './options/read.ts';
 import { SERVE_OPTIONS } from './options/serve.ts';
-import { PLAIN_FIELDS, PLANNER_FIELDS, readServeFields } from '../serving/configFields.ts';
 import { specOf } from './options/spec.ts';
 import { readRuntimeFlags } from './runtimeFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
