@@ -15,6 +15,9 @@ import {
   loadConfigFile,
   parseApiKeyFlag,
   parseBackendFlag,
+  PLAIN_FIELDS,
+  PLANNER_FIELDS,
+  readServeFields,
   type SessionAffinityConfig,
 } from '../serving/config.ts';
 import { type Logger, makeLogger } from '../serving/log.ts';
@@ -49,87 +52,87 @@ ${helpOf(SERVE_OPTIONS)}`;
 
 /** Flags over the config file over the defaults. */
 export function readServeConfig(flags: Flags, path = flags.string('config')): GatewayConfig {
-  let config = path === undefined ? defaultConfig() : loadConfigFile(path);
+  const base = path === undefined ? defaultConfig() : loadConfigFile(path);
+  const option = readerOf(SERVE_OPTIONS, flags);
+  checkPathFlags(option);
+  let config: GatewayConfig = { ...base, ...readServeFields(option, PLAIN_FIELDS) };
   const set = <K extends keyof GatewayConfig>(
     key: K,
     value: GatewayConfig[K] | undefined,
   ): void => {
     if (value !== undefined) config = { ...config, [key]: value };
   };
-  const option = readerOf(SERVE_OPTIONS, flags);
-  set('port', option('port'));
-  set('host', option('host'));
+  set('kvEventsBind', option('kv-events-bind'));
   set('policy', option('policy'));
   if (!isPolicyName(config.policy)) {
     throw new UsageError(
       `config: policy must be one of ${POLICY_NAMES.join(', ')}; got '${config.policy}'`,
     );
   }
-  set('index', option('index'));
+  set(
+    'backends',
+    option('backend')?.map((b) => parseBackendFlag(b)),
+  );
+  set('apiKeys', option('api-key')?.map(parseApiKeyFlag));
+  if (config.headersTimeoutMs > config.requestTimeoutMs) {
+    throw new UsageError(
+      `--headers-timeout-ms (${config.headersTimeoutMs}) must not exceed --request-timeout-ms (${config.requestTimeoutMs})`,
+    );
+  }
+  set('sessionAffinity', readSessionFlags(option, config.sessionAffinity));
+  set('planner', readPlannerFlags(option, config.planner));
+  set('admission', readAdmissionFlags(option, config.admission));
+  set('flowControl', readFlowFlags(flags, config.flowControl));
+  set('nats', readNatsFlags(flags, option, config.nats));
+  set('decodeCost', readDecodeCostFlags(option, config.decodeCost));
+  return config;
+}
+
+/** --kv-events-bind and --tokenizer, checked before anything is set: a ZMQ endpoint, a folder. */
+function checkPathFlags(option: ServeOption): void {
   const bind = option('kv-events-bind');
   if (bind !== undefined && !/^(tcp|ipc|inproc):\/\/.+/.test(bind)) {
     throw new UsageError(
       `--kv-events-bind must be a ZMQ endpoint such as tcp://*:5557, got '${bind}'`,
     );
   }
-  set('kvEventsBind', bind);
   const tokenizer = option('tokenizer');
   if (tokenizer !== undefined && tokenizer !== 'builtin') readable(tokenizer, '--tokenizer');
-  set('tokenizer', tokenizer);
-  // The loader tells a missing file from a template given inline, as vLLM's flag allows both.
-  set('chatTemplate', option('chat-template'));
-  set('tokenize', option('tokenize'));
-  set('staleMs', option('stale-ms'));
-  set('kvThreshold', option('kv-threshold'));
-  set('scrapeMs', option('scrape-ms'));
-  set('blockSize', option('block-size'));
-  set('seed', option('seed'));
-  set('embeddedReplicas', option('replicas'));
-  set(
-    'backends',
-    option('backend')?.map((b) => parseBackendFlag(b)),
-  );
-  set('apiKeys', option('api-key')?.map(parseApiKeyFlag));
-  set('adminKey', option('admin-key'));
-  set('metricsKey', option('metrics-key'));
-  set('firstByteTimeoutMs', option('first-byte-timeout-ms'));
-  set('headersTimeoutMs', option('headers-timeout-ms'));
-  set('requestTimeoutMs', option('request-timeout-ms'));
-  if (config.headersTimeoutMs > config.requestTimeoutMs) {
-    throw new UsageError(
-      `--headers-timeout-ms (${config.headersTimeoutMs}) must not exceed --request-timeout-ms (${config.requestTimeoutMs})`,
-    );
-  }
-  set('logLevel', option('log-level'));
-  set('accessLog', option('access-log'));
-  set('sessionAffinity', readSessionFlags(option, config.sessionAffinity));
-  set('planner', readPlannerFlags(option, config.planner));
-  set('exposeReplicaAddresses', option('expose-replica-addresses'));
+}
+
+/** --max-queue-ms, --max-ttft-ms and --prefill-us-per-token over the config file's admission. */
+function readAdmissionFlags(
+  option: ServeOption,
+  current: GatewayConfig['admission'],
+): GatewayConfig['admission'] | undefined {
   const maxQueueMs = option('max-queue-ms');
   const maxTtftMs = option('max-ttft-ms');
   const prefillUs = option('prefill-us-per-token');
-  if (maxQueueMs !== undefined || maxTtftMs !== undefined || prefillUs !== undefined) {
-    set('admission', {
-      ...config.admission,
-      ...(maxQueueMs !== undefined && { maxQueueMs }),
-      ...(maxTtftMs !== undefined && { maxTtftMs }),
-      ...(prefillUs !== undefined && { prefillUsPerToken: prefillUs }),
-    });
+  if (maxQueueMs === undefined && maxTtftMs === undefined && prefillUs === undefined) {
+    return undefined;
   }
-  set('flowControl', readFlowFlags(flags, config.flowControl));
-  set('nats', readNatsFlags(flags, option, config.nats));
-  set('pdThreshold', option('pd-threshold'));
+  return {
+    ...current,
+    ...(maxQueueMs !== undefined && { maxQueueMs }),
+    ...(maxTtftMs !== undefined && { maxTtftMs }),
+    ...(prefillUs !== undefined && { prefillUsPerToken: prefillUs }),
+  };
+}
+
+/** --decode-cost-tokens and --engine-budget over the config file's decode term. */
+function readDecodeCostFlags(
+  option: ServeOption,
+  current: GatewayConfig['decodeCost'],
+): GatewayConfig['decodeCost'] {
   const decodeCost = option('decode-cost-tokens');
   const engineBudget = option('engine-budget');
-  if (engineBudget !== undefined && decodeCost === undefined && config.decodeCost === undefined) {
+  if (engineBudget !== undefined && decodeCost === undefined && current === undefined) {
     throw new UsageError('--engine-budget needs --decode-cost-tokens C');
   }
-  if (decodeCost !== undefined || engineBudget !== undefined) {
-    const tokens = decodeCost ?? config.decodeCost!.tokens;
-    const budgetTokens = engineBudget ?? config.decodeCost?.budgetTokens;
-    set('decodeCost', { tokens, ...(budgetTokens !== undefined && { budgetTokens }) });
-  }
-  return config;
+  if (decodeCost === undefined && engineBudget === undefined) return undefined;
+  const tokens = decodeCost ?? current!.tokens;
+  const budgetTokens = engineBudget ?? current?.budgetTokens;
+  return { tokens, ...(budgetTokens !== undefined && { budgetTokens }) };
 }
 
 type ServeOption = OptionReader<typeof SERVE_OPTIONS>;
@@ -139,35 +142,17 @@ function readPlannerFlags(
   option: ServeOption,
   current: PlannerConfig | null,
 ): PlannerConfig | null {
-  const windowS = option('planner-window-s');
-  const intervalS = option('planner-interval-s');
-  const scaleDownS = option('planner-scale-down-s');
-  const profile = option('planner-profile');
-  const sloTtftP99Ms = option('planner-slo-ttft-p99-ms');
-  const sloTpotP99Ms = option('planner-slo-tpot-p99-ms');
-  const maxReplicas = option('planner-max-replicas');
-  const slowdown = option('planner-slo-ttft-slowdown');
-  const fastWindowS = option('planner-fast-window-s');
-  const given = [
-    windowS,
-    intervalS,
-    scaleDownS,
-    profile,
-    sloTtftP99Ms,
-    sloTpotP99Ms,
-    maxReplicas,
-    slowdown,
-    fastWindowS,
-  ];
-  if (!option('planner') && given.every((v) => v === undefined)) return current;
-  if (profile !== undefined) {
+  const given = readServeFields(option, PLANNER_FIELDS);
+  if (!option('planner') && Object.keys(given).length === 0) return current;
+  if (given.profile !== undefined) {
     try {
-      accessSync(profile);
+      accessSync(given.profile);
     } catch {
-      throw new UsageError(`--planner-profile: cannot read '${profile}'`);
+      throw new UsageError(`--planner-profile: cannot read '${given.profile}'`);
     }
   }
   const c = current ?? defaultPlannerConfig();
+  const { sloTtftP99Ms, sloTtftSlowdown: slowdown } = given;
   const ttft = sloTtftP99Ms ?? (slowdown === undefined ? c.sloTtftP99Ms : null);
   const relative = slowdown ?? (sloTtftP99Ms === undefined ? c.sloTtftSlowdown : null);
   if (ttft !== null && relative !== null) {
@@ -175,17 +160,7 @@ function readPlannerFlags(
       '--planner-slo-ttft-p99-ms and --planner-slo-ttft-slowdown are alternative TTFT targets; give one',
     );
   }
-  return {
-    windowS: windowS ?? c.windowS,
-    intervalS: intervalS ?? c.intervalS,
-    scaleDownS: scaleDownS ?? c.scaleDownS,
-    profile: profile ?? c.profile,
-    sloTtftP99Ms: ttft,
-    sloTtftSlowdown: relative,
-    sloTpotP99Ms: sloTpotP99Ms ?? c.sloTpotP99Ms,
-    maxReplicas: maxReplicas ?? c.maxReplicas,
-    fastWindowS: fastWindowS ?? c.fastWindowS,
-  };
+  return { ...c, ...given, sloTtftP99Ms: ttft, sloTtftSlowdown: relative };
 }
 
 /** --session-affinity and its companions; any of them turns affinity on. */

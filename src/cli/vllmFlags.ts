@@ -17,6 +17,7 @@
  * Flags the tables below do not list as vLLM's are passed to the ordinary parser untouched.
  */
 import { MODELS } from '../model/catalog.ts';
+import { parseJsonOr } from '../util/json.ts';
 import { type FlagSpec, UsageError } from './args.ts';
 
 /** vLLM flags kvroute reads under its own name. */
@@ -203,11 +204,7 @@ function kvEventsArgs(config: Record<string, unknown>, warnings: string[]): stri
 
 /** A `--kv-events-config.FIELD=VALUE` value: JSON where it parses, a string otherwise. */
 function dottedValue(raw: string): unknown {
-  try {
-    return JSON.parse(raw);
-  } catch {
-    return raw;
-  }
+  return parseJsonOr(raw, raw);
 }
 
 /**

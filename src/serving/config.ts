@@ -24,27 +24,19 @@ import { GPUS } from '../model/catalog.ts';
 import { GatewayError } from './errors.ts';
 import { unknownKey } from '../cli/options/configKeys.ts';
 import { configReaderOf } from '../cli/options/configValue.ts';
+import {
+  type FieldRows,
+  type FieldValues,
+  readFields,
+  type RowsFor,
+} from '../cli/options/fields.ts';
+import type { OptionReader } from '../cli/options/read.ts';
 import { SERVE_CONFIG_KEYS, SERVE_OPTIONS } from '../cli/options/serve.ts';
 import { BACKEND_ROLES, type BackendRole, isBackendRole } from './pdRoles.ts';
 import {
-  DEFAULT_BLOCK_SIZE,
-  DEFAULT_BODY_LIMIT_BYTES,
-  DEFAULT_EMBEDDED_REPLICAS,
-  DEFAULT_EVENTS_CHECK_MS,
-  DEFAULT_FIRST_BYTE_TIMEOUT_MS,
-  DEFAULT_HEADERS_TIMEOUT_MS,
-  DEFAULT_HOST,
-  DEFAULT_INDEX,
-  DEFAULT_LOG_LEVEL,
-  DEFAULT_MAX_RETRIES,
-  DEFAULT_PORT,
-  DEFAULT_REQUEST_TIMEOUT_MS,
-  DEFAULT_ROUTER_SEED,
-  DEFAULT_SCRAPE_MS,
   DEFAULT_SESSION_HEADER,
   DEFAULT_SESSION_SLACK_TOKENS,
-  DEFAULT_TOKENIZE,
-  DEFAULT_TOKENIZER,
+  GATEWAY_DEFAULTS,
   type LogLevel,
   type TokenizeMode,
 } from './configDefaults.ts';
@@ -140,6 +132,62 @@ export interface GatewayConfig {
   planner: PlannerConfig | null;
 }
 
+/*
+ * The config's fields that are one `kvroute serve` option's value, as read: the config file's
+ * reader (`applyConfigDoc`) and the flags' (`src/cli/serve.ts`) both copy them by these lists
+ * (`src/cli/options/fields.ts`). Each list is checked against the type of the fields it fills.
+ */
+type Serve = typeof SERVE_OPTIONS;
+
+/** `kvroute serve`'s rows read by name: from its flags or from its config file. */
+export type ServeReader = OptionReader<Serve>;
+
+/** The fields of `fields` whose row `read` finds given (`readFields` on serve's table). */
+export function readServeFields<F extends FieldRows<Serve>>(
+  read: ServeReader,
+  fields: F,
+): FieldValues<Serve, F> {
+  return readFields<Serve, F>(read, fields);
+}
+
+/** Fields taken as given, from the flag or the config key of the row each names. */
+export const PLAIN_FIELDS = {
+  host: 'host',
+  port: 'port',
+  index: 'index',
+  tokenizer: 'tokenizer',
+  chatTemplate: 'chat-template',
+  tokenize: 'tokenize',
+  staleMs: 'stale-ms',
+  kvThreshold: 'kv-threshold',
+  scrapeMs: 'scrape-ms',
+  blockSize: 'block-size',
+  seed: 'seed',
+  pdThreshold: 'pd-threshold',
+  embeddedReplicas: 'replicas',
+  adminKey: 'admin-key',
+  metricsKey: 'metrics-key',
+  firstByteTimeoutMs: 'first-byte-timeout-ms',
+  headersTimeoutMs: 'headers-timeout-ms',
+  requestTimeoutMs: 'request-timeout-ms',
+  logLevel: 'log-level',
+  accessLog: 'access-log',
+  exposeReplicaAddresses: 'expose-replica-addresses',
+} as const satisfies { readonly [K in keyof GatewayConfig]?: RowsFor<Serve, GatewayConfig[K]> };
+
+/** The online planner's fields (`--planner-*`; any of them turns the planner on). */
+export const PLANNER_FIELDS = {
+  windowS: 'planner-window-s',
+  intervalS: 'planner-interval-s',
+  scaleDownS: 'planner-scale-down-s',
+  profile: 'planner-profile',
+  sloTtftP99Ms: 'planner-slo-ttft-p99-ms',
+  sloTpotP99Ms: 'planner-slo-tpot-p99-ms',
+  sloTtftSlowdown: 'planner-slo-ttft-slowdown',
+  maxReplicas: 'planner-max-replicas',
+  fastWindowS: 'planner-fast-window-s',
+} as const satisfies { readonly [K in keyof PlannerConfig]: RowsFor<Serve, PlannerConfig[K]> };
+
 /** Session affinity's settings. */
 export interface SessionAffinityConfig {
   /** The header carrying the session key, lower case (default x-session-id). */
@@ -161,33 +209,18 @@ export function defaultSessionAffinity(): SessionAffinityConfig {
 
 export function defaultConfig(): GatewayConfig {
   return {
-    host: DEFAULT_HOST,
-    port: DEFAULT_PORT,
+    ...GATEWAY_DEFAULTS,
     backends: [],
     policy: DEFAULT_POLICY,
-    index: DEFAULT_INDEX,
-    tokenizer: DEFAULT_TOKENIZER,
     chatTemplate: null,
-    tokenize: DEFAULT_TOKENIZE,
     modelTokenizers: {},
     staleMs: DEFAULT_STALE_MS,
     kvThreshold: DEFAULT_KV_THRESHOLD,
-    scrapeMs: DEFAULT_SCRAPE_MS,
-    blockSize: DEFAULT_BLOCK_SIZE,
-    bodyLimitBytes: DEFAULT_BODY_LIMIT_BYTES,
-    maxRetries: DEFAULT_MAX_RETRIES,
     apiKeys: [],
     tenantSalts: {},
-    seed: DEFAULT_ROUTER_SEED,
-    embeddedReplicas: DEFAULT_EMBEDDED_REPLICAS,
     kvEventsBind: null,
-    eventsCheckMs: DEFAULT_EVENTS_CHECK_MS,
     adminKey: null,
     metricsKey: null,
-    firstByteTimeoutMs: DEFAULT_FIRST_BYTE_TIMEOUT_MS,
-    headersTimeoutMs: DEFAULT_HEADERS_TIMEOUT_MS,
-    requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
-    logLevel: DEFAULT_LOG_LEVEL,
     accessLog: false,
     exposeReplicaAddresses: false,
     admission: defaultAdmission(),
@@ -228,106 +261,14 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
   if (!isRecord(doc)) throw configError('(top level)', 'must be a mapping');
   const unknown = unknownKey(doc, KNOWN_KEYS);
   if (unknown) throw configError(unknown.key, `is not a known key (${unknown.accepted})`);
-  const out = { ...base };
   const value = configReaderOf(SERVE_OPTIONS, doc);
-  const set = <K extends keyof GatewayConfig>(key: K, v: GatewayConfig[K] | undefined): void => {
-    if (v !== undefined) out[key] = v;
-  };
-  set('host', value('host'));
-  set('port', value('port'));
-  // Any string here; `kvroute serve` names the policies when it is not one of them.
-  if (doc.policy !== undefined) out.policy = str(doc.policy, 'policy');
-  set('index', value('index'));
-  set('tokenizer', value('tokenizer'));
-  set('chatTemplate', value('chat-template'));
-  set('tokenize', value('tokenize'));
-  set('staleMs', value('stale-ms'));
-  set('kvThreshold', value('kv-threshold'));
-  set('scrapeMs', value('scrape-ms'));
-  set('blockSize', value('block-size'));
-  if (doc['body-limit-bytes'] !== undefined) {
-    out.bodyLimitBytes = int(doc['body-limit-bytes'], 'body-limit-bytes', 1);
-  }
-  if (doc['max-retries'] !== undefined)
-    out.maxRetries = int(doc['max-retries'], 'max-retries', 0, 10);
-  set('seed', value('seed'));
-  set('pdThreshold', value('pd-threshold'));
-  if (doc['engine-budget'] !== undefined && doc['decode-cost-tokens'] === undefined) {
-    throw configError('engine-budget', 'needs decode-cost-tokens');
-  }
-  const decodeCostTokens = value('decode-cost-tokens');
-  if (decodeCostTokens !== undefined) {
-    const budgetTokens = value('engine-budget');
-    out.decodeCost = {
-      tokens: decodeCostTokens,
-      ...(budgetTokens !== undefined && { budgetTokens }),
-    };
-  }
-  const sessionKeys = ['session-header', 'session-slack-tokens', 'session-max'] as const;
-  if (doc['session-affinity'] !== undefined || sessionKeys.some((k) => doc[k] !== undefined)) {
-    const on = value('session-affinity') ?? true;
-    const s = out.sessionAffinity ?? defaultSessionAffinity();
-    const header = value('session-header');
-    out.sessionAffinity = on
-      ? {
-          header: header === undefined ? s.header : headerName(header, 'session-header'),
-          slackTokens: value('session-slack-tokens') ?? s.slackTokens,
-          capacity: value('session-max') ?? s.capacity,
-        }
-      : null;
-  }
+  const out: GatewayConfig = { ...base, ...readServeFields(value, PLAIN_FIELDS) };
+  readCheckedScalars(doc, out);
+  const decodeCost = readDecodeCostDoc(doc, value);
+  if (decodeCost !== undefined) out.decodeCost = decodeCost;
+  out.sessionAffinity = readSessionDoc(doc, value, out.sessionAffinity);
   out.planner = readPlannerDoc(doc, out.planner);
-  set('embeddedReplicas', value('replicas'));
-  set('adminKey', value('admin-key'));
-  set('metricsKey', value('metrics-key'));
-  set('firstByteTimeoutMs', value('first-byte-timeout-ms'));
-  set('headersTimeoutMs', value('headers-timeout-ms'));
-  set('requestTimeoutMs', value('request-timeout-ms'));
-  set('logLevel', value('log-level'));
-  set('accessLog', value('access-log'));
-  set('exposeReplicaAddresses', value('expose-replica-addresses'));
-  if (doc['kv-events-bind'] !== undefined) {
-    out.kvEventsBind = zmqUrl(doc['kv-events-bind'], 'kv-events-bind');
-  }
-  if (doc.backends !== undefined) {
-    if (!Array.isArray(doc.backends)) throw configError('backends', 'must be a list');
-    out.backends = doc.backends.map((b, i) => backendFromDoc(b, `backends[${i}]`));
-  }
-  if (doc['api-keys'] !== undefined) {
-    if (!Array.isArray(doc['api-keys'])) throw configError('api-keys', 'must be a list');
-    out.apiKeys = doc['api-keys'].map((k, i) => clientKeyFromDoc(k, `api-keys[${i}]`));
-  }
-  if (doc.models !== undefined) {
-    if (!isRecord(doc.models)) throw configError('models', 'must be a mapping');
-    const tokenizers: Record<string, ModelTokenizer> = {};
-    for (const [model, spec] of Object.entries(doc.models)) {
-      const key = `models.${model}`;
-      if (!isRecord(spec)) throw configError(key, 'must be a mapping with tokenizer');
-      for (const k of Object.keys(spec)) {
-        if (k !== 'tokenizer' && k !== 'chat-template') {
-          throw configError(`${key}.${k}`, 'is not a known key (tokenizer, chat-template)');
-        }
-      }
-      tokenizers[model] = {
-        tokenizer: spec.tokenizer == null ? null : str(spec.tokenizer, `${key}.tokenizer`),
-        chatTemplate:
-          spec['chat-template'] == null ? null : str(spec['chat-template'], `${key}.chat-template`),
-      };
-    }
-    out.modelTokenizers = tokenizers;
-  }
-  if (doc.tenants !== undefined) {
-    if (!isRecord(doc.tenants)) throw configError('tenants', 'must be a mapping');
-    const salts: Record<string, string> = {};
-    for (const [tenant, spec] of Object.entries(doc.tenants)) {
-      const key = `tenants.${tenant}`;
-      if (!isRecord(spec)) throw configError(key, 'must be a mapping (cache-salt, limits...)');
-      if (spec['cache-salt'] !== undefined) {
-        salts[tenant] = str(spec['cache-salt'], `${key}.cache-salt`);
-      }
-    }
-    out.tenantSalts = salts;
-  }
+  readListsDoc(doc, out);
   out.admission = readAdmissionDoc(doc, out.admission);
   out.flowControl = readFlowDoc(doc, out.flowControl);
   if (out.headersTimeoutMs > out.requestTimeoutMs) {
@@ -337,6 +278,105 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
     );
   }
   return out;
+}
+
+/** The scalar keys each read with a check of its own, onto `out`. */
+function readCheckedScalars(doc: Record<string, unknown>, out: GatewayConfig): void {
+  // Any string here; `kvroute serve` names the policies when it is not one of them.
+  if (doc.policy !== undefined) out.policy = str(doc.policy, 'policy');
+  if (doc['body-limit-bytes'] !== undefined) {
+    out.bodyLimitBytes = int(doc['body-limit-bytes'], 'body-limit-bytes', 1);
+  }
+  if (doc['max-retries'] !== undefined)
+    out.maxRetries = int(doc['max-retries'], 'max-retries', 0, 10);
+  if (doc['kv-events-bind'] !== undefined) {
+    out.kvEventsBind = zmqUrl(doc['kv-events-bind'], 'kv-events-bind');
+  }
+}
+
+/** delay-cost's decode term: `decode-cost-tokens`, and `engine-budget` beside it. */
+function readDecodeCostDoc(
+  doc: Record<string, unknown>,
+  value: ServeReader,
+): GatewayConfig['decodeCost'] {
+  if (doc['engine-budget'] !== undefined && doc['decode-cost-tokens'] === undefined) {
+    throw configError('engine-budget', 'needs decode-cost-tokens');
+  }
+  const tokens = value('decode-cost-tokens');
+  if (tokens === undefined) return undefined;
+  const budgetTokens = value('engine-budget');
+  return { tokens, ...(budgetTokens !== undefined && { budgetTokens }) };
+}
+
+/** `session-affinity` and the `session-*` keys (any of them turns it on) over `current`. */
+function readSessionDoc(
+  doc: Record<string, unknown>,
+  value: ServeReader,
+  current: SessionAffinityConfig | null,
+): SessionAffinityConfig | null {
+  const sessionKeys = ['session-header', 'session-slack-tokens', 'session-max'] as const;
+  if (doc['session-affinity'] === undefined && sessionKeys.every((k) => doc[k] === undefined)) {
+    return current;
+  }
+  const on = value('session-affinity') ?? true;
+  const s = current ?? defaultSessionAffinity();
+  const header = value('session-header');
+  return on
+    ? {
+        header: header === undefined ? s.header : headerName(header, 'session-header'),
+        slackTokens: value('session-slack-tokens') ?? s.slackTokens,
+        capacity: value('session-max') ?? s.capacity,
+      }
+    : null;
+}
+
+/** The list and mapping keys: backends, api-keys, models, tenants, onto `out`. */
+function readListsDoc(doc: Record<string, unknown>, out: GatewayConfig): void {
+  if (doc.backends !== undefined) {
+    if (!Array.isArray(doc.backends)) throw configError('backends', 'must be a list');
+    out.backends = doc.backends.map((b, i) => backendFromDoc(b, `backends[${i}]`));
+  }
+  if (doc['api-keys'] !== undefined) {
+    if (!Array.isArray(doc['api-keys'])) throw configError('api-keys', 'must be a list');
+    out.apiKeys = doc['api-keys'].map((k, i) => clientKeyFromDoc(k, `api-keys[${i}]`));
+  }
+  if (doc.models !== undefined) out.modelTokenizers = modelTokenizersOf(doc.models);
+  if (doc.tenants !== undefined) out.tenantSalts = tenantSaltsOf(doc.tenants);
+}
+
+/** `models`: per base model, its tokenizer and chat template. */
+function modelTokenizersOf(models: unknown): Record<string, ModelTokenizer> {
+  if (!isRecord(models)) throw configError('models', 'must be a mapping');
+  const tokenizers: Record<string, ModelTokenizer> = {};
+  for (const [model, spec] of Object.entries(models)) {
+    const key = `models.${model}`;
+    if (!isRecord(spec)) throw configError(key, 'must be a mapping with tokenizer');
+    for (const k of Object.keys(spec)) {
+      if (k !== 'tokenizer' && k !== 'chat-template') {
+        throw configError(`${key}.${k}`, 'is not a known key (tokenizer, chat-template)');
+      }
+    }
+    tokenizers[model] = {
+      tokenizer: spec.tokenizer == null ? null : str(spec.tokenizer, `${key}.tokenizer`),
+      chatTemplate:
+        spec['chat-template'] == null ? null : str(spec['chat-template'], `${key}.chat-template`),
+    };
+  }
+  return tokenizers;
+}
+
+/** `tenants`: each tenant's cache salt, where given (its limits are admissionConfig.ts's). */
+function tenantSaltsOf(tenants: unknown): Record<string, string> {
+  if (!isRecord(tenants)) throw configError('tenants', 'must be a mapping');
+  const salts: Record<string, string> = {};
+  for (const [tenant, spec] of Object.entries(tenants)) {
+    const key = `tenants.${tenant}`;
+    if (!isRecord(spec)) throw configError(key, 'must be a mapping (cache-salt, limits...)');
+    if (spec['cache-salt'] !== undefined) {
+      salts[tenant] = str(spec['cache-salt'], `${key}.cache-salt`);
+    }
+  }
+  return salts;
 }
 
 /**
@@ -579,23 +619,14 @@ function readPlannerDoc(
   const keys = Object.keys(doc).filter((k) => k.startsWith('planner'));
   if (keys.length === 0) return current;
   if (doc.planner !== undefined && !bool(doc.planner, 'planner')) return null;
-  const c = { ...(current ?? defaultPlannerConfig()) };
-  const value = configReaderOf(SERVE_OPTIONS, doc);
-  c.windowS = value('planner-window-s') ?? c.windowS;
-  c.intervalS = value('planner-interval-s') ?? c.intervalS;
-  c.scaleDownS = value('planner-scale-down-s') ?? c.scaleDownS;
-  c.profile = value('planner-profile') ?? c.profile;
-  c.sloTtftP99Ms = value('planner-slo-ttft-p99-ms') ?? c.sloTtftP99Ms;
-  c.sloTpotP99Ms = value('planner-slo-tpot-p99-ms') ?? c.sloTpotP99Ms;
-  c.sloTtftSlowdown = value('planner-slo-ttft-slowdown') ?? c.sloTtftSlowdown;
+  const given = readServeFields(configReaderOf(SERVE_OPTIONS, doc), PLANNER_FIELDS);
+  const c = { ...(current ?? defaultPlannerConfig()), ...given };
   if (c.sloTtftSlowdown !== null && c.sloTtftP99Ms !== null) {
     throw configError(
       'planner-slo-ttft-slowdown',
       'and planner-slo-ttft-p99-ms are alternatives; give one',
     );
   }
-  c.maxReplicas = value('planner-max-replicas') ?? c.maxReplicas;
-  c.fastWindowS = value('planner-fast-window-s') ?? c.fastWindowS;
   return c;
 }
 

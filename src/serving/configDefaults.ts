@@ -47,3 +47,26 @@ export const DEFAULT_TOKENIZE: TokenizeMode = 'local';
 /** The router's seed (tie breaks, the random policy), as `kvroute sim`'s. */
 export const DEFAULT_ROUTER_SEED = 1;
 export const DEFAULT_LOG_LEVEL: LogLevel = 'info';
+
+/**
+ * The gateway config's defaults above, by its field names (config.ts's `defaultConfig` spreads
+ * them; its other fields' defaults belong to the modules that own them).
+ */
+export const GATEWAY_DEFAULTS = {
+  host: DEFAULT_HOST,
+  port: DEFAULT_PORT,
+  index: DEFAULT_INDEX,
+  tokenizer: DEFAULT_TOKENIZER,
+  tokenize: DEFAULT_TOKENIZE,
+  scrapeMs: DEFAULT_SCRAPE_MS,
+  blockSize: DEFAULT_BLOCK_SIZE,
+  bodyLimitBytes: DEFAULT_BODY_LIMIT_BYTES,
+  maxRetries: DEFAULT_MAX_RETRIES,
+  seed: DEFAULT_ROUTER_SEED,
+  embeddedReplicas: DEFAULT_EMBEDDED_REPLICAS,
+  eventsCheckMs: DEFAULT_EVENTS_CHECK_MS,
+  firstByteTimeoutMs: DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+  headersTimeoutMs: DEFAULT_HEADERS_TIMEOUT_MS,
+  requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
+  logLevel: DEFAULT_LOG_LEVEL,
+} as const;

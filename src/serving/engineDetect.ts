@@ -7,6 +7,7 @@ import { detectKind } from '../engines/detect.ts';
 import type { EngineDialect, EngineKind } from '../engines/dialect.ts';
 import { type LlamaProps, parseLlamaProps } from '../engines/llamacpp.ts';
 import { dialectOf } from '../engines/registry.ts';
+import { parseJsonOr } from '../util/json.ts';
 import { ASK_TIMEOUT_MS, type Backend, backendHeaders } from './backends.ts';
 
 export interface EngineFacts {
@@ -36,12 +37,9 @@ async function get(
   }
 }
 
+/** A page's JSON, or null where it is not JSON. */
 function json(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return null;
-  }
+  return parseJsonOr(text, null);
 }
 
 export async function learnEngine(

@@ -110,81 +110,12 @@ export function readFlowDoc(
     saturation: { ...base.saturation },
     tenantWeights: { ...base.tenantWeights },
   };
-  const flow = doc['flow-control'];
-  if (flow !== undefined) {
-    if (!isRecord(flow))
-      throw configError('flow-control', `must be a mapping (${FLOW_KEYS.join(', ')})`);
-    for (const k of Object.keys(flow)) {
-      if (!FLOW_KEYS.includes(k)) {
-        throw configError(`flow-control.${k}`, `is not a known key (${FLOW_KEYS.join(', ')})`);
-      }
-    }
-    if (flow.enabled !== undefined) {
-      if (typeof flow.enabled !== 'boolean') {
-        throw configError('flow-control.enabled', 'must be true or false');
-      }
-      out.enabled = flow.enabled;
-    }
-    if (flow['max-queued'] !== undefined) {
-      out.maxQueued = int(flow['max-queued'], 'flow-control.max-queued', 1);
-    }
-    if (flow['max-queued-per-tenant'] !== undefined) {
-      out.maxQueuedPerTenant = int(
-        flow['max-queued-per-tenant'],
-        'flow-control.max-queued-per-tenant',
-        1,
-      );
-    }
-    if (flow['max-wait-ms'] !== undefined) {
-      out.maxWaitMs = num(flow['max-wait-ms'], 'flow-control.max-wait-ms', 1);
-    }
-    if (flow.release !== undefined) {
-      if (!(FLOW_RELEASES as readonly unknown[]).includes(flow.release)) {
-        throw configError('flow-control.release', `must be one of ${FLOW_RELEASES.join(', ')}`);
-      }
-      out.release = flow.release as FlowRelease;
-    }
-    if (flow['owner-slack-tokens'] !== undefined) {
-      out.ownerSlackTokens = int(flow['owner-slack-tokens'], 'flow-control.owner-slack-tokens', 0);
-    }
-    if (flow['owner-hold-ms'] !== undefined) {
-      out.ownerHoldMs = num(flow['owner-hold-ms'], 'flow-control.owner-hold-ms', 0);
-    }
-    if (flow['look-ahead'] !== undefined) {
-      out.lookAhead = int(flow['look-ahead'], 'flow-control.look-ahead', 1);
-    }
-    const sat = flow.saturation;
-    if (sat !== undefined) {
-      const key = 'flow-control.saturation';
-      if (!isRecord(sat))
-        throw configError(key, `must be a mapping (${SATURATION_KEYS.join(', ')})`);
-      for (const k of Object.keys(sat)) {
-        if (!SATURATION_KEYS.includes(k)) {
-          throw configError(`${key}.${k}`, `is not a known key (${SATURATION_KEYS.join(', ')})`);
-        }
-      }
-      if (sat['queue-depth'] !== undefined) {
-        out.saturation.queueDepth = num(sat['queue-depth'], `${key}.queue-depth`, 0);
-      }
-      if (sat['kv-usage'] !== undefined) {
-        out.saturation.kvUsage = num(sat['kv-usage'], `${key}.kv-usage`, Number.MIN_VALUE, 1);
-      }
-      if (sat['queued-prefill-ms'] !== undefined) {
-        out.saturation.queuedPrefillMs = num(
-          sat['queued-prefill-ms'],
-          `${key}.queued-prefill-ms`,
-          0,
-        );
-      }
-    }
+  if (doc['flow-control'] !== undefined) {
+    const flow = mappingOf(doc['flow-control'], 'flow-control', FLOW_KEYS);
+    readFlowKeys(flow, out);
+    if (flow.saturation !== undefined) readSaturation(flow.saturation, out.saturation);
   }
-  if (isRecord(doc.tenants)) {
-    out.tenantWeights = {};
-    for (const [tenant, spec] of Object.entries(doc.tenants)) {
-      if (!isRecord(spec) || spec['flow-weight'] === undefined) continue;
-      out.tenantWeights[tenant] = num(spec['flow-weight'], `tenants.${tenant}.flow-weight`, 1e-6);
-    }
-  }
+  if (isRecord(doc.tenants)) out.tenantWeights = flowWeightsOf(doc.tenants);
   if (out.maxQueuedPerTenant > out.maxQueued) {
     throw configError(
       'flow-control.max-queued-per-tenant',
@@ -192,4 +123,78 @@ export function readFlowDoc(
     );
   }
   return out;
+}
+
+/** `v` as a mapping holding none but `keys`, else the config error naming `key`. */
+function mappingOf(v: unknown, key: string, keys: readonly string[]): Record<string, unknown> {
+  if (!isRecord(v)) throw configError(key, `must be a mapping (${keys.join(', ')})`);
+  for (const k of Object.keys(v)) {
+    if (!keys.includes(k)) {
+      throw configError(`${key}.${k}`, `is not a known key (${keys.join(', ')})`);
+    }
+  }
+  return v;
+}
+
+/** The `flow-control` mapping's own keys (all but `saturation`), onto `out`. */
+function readFlowKeys(flow: Record<string, unknown>, out: FlowControlConfig): void {
+  if (flow.enabled !== undefined) {
+    if (typeof flow.enabled !== 'boolean') {
+      throw configError('flow-control.enabled', 'must be true or false');
+    }
+    out.enabled = flow.enabled;
+  }
+  if (flow['max-queued'] !== undefined) {
+    out.maxQueued = int(flow['max-queued'], 'flow-control.max-queued', 1);
+  }
+  if (flow['max-queued-per-tenant'] !== undefined) {
+    out.maxQueuedPerTenant = int(
+      flow['max-queued-per-tenant'],
+      'flow-control.max-queued-per-tenant',
+      1,
+    );
+  }
+  if (flow['max-wait-ms'] !== undefined) {
+    out.maxWaitMs = num(flow['max-wait-ms'], 'flow-control.max-wait-ms', 1);
+  }
+  if (flow.release !== undefined) {
+    if (!(FLOW_RELEASES as readonly unknown[]).includes(flow.release)) {
+      throw configError('flow-control.release', `must be one of ${FLOW_RELEASES.join(', ')}`);
+    }
+    out.release = flow.release as FlowRelease;
+  }
+  if (flow['owner-slack-tokens'] !== undefined) {
+    out.ownerSlackTokens = int(flow['owner-slack-tokens'], 'flow-control.owner-slack-tokens', 0);
+  }
+  if (flow['owner-hold-ms'] !== undefined) {
+    out.ownerHoldMs = num(flow['owner-hold-ms'], 'flow-control.owner-hold-ms', 0);
+  }
+  if (flow['look-ahead'] !== undefined) {
+    out.lookAhead = int(flow['look-ahead'], 'flow-control.look-ahead', 1);
+  }
+}
+
+/** `flow-control.saturation`, onto `out`. */
+function readSaturation(v: unknown, out: FlowSaturationConfig): void {
+  const key = 'flow-control.saturation';
+  const sat = mappingOf(v, key, SATURATION_KEYS);
+  if (sat['queue-depth'] !== undefined) {
+    out.queueDepth = num(sat['queue-depth'], `${key}.queue-depth`, 0);
+  }
+  if (sat['kv-usage'] !== undefined) {
+    out.kvUsage = num(sat['kv-usage'], `${key}.kv-usage`, Number.MIN_VALUE, 1);
+  }
+  if (sat['queued-prefill-ms'] !== undefined) {
+    out.queuedPrefillMs = num(sat['queued-prefill-ms'], `${key}.queued-prefill-ms`, 0);
+  }
+}
+
+/** Each tenant's `flow-weight`, of the tenants that give one. */
+function flowWeightsOf(tenants: Record<string, unknown>): Record<string, number> {
+  const weights: Record<string, number> = {};
+  for (const [tenant, spec] of Object.entries(tenants)) {
+    if (!isRecord(spec) || spec['flow-weight'] === undefined) continue;
+    weights[tenant] = num(spec['flow-weight'], `tenants.${tenant}.flow-weight`, 1e-6);
+  }
+  return weights;
 }
