@@ -16,20 +16,18 @@ import { runBatch } from '../sim/parallel.ts';
 import type { SimAdmission } from '../sim/admission.ts';
 import type { SimConfig } from '../sim/run.ts';
 import type { SimulatedRun } from '../results/result.ts';
-import type { WorkloadName } from '../workload/workloads.ts';
-import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
-import { ENGINE_FAULT_FLAGS } from './engineFaultFlags.ts';
-import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
+import { printHelp, readFlags, UsageError } from './args.ts';
+import { readEngineFlags } from './engineFlags.ts';
 import { readFaults, traceEndMs } from './faultFlags.ts';
-import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
+import { readPolicyList } from './policyList.ts';
 import { Progress } from './progress.ts';
-import { REQUESTS_OUT_HELP, RequestsFile } from './requestsOut.ts';
-import { readRouterSetups, ROUTER_SETUPS_HELP, type RouterSetup } from './routerSetups.ts';
-import { readSimFaults, runAuditComparison, SIM_AUDIT_HELP } from './simAudit.ts';
-import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
+import { RequestsFile } from './requestsOut.ts';
+import { readRouterSetups, type RouterSetup } from './routerSetups.ts';
+import { readSimFaults, runAuditComparison } from './simAudit.ts';
+import { readWorkloadFlags } from './workloadFlags.ts';
 import type { SimFaults } from '../sim/audit.ts';
-import { type PdFlags, readPdFlags, runSimPd, SIM_PD_FLAGS, SIM_PD_HELP } from './simPd.ts';
-import { FLEET_HELP, parseFleetFlag } from './fleetFlag.ts';
+import { type PdFlags, readPdFlags, runSimPd } from './simPd.ts';
+import { parseFleetFlag } from './fleetFlag.ts';
 import { PUBLISHED_HARNESS_RUNS, PUBLISHED_NAMES, PUBLISHED_RUNS } from '../sim/published/index.ts';
 import {
   formatHarnessReplay,
@@ -37,54 +35,27 @@ import {
   replayHarness,
 } from '../sim/published/harnessReplay.ts';
 import { formatReplay, replayJson, replayPublished } from './replayPublished.ts';
-import { applySimSetup, SIM_SETUP_FLAGS, SIM_SETUP_HELP } from './simSetupFlags.ts';
+import { applySimSetup } from './simSetupFlags.ts';
 import { fleetLabel, groupReplicas } from '../sim/replicaGroups.ts';
 import { formatFlow } from '../results/flowTable.ts';
-import { readTenantFlags, SIM_TENANT_FLAGS, SIM_TENANT_HELP } from './simTenantFlags.ts';
-import { readSimLoadFlags, SIM_LOAD_FLAGS, SIM_LOAD_HELP } from './simLoadFlags.ts';
+import { readTenantFlags } from './simTenantFlags.ts';
+import { readSimLoadFlags } from './simLoadFlags.ts';
 import { shapeDurationMs } from '../workload/shape.ts';
 import { formatHarness, formatStages } from '../results/harnessTable.ts';
-import { readSimPlannerFlags, SIM_PLANNER_FLAGS, SIM_PLANNER_HELP } from './simPlannerFlags.ts';
+import { readSimPlannerFlags } from './simPlannerFlags.ts';
 import type { PlannerLoopOptions } from '../sim/plannerLoop.ts';
 import { runSimPlanner } from './simPlanner.ts';
 import { readerOf } from './options/read.ts';
-import {
-  DEFAULT_SIM_REPORT_MS,
-  SIM_ROUTER_VIEW_FLAGS,
-  SIM_ROUTER_VIEW_HELP,
-  SIM_ROUTER_VIEW_OPTIONS,
-} from './simRouterViewFlags.ts';
+import { DEFAULT_SIM_REPORT_MS, SIM_ROUTER_VIEW_OPTIONS } from './simRouterViewFlags.ts';
 import {
   DEFAULT_SEARCH_MAX_REPLICAS,
   readAdmission,
   readSlo,
-  SIM_SLO_FLAGS,
-  SIM_SLO_HELP,
   SIM_SLO_OPTIONS,
 } from './simSloFlags.ts';
-
-const FLAGS = flagSpec({
-  string:
-    'policy replicas report requests-out routers sync-ms sync fault-replicas ' +
-    'fleet concurrency replay-published',
-  multiple: 'kill revive',
-  boolean: 'json quiet',
-});
-
-/** Replicas per workload when --replicas is not given (the seed's sizing with affinity). */
-const DEFAULT_REPLICAS: Record<WorkloadName | 'trace', number> = {
-  seed: 22,
-  hot: 22,
-  'low-shared': 40,
-  groups: 8,
-  multiturn: 8,
-  lora: 22,
-  'shared-prefix': 2,
-  chat: 8,
-  trace: 8,
-};
-
-const DEFAULT_DURATION_S = 600;
+import { helpOf } from './options/help.ts';
+import { DEFAULT_SIM_DURATION_S, DEFAULT_SIM_REPLICAS, SIM_OPTIONS } from './options/sim.ts';
+import { specOf } from './options/spec.ts';
 
 const HELP = `usage: kvroute sim [flags]
 
@@ -92,37 +63,7 @@ Discrete-event fleet simulator: engine cores timed by the cost model, the router
 state through report and KV-event delays, on a virtual clock. Several policies run side by
 side on the same arrivals.
 
-workload
-${workloadHelp({
-  duration: `${DEFAULT_DURATION_S}; trace: whole trace`,
-  warmup: 'min(60, duration/10)',
-  seed: 'workload and router seed',
-})}fleet
-${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
-  --replicas N          default: seed/hot/lora 22, low-shared 40, shared-prefix 2, else 8
-${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}${SIM_ROUTER_VIEW_HELP}${ROUTER_SETUPS_HELP}${SIM_LOAD_HELP}faults
-  --kill R@S            replica R (0..replicas-1) dies at S seconds, within the arrivals
-                        (repeatable): requests without a token are re-routed, streaming
-                        ones count as errors
-  --revive R@S          replica R comes back, cold, at S seconds, after a --kill of it
-                        (repeatable); a killed replica without --revive stays down
-closed loop
-  --concurrency C       keep C requests in flight (as vLLM's bench serve --max-concurrency,
-                        inference-perf and guidellm do): the workload's prompts in its order,
-                        each end starting the next, until --duration; prints output tokens/s
-                        and goodput (requests meeting the SLO per second) over the requests
-                        ending between --warmup and --duration
-${SIM_AUDIT_HELP}${SIM_PD_HELP}${SIM_SLO_HELP}${SIM_TENANT_HELP}${SIM_PLANNER_HELP}published runs
-  --replay-published NAME  ${PUBLISHED_NAMES.join(', ')}: the published setup (src/sim/published/),
-                        its cache-blind and cache-aware policies simulated, the published
-                        figures (hit rates and token/s, or the harness's throughput and TTFT)
-                        and gains beside the simulated ones (with --json and --quiet only)
-output
-  --json                {"results": [...], "search": [...]}
-  --report FILE.html    self-contained HTML report with SVG charts
-${REQUESTS_OUT_HELP}                        of every run (not the search's probes), warm-up included
-  --quiet               no progress (a bar on a TTY, else a line to stderr every ~10 s)
-`;
+${helpOf(SIM_OPTIONS)}`;
 
 interface Parsed {
   base: SimConfig;
@@ -169,20 +110,7 @@ function parsePublished(argv: string[]): { name: string; json: boolean } | null 
 }
 
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
-  const flags = readFlags(
-    argv,
-    FLAGS,
-    WORKLOAD_FLAGS,
-    ENGINE_FLAGS,
-    ENGINE_FAULT_FLAGS,
-    SIM_SETUP_FLAGS,
-    SIM_TENANT_FLAGS,
-    SIM_LOAD_FLAGS,
-    SIM_PLANNER_FLAGS,
-    SIM_PD_FLAGS,
-    SIM_ROUTER_VIEW_FLAGS,
-    SIM_SLO_FLAGS,
-  );
+  const flags = readFlags(argv, specOf(SIM_OPTIONS));
   if (flags === 'help') return 'help';
   const planner = readSimPlannerFlags(flags);
   const load = readSimLoadFlags(flags);
@@ -198,7 +126,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
             load.shape.kind === 'ladder'
               ? shapeDurationMs(load.shape) / 1000
               : load.shape.kind === 'gamma'
-                ? (read.durationS ?? DEFAULT_DURATION_S)
+                ? (read.durationS ?? DEFAULT_SIM_DURATION_S)
                 : undefined,
           // A rate with burstiness runs as --rate does, warm-up included.
           warmupS: read.warmupS ?? (load.shape.kind === 'gamma' ? undefined : 0),
@@ -217,10 +145,10 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   const replicas = fleet
     ? groupReplicas(fleet)
     : (flags.positive('replicas', true) ??
-      DEFAULT_REPLICAS[w.workload.kind === 'trace' ? 'trace' : w.workload.name]);
+      DEFAULT_SIM_REPLICAS[w.workload.kind === 'trace' ? 'trace' : w.workload.name]);
   const durationS =
-    w.durationS ?? (isTrace || load.shape !== undefined ? undefined : DEFAULT_DURATION_S);
-  const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
+    w.durationS ?? (isTrace || load.shape !== undefined ? undefined : DEFAULT_SIM_DURATION_S);
+  const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_SIM_DURATION_S) / 10);
   const view = readerOf(SIM_ROUTER_VIEW_OPTIONS, flags);
   const slo = readerOf(SIM_SLO_OPTIONS, flags);
   const staleMs = view('stale-ms') ?? 0;
