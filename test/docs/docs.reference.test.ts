@@ -14,6 +14,7 @@ import { parse } from 'yaml';
 import { generatedSpan } from '../../src/cli/options/docs.ts';
 import { EPP_OPTIONS } from '../../src/cli/options/epp.ts';
 import { SERVE_OPTIONS } from '../../src/cli/options/serve.ts';
+import { SIM_OPTIONS } from '../../src/cli/options/sim.ts';
 import { DOC_SPANS } from '../../src/cli/options/spans.ts';
 import { specOf } from '../../src/cli/options/spec.ts';
 import type { OptionTable } from '../../src/cli/options/table.ts';
@@ -31,7 +32,11 @@ import {
 
 const COMMANDS = ['serve', 'engine', 'sim', 'plan', 'epp', 'bench', 'calibrate', 'model', 'demo'];
 /** The commands declared as an option table: their docs tables are generated from it. */
-const TABLES: Record<string, OptionTable> = { serve: SERVE_OPTIONS, epp: EPP_OPTIONS };
+const TABLES: Record<string, OptionTable> = {
+  serve: SERVE_OPTIONS,
+  epp: EPP_OPTIONS,
+  sim: SIM_OPTIONS,
+};
 const SHELL = new Set(['sh', 'bash', '']);
 
 const helpCache = new Map<string, string>();

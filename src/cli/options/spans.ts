@@ -5,9 +5,11 @@
 import { configDocOf, flagsDocOf } from './docs.ts';
 import { EPP_OPTIONS } from './epp.ts';
 import { SERVE_OPTIONS } from './serve.ts';
+import { SIM_OPTIONS } from './sim.ts';
 
 export const DOC_SPANS: Readonly<Record<string, () => string>> = {
   'serve-config': () => configDocOf(SERVE_OPTIONS),
   serve: () => flagsDocOf(SERVE_OPTIONS),
   epp: () => flagsDocOf(EPP_OPTIONS),
+  sim: () => flagsDocOf(SIM_OPTIONS),
 };
