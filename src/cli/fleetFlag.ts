@@ -10,11 +10,17 @@ import { replicaSpecProblem } from '../model/cost.ts';
 import { makeReplicaSpec } from '../model/spec.ts';
 import type { ReplicaGroup } from '../sim/replicaGroups.ts';
 import { UsageError } from './args.ts';
+import { options, str } from './options/table.ts';
 
-export const FLEET_HELP = `  --fleet SPEC          a mixed fleet instead of --replicas/--gpu/--tp: GPU:tpN:COUNT groups,
-                        comma-separated, each with :profile=FILE for a calibrated profile
-                        (e.g. h200:tp2:8,h100-sxm:tp4:6); GPUs: ${Object.keys(GPUS).join(', ')}
-`;
+/** `--fleet`'s row (sim's table). */
+export const FLEET_OPTIONS = options({
+  fleet: str(
+    'SPEC',
+    'a mixed fleet instead of --replicas/--gpu/--tp: GPU:tpN:COUNT groups, comma-separated, ' +
+      'each with :profile=FILE for a calibrated profile (e.g. h200:tp2:8,h100-sxm:tp4:6); ' +
+      `GPUs: ${Object.keys(GPUS).join(', ')}`,
+  ),
+});
 
 const FORMAT = 'GPU:tpN:COUNT[:profile=FILE]';
 

@@ -2,7 +2,9 @@
 import { POLICY_NAMES } from '../router/registry.ts';
 import { type Flags, UsageError } from './args.ts';
 
-export const POLICY_LIST_HELP = `  --policy LIST         comma-separated, or all: ${POLICY_NAMES.join(', ')}`;
+/** What `--policy LIST` takes (a row's help line). */
+export const POLICY_LIST_TEXT = `comma-separated, or all: ${POLICY_NAMES.join(', ')}`;
+export const POLICY_LIST_HELP = `  --policy LIST         ${POLICY_LIST_TEXT}`;
 
 /** The listed policies, each once, in the order given; `fallback` when --policy is absent. */
 export function readPolicyList(flags: Flags, fallback: readonly string[]): string[] {

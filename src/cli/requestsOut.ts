@@ -7,6 +7,10 @@ import { closeSync, openSync, writeSync } from 'node:fs';
 import { type RequestRecord, requestLine } from '../results/requestRecord.ts';
 import { UsageError } from './args.ts';
 
+/** What the file holds (a row's help line). */
+export const REQUESTS_OUT_TEXT =
+  'one line per request: id, policy, replicas, customer, arrivalMs, replica, promptTokens, ' +
+  'cachedTokens, ttftMs, tpotMs, endMs, error';
 export const REQUESTS_OUT_HELP =
   '  --requests-out FILE.jsonl  one line per request: id, policy, replicas, customer, arrivalMs,\n' +
   '                        replica, promptTokens, cachedTokens, ttftMs, tpotMs, endMs, error\n';

@@ -4,6 +4,7 @@
  * runs once. Without --routers, one router and nothing in the result says otherwise.
  */
 import { type Flags, UsageError } from './args.ts';
+import { options, str } from './options/table.ts';
 
 export interface RouterSetup {
   routers: number;
@@ -14,12 +15,13 @@ export interface RouterSetup {
 /** The sync delay when several routers are asked for and none is given. */
 export const DEFAULT_SYNC_MS = 1;
 
-export const ROUTER_SETUPS_HELP = `gateways (several routers over the fleet, arrivals round robin)
-  --routers LIST        router counts, e.g. 1,4 (default 1)
-  --sync-ms LIST        with several routers: each one's decisions and releases reach the
-                        others this many ms late, e.g. 1,10,100 (default ${DEFAULT_SYNC_MS}); none: never
-  --sync none           the same as --sync-ms none: gateways that share no state
-`;
+/** The gateways' options, one row each (sim's table); read as lists below. */
+// biome-ignore format: one option a line
+export const ROUTER_SETUPS_OPTIONS = options({
+  routers: str('LIST', 'router counts, e.g. 1,4', { default: 1, section: 'gateways (several routers over the fleet, arrivals round robin)' }),
+  'sync-ms': str('LIST', "with several routers: each one's decisions and releases reach the others this many ms late, e.g. 1,10,100 (default {default}); none: never", { default: DEFAULT_SYNC_MS, unit: 'ms' }),
+  sync: str('none', 'the same as --sync-ms none: gateways that share no state'),
+});
 
 /** The setups to run, in the order given; null without --routers, --sync-ms or --sync. */
 export function readRouterSetups(flags: Flags): RouterSetup[] | null {

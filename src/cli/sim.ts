@@ -15,21 +15,19 @@ import type { RequestRecord } from '../results/requestRecord.ts';
 import { runBatch } from '../sim/parallel.ts';
 import type { SimAdmission } from '../sim/admission.ts';
 import type { SimConfig } from '../sim/run.ts';
-import type { SimulatedRun } from '../results/result.ts';
-import type { WorkloadName } from '../workload/workloads.ts';
-import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
-import { ENGINE_FAULT_FLAGS } from './engineFaultFlags.ts';
-import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
+import type { SearchResult, SimulatedRun } from '../results/result.ts';
+import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
+import { readEngineFlags } from './engineFlags.ts';
 import { readFaults, traceEndMs } from './faultFlags.ts';
-import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
+import { readPolicyList } from './policyList.ts';
 import { Progress } from './progress.ts';
-import { REQUESTS_OUT_HELP, RequestsFile } from './requestsOut.ts';
-import { readRouterSetups, ROUTER_SETUPS_HELP, type RouterSetup } from './routerSetups.ts';
-import { readSimFaults, runAuditComparison, SIM_AUDIT_HELP } from './simAudit.ts';
-import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
+import { RequestsFile } from './requestsOut.ts';
+import { readRouterSetups, type RouterSetup } from './routerSetups.ts';
+import { readSimFaults, runAuditComparison } from './simAudit.ts';
+import { readWorkloadFlags, type WorkloadFlags } from './workloadFlags.ts';
 import type { SimFaults } from '../sim/audit.ts';
-import { type PdFlags, readPdFlags, runSimPd, SIM_PD_FLAGS, SIM_PD_HELP } from './simPd.ts';
-import { FLEET_HELP, parseFleetFlag } from './fleetFlag.ts';
+import { type PdFlags, readPdFlags, runSimPd } from './simPd.ts';
+import { parseFleetFlag } from './fleetFlag.ts';
 import { PUBLISHED_HARNESS_RUNS, PUBLISHED_NAMES, PUBLISHED_RUNS } from '../sim/published/index.ts';
 import {
   formatHarnessReplay,
@@ -37,54 +35,27 @@ import {
   replayHarness,
 } from '../sim/published/harnessReplay.ts';
 import { formatReplay, replayJson, replayPublished } from './replayPublished.ts';
-import { applySimSetup, SIM_SETUP_FLAGS, SIM_SETUP_HELP } from './simSetupFlags.ts';
-import { fleetLabel, groupReplicas } from '../sim/replicaGroups.ts';
+import { applySimSetup } from './simSetupFlags.ts';
+import { fleetLabel, groupReplicas, type ReplicaGroup } from '../sim/replicaGroups.ts';
 import { formatFlow } from '../results/flowTable.ts';
-import { readTenantFlags, SIM_TENANT_FLAGS, SIM_TENANT_HELP } from './simTenantFlags.ts';
-import { readSimLoadFlags, SIM_LOAD_FLAGS, SIM_LOAD_HELP } from './simLoadFlags.ts';
-import { shapeDurationMs } from '../workload/shape.ts';
+import { readTenantFlags } from './simTenantFlags.ts';
+import { readSimLoadFlags } from './simLoadFlags.ts';
+import { type ArrivalShape, shapeDurationMs } from '../workload/shape.ts';
 import { formatHarness, formatStages } from '../results/harnessTable.ts';
-import { readSimPlannerFlags, SIM_PLANNER_FLAGS, SIM_PLANNER_HELP } from './simPlannerFlags.ts';
+import { readSimPlannerFlags } from './simPlannerFlags.ts';
 import type { PlannerLoopOptions } from '../sim/plannerLoop.ts';
 import { runSimPlanner } from './simPlanner.ts';
 import { readerOf } from './options/read.ts';
-import {
-  DEFAULT_SIM_REPORT_MS,
-  SIM_ROUTER_VIEW_FLAGS,
-  SIM_ROUTER_VIEW_HELP,
-  SIM_ROUTER_VIEW_OPTIONS,
-} from './simRouterViewFlags.ts';
+import { DEFAULT_SIM_REPORT_MS, SIM_ROUTER_VIEW_OPTIONS } from './simRouterViewFlags.ts';
 import {
   DEFAULT_SEARCH_MAX_REPLICAS,
   readAdmission,
   readSlo,
-  SIM_SLO_FLAGS,
-  SIM_SLO_HELP,
   SIM_SLO_OPTIONS,
 } from './simSloFlags.ts';
-
-const FLAGS = flagSpec({
-  string:
-    'policy replicas report requests-out routers sync-ms sync fault-replicas ' +
-    'fleet concurrency replay-published',
-  multiple: 'kill revive',
-  boolean: 'json quiet',
-});
-
-/** Replicas per workload when --replicas is not given (the seed's sizing with affinity). */
-const DEFAULT_REPLICAS: Record<WorkloadName | 'trace', number> = {
-  seed: 22,
-  hot: 22,
-  'low-shared': 40,
-  groups: 8,
-  multiturn: 8,
-  lora: 22,
-  'shared-prefix': 2,
-  chat: 8,
-  trace: 8,
-};
-
-const DEFAULT_DURATION_S = 600;
+import { helpOf } from './options/help.ts';
+import { DEFAULT_SIM_DURATION_S, DEFAULT_SIM_REPLICAS, SIM_OPTIONS } from './options/sim.ts';
+import { specOf } from './options/spec.ts';
 
 const HELP = `usage: kvroute sim [flags]
 
@@ -92,37 +63,7 @@ Discrete-event fleet simulator: engine cores timed by the cost model, the router
 state through report and KV-event delays, on a virtual clock. Several policies run side by
 side on the same arrivals.
 
-workload
-${workloadHelp({
-  duration: `${DEFAULT_DURATION_S}; trace: whole trace`,
-  warmup: 'min(60, duration/10)',
-  seed: 'workload and router seed',
-})}fleet
-${POLICY_LIST_HELP} (default ${DEFAULT_POLICY})
-  --replicas N          default: seed/hot/lora 22, low-shared 40, shared-prefix 2, else 8
-${FLEET_HELP}${ENGINE_HELP}${SIM_SETUP_HELP}${SIM_ROUTER_VIEW_HELP}${ROUTER_SETUPS_HELP}${SIM_LOAD_HELP}faults
-  --kill R@S            replica R (0..replicas-1) dies at S seconds, within the arrivals
-                        (repeatable): requests without a token are re-routed, streaming
-                        ones count as errors
-  --revive R@S          replica R comes back, cold, at S seconds, after a --kill of it
-                        (repeatable); a killed replica without --revive stays down
-closed loop
-  --concurrency C       keep C requests in flight (as vLLM's bench serve --max-concurrency,
-                        inference-perf and guidellm do): the workload's prompts in its order,
-                        each end starting the next, until --duration; prints output tokens/s
-                        and goodput (requests meeting the SLO per second) over the requests
-                        ending between --warmup and --duration
-${SIM_AUDIT_HELP}${SIM_PD_HELP}${SIM_SLO_HELP}${SIM_TENANT_HELP}${SIM_PLANNER_HELP}published runs
-  --replay-published NAME  ${PUBLISHED_NAMES.join(', ')}: the published setup (src/sim/published/),
-                        its cache-blind and cache-aware policies simulated, the published
-                        figures (hit rates and token/s, or the harness's throughput and TTFT)
-                        and gains beside the simulated ones (with --json and --quiet only)
-output
-  --json                {"results": [...], "search": [...]}
-  --report FILE.html    self-contained HTML report with SVG charts
-${REQUESTS_OUT_HELP}                        of every run (not the search's probes), warm-up included
-  --quiet               no progress (a bar on a TTY, else a line to stderr every ~10 s)
-`;
+${helpOf(SIM_OPTIONS)}`;
 
 interface Parsed {
   base: SimConfig;
@@ -169,84 +110,24 @@ function parsePublished(argv: string[]): { name: string; json: boolean } | null 
 }
 
 export function parseSimFlags(argv: string[]): Parsed | 'help' {
-  const flags = readFlags(
-    argv,
-    FLAGS,
-    WORKLOAD_FLAGS,
-    ENGINE_FLAGS,
-    ENGINE_FAULT_FLAGS,
-    SIM_SETUP_FLAGS,
-    SIM_TENANT_FLAGS,
-    SIM_LOAD_FLAGS,
-    SIM_PLANNER_FLAGS,
-    SIM_PD_FLAGS,
-    SIM_ROUTER_VIEW_FLAGS,
-    SIM_SLO_FLAGS,
-  );
+  const flags = readFlags(argv, specOf(SIM_OPTIONS));
   if (flags === 'help') return 'help';
+  const option = readerOf(SIM_OPTIONS, flags);
   const planner = readSimPlannerFlags(flags);
   const load = readSimLoadFlags(flags);
-  const read = readWorkloadFlags(flags);
-  // A ladder lasts its stages; a burst, until its requests end; both default to no warm-up.
-  const w =
-    load.shape === undefined
-      ? read
-      : {
-          ...read,
-          workload: { ...read.workload, shape: load.shape },
-          durationS:
-            load.shape.kind === 'ladder'
-              ? shapeDurationMs(load.shape) / 1000
-              : load.shape.kind === 'gamma'
-                ? (read.durationS ?? DEFAULT_DURATION_S)
-                : undefined,
-          // A rate with burstiness runs as --rate does, warm-up included.
-          warmupS: read.warmupS ?? (load.shape.kind === 'gamma' ? undefined : 0),
-        };
-  const isTrace = w.workload.kind === 'trace';
+  const w = readShapedWorkload(flags, load.shape);
   const engine = applySimSetup(flags, readEngineFlags(flags));
-  const fleetSpec = flags.string('fleet');
-  const fleet = fleetSpec === undefined ? undefined : parseFleetFlag(fleetSpec, engine.model);
-  if (fleet) {
-    for (const other of ['replicas', 'gpu', 'tp', 'profile', 'search', 'pd']) {
-      if (flags.has(other)) {
-        throw new UsageError(`--fleet sets each replica's hardware and the count; drop --${other}`);
-      }
-    }
-  }
+  const fleet = readFleet(flags, engine.model);
   const replicas = fleet
     ? groupReplicas(fleet)
-    : (flags.positive('replicas', true) ??
-      DEFAULT_REPLICAS[w.workload.kind === 'trace' ? 'trace' : w.workload.name]);
+    : (option('replicas') ??
+      DEFAULT_SIM_REPLICAS[w.workload.kind === 'trace' ? 'trace' : w.workload.name]);
+  const isTrace = w.workload.kind === 'trace';
   const durationS =
-    w.durationS ?? (isTrace || load.shape !== undefined ? undefined : DEFAULT_DURATION_S);
-  const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_DURATION_S) / 10);
-  const view = readerOf(SIM_ROUTER_VIEW_OPTIONS, flags);
-  const slo = readerOf(SIM_SLO_OPTIONS, flags);
-  const staleMs = view('stale-ms') ?? 0;
-  const faults = readFaults(flags.strings('kill'), flags.strings('revive'), {
-    replicas,
-    end: () => {
-      const from = w.durationS === undefined ? 'the default --duration' : '--duration';
-      const duration = { ms: (durationS ?? Number.POSITIVE_INFINITY) * 1000, from };
-      if (!isTrace) return duration;
-      const last = traceEndMs(w.workload, w.seed, engine.blockSize);
-      return last < duration.ms ? { ms: last, from: "the trace's last arrival" } : duration;
-    },
-  });
-  const concurrency = flags.positive('concurrency', true);
-  if (concurrency !== undefined) {
-    for (const other of ['search', 'pd', 'rate']) {
-      if (flags.has(other)) {
-        throw new UsageError(
-          `--concurrency runs a closed loop (arrivals follow completions); drop --${other}`,
-        );
-      }
-    }
-  }
-  const kvThreshold = view('kv-threshold');
-  const overlayTtlMs = view('overlay-ttl-ms');
-  const approxForget = view('approx-forget');
+    w.durationS ?? (isTrace || load.shape !== undefined ? undefined : DEFAULT_SIM_DURATION_S);
+  const warmupS = w.warmupS ?? Math.min(60, (durationS ?? DEFAULT_SIM_DURATION_S) / 10);
+  const faults = readRunFaults(flags, w, replicas, durationS, engine.blockSize);
+  const concurrency = readConcurrency(flags);
   const base: SimConfig = {
     workload: w.workload,
     seed: w.seed,
@@ -259,19 +140,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     ...(load.maxConcurrency !== undefined && { maxConcurrency: load.maxConcurrency }),
     ...(load.clientTimeoutMs !== undefined && { clientTimeoutMs: load.clientTimeoutMs }),
     ...(load.metricsAs !== undefined && { metricsAs: load.metricsAs }),
-    router: {
-      policy: DEFAULT_POLICY,
-      index: view('index') ?? INDEX_MODES[0],
-      queueSource: view('queue-source') ?? QUEUE_SOURCES[0],
-      ...(kvThreshold !== undefined && { kvThreshold }),
-      ...(overlayTtlMs !== undefined && { overlayTtlMs }),
-      ...(approxForget !== undefined && { approxForget }),
-    },
-    view: {
-      staleMs,
-      reportMs: view('report-ms') ?? DEFAULT_SIM_REPORT_MS,
-      eventDelayMs: view('event-delay-ms') ?? 0,
-    },
+    ...readRouterView(flags),
     faults,
     slo: readSlo(flags),
     ...readTenantFlags(flags, [
@@ -282,22 +151,114 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
       'fault-silent-reset-s',
     ]),
   };
+  const slo = readerOf(SIM_SLO_OPTIONS, flags);
   return {
     base,
     policies: readPolicyList(flags, [DEFAULT_POLICY]),
-    loraBlind: view('lora-blind') === true,
+    loraBlind: readerOf(SIM_ROUTER_VIEW_OPTIONS, flags)('lora-blind') === true,
     search: slo('search') === true,
     maxReplicas: slo('max-replicas') ?? DEFAULT_SEARCH_MAX_REPLICAS,
-    json: flags.bool('json'),
-    reportPath: flags.string('report'),
-    requestsOut: flags.string('requests-out'),
-    quiet: flags.bool('quiet'),
+    json: option('json') === true,
+    reportPath: option('report'),
+    requestsOut: option('requests-out'),
+    quiet: option('quiet') === true,
     admission: readAdmission(flags),
     threads: slo('threads') ?? availableParallelism(),
     setups: readRouterSetups(flags),
     auditFaults: readSimFaults(flags, replicas),
     pd: readPdFlags(flags, flags.bool('search')),
     planner,
+  };
+}
+
+/**
+ * The workload with the client's arrival shape: a ladder lasts its stages; a burst, until its
+ * requests end; both default to no warm-up. A rate with burstiness runs as --rate does.
+ */
+function readShapedWorkload(flags: Flags, shape: ArrivalShape | undefined): WorkloadFlags {
+  const read = readWorkloadFlags(flags);
+  if (shape === undefined) return read;
+  return {
+    ...read,
+    workload: { ...read.workload, shape },
+    durationS:
+      shape.kind === 'ladder'
+        ? shapeDurationMs(shape) / 1000
+        : shape.kind === 'gamma'
+          ? (read.durationS ?? DEFAULT_SIM_DURATION_S)
+          : undefined,
+    warmupS: read.warmupS ?? (shape.kind === 'gamma' ? undefined : 0),
+  };
+}
+
+/** `--fleet`: a mixed fleet, which sets each replica's hardware and the count itself. */
+function readFleet(flags: Flags, model: string): ReplicaGroup[] | undefined {
+  const spec = readerOf(SIM_OPTIONS, flags)('fleet');
+  if (spec === undefined) return undefined;
+  const fleet = parseFleetFlag(spec, model);
+  for (const other of ['replicas', 'gpu', 'tp', 'profile', 'search', 'pd']) {
+    if (flags.has(other)) {
+      throw new UsageError(`--fleet sets each replica's hardware and the count; drop --${other}`);
+    }
+  }
+  return fleet;
+}
+
+/** `--kill` / `--revive`, each within the arrivals (a trace's, or --duration's). */
+function readRunFaults(
+  flags: Flags,
+  w: WorkloadFlags,
+  replicas: number,
+  durationS: number | undefined,
+  blockSize: number,
+): SimConfig['faults'] {
+  const option = readerOf(SIM_OPTIONS, flags);
+  return readFaults(option('kill') ?? [], option('revive') ?? [], {
+    replicas,
+    end: () => {
+      const from = w.durationS === undefined ? 'the default --duration' : '--duration';
+      const duration = { ms: (durationS ?? Number.POSITIVE_INFINITY) * 1000, from };
+      if (w.workload.kind !== 'trace') return duration;
+      const last = traceEndMs(w.workload, w.seed, blockSize);
+      return last < duration.ms ? { ms: last, from: "the trace's last arrival" } : duration;
+    },
+  });
+}
+
+/** `--concurrency C`: a closed loop, arrivals following completions. */
+function readConcurrency(flags: Flags): number | undefined {
+  const concurrency = readerOf(SIM_OPTIONS, flags)('concurrency');
+  if (concurrency === undefined) return undefined;
+  for (const other of ['search', 'pd', 'rate']) {
+    if (flags.has(other)) {
+      throw new UsageError(
+        `--concurrency runs a closed loop (arrivals follow completions); drop --${other}`,
+      );
+    }
+  }
+  return concurrency;
+}
+
+/** The router's settings and how late it sees the engines (the router-view rows). */
+function readRouterView(flags: Flags): Pick<SimConfig, 'router' | 'view'> {
+  const view = readerOf(SIM_ROUTER_VIEW_OPTIONS, flags);
+  const kvThreshold = view('kv-threshold');
+  const overlayTtlMs = view('overlay-ttl-ms');
+  const approxForget = view('approx-forget');
+  return {
+    router: {
+      policy: DEFAULT_POLICY,
+      index: view('index') ?? INDEX_MODES[0],
+      queueSource: view('queue-source') ?? QUEUE_SOURCES[0],
+      ...(kvThreshold !== undefined && { kvThreshold }),
+      ...(overlayTtlMs !== undefined && { overlayTtlMs }),
+      ...(approxForget !== undefined && { approxForget }),
+    },
+    view: {
+      staleMs: view('stale-ms') ?? 0,
+      reportMs: view('report-ms') ?? DEFAULT_SIM_REPORT_MS,
+      eventDelayMs: view('event-delay-ms') ?? 0,
+    },
   };
 }
 
@@ -310,26 +271,12 @@ export function publishedSetup(args: readonly string[]): SimConfig {
 
 export async function run(argv: string[]): Promise<number> {
   const published = parsePublished(argv);
-  if (published !== null) {
-    const harnessRun = PUBLISHED_HARNESS_RUNS[published.name];
-    if (harnessRun !== undefined) {
-      const result = replayHarness(harnessRun, publishedSetup);
-      const text = published.json ? harnessReplayJson(result) : formatHarnessReplay(result);
-      process.stdout.write(`${text}\n`);
-      return 0;
-    }
-    const setup = parseSimFlags([...PUBLISHED_RUNS[published.name]!.simArgs]);
-    if (setup === 'help') return printHelp(HELP);
-    const result = replayPublished(published.name, setup.base);
-    process.stdout.write(`${published.json ? replayJson(result) : formatReplay(result)}\n`);
-    return 0;
-  }
+  if (published !== null) return runPublished(published.name, published.json);
   const parsed = parseSimFlags(argv);
   if (parsed === 'help') return printHelp(HELP);
   if (parsed.auditFaults !== null) {
     const base = { ...parsed.base, router: { ...parsed.base.router, policy: parsed.policies[0]! } };
-    process.stdout.write(`${runAuditComparison(base, parsed.auditFaults, parsed.json)}
-`);
+    process.stdout.write(`${runAuditComparison(base, parsed.auditFaults, parsed.json)}\n`);
     return 0;
   }
   if (parsed.pd !== null) return runSimPd(parsed.base, parsed.pd, parsed.json, parsed.maxReplicas);
@@ -337,40 +284,15 @@ export async function run(argv: string[]): Promise<number> {
     return runSimPlanner(parsed.base, parsed.policies, parsed.planner, parsed.json);
   }
   const progress = new Progress({ command: 'kvroute sim', quiet: parsed.quiet });
-  const setups = parsed.setups?.map((s) => ({ routers: s.routers, syncMs: s.syncMs })) ?? [{}];
-  const runs = parsed.policies
-    .flatMap((policy) =>
-      parsed.loraBlind && (LORA_AWARE_POLICIES as readonly string[]).includes(policy)
-        ? [{ policy }, { policy, loraBlind: true }]
-        : [{ policy }],
-    )
-    .flatMap((run) => setups.map((setup) => ({ ...run, ...setup })));
-  const label = (r: { policy: string; loraBlind?: boolean; routers?: number }) =>
-    `${r.loraBlind ? `${r.policy}/lora-blind` : r.policy}${(r.routers ?? 1) > 1 ? ` x${r.routers} routers` : ''}`;
-  // With bounds, each policy runs twice on the same arrivals: without them, then with them.
-  const bound = parsed.admission;
-  const bounds: (SimAdmission | undefined)[] =
-    bound === undefined
-      ? [undefined]
-      : [{ maxQueueMs: null, ...(bound.maxTtftMs !== undefined && { maxTtftMs: null }) }, bound];
+  const runs = policyRuns(parsed);
+  const fixed = fixedRuns(parsed, runs);
   const requests = parsed.requestsOut === undefined ? null : new RequestsFile(parsed.requestsOut);
-  const fixed = runs.flatMap((run) =>
-    bounds.map((admission) => ({
-      admission,
-      label: `${label(run)} x ${parsed.base.fleet ? fleetLabel(parsed.base.fleet) : parsed.base.replicas}`,
-      config: {
-        ...parsed.base,
-        router: { ...parsed.base.router, ...run },
-        ...(admission !== undefined && { admission }),
-      } satisfies SimConfig,
-    })),
-  );
   const { results, search } = await runBatch({
     runs: fixed.map((f) => f.config),
     runLabels: fixed.map((f) => f.label),
     searches: parsed.search
       ? runs.map((run) => ({
-          label: label(run),
+          label: runLabel(run),
           config: { ...parsed.base, router: { ...parsed.base.router, ...run } },
         }))
       : [],
@@ -395,21 +317,92 @@ export async function run(argv: string[]): Promise<number> {
       }),
     );
   }
-  if (parsed.json) {
-    process.stdout.write(`${resultsJson(results, search)}\n`);
-  } else {
-    const table = parsed.admission === undefined ? formatResults : formatAdmission;
-    process.stdout.write(`${table(results)}\n`);
-    if (results.some((r) => r.closedLoop)) process.stdout.write(`\n${closedLoopTable(results)}\n`);
-    const flows = results.flatMap((r) => (r.flow ? [{ label: r.policy, flow: r.flow }] : []));
-    if (flows.length > 0) process.stdout.write(`\n${formatFlow(flows)}\n`);
-    if (results.some((r) => r.stages)) process.stdout.write(`\n${formatStages(results)}\n`);
-    if (results.some((r) => r.harness)) process.stdout.write(`\n${formatHarness(results)}\n`);
-    if (search.length > 0) process.stdout.write(`\n${formatSearch(search)}\n`);
-    if (parsed.reportPath !== undefined) process.stdout.write(`\nreport: ${parsed.reportPath}\n`);
-    if (requests) process.stdout.write(`requests: ${parsed.requestsOut}\n`);
-  }
+  process.stdout.write(
+    parsed.json ? `${resultsJson(results, search)}\n` : resultsText(parsed, results, search),
+  );
   return 0;
+}
+
+/** `--replay-published NAME`: the published setup simulated beside its published figures. */
+function runPublished(name: string, json: boolean): number {
+  const harnessRun = PUBLISHED_HARNESS_RUNS[name];
+  if (harnessRun !== undefined) {
+    const result = replayHarness(harnessRun, publishedSetup);
+    process.stdout.write(`${json ? harnessReplayJson(result) : formatHarnessReplay(result)}\n`);
+    return 0;
+  }
+  const setup = parseSimFlags([...PUBLISHED_RUNS[name]!.simArgs]);
+  if (setup === 'help') return printHelp(HELP);
+  const result = replayPublished(name, setup.base);
+  process.stdout.write(`${json ? replayJson(result) : formatReplay(result)}\n`);
+  return 0;
+}
+
+/** One run of the fleet: a policy, LoRA-blind or not, under one gateway setup. */
+interface PolicyRun {
+  policy: string;
+  loraBlind?: boolean;
+  routers?: number;
+  syncMs?: number | null;
+}
+
+/** Each policy (and its LoRA-blind twin) under each gateway setup. */
+function policyRuns(parsed: Parsed): PolicyRun[] {
+  const setups = parsed.setups?.map((s) => ({ routers: s.routers, syncMs: s.syncMs })) ?? [{}];
+  return parsed.policies
+    .flatMap((policy): PolicyRun[] =>
+      parsed.loraBlind && (LORA_AWARE_POLICIES as readonly string[]).includes(policy)
+        ? [{ policy }, { policy, loraBlind: true }]
+        : [{ policy }],
+    )
+    .flatMap((run) => setups.map((setup) => ({ ...run, ...setup })));
+}
+
+function runLabel(r: PolicyRun): string {
+  const policy = r.loraBlind ? `${r.policy}/lora-blind` : r.policy;
+  return `${policy}${(r.routers ?? 1) > 1 ? ` x${r.routers} routers` : ''}`;
+}
+
+/**
+ * The fixed-size runs: with admission bounds, each policy runs twice on the same arrivals:
+ * without them, then with them.
+ */
+function fixedRuns(
+  parsed: Parsed,
+  runs: readonly PolicyRun[],
+): { admission: SimAdmission | undefined; label: string; config: SimConfig }[] {
+  const bound = parsed.admission;
+  const bounds: (SimAdmission | undefined)[] =
+    bound === undefined
+      ? [undefined]
+      : [{ maxQueueMs: null, ...(bound.maxTtftMs !== undefined && { maxTtftMs: null }) }, bound];
+  const size = parsed.base.fleet ? fleetLabel(parsed.base.fleet) : parsed.base.replicas;
+  return runs.flatMap((run) =>
+    bounds.map((admission) => ({
+      admission,
+      label: `${runLabel(run)} x ${size}`,
+      config: {
+        ...parsed.base,
+        router: { ...parsed.base.router, ...run },
+        ...(admission !== undefined && { admission }),
+      } satisfies SimConfig,
+    })),
+  );
+}
+
+/** The tables printed without --json: the runs, then each part some run has. */
+function resultsText(parsed: Parsed, results: SimulatedRun[], search: SearchResult[]): string {
+  const table = parsed.admission === undefined ? formatResults : formatAdmission;
+  let out = `${table(results)}\n`;
+  if (results.some((r) => r.closedLoop)) out += `\n${closedLoopTable(results)}\n`;
+  const flows = results.flatMap((r) => (r.flow ? [{ label: r.policy, flow: r.flow }] : []));
+  if (flows.length > 0) out += `\n${formatFlow(flows)}\n`;
+  if (results.some((r) => r.stages)) out += `\n${formatStages(results)}\n`;
+  if (results.some((r) => r.harness)) out += `\n${formatHarness(results)}\n`;
+  if (search.length > 0) out += `\n${formatSearch(search)}\n`;
+  if (parsed.reportPath !== undefined) out += `\nreport: ${parsed.reportPath}\n`;
+  if (parsed.requestsOut !== undefined) out += `requests: ${parsed.requestsOut}\n`;
+  return out;
 }
 
 /** The closed loop's throughput per run: requests/s, output tokens/s, goodput. */

@@ -10,17 +10,19 @@ import { type AuditedRunKind, type SimFaults, simulateAudited } from '../sim/aud
 import type { SimConfig } from '../sim/run.ts';
 import { type Flags, UsageError } from './args.ts';
 import { readEngineFaultFlags } from './engineFaultFlags.ts';
+import { bool, num, oneOf, options, str } from './options/table.ts';
 
-export const SIM_AUDIT_HELP = `audit (the router grading its predictions; see src/router/audit/)
-  --fault-drop-events K   the faulty replicas never publish KV events of kind K:
-                        ${DROP_EVENT_KINDS.join(' | ')}
-  --fault-silent-reset-s N  the faulty replicas empty their cache every N s with no event
-  --fault-lie             the faulty replicas lie consistently: every prompt published as
-                        stored on arrival, no BlockRemoved, cached_tokens = the prompt
-  --fault-replicas R,...  which replicas have the faults (default 0)
-                        With a fault, the first policy runs three times on the same arrivals:
-                        no fault, fault with the audit watching, fault with its repairs
-`;
+/**
+ * The audit's options, one row each (sim's table): the engine's fault flags as the faulty
+ * replicas take them (read by `readEngineFaultFlags`), and which replicas those are.
+ */
+// biome-ignore format: one option a line
+export const SIM_AUDIT_OPTIONS = options({
+  'fault-drop-events': oneOf(DROP_EVENT_KINDS, 'K', 'the faulty replicas never publish KV events of kind K: {values}', { section: 'audit (the router grading its predictions; see src/router/audit/)' }),
+  'fault-silent-reset-s': num('N', 'the faulty replicas empty their cache every N s with no event', { above: 0 }),
+  'fault-lie': bool('the faulty replicas lie consistently: every prompt published as stored on arrival, no BlockRemoved, cached_tokens = the prompt'),
+  'fault-replicas': str('R,...', 'which replicas have the faults (default {default}). With a fault, the first policy runs three times on the same arrivals: no fault, fault with the audit watching, fault with its repairs', { default: 0 }),
+});
 
 /** The faults the flags give, null when none. */
 export function readSimFaults(flags: Flags, replicas: number): SimFaults | null {

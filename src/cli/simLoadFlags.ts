@@ -5,33 +5,42 @@
  */
 import { HARNESSES, type Harness } from '../results/harnessMetrics.ts';
 import type { ArrivalShape, LadderStage } from '../workload/shape.ts';
-import { type Flags, flagSpec, UsageError } from './args.ts';
+import { type Flags, UsageError } from './args.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
+import { int, num, oneOf, options, str } from './options/table.ts';
 
-/** The client's flags that `kvroute bench` takes too (read by `readSimLoadFlags`). */
-export const CLIENT_LOAD_FLAGS = flagSpec({
-  string: 'rate-ladder burst max-concurrency client-timeout burstiness',
+const LADDER_HELP =
+  "stages of R req/s (Poisson) for S seconds, back to back (inference-perf's load.stages; a " +
+  "sweep of vllm bench's request rate), over the workload's prompts in order; the run lasts " +
+  "their sum; prints each stage's figures";
+const BURSTINESS_HELP =
+  'gamma gaps between arrivals of --rate or of each --rate-ladder stage, shape F, mean 1/rate ' +
+  '(vllm bench --burstiness): 1 Poisson, < 1 burstier, > 1 more even; with --rate, the ' +
+  "workload's prompts in order at those times";
+
+/**
+ * The client's options, one row each, that `kvroute bench` takes too (read by
+ * `readSimLoadFlags`); sim's flag spec, `--help` and docs come from here.
+ */
+// biome-ignore format: one option a line
+export const CLIENT_LOAD_OPTIONS = options({
+  'rate-ladder': str('RxS,...', LADDER_HELP, { section: 'client (as the benchmark harnesses send)' }),
+  burst: int('N', "the workload's first N prompts all at t = 0 (vllm bench at an infinite request rate); the run lasts until they end", { above: 0 }),
+  'max-concurrency': int('N', 'at most N requests in flight from the client; an arrival waits for one to end and is timed from its send (vllm bench --max-concurrency)', { above: 0 }),
+  'client-timeout': num('S', 'a request not finished S seconds after its send is given up: counted as timeout, and its engine aborts it as a disconnect (its KV freed)', { above: 0, unit: 's' }),
+  burstiness: num('F', BURSTINESS_HELP, { above: 0 }),
 });
 
-export const SIM_LOAD_FLAGS = flagSpec({
-  string: 'rate-ladder burst max-concurrency client-timeout burstiness metrics-as',
+/** The client's options and whose metric definitions the summary adds (sim's). */
+// biome-ignore format: one option a line
+export const SIM_LOAD_OPTIONS = options({
+  ...CLIENT_LOAD_OPTIONS,
+  'metrics-as': oneOf(HARNESSES, 'H', '{values}: also print throughput, TTFT and TPOT as that harness defines them (docs/simulator.md)'),
 });
 
-export const SIM_LOAD_HELP = `client (as the benchmark harnesses send)
-  --rate-ladder RxS,... stages of R req/s (Poisson) for S seconds, back to back (inference-perf's
-                        load.stages; a sweep of vllm bench's request rate), over the workload's
-                        prompts in order; the run lasts their sum; prints each stage's figures
-  --burst N             the workload's first N prompts all at t = 0 (vllm bench at an infinite
-                        request rate); the run lasts until they end
-  --max-concurrency N   at most N requests in flight from the client; an arrival waits for one
-                        to end and is timed from its send (vllm bench --max-concurrency)
-  --client-timeout S    a request not finished S seconds after its send is given up: counted as
-                        timeout, and its engine aborts it as a disconnect (its KV freed)
-  --burstiness F        gamma gaps between arrivals of --rate or of each --rate-ladder stage,
-                        shape F, mean 1/rate (vllm bench --burstiness): 1 Poisson, < 1 burstier,
-                        > 1 more even; with --rate, the workload's prompts in order at those times
-  --metrics-as H        ${HARNESSES.join('|')}: also print throughput, TTFT and TPOT as that
-                        harness defines them (docs/simulator.md)
-`;
+/** The client's flags that `kvroute bench` takes too. */
+export const CLIENT_LOAD_FLAGS = specOf(CLIENT_LOAD_OPTIONS);
 
 export interface SimLoadFlags {
   shape?: ArrivalShape;
@@ -67,9 +76,10 @@ export function parseRateLadder(text: string): LadderStage[] {
  * refused beside --max-concurrency, its other name.
  */
 export function readSimLoadFlags(flags: Flags, openLoopCap = false): SimLoadFlags {
+  const option = readerOf(SIM_LOAD_OPTIONS, flags);
   const closedLoop = openLoopCap ? [] : ['concurrency'];
-  const ladderText = flags.string('rate-ladder');
-  const burst = flags.positive('burst', true);
+  const ladderText = option('rate-ladder');
+  const burst = option('burst');
   if (ladderText !== undefined && burst !== undefined) {
     throw new UsageError('--rate-ladder and --burst both set the arrival times; give one');
   }
@@ -83,8 +93,8 @@ export function readSimLoadFlags(flags: Flags, openLoopCap = false): SimLoadFlag
       throw new UsageError('--burst sends everything at t = 0: a --warmup would measure nothing');
     }
   }
-  const maxConcurrency = flags.positive('max-concurrency', true);
-  const clientTimeoutS = flags.positive('client-timeout');
+  const maxConcurrency = option('max-concurrency');
+  const clientTimeoutS = option('client-timeout');
   for (const [flag, given] of [
     ['max-concurrency', maxConcurrency !== undefined],
     ['client-timeout', clientTimeoutS !== undefined],
@@ -101,7 +111,7 @@ export function readSimLoadFlags(flags: Flags, openLoopCap = false): SimLoadFlag
       );
     }
   }
-  const metricsAs = flags.oneOf('metrics-as', HARNESSES);
+  const metricsAs = option('metrics-as');
   const burstiness = readBurstiness(flags, burst !== undefined, closedLoop);
   const shape: ArrivalShape | undefined =
     ladderText !== undefined
@@ -132,7 +142,7 @@ function readBurstiness(
   burst: boolean,
   closedLoop: readonly string[],
 ): number | undefined {
-  const burstiness = flags.positive('burstiness');
+  const burstiness = readerOf(SIM_LOAD_OPTIONS, flags)('burstiness');
   if (burstiness === undefined) return undefined;
   if (burst) {
     throw new UsageError('--burst sends everything at t = 0: --burstiness has no gaps to shape');

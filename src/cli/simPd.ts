@@ -8,9 +8,7 @@ import { DEFAULT_TRANSFER_GBPS, DEFAULT_TRANSFER_LATENCY_MS } from '../engine/co
 import type { SimConfig } from '../sim/run.ts';
 import { type PdRunResult, searchPd, simulatePd } from '../sim/pd/runPd.ts';
 import { type Flags, UsageError } from './args.ts';
-import { helpOf } from './options/help.ts';
 import { readerOf } from './options/read.ts';
-import { specOf } from './options/spec.ts';
 import { num, options, str } from './options/table.ts';
 
 export interface PdFlags {
@@ -32,9 +30,6 @@ export const SIM_PD_OPTIONS = options({
   'transfer-gbps': num('F', 'KV link, GB/s', { above: 0, default: DEFAULT_TRANSFER_GBPS }),
   'transfer-latency-ms': num('F', 'per transfer', { min: 0, default: DEFAULT_TRANSFER_LATENCY_MS }),
 });
-
-export const SIM_PD_FLAGS = specOf(SIM_PD_OPTIONS);
-export const SIM_PD_HELP = helpOf(SIM_PD_OPTIONS);
 
 /** The P/D run `--pd` asks for (`search`: the run is `--search`), null without `--pd`. */
 export function readPdFlags(flags: Flags, search: boolean): PdFlags | null {

@@ -14,9 +14,7 @@ import {
 } from '../planner/online/defaults.ts';
 import type { PlannerLoopOptions } from '../sim/plannerLoop.ts';
 import { type Flags, UsageError } from './args.ts';
-import { helpOf } from './options/help.ts';
 import { type OptionReader, readerOf } from './options/read.ts';
-import { specOf } from './options/spec.ts';
 import { bool, int, num, options } from './options/table.ts';
 
 const PLANNER_HELP =
@@ -39,8 +37,6 @@ export const SIM_PLANNER_OPTIONS = options({
   'planner-fast-window-s': num('S', 'also search the arrivals of the last S seconds alone and take the larger answer: a rise in the rate is seen before it fills the window (default 0: off, one window as serve --planner)', { min: 0 }),
 });
 
-export const SIM_PLANNER_FLAGS = specOf(SIM_PLANNER_OPTIONS);
-export const SIM_PLANNER_HELP = helpOf(SIM_PLANNER_OPTIONS);
 type PlannerOption = OptionReader<typeof SIM_PLANNER_OPTIONS>;
 
 /** Flags a run with the planner in the loop cannot take (each fixes or compares fleets). */

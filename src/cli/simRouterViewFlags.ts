@@ -11,8 +11,6 @@ import {
   QUEUE_SOURCES,
 } from '../router/defaults.ts';
 import { LORA_AWARE_POLICIES } from '../router/registry.ts';
-import { helpOf } from './options/help.ts';
-import { specOf } from './options/spec.ts';
 import { bool, num, oneOf, options } from './options/table.ts';
 
 /** How often a replica reports when `--report-ms` is not given. */
@@ -37,6 +35,3 @@ export const SIM_ROUTER_VIEW_OPTIONS = options({
   'approx-forget': oneOf(APPROX_FORGET_MODES, 'M', APPROX_FORGET_HELP, { default: APPROX_FORGET_MODES[0] }),
   'lora-blind': bool(`also run each LoRA-aware policy (${LORA_AWARE_POLICIES.join(', ')}) as if adapters did not exist: no load term, no free-slot guard, no LoRA affinity (rows POLICY/lora-blind)`),
 });
-
-export const SIM_ROUTER_VIEW_FLAGS = specOf(SIM_ROUTER_VIEW_OPTIONS);
-export const SIM_ROUTER_VIEW_HELP = helpOf(SIM_ROUTER_VIEW_OPTIONS);

@@ -14,9 +14,7 @@ import type { Dtype } from '../model/catalog.ts';
 import { kvPoolTokens, replicaSpecProblem } from '../model/cost.ts';
 import { makeReplicaSpec } from '../model/spec.ts';
 import { type Flags, UsageError } from './args.ts';
-import { helpOf } from './options/help.ts';
 import { readerOf } from './options/read.ts';
-import { specOf } from './options/spec.ts';
 import { num, oneOf, options } from './options/table.ts';
 
 /** vLLM's --dtype names and ours; FP16 and BF16 cost the same (2 bytes, the same tensor FLOP/s). */
@@ -41,9 +39,6 @@ export const SIM_SETUP_OPTIONS = options({
   'kv-cache-dtype': oneOf(KV_DTYPES, 'D', '{values} (default {default}: BF16)', { default: 'auto' }),
   'gpu-memory-utilization': num('F', 'fraction of each GPU for weights and KV, (0, 1]', { above: 0, max: 1 }),
 });
-
-export const SIM_SETUP_FLAGS = specOf(SIM_SETUP_OPTIONS);
-export const SIM_SETUP_HELP = helpOf(SIM_SETUP_OPTIONS);
 
 /** The engine's options with the setup flags applied; `flags` also tells what was given. */
 export function applySimSetup(flags: Flags, engine: EngineOptions): EngineOptions {

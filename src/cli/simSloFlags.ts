@@ -6,9 +6,7 @@
 import { DEFAULT_SLO, type SloTargets } from '../results/slo.ts';
 import type { SimAdmission } from '../sim/admission.ts';
 import { type Flags, UsageError } from './args.ts';
-import { helpOf } from './options/help.ts';
 import { readerOf } from './options/read.ts';
-import { specOf } from './options/spec.ts';
 import { bool, int, num, options } from './options/table.ts';
 
 /** The search's replica limit when `--max-replicas` is not given. */
@@ -25,9 +23,6 @@ export const SIM_SLO_OPTIONS = options({
   'max-queue-ms': num('MS', "refuse arrivals while every live replica has more than MS of modelled prefill queued (the gateway's --max-queue-ms); each policy runs with and without the bound, and goodput (requests meeting the SLO per second) is shown for both", { above: 0, section: 'admission' }),
   'max-ttft-ms': num('MS', "refuse a request when, on the replica the router picked, the prefill queued ahead of it plus its own uncached prefill is modelled at more than MS (the gateway's --max-ttft-ms); with or without --max-queue-ms", { above: 0 }),
 });
-
-export const SIM_SLO_FLAGS = specOf(SIM_SLO_OPTIONS);
-export const SIM_SLO_HELP = helpOf(SIM_SLO_OPTIONS);
 
 /** The SLO a run is judged by: a fixed TTFT p99 or a slowdown bound, and a TPOT p99. */
 export function readSlo(flags: Flags): SloTargets {

@@ -22,9 +22,7 @@ import {
   type TenantSpec,
 } from '../sim/flowControl.ts';
 import { type Flags, UsageError } from './args.ts';
-import { helpOf } from './options/help.ts';
 import { readerOf } from './options/read.ts';
-import { specOf } from './options/spec.ts';
 import { int, num, oneOf, options, str } from './options/table.ts';
 
 const CLASS_NAMES = FLOW_CLASSES.map((c) => c.name);
@@ -60,9 +58,6 @@ export const SIM_TENANT_OPTIONS = options({
   'flow-owner-slack-tokens': int('N', 'owner release: cached prompt tokens a replica with room may lack against the best one', { min: 0, default: DEFAULT_FLOW_OWNER_SLACK_TOKENS }),
   'flow-look-ahead': int('N', "owner release: how deep into each tenant's queue a ready arrival is looked for", { min: 1, default: DEFAULT_FLOW_LOOK_AHEAD }),
 });
-
-export const SIM_TENANT_FLAGS = specOf(SIM_TENANT_OPTIONS);
-export const SIM_TENANT_HELP = helpOf(SIM_TENANT_OPTIONS);
 
 /** The flow-control bounds: each needs `--flow-control on`. */
 const BOUNDS = Object.keys(SIM_TENANT_OPTIONS).filter(

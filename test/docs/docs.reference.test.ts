@@ -16,6 +16,7 @@ import { generatedSpan } from '../../src/cli/options/docs.ts';
 import { ENGINE_SERVER_OPTIONS } from '../../src/cli/options/engine.ts';
 import { EPP_OPTIONS } from '../../src/cli/options/epp.ts';
 import { SERVE_OPTIONS } from '../../src/cli/options/serve.ts';
+import { SIM_OPTIONS } from '../../src/cli/options/sim.ts';
 import { DOC_SPANS } from '../../src/cli/options/spans.ts';
 import { specOf } from '../../src/cli/options/spec.ts';
 import type { OptionTable } from '../../src/cli/options/table.ts';
@@ -38,6 +39,7 @@ const TABLES: Record<string, OptionTable> = {
   engine: ENGINE_SERVER_OPTIONS,
   epp: EPP_OPTIONS,
   bench: BENCH_OPTIONS,
+  sim: SIM_OPTIONS,
 };
 const SHELL = new Set(['sh', 'bash', '']);
 

@@ -7,6 +7,7 @@ import { configDocOf, flagsDocOf } from './docs.ts';
 import { ENGINE_SERVER_OPTIONS } from './engine.ts';
 import { EPP_OPTIONS } from './epp.ts';
 import { SERVE_OPTIONS } from './serve.ts';
+import { SIM_OPTIONS } from './sim.ts';
 
 export const DOC_SPANS: Readonly<Record<string, () => string>> = {
   'serve-config': () => configDocOf(SERVE_OPTIONS),
@@ -14,4 +15,5 @@ export const DOC_SPANS: Readonly<Record<string, () => string>> = {
   engine: () => flagsDocOf(ENGINE_SERVER_OPTIONS),
   epp: () => flagsDocOf(EPP_OPTIONS),
   bench: () => flagsDocOf(BENCH_OPTIONS),
+  sim: () => flagsDocOf(SIM_OPTIONS),
 };
