@@ -25,7 +25,7 @@ import type { FlowControl } from '../serving/flowControl.ts';
 import { centralEventsOf, flowControlOf, metricsOf } from '../serving/fromConfig.ts';
 import { type Logger, silentLogger } from '../serving/log.ts';
 import type { GatewayMetrics } from '../serving/metrics.ts';
-import { GatewayPlanner } from '../serving/planner.ts';
+import { GatewayPlanner, sharePlannerOver } from '../serving/planner.ts';
 import type { ModelPools } from '../serving/pools.ts';
 import { ReplicaLabels } from '../serving/replicaLabels.ts';
 import { closeServer, listen } from '../openai/http.ts';
@@ -149,6 +149,7 @@ export async function startEpp(
   const endpoints = new EndpointBook();
   const flow = flowControlOf(config, metrics);
   const planner = plannerOf(config, metrics, logger);
+  if (planner && sync) sharePlannerOver(planner, sync);
   const picker = eppPickerOf(config, pools, metrics, endpoints, flow, planner);
   const health = new EppHealth(() => pools.live().length > 0);
   // The configured backends are labelled in their order, as the gateway labels them.

@@ -26,7 +26,7 @@ import { GatewayError } from '../serving/errors.ts';
 import type { GenerateContext } from './generateContext.ts';
 import { type Logger, silentLogger } from '../serving/log.ts';
 import type { GatewayMetrics } from '../serving/metrics.ts';
-import { GatewayPlanner } from '../serving/planner.ts';
+import { GatewayPlanner, sharePlannerOver } from '../serving/planner.ts';
 import type { BackendInfo } from '../serving/pool.ts';
 import type { ModelPools } from '../serving/pools.ts';
 import { applyLive, type ReloadResult } from './reload.ts';
@@ -101,6 +101,7 @@ export async function startGateway(
   lateMetrics = metrics;
 
   const planner = plannerOf(config, metrics, logger);
+  if (planner && shared) sharePlannerOver(planner, shared);
   planner?.start();
   const generate = generateContextOf(config, pools, metrics, logger, planner);
   const dashboard = new DashboardFeed(() =>
