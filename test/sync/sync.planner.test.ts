@@ -3,15 +3,18 @@
  * picker (`kvroute epp --nats --planner`, behind a data plane playing Envoy) of one cluster over
  * the same two simulated engines, each sent half of the traffic by the `openai` client. Each
  * planner's window holds both halves (shared over NATS), each searches them, and both export the
- * same count: the highest of their own and their peer's. Needs Debian's nats-server.
+ * same count: the highest of their own and their peer's. A forger's malformed message is
+ * counted and changes nothing. Needs Debian's nats-server.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { connect } from '@nats-io/transport-node';
 import OpenAI from 'openai';
 import { type EppHandle, startEpp } from '../../src/epp/server.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 import { defaultPlannerConfig } from '../../src/serving/planner.ts';
 import type { SyncConfig } from '../../src/sync/stateSync.ts';
+import { subjectsOf } from '../../src/sync/subjects.ts';
 import { type EppProxy, startEppProxy } from '../support/eppProxy.ts';
 import {
   configFor,
@@ -27,6 +30,7 @@ const skip = natsServerInstalled()
   ? false
   : 'nats-server is not installed (apt-get install nats-server)';
 const EACH = 6;
+const CLUSTER = 'planner-test';
 const HANG_GUARD_MS = 120_000;
 
 interface Desired {
@@ -49,7 +53,7 @@ describe('--planner with a gateway and a picker sharing over NATS', { skip }, ()
     nats = await startNatsServer();
     const sync: SyncConfig = {
       url: nats.url,
-      cluster: 'planner-test',
+      cluster: CLUSTER,
       heartbeatMs: 200,
       peerTimeoutMs: 600_000,
       stateEveryMs: 60_000,
@@ -127,6 +131,24 @@ describe('--planner with a gateway and a picker sharing over NATS', { skip }, ()
     assert.equal(fromGw.peers[0]!.desiredReplicas, fromEpp.ownReplicas);
     assert.equal(fromEpp.peers[0]!.desiredReplicas, fromGw.ownReplicas);
     assert.equal(fromGw.desiredReplicas, fromEpp.desiredReplicas, 'one count, whichever is asked');
+    // A forger on the planner subject: a request without a prompt, a count past the bound.
+    const forger = await connect({ servers: nats.url });
+    const before = gw.sync!.stats().malformed;
+    for (const bad of [
+      { g: 'forger', p: model, o: [[0, 0, 1, []]], d: 3 },
+      { g: 'forger', p: model, o: [], d: 1_000_000 },
+    ]) {
+      forger.publish(subjectsOf(CLUSTER).planner(model), JSON.stringify(bad));
+    }
+    await forger.flush();
+    await forger.close();
+    await waitFor(
+      () => gw.sync!.stats().malformed === before + 2,
+      'the forged messages counted',
+      HANG_GUARD_MS,
+    );
+    assert.equal(gw.planner!.fitOf(model)?.requests, 2 * EACH);
+    assert.equal(gw.planner!.answers()[0]!.peers.length, 1, 'no forged count');
     for (const url of [gw.url, eppUrl]) {
       const metrics = await (await fetch(`${url}/metrics`)).text();
       assert.match(
