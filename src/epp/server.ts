@@ -22,10 +22,10 @@ import { backendNames } from '../serving/backends.ts';
 import type { GatewayConfig } from '../serving/config.ts';
 import { GatewayError } from '../serving/errors.ts';
 import type { FlowControl } from '../serving/flowControl.ts';
-import { centralEventsOf, flowControlOf, metricsOf } from '../serving/fromConfig.ts';
+import { centralEventsOf, flowControlOf, metricsOf, plannerOf } from '../serving/fromConfig.ts';
 import { type Logger, silentLogger } from '../serving/log.ts';
 import type { GatewayMetrics } from '../serving/metrics.ts';
-import { GatewayPlanner } from '../serving/planner.ts';
+import { type GatewayPlanner, sharePlannerOver } from '../serving/planner.ts';
 import type { ModelPools } from '../serving/pools.ts';
 import { ReplicaLabels } from '../serving/replicaLabels.ts';
 import { closeServer, listen } from '../openai/http.ts';
@@ -149,6 +149,7 @@ export async function startEpp(
   const endpoints = new EndpointBook();
   const flow = flowControlOf(config, metrics);
   const planner = plannerOf(config, metrics, logger);
+  if (planner && sync) sharePlannerOver(planner, sync);
   const picker = eppPickerOf(config, pools, metrics, endpoints, flow, planner);
   const health = new EppHealth(() => pools.live().length > 0);
   // The configured backends are labelled in their order, as the gateway labels them.
@@ -204,22 +205,6 @@ export async function startEpp(
     await close();
     throw err;
   }
-}
-
-/** The online planner (`--planner`), not started; null when off. */
-function plannerOf(
-  config: GatewayConfig,
-  metrics: GatewayMetrics,
-  logger: Logger,
-): GatewayPlanner | null {
-  return config.planner === null
-    ? null
-    : new GatewayPlanner(config.planner, {
-        registry: metrics.registry,
-        logger,
-        policy: config.policy,
-        blockSize: config.blockSize,
-      });
 }
 
 function eppPickerOf(

@@ -26,14 +26,20 @@ import { GatewayError } from '../serving/errors.ts';
 import type { GenerateContext } from './generateContext.ts';
 import { type Logger, silentLogger } from '../serving/log.ts';
 import type { GatewayMetrics } from '../serving/metrics.ts';
-import { GatewayPlanner } from '../serving/planner.ts';
+import { type GatewayPlanner, sharePlannerOver } from '../serving/planner.ts';
 import type { BackendInfo } from '../serving/pool.ts';
 import type { ModelPools } from '../serving/pools.ts';
 import { applyLive, type ReloadResult } from './reload.ts';
 import { makeRequestListener, type RoutesContext } from './routes.ts';
 import { type EngineFollower, followEngines } from '../sync/discovery.ts';
 import { StateSync, type SyncConfig } from '../sync/stateSync.ts';
-import { poolsOf, centralEventsOf, metricsOf, flowControlOf } from '../serving/fromConfig.ts';
+import {
+  poolsOf,
+  centralEventsOf,
+  metricsOf,
+  flowControlOf,
+  plannerOf,
+} from '../serving/fromConfig.ts';
 
 export interface ReplicaInfo {
   name: string;
@@ -101,6 +107,7 @@ export async function startGateway(
   lateMetrics = metrics;
 
   const planner = plannerOf(config, metrics, logger);
+  if (planner && shared) sharePlannerOver(planner, shared);
   planner?.start();
   const generate = generateContextOf(config, pools, metrics, logger, planner);
   const dashboard = new DashboardFeed(() =>
@@ -184,22 +191,6 @@ async function closeParts(parts: GatewayParts): Promise<void> {
   if (parts.server) await closeServer(parts.server);
   await parts.sync?.close();
   await parts.pools.close();
-}
-
-/** The online planner (`--planner`), not started; null when off. */
-function plannerOf(
-  config: GatewayConfig,
-  metrics: GatewayMetrics,
-  logger: Logger,
-): GatewayPlanner | null {
-  return config.planner === null
-    ? null
-    : new GatewayPlanner(config.planner, {
-        registry: metrics.registry,
-        logger,
-        policy: config.policy,
-        blockSize: config.blockSize,
-      });
 }
 
 /** What the generate path reads: auth, admission, flow control, P/D, the replicas' labels. */

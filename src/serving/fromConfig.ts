@@ -10,6 +10,7 @@ import { FlowControl } from './flowControl.ts';
 import type { Logger } from './log.ts';
 import { GatewayMetrics } from './metrics.ts';
 import type { RouteObserver } from './pool.ts';
+import { GatewayPlanner } from './planner.ts';
 import { ModelPools } from './pools.ts';
 
 /**
@@ -90,6 +91,22 @@ export function flowControlOf(config: GatewayConfig, metrics: GatewayMetrics): F
 }
 
 /** Every tenant the config names: the metrics' `tenant` label takes only these. */
+/** The online planner (`--planner`), not started; null when off. */
+export function plannerOf(
+  config: GatewayConfig,
+  metrics: GatewayMetrics,
+  logger: Logger,
+): GatewayPlanner | null {
+  return config.planner === null
+    ? null
+    : new GatewayPlanner(config.planner, {
+        registry: metrics.registry,
+        logger,
+        policy: config.policy,
+        blockSize: config.blockSize,
+      });
+}
+
 export function configuredTenants(config: GatewayConfig): string[] {
   return [
     ...new Set([

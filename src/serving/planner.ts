@@ -6,12 +6,27 @@
  * the count is exported three ways: the gauge `kvroute_planner_desired_replicas{pool}`,
  * `GET /planner/desired` for KEDA's metrics-api scaler, and one log line when it changes.
  * One search runs at a time; a tick that finds one running is skipped.
+ *
+ * With several gateways or pickers (`--nats`), each sees only its share of the traffic. As
+ * Dynamo's planner plans on the sum of every frontend's requests
+ * (`components/src/dynamo/planner/utils/prometheus.py`, `get_avg_request_count` adds up each
+ * frontend's count), each instance shares what it observes over the sync channel
+ * (`shareWith`, src/sync/plannerRecords.ts) and adds its peers' requests to its own window, so
+ * every instance searches the cluster's traffic; each also shares its count, and exports the
+ * highest of its own and its live peers' (peerCounts.ts): the autoscaler may ask any instance.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Gauge, type Registry } from 'prom-client';
 import type { BlockKey } from '../kv/blockKey.ts';
 import { sendJson } from '../openai/http.ts';
+import {
+  DEFAULT_PLANNER_INTERVAL_S,
+  DEFAULT_PLANNER_MAX_REPLICAS,
+  DEFAULT_PLANNER_SCALE_DOWN_S,
+  DEFAULT_PLANNER_WINDOW_S,
+} from '../planner/online/defaults.ts';
 import { Hysteresis, type PlannerMove } from '../planner/online/hysteresis.ts';
+import { type PeerCount, PeerCounts } from '../planner/online/peerCounts.ts';
 import { searchWindow, type WindowSearchAnswer, type WindowSearchOptions } from './searchWindow.ts';
 import {
   type Observation,
@@ -46,15 +61,22 @@ export interface PlannerConfig {
   fastWindowS: number;
 }
 
-export const DEFAULT_PLANNER_WINDOW_S = 300;
-export const DEFAULT_PLANNER_INTERVAL_S = 30;
-export const DEFAULT_PLANNER_SCALE_DOWN_S = 300;
-export const DEFAULT_PLANNER_MAX_REPLICAS = 64;
+// The defaults `kvroute sim --planner` shares, from their one home.
+export {
+  DEFAULT_PLANNER_INTERVAL_S,
+  DEFAULT_PLANNER_MAX_REPLICAS,
+  DEFAULT_PLANNER_SCALE_DOWN_S,
+  DEFAULT_PLANNER_WINDOW_S,
+};
 export const DEFAULT_PLANNER_FAST_WINDOW_S = 0;
 /** Worker threads per search: two keep every probe off the gateway's event loop. */
 const SEARCH_THREADS = 2;
 /** A window needs this many requests before it is searched (a rate needs two arrivals). */
 const MIN_REQUESTS = 2;
+/** Shared requests wait at most this long to be sent to the peers together, ms. */
+export const SHARE_FLUSH_MS = 1_000;
+/** A peer's count is forgotten this many search intervals after it came. */
+const PEER_STALE_INTERVALS = 3;
 /** Output tokens of a request whose response reported no usage and that asked for no maximum. */
 export const DEFAULT_OUTPUT_TOKENS = 256;
 
@@ -85,8 +107,15 @@ export function plannerSimArgs(c: PlannerConfig): string[] {
 /** What `/planner/desired` says of one pool. */
 export interface PoolAnswer {
   pool: string;
-  /** The count to run; null before the first search. */
+  /**
+   * The count to run; null before the first search. With peers (`--nats`): the highest of this
+   * instance's count and its live peers' (`ownReplicas`, `peers`).
+   */
   desiredReplicas: number | null;
+  /** This instance's own count (after its hysteresis); null before its first search. */
+  ownReplicas: number | null;
+  /** The live peers' counts (empty without peers). */
+  peers: { peer: string; desiredReplicas: number }[];
   /** The last search's own answer, before hysteresis (maxReplicas when none met the SLO). */
   answerReplicas: number | null;
   /** The last search met the SLO at some count up to maxReplicas. */
@@ -99,6 +128,23 @@ interface PoolState {
   window: RequestWindow;
   hysteresis: Hysteresis;
   answer: PoolAnswer;
+  peers: PeerCounts;
+  /** Observed here since the last share (only while shared). */
+  outbox: Observation[];
+}
+
+/** Sends this instance's new observations and count of a pool to its peers. */
+export type PlannerShare = (
+  pool: string,
+  observations: readonly Observation[],
+  desired: number | null,
+) => void;
+
+/** A peer's message, as the sync decoded it (its arrivals on this instance's clock). */
+export interface PeerPlannerMessage {
+  pool: string;
+  observations: readonly Observation[];
+  desired: number | null;
 }
 
 export type WindowSearch = (
@@ -115,6 +161,8 @@ export class GatewayPlanner {
   readonly #blockSize: number;
   readonly #search: WindowSearch;
   #timer: NodeJS.Timeout | null = null;
+  #shareTimer: NodeJS.Timeout | null = null;
+  #share: PlannerShare | null = null;
   #running: Promise<void> | null = null;
 
   constructor(
@@ -150,23 +198,59 @@ export class GatewayPlanner {
       blockKeys: readonly BlockKey[];
     },
   ): void {
-    this.#pool(pool ?? 'default').window.add({
+    const p = this.#pool(pool ?? 'default');
+    const o: Observation = {
       atMs: request.atMs,
       promptTokens: request.promptTokens,
       outputTokens: Math.max(1, request.outputTokens),
       chunkKeys: chunkKeysOf(request.blockKeys, this.#blockSize),
-    });
+    };
+    p.window.add(o);
+    if (this.#share) p.outbox.push(o);
+  }
+
+  /**
+   * Shares with the cluster's other planners (`--nats`): what this instance observes goes to
+   * `share` every SHARE_FLUSH_MS, its count after every round; theirs come to `peerMessage`.
+   */
+  shareWith(share: PlannerShare): void {
+    this.#share = share;
+  }
+
+  /** A peer's requests join this instance's window; its count is kept while it is live. */
+  peerMessage(peer: string, m: PeerPlannerMessage, nowMs: number): void {
+    const p = this.#pool(m.pool);
+    for (const o of m.observations) p.window.add(o);
+    if (m.desired !== null) {
+      p.peers.set(peer, m.desired, nowMs);
+      this.#export(p, nowMs);
+    }
+  }
+
+  /** A peer left: its count no longer counts. */
+  peerGone(peer: string, nowMs: number): void {
+    for (const p of this.#pools.values()) {
+      p.peers.drop(peer);
+      this.#export(p, nowMs);
+    }
   }
 
   start(): void {
     this.#timer = setInterval(() => void this.tick(Date.now()), this.config.intervalS * 1000);
     this.#timer.unref();
+    if (this.#share) {
+      this.#shareTimer = setInterval(() => this.#flushShare(false), SHARE_FLUSH_MS);
+      this.#shareTimer.unref();
+    }
   }
 
   async close(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
+    if (this.#shareTimer) clearInterval(this.#shareTimer);
     this.#timer = null;
+    this.#shareTimer = null;
     await this.#running;
+    this.#flushShare(false);
   }
 
   /** One round: each pool with traffic searched in turn. Skipped while one is still running. */
@@ -178,8 +262,14 @@ export class GatewayPlanner {
     return this.#running;
   }
 
-  answers(): PoolAnswer[] {
-    return [...this.#pools.values()].map((p) => p.answer);
+  /** The fit of a pool's window now (with peers: the cluster's requests); null: no such pool. */
+  fitOf(pool: string, nowMs = Date.now()): WindowFit | null {
+    return this.#pools.get(pool)?.window.fit(nowMs) ?? null;
+  }
+
+  /** Each pool's answer now (with peers: the cluster's count as `desiredReplicas`). */
+  answers(nowMs = Date.now()): PoolAnswer[] {
+    return [...this.#pools.values()].map((p) => this.#answerOf(p, nowMs));
   }
 
   /** `GET /planner/desired[?pool=NAME]`: one pool's answer (default: the first with traffic). */
@@ -222,15 +312,49 @@ export class GatewayPlanner {
       const step = p.hysteresis.step(answer, nowMs);
       const fit = p.window.fit(nowMs);
       p.answer = {
-        pool: name,
+        ...p.answer,
         desiredReplicas: step.desired,
+        ownReplicas: step.desired,
         answerReplicas: answer,
         sloMet: result.minReplicas !== null,
         answeredAtMs: nowMs,
         fit,
       };
-      this.#gauge.set({ pool: name }, step.desired);
+      this.#export(p, nowMs);
       if (step.move !== 'hold') this.#logChange(name, step.move, before, p.answer, result.probes);
+    }
+    // Every count, searched this round or held, goes to the peers: a live peer's count is fresh.
+    this.#flushShare(true);
+  }
+
+  /** The pool's answer with the cluster's count. */
+  #answerOf(p: PoolState, nowMs: number): PoolAnswer {
+    const own = p.hysteresis.desired;
+    const peers = p.peers.live(nowMs);
+    return {
+      ...p.answer,
+      desiredReplicas: p.peers.fleet(own, nowMs),
+      ownReplicas: own,
+      peers: peers.map((c: PeerCount) => ({ peer: c.peer, desiredReplicas: c.desiredReplicas })),
+    };
+  }
+
+  /** The gauge follows the cluster's count. */
+  #export(p: PoolState, nowMs: number): void {
+    const desired = p.peers.fleet(p.hysteresis.desired, nowMs);
+    if (desired !== null) this.#gauge.set({ pool: p.answer.pool }, desired);
+  }
+
+  /** Each pool's new observations to the peers; `counts`: every pool with a count, even without. */
+  #flushShare(counts: boolean): void {
+    const share = this.#share;
+    if (!share) return;
+    for (const [name, p] of this.#pools) {
+      const desired = p.hysteresis.desired;
+      if (p.outbox.length === 0 && !(counts && desired !== null)) continue;
+      const batch = p.outbox;
+      p.outbox = [];
+      share(name, batch, desired);
     }
   }
 
@@ -278,6 +402,8 @@ export class GatewayPlanner {
         window: new RequestWindow(this.config.windowS * 1000),
         hysteresis: new Hysteresis({ scaleDownMs: this.config.scaleDownS * 1000 }),
         answer: emptyAnswer(name),
+        peers: new PeerCounts(PEER_STALE_INTERVALS * this.config.intervalS * 1000),
+        outbox: [],
       };
       this.#pools.set(name, p);
     }
@@ -285,10 +411,26 @@ export class GatewayPlanner {
   }
 }
 
+/** The sync channel as the planner shares over it (`StateSync`). */
+export interface PlannerChannel {
+  sharePlanner: PlannerShare;
+  attachPlanner(sink: Pick<GatewayPlanner, 'peerMessage' | 'peerGone'>): void;
+}
+
+/** `--planner` with `--nats`: the planner shares with its peers over the sync (before start). */
+export function sharePlannerOver(planner: GatewayPlanner, channel: PlannerChannel): void {
+  planner.shareWith((pool, observations, desired) =>
+    channel.sharePlanner(pool, observations, desired),
+  );
+  channel.attachPlanner(planner);
+}
+
 function emptyAnswer(pool: string): PoolAnswer {
   return {
     pool,
     desiredReplicas: null,
+    ownReplicas: null,
+    peers: [],
     answerReplicas: null,
     sloMet: null,
     answeredAtMs: null,

@@ -142,7 +142,8 @@ function readRecord(r: unknown): PeerRecord | null {
   };
 }
 
-function parse(data: string): Record<string, unknown> | null {
+/** A JSON object, or null (not JSON, or not an object). */
+export function parse(data: string): Record<string, unknown> | null {
   try {
     const v: unknown = JSON.parse(data);
     return typeof v === 'object' && v !== null && !Array.isArray(v)

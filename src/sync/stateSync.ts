@@ -25,6 +25,10 @@
  * on that peer's own subject and only its own entries are taken from it, and a goodbye is
  * honoured only with the secret whose hash the peer's heartbeats carried (goodbye.ts). What is
  * dropped is counted (`malformed`, `refused`).
+ *
+ * The online planner (`--planner`) shares its observed requests and its count on a subject of
+ * its own (`sharePlanner`, plannerRecords.ts); peers' messages go to the attached planner, and a
+ * peer that leaves is told to it too.
  */
 import { randomUUID } from 'node:crypto';
 import { connect, type Msg, type NatsConnection } from '@nats-io/transport-node';
@@ -43,6 +47,13 @@ import {
   type Stage,
 } from './records.ts';
 import { type NatsAuth, natsConnectOptions } from './natsAuth.ts';
+import type { Observation } from '../planner/online/window.ts';
+import {
+  decodePlannerMessage,
+  encodePlannerMessage,
+  MAX_SHARED_OBSERVATIONS,
+  type PlannerMessage,
+} from './plannerRecords.ts';
 import { type Subjects, subjectsOf } from './subjects.ts';
 
 export const DEFAULT_HEARTBEAT_MS = 1_000;
@@ -81,6 +92,12 @@ export interface SyncTarget {
 export interface SyncLogger {
   info(fields: object, message: string): void;
   warn(fields: object, message: string): void;
+}
+
+/** The online planner, as the sync reaches it (`GatewayPlanner`). */
+export interface PlannerPeerSink {
+  peerMessage(peer: string, message: PlannerMessage, nowMs: number): void;
+  peerGone(peer: string, nowMs: number): void;
 }
 
 export interface SyncStats {
@@ -140,6 +157,7 @@ export class StateSync {
   /** Snapshots asked for and not yet answered. */
   #snapshots = new Set<Promise<void>>();
   #timers: NodeJS.Timeout[] = [];
+  #planner: PlannerPeerSink | null = null;
   #counts = { published: 0, applied: 0, malformed: 0, refused: 0, droppedPeers: 0 };
 
   constructor(config: SyncConfig, target: SyncTarget, logger: SyncLogger, id = randomUUID()) {
@@ -172,6 +190,24 @@ export class StateSync {
   released(model: string | null, requestId: string, stage: Stage): void {
     if (!this.#connected) return;
     this.#enqueue(model, [stage === 'prefill' ? 'f' : 'd', requestId]);
+  }
+
+  /** Peers' planner messages go to `sink` from now on (`--planner`). */
+  attachPlanner(sink: PlannerPeerSink): void {
+    this.#planner = sink;
+  }
+
+  /** This instance's new requests and count for `pool`, to its peers (in bounded messages). */
+  sharePlanner(pool: string, observations: readonly Observation[], desired: number | null): void {
+    if (!this.#connected) return;
+    const now = Date.now();
+    const subject = this.#subjects.planner(pool);
+    let from = 0;
+    do {
+      const part = observations.slice(from, from + MAX_SHARED_OBSERVATIONS);
+      this.#publish(subject, encodePlannerMessage(this.id, pool, part, desired, now));
+      from += MAX_SHARED_OBSERVATIONS;
+    } while (from < observations.length);
   }
 
   stats(): SyncStats {
@@ -238,6 +274,7 @@ export class StateSync {
     on(this.#subjects.allRoutes, (msg) => this.#onRoutes(msg));
     on(this.#subjects.heartbeat, (msg) => this.#onHeartbeat(msg));
     on(this.#subjects.snapshot(this.id), (msg) => this.#onSnapshotRequest(msg));
+    on(this.#subjects.allPlanner, (msg) => this.#onPlanner(msg));
     void this.#watchStatus(nc);
     this.#connected = true;
     this.#logger.info(
@@ -458,6 +495,13 @@ export class StateSync {
     }
   }
 
+  #onPlanner(msg: Msg): void {
+    const now = Date.now();
+    const m = this.#fromPeer(msg, (data) => decodePlannerMessage(data, now));
+    if (m === null || !this.#admit(m.sender, now)) return;
+    this.#planner?.peerMessage(m.sender, m, now);
+  }
+
   #onHeartbeat(msg: Msg): void {
     const hb = this.#fromPeer(msg, decodeHeartbeat);
     if (hb === null) return;
@@ -506,6 +550,7 @@ export class StateSync {
     let dropped = 0;
     for (const { router } of this.#target.routers()) dropped += router.dropPeer(peer);
     this.#counts.droppedPeers++;
+    this.#planner?.peerGone(peer, Date.now());
     this.#logger.info(
       { peer, dropped },
       `NATS: peer gateway ${why}; its in-flight entries are dropped`,

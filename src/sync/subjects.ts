@@ -35,6 +35,10 @@ export interface Subjects {
    * in-flight entries here (request/reply), never an anonymous first responder.
    */
   snapshot(peer: string): string;
+  /** The online planners' requests and counts of one pool (plannerRecords.ts). */
+  planner(pool: string): string;
+  /** Every pool's (the subscription). */
+  allPlanner: string;
 }
 
 export function subjectsOf(cluster: string): Subjects {
@@ -44,5 +48,7 @@ export function subjectsOf(cluster: string): Subjects {
     allRoutes: `${base}.*.route`,
     heartbeat: `${base}.hb`,
     snapshot: (peer) => `${base}.snapshot.${peer}`,
+    planner: (pool) => `${base}.${modelToken(pool)}.planner`,
+    allPlanner: `${base}.*.planner`,
   };
 }

@@ -11,6 +11,10 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
+import { readFlags } from '../../src/cli/args.ts';
+import { EPP_OPTIONS } from '../../src/cli/options/epp.ts';
+import { specOf } from '../../src/cli/options/spec.ts';
+import { readServeConfig } from '../../src/cli/serve.ts';
 import { type EppFleetHandle, startEppWithFleet } from '../../src/embedded/epp.ts';
 import { defaultConfig } from '../../src/serving/config.ts';
 import { makeLogger } from '../../src/serving/log.ts';
@@ -142,4 +146,19 @@ describe('kvroute epp --planner', () => {
       [[MODEL, 'first', body.desiredReplicas]],
     );
   });
+});
+
+test("kvroute epp's planner flags: serve's, read by serve's reader; off by default", () => {
+  const of = (argv: string[]) => {
+    const flags = readFlags(argv, specOf(EPP_OPTIONS));
+    if (flags === 'help') throw new Error('help');
+    return readServeConfig(flags).planner;
+  };
+  assert.equal(of([]), null);
+  assert.equal(of(['--planner'])?.windowS, defaultPlannerConfig().windowS);
+  const on = of(['--planner-window-s', '60', '--planner-fast-window-s', '15'])!;
+  assert.equal(on.windowS, 60);
+  assert.equal(on.fastWindowS, 15);
+  assert.equal(on.intervalS, defaultPlannerConfig().intervalS);
+  assert.throws(() => of(['--planner-max-replicas', '0']), /--planner-max-replicas/);
 });

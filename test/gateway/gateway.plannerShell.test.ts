@@ -8,7 +8,11 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import { Registry } from 'prom-client';
-import { defaultPlannerConfig, GatewayPlanner } from '../../src/serving/planner.ts';
+import {
+  defaultPlannerConfig,
+  GatewayPlanner,
+  sharePlannerOver,
+} from '../../src/serving/planner.ts';
 import { makeLogger } from '../../src/serving/log.ts';
 
 test('the gauge and the log follow the hysteresis of the scripted answers', async () => {
@@ -140,4 +144,71 @@ test('the fast window: the last seconds are searched alone too, and the larger a
   assert.equal(off.answers()[0]!.desiredReplicas, 2);
   await planner.close();
   await off.close();
+});
+
+test('shared planners: each searches both instances’ requests and exports the highest live count', async () => {
+  const registries = [new Registry(), new Registry()];
+  const searched: number[][] = [[], []];
+  const make = (i: number) =>
+    new GatewayPlanner(
+      { ...defaultPlannerConfig(), windowS: 300, intervalS: 30, maxReplicas: 10 },
+      {
+        registry: registries[i]!,
+        logger: makeLogger({ level: 'silent', pretty: false }),
+        policy: 'cost',
+        blockSize: 16,
+        async search(obs) {
+          searched[i]!.push(obs.length);
+          // One replica per ten requests in the window.
+          return { minReplicas: Math.ceil(obs.length / 10), probes: 1 };
+        },
+      },
+    );
+  const a = make(0);
+  const b = make(1);
+  // The sync channel, delivered at once, each message on the receiver's clock `nowMs`.
+  let nowMs = 0;
+  const sent: { from: string; observations: number; desired: number | null }[] = [];
+  const link = (from: GatewayPlanner, to: GatewayPlanner, name: string) =>
+    sharePlannerOver(from, {
+      sharePlanner(pool, observations, desired) {
+        sent.push({ from: name, observations: observations.length, desired });
+        to.peerMessage(name, { pool, observations, desired }, nowMs);
+      },
+      attachPlanner() {},
+    });
+  link(a, b, 'a');
+  link(b, a, 'b');
+  for (let i = 0; i < 10; i++) {
+    a.observe('m', { atMs: i * 1_000, promptTokens: 600, outputTokens: 5, blockKeys: [] });
+    b.observe('m', { atMs: i * 1_000 + 500, promptTokens: 600, outputTokens: 5, blockKeys: [] });
+  }
+  nowMs = 20_000;
+  // A's round sees its own ten; it then shares them and its count.
+  await a.tick(nowMs);
+  assert.deepEqual(searched[0], [10]);
+  assert.deepEqual(sent, [{ from: 'a', observations: 10, desired: 1 }]);
+  // B's round sees both instances' twenty: 2; A exports the cluster's count, 2, its own still 1.
+  await b.tick(nowMs);
+  assert.deepEqual(searched[1], [20]);
+  assert.deepEqual(sent.at(-1), { from: 'b', observations: 10, desired: 2 });
+  const fromA = a.answers(nowMs)[0]!;
+  assert.equal(fromA.desiredReplicas, 2);
+  assert.equal(fromA.ownReplicas, 1);
+  assert.deepEqual(fromA.peers, [{ peer: 'b', desiredReplicas: 2 }]);
+  const gauge = async (r: Registry) =>
+    (await r.getSingleMetric('kvroute_planner_desired_replicas')!.get()).values[0]?.value;
+  assert.equal(await gauge(registries[0]!), 2, 'the gauge is the cluster’s count too');
+  // A's next round searches the twenty as well; a peer that leaves no longer counts.
+  nowMs = 50_000;
+  await a.tick(nowMs);
+  assert.deepEqual(searched[0], [10, 20]);
+  assert.equal(a.answers(nowMs)[0]!.ownReplicas, 2);
+  a.peerGone('b', nowMs);
+  assert.deepEqual(a.answers(nowMs)[0]!.peers, []);
+  // A peer's count goes stale after three intervals without a word from it.
+  assert.deepEqual(b.answers(nowMs)[0]!.peers, [{ peer: 'a', desiredReplicas: 2 }]);
+  assert.deepEqual(b.answers(nowMs + 90_001)[0]!.peers, []);
+  await a.close();
+  await b.close();
 });

@@ -77,10 +77,17 @@ export class RequestWindow {
     this.#compact();
   }
 
-  /** The requests in the window at `nowMs`, oldest first (a copy). */
+  /**
+   * The requests in the window at `nowMs`, oldest first (a copy). Sorted by arrival: a peer's
+   * requests (shared over NATS) come a moment after this instance's of the same time.
+   */
   observations(nowMs: number): Observation[] {
     this.prune(nowMs);
-    return this.#items.slice(this.#head);
+    const from = nowMs - this.windowMs;
+    return this.#items
+      .slice(this.#head)
+      .filter((o) => o.atMs >= from)
+      .sort((a, b) => a.atMs - b.atMs);
   }
 
   fit(nowMs: number): WindowFit {
