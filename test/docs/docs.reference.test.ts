@@ -12,6 +12,7 @@ import { dirname, join, normalize } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { BENCH_OPTIONS } from '../../src/cli/options/bench.ts';
+import { CALIBRATE_OPTIONS } from '../../src/cli/options/calibrate.ts';
 import { generatedSpan } from '../../src/cli/options/docs.ts';
 import { ENGINE_SERVER_OPTIONS } from '../../src/cli/options/engine.ts';
 import { EPP_OPTIONS } from '../../src/cli/options/epp.ts';
@@ -38,6 +39,7 @@ const TABLES: Record<string, OptionTable> = {
   engine: ENGINE_SERVER_OPTIONS,
   epp: EPP_OPTIONS,
   bench: BENCH_OPTIONS,
+  calibrate: CALIBRATE_OPTIONS,
 };
 const SHELL = new Set(['sh', 'bash', '']);
 

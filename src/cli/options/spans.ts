@@ -3,6 +3,7 @@
  * table made here. test/docs/docs.reference.test.ts checks each; `writeDocs.ts` rewrites them.
  */
 import { BENCH_OPTIONS } from './bench.ts';
+import { CALIBRATE_OPTIONS } from './calibrate.ts';
 import { configDocOf, flagsDocOf } from './docs.ts';
 import { ENGINE_SERVER_OPTIONS } from './engine.ts';
 import { EPP_OPTIONS } from './epp.ts';
@@ -14,4 +15,5 @@ export const DOC_SPANS: Readonly<Record<string, () => string>> = {
   engine: () => flagsDocOf(ENGINE_SERVER_OPTIONS),
   epp: () => flagsDocOf(EPP_OPTIONS),
   bench: () => flagsDocOf(BENCH_OPTIONS),
+  calibrate: () => flagsDocOf(CALIBRATE_OPTIONS),
 };
