@@ -13,6 +13,7 @@ import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { BENCH_OPTIONS } from '../../src/cli/options/bench.ts';
 import { CALIBRATE_OPTIONS } from '../../src/cli/options/calibrate.ts';
+import { PLAN_OPTIONS } from '../../src/cli/options/plan.ts';
 import { generatedSpan } from '../../src/cli/options/docs.ts';
 import { ENGINE_SERVER_OPTIONS } from '../../src/cli/options/engine.ts';
 import { EPP_OPTIONS } from '../../src/cli/options/epp.ts';
@@ -40,6 +41,7 @@ const TABLES: Record<string, OptionTable> = {
   epp: EPP_OPTIONS,
   bench: BENCH_OPTIONS,
   calibrate: CALIBRATE_OPTIONS,
+  plan: PLAN_OPTIONS,
 };
 const SHELL = new Set(['sh', 'bash', '']);
 

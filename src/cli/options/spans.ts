@@ -4,6 +4,7 @@
  */
 import { BENCH_OPTIONS } from './bench.ts';
 import { CALIBRATE_OPTIONS } from './calibrate.ts';
+import { PLAN_OPTIONS } from './plan.ts';
 import { configDocOf, flagsDocOf } from './docs.ts';
 import { ENGINE_SERVER_OPTIONS } from './engine.ts';
 import { EPP_OPTIONS } from './epp.ts';
@@ -16,4 +17,5 @@ export const DOC_SPANS: Readonly<Record<string, () => string>> = {
   epp: () => flagsDocOf(EPP_OPTIONS),
   bench: () => flagsDocOf(BENCH_OPTIONS),
   calibrate: () => flagsDocOf(CALIBRATE_OPTIONS),
+  plan: () => flagsDocOf(PLAN_OPTIONS),
 };
