@@ -5,6 +5,7 @@
 import { BENCH_OPTIONS } from './bench.ts';
 import { CALIBRATE_OPTIONS } from './calibrate.ts';
 import { PLAN_OPTIONS } from './plan.ts';
+import { DEMO_OPTIONS } from './demo.ts';
 import { configDocOf, flagsDocOf } from './docs.ts';
 import { ENGINE_SERVER_OPTIONS } from './engine.ts';
 import { EPP_OPTIONS } from './epp.ts';
@@ -18,4 +19,5 @@ export const DOC_SPANS: Readonly<Record<string, () => string>> = {
   bench: () => flagsDocOf(BENCH_OPTIONS),
   calibrate: () => flagsDocOf(CALIBRATE_OPTIONS),
   plan: () => flagsDocOf(PLAN_OPTIONS),
+  demo: () => flagsDocOf(DEMO_OPTIONS),
 };
