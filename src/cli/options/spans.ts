@@ -5,6 +5,7 @@
 import { BENCH_OPTIONS } from './bench.ts';
 import { CALIBRATE_OPTIONS } from './calibrate.ts';
 import { PLAN_OPTIONS } from './plan.ts';
+import { PLAN_FLEET_OPTIONS } from './planFleet.ts';
 import { DEMO_OPTIONS } from './demo.ts';
 import { configDocOf, flagsDocOf } from './docs.ts';
 import { ENGINE_SERVER_OPTIONS } from './engine.ts';
@@ -19,5 +20,6 @@ export const DOC_SPANS: Readonly<Record<string, () => string>> = {
   bench: () => flagsDocOf(BENCH_OPTIONS),
   calibrate: () => flagsDocOf(CALIBRATE_OPTIONS),
   plan: () => flagsDocOf(PLAN_OPTIONS),
+  'plan-search-fleet': () => flagsDocOf(PLAN_FLEET_OPTIONS),
   demo: () => flagsDocOf(DEMO_OPTIONS),
 };
