@@ -13,9 +13,7 @@ import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { discoverModelCard } from '../loadgen/run.ts';
 import {
   type CostProfile,
-  DTYPES,
   decodeCostTokensOf,
-  FIT_OBJECTIVES,
   type FitObjective,
   GPUS,
   MODELS,
@@ -24,18 +22,20 @@ import {
   type ReplicaSpec,
   SEED_REPLICA,
 } from '../model/index.ts';
-import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
+import {
+  CALIBRATE_OPTIONS,
+  DEFAULT_CALIBRATE_BUDGET_S,
+  DEFAULT_CALIBRATE_MAX_BATCH,
+  DEFAULT_CALIBRATE_OUT,
+  DEFAULT_CALIBRATE_REPEATS,
+} from './options/calibrate.ts';
+import { helpOf } from './options/help.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
 import { Progress } from './progress.ts';
 
-const FLAGS = flagSpec({
-  string:
-    'url vidur-profile model api-key catalog-model gpu tp weights-dtype kv-dtype budget speedup ' +
-    'budget-s max-prompt-tokens max-batch repeats seed fit out report',
-  boolean: 'quiet json step-table',
-});
-
-const DEFAULT_OUT = 'kvroute-profile.yaml';
-const DEFAULT_BUDGET_S = 120;
+const FLAGS = specOf(CALIBRATE_OPTIONS);
 
 const HELP = `usage: kvroute calibrate (--url URL | --vidur-profile DIR) [flags]
 
@@ -43,84 +43,55 @@ Measures step times and fits the cost model's coefficients: MFU as a function of
 step (MFU(n) = mfuMax x n / (n + halfTokens)), MBU, and a fixed per-step overhead. Writes a
 profile file for --profile on kvroute plan, sim and engine.
 
-source (one of)
-  --url URL             an OpenAI-compatible server (vLLM, SGLang, kvroute engine): cold
-                        prompts of growing length (time to first token) and concurrent decodes
-                        of growing batch and context (inter-token gaps)
-  --vidur-profile DIR   a Vidur profile folder (mlp.csv, and attention.csv where present), e.g.
-                        data/profiling/compute/h100/meta-llama/Llama-2-70b-hf of microsoft/vidur
-the replica measured (turns times into MFU and MBU)
-  --catalog-model NAME  ${Object.keys(MODELS).join(', ')} (default: the served model's name
-                        if the catalog has it; a Vidur folder's model)
-  --gpu NAME            ${Object.keys(GPUS).join(', ')} (default ${SEED_REPLICA.gpu}; a Vidur folder's GPU)
-  --tp N                GPUs per replica (live only; default ${SEED_REPLICA.tp})
-  --weights-dtype D     ${DTYPES.join(' | ')} (default ${SEED_REPLICA.weightsDtype}; Vidur bf16)   --kv-dtype D (default bf16)
-live measurement
-  --model NAME          model name to request (default: the first of /v1/models)
-  --api-key KEY         bearer token
-  --budget N            the server's tokens per step (vLLM --max-num-batched-tokens; default
-                        ${ENGINE_DEFAULTS.budgetTokens}, kvroute engine's)
-  --speedup F           the server runs F x faster than modeled time (kvroute engine --speedup);
-                        measured times are multiplied by F (default 1)
-  --budget-s S          wall-clock seconds for the measurements (default ${DEFAULT_BUDGET_S})
-  --max-prompt-tokens N longest prompt (default 4 x --budget, within the context window)
-  --max-batch N         largest decode batch (default 64)
-  --repeats N           requests per prompt length, the fastest counts (default 5)
-  --seed N              seeds the prompts' token ids (default 0)
-  --step-table          also fit a measured table of step times (prefill tokens, decode sequences,
-                        context), with mixed-step probes; where present it times every step in
-                        place of the curve (an engine off the roofline, e.g. llama.cpp on a CPU)
-fit and output
-  --fit F               ${FIT_OBJECTIVES.join(' | ')} over relative errors (default: minimax for
-                        Vidur's medians, least-squares for live timings)
-  --out FILE            profile file to write (default ${DEFAULT_OUT})
-  --report FILE.html    self-contained HTML report with the points and the fitted curves
-  --json                print the profile as JSON instead of the summary
-  --quiet               no progress (a bar on a TTY, else a line per measurement and a status line every ~10 s on stderr)
-`;
+${helpOf(CALIBRATE_OPTIONS)}`;
+
+/** The typed reader of calibrate's flags. */
+const optionsOf = (flags: Flags) => readerOf(CALIBRATE_OPTIONS, flags);
 
 export async function run(argv: string[]): Promise<number> {
   const flags = readFlags(argv, FLAGS);
   if (flags === 'help') return printHelp(HELP);
-  const url = flags.string('url')?.replace(/\/+$/, '');
-  const vidur = flags.string('vidur-profile');
+  const option = optionsOf(flags);
+  const url = option('url')?.replace(/\/+$/, '');
+  const vidur = option('vidur-profile');
   if ((url === undefined) === (vidur === undefined)) {
     throw new UsageError('give one of --url URL or --vidur-profile DIR');
   }
-  const fit = flags.oneOf('fit', FIT_OBJECTIVES);
-  const out = flags.string('out') ?? DEFAULT_OUT;
+  const fit = option('fit');
+  const out = option('out') ?? DEFAULT_CALIBRATE_OUT;
   const profile =
     vidur !== undefined ? fromVidur(flags, vidur, fit) : await fromLive(flags, url!, fit);
   writeProfile(out, profile);
-  const reportPath = flags.string('report');
+  const reportPath = option('report');
   const command = `kvroute calibrate ${argv.join(' ')}`;
   if (reportPath !== undefined)
     writeFileSync(reportPath, renderCalibrationReport(profile, command));
-  if (flags.bool('json')) {
+  if (option('json')) {
     process.stdout.write(`${JSON.stringify(profile, null, 2)}\n`);
     return 0;
   }
-  const budgetTokens = flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens;
+  const budgetTokens = option('budget') ?? ENGINE_DEFAULTS.budgetTokens;
   process.stdout.write(`${summary(profile, budgetTokens)}\nprofile: ${out}\n`);
   if (reportPath !== undefined) process.stdout.write(`report: ${reportPath}\n`);
   return 0;
 }
 
 function measuredSpec(flags: Flags, model: string, gpu: string, tp: number): ReplicaSpec {
+  const option = optionsOf(flags);
   return makeReplicaSpec({
     model,
     gpu,
     tp,
-    weightsDtype:
-      flags.oneOf('weights-dtype', DTYPES) ?? (flags.has('vidur-profile') ? 'bf16' : undefined),
-    kvDtype: flags.oneOf('kv-dtype', DTYPES),
+    weightsDtype: option('weights-dtype') ?? (flags.has('vidur-profile') ? 'bf16' : undefined),
+    kvDtype: option('kv-dtype'),
   });
 }
 
 function fromVidur(flags: Flags, dir: string, fit: FitObjective | undefined): CostProfile {
+  const option = optionsOf(flags);
   const guess = guessFromVidurPath(dir);
-  const model = flags.oneOf('catalog-model', Object.keys(MODELS)) ?? guess.model;
-  const gpu = flags.oneOf('gpu', Object.keys(GPUS)) ?? guess.gpu;
+  const model = option('catalog-model') ?? guess.model;
+  const gpu = option('gpu') ?? guess.gpu;
   if (model === undefined) {
     throw new UsageError(
       `--catalog-model is needed: the folder does not name a catalog model (${Object.keys(MODELS).join(', ')})`,
@@ -131,7 +102,7 @@ function fromVidur(flags: Flags, dir: string, fit: FitObjective | undefined): Co
       `--gpu is needed: the folder does not name a catalog GPU (${Object.keys(GPUS).join(', ')})`,
     );
   }
-  if (flags.bool('step-table')) {
+  if (option('step-table')) {
     throw new UsageError('--step-table is for --url: it needs mixed steps measured live');
   }
   if (flags.has('tp')) {
@@ -157,40 +128,35 @@ async function fromLive(
       '--fit minimax is for Vidur profiles; live timings are fitted by least squares',
     );
   }
-  const apiKey = flags.string('api-key') ?? null;
-  const served = flags.string('model') ?? null;
-  const budgetTokens = flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens;
-  const speedup = flags.positive('speedup') ?? 1;
-  const tp = flags.positive('tp', true) ?? SEED_REPLICA.tp;
-  const catalog =
-    flags.oneOf('catalog-model', Object.keys(MODELS)) ?? (await catalogName(url, served, apiKey));
-  const spec = measuredSpec(
-    flags,
-    catalog,
-    flags.oneOf('gpu', Object.keys(GPUS)) ?? SEED_REPLICA.gpu,
-    tp,
-  );
-  const stepTable = flags.bool('step-table');
-  const progress = new Progress({ command: 'kvroute calibrate', quiet: flags.bool('quiet') });
+  const option = optionsOf(flags);
+  const apiKey = option('api-key') ?? null;
+  const served = option('model') ?? null;
+  const budgetTokens = option('budget') ?? ENGINE_DEFAULTS.budgetTokens;
+  const speedup = option('speedup') ?? 1;
+  const tp = option('tp') ?? SEED_REPLICA.tp;
+  const catalog = option('catalog-model') ?? (await catalogName(url, served, apiKey));
+  const spec = measuredSpec(flags, catalog, option('gpu') ?? SEED_REPLICA.gpu, tp);
+  const stepTable = option('step-table') === true;
+  const progress = new Progress({ command: 'kvroute calibrate', quiet: option('quiet') === true });
   progress.phase('calibrate', { of: 'the probes' });
   const task = progress.task('measuring');
   const controller = new AbortController();
   const onSignal = () => controller.abort();
   process.once('SIGINT', onSignal);
   try {
-    const maxPromptTokens = flags.positive('max-prompt-tokens', true);
+    const maxPromptTokens = option('max-prompt-tokens');
     const m = await measureLive({
       url,
       model: served,
       apiKey,
       budgetTokens,
       speedup,
-      budgetS: flags.positive('budget-s') ?? DEFAULT_BUDGET_S,
+      budgetS: option('budget-s') ?? DEFAULT_CALIBRATE_BUDGET_S,
       ...(maxPromptTokens !== undefined && { maxPromptTokens }),
-      maxBatch: flags.positive('max-batch', true) ?? 64,
-      repeats: flags.positive('repeats', true) ?? 5,
+      maxBatch: option('max-batch') ?? DEFAULT_CALIBRATE_MAX_BATCH,
+      repeats: option('repeats') ?? DEFAULT_CALIBRATE_REPEATS,
       stepTable,
-      seed: flags.number('seed', { integer: true }) ?? 0,
+      seed: option('seed') ?? 0,
       onProgress: (e) => {
         // Off a TTY, a line per measurement (a log of the run); on one, the bar's detail.
         if (e.result !== undefined) progress.record(`calibrate: ${e.label}: ${e.result}`);

@@ -23,91 +23,33 @@ import { killAll } from '../loadgen/stack.ts';
 import { resultsJson } from '../results/result.ts';
 import { formatLiveResults } from '../results/table.ts';
 import { LLAMA_CPP_DEFAULT_MAX_SEQS } from '../engine/runtime/llamaCpp/serve.ts';
-import { flagSpec, printHelp, readFlags, UsageError } from './args.ts';
-import { RUNTIME_FLAG_NAMES, RUNTIME_HELP, readRuntimeFlags } from './runtimeFlags.ts';
-import { ENGINE_FLAGS, ENGINE_HELP, readEngineFlags } from './engineFlags.ts';
-import { POLICY_LIST_HELP, readPolicyList } from './policyList.ts';
+import { printHelp, readFlags, UsageError } from './args.ts';
+import { readRuntimeFlags } from './runtimeFlags.ts';
+import { readEngineFlags } from './engineFlags.ts';
+import { DEMO_DEFAULTS, DEMO_OPTIONS, DEMO_REAL_DEFAULTS } from './options/demo.ts';
+import { helpOf } from './options/help.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
+import { readPolicyList } from './policyList.ts';
 import { Progress } from './progress.ts';
 import type { WorkloadSpec } from '../workload/spec.ts';
-import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
+import { readWorkloadFlags } from './workloadFlags.ts';
 
-const FLAGS = flagSpec({
-  string: `replicas speedup policy ${RUNTIME_FLAG_NAMES}`,
-  boolean: 'inprocess json quiet',
-});
-
-/**
- * Defaults sized for a small machine: the router seed's workload at an eighth of its rate on
- * 4 replicas (cost policy: warm owners; random and round-robin: the pool churns), 2 minutes
- * of workload time per policy at speedup 1.
- */
-const DEFAULTS = {
-  rate: 5,
-  replicas: 4,
-  durationS: 120,
-  speedup: 1,
-  policies: ['cost', 'random', 'round-robin'],
-} as const;
-
-/**
- * Real engines on a 2-core machine: two of them, the shared-prefix workload sized like
- * `npm run bench:real`'s routing trace (6 groups of a 1,024-token system prompt, 128-token
- * questions, 8 tokens out) at 1 request/s for 40 s, and a KV pool of 256 blocks per engine:
- * room for the prefixes of about 3 of the 6 groups, so a policy that spreads every group over
- * both engines (round-robin) evicts what it will need next, and one that keeps a group on one
- * engine (delay-cost) does not. The context also holds the seed workload's 8,000-token prompts
- * when asked for (the tiny model was trained on none anyway).
- */
-const REAL_DEFAULTS = {
-  replicas: 2,
-  workload: 'shared-prefix',
-  sharedPrefix: {
-    numGroups: 6,
-    numPromptsPerGroup: 8,
-    systemPromptLen: 1024,
-    questionLen: 128,
-    outputLen: 8,
-  },
-  rate: 1,
-  durationS: 40,
-  kvBlocks: 256,
-  maxModelLen: 10_240,
-  policies: ['delay-cost', 'round-robin'],
-  /** Wall seconds of `kvroute calibrate` measurements on one engine. */
-  calibrateS: 30,
-} as const;
+const FLAGS = specOf(DEMO_OPTIONS);
+const DEFAULTS = DEMO_DEFAULTS;
+const REAL_DEFAULTS = DEMO_REAL_DEFAULTS;
 
 const HELP = `usage: npm run demo -- [flags]
 
 The live stack (kvroute engine processes behind kvroute serve, driven by kvroute bench's client)
 against kvroute sim on the same workload, engines, replicas and policies, side by side.
 
-workload
-${workloadHelp({
-  duration: `${DEFAULTS.durationS}`,
-  warmup: 'min(60, duration/10)',
-  rate: `${DEFAULTS.rate}`,
-})}fleet
-${POLICY_LIST_HELP} (default ${DEFAULTS.policies.join(',')})
-  --replicas N          (default ${DEFAULTS.replicas})
-  --speedup X           engines' modeled time / wall time (default ${DEFAULTS.speedup})
-  --inprocess           engines and gateway in this process instead of child processes
-${ENGINE_HELP}${RUNTIME_HELP}  With --runtime llama.cpp: --policy defaults to ${REAL_DEFAULTS.policies.join(',')}, --replicas to ${REAL_DEFAULTS.replicas},
-  --workload to ${REAL_DEFAULTS.workload} (${REAL_DEFAULTS.sharedPrefix.numGroups} groups x ${REAL_DEFAULTS.sharedPrefix.numPromptsPerGroup}, ${REAL_DEFAULTS.sharedPrefix.systemPromptLen} system + ${REAL_DEFAULTS.sharedPrefix.questionLen} question tokens, ${REAL_DEFAULTS.sharedPrefix.outputLen} out), --rate to ${REAL_DEFAULTS.rate},
-  --duration to ${REAL_DEFAULTS.durationS}, --max-seqs to ${LLAMA_CPP_DEFAULT_MAX_SEQS}, --kv-blocks to ${REAL_DEFAULTS.kvBlocks}, the engines' context to
-  ${REAL_DEFAULTS.maxModelLen}, and --speedup must be 1. Without --profile, a calibration step first
-  measures one engine with kvroute calibrate and its step table (${REAL_DEFAULTS.calibrateS} s of measurements): the
-  simulated side models that engine's measured step times, not the catalog GPU, and the gateway's
-  delay-cost is told what a decode costs there (kvroute serve's decode cost option). With
-  --profile FILE that file is used instead. About 5 minutes in all on 2 busy cores.
-output
-  --json                the live results as kvroute bench --json writes them
-  --quiet               no progress (a bar on a TTY, else a line to stderr every ~10 s)
-`;
+${helpOf(DEMO_OPTIONS)}`;
 
 export async function run(argv: string[]): Promise<number> {
-  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS, ENGINE_FLAGS);
+  const flags = readFlags(argv, FLAGS);
   if (flags === 'help') return printHelp(HELP);
+  const option = readerOf(DEMO_OPTIONS, flags);
   const flagged = await readRuntimeFlags(flags);
   const real = flagged && { maxModelLen: REAL_DEFAULTS.maxModelLen, ...flagged };
   const w = readWorkloadFlags(
@@ -125,7 +67,7 @@ export async function run(argv: string[]): Promise<number> {
   const engine = readEngineFlags(flags);
   if (real && !flags.has('max-seqs')) engine.maxSeqs = LLAMA_CPP_DEFAULT_MAX_SEQS;
   if (real && !flags.has('kv-blocks')) engine.kvBlocks = REAL_DEFAULTS.kvBlocks;
-  const speedup = flags.positive('speedup') ?? DEFAULTS.speedup;
+  const speedup = option('speedup') ?? DEFAULTS.speedup;
   if (real && speedup !== 1)
     throw new UsageError('--speedup: real engines run in real time (1 only)');
   const interrupt = new AbortController();
@@ -135,7 +77,7 @@ export async function run(argv: string[]): Promise<number> {
     void killAll();
   };
   process.on('SIGINT', onSigint);
-  const progress = new Progress({ command: 'demo', quiet: flags.bool('quiet') });
+  const progress = new Progress({ command: 'demo', quiet: option('quiet') === true });
   const log = (line: string) => {
     progress.done(); // a bar on a TTY is cleared, then redrawn under the line
     process.stderr.write(`${line}\n`);
@@ -153,20 +95,19 @@ export async function run(argv: string[]): Promise<number> {
       seed: w.seed,
       durationS,
       warmupS: w.warmupS ?? Math.min(60, durationS / 10),
-      replicas:
-        flags.positive('replicas', true) ?? (real ? REAL_DEFAULTS.replicas : DEFAULTS.replicas),
+      replicas: option('replicas') ?? (real ? REAL_DEFAULTS.replicas : DEFAULTS.replicas),
       policies,
       speedup,
       engine,
       real,
       ...(decodeCost && { decodeCost }),
-      mode: flags.bool('inprocess') ? 'inprocess' : 'process',
+      mode: option('inprocess') ? 'inprocess' : 'process',
       signal: interrupt.signal,
       log,
       task: (label) => progress.task(label),
     });
     progress.done();
-    printDemo(rows, flags.bool('json'), real !== null);
+    printDemo(rows, option('json') === true, real !== null);
     return interrupt.signal.aborted ? 130 : 0;
   } finally {
     process.off('SIGINT', onSigint);

@@ -4,7 +4,7 @@
  */
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
 import { curveMfu } from '../model/calibration.ts';
-import { DTYPES, GPUS, gpuByName, MODELS, modelByName } from '../model/catalog.ts';
+import { gpuByName, modelByName } from '../model/catalog.ts';
 import { kvBytesPerToken, mbuOf, replicaSpecProblem, type ReplicaSpec } from '../model/cost.ts';
 import {
   type LoadInput,
@@ -23,88 +23,63 @@ import { DEFAULT_CPU_KV_GBPS } from '../engine/connector/offloading.ts';
 import { makeReplicaSpec, SEED_REPLICA } from '../model/spec.ts';
 import { pdPlanJson, pdPlanText } from './planPd.ts';
 import { runPlanFleet } from './planFleet.ts';
-import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
+import { helpOf } from './options/help.ts';
+import { PLAN_OPTIONS, PLAN_PRESETS } from './options/plan.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
 import { readProfileFlag } from './engineFlags.ts';
 
-const PRESETS = ['seed-router', 'seed-scheduler'] as const;
-
-const FLAGS = flagSpec({
-  string:
-    'preset model gpu tp weights-dtype kv-dtype rate prompt-tokens shared-tokens prefixes ' +
-    'output-tokens mfu mbu utilization batch hit-rate hot-share budgets profile budget ' +
-    'transfer-gbps transfer-latency-ms tpot-slo-ms cpu-kv-gib cpu-kv-gbps',
-  boolean: 'json pd',
-});
+const FLAGS = specOf(PLAN_OPTIONS);
 
 const HELP = `usage: kvroute plan [flags]
 
 The router seed's capacity plan: prefill a hit saves, KV pool fit, fleet size with and without
 affinity, the hot-customer load and the spill threshold. Defaults are the seed's.
 
-  --preset seed-router|seed-scheduler   seed-scheduler prints the budget table instead
-  --model NAME        ${Object.keys(MODELS).join(', ')} (default ${SEED_REPLICA.model})
-  --gpu NAME          ${Object.keys(GPUS).join(', ')} (default ${SEED_REPLICA.gpu})
-  --tp N              GPUs per replica (default 2; seed-scheduler 4)
-  --weights-dtype D   ${DTYPES.join(' | ')} (default fp8)      --kv-dtype D  (default bf16)
-  --rate R            requests/s (40)          --prompt-tokens N   (8000; seed-scheduler 32768)
-  --shared-tokens N   shared prefix (6000)     --prefixes N        distinct prefixes (200)
-  --output-tokens N   (300)                    --batch N           decode batch (64)
-  --mfu F             prefill MFU (0.5; seed-scheduler 1)   --mbu F  decode MBU (0.75; 1)
-  --utilization F     target utilization (0.65)
-  --hit-rate F        warm fraction under affinity (0.9)    --hot-share F  hottest customer (0.1)
-  --budgets LIST      seed-scheduler budgets (512,2048,8192)
-  --profile FILE      calibrated cost model from kvroute calibrate instead of --mfu/--mbu
-  --budget N          tokens per prefill step, for a profile's MFU (default ${ENGINE_DEFAULTS.budgetTokens})
-  --pd                the P/D split: prefill and decode demand apart, transfer bytes and link
-                      time, aggregated vs disaggregated counts, when disaggregation pays
-  --transfer-gbps F   --pd: KV link, GB/s (25)   --transfer-latency-ms F  per transfer (1)
-  --tpot-slo-ms F     --pd: the TPOT target of the verdict (40)
-  --cpu-kv-gib G       a CPU tier of G GiB per replica: how many prefixes fit in the GPU and
-                      CPU tiers, and what reloading one costs (JSON: "tiers")
-  --cpu-kv-gbps F     host-to-GPU KV copy, GB/s (default ${DEFAULT_CPU_KV_GBPS}: PCIe 5.0 x16)
-  --json              machine-readable output
-  --search-fleet      the cheapest fleet over GPUs x TP in the simulator (kvroute plan
-                      --search-fleet --help)
-`;
+${helpOf(PLAN_OPTIONS)}`;
+
+/** The typed reader of plan's flags. */
+const optionsOf = (flags: Flags) => readerOf(PLAN_OPTIONS, flags);
 
 export async function run(argv: string[]): Promise<number> {
   if (argv.some((a) => /^--(search-fleet|merge-shards)(=|$)/.test(a))) return runPlanFleet(argv);
   const flags = readFlags(argv, FLAGS);
   if (flags === 'help') return printHelp(HELP);
-  const preset = flags.oneOf('preset', PRESETS) ?? 'seed-router';
+  const option = optionsOf(flags);
+  const preset = option('preset') ?? PLAN_PRESETS[0];
   const scheduler = preset === 'seed-scheduler';
   const spec = readSpec(flags, scheduler);
-  const model = costModel(spec, flags.string('profile'));
+  const model = costModel(spec, option('profile'));
   if (scheduler) {
     const plan = planScheduler(spec, {
       budgets: readBudgets(flags) ?? SEED_SCHEDULER.budgets,
-      promptTokens: flags.positive('prompt-tokens', true) ?? SEED_SCHEDULER.promptTokens,
-      decodes: flags.number('batch', { min: 0, integer: true }) ?? SEED_SCHEDULER.decodes,
+      promptTokens: option('prompt-tokens') ?? SEED_SCHEDULER.promptTokens,
+      decodes: option('batch') ?? SEED_SCHEDULER.decodes,
     });
     write(
-      flags.bool('json')
+      option('json')
         ? json(withCostModel(schedulerPlanJson(plan), spec, model))
         : `${model.text}\n${schedulerText(spec, plan)}`,
     );
     return 0;
   }
   const load = readLoad(flags);
-  const stepTokens = flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens;
-  if (flags.bool('pd')) {
+  const stepTokens = option('budget') ?? ENGINE_DEFAULTS.budgetTokens;
+  if (option('pd')) {
     const pd: PdPlanInput = {
       budgetTokens: stepTokens,
-      transferGbps: flags.positive('transfer-gbps') ?? SEED_PD.transferGbps,
-      transferLatencyMs:
-        flags.number('transfer-latency-ms', { min: 0 }) ?? SEED_PD.transferLatencyMs,
-      tpotSloMs: flags.positive('tpot-slo-ms') ?? SEED_PD.tpotSloMs,
+      transferGbps: option('transfer-gbps') ?? SEED_PD.transferGbps,
+      transferLatencyMs: option('transfer-latency-ms') ?? SEED_PD.transferLatencyMs,
+      tpotSloMs: option('tpot-slo-ms') ?? SEED_PD.tpotSloMs,
     };
     const plan = planPd(spec, load, pd);
-    write(flags.bool('json') ? json(pdPlanJson(plan)) : pdPlanText(spec, load, pd, plan));
+    write(option('json') ? json(pdPlanJson(plan)) : pdPlanText(spec, load, pd, plan));
     return 0;
   }
   const plan = planRouter(spec, load, stepTokens);
-  const cpuKvGiB = flags.positive('cpu-kv-gib');
-  const cpuKvGbps = flags.positive('cpu-kv-gbps');
+  const cpuKvGiB = option('cpu-kv-gib');
+  const cpuKvGbps = option('cpu-kv-gbps');
   if (cpuKvGbps !== undefined && cpuKvGiB === undefined) {
     throw new UsageError('--cpu-kv-gbps needs --cpu-kv-gib G');
   }
@@ -117,7 +92,7 @@ export async function run(argv: string[]): Promise<number> {
           blockSize: ENGINE_DEFAULTS.blockSize,
         });
   write(
-    flags.bool('json')
+    option('json')
       ? json({ ...withCostModel(routerPlanJson(plan), spec, model), ...(tiers && { tiers }) })
       : `${model.text}\n${routerText(spec, load, plan, stepTokens)}${tiers ? `\n\n${tierText(load, tiers)}` : ''}`,
   );
@@ -190,19 +165,20 @@ const write = (text: string): void => {
 const json = (value: unknown): string => JSON.stringify(value, null, 2);
 
 function readSpec(flags: Flags, scheduler: boolean): ReplicaSpec {
-  const tp = flags.positive('tp', true) ?? (scheduler ? 4 : SEED_REPLICA.tp);
+  const option = optionsOf(flags);
+  const tp = option('tp') ?? (scheduler ? 4 : SEED_REPLICA.tp);
   const profile = readProfileFlag(flags, tp);
   if (profile && (flags.has('mfu') || flags.has('mbu'))) {
     throw new UsageError('--profile replaces --mfu and --mbu; give one or the other');
   }
   const spec = makeReplicaSpec({
-    model: flags.string('model'),
-    gpu: flags.string('gpu') ?? (scheduler ? 'h100-sxm' : undefined),
+    model: option('model'),
+    gpu: option('gpu') ?? (scheduler ? 'h100-sxm' : undefined),
     tp,
-    weightsDtype: flags.oneOf('weights-dtype', DTYPES),
-    kvDtype: flags.oneOf('kv-dtype', DTYPES),
-    mfu: flags.fraction('mfu') ?? (scheduler ? 1 : undefined),
-    mbu: flags.fraction('mbu') ?? (scheduler ? 1 : undefined),
+    weightsDtype: option('weights-dtype'),
+    kvDtype: option('kv-dtype'),
+    mfu: option('mfu') ?? (scheduler ? 1 : undefined),
+    mbu: option('mbu') ?? (scheduler ? 1 : undefined),
     profile,
   });
   const problem = replicaSpecProblem(spec);
@@ -211,17 +187,18 @@ function readSpec(flags: Flags, scheduler: boolean): ReplicaSpec {
 }
 
 function readLoad(flags: Flags): LoadInput {
+  const option = optionsOf(flags);
   const load: LoadInput = {
-    rate: flags.positive('rate') ?? SEED_LOAD.rate,
-    promptTokens: flags.positive('prompt-tokens', true) ?? SEED_LOAD.promptTokens,
-    sharedTokens:
-      flags.number('shared-tokens', { min: 0, integer: true }) ?? SEED_LOAD.sharedTokens,
-    prefixes: flags.positive('prefixes', true) ?? SEED_LOAD.prefixes,
-    outputTokens: flags.positive('output-tokens', true) ?? SEED_LOAD.outputTokens,
-    utilization: flags.fraction('utilization') ?? SEED_LOAD.utilization,
+    rate: option('rate') ?? SEED_LOAD.rate,
+    promptTokens: option('prompt-tokens') ?? SEED_LOAD.promptTokens,
+    sharedTokens: option('shared-tokens') ?? SEED_LOAD.sharedTokens,
+    prefixes: option('prefixes') ?? SEED_LOAD.prefixes,
+    outputTokens: option('output-tokens') ?? SEED_LOAD.outputTokens,
+    utilization: option('utilization') ?? SEED_LOAD.utilization,
+    // The row takes 0 (the scheduler's table); a router plan's decode batch is above 0.
     batch: flags.positive('batch', true) ?? SEED_LOAD.batch,
-    hitRate: flags.number('hit-rate', { min: 0, max: 1 }) ?? SEED_LOAD.hitRate,
-    hotShare: flags.fraction('hot-share') ?? SEED_LOAD.hotShare,
+    hitRate: option('hit-rate') ?? SEED_LOAD.hitRate,
+    hotShare: option('hot-share') ?? SEED_LOAD.hotShare,
   };
   if (load.sharedTokens > load.promptTokens) {
     throw new UsageError(
@@ -232,7 +209,7 @@ function readLoad(flags: Flags): LoadInput {
 }
 
 function readBudgets(flags: Flags): number[] | undefined {
-  const raw = flags.string('budgets');
+  const raw = optionsOf(flags)('budgets');
   if (raw === undefined) return undefined;
   const budgets = raw.split(',').map((s) => Number(s.trim()));
   if (budgets.length === 0 || budgets.some((b) => !Number.isInteger(b) || b < 1)) {

@@ -7,7 +7,7 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { ENGINE_DEFAULTS } from '../engine/options.ts';
-import { GPUS, MODELS, modelByName } from '../model/catalog.ts';
+import { GPUS, modelByName } from '../model/catalog.ts';
 import { describeTtftSlo } from '../results/slo.ts';
 import { DEFAULT_POLICY, INDEX_MODES, QUEUE_SOURCES } from '../router/defaults.ts';
 import { isPolicyName, POLICY_NAMES } from '../router/registry.ts';
@@ -21,22 +21,23 @@ import {
   runFleetSearch,
 } from '../sim/fleetSearch.ts';
 import type { SimConfig } from '../sim/run.ts';
-import { type Flags, flagSpec, printHelp, readFlags, UsageError } from './args.ts';
+import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
+import { helpOf } from './options/help.ts';
+import {
+  DEFAULT_FLEET_DURATION_S,
+  DEFAULT_FLEET_MAX_REPLICAS,
+  DEFAULT_FLEET_TPOT_P99_MS,
+  DEFAULT_FLEET_TTFT_P99_MS,
+  PLAN_FLEET_OPTIONS,
+} from './options/planFleet.ts';
+import { readerOf } from './options/read.ts';
+import { specOf } from './options/spec.ts';
 import { readPrices } from './priceFlag.ts';
 import { Progress } from './progress.ts';
-import { readWorkloadFlags, WORKLOAD_FLAGS, workloadHelp } from './workloadFlags.ts';
+import { readWorkloadFlags } from './workloadFlags.ts';
 
-const FLAGS = flagSpec({
-  string:
-    'gpus tp model budget max-seqs block-size policy slo-ttft-p99-ms slo-tpot-p99-ms price ' +
-    'max-replicas threads shard out merge-shards transfer-gbps transfer-latency-ms',
-  boolean: 'search-fleet json quiet pd',
-});
-
-/** Seconds of arrivals per probe when --duration is not given: a grid is many searches. */
-const DEFAULT_DURATION_S = 120;
-const DEFAULT_TTFT_P99_MS = 1000;
-const DEFAULT_TPOT_P99_MS = 100;
+const FLAGS = specOf(PLAN_FLEET_OPTIONS);
+const DEFAULT_DURATION_S = DEFAULT_FLEET_DURATION_S;
 
 const HELP = `usage: kvroute plan --search-fleet --gpus LIST --tp LIST [flags]
        kvroute plan --merge-shards A.json,B.json,... [--json]
@@ -46,38 +47,10 @@ simulator (as kvroute sim --search), priced at the GPUs' $/h. Prints the cheapes
 a table of all of them; a candidate that meets the SLO at no count names its limit (TPOT floor,
 KV fit, prefill floor, or the search's --max-replicas).
 
-grid
-  --gpus LIST           comma-separated: ${Object.keys(GPUS).join(', ')}
-  --tp LIST             comma-separated TP degrees, e.g. 2,4,8
-  --model NAME          ${Object.keys(MODELS).join(', ')} (default ${ENGINE_DEFAULTS.model})
-  --price GPU=$/h,...   over the catalog's list prices (each from a named, dated sheet)
-  --budget N  --max-seqs N  --block-size N   the engines' (defaults ${ENGINE_DEFAULTS.budgetTokens}, ${ENGINE_DEFAULTS.maxSeqs}, ${ENGINE_DEFAULTS.blockSize})
-workload
-${workloadHelp({ duration: `${DEFAULT_DURATION_S}`, warmup: 'min(60, duration/10)' })}SLO and search
-  --policy P            routing policy (default ${DEFAULT_POLICY})
-  --slo-ttft-p99-ms MS  (default ${DEFAULT_TTFT_P99_MS})
-  --slo-tpot-p99-ms MS  (default ${DEFAULT_TPOT_P99_MS})
-  --max-replicas N      each search's limit (default 256)
-  --pd                  search disaggregated fleets too: each GPU x TP also gets the P:D split
-                        search of kvroute sim --search --pd auto (its pools spared at twice the
-                        first estimate), priced at both pools' GPUs; the table and --json say
-                        each candidate's shape
-  --transfer-gbps F     --pd: KV link, GB/s (default ${DEFAULT_TRANSFER_GBPS})
-  --transfer-latency-ms F  --pd: per transfer (default ${DEFAULT_TRANSFER_LATENCY_MS})
-  --threads N           worker threads (default: the machine's cores)
-past one machine
-  --shard i/n           run the i-th (0-based) of n disjoint slices of the grid and write its
-                        part (JSON) to --out FILE, or stdout
-  --merge-shards LIST   the parts of all n shards: prints what the unsharded search prints
-output
-  --json                {"cheapest": {gpu, tp, replicas, dollarsPerHour}, "candidates": [...]};
-                        with --pd, cheapest adds pd: {prefill, decode} (null: aggregated) and
-                        each candidate shape ("aggregated" or "disaggregated") and pd
-  --quiet               no progress on stderr
-`;
+${helpOf(PLAN_FLEET_OPTIONS)}`;
 
 export async function runPlanFleet(argv: string[]): Promise<number> {
-  const flags = readFlags(argv, FLAGS, WORKLOAD_FLAGS);
+  const flags = readFlags(argv, FLAGS);
   if (flags === 'help') return printHelp(HELP);
   const json = flags.bool('json');
   const merge = flags.string('merge-shards');
@@ -142,7 +115,8 @@ function readSearch(flags: Flags) {
   if (!flags.bool('search-fleet')) {
     throw new UsageError('--shard, --gpus and --tp go with --search-fleet');
   }
-  const model = flags.oneOf('model', Object.keys(MODELS)) ?? ENGINE_DEFAULTS.model;
+  const option = readerOf(PLAN_FLEET_OPTIONS, flags);
+  const model = option('model') ?? ENGINE_DEFAULTS.model;
   const gpus = readList(flags, 'gpus').map((g) => {
     const name = g.toLowerCase();
     if (!Object.hasOwn(GPUS, name)) {
@@ -165,7 +139,7 @@ function readSearch(flags: Flags) {
       );
     }
   }
-  const policy = flags.string('policy') ?? DEFAULT_POLICY;
+  const policy = option('policy') ?? DEFAULT_POLICY;
   if (!isPolicyName(policy)) {
     throw new UsageError(`--policy must be one of ${POLICY_NAMES.join(', ')}; got '${policy}'`);
   }
@@ -181,21 +155,21 @@ function readSearch(flags: Flags) {
     engine: {
       ...ENGINE_DEFAULTS,
       model,
-      budgetTokens: flags.positive('budget', true) ?? ENGINE_DEFAULTS.budgetTokens,
-      maxSeqs: flags.positive('max-seqs', true) ?? ENGINE_DEFAULTS.maxSeqs,
-      blockSize: flags.positive('block-size', true) ?? ENGINE_DEFAULTS.blockSize,
+      budgetTokens: option('budget') ?? ENGINE_DEFAULTS.budgetTokens,
+      maxSeqs: option('max-seqs') ?? ENGINE_DEFAULTS.maxSeqs,
+      blockSize: option('block-size') ?? ENGINE_DEFAULTS.blockSize,
     },
     router: { policy, index: INDEX_MODES[0], queueSource: QUEUE_SOURCES[0] },
     view: { staleMs: 0, reportMs: 100, eventDelayMs: 0 },
     faults: [],
     slo: {
-      ttftP99Ms: flags.positive('slo-ttft-p99-ms') ?? DEFAULT_TTFT_P99_MS,
-      tpotP99Ms: flags.positive('slo-tpot-p99-ms') ?? DEFAULT_TPOT_P99_MS,
+      ttftP99Ms: option('slo-ttft-p99-ms') ?? DEFAULT_FLEET_TTFT_P99_MS,
+      tpotP99Ms: option('slo-tpot-p99-ms') ?? DEFAULT_FLEET_TPOT_P99_MS,
     },
   };
-  const pd = flags.bool('pd');
-  const transferGbps = flags.positive('transfer-gbps');
-  const transferLatencyMs = flags.number('transfer-latency-ms', { min: 0 });
+  const pd = option('pd') === true;
+  const transferGbps = option('transfer-gbps');
+  const transferLatencyMs = option('transfer-latency-ms');
   if (!pd && (transferGbps !== undefined || transferLatencyMs !== undefined)) {
     throw new UsageError('--transfer-gbps and --transfer-latency-ms go with --pd');
   }
@@ -209,9 +183,9 @@ function readSearch(flags: Flags) {
         transferLatencyMs: transferLatencyMs ?? DEFAULT_TRANSFER_LATENCY_MS,
       },
     }),
-    dollarsPerGpuHour: readPrices(flags.string('price')),
-    maxReplicas: flags.positive('max-replicas', true) ?? 256,
-    threads: flags.number('threads', { min: 1, integer: true }) ?? availableParallelism(),
+    dollarsPerGpuHour: readPrices(option('price')),
+    maxReplicas: option('max-replicas') ?? DEFAULT_FLEET_MAX_REPLICAS,
+    threads: option('threads') ?? availableParallelism(),
   };
 }
 

@@ -3,6 +3,10 @@
  * table made here. test/docs/docs.reference.test.ts checks each; `writeDocs.ts` rewrites them.
  */
 import { BENCH_OPTIONS } from './bench.ts';
+import { CALIBRATE_OPTIONS } from './calibrate.ts';
+import { PLAN_OPTIONS } from './plan.ts';
+import { PLAN_FLEET_OPTIONS } from './planFleet.ts';
+import { DEMO_OPTIONS } from './demo.ts';
 import { configDocOf, flagsDocOf } from './docs.ts';
 import { ENGINE_SERVER_OPTIONS } from './engine.ts';
 import { EPP_OPTIONS } from './epp.ts';
@@ -16,4 +20,8 @@ export const DOC_SPANS: Readonly<Record<string, () => string>> = {
   epp: () => flagsDocOf(EPP_OPTIONS),
   bench: () => flagsDocOf(BENCH_OPTIONS),
   sim: () => flagsDocOf(SIM_OPTIONS),
+  calibrate: () => flagsDocOf(CALIBRATE_OPTIONS),
+  plan: () => flagsDocOf(PLAN_OPTIONS),
+  'plan-search-fleet': () => flagsDocOf(PLAN_FLEET_OPTIONS),
+  demo: () => flagsDocOf(DEMO_OPTIONS),
 };
