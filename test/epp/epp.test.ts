@@ -186,7 +186,8 @@ describe('kvroute epp over an embedded fleet', () => {
         firstPicks.every(
           (endpoint) =>
             (epp.pools.snapshot(Date.now()).replicas.find((r) => r.name.endsWith(endpoint))
-              ?.indexedBlocks ?? 0) >= MIN_BLOCKS * held(endpoint),
+              ?.indexedBlocks ?? 0) >=
+            MIN_BLOCKS * held(endpoint),
         ),
       "the first turns' KV events",
     );
