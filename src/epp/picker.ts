@@ -132,11 +132,13 @@ export class EppPicker {
       Date.now(),
     );
     const id = this.#ctx.nextLedgerId();
+    /** The replica flow control's finish-first chose; null: the router chooses. */
+    let onto: string | null = null;
     if (flow && priorityClass !== undefined) {
       // Every endpoint of the pool saturated: the request waits here (llm-d's EPP holds it in
       // its flow controller at the same point, before scheduling).
       try {
-        const waiting = flow.enter(
+        const entered = flow.enter(
           pool,
           {
             id,
@@ -149,7 +151,8 @@ export class EppPicker {
           },
           input.signal,
         );
-        if (waiting !== null) await waiting;
+        // Not awaited when it goes at once: it routes in this turn, seen by the next arrival.
+        onto = (entered instanceof Promise ? await entered : entered).replica;
       } catch (err) {
         admitted.release();
         throw err;
@@ -157,7 +160,7 @@ export class EppPicker {
     }
     let route: PoolRoute;
     try {
-      route = this.#route(pool, id, parsed, caller.tenant, avoid, adapter);
+      route = this.#route(pool, id, parsed, caller.tenant, avoid, adapter, onto);
     } catch (err) {
       admitted.release();
       throw toApiError(err);
@@ -229,6 +232,7 @@ export class EppPicker {
     tenant: string | null,
     avoid: string[],
     adapter: string | null,
+    onto: string | null,
   ): PoolRoute {
     const startedNs = process.hrtime.bigint();
     const route = routeWithRoom(
@@ -243,6 +247,7 @@ export class EppPicker {
         ...(adapter !== null && { lora: adapter }),
       },
       this.#ctx.flow,
+      onto,
     );
     const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9;
     this.#ctx.metrics.recordDecision(route.decision, seconds, pool.model);

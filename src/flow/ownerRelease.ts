@@ -30,6 +30,21 @@ export const DEFAULT_OWNER_HOLD_MS = 500;
 /** Owner release: how deep into each tenant's queue a ready request is looked for. */
 export const DEFAULT_LOOK_AHEAD = 16;
 
+/**
+ * What a dispatched request costs its tenant in the fair share: `prompt`, its prompt tokens;
+ * `uncached`, the prompt tokens the warmest replica with room does not cache (`uncachedCharge`).
+ */
+export const FLOW_CHARGES = ['prompt', 'uncached'] as const;
+export type FlowCharge = (typeof FLOW_CHARGES)[number];
+/**
+ * Uncached charging: in the acceptance experiment, with sparse finish-first, it took the light
+ * tenant's TTFT p99 from 2.27-2.49x its unloaded value to about 2x (docs/flow-control.md).
+ * The simulator's default, and the gateway's and the picker's, so that the one predicts the others.
+ */
+export const DEFAULT_FLOW_CHARGE: FlowCharge = 'uncached';
+/** Owner release: a sparse tenant's request goes where it finishes first (`finishFirstReplica`). */
+export const DEFAULT_SPARSE_FINISH_FIRST = true;
+
 export interface OwnerReleaseOptions {
   /** Cached prompt tokens a replica with room may lack against the best one (>= 0). */
   slackTokens: number;

@@ -23,7 +23,12 @@ import { UsageTap } from '../serving/audit/usageTap.ts';
 import { type Caller, TENANT_HEADER } from '../serving/auth.ts';
 import type { Backend } from '../serving/backends.ts';
 import { EngineFieldsTap } from '../serving/engineFields.ts';
-import { FlowCancelled, type FlowControl, PRIORITY_HEADER } from '../serving/flowControl.ts';
+import {
+  FlowCancelled,
+  type FlowControl,
+  type FlowPass,
+  PRIORITY_HEADER,
+} from '../serving/flowControl.ts';
 
 import { handlePdGenerate, isPdPool } from './pd/handler.ts';
 
@@ -53,6 +58,8 @@ export async function handleGenerate(
   const read = await readAndAdmit(ctx, endpoint, req, res, record);
   const { pool, parsed, caller, adapter } = read;
   const id = ctx.nextLedgerId();
+  /** The replica flow control's finish-first chose; null: the router chooses. */
+  let onto: string | null = null;
   if (ctx.flow && read.priorityClass !== undefined) {
     const queued = {
       id,
@@ -61,7 +68,9 @@ export async function handleGenerate(
       costTokens: parsed.promptTokens,
       prefix: { blockKeys: parsed.blockKeys, blockSize: ctx.blockSize },
     };
-    if (!(await waitForRoom(ctx, ctx.flow, pool, queued, req, res, record))) return;
+    const pass = await waitForRoom(ctx, ctx.flow, pool, queued, req, res, record);
+    if (pass === null) return;
+    onto = pass.replica;
   }
   const reqId = record.id;
   if (ctx.pd && isPdPool(pool)) {
@@ -89,6 +98,7 @@ export async function handleGenerate(
     record,
     read,
     id,
+    onto,
     arrivedMs,
     arrivedAtMs,
     session: ctx.sessionHeader == null ? undefined : sessionKey(req, ctx.sessionHeader, read.json),
@@ -164,8 +174,8 @@ async function readAndAdmit(
 }
 
 /**
- * Every replica of the pool saturated: wait here (flowControl.ts), not on an engine. False when
- * the client left while queued (its connection is then closed).
+ * Every replica of the pool saturated: wait here (flowControl.ts), not on an engine. The pass
+ * it left with; null when the client left while queued (its connection is then closed).
  */
 async function waitForRoom(
   ctx: GenerateContext,
@@ -175,7 +185,7 @@ async function waitForRoom(
   req: IncomingMessage,
   res: ServerResponse,
   record: RequestRecord,
-): Promise<boolean> {
+): Promise<FlowPass | null> {
   // The server finishes answering half-closed clients (`createHttpServer`), so a client that
   // leaves shows only as the end of its side of the connection: while queued, that is leaving.
   const left = new AbortController();
@@ -185,10 +195,9 @@ async function waitForRoom(
   socket.once('end', onClose);
   if (socket.destroyed || socket.readableEnded) left.abort();
   try {
-    const waiting = flow.enter(pool, queued, left.signal);
-    // Not `await null`: a request that goes at once routes in this turn, seen by the next.
-    if (waiting !== null) await waiting;
-    return true;
+    const entered = flow.enter(pool, queued, left.signal);
+    // Not awaited when it goes at once: it routes in this turn, seen by the next arrival.
+    return entered instanceof Promise ? await entered : entered;
   } catch (err) {
     if (!(err instanceof FlowCancelled)) throw err;
     ctx.metrics.clientAborts.inc();
@@ -196,7 +205,7 @@ async function waitForRoom(
     // Its half of the connection is closed too: a client that only half-closed is not left
     // waiting on an answer that will not come.
     socket.destroy();
-    return false;
+    return null;
   } finally {
     res.off('close', onClose);
     socket.off('end', onClose);
@@ -212,6 +221,8 @@ interface GenerateFlight {
   read: AdmittedGenerate;
   /** The ledger's id. */
   id: string;
+  /** The replica flow control's finish-first chose (its first attempt goes there); null: none. */
+  onto: string | null;
   arrivedMs: number;
   arrivedAtMs: number;
   session: string | undefined;
@@ -289,6 +300,7 @@ async function proxyOnce(
       ...(flight.session !== undefined && { session: flight.session }),
     },
     ctx.flow,
+    attempt === 0 ? flight.onto : null,
   );
   const { decision, backend } = route;
   ctx.metrics.recordDecision(decision, (performance.now() - startedMs) / 1000, pool.model);

@@ -12,6 +12,8 @@
  *     owner-slack-tokens: 1024      # owner: cached tokens a replica with room may lack
  *     owner-hold-ms: 500            # owner: after this wait, any replica with room
  *     look-ahead: 16                # owner: how deep into each tenant's queue
+ *     finish-first: true            # owner: a sparse tenant's request goes where it ends first
+ *     charge: uncached              # owner: prompt | uncached, what the fair share charges
  *     saturation:                   # a replica is saturated past any one of these
  *       queue-depth: 5              # requests waiting in its engine (llm-d's default)
  *       kv-usage: 0.8               # KV cache usage fraction (llm-d's default)
@@ -23,10 +25,14 @@
  * `x-kvroute-priority` header or its tenant's `priority-class`, else `default`.
  */
 import {
+  DEFAULT_FLOW_CHARGE,
   DEFAULT_LOOK_AHEAD,
   DEFAULT_OWNER_HOLD_MS,
   DEFAULT_OWNER_SLACK_TOKENS,
+  DEFAULT_SPARSE_FINISH_FIRST,
+  FLOW_CHARGES,
   FLOW_RELEASES,
+  type FlowCharge,
   type FlowRelease,
 } from '../flow/index.ts';
 import { configError, isRecord, num, int } from './configValues.ts';
@@ -56,6 +62,16 @@ export interface FlowControlConfig {
   ownerSlackTokens: number;
   ownerHoldMs: number;
   lookAhead: number;
+  /**
+   * Owner release: a request whose tenant has nothing else queued goes at once to the replica
+   * where its prefill ends first (`finishFirstReplica`), rather than wait for its owner.
+   */
+  finishFirst: boolean;
+  /**
+   * Owner release: what a dispatched request costs its tenant in the fair share, its prompt
+   * tokens or the ones the warmest replica with room does not cache (`uncachedCharge`).
+   */
+  charge: FlowCharge;
   /** Tenant -> its weight inside its class (only tenants listed with `flow-weight`). */
   tenantWeights: Record<string, number>;
 }
@@ -83,6 +99,8 @@ export function defaultFlowControl(): FlowControlConfig {
     ownerSlackTokens: DEFAULT_OWNER_SLACK_TOKENS,
     ownerHoldMs: DEFAULT_OWNER_HOLD_MS,
     lookAhead: DEFAULT_LOOK_AHEAD,
+    finishFirst: DEFAULT_SPARSE_FINISH_FIRST,
+    charge: DEFAULT_FLOW_CHARGE,
     tenantWeights: {},
   };
 }
@@ -96,6 +114,8 @@ const FLOW_KEYS = [
   'owner-slack-tokens',
   'owner-hold-ms',
   'look-ahead',
+  'finish-first',
+  'charge',
   'saturation',
 ];
 const SATURATION_KEYS = ['queue-depth', 'kv-usage', 'queued-prefill-ms'];
@@ -138,12 +158,7 @@ function mappingOf(v: unknown, key: string, keys: readonly string[]): Record<str
 
 /** The `flow-control` mapping's own keys (all but `saturation`), onto `out`. */
 function readFlowKeys(flow: Record<string, unknown>, out: FlowControlConfig): void {
-  if (flow.enabled !== undefined) {
-    if (typeof flow.enabled !== 'boolean') {
-      throw configError('flow-control.enabled', 'must be true or false');
-    }
-    out.enabled = flow.enabled;
-  }
+  if (flow.enabled !== undefined) out.enabled = bool(flow.enabled, 'flow-control.enabled');
   if (flow['max-queued'] !== undefined) {
     out.maxQueued = int(flow['max-queued'], 'flow-control.max-queued', 1);
   }
@@ -158,10 +173,7 @@ function readFlowKeys(flow: Record<string, unknown>, out: FlowControlConfig): vo
     out.maxWaitMs = num(flow['max-wait-ms'], 'flow-control.max-wait-ms', 1);
   }
   if (flow.release !== undefined) {
-    if (!(FLOW_RELEASES as readonly unknown[]).includes(flow.release)) {
-      throw configError('flow-control.release', `must be one of ${FLOW_RELEASES.join(', ')}`);
-    }
-    out.release = flow.release as FlowRelease;
+    out.release = oneOf(flow.release, 'flow-control.release', FLOW_RELEASES);
   }
   if (flow['owner-slack-tokens'] !== undefined) {
     out.ownerSlackTokens = int(flow['owner-slack-tokens'], 'flow-control.owner-slack-tokens', 0);
@@ -172,6 +184,23 @@ function readFlowKeys(flow: Record<string, unknown>, out: FlowControlConfig): vo
   if (flow['look-ahead'] !== undefined) {
     out.lookAhead = int(flow['look-ahead'], 'flow-control.look-ahead', 1);
   }
+  if (flow['finish-first'] !== undefined) {
+    out.finishFirst = bool(flow['finish-first'], 'flow-control.finish-first');
+  }
+  if (flow.charge !== undefined)
+    out.charge = oneOf(flow.charge, 'flow-control.charge', FLOW_CHARGES);
+}
+
+function bool(v: unknown, key: string): boolean {
+  if (typeof v !== 'boolean') throw configError(key, 'must be true or false');
+  return v;
+}
+
+function oneOf<T extends string>(v: unknown, key: string, values: readonly T[]): T {
+  if (!(values as readonly unknown[]).includes(v)) {
+    throw configError(key, `must be one of ${values.join(', ')}`);
+  }
+  return v as T;
 }
 
 /** `flow-control.saturation`, onto `out`. */

@@ -19,12 +19,13 @@ import type { FlowControlConfig } from './flowConfig.ts';
 import {
   FlowCancelled,
   type FlowGateSettings,
+  type FlowPass,
   type FlowReadiness,
   type FlowRequest,
   PoolFlowGate,
 } from './flowGate.ts';
 import { FlowMetrics } from './flowMetrics.ts';
-import { ownerReadiness, poolLoadView, replicasWithoutRoom, saturationLimits } from './flowView.ts';
+import { ownerReadiness, poolLoadView, replicasToAvoid, saturationLimits } from './flowView.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { ModelPool } from './pool.ts';
 
@@ -32,7 +33,7 @@ import type { ModelPool } from './pool.ts';
 export const PRIORITY_HEADER = 'x-kvroute-priority';
 export const DEFAULT_CLASS = 'default';
 
-export { FlowCancelled };
+export { FlowCancelled, type FlowPass };
 
 /**
  * The queue's classes: `priority-classes` (vLLM's priority, lower first: the queue's priority is
@@ -59,7 +60,7 @@ export class FlowControl {
   readonly #flowMetrics: FlowMetrics;
   readonly #gates = new Map<ModelPool, { gate: PoolFlowGate; unlisten: () => void }>();
   readonly #saturated: (pool: ModelPool) => boolean;
-  readonly #withoutRoom: (pool: ModelPool) => string[];
+  readonly #avoid: (pool: ModelPool, onto: string | null) => string[];
   readonly #readiness: (pool: ModelPool) => FlowReadiness | null;
 
   /** `saturated`: the pool's saturation (default: the router's view through `isPoolSaturated`). */
@@ -77,9 +78,9 @@ export class FlowControl {
     this.#prefillUsPerToken = admission.prefillUsPerToken;
     const view = (pool: ModelPool) => poolLoadView(pool, Date.now(), this.#prefillUsPerToken);
     this.#saturated = saturated ?? ((pool) => isPoolSaturated(view(pool), this.#limits));
-    this.#withoutRoom = saturated
+    this.#avoid = saturated
       ? () => []
-      : (pool) => replicasWithoutRoom(view(pool), this.#limits);
+      : (pool, onto) => replicasToAvoid(view(pool), this.#limits, onto);
     // Owner release reads the router's view; a test's own saturation has none: room release.
     this.#readiness = saturated
       ? () => null
@@ -91,6 +92,9 @@ export class FlowControl {
           return ownerReadiness(pool, v, this.#limits, nowMs, {
             slackTokens: c.ownerSlackTokens,
             holdMs: c.ownerHoldMs,
+            finishFirst: c.finishFirst,
+            charge: c.charge,
+            prefillUsPerToken: this.#prefillUsPerToken,
           });
         };
     this.#flowMetrics = new FlowMetrics(metrics.registry, () =>
@@ -138,24 +142,26 @@ export class FlowControl {
   }
 
   /**
-   * Null: go on now. Otherwise a promise that resolves when the request may go on; it rejects
-   * with a 503 ApiError past the deadline, or FlowCancelled when `signal` aborts. Throws a 429
-   * ApiError when there is no room to wait.
+   * A pass: go on now (to its replica, when finish-first chose one). Otherwise a promise that
+   * resolves with the pass when the request may go on; it rejects with a 503 ApiError past the
+   * deadline, or FlowCancelled when `signal` aborts. Throws a 429 ApiError when there is no room
+   * to wait.
    */
   enter(
     pool: ModelPool,
     req: Omit<FlowRequest, 'tenant'> & { tenant: string | null },
     signal?: AbortSignal,
-  ): Promise<void> | null {
+  ): Promise<FlowPass> | FlowPass {
     return this.#gateOf(pool).enter({ ...req, tenant: req.tenant ?? '' }, signal);
   }
 
   /**
-   * The pool's replicas without room, which a request let through should not be routed to;
-   * empty when every replica (or none) has room.
+   * The pool's replicas a request let through should not be routed to: every one but `onto`,
+   * the replica its pass names (finish-first chose it); else those without room, empty when
+   * every replica (or none) has room.
    */
-  withoutRoom(pool: ModelPool): string[] {
-    return this.#withoutRoom(pool);
+  avoidFor(pool: ModelPool, onto: string | null = null): string[] {
+    return this.#avoid(pool, onto);
   }
 
   /** Requests waiting now, all pools. */

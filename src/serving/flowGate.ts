@@ -54,8 +54,28 @@ export interface FlowRequest {
   prefix?: { blockKeys: readonly BlockKey[]; blockSize: number };
 }
 
-/** Whether a request that waited `waitedMs` may leave now; made once per dispatch check. */
-export type FlowReadiness = (req: FlowRequest, waitedMs: number) => boolean;
+/**
+ * How a request leaves the queue: `replica`, the one it is to be routed to (finish-first
+ * chose it) or null (the router chooses among the replicas with room); `chargeTokens`, what it
+ * costs its tenant in the fair share when not its prompt tokens (uncached charging).
+ */
+export interface FlowPass {
+  replica: string | null;
+  chargeTokens?: number;
+}
+
+/** Any replica with room: the pass of room release. */
+const ANY_REPLICA: FlowPass = { replica: null };
+
+/**
+ * Whether a request that waited `waitedMs` may leave now, and how (null: not yet); `sparse`:
+ * its tenant has nothing else queued. Made once per dispatch check.
+ */
+export type FlowReadiness = (
+  req: FlowRequest,
+  waitedMs: number,
+  sparse: boolean,
+) => FlowPass | null;
 
 export interface FlowGateOptions {
   classes: FlowClass[];
@@ -82,7 +102,7 @@ export interface FlowGateOptions {
 
 interface Waiter {
   req: FlowRequest;
-  resolve(): void;
+  resolve(pass: FlowPass): void;
   reject(err: Error): void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
@@ -141,20 +161,22 @@ export class PoolFlowGate {
   }
 
   /**
-   * Null: go on now. Otherwise the request waits: the promise resolves when it may go on, and
-   * rejects with a 503 ApiError past its deadline or FlowCancelled when `signal` aborts. Throws
-   * a 429 ApiError when the queue has no room for it.
+   * A pass: go on now. Otherwise the request waits: the promise resolves with its pass when it
+   * may go on, and rejects with a 503 ApiError past its deadline or FlowCancelled when `signal`
+   * aborts. Throws a 429 ApiError when the queue has no room for it.
    */
-  enter(req: FlowRequest, signal?: AbortSignal): Promise<void> | null {
+  enter(req: FlowRequest, signal?: AbortSignal): Promise<FlowPass> | FlowPass {
     const nowMs = this.#o.nowMs();
     this.#expire(nowMs);
     if (this.#queue.size === 0 && !this.#o.saturated()) {
       const ready = this.#o.readiness?.() ?? null;
-      if (ready === null || ready(req, 0)) return null;
+      // Nothing queued: its tenant is sparse.
+      const pass = ready === null ? ANY_REPLICA : ready(req, 0, true);
+      if (pass !== null) return pass;
     }
     if (signal?.aborted) throw new FlowCancelled();
     let waiter!: Waiter;
-    const promise = new Promise<void>((resolve, reject) => {
+    const promise = new Promise<FlowPass>((resolve, reject) => {
       waiter = { req, resolve, reject, signal, onAbort: undefined };
     });
     const verdict = this.#queue.enqueue({
@@ -228,12 +250,23 @@ export class PoolFlowGate {
     }
     if (this.#o.saturated()) return;
     const ready = this.#o.readiness?.() ?? null;
+    // The pass of the item `ready` accepted last: the one `dequeue` takes, and charges.
+    let pass: FlowPass = ANY_REPLICA;
     const item =
       ready === null
         ? this.#queue.dequeue()
         : this.#queue.dequeue(
-            (i) => ready(i.payload.req, nowMs - i.arrivedMs),
+            (i) => {
+              const p = ready(
+                i.payload.req,
+                nowMs - i.arrivedMs,
+                this.#queue.sizeOf(i.tenant) === 1,
+              );
+              if (p !== null) pass = p;
+              return p !== null;
+            },
             this.#o.lookAhead ?? 1,
+            (i) => pass.chargeTokens ?? i.costTokens,
           );
     if (item === undefined) return;
     const waiter = this.#settle(item);
@@ -241,7 +274,7 @@ export class PoolFlowGate {
     this.#o.metrics.dispatched.series(...labels).inc();
     this.#o.metrics.wait.series(...labels).observe(Math.max(0, nowMs - item.arrivedMs) / 1000);
     this.#recent.push(nowMs);
-    waiter.resolve();
+    waiter.resolve(pass);
     if (this.#queue.size === 0) {
       this.#stopTick();
       return;

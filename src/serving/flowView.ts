@@ -7,12 +7,16 @@
  * The ledger moves with every request routed, so a burst is seen before the next scrape.
  */
 import {
+  type FinishFirstReplica,
+  type FlowCharge,
+  finishFirstReplica,
   hasGoodCapacity,
   type OwnerReleaseOptions,
   ownerReady,
   type PoolLoadView,
   type ReplicaLoad,
   type SaturationLimits,
+  uncachedCharge,
 } from '../flow/index.ts';
 import type { FlowSaturationConfig } from './flowConfig.ts';
 import type { FlowReadiness } from './flowGate.ts';
@@ -40,29 +44,75 @@ export function poolLoadView(
   return { replicas, names, ids };
 }
 
+/** Owner release's settings in the gateway and the picker (`FlowControlConfig`). */
+export interface OwnerPassOptions extends OwnerReleaseOptions {
+  /** A sparse tenant's request goes where its prefill ends first (`finishFirstReplica`). */
+  finishFirst: boolean;
+  /** What the fair share charges: the prompt tokens, or the uncached ones (`uncachedCharge`). */
+  charge: FlowCharge;
+  /** The served model's prefill price, µs per uncached prompt token (`--prefill-us-per-token`). */
+  prefillUsPerToken: number;
+}
+
 /**
- * Owner release's readiness over the pool's load now (`src/flow/ownerRelease.ts`): what each
- * replica caches of a prompt is the router's view (`Router.prefixBlocks`: its index as `route`
- * matches it, a read that moves nothing), capped at the prompt's tokens; a request whose prompt
- * is not known is ready wherever there is room.
+ * Owner release's readiness over the pool's load now (`src/flow/ownerRelease.ts`), as the
+ * simulator judges it (`src/sim/flowControl.ts`, `SimFlowControl.#ready`): what each replica
+ * caches of a prompt is the router's view (`Router.prefixBlocks`: its index as `route` matches
+ * it, a read that moves nothing), capped at the prompt's tokens. A sparse tenant's request, with
+ * finish-first on, goes to the replica where its prefill ends first (each replica's queued
+ * prefill plus its uncached tokens at the replica's price: its speed in a mixed fleet, else the
+ * model's); otherwise, or when that replica is an owner without room, `ownerReady` decides. A
+ * request whose prompt is not known is ready wherever there is room, charged its prompt.
  */
 export function ownerReadiness(
   pool: Pick<ModelPool, 'router'>,
-  view: PoolLoadView & { ids: number[] },
+  view: PoolLoadView & { ids: number[]; names: string[] },
   limits: SaturationLimits,
   nowMs: number,
-  options: OwnerReleaseOptions,
+  options: OwnerPassOptions,
 ): FlowReadiness {
   const eligible = view.replicas.map((r) => r.eligible);
   const room = view.replicas.map((r) => hasGoodCapacity(r, limits));
   const anyRoom = room.some(Boolean);
-  return (req, waitedMs) => {
-    if (req.prefix === undefined) return anyRoom;
+  const besidesPrefill = { ...limits, maxQueuedPrefillMs: undefined };
+  const finishFirst: FinishFirstReplica[] = view.replicas.map((r, i) => ({
+    eligible: r.eligible,
+    room: room[i]!,
+    openBesidesPrefill: hasGoodCapacity(r, besidesPrefill),
+    queuedPrefillMs: r.queuedPrefillMs ?? 0,
+    prefillMsPerToken:
+      pool.router.speedOf(view.names[i]!)?.prefillMsPerToken ?? options.prefillUsPerToken / 1000,
+  }));
+  return (req, waitedMs, sparse) => {
+    if (req.prefix === undefined) return anyRoom ? { replica: null } : null;
     const { blockKeys, blockSize } = req.prefix;
     const blocks = pool.router.prefixBlocks(blockKeys, nowMs);
     const cached = view.ids.map((id) => Math.min((blocks[id] ?? 0) * blockSize, req.costTokens));
-    return ownerReady(cached, eligible, room, waitedMs, options);
+    const charged =
+      options.charge === 'uncached'
+        ? { chargeTokens: uncachedCharge(cached, room, req.costTokens) }
+        : {};
+    if (options.finishFirst && sparse) {
+      const at = finishFirstReplica(cached, req.costTokens, finishFirst, options.slackTokens);
+      if (at >= 0) return { replica: view.names[at]!, ...charged };
+    }
+    return ownerReady(cached, eligible, room, waitedMs, options)
+      ? { replica: null, ...charged }
+      : null;
   };
+}
+
+/**
+ * What a request let through is not routed to: with a replica finish-first chose, every other
+ * one; else the replicas without room (`replicasWithoutRoom`).
+ */
+export function replicasToAvoid(
+  view: PoolLoadView & { names: string[] },
+  limits: SaturationLimits,
+  onto: string | null,
+): string[] {
+  if (onto !== null && view.names.includes(onto)) return view.names.filter((n) => n !== onto);
+  return replicasWithoutRoom(view, limits);
 }
 
 /**

@@ -14,14 +14,16 @@ export const REPLICA_HEADER = 'x-kvroute-replica';
 
 /**
  * `pool.route`; with flow control on, away from the replicas without room (llm-d's scheduler
- * filters after its flow controller), unless that leaves none for this request.
+ * filters after its flow controller), or onto `onto`, the replica finish-first chose for it
+ * (`FlowPass.replica`), unless that leaves none for this request.
  */
 export function routeWithRoom(
   pool: ModelPool,
   request: RouteRequest,
   flow: FlowControl | null,
+  onto: string | null = null,
 ): PoolRoute {
-  const roomless = flow?.withoutRoom(pool) ?? [];
+  const roomless = flow?.avoidFor(pool, onto) ?? [];
   if (roomless.length > 0) {
     try {
       return pool.route({ ...request, avoid: [...(request.avoid ?? []), ...roomless] }, Date.now());

@@ -17,10 +17,14 @@
  */
 import { type FlowItem, FlowQueue } from '../flow/flowQueue.ts';
 import {
+  DEFAULT_FLOW_CHARGE,
   DEFAULT_LOOK_AHEAD,
   DEFAULT_OWNER_HOLD_MS,
   DEFAULT_OWNER_SLACK_TOKENS,
+  DEFAULT_SPARSE_FINISH_FIRST,
+  FLOW_CHARGES,
   FLOW_RELEASES,
+  type FlowCharge,
   type FlowRelease,
   finishFirstReplica,
   ownerReady,
@@ -88,14 +92,8 @@ export interface SimFlowControl {
   sparseFinishFirst?: boolean;
 }
 
-export const FLOW_CHARGES = ['prompt', 'uncached'] as const;
-export type FlowCharge = (typeof FLOW_CHARGES)[number];
-/**
- * Uncached charging: in the acceptance experiment, with sparse finish-first, it took the light
- * tenant's TTFT p99 from 2.27-2.49x its unloaded value to about 2x (docs/flow-control.md).
- */
-export const DEFAULT_FLOW_CHARGE: FlowCharge = 'uncached';
-export const DEFAULT_FLOW_SPARSE_FINISH_FIRST = true;
+export { DEFAULT_FLOW_CHARGE, FLOW_CHARGES, type FlowCharge };
+export const DEFAULT_FLOW_SPARSE_FINISH_FIRST = DEFAULT_SPARSE_FINISH_FIRST;
 
 export { FLOW_RELEASES, type FlowRelease };
 /**

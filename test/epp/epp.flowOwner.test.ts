@@ -43,6 +43,9 @@ function flowDoc(release: 'owner' | 'room', holdMs: number): object {
       release,
       'owner-slack-tokens': 16,
       'owner-hold-ms': holdMs,
+      // A lone request here waits for its busy owner: finish-first (a sparse tenant's request
+      // goes where it ends first) would send it to the other replica at once.
+      'finish-first': false,
       saturation: { 'queue-depth': 0, 'queued-prefill-ms': 0 },
     },
   };

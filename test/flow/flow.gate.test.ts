@@ -9,9 +9,14 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Registry } from 'prom-client';
 import { ApiError } from '../../src/openai/errors.ts';
-import { FlowCancelled, PoolFlowGate } from '../../src/serving/flowGate.ts';
+import {
+  FlowCancelled,
+  type FlowPass,
+  type FlowReadiness,
+  PoolFlowGate,
+} from '../../src/serving/flowGate.ts';
 import { FlowMetrics } from '../../src/serving/flowMetrics.ts';
-import { replicasWithoutRoom } from '../../src/serving/flowView.ts';
+import { replicasToAvoid, replicasWithoutRoom } from '../../src/serving/flowView.ts';
 
 interface Setup {
   gate: PoolFlowGate;
@@ -20,7 +25,14 @@ interface Setup {
   sat: { on: boolean };
 }
 
-function setup(over: { maxQueued?: number; perTenant?: number; maxWaitMs?: number } = {}): Setup {
+function setup(
+  over: {
+    maxQueued?: number;
+    perTenant?: number;
+    maxWaitMs?: number;
+    readiness?: FlowReadiness;
+  } = {},
+): Setup {
   const registry = new Registry();
   const clock = { ms: 1_000 };
   const sat = { on: false };
@@ -36,6 +48,7 @@ function setup(over: { maxQueued?: number; perTenant?: number; maxWaitMs?: numbe
     maxQueuedPerTenant: over.perTenant ?? 10,
     maxWaitMs: over.maxWaitMs ?? 5_000,
     saturated: () => sat.on,
+    ...(over.readiness && { readiness: () => over.readiness!, lookAhead: 4 }),
     poolLabel: 'm',
     tenantLabel: (t) => (t === '' ? 'none' : t),
     metrics,
@@ -50,6 +63,12 @@ const req = (id: string, tenant = 'a', priorityClass = 'default', costTokens = 1
   priorityClass,
   costTokens,
 });
+
+/** The promise of a request that waits (it must: not a pass to go on now). */
+function waiting<T>(entered: T | Promise<T>, what = 'the request waits'): Promise<T> {
+  assert.ok(entered instanceof Promise, what);
+  return entered;
+}
 
 /** Lets queued setImmediate callbacks (the gate's next dispatch) run. */
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -71,7 +90,7 @@ async function metric(registry: Registry, name: string): Promise<Map<string, num
 describe('PoolFlowGate', () => {
   test('goes straight through while the pool has room and nobody waits', () => {
     const { gate } = setup();
-    assert.equal(gate.enter(req('r1')), null);
+    assert.deepEqual(gate.enter(req('r1')), { replica: null });
     assert.equal(gate.size, 0);
     gate.close();
   });
@@ -81,14 +100,16 @@ describe('PoolFlowGate', () => {
     s.sat.on = true;
     const order: string[] = [];
     const waits = ['d1', 'd2', 'i1'].map((id) => {
-      const p = s.gate.enter(req(id, 'a', id.startsWith('i') ? 'interactive' : 'default'));
-      assert.ok(p !== null, `${id} waits`);
+      const p = waiting(
+        s.gate.enter(req(id, 'a', id.startsWith('i') ? 'interactive' : 'default')),
+        `${id} waits`,
+      );
       return p.then(() => order.push(id));
     });
     assert.equal(s.gate.size, 3);
-    const waiting = await metric(s.registry, 'kvroute_flow_queued');
-    assert.equal(waiting.get('pool=m,class=default,tenant=a'), 2);
-    assert.equal(waiting.get('pool=m,class=interactive,tenant=a'), 1);
+    const gauge = await metric(s.registry, 'kvroute_flow_queued');
+    assert.equal(gauge.get('pool=m,class=default,tenant=a'), 2);
+    assert.equal(gauge.get('pool=m,class=interactive,tenant=a'), 1);
     // Room for exactly one: the pool saturates again as soon as one has gone.
     s.sat.on = false;
     s.gate.pump();
@@ -110,11 +131,9 @@ describe('PoolFlowGate', () => {
   test('a new arrival queues behind those waiting even when the pool has room', async () => {
     const s = setup();
     s.sat.on = true;
-    const first = s.gate.enter(req('r1'));
-    assert.ok(first);
+    const first = waiting(s.gate.enter(req('r1')));
     s.sat.on = false;
-    const second = s.gate.enter(req('r2'));
-    assert.ok(second, 'queued, not past r1');
+    const second = waiting(s.gate.enter(req('r2')), 'queued, not past r1');
     await Promise.all([first, second]);
     s.gate.close();
   });
@@ -122,8 +141,8 @@ describe('PoolFlowGate', () => {
   test('a full queue and a full tenant share are 429 with Retry-After', () => {
     const s = setup({ maxQueued: 3, perTenant: 2 });
     s.sat.on = true;
-    s.gate.enter(req('a1', 'a'))?.catch(() => {});
-    s.gate.enter(req('a2', 'a'))?.catch(() => {});
+    waiting(s.gate.enter(req('a1', 'a'))).catch(() => {});
+    waiting(s.gate.enter(req('a2', 'a'))).catch(() => {});
     assert.throws(
       () => s.gate.enter(req('a3', 'a')),
       (err: unknown) =>
@@ -133,7 +152,7 @@ describe('PoolFlowGate', () => {
         err.retryAfterS !== null &&
         err.retryAfterS >= 1,
     );
-    s.gate.enter(req('b1', 'b'))?.catch(() => {});
+    waiting(s.gate.enter(req('b1', 'b'))).catch(() => {});
     assert.throws(
       () => s.gate.enter(req('c1', 'c')),
       (err: unknown) =>
@@ -146,8 +165,7 @@ describe('PoolFlowGate', () => {
   test('past the deadline a waiter gets 503 with Retry-After and its place is freed', async () => {
     const s = setup({ maxWaitMs: 2_000 });
     s.sat.on = true;
-    const p = s.gate.enter(req('r1'));
-    assert.ok(p);
+    const p = waiting(s.gate.enter(req('r1')));
     s.clock.ms += 1_999;
     s.gate.pump();
     assert.equal(s.gate.size, 1);
@@ -167,9 +185,8 @@ describe('PoolFlowGate', () => {
     const s = setup();
     s.sat.on = true;
     const left = new AbortController();
-    const p = s.gate.enter(req('gone'), left.signal);
-    const stays = s.gate.enter(req('stays'));
-    assert.ok(p && stays);
+    const p = waiting(s.gate.enter(req('gone'), left.signal));
+    const stays = waiting(s.gate.enter(req('stays')));
     left.abort();
     await assert.rejects(p, FlowCancelled);
     assert.equal(s.gate.size, 1);
@@ -199,11 +216,65 @@ describe('PoolFlowGate', () => {
   test('close answers every waiter 503', async () => {
     const s = setup();
     s.sat.on = true;
-    const p = s.gate.enter(req('r1'));
-    assert.ok(p);
+    const p = waiting(s.gate.enter(req('r1')));
     s.gate.close();
     await assert.rejects(p, (err: unknown) => err instanceof ApiError && err.status === 503);
   });
+});
+
+describe('PoolFlowGate with a readiness (owner release)', () => {
+  test('a sparse tenant leaves with the replica its pass names while a backlogged one waits', async () => {
+    const seen: { id: string; sparse: boolean }[] = [];
+    const s = setup({
+      readiness: (r, _waitedMs, sparse) => {
+        seen.push({ id: r.id, sparse });
+        return sparse ? { replica: `near-${r.id}` } : null;
+      },
+    });
+    assert.deepEqual(s.gate.enter(req('alone', 'c')), { replica: 'near-alone' }, 'nothing queued');
+    s.sat.on = true;
+    const a1 = waiting(s.gate.enter(req('a1', 'a')));
+    const a2 = waiting(s.gate.enter(req('a2', 'a')));
+    const b1 = waiting(s.gate.enter(req('b1', 'b')));
+    s.sat.on = false;
+    s.gate.pump();
+    assert.deepEqual(await b1, { replica: 'near-b1' });
+    await turn();
+    assert.equal(s.gate.size, 2, "a's two wait: a is not sparse");
+    assert.ok(seen.some((v) => v.id === 'a1' && !v.sparse));
+    assert.ok(seen.some((v) => v.id === 'b1' && v.sparse));
+    s.gate.close();
+    await assert.rejects(a1);
+    await assert.rejects(a2);
+  });
+
+  for (const charged of [true, false]) {
+    test(`the fair share charges the pass's tokens (${charged ? 'given' : 'not given: the prompt'})`, async () => {
+      const s = setup({
+        readiness: (r): FlowPass =>
+          charged
+            ? { replica: null, chargeTokens: r.tenant === 'a' ? 10 : 100 }
+            : { replica: null },
+      });
+      s.sat.on = true;
+      const order: string[] = [];
+      const all = ['b1', 'b2', 'b3', 'a1', 'a2', 'a3'].map((id) =>
+        waiting(s.gate.enter(req(id, id[0]))).then(() => order.push(id)),
+      );
+      s.sat.on = false;
+      s.gate.pump();
+      await Promise.all(all);
+      const b2 = order.indexOf('b2');
+      if (charged) {
+        // a is charged a tenth of b's prompt per request: all of a's go before b's second.
+        assert.ok(order.indexOf('a3') < b2, order.join(' '));
+      } else {
+        // Equal charges: the two alternate.
+        assert.ok(order.indexOf('a3') > b2, order.join(' '));
+      }
+      s.gate.close();
+    });
+  }
 });
 
 describe('replicasWithoutRoom', () => {
@@ -233,5 +304,19 @@ describe('replicasWithoutRoom', () => {
     );
     assert.deepEqual(replicasWithoutRoom(view([{ waiting: 9, kv: 0, ms: 0 }]), limits), []);
     assert.deepEqual(replicasWithoutRoom(view([{ waiting: 0, kv: 0, ms: 0 }]), limits), []);
+  });
+  test('replicasToAvoid: every replica but the one a pass names; else those without room', () => {
+    const view = {
+      names: ['r0', 'r1', 'r2'],
+      replicas: [0, 9, 0].map((waiting) => ({
+        eligible: true,
+        waitingRequests: waiting,
+        kvUsage: 0,
+        queuedPrefillMs: 0,
+      })),
+    };
+    assert.deepEqual(replicasToAvoid(view, limits, 'r2'), ['r0', 'r1']);
+    assert.deepEqual(replicasToAvoid(view, limits, null), ['r1']);
+    assert.deepEqual(replicasToAvoid(view, limits, 'gone'), ['r1'], 'a name the pool lost');
   });
 });

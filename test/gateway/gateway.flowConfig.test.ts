@@ -14,6 +14,10 @@ import { GatewayMetrics } from '../../src/serving/metrics.ts';
 import { ApiError } from '../../src/openai/errors.ts';
 import { FLOW_OPTIONS } from '../../src/cli/flowFlags.ts';
 import { specOf } from '../../src/cli/options/spec.ts';
+import {
+  DEFAULT_FLOW_CHARGE,
+  DEFAULT_FLOW_SPARSE_FINISH_FIRST,
+} from '../../src/sim/flowControl.ts';
 
 const FLAGS = { config: { type: 'string' as const }, ...specOf(FLOW_OPTIONS) };
 const serve = (argv: string[]) => readServeConfig(readFlags(argv, FLAGS) as never);
@@ -32,6 +36,8 @@ describe('the flow-control config key', () => {
           'owner-slack-tokens': 256,
           'owner-hold-ms': 300,
           'look-ahead': 4,
+          'finish-first': false,
+          charge: 'prompt',
           saturation: { 'queue-depth': 2, 'kv-usage': 0.9, 'queued-prefill-ms': 500 },
         },
         tenants: { acme: { 'flow-weight': 3 } },
@@ -48,9 +54,14 @@ describe('the flow-control config key', () => {
       ownerSlackTokens: 256,
       ownerHoldMs: 300,
       lookAhead: 4,
+      finishFirst: false,
+      charge: 'prompt',
       tenantWeights: { acme: 3 },
     });
     assert.equal(defaultConfig().flowControl.release, 'room');
+    // The simulator's defaults (src/sim/flowControl.ts), so that it predicts the gateway.
+    assert.equal(defaultConfig().flowControl.finishFirst, DEFAULT_FLOW_SPARSE_FINISH_FIRST);
+    assert.equal(defaultConfig().flowControl.charge, DEFAULT_FLOW_CHARGE);
   });
 
   test('names the key of a bad value', () => {
@@ -67,6 +78,14 @@ describe('the flow-control config key', () => {
         /flow-control\.release must be one of room, owner/,
       ],
       [{ 'flow-control': { 'look-ahead': 0 } }, /flow-control\.look-ahead must be within/],
+      [
+        { 'flow-control': { 'finish-first': 'on' } },
+        /flow-control\.finish-first must be true or false/,
+      ],
+      [
+        { 'flow-control': { charge: 'tokens' } },
+        /flow-control\.charge must be one of prompt, uncached/,
+      ],
       [{ 'flow-control': { 'owner-hold-ms': -1 } }, /flow-control\.owner-hold-ms must be within/],
       [{ tenants: { acme: { 'flow-weight': 0 } } }, /tenants\.acme\.flow-weight must be within/],
       [
@@ -104,6 +123,10 @@ describe('the --flow-* flags', () => {
       '250',
       '--flow-look-ahead',
       '8',
+      '--flow-finish-first',
+      'off',
+      '--flow-charge',
+      'prompt',
     ]).flowControl;
     assert.equal(c.enabled, true);
     assert.equal(c.maxQueued, 20);
@@ -114,6 +137,7 @@ describe('the --flow-* flags', () => {
       [c.release, c.ownerSlackTokens, c.ownerHoldMs, c.lookAhead],
       ['owner', 64, 250, 8],
     );
+    assert.deepEqual([c.finishFirst, c.charge], [false, 'prompt']);
   });
 
   test('refuse tuning without flow control on, and bad values, naming the flag', () => {
@@ -130,6 +154,15 @@ describe('the --flow-* flags', () => {
       () => serve(['--flow-control', '--flow-release', 'cache']),
       /--flow-release must be one of room, owner; got 'cache'/,
     );
+    assert.throws(
+      () => serve(['--flow-control', '--flow-charge', 'tokens']),
+      /--flow-charge must be one of prompt, uncached; got 'tokens'/,
+    );
+    assert.throws(
+      () => serve(['--flow-control', '--flow-finish-first', 'yes']),
+      /--flow-finish-first must be one of on, off; got 'yes'/,
+    );
+    assert.throws(() => serve(['--flow-charge', 'prompt']), /--flow-charge needs --flow-control/);
     assert.throws(
       () => serve(['--flow-control', '--flow-look-ahead', '0']),
       /--flow-look-ahead must be at least 1/,

@@ -12,11 +12,13 @@
  * - with owner release and a short hold, waits, then goes to the other replica while the owner
  *   is still held;
  * - with room release (the default), goes to the other replica at once.
+ * Finish-first is off here (a lone request is a sparse tenant's, which would go to the other
+ * replica at once): gateway.flowFinishFirst.test.ts has it.
  * Every request ends 200. Counts, statuses and replicas only, never times.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import { applyConfigDoc } from '../../src/serving/config.ts';
 import { startGateway } from '../../src/gateway/gateway.ts';
 import {
@@ -29,6 +31,7 @@ import {
   waitFor,
   within,
 } from '../support/gateway.harness.ts';
+import { flowClient, hold, metricSum, served } from '../support/flowGateway.ts';
 
 const HANG_GUARD_MS = 120_000;
 const PREFIX_TOKENS = 256;
@@ -41,72 +44,16 @@ function flowDoc(release: 'owner' | 'room', holdMs: number): object {
       release,
       'owner-slack-tokens': 16,
       'owner-hold-ms': holdMs,
+      // A lone request here waits for its busy owner: finish-first (a sparse tenant's request
+      // goes where it ends first) is test/gateway/gateway.flowFinishFirst.test.ts's.
+      'finish-first': false,
       saturation: { 'queue-depth': 0, 'queued-prefill-ms': 0 },
     },
   };
 }
 
 function clientFor(gw: GatewayHandle): OpenAI {
-  return new OpenAI({
-    baseURL: `${gw.url}/v1`,
-    apiKey: 'unused',
-    maxRetries: 0,
-    timeout: HANG_GUARD_MS,
-  });
-}
-
-/** Sum of a metric's samples, from the gateway's /metrics. */
-async function metricSum(gw: GatewayHandle, name: string): Promise<number> {
-  const text = await (await fetch(`${gw.url}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) {
-      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-    }
-  }
-  return sum;
-}
-
-/** A completion of `prompt`; its status and the replica that served it. */
-async function served(
-  client: OpenAI,
-  model: string,
-  prompt: number[],
-): Promise<{ status: number; replica: string | null }> {
-  try {
-    const { response } = await client.completions
-      .create({ model, prompt, max_tokens: 2 })
-      .withResponse();
-    return { status: response.status, replica: response.headers.get('x-kvroute-replica') };
-  } catch (err) {
-    if (err instanceof OpenAI.APIError && err.status !== undefined) {
-      return { status: err.status, replica: null };
-    }
-    throw err;
-  }
-}
-
-/** A long stream of `prompt` that holds its replica's one sequence until released. */
-async function hold(
-  client: OpenAI,
-  model: string,
-  prompt: number[],
-): Promise<{ replica: string | null; release(): Promise<void> }> {
-  const controller = new AbortController();
-  const { data, response } = await client.completions
-    .create({ model, prompt, max_tokens: 4000, stream: true, ignore_eos: true } as never, {
-      signal: controller.signal,
-    })
-    .withResponse();
-  const iterator = (data as unknown as AsyncIterable<unknown>)[Symbol.asyncIterator]();
-  await iterator.next();
-  return {
-    replica: response.headers.get('x-kvroute-replica'),
-    async release() {
-      controller.abort();
-      await iterator.return?.().catch(() => {});
-    },
-  };
+  return flowClient(gw, HANG_GUARD_MS);
 }
 
 interface Scenario {

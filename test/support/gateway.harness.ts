@@ -101,6 +101,9 @@ export interface ReplicaJson {
   indexedBlocks: number;
   queuedPromptTokens: number;
   inFlight: number;
+  /** The engine's last report: its waiting requests, and when the router took it (epoch ms). */
+  waiting: number | null;
+  reportedAtMs: number | null;
   subscriber: {
     lastSeq: string | null;
     batches: number;
