@@ -19,7 +19,7 @@ import { defaultPlannerConfig, type PlannerConfig } from './planner.ts';
 import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admissionConfig.ts';
 import { backendSpeed } from './backendSpeed.ts';
 import { defaultFlowControl, type FlowControlConfig, readFlowDoc } from './flowConfig.ts';
-import { configError, int, isRecord, str } from './configValues.ts';
+import { configError, int, isRecord, mappingEntries, str } from './configValues.ts';
 import { GPUS } from '../model/catalog.ts';
 import { GatewayError } from './errors.ts';
 import { unknownKey } from '../cli/options/configKeys.ts';
@@ -346,17 +346,14 @@ function readListsDoc(doc: Record<string, unknown>, out: GatewayConfig): void {
 
 /** `models`: per base model, its tokenizer and chat template. */
 function modelTokenizersOf(models: unknown): Record<string, ModelTokenizer> {
-  if (!isRecord(models)) throw configError('models', 'must be a mapping');
   const tokenizers: Record<string, ModelTokenizer> = {};
-  for (const [model, spec] of Object.entries(models)) {
-    const key = `models.${model}`;
-    if (!isRecord(spec)) throw configError(key, 'must be a mapping with tokenizer');
+  for (const { name, spec, key } of mappingEntries(models, 'models', 'a mapping with tokenizer')) {
     for (const k of Object.keys(spec)) {
       if (k !== 'tokenizer' && k !== 'chat-template') {
         throw configError(`${key}.${k}`, 'is not a known key (tokenizer, chat-template)');
       }
     }
-    tokenizers[model] = {
+    tokenizers[name] = {
       tokenizer: spec.tokenizer == null ? null : str(spec.tokenizer, `${key}.tokenizer`),
       chatTemplate:
         spec['chat-template'] == null ? null : str(spec['chat-template'], `${key}.chat-template`),
@@ -367,13 +364,11 @@ function modelTokenizersOf(models: unknown): Record<string, ModelTokenizer> {
 
 /** `tenants`: each tenant's cache salt, where given (its limits are admissionConfig.ts's). */
 function tenantSaltsOf(tenants: unknown): Record<string, string> {
-  if (!isRecord(tenants)) throw configError('tenants', 'must be a mapping');
   const salts: Record<string, string> = {};
-  for (const [tenant, spec] of Object.entries(tenants)) {
-    const key = `tenants.${tenant}`;
-    if (!isRecord(spec)) throw configError(key, 'must be a mapping (cache-salt, limits...)');
+  const entries = mappingEntries(tenants, 'tenants', 'a mapping (cache-salt, limits...)');
+  for (const { name, spec, key } of entries) {
     if (spec['cache-salt'] !== undefined) {
-      salts[tenant] = str(spec['cache-salt'], `${key}.cache-salt`);
+      salts[name] = str(spec['cache-salt'], `${key}.cache-salt`);
     }
   }
   return salts;
