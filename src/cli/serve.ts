@@ -18,6 +18,7 @@ import {
   PLAIN_FIELDS,
   PLANNER_FIELDS,
   readServeFields,
+  SESSION_FIELDS,
   type SessionAffinityConfig,
 } from '../serving/config.ts';
 import { type Logger, makeLogger } from '../serving/log.ts';
@@ -41,6 +42,7 @@ import { SERVE_OPTIONS } from './options/serve.ts';
 import { specOf } from './options/spec.ts';
 import { readRuntimeFlags } from './runtimeFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
+import { definedFields } from '../util/definedFields.ts';
 
 const HELP = `usage: kvroute serve [flags]
 
@@ -168,27 +170,18 @@ function readSessionFlags(
   option: ServeOption,
   current: SessionAffinityConfig | null,
 ): SessionAffinityConfig | null {
-  const header = option('session-header');
-  const slackTokens = option('session-slack-tokens');
-  const capacity = option('session-max');
-  const on = option('session-affinity');
-  if (!on && header === undefined && slackTokens === undefined && capacity === undefined) {
-    return current;
-  }
+  const given = readServeFields(option, SESSION_FIELDS);
+  if (!option('session-affinity') && Object.keys(given).length === 0) return current;
   const base = current ?? defaultSessionAffinity();
-  let name = base.header;
-  if (header !== undefined) {
+  let header = base.header;
+  if (given.header !== undefined) {
     try {
-      name = headerName(header, 'session-header');
+      header = headerName(given.header, 'session-header');
     } catch {
-      throw new UsageError(`--session-header: '${header}' is not an HTTP header name`);
+      throw new UsageError(`--session-header: '${given.header}' is not an HTTP header name`);
     }
   }
-  return {
-    header: name,
-    slackTokens: slackTokens ?? base.slackTokens,
-    capacity: capacity ?? base.capacity,
-  };
+  return { ...base, ...given, header };
 }
 
 /** --nats and its companions; the others without --nats are an error (they would do nothing). */
@@ -242,11 +235,7 @@ function readNatsFlags(
     const error = patternError(p);
     if (error !== null) throw new UsageError(`--discovery-allow ${error}`);
   }
-  const limits = {
-    ...(maxPeers !== undefined && { maxPeers }),
-    ...(maxEntriesPerPeer !== undefined && { maxEntriesPerPeer }),
-    ...(maxMessageBytes !== undefined && { maxMessageBytes }),
-  };
+  const limits = definedFields({ maxPeers, maxEntriesPerPeer, maxMessageBytes });
   return {
     url,
     cluster: cluster ?? DEFAULT_CLUSTER,

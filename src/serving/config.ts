@@ -188,6 +188,15 @@ export const PLANNER_FIELDS = {
   fastWindowS: 'planner-fast-window-s',
 } as const satisfies { readonly [K in keyof PlannerConfig]: RowsFor<Serve, PlannerConfig[K]> };
 
+/** Session affinity's fields (`--session-*`; any of them turns affinity on). */
+export const SESSION_FIELDS = {
+  header: 'session-header',
+  slackTokens: 'session-slack-tokens',
+  capacity: 'session-max',
+} as const satisfies {
+  readonly [K in keyof SessionAffinityConfig]: RowsFor<Serve, SessionAffinityConfig[K]>;
+};
+
 /** Session affinity's settings. */
 export interface SessionAffinityConfig {
   /** The header carrying the session key, lower case (default x-session-id). */
@@ -314,20 +323,14 @@ function readSessionDoc(
   value: ServeReader,
   current: SessionAffinityConfig | null,
 ): SessionAffinityConfig | null {
-  const sessionKeys = ['session-header', 'session-slack-tokens', 'session-max'] as const;
-  if (doc['session-affinity'] === undefined && sessionKeys.every((k) => doc[k] === undefined)) {
-    return current;
-  }
-  const on = value('session-affinity') ?? true;
+  const given = (k: string): boolean => doc[k] !== undefined;
+  if (!given('session-affinity') && !Object.values(SESSION_FIELDS).some(given)) return current;
+  if (!(value('session-affinity') ?? true)) return null;
   const s = current ?? defaultSessionAffinity();
-  const header = value('session-header');
-  return on
-    ? {
-        header: header === undefined ? s.header : headerName(header, 'session-header'),
-        slackTokens: value('session-slack-tokens') ?? s.slackTokens,
-        capacity: value('session-max') ?? s.capacity,
-      }
-    : null;
+  const fields = readServeFields(value, SESSION_FIELDS);
+  const header =
+    fields.header === undefined ? s.header : headerName(fields.header, 'session-header');
+  return { ...s, ...fields, header };
 }
 
 /** The list and mapping keys: backends, api-keys, models, tenants, onto `out`. */
