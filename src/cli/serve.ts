@@ -37,6 +37,7 @@ import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
 import { readFlowFlags } from './flowFlags.ts';
 import { readNatsAuth } from './natsFlags.ts';
 import { helpOf } from './options/help.ts';
+import type { FieldRows, FieldValues } from './options/fields.ts';
 import { type OptionReader, readerOf } from './options/read.ts';
 import { SERVE_OPTIONS } from './options/serve.ts';
 import { specOf } from './options/spec.ts';
@@ -139,13 +140,26 @@ function readDecodeCostFlags(
 
 type ServeOption = OptionReader<typeof SERVE_OPTIONS>;
 
+/**
+ * A group of flags that turn a feature on, its switch or any of its fields: the fields given,
+ * or null when none of the group is.
+ */
+function flagGroup<F extends FieldRows<typeof SERVE_OPTIONS>>(
+  option: ServeOption,
+  on: 'planner' | 'session-affinity',
+  fields: F,
+): FieldValues<typeof SERVE_OPTIONS, F> | null {
+  const given = readServeFields(option, fields);
+  return option(on) || Object.keys(given).length > 0 ? given : null;
+}
+
 /** --planner and its companions; any of them turns the planner on. */
 function readPlannerFlags(
   option: ServeOption,
   current: PlannerConfig | null,
 ): PlannerConfig | null {
-  const given = readServeFields(option, PLANNER_FIELDS);
-  if (!option('planner') && Object.keys(given).length === 0) return current;
+  const given = flagGroup(option, 'planner', PLANNER_FIELDS);
+  if (given === null) return current;
   if (given.profile !== undefined) {
     try {
       accessSync(given.profile);
@@ -170,8 +184,8 @@ function readSessionFlags(
   option: ServeOption,
   current: SessionAffinityConfig | null,
 ): SessionAffinityConfig | null {
-  const given = readServeFields(option, SESSION_FIELDS);
-  if (!option('session-affinity') && Object.keys(given).length === 0) return current;
+  const given = flagGroup(option, 'session-affinity', SESSION_FIELDS);
+  if (given === null) return current;
   const base = current ?? defaultSessionAffinity();
   let header = base.header;
   if (given.header !== undefined) {
