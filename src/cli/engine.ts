@@ -33,6 +33,7 @@ import { specOf } from './options/spec.ts';
 import { readRuntimeChoice } from './runtimeFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
 import { translateVllmArgs } from './vllmFlags.ts';
+import { definedFields } from '../util/definedFields.ts';
 
 export const FLAGS = specOf(ENGINE_SERVER_OPTIONS);
 
@@ -175,9 +176,11 @@ function readKvTransferFlags(flags: Flags): EngineServerOptions {
   return {
     kvTransferConfig: config,
     ...readTransferSecurityFlags(flags, process.env),
-    ...(gbps !== undefined && { kvTransferGbps: gbps }),
-    ...(latency !== undefined && { kvTransferLatencyMs: latency }),
-    ...(kvAbortTimeoutMs !== undefined && { kvAbortTimeoutMs }),
+    ...definedFields({
+      kvTransferGbps: gbps,
+      kvTransferLatencyMs: latency,
+      kvAbortTimeoutMs,
+    }),
   };
 }
 

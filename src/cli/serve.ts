@@ -18,6 +18,7 @@ import {
   PLAIN_FIELDS,
   PLANNER_FIELDS,
   readServeFields,
+  SESSION_FIELDS,
   type SessionAffinityConfig,
 } from '../serving/config.ts';
 import { type Logger, makeLogger } from '../serving/log.ts';
@@ -36,11 +37,13 @@ import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
 import { readFlowFlags } from './flowFlags.ts';
 import { readNatsAuth } from './natsFlags.ts';
 import { helpOf } from './options/help.ts';
+import type { FieldRows, FieldValues } from './options/fields.ts';
 import { type OptionReader, readerOf } from './options/read.ts';
 import { SERVE_OPTIONS } from './options/serve.ts';
 import { specOf } from './options/spec.ts';
 import { readRuntimeFlags } from './runtimeFlags.ts';
 import { serveUntilSignal } from './untilSignal.ts';
+import { definedFields } from '../util/definedFields.ts';
 
 const HELP = `usage: kvroute serve [flags]
 
@@ -137,13 +140,26 @@ function readDecodeCostFlags(
 
 type ServeOption = OptionReader<typeof SERVE_OPTIONS>;
 
+/**
+ * A group of flags that turn a feature on, its switch or any of its fields: the fields given,
+ * or null when none of the group is.
+ */
+function flagGroup<F extends FieldRows<typeof SERVE_OPTIONS>>(
+  option: ServeOption,
+  on: 'planner' | 'session-affinity',
+  fields: F,
+): FieldValues<typeof SERVE_OPTIONS, F> | null {
+  const given = readServeFields(option, fields);
+  return option(on) || Object.keys(given).length > 0 ? given : null;
+}
+
 /** --planner and its companions; any of them turns the planner on. */
 function readPlannerFlags(
   option: ServeOption,
   current: PlannerConfig | null,
 ): PlannerConfig | null {
-  const given = readServeFields(option, PLANNER_FIELDS);
-  if (!option('planner') && Object.keys(given).length === 0) return current;
+  const given = flagGroup(option, 'planner', PLANNER_FIELDS);
+  if (given === null) return current;
   if (given.profile !== undefined) {
     try {
       accessSync(given.profile);
@@ -168,27 +184,18 @@ function readSessionFlags(
   option: ServeOption,
   current: SessionAffinityConfig | null,
 ): SessionAffinityConfig | null {
-  const header = option('session-header');
-  const slackTokens = option('session-slack-tokens');
-  const capacity = option('session-max');
-  const on = option('session-affinity');
-  if (!on && header === undefined && slackTokens === undefined && capacity === undefined) {
-    return current;
-  }
+  const given = flagGroup(option, 'session-affinity', SESSION_FIELDS);
+  if (given === null) return current;
   const base = current ?? defaultSessionAffinity();
-  let name = base.header;
-  if (header !== undefined) {
+  let header = base.header;
+  if (given.header !== undefined) {
     try {
-      name = headerName(header, 'session-header');
+      header = headerName(given.header, 'session-header');
     } catch {
-      throw new UsageError(`--session-header: '${header}' is not an HTTP header name`);
+      throw new UsageError(`--session-header: '${given.header}' is not an HTTP header name`);
     }
   }
-  return {
-    header: name,
-    slackTokens: slackTokens ?? base.slackTokens,
-    capacity: capacity ?? base.capacity,
-  };
+  return { ...base, ...given, header };
 }
 
 /** --nats and its companions; the others without --nats are an error (they would do nothing). */
@@ -242,11 +249,7 @@ function readNatsFlags(
     const error = patternError(p);
     if (error !== null) throw new UsageError(`--discovery-allow ${error}`);
   }
-  const limits = {
-    ...(maxPeers !== undefined && { maxPeers }),
-    ...(maxEntriesPerPeer !== undefined && { maxEntriesPerPeer }),
-    ...(maxMessageBytes !== undefined && { maxMessageBytes }),
-  };
+  const limits = definedFields({ maxPeers, maxEntriesPerPeer, maxMessageBytes });
   return {
     url,
     cluster: cluster ?? DEFAULT_CLUSTER,

@@ -12,6 +12,7 @@ import type { KvPolicyName } from '../scheduler/types.ts';
 import type { EngineScheduling } from './engineDefaults.ts';
 import type { LoraConfig } from './lora.ts';
 import type { EngineConfig } from './types.ts';
+import { definedFields } from '../util/definedFields.ts';
 
 export interface EngineOptions {
   /** Catalog names and TP degree of one replica. */
@@ -81,9 +82,11 @@ export function makeEngineConfig(engine: EngineOptions): EngineConfig {
     maxSeqs: engine.maxSeqs,
     kvPolicy: engine.kvPolicy,
     blockSize: engine.blockSize,
-    ...(engine.kvBlocks !== undefined && { kvBlocks: engine.kvBlocks }),
-    ...(engine.prefixCaching !== undefined && { prefixCaching: engine.prefixCaching }),
-    ...(engine.lora !== undefined && { lora: engine.lora }),
+    ...definedFields({
+      kvBlocks: engine.kvBlocks,
+      prefixCaching: engine.prefixCaching,
+      lora: engine.lora,
+    }),
     ...engine.scheduling,
     ...(engine.cpuKvGiB !== undefined && {
       cpuOffload: {

@@ -16,7 +16,7 @@ import { ApiError } from '../openai/errors.ts';
 import { GatewayAdmission } from '../serving/admission.ts';
 import { Authenticator } from '../serving/auth.ts';
 import { replicaName } from '../serving/backends.ts';
-import type { GatewayConfig } from '../serving/config.ts';
+import { type GatewayConfig, PLAIN_FIELDS } from '../serving/config.ts';
 import type { BackendConfig } from '../serving/backendConfig.ts';
 import type { GenerateContext } from './generateContext.ts';
 import type { Logger } from '../serving/log.ts';
@@ -36,39 +36,22 @@ export interface ReloadResult {
   needsRestart: string[];
 }
 
-/** The file's spelling of each config field, for the log. */
+/**
+ * The file's spelling of each config field, for the log: the plain fields as serve's table
+ * names them, and the fields read from several keys named by a short list.
+ */
 const FILE_KEYS: Record<keyof GatewayConfig, string> = {
-  host: 'host',
-  port: 'port',
+  ...PLAIN_FIELDS,
   backends: 'backends',
   policy: 'policy',
-  index: 'index',
-  tokenizer: 'tokenizer',
-  chatTemplate: 'chat-template',
-  tokenize: 'tokenize',
   modelTokenizers: 'models',
-  staleMs: 'stale-ms',
-  kvThreshold: 'kv-threshold',
-  scrapeMs: 'scrape-ms',
-  blockSize: 'block-size',
   bodyLimitBytes: 'body-limit-bytes',
   maxRetries: 'max-retries',
   apiKeys: 'api-keys',
   tenantSalts: 'tenants',
-  seed: 'seed',
-  embeddedReplicas: 'replicas',
-  adminKey: 'admin-key',
-  metricsKey: 'metrics-key',
-  firstByteTimeoutMs: 'first-byte-timeout-ms',
-  headersTimeoutMs: 'headers-timeout-ms',
-  requestTimeoutMs: 'request-timeout-ms',
-  logLevel: 'log-level',
-  accessLog: 'access-log',
-  exposeReplicaAddresses: 'expose-replica-addresses',
   admission: 'max-queue-ms, max-ttft-ms, priority-classes, tenant limits',
   flowControl: 'flow-control, tenant flow weights',
   nats: '--nats, --cluster',
-  pdThreshold: 'pd-threshold',
   decodeCost: 'decode-cost-tokens, engine-budget',
   kvEventsBind: 'kv-events-bind',
   eventsCheckMs: 'events check period',
@@ -127,6 +110,9 @@ export function applyLive(old: GatewayConfig, next: GatewayConfig, live: LivePar
     const live = LIVE_KEYS.has(key) || (key === 'flowControl' && flowLive);
     (live ? result.applied : result.needsRestart).push(FILE_KEYS[key]);
   }
+  // Sorted, so the log line does not follow the order the fields are declared in.
+  result.applied.sort();
+  result.needsRestart.sort();
   logger.info(
     {
       added: result.added,

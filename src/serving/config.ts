@@ -19,7 +19,7 @@ import { defaultPlannerConfig, type PlannerConfig } from './planner.ts';
 import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admissionConfig.ts';
 import { backendSpeed } from './backendSpeed.ts';
 import { defaultFlowControl, type FlowControlConfig, readFlowDoc } from './flowConfig.ts';
-import { configError, int, isRecord, str } from './configValues.ts';
+import { configError, int, isRecord, mappingEntries, str } from './configValues.ts';
 import { GPUS } from '../model/catalog.ts';
 import { GatewayError } from './errors.ts';
 import { unknownKey } from '../cli/options/configKeys.ts';
@@ -188,6 +188,15 @@ export const PLANNER_FIELDS = {
   fastWindowS: 'planner-fast-window-s',
 } as const satisfies { readonly [K in keyof PlannerConfig]: RowsFor<Serve, PlannerConfig[K]> };
 
+/** Session affinity's fields (`--session-*`; any of them turns affinity on). */
+export const SESSION_FIELDS = {
+  header: 'session-header',
+  slackTokens: 'session-slack-tokens',
+  capacity: 'session-max',
+} as const satisfies {
+  readonly [K in keyof SessionAffinityConfig]: RowsFor<Serve, SessionAffinityConfig[K]>;
+};
+
 /** Session affinity's settings. */
 export interface SessionAffinityConfig {
   /** The header carrying the session key, lower case (default x-session-id). */
@@ -314,20 +323,14 @@ function readSessionDoc(
   value: ServeReader,
   current: SessionAffinityConfig | null,
 ): SessionAffinityConfig | null {
-  const sessionKeys = ['session-header', 'session-slack-tokens', 'session-max'] as const;
-  if (doc['session-affinity'] === undefined && sessionKeys.every((k) => doc[k] === undefined)) {
-    return current;
-  }
-  const on = value('session-affinity') ?? true;
+  const given = (k: string): boolean => doc[k] !== undefined;
+  if (!given('session-affinity') && !Object.values(SESSION_FIELDS).some(given)) return current;
+  if (!(value('session-affinity') ?? true)) return null;
   const s = current ?? defaultSessionAffinity();
-  const header = value('session-header');
-  return on
-    ? {
-        header: header === undefined ? s.header : headerName(header, 'session-header'),
-        slackTokens: value('session-slack-tokens') ?? s.slackTokens,
-        capacity: value('session-max') ?? s.capacity,
-      }
-    : null;
+  const fields = readServeFields(value, SESSION_FIELDS);
+  const header =
+    fields.header === undefined ? s.header : headerName(fields.header, 'session-header');
+  return { ...s, ...fields, header };
 }
 
 /** The list and mapping keys: backends, api-keys, models, tenants, onto `out`. */
@@ -346,17 +349,14 @@ function readListsDoc(doc: Record<string, unknown>, out: GatewayConfig): void {
 
 /** `models`: per base model, its tokenizer and chat template. */
 function modelTokenizersOf(models: unknown): Record<string, ModelTokenizer> {
-  if (!isRecord(models)) throw configError('models', 'must be a mapping');
   const tokenizers: Record<string, ModelTokenizer> = {};
-  for (const [model, spec] of Object.entries(models)) {
-    const key = `models.${model}`;
-    if (!isRecord(spec)) throw configError(key, 'must be a mapping with tokenizer');
+  for (const { name, spec, key } of mappingEntries(models, 'models', 'a mapping with tokenizer')) {
     for (const k of Object.keys(spec)) {
       if (k !== 'tokenizer' && k !== 'chat-template') {
         throw configError(`${key}.${k}`, 'is not a known key (tokenizer, chat-template)');
       }
     }
-    tokenizers[model] = {
+    tokenizers[name] = {
       tokenizer: spec.tokenizer == null ? null : str(spec.tokenizer, `${key}.tokenizer`),
       chatTemplate:
         spec['chat-template'] == null ? null : str(spec['chat-template'], `${key}.chat-template`),
@@ -367,13 +367,11 @@ function modelTokenizersOf(models: unknown): Record<string, ModelTokenizer> {
 
 /** `tenants`: each tenant's cache salt, where given (its limits are admissionConfig.ts's). */
 function tenantSaltsOf(tenants: unknown): Record<string, string> {
-  if (!isRecord(tenants)) throw configError('tenants', 'must be a mapping');
   const salts: Record<string, string> = {};
-  for (const [tenant, spec] of Object.entries(tenants)) {
-    const key = `tenants.${tenant}`;
-    if (!isRecord(spec)) throw configError(key, 'must be a mapping (cache-salt, limits...)');
+  const entries = mappingEntries(tenants, 'tenants', 'a mapping (cache-salt, limits...)');
+  for (const { name, spec, key } of entries) {
     if (spec['cache-salt'] !== undefined) {
-      salts[tenant] = str(spec['cache-salt'], `${key}.cache-salt`);
+      salts[name] = str(spec['cache-salt'], `${key}.cache-salt`);
     }
   }
   return salts;

@@ -32,3 +32,24 @@ export function int(v: unknown, key: string, ...bounds: Bounds): number {
   if (!Number.isInteger(n)) throw configError(key, `must be an integer, got ${n}`);
   return n;
 }
+
+/** One entry of a mapping whose values are mappings: its name, its value and its config key. */
+export interface MappingEntry {
+  name: string;
+  spec: Record<string, unknown>;
+  /** `key.name`, for errors about the entry and its fields. */
+  key: string;
+}
+
+/**
+ * The entries of `v`, which must be a mapping (`key` names it) whose every value is a mapping
+ * (`entryMust` says what each must be, after "must be").
+ */
+export function mappingEntries(v: unknown, key: string, entryMust: string): MappingEntry[] {
+  if (!isRecord(v)) throw configError(key, 'must be a mapping');
+  return Object.entries(v).map(([name, spec]) => {
+    const entryKey = `${key}.${name}`;
+    if (!isRecord(spec)) throw configError(entryKey, `must be ${entryMust}`);
+    return { name, spec, key: entryKey };
+  });
+}

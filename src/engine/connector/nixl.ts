@@ -20,6 +20,7 @@
  */
 import type { BlockKey, KeyScope } from '../../kv/blockKey.ts';
 import type { BlockPool } from '../../kv/blockPool.ts';
+import { withDefaults } from '../../util/withDefaults.ts';
 
 /** vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT default: 480 s. */
 export const DEFAULT_ABORT_REQUEST_TIMEOUT_MS = 480_000;
@@ -28,11 +29,14 @@ export const DEFAULT_TRANSFER_LATENCY_MS = 1;
 /** Link bandwidth when none is given: 25 GB/s, a 200 Gb/s RDMA NIC. */
 export const DEFAULT_TRANSFER_GBPS = 25;
 
-/** Bounds on the blocks held for remote decodes; absent: unbounded (the simulator's fleet). */
-export interface HoldBounds {
-  maxHeldBlocks?: number;
-  maxHeldBlocksPerClient?: number;
-}
+/** Bounds on the blocks held for remote decodes: none (the simulator's fleet) by default. */
+const UNBOUNDED = {
+  maxHeldBlocks: Number.POSITIVE_INFINITY,
+  maxHeldBlocksPerClient: Number.POSITIVE_INFINITY,
+};
+
+/** Bounds on the blocks held for remote decodes; absent: unbounded. */
+export type HoldBounds = Partial<typeof UNBOUNDED>;
 
 interface Held {
   blockIds: number[];
@@ -51,8 +55,7 @@ export class NixlConnectorCore {
   readonly #abortTimeoutMs: number;
   readonly #held = new Map<string, Held>();
   readonly #injected = new Map<string, Injected>();
-  readonly #maxHeld: number;
-  readonly #maxHeldPerClient: number;
+  readonly #bounds: Required<HoldBounds>;
   /** Blocks held, by client. */
   readonly #heldByClient = new Map<string, number>();
   /** Holds that expired before a pull (vLLM's `num_kv_expired_reqs`). */
@@ -67,8 +70,7 @@ export class NixlConnectorCore {
   ) {
     this.#pool = pool;
     this.#abortTimeoutMs = abortTimeoutMs;
-    this.#maxHeld = bounds.maxHeldBlocks ?? Number.POSITIVE_INFINITY;
-    this.#maxHeldPerClient = bounds.maxHeldBlocksPerClient ?? Number.POSITIVE_INFINITY;
+    this.#bounds = withDefaults(UNBOUNDED, bounds);
   }
 
   /** Producer: blocks held for remote decodes, all requests together. */
@@ -106,7 +108,8 @@ export class NixlConnectorCore {
     const pool = this.#pool;
     const total = Math.ceil(promptTokens / pool.blockSize);
     const clientHeld = this.#heldByClient.get(client) ?? 0;
-    if (this.heldBlocks + total > this.#maxHeld || clientHeld + total > this.#maxHeldPerClient) {
+    const { maxHeldBlocks, maxHeldBlocksPerClient } = this.#bounds;
+    if (this.heldBlocks + total > maxHeldBlocks || clientHeld + total > maxHeldBlocksPerClient) {
       this.refusedHolds++;
       return null;
     }

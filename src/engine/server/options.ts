@@ -22,6 +22,7 @@ import type { LlamaCppServerOptions } from '../runtime/llamaCpp/serve.ts';
 import type { SteppableEngine } from './driver.ts';
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from './streamWriter.ts';
 import { DEFAULT_MAX_LOGPROBS } from './validation.ts';
+import { definedFields } from '../../util/definedFields.ts';
 
 /** Every field optional: what is left out takes ENGINE_DEFAULTS or SERVER_DEFAULTS. */
 export interface EngineServerOptions extends Partial<EngineOptions> {
@@ -217,8 +218,7 @@ export function resolveEngineOptions(o: EngineServerOptions): ResolvedEngineOpti
       maxSeqs: o.maxSeqs ?? ENGINE_DEFAULTS.maxSeqs,
       kvPolicy: o.kvPolicy ?? ENGINE_DEFAULTS.kvPolicy,
       blockSize: o.blockSize ?? ENGINE_DEFAULTS.blockSize,
-      ...(o.kvBlocks !== undefined && { kvBlocks: o.kvBlocks }),
-      ...(o.prefixCaching !== undefined && { prefixCaching: o.prefixCaching }),
+      ...definedFields({ kvBlocks: o.kvBlocks, prefixCaching: o.prefixCaching }),
       ...(o.enableLora && { lora: { maxLoras: DEFAULT_MAX_LORAS, ...o.lora } }),
       ...(o.kvTransferConfig && { kvTransfer: holdConfigOf(o, spec) }),
       ...cpuOffloadOf(o, spec, o.blockSize ?? ENGINE_DEFAULTS.blockSize),

@@ -28,6 +28,7 @@
  */
 import type { LoraView } from '../adapters.ts';
 import type { Pick, PickInput, Policy } from '../policy.ts';
+import { withDefaults } from '../../util/withDefaults.ts';
 import { argMax } from './pickBest.ts';
 
 export const DEFAULT_LLMD_PREFIX_WEIGHT = 3;
@@ -35,11 +36,17 @@ export const DEFAULT_LLMD_QUEUE_WEIGHT = 2;
 export const DEFAULT_LLMD_KV_WEIGHT = 2;
 export const DEFAULT_LLMD_LORA_WEIGHT = 1;
 
-export interface LlmdOptions {
-  prefixWeight?: number;
-  queueWeight?: number;
-  kvWeight?: number;
-  loraWeight?: number;
+const LLMD_DEFAULTS = {
+  prefixWeight: DEFAULT_LLMD_PREFIX_WEIGHT,
+  queueWeight: DEFAULT_LLMD_QUEUE_WEIGHT,
+  kvWeight: DEFAULT_LLMD_KV_WEIGHT,
+  loraWeight: DEFAULT_LLMD_LORA_WEIGHT,
+};
+
+/** The scorers' weights, each an option of the same name. */
+export type LlmdWeights = typeof LLMD_DEFAULTS;
+
+export interface LlmdOptions extends Partial<LlmdWeights> {
   /** Ignore adapters (no LoRA-affinity term). */
   loraBlind?: boolean;
 }
@@ -47,30 +54,24 @@ export interface LlmdOptions {
 export class LlmdPolicy implements Policy {
   readonly name = 'llmd';
   readonly ownFilters = true;
-  readonly prefixWeight: number;
-  readonly queueWeight: number;
-  readonly kvWeight: number;
-  readonly loraWeight: number;
+  readonly weights: Readonly<LlmdWeights>;
 
   constructor(options: LlmdOptions = {}) {
-    this.prefixWeight = options.prefixWeight ?? DEFAULT_LLMD_PREFIX_WEIGHT;
-    this.queueWeight = options.queueWeight ?? DEFAULT_LLMD_QUEUE_WEIGHT;
-    this.kvWeight = options.kvWeight ?? DEFAULT_LLMD_KV_WEIGHT;
-    this.loraWeight = options.loraBlind ? 0 : (options.loraWeight ?? DEFAULT_LLMD_LORA_WEIGHT);
+    const weights = withDefaults(LLMD_DEFAULTS, options);
+    this.weights = options.loraBlind ? { ...weights, loraWeight: 0 } : weights;
   }
 
   pick(input: PickInput): Pick {
     const { candidates, request } = input;
     const blocks = request.blockKeys.length;
     const queues = queueScores(candidates);
+    const { prefixWeight, queueWeight, kvWeight, loraWeight } = this.weights;
     const scores = candidates.map((c, i) => {
       const prefix = blocks > 0 ? c.cachedBlocks / blocks : 0;
       const queue = queues[i]!;
       const kv = 1 - c.kvUsage;
-      const score = this.prefixWeight * prefix + this.queueWeight * queue + this.kvWeight * kv;
-      return request.lora && this.loraWeight > 0
-        ? score + this.loraWeight * loraAffinity(c.lora)
-        : score;
+      const score = prefixWeight * prefix + queueWeight * queue + kvWeight * kv;
+      return request.lora && loraWeight > 0 ? score + loraWeight * loraAffinity(c.lora) : score;
     });
     return { replicaId: candidates[argMax(scores, input.rng)]!.id, scores };
   }

@@ -24,40 +24,43 @@
  */
 import type { Pick, PickInput, Policy } from '../policy.ts';
 import { queueScores } from './llmd.ts';
+import { withDefaults } from '../../util/withDefaults.ts';
 import { argMax } from './pickBest.ts';
 
 export const DEFAULT_LLMD_PRECISE_PREFIX_WEIGHT = 2;
 export const DEFAULT_LLMD_PRECISE_KV_WEIGHT = 1;
 export const DEFAULT_LLMD_PRECISE_QUEUE_WEIGHT = 1;
 
-export interface LlmdPreciseOptions {
-  precisePrefixWeight?: number;
-  preciseKvWeight?: number;
-  preciseQueueWeight?: number;
-}
+const LLMD_PRECISE_DEFAULTS = {
+  precisePrefixWeight: DEFAULT_LLMD_PRECISE_PREFIX_WEIGHT,
+  preciseKvWeight: DEFAULT_LLMD_PRECISE_KV_WEIGHT,
+  preciseQueueWeight: DEFAULT_LLMD_PRECISE_QUEUE_WEIGHT,
+};
+
+/** The scorers' weights, each an option of the same name. */
+export type LlmdPreciseWeights = typeof LLMD_PRECISE_DEFAULTS;
+
+export type LlmdPreciseOptions = Partial<LlmdPreciseWeights>;
 
 export class LlmdPrecisePolicy implements Policy {
   readonly name = 'llmd-precise';
   readonly ownFilters = true;
-  readonly prefixWeight: number;
-  readonly kvWeight: number;
-  readonly queueWeight: number;
+  readonly weights: Readonly<LlmdPreciseWeights>;
 
   constructor(options: LlmdPreciseOptions = {}) {
-    this.prefixWeight = options.precisePrefixWeight ?? DEFAULT_LLMD_PRECISE_PREFIX_WEIGHT;
-    this.kvWeight = options.preciseKvWeight ?? DEFAULT_LLMD_PRECISE_KV_WEIGHT;
-    this.queueWeight = options.preciseQueueWeight ?? DEFAULT_LLMD_PRECISE_QUEUE_WEIGHT;
+    this.weights = withDefaults(LLMD_PRECISE_DEFAULTS, options);
   }
 
   pick(input: PickInput): Pick {
     const { candidates } = input;
     const prefix = precisePrefixScores(candidates.map((c) => c.cachedBlocks));
     const queue = queueScores(candidates);
+    const { precisePrefixWeight, preciseKvWeight, preciseQueueWeight } = this.weights;
     const scores = candidates.map(
       (c, i) =>
-        this.prefixWeight * prefix[i]! +
-        this.kvWeight * (1 - c.kvUsage) +
-        this.queueWeight * queue[i]!,
+        precisePrefixWeight * prefix[i]! +
+        preciseKvWeight * (1 - c.kvUsage) +
+        preciseQueueWeight * queue[i]!,
     );
     return { replicaId: candidates[argMax(scores, input.rng)]!.id, scores };
   }

@@ -23,6 +23,7 @@ import type { ApproxForgetting } from '../index/approxForgetting.ts';
 import { ApproxIndex } from '../index/approxIndex.ts';
 import type { Pick, PickInput, Policy, Routed } from '../policy.ts';
 import { matchPrefix, replicaMask } from '../index/prefixMatch.ts';
+import { withDefaults } from '../../util/withDefaults.ts';
 import { argMax, argMin } from './pickBest.ts';
 
 export const DEFAULT_SGLANG_BALANCE_ABS_THRESHOLD = 64;
@@ -31,11 +32,17 @@ export const DEFAULT_SGLANG_CACHE_THRESHOLD = 0.3;
 /** Blocks remembered per worker: --max-tree-size 67,108,864 characters / 4 per token / 16. */
 export const DEFAULT_SGLANG_TREE_BLOCKS = 1_048_576;
 
-export interface SglangOptions {
-  balanceAbsThreshold?: number;
-  balanceRelThreshold?: number;
-  cacheThreshold?: number;
-  treeBlocks?: number;
+const SGLANG_DEFAULTS = {
+  balanceAbsThreshold: DEFAULT_SGLANG_BALANCE_ABS_THRESHOLD,
+  balanceRelThreshold: DEFAULT_SGLANG_BALANCE_REL_THRESHOLD,
+  cacheThreshold: DEFAULT_SGLANG_CACHE_THRESHOLD,
+  treeBlocks: DEFAULT_SGLANG_TREE_BLOCKS,
+};
+
+/** The gateway's thresholds and tree size, each an option of the same name. */
+export type SglangSettings = typeof SGLANG_DEFAULTS;
+
+export interface SglangOptions extends Partial<SglangSettings> {
   /** How the tree forgets (brings its own size); default LRU at `treeBlocks` per route. */
   treeForgetting?: ApproxForgetting;
 }
@@ -43,25 +50,17 @@ export interface SglangOptions {
 export class SglangPolicy implements Policy {
   readonly name = 'sglang';
   readonly ownFilters = true;
-  readonly balanceAbsThreshold: number;
-  readonly balanceRelThreshold: number;
-  readonly cacheThreshold: number;
+  readonly settings: Readonly<SglangSettings>;
   #tree: ApproxIndex;
 
   constructor(options: SglangOptions = {}) {
-    this.balanceAbsThreshold = options.balanceAbsThreshold ?? DEFAULT_SGLANG_BALANCE_ABS_THRESHOLD;
-    this.balanceRelThreshold = options.balanceRelThreshold ?? DEFAULT_SGLANG_BALANCE_REL_THRESHOLD;
-    this.cacheThreshold = options.cacheThreshold ?? DEFAULT_SGLANG_CACHE_THRESHOLD;
-    this.#tree = new ApproxIndex(
-      0,
-      options.treeBlocks ?? DEFAULT_SGLANG_TREE_BLOCKS,
-      0,
-      options.treeForgetting,
-    );
+    this.settings = withDefaults(SGLANG_DEFAULTS, options);
+    this.#tree = new ApproxIndex(0, this.settings.treeBlocks, 0, options.treeForgetting);
   }
 
   pick(input: PickInput): Pick {
     const { candidates, request, rng } = input;
+    const { balanceAbsThreshold, balanceRelThreshold, cacheThreshold } = this.settings;
     const loads = candidates.map((c) => c.inFlight);
     const maxLoad = Math.max(...loads);
     const minLoad = Math.min(...loads);
@@ -69,10 +68,7 @@ export class SglangPolicy implements Policy {
       replicaId: candidates[argMin(loads, rng)]!.id,
       scores: loads,
     });
-    if (
-      maxLoad - minLoad > this.balanceAbsThreshold &&
-      maxLoad > this.balanceRelThreshold * minLoad
-    ) {
+    if (maxLoad - minLoad > balanceAbsThreshold && maxLoad > balanceRelThreshold * minLoad) {
       return leastLoaded();
     }
     const blocks = request.blockKeys.length;
@@ -87,8 +83,7 @@ export class SglangPolicy implements Policy {
     matchPrefix(this.#tree.blocks, null, request.blockKeys, alive, input.nowMs, matched);
     const rates = candidates.map((c) => matched[c.id]! / blocks);
     const best = argMax(rates, rng, loads);
-    if (rates[best]! > this.cacheThreshold)
-      return { replicaId: candidates[best]!.id, scores: rates };
+    if (rates[best]! > cacheThreshold) return { replicaId: candidates[best]!.id, scores: rates };
     return leastLoaded();
   }
 
