@@ -19,8 +19,7 @@ import { specOf } from './options/spec.ts';
 import { Progress } from './progress.ts';
 import { RequestsFile } from './requestsOut.ts';
 import { readSimLoadFlags } from './simLoadFlags.ts';
-import { readWorkloadFlags } from './workloadFlags.ts';
-import { shapeDurationMs } from '../workload/shape.ts';
+import { readWorkloadFlags, withArrivalShape } from './workloadFlags.ts';
 
 const FLAGS = specOf(BENCH_OPTIONS);
 
@@ -66,23 +65,8 @@ export function parseBenchFlags(argv: string[]): ParsedBench | 'help' {
   const url = urls[0]!;
   const read = readWorkloadFlags(flags);
   const requests = option('requests');
-  // A ladder lasts its stages and a burst until its requests end, both with no warm-up by
-  // default; a rate with burstiness runs as --rate does (as kvroute sim has them).
   const shape = load.shape;
-  const w =
-    shape === undefined
-      ? read
-      : {
-          ...read,
-          workload: { ...read.workload, shape },
-          durationS:
-            shape.kind === 'ladder'
-              ? shapeDurationMs(shape) / 1000
-              : shape.kind === 'gamma'
-                ? read.durationS
-                : undefined,
-          warmupS: read.warmupS ?? (shape.kind === 'gamma' ? undefined : 0),
-        };
+  const w = withArrivalShape(read, shape, undefined);
   const durationS =
     w.durationS ??
     (w.workload.kind === 'trace' || requests !== undefined || shape?.kind === 'burst'

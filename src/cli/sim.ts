@@ -24,7 +24,7 @@ import { Progress } from './progress.ts';
 import { RequestsFile } from './requestsOut.ts';
 import { readRouterSetups, type RouterSetup } from './routerSetups.ts';
 import { readSimFaults, runAuditComparison } from './simAudit.ts';
-import { readWorkloadFlags, type WorkloadFlags } from './workloadFlags.ts';
+import { readWorkloadFlags, type WorkloadFlags, withArrivalShape } from './workloadFlags.ts';
 import type { SimFaults } from '../sim/audit.ts';
 import { type PdFlags, readPdFlags, runSimPd } from './simPd.ts';
 import { parseFleetFlag } from './fleetFlag.ts';
@@ -40,7 +40,7 @@ import { fleetLabel, groupReplicas, type ReplicaGroup } from '../sim/replicaGrou
 import { formatFlow } from '../results/flowTable.ts';
 import { readTenantFlags } from './simTenantFlags.ts';
 import { readSimLoadFlags } from './simLoadFlags.ts';
-import { type ArrivalShape, shapeDurationMs } from '../workload/shape.ts';
+import type { ArrivalShape } from '../workload/shape.ts';
 import { formatHarness, formatStages } from '../results/harnessTable.ts';
 import { readSimPlannerFlags } from './simPlannerFlags.ts';
 import type { PlannerLoopOptions } from '../sim/plannerLoop.ts';
@@ -171,24 +171,9 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   };
 }
 
-/**
- * The workload with the client's arrival shape: a ladder lasts its stages; a burst, until its
- * requests end; both default to no warm-up. A rate with burstiness runs as --rate does.
- */
+/** The workload flags with the client's arrival shape (`withArrivalShape`). */
 function readShapedWorkload(flags: Flags, shape: ArrivalShape | undefined): WorkloadFlags {
-  const read = readWorkloadFlags(flags);
-  if (shape === undefined) return read;
-  return {
-    ...read,
-    workload: { ...read.workload, shape },
-    durationS:
-      shape.kind === 'ladder'
-        ? shapeDurationMs(shape) / 1000
-        : shape.kind === 'gamma'
-          ? (read.durationS ?? DEFAULT_SIM_DURATION_S)
-          : undefined,
-    warmupS: read.warmupS ?? (shape.kind === 'gamma' ? undefined : 0),
-  };
+  return withArrivalShape(readWorkloadFlags(flags), shape, DEFAULT_SIM_DURATION_S);
 }
 
 /** `--fleet`: a mixed fleet, which sets each replica's hardware and the count itself. */

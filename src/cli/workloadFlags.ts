@@ -8,6 +8,7 @@ import { DEFAULT_LORA_ADAPTERS, DEFAULT_LORA_ZIPF } from '../workload/lora.ts';
 import { WORKLOAD_NAMES } from '../workload/workloads.ts';
 import { SHARED_PREFIX_DEFAULTS } from '../workload/sharedPrefixGroups.ts';
 import type { SharedPrefixShape } from '../workload/types.ts';
+import { type ArrivalShape, shapeDurationMs } from '../workload/shape.ts';
 
 type SharedPrefixFlag =
   | 'num-groups'
@@ -145,5 +146,29 @@ export function readWorkloadFlags(
     seed: option('seed') ?? 1,
     durationS: option('duration'),
     warmupS: option('warmup'),
+  };
+}
+
+/**
+ * The workload with the client's arrival shape (kvroute sim and bench alike): a ladder lasts its
+ * stages; a burst, until its requests end; both default to no warm-up. A rate with burstiness
+ * runs as --rate does, for `gammaDurationS` when no --duration is given.
+ */
+export function withArrivalShape(
+  read: WorkloadFlags,
+  shape: ArrivalShape | undefined,
+  gammaDurationS: number | undefined,
+): WorkloadFlags {
+  if (shape === undefined) return read;
+  return {
+    ...read,
+    workload: { ...read.workload, shape },
+    durationS:
+      shape.kind === 'ladder'
+        ? shapeDurationMs(shape) / 1000
+        : shape.kind === 'gamma'
+          ? (read.durationS ?? gammaDurationS)
+          : undefined,
+    warmupS: read.warmupS ?? (shape.kind === 'gamma' ? undefined : 0),
   };
 }

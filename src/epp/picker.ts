@@ -119,8 +119,7 @@ export class EppPicker {
     const { headers } = input;
     const { caller, json, model, pool, adapter, parsed } = await this.#read(input);
     const avoid = await this.#outsideSubset(pool, input.subset);
-    const flow = this.#ctx.flow;
-    const priorityClass = flow?.classOf(headers.get(PRIORITY_HEADER), caller.tenant);
+    const priorityClass = this.#ctx.flow?.classOf(headers.get(PRIORITY_HEADER), caller.tenant);
     const admitted = this.#ctx.admission.admit(
       {
         tenant: caller.tenant,
@@ -132,31 +131,12 @@ export class EppPicker {
       Date.now(),
     );
     const id = this.#ctx.nextLedgerId();
-    /** The replica flow control's finish-first chose; null: the router chooses. */
-    let onto: string | null = null;
-    if (flow && priorityClass !== undefined) {
-      // Every endpoint of the pool saturated: the request waits here (llm-d's EPP holds it in
-      // its flow controller at the same point, before scheduling).
-      try {
-        const entered = flow.enter(
-          pool,
-          {
-            id,
-            tenant: caller.tenant,
-            priorityClass,
-            costTokens: parsed?.promptTokens ?? 0,
-            ...(parsed && {
-              prefix: { blockKeys: parsed.blockKeys, blockSize: this.#ctx.blockSize },
-            }),
-          },
-          input.signal,
-        );
-        // Not awaited when it goes at once: it routes in this turn, seen by the next arrival.
-        onto = (entered instanceof Promise ? await entered : entered).replica;
-      } catch (err) {
-        admitted.release();
-        throw err;
-      }
+    let onto: string | null;
+    try {
+      onto = await this.#waitInFlow(pool, id, caller.tenant, priorityClass, parsed, input.signal);
+    } catch (err) {
+      admitted.release();
+      throw err;
     }
     let route: PoolRoute;
     try {
@@ -197,6 +177,38 @@ export class EppPicker {
               outputTokensAsked: outputTokensOf(null, json),
             },
     };
+  }
+
+  /**
+   * Flow control: when every endpoint of the pool is saturated the request waits here (llm-d's
+   * EPP holds it in its flow controller at the same point, before scheduling). Returns the
+   * replica finish-first chose, or null (the router chooses; also without flow control).
+   */
+  async #waitInFlow(
+    pool: ModelPool,
+    id: string,
+    tenant: string | null,
+    priorityClass: string | undefined,
+    parsed: ParsedRequest | null,
+    signal: AbortSignal | undefined,
+  ): Promise<string | null> {
+    const flow = this.#ctx.flow;
+    if (!flow || priorityClass === undefined) return null;
+    const entered = flow.enter(
+      pool,
+      {
+        id,
+        tenant,
+        priorityClass,
+        costTokens: parsed?.promptTokens ?? 0,
+        ...(parsed && {
+          prefix: { blockKeys: parsed.blockKeys, blockSize: this.#ctx.blockSize },
+        }),
+      },
+      signal,
+    );
+    // Not awaited when it goes at once: it routes in this turn, seen by the next arrival.
+    return (entered instanceof Promise ? await entered : entered).replica;
   }
 
   /** The request's body read and, on a generate path, tokenized for its pool. */
