@@ -25,13 +25,11 @@ import {
   configFor,
   type EngineServerHandle,
   type GatewayHandle,
-  replicas,
   startEngines,
-  tokens,
   waitFor,
   within,
 } from '../support/gateway.harness.ts';
-import { flowClient, hold, metricSum, served } from '../support/flowGateway.ts';
+import { flowClient, inFlightOn, metricSum, ownerBusy } from '../support/flowGateway.ts';
 
 const HANG_GUARD_MS = 120_000;
 const PREFIX_TOKENS = 256;
@@ -56,46 +54,6 @@ function clientFor(gw: GatewayHandle): OpenAI {
   return flowClient(gw, HANG_GUARD_MS);
 }
 
-interface Scenario {
-  owner: string;
-  other: string;
-  /** The third request, sent while the owner is held. */
-  third: Promise<{ status: number; replica: string | null }>;
-  filler: Promise<{ status: number; replica: string | null }>;
-  stream: { release(): Promise<void> };
-}
-
-/**
- * Caches `seed`'s prefix on one replica, holds that replica (a stream and a request waiting
- * on its engine), then sends a third request of the same prefix.
- */
-async function ownerBusy(gw: GatewayHandle, model: string, seed: number): Promise<Scenario> {
-  const client = clientFor(gw);
-  const prefix = tokens(seed, PREFIX_TOKENS);
-  const first = await within(30_000, served(client, model, [...prefix, 1, 2]), 'the first');
-  assert.equal(first.status, 200);
-  const owner = first.replica!;
-  const names = (await replicas(gw)).map((r) => r.name);
-  const other = names.find((n) => n !== owner)!;
-  await waitFor(
-    async () => ((await replicas(gw)).find((r) => r.name === owner)?.indexedBlocks ?? 0) > 0,
-    "the owner's blocks in the router's index",
-  );
-  const stream = await within(30_000, hold(client, model, [...prefix, 3, 4]), 'the stream');
-  assert.equal(stream.replica, owner, 'the stream goes to the prefix owner');
-  const filler = served(client, model, [...prefix, 5, 6]);
-  await waitFor(
-    async () => ((await replicas(gw)).find((r) => r.name === owner)?.queuedPromptTokens ?? 0) > 0,
-    'a prompt queued on the owner',
-  );
-  const third = served(client, model, [...prefix, 7, 8]);
-  return { owner, other, third, filler, stream };
-}
-
-async function inFlightOn(gw: GatewayHandle, name: string): Promise<number> {
-  return (await replicas(gw)).find((r) => r.name === name)?.inFlight ?? -1;
-}
-
 describe('kvroute serve --flow-release owner', () => {
   let engines: EngineServerHandle[];
   const gateways: GatewayHandle[] = [];
@@ -117,7 +75,7 @@ describe('kvroute serve --flow-release owner', () => {
 
   test('a request waits for its busy prefix owner rather than going to the idle replica, then the owner serves it', async () => {
     const gw = await gatewayWith('owner', HANG_GUARD_MS);
-    const s = await ownerBusy(gw, model, 11);
+    const s = await ownerBusy(gw, clientFor(gw), model, 11, PREFIX_TOKENS);
     await waitFor(
       async () => (await metricSum(gw, 'kvroute_flow_queued')) === 1,
       'the third request queued in the gateway',
@@ -148,7 +106,7 @@ describe('kvroute serve --flow-release owner', () => {
 
   test('past its hold the request goes to a replica with room while the owner is still busy', async () => {
     const gw = await gatewayWith('owner', 300);
-    const s = await ownerBusy(gw, model, 12);
+    const s = await ownerBusy(gw, clientFor(gw), model, 12, PREFIX_TOKENS);
     const third = await within(HANG_GUARD_MS, s.third, 'the third request');
     assert.deepEqual(third, { status: 200, replica: s.other });
     await s.stream.release();
@@ -161,7 +119,7 @@ describe('kvroute serve --flow-release owner', () => {
 
   test('room release sends it to the replica with room at once', async () => {
     const gw = await gatewayWith('room', HANG_GUARD_MS);
-    const s = await ownerBusy(gw, model, 13);
+    const s = await ownerBusy(gw, clientFor(gw), model, 13, PREFIX_TOKENS);
     const third = await within(HANG_GUARD_MS, s.third, 'the third request');
     assert.deepEqual(third, { status: 200, replica: s.other });
     assert.equal(await metricSum(gw, 'kvroute_flow_dispatched_total'), 0);

@@ -1,13 +1,21 @@
 /**
- * Helpers for the gateway's flow-control end-to-end tests (test/gateway/gateway.flow*.test.ts):
- * an `openai` client (of a tenant, by the x-kvroute-tenant header), a metric's sum from
- * /metrics, a completion's status and serving replica, and a long stream that holds its
- * replica's one sequence until released.
+ * Helpers for the flow-control end-to-end tests of the gateway and the picker
+ * (test/gateway/gateway.flow*.test.ts, test/epp/epp.flowOwner.test.ts): an `openai` client (of a
+ * tenant, by the x-kvroute-tenant header), a metric's sum from /metrics, a completion's status
+ * and serving replica, a long stream that holds its replica's one sequence until released, and
+ * the owner-release scenario both front ends play.
  */
+import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import type { GatewayHandle } from './gateway.harness.ts';
+import { type ReplicaJson, tokens, waitFor, within } from './gateway.harness.ts';
 
-export function flowClient(gw: GatewayHandle, timeoutMs: number, tenant?: string): OpenAI {
+/** Where /metrics and /router/replicas are served: the gateway, or the picker's metrics port. */
+export interface RouterAt {
+  url: string;
+}
+
+/** A client of the OpenAI API at `gw.url`/v1 (the gateway, or the data plane before a picker). */
+export function flowClient(gw: RouterAt, timeoutMs: number, tenant?: string): OpenAI {
   return new OpenAI({
     baseURL: `${gw.url}/v1`,
     apiKey: 'unused',
@@ -17,8 +25,8 @@ export function flowClient(gw: GatewayHandle, timeoutMs: number, tenant?: string
   });
 }
 
-/** Sum of a metric's samples, from the gateway's /metrics. */
-export async function metricSum(gw: GatewayHandle, name: string): Promise<number> {
+/** Sum of a metric's samples, from /metrics. */
+export async function metricSum(gw: RouterAt, name: string): Promise<number> {
   const text = await (await fetch(`${gw.url}/metrics`)).text();
   let sum = 0;
   for (const line of text.split('\n')) {
@@ -69,4 +77,54 @@ export async function hold(
       await iterator.return?.().catch(() => {});
     },
   };
+}
+
+export async function replicasAt(gw: RouterAt): Promise<ReplicaJson[]> {
+  const res = await fetch(`${gw.url}/router/replicas`);
+  return ((await res.json()) as { replicas: ReplicaJson[] }).replicas;
+}
+
+export async function inFlightOn(gw: RouterAt, name: string): Promise<number> {
+  return (await replicasAt(gw)).find((r) => r.name === name)?.inFlight ?? -1;
+}
+
+export interface OwnerBusy {
+  owner: string;
+  other: string;
+  /** The third request, sent while the owner is held. */
+  third: Promise<{ status: number; replica: string | null }>;
+  filler: Promise<{ status: number; replica: string | null }>;
+  stream: { release(): Promise<void> };
+}
+
+/**
+ * Caches `seed`'s prefix (`prefixTokens` long) on one replica, holds that replica (a stream and
+ * a request waiting on its engine), then sends a third request of the same prefix.
+ */
+export async function ownerBusy(
+  gw: RouterAt,
+  client: OpenAI,
+  model: string,
+  seed: number,
+  prefixTokens: number,
+): Promise<OwnerBusy> {
+  const prefix = tokens(seed, prefixTokens);
+  const on = async (name: string) => (await replicasAt(gw)).find((r) => r.name === name);
+  const first = await within(30_000, served(client, model, [...prefix, 1, 2]), 'the first');
+  assert.equal(first.status, 200);
+  const owner = first.replica!;
+  const other = (await replicasAt(gw)).map((r) => r.name).find((n) => n !== owner)!;
+  await waitFor(
+    async () => ((await on(owner))?.indexedBlocks ?? 0) > 0,
+    "the owner's blocks in the router's index",
+  );
+  const stream = await within(30_000, hold(client, model, [...prefix, 3, 4]), 'the stream');
+  assert.equal(stream.replica, owner, 'the stream goes to the prefix owner');
+  const filler = served(client, model, [...prefix, 5, 6]);
+  await waitFor(
+    async () => ((await on(owner))?.queuedPromptTokens ?? 0) > 0,
+    'a prompt queued on the owner',
+  );
+  const third = served(client, model, [...prefix, 7, 8]);
+  return { owner, other, third, filler, stream };
 }
