@@ -41,7 +41,7 @@ export const SGLANG_V04: PublishedRun = {
       'round robin is the DataParallelController of `--dp-size 8`, cache aware the router v1 of ' +
       '#2114 (every request by prefix match: cache_routing_prob 1.0), here the `sglang` policy ' +
       "(v0.4's router, shortest queue past 32 requests of imbalance). Group by group they route " +
-      "alike: a new group goes to the smallest tree, its 15 others follow, and the queues never " +
+      'alike: a new group goes to the smallest tree, its 15 others follow, and the queues never ' +
       'differ by more than 16',
     'prompts reach the fleet group by group: the runs loaded a dataset saved with ' +
       '--generated-input-save-path, a flag of bench_serving.py from 55bd97f3 (#2093) to ' +
@@ -63,7 +63,7 @@ export const SGLANG_V04: PublishedRun = {
       'even without sharing) against a pool of 414,581 tokens, so the new_token_ratio admission ' +
       'never binds; LPM is on from the start (at most 128 waiting)',
     "not modelled: bench_serving's single test prompt before the run (one of 1,025) and the " +
-      "in-batch prefix check (sgl-project/sglang#2442, 2024-12-11, after v0.4.0)",
+      'in-batch prefix check (sgl-project/sglang#2442, 2024-12-11, after v0.4.0)',
     'the roofline cost model at 50 % MFU and 75 % MBU, not a measured A100 profile',
   ],
 };
