@@ -84,7 +84,9 @@ describe('harness replay', () => {
     const ladder: PublishedHarnessRun = {
       ...RUN,
       simArgs: args,
-      runs: [{ label: 'blind', policy: 'round-robin', published: { stageMeanOutputTokensPerS: 1 } }],
+      runs: [
+        { label: 'blind', policy: 'round-robin', published: { stageMeanOutputTokensPerS: 1 } },
+      ],
     };
     const r = replayHarness(ladder, publishedSetup);
     const stages = simulate({
@@ -97,7 +99,9 @@ describe('harness replay', () => {
     assert.equal(r.rows[0]!.figures[0]!.simulated, mean);
     assert.notEqual(mean, r.rows[0]!.simulated.outputTokensPerS);
     // Without a ladder there are no stages to average.
-    assert.ok(Number.isNaN(replayHarness(RUN, publishedSetup).rows[0]!.simulated.stageMeanOutputTokensPerS));
+    assert.ok(
+      Number.isNaN(replayHarness(RUN, publishedSetup).rows[0]!.simulated.stageMeanOutputTokensPerS),
+    );
   });
 
   test('a setup without --metrics-as is refused', () => {

@@ -22,7 +22,13 @@ function parse(args: string[]): SimConfig {
   return p.base;
 }
 
-const at = (atMs: number): Arrival => ({ atMs, customer: 0, promptLength: 10, outputTokens: 5, seed: 1 });
+const at = (atMs: number): Arrival => ({
+  atMs,
+  customer: 0,
+  promptLength: 10,
+  outputTokens: 5,
+  seed: 1,
+});
 
 describe('the stage gate', () => {
   const windows = stageWindows([

@@ -83,7 +83,7 @@ export const LLMD_37_CAPACITY: PublishedHarnessRun = {
       "approximate index forgetting as llm-d's default (--approx-forget peer)",
     "the report's Requests/s is the rate requests were sent (inference-perf's load_summary " +
       'achieved_rate), about the stage rate for every policy, and is not compared; output ' +
-      "tok/s is its Summary across QPS, the mean of its 9 per-QPS rows (no warm-up row), " +
+      'tok/s is its Summary across QPS, the mean of its 9 per-QPS rows (no warm-up row), ' +
       "compared with the mean of the simulated stages' after the first",
     "load.type constant (inference-perf's ConstantLoadTimer: exponential gaps scaled to fill " +
       "the stage) is replayed as kvroute's Poisson ladder",
