@@ -140,6 +140,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
     ...(load.maxConcurrency !== undefined && { maxConcurrency: load.maxConcurrency }),
     ...(load.clientTimeoutMs !== undefined && { clientTimeoutMs: load.clientTimeoutMs }),
     ...(load.metricsAs !== undefined && { metricsAs: load.metricsAs }),
+    ...(load.stageDrainGapMs !== undefined && { stageDrainGapMs: load.stageDrainGapMs }),
     ...readRouterView(flags),
     faults,
     slo: readSlo(flags),

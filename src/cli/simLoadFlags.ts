@@ -14,6 +14,10 @@ const LADDER_HELP =
   "stages of R req/s (Poisson) for S seconds, back to back (inference-perf's load.stages; a " +
   "sweep of vllm bench's request rate), over the workload's prompts in order; the run lasts " +
   "their sum; prints each stage's figures";
+const DRAIN_HELP =
+  'with --rate-ladder: each stage starts S seconds after every request before it has ended, ' +
+  "as inference-perf runs its stages (2: its load.interval of 1 s and run_stage's 1 s lead); " +
+  'absent, the stages run back to back';
 const BURSTINESS_HELP =
   'gamma gaps between arrivals of --rate or of each --rate-ladder stage, shape F, mean 1/rate ' +
   '(vllm bench --burstiness): 1 Poisson, < 1 burstier, > 1 more even; with --rate, the ' +
@@ -37,6 +41,7 @@ export const CLIENT_LOAD_OPTIONS = options({
 export const SIM_LOAD_OPTIONS = options({
   ...CLIENT_LOAD_OPTIONS,
   'metrics-as': oneOf(HARNESSES, 'H', '{values}: also print throughput, TTFT and TPOT as that harness defines them (docs/simulator.md)'),
+  'drain-stages': num('S', DRAIN_HELP, { min: 0, unit: 's' }),
 });
 
 /** The client's flags that `kvroute bench` takes too. */
@@ -47,6 +52,8 @@ export interface SimLoadFlags {
   maxConcurrency?: number;
   clientTimeoutMs?: number;
   metricsAs?: Harness;
+  /** `--drain-stages`: a ladder's stage starts this long after the requests before ended. */
+  stageDrainGapMs?: number;
 }
 
 /** `R1xS1,R2xS2,...`: each stage a positive rate (req/s) and a positive duration (s). */
@@ -112,6 +119,10 @@ export function readSimLoadFlags(flags: Flags, openLoopCap = false): SimLoadFlag
     }
   }
   const metricsAs = option('metrics-as');
+  const drainGapS = option('drain-stages');
+  if (drainGapS !== undefined && ladderText === undefined) {
+    throw new UsageError('--drain-stages runs the stages of --rate-ladder one by one; give one');
+  }
   const burstiness = readBurstiness(flags, burst !== undefined, closedLoop);
   const shape: ArrivalShape | undefined =
     ladderText !== undefined
@@ -130,6 +141,7 @@ export function readSimLoadFlags(flags: Flags, openLoopCap = false): SimLoadFlag
     ...(maxConcurrency !== undefined && { maxConcurrency }),
     ...(clientTimeoutS !== undefined && { clientTimeoutMs: clientTimeoutS * 1000 }),
     ...(metricsAs !== undefined && { metricsAs }),
+    ...(drainGapS !== undefined && { stageDrainGapMs: drainGapS * 1000 }),
   };
 }
 

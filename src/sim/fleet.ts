@@ -31,9 +31,11 @@ import { EventQueue, PRIORITY, type SimEvent } from './eventQueue.ts';
 import { runLoop, type SimClock } from './loop.ts';
 import { BusyTracker, LoadSampler, RequestLog } from './metrics.ts';
 import { OwnerTracker } from './owners.ts';
+import { type StageDrain, StageGate } from './stageGate.ts';
 import { TokenGaps } from './tokenGaps.ts';
 import type { Arrival } from '../workload/workloads.ts';
 import type { Workload } from '../workload/types.ts';
+import type { StageWindow } from '../workload/shape.ts';
 import type { RequestRecord } from '../results/requestRecord.ts';
 import type { FaultSpec, ViewOptions } from './types.ts';
 
@@ -166,6 +168,11 @@ export interface FleetOptions {
    * its engine aborts it at once (a disconnect: its blocks are freed, `EngineCore.abort`).
    */
   clientTimeoutMs?: number;
+  /**
+   * A rate ladder run stage by stage as inference-perf runs it (`stageGate.ts`): a stage's
+   * arrivals wait until every request before has ended, then start `gapMs` later.
+   */
+  stageDrain?: StageDrain;
   /** Per replica, ms from routing a request to its engine taking it (absent: 0 for all). */
   requestOverheadMs?: readonly number[];
   /**
@@ -322,6 +329,8 @@ export interface FleetOutcome {
   lastMeasuredEndMs: number;
   /** With `scaling`: the fleet's size at 0 and after every change, in time order. */
   scaling?: ScalingPoint[];
+  /** With `stageDrain`: each stage's window as run. */
+  stageWindows?: StageWindow[];
 }
 
 export class Fleet {
@@ -341,6 +350,8 @@ export class Fleet {
   readonly #errors: Record<string, number> = {};
   readonly #faultLog: FleetOutcome['faultLog'] = [];
   #arrivalsDone = false;
+  /** With `stageDrain`: holds a stage's first arrival until the requests before have ended. */
+  readonly #stageGate: StageGate | null;
   /** Arrivals held by the client's in-flight cap, in arrival order (`#waitHead` is the next). */
   readonly #waiting: Arrival[] = [];
   #waitHead = 0;
@@ -371,6 +382,7 @@ export class Fleet {
       (_, i) => new Replica(i, opts.makeEngine(i)),
     );
     this.#arrivals = opts.workload.arrivals();
+    this.#stageGate = opts.stageDrain !== undefined ? new StageGate(opts.stageDrain) : null;
     this.#busy = new BusyTracker(opts.replicas);
     this.#load = new LoadSampler(opts.replicas, opts.durationMs * 3, opts.loadBucketMs);
     this.#owners = new OwnerTracker(opts.workload, opts.replicas);
@@ -441,6 +453,7 @@ export class Fleet {
       peakInFlight: this.#peakInFlight,
       lastMeasuredEndMs: this.#lastMeasuredEndMs,
       ...(o.scaling !== undefined && { scaling: this.#scalingLog }),
+      ...(this.#stageGate !== null && { stageWindows: this.#stageGate.windows() }),
     };
   }
 
@@ -543,7 +556,14 @@ export class Fleet {
       return undefined;
     }
     // Closed loop: the prompt arrives now, when a slot of the loop came free.
-    const arrival = closed ? { ...next.value, atMs: this.#clock.nowMs } : next.value;
+    const gate = this.#stageGate;
+    const arrival = closed
+      ? { ...next.value, atMs: this.#clock.nowMs }
+      : gate !== null
+        ? gate.admit(next.value)
+        : next.value;
+    // Held by the stage gate until the requests before have ended (`#releaseStage`).
+    if (arrival === null) return undefined;
     return {
       kind: 'arrival',
       arrival,
@@ -1205,6 +1225,7 @@ export class Fleet {
    * the client's in-flight cap, the next waiting one is sent now.
    */
   #ended(): void {
+    if (this.#stageGate?.holding) this.#releaseStage();
     if (this.#o.maxConcurrency !== undefined) {
       // As its own event: an end is handled inside a step's end, whose replica is not stepped
       // again until that handler is done.
@@ -1216,6 +1237,15 @@ export class Fleet {
     if (this.#o.concurrency === undefined) return;
     const next = this.#nextArrival();
     if (next) this.#queue.push(next);
+  }
+
+  /** The next stage starts once nothing sent before is in flight, waiting or queued. */
+  #releaseStage(): void {
+    if (this.#requests.size > 0 || this.#waitHead < this.#waiting.length) return;
+    if ((this.#o.flow?.queued ?? 0) > 0) return;
+    const arrival = this.#stageGate!.release(this.#clock.nowMs);
+    if (arrival === null) return;
+    this.#push({ kind: 'arrival', arrival }, arrival.atMs, PRIORITY.arrival);
   }
 
   /** A failed or unfinished request's record (`onRequest`); `endMs` null: it never ended. */

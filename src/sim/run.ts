@@ -75,6 +75,11 @@ export interface SimConfig {
   maxConcurrency?: number;
   /** The client gives a request up this long after sending it; its engine aborts it. */
   clientTimeoutMs?: number;
+  /**
+   * With a rate ladder: each stage starts this long after every request before has ended, as
+   * inference-perf runs its stages (`stageGate.ts`); absent, the stages run back to back.
+   */
+  stageDrainGapMs?: number;
   /** The result gains `harness`: the run by this benchmark harness's definitions. */
   metricsAs?: Harness;
   /** Stop a run as soon as it cannot meet the SLO (replica-count search). */
@@ -299,6 +304,13 @@ function fleetOptions(
     ...(onRequest && { onRequest }),
     ...(config.maxConcurrency !== undefined && { maxConcurrency: config.maxConcurrency }),
     ...(config.clientTimeoutMs !== undefined && { clientTimeoutMs: config.clientTimeoutMs }),
+    ...(config.stageDrainGapMs !== undefined &&
+      more.sink.ladder !== undefined && {
+        stageDrain: {
+          windows: stageWindows(more.sink.ladder.stages),
+          gapMs: config.stageDrainGapMs,
+        },
+      }),
     ...requestOverheads(config.replicas, plan),
     ...(hooks.scaling && { scaling: hooks.scaling }),
   };
@@ -350,7 +362,7 @@ function summarize(
     run.gateways = { routers: config.router.routers, syncMs: config.router.syncMs ?? null };
   }
   if (more.flow !== undefined) run.flow = more.flow.result();
-  addRecordFigures(run, config, outcome.endMs, more.sink);
+  addRecordFigures(run, config, outcome, more.sink);
   const limits = {
     durationMs,
     warmupMs: config.warmupMs,
@@ -368,12 +380,13 @@ function summarize(
 function addRecordFigures(
   run: SimulatedRun,
   config: SimConfig,
-  runEndMs: number,
+  { endMs: runEndMs, stageWindows: windowsAsRun }: Pick<FleetOutcome, 'endMs' | 'stageWindows'>,
   { records, ladder }: RecordSink,
 ): void {
   if (records === null) return;
   if (ladder !== undefined) {
-    run.stages = stageSummaries(stageWindows(ladder.stages), records, runEndMs);
+    const windows = windowsAsRun ?? stageWindows(ladder.stages);
+    run.stages = stageSummaries(windows, records, runEndMs);
   }
   if (config.metricsAs !== undefined) {
     run.harness = harnessSummary(config.metricsAs, records, {

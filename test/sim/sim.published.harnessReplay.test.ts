@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { publishedSetup } from '../../src/cli/sim.ts';
+import { simulate } from '../../src/sim/run.ts';
 import {
   type PublishedHarnessRun,
   replayHarness,
@@ -72,6 +73,34 @@ describe('harness replay', () => {
     assert.deepEqual(
       small.rows.map((row) => row.completed),
       [8, 8],
+    );
+  });
+
+  test("a ladder's stage mean: the stages' output tok/s after the first (the warm-up), averaged", () => {
+    const args = [
+      ...RUN.simArgs.slice(0, RUN.simArgs.indexOf('--burst')),
+      ...['--rate-ladder', '4x3,8x3,6x3', '--drain-stages', '1', '--metrics-as', 'inference-perf'],
+    ];
+    const ladder: PublishedHarnessRun = {
+      ...RUN,
+      simArgs: args,
+      runs: [
+        { label: 'blind', policy: 'round-robin', published: { stageMeanOutputTokensPerS: 1 } },
+      ],
+    };
+    const r = replayHarness(ladder, publishedSetup);
+    const stages = simulate({
+      ...publishedSetup(args),
+      router: { ...publishedSetup(args).router, policy: 'round-robin' },
+    }).stages!;
+    assert.equal(stages.length, 3);
+    const mean = (stages[1]!.outputTokensPerS + stages[2]!.outputTokensPerS) / 2;
+    assert.ok(mean > 0);
+    assert.equal(r.rows[0]!.figures[0]!.simulated, mean);
+    assert.notEqual(mean, r.rows[0]!.simulated.outputTokensPerS);
+    // Without a ladder there are no stages to average.
+    assert.ok(
+      Number.isNaN(replayHarness(RUN, publishedSetup).rows[0]!.simulated.stageMeanOutputTokensPerS),
     );
   });
 

@@ -56,7 +56,7 @@ describe('llm-d-precise replay', () => {
       assert.equal(row.completed, random!.completed);
       assert.deepEqual(
         row.figures.map((f) => f.figure),
-        ['outputTokensPerS', 'requestsPerS', 'ttftP90Ms', 'ttftMeanMs'],
+        ['stageMeanOutputTokensPerS', 'ttftP90Ms', 'ttftMeanMs'],
       );
     }
     // Random loses most of each group's prefix; the cache-aware runs keep what a first visit

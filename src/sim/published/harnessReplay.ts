@@ -8,37 +8,89 @@
  * Pure: the runs' setups come from a parser given by the caller (the CLI's flag parser), and
  * the simulation is the same `simulate` as `kvroute sim`.
  */
-import type { HarnessSummary } from '../../results/harnessMetrics.ts';
+import type { HarnessSummary, StageSummary } from '../../results/harnessMetrics.ts';
 import type { SimConfig } from '../run.ts';
 import { simulate } from '../run.ts';
 import { grid } from '../../util/textTable.ts';
 import { replayHeading, replayJsonLine, signedPct } from './replayText.ts';
+
+/** A run's stages (a rate ladder's; absent without one). */
+type Stages = readonly StageSummary[] | undefined;
+
+/**
+ * The mean of the stages' output tok/s after the first: llm-d's benchmarking reports print each
+ * rate's inference-perf figures and, as "Summary across QPS", their mean (8,730.0 and 4,428.7 in
+ * `benchmarking/73-capacity/README.md` are the means of its 16 per-QPS rows, 2,991.5 and 5,380.9
+ * in `37-capacity` of its 9), with no row for the warm-up stage the profile starts with.
+ */
+function stageMeanOutputTokensPerS(stages: Stages): number {
+  const after = stages?.slice(1) ?? [];
+  if (after.length === 0) return Number.NaN;
+  return after.reduce((sum, s) => sum + s.outputTokensPerS, 0) / after.length;
+}
 
 /** What a harness prints that the replay compares; `better`: which way is a gain. */
 export const HARNESS_FIGURES = {
   outputTokensPerS: {
     label: 'output tok/s',
     better: 'higher',
-    of: (h: HarnessSummary) => h.outputTokensPerS,
+    of: (h: HarnessSummary, _s: Stages) => h.outputTokensPerS,
+  },
+  stageMeanOutputTokensPerS: {
+    label: 'output tok/s, stage mean',
+    better: 'higher',
+    of: (_h: HarnessSummary, s: Stages) => stageMeanOutputTokensPerS(s),
   },
   totalTokensPerS: {
     label: 'total tok/s',
     better: 'higher',
-    of: (h: HarnessSummary) => h.totalTokensPerS,
+    of: (h: HarnessSummary, _s: Stages) => h.totalTokensPerS,
   },
-  requestsPerS: { label: 'req/s', better: 'higher', of: (h: HarnessSummary) => h.requestsPerS },
+  requestsPerS: {
+    label: 'req/s',
+    better: 'higher',
+    of: (h: HarnessSummary, _s: Stages) => h.requestsPerS,
+  },
   durationS: {
     label: 'duration s',
     better: 'lower',
-    of: (h: HarnessSummary) => (h.toMs - h.fromMs) / 1000,
+    of: (h: HarnessSummary, _s: Stages) => (h.toMs - h.fromMs) / 1000,
   },
-  ttftMeanMs: { label: 'TTFT mean ms', better: 'lower', of: (h: HarnessSummary) => h.ttftMs.mean },
-  ttftP50Ms: { label: 'TTFT p50 ms', better: 'lower', of: (h: HarnessSummary) => h.ttftMs.p50 },
-  ttftP90Ms: { label: 'TTFT p90 ms', better: 'lower', of: (h: HarnessSummary) => h.ttftMs.p90 },
-  ttftP99Ms: { label: 'TTFT p99 ms', better: 'lower', of: (h: HarnessSummary) => h.ttftMs.p99 },
-  tpotMeanMs: { label: 'TPOT mean ms', better: 'lower', of: (h: HarnessSummary) => h.tpotMs.mean },
-  tpotP50Ms: { label: 'TPOT p50 ms', better: 'lower', of: (h: HarnessSummary) => h.tpotMs.p50 },
-  tpotP99Ms: { label: 'TPOT p99 ms', better: 'lower', of: (h: HarnessSummary) => h.tpotMs.p99 },
+  ttftMeanMs: {
+    label: 'TTFT mean ms',
+    better: 'lower',
+    of: (h: HarnessSummary, _s: Stages) => h.ttftMs.mean,
+  },
+  ttftP50Ms: {
+    label: 'TTFT p50 ms',
+    better: 'lower',
+    of: (h: HarnessSummary, _s: Stages) => h.ttftMs.p50,
+  },
+  ttftP90Ms: {
+    label: 'TTFT p90 ms',
+    better: 'lower',
+    of: (h: HarnessSummary, _s: Stages) => h.ttftMs.p90,
+  },
+  ttftP99Ms: {
+    label: 'TTFT p99 ms',
+    better: 'lower',
+    of: (h: HarnessSummary, _s: Stages) => h.ttftMs.p99,
+  },
+  tpotMeanMs: {
+    label: 'TPOT mean ms',
+    better: 'lower',
+    of: (h: HarnessSummary, _s: Stages) => h.tpotMs.mean,
+  },
+  tpotP50Ms: {
+    label: 'TPOT p50 ms',
+    better: 'lower',
+    of: (h: HarnessSummary, _s: Stages) => h.tpotMs.p50,
+  },
+  tpotP99Ms: {
+    label: 'TPOT p99 ms',
+    better: 'lower',
+    of: (h: HarnessSummary, _s: Stages) => h.tpotMs.p99,
+  },
 } as const;
 export type HarnessFigure = keyof typeof HARNESS_FIGURES;
 
@@ -123,7 +175,10 @@ export function replayHarness(
     const h = result.harness;
     if (h === undefined) throw new Error(`${run.name}: its setup needs --metrics-as`);
     const simulated = Object.fromEntries(
-      (Object.keys(HARNESS_FIGURES) as HarnessFigure[]).map((f) => [f, HARNESS_FIGURES[f].of(h)]),
+      (Object.keys(HARNESS_FIGURES) as HarnessFigure[]).map((f) => [
+        f,
+        HARNESS_FIGURES[f].of(h, result.stages),
+      ]),
     ) as Record<HarnessFigure, number>;
     const figures = (Object.keys(p.published) as HarnessFigure[]).map((figure) => ({
       figure,

@@ -5,7 +5,8 @@
  * and the figures): 4 vLLM pods of Llama 3.1 70B Instruct with 461,376 tokens of KV each;
  * inference-perf's shared_prefix data, 83 groups x 3 prompts of an 8,000-token system prompt +
  * a 1,000-token question, 1,000 output tokens (ignore_eos), constant-rate stages from a 10 QPS
- * warm-up through 3 to 20 QPS (975 s).
+ * warm-up through 3 to 20 QPS (975 s of sending), each waiting for its requests to end as
+ * inference-perf runs them (llmdReport.ts).
  */
 import type { PublishedHarnessRun } from './harnessReplay.ts';
 import { llmdReportSimArgs } from './llmdReport.ts';
@@ -41,8 +42,7 @@ export const LLMD_37_CAPACITY: PublishedHarnessRun = {
       label: 'random',
       policy: 'random',
       published: {
-        outputTokensPerS: 2991.5,
-        requestsPerS: 7.122,
+        stageMeanOutputTokensPerS: 2991.5,
         ttftP90Ms: 84_938,
         ttftMeanMs: 40_915,
       },
@@ -52,8 +52,7 @@ export const LLMD_37_CAPACITY: PublishedHarnessRun = {
       policy: 'llmd',
       args: ['--index', 'approx'],
       published: {
-        outputTokensPerS: 3408.6,
-        requestsPerS: 6.92,
+        stageMeanOutputTokensPerS: 3408.6,
         ttftP90Ms: 64_430,
         ttftMeanMs: 25_337,
       },
@@ -62,16 +61,15 @@ export const LLMD_37_CAPACITY: PublishedHarnessRun = {
       label: 'precise-prefix-cache_load',
       policy: 'llmd-precise',
       published: {
-        outputTokensPerS: 5380.9,
-        requestsPerS: 6.913,
+        stageMeanOutputTokensPerS: 5380.9,
         ttftP90Ms: 409,
         ttftMeanMs: 259,
       },
     },
   ],
   notes: [
-    "figures from the report's 'Summary across QPS' (inference-perf over every stage, the " +
-      'warm-up included)',
+    "figures from the report's 'Summary across QPS' (TTFT over every request, the warm-up " +
+      "included, as replayed; output tok/s the mean of the stages', see below)",
     'GPUs assumed: 4 x H100 a pod (TP 4); the report gives only the KV pool, 461,376 tokens a ' +
       "pod, which Llama 3.1 70B's 320 KiB a token fits on 4 x 80 GB at 0.9 after its weights; " +
       'the pool is fixed to it (7,209 blocks of 64, the block size assumed from the precise ' +
@@ -83,8 +81,13 @@ export const LLMD_37_CAPACITY: PublishedHarnessRun = {
     'estimated: active requests x 1, KV x 1, prefix x 2 (hashBlockSize 256, ' +
       "lruCapacityPerServer 2,200); kvroute's llmd weighs prefix 3, queue 2, KV 2, its " +
       "approximate index forgetting as llm-d's default (--approx-forget peer)",
-    'the published output tok/s over req/s is 420 to 780 tokens a request against the ' +
-      "1,000 asked: the harness's count, not modelled",
-    'the roofline cost model (no measured profile of Llama 3.1 70B); no client timeout',
+    "the report's Requests/s is the rate requests were sent (inference-perf's load_summary " +
+      'achieved_rate), about the stage rate for every policy, and is not compared; output ' +
+      'tok/s is its Summary across QPS, the mean of its 9 per-QPS rows (no warm-up row), ' +
+      "compared with the mean of the simulated stages' after the first",
+    "load.type constant (inference-perf's ConstantLoadTimer: exponential gaps scaled to fill " +
+      "the stage) is replayed as kvroute's Poisson ladder",
+    'the roofline cost model (no measured profile of Llama 3.1 70B); the client as inference-' +
+      "perf of September 2025 (llmdReport.ts): stages drained one by one, aiohttp's 300 s timeout",
   ],
 };

@@ -5,7 +5,8 @@
  * the inference-perf profile, the four EndpointPickerConfigs and the figures): 8 vLLM pods of
  * Qwen3-32B on 2 H100 each, 307,328 tokens of KV per pod; inference-perf's shared_prefix data,
  * 150 groups x 5 prompts of a 6,000-token system prompt + a 1,200-token question, 1,000 output
- * tokens asked (ignore_eos; 245 replayed, see the notes), Poisson stages from a 15 QPS warm-up through 3 to 60 QPS (502 s).
+ * tokens (ignore_eos), Poisson stages from a 15 QPS warm-up through 3 to 60 QPS (502 s of sending),
+ * each stage waiting for its requests to end as inference-perf runs them (llmdReport.ts).
  */
 import type { PublishedHarnessRun } from './harnessReplay.ts';
 import { llmdReportSimArgs } from './llmdReport.ts';
@@ -29,7 +30,7 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
     promptsPerGroup: 5,
     systemPromptTokens: 6000,
     questionTokens: 1200,
-    outputTokens: 245,
+    outputTokens: 1000,
     pods: 8,
     model: 'qwen3-32b',
     gpu: 'h100-sxm',
@@ -42,8 +43,7 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
       label: 'random-scheduling',
       policy: 'random',
       published: {
-        outputTokensPerS: 4428.7,
-        requestsPerS: 35.671,
+        stageMeanOutputTokensPerS: 4428.7,
         ttftP90Ms: 92_551,
         ttftMeanMs: 45_281,
       },
@@ -53,8 +53,7 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
       policy: 'llmd',
       args: ['--index', 'approx'],
       published: {
-        outputTokensPerS: 6944.4,
-        requestsPerS: 36.068,
+        stageMeanOutputTokensPerS: 6944.4,
         ttftP90Ms: 31_083,
         ttftMeanMs: 13_316,
       },
@@ -63,23 +62,25 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
       label: 'precise-scheduling',
       policy: 'llmd-precise',
       published: {
-        outputTokensPerS: 8730.0,
-        requestsPerS: 35.562,
+        stageMeanOutputTokensPerS: 8730.0,
         ttftP90Ms: 542,
         ttftMeanMs: 298,
       },
     },
   ],
   notes: [
-    "figures from the report's 'Summary across QPS' (inference-perf over every stage, the " +
-      "warm-up included); the blog's table prints load-scheduling's throughput as random's " +
+    "figures from the report's 'Summary across QPS' (TTFT over every request, the warm-up " +
+      "included, as replayed; output tok/s the mean of the stages', see below); the blog's table prints load-scheduling's throughput as random's " +
       '(4,428.7), the report 4,266.4',
     'load-scheduling (queue and KV-utilization scorers, no prefix scorer) has no kvroute ' +
       'policy and is not replayed',
-    "output length assumed 245 tokens, not the profile's 1,000 (ignore_eos): the published " +
-      'precise run served 35.6 req/s at 8,730 output tok/s, 245 tokens a request; 1,000 tokens ' +
-      'at 35 req/s (35,000 tok/s of decode over 8,000-token contexts) exceeds what 8 pods of ' +
-      'Qwen3-32B decode, and with 1,000 the simulated fleet falls to 7 to 13 req/s for every policy',
+    "the profile's 1,000 output tokens (ignore_eos). The report's Requests/s is the rate " +
+      "requests were sent (inference-perf's load_summary achieved_rate, count over send " +
+      'duration: 59 req/s at 60 QPS for every policy), not completions, so it is not compared; ' +
+      'its output tok/s per stage is over the first send to the last end, which under a drained ' +
+      'stage outlasts the stage (1,500 requests x 1,000 tokens at 10,497 tok/s: 143 s)',
+    "output tok/s is the report's Summary across QPS, the mean of its 16 per-QPS rows (no row " +
+      "for the warm-up), compared with the mean of the simulated stages' after the first",
     'the simulated llmd (approximate index) and llmd-precise pick alike here, likely because ' +
       'with affinity a pod holds about 19 groups (~225,000 tokens of 307,328): nothing a route ' +
       "predicts is evicted, so the approximate record equals the events' one, and the prefix " +
@@ -93,7 +94,8 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
     'estimated-scheduling: prefix, KV and queue scorers x 1 each, hashBlockSize 64, ' +
       "lruCapacityPerServer 31,250; kvroute's llmd weighs 3/2/2, its approximate index " +
       "forgets as llm-d's (--index approx, --approx-forget peer)",
-    'the roofline cost model (no measured H100 profile of Qwen3-32B); no client timeout ' +
-      '(the profile sets none)',
+    'the roofline cost model (no measured H100 profile of Qwen3-32B); the client as inference-' +
+      "perf of September 2025 (llmdReport.ts): stages drained one by one, aiohttp's 300 s " +
+      'timeout (the profile sets none)',
   ],
 };
