@@ -27,45 +27,30 @@
  * every replica that is up.
  */
 import type { LoraView } from '../adapters.ts';
-import type { Pick, PickInput, Policy } from '../policy.ts';
-import { withDefaults } from '../../util/withDefaults.ts';
+import type { Pick, PickInput } from '../policy.ts';
+import { PeerPolicy } from './peerPolicy.ts';
 import { argMax } from './pickBest.ts';
 
-export const DEFAULT_LLMD_PREFIX_WEIGHT = 3;
-export const DEFAULT_LLMD_QUEUE_WEIGHT = 2;
-export const DEFAULT_LLMD_KV_WEIGHT = 2;
-export const DEFAULT_LLMD_LORA_WEIGHT = 1;
-
-const LLMD_DEFAULTS = {
-  prefixWeight: DEFAULT_LLMD_PREFIX_WEIGHT,
-  queueWeight: DEFAULT_LLMD_QUEUE_WEIGHT,
-  kvWeight: DEFAULT_LLMD_KV_WEIGHT,
-  loraWeight: DEFAULT_LLMD_LORA_WEIGHT,
-};
-
 /** The scorers' weights, each an option of the same name. */
-export type LlmdWeights = typeof LLMD_DEFAULTS;
+const LLMD_DEFAULTS = { prefixWeight: 3, queueWeight: 2, kvWeight: 2, loraWeight: 1 };
 
-export interface LlmdOptions extends Partial<LlmdWeights> {
+export interface LlmdOptions extends Partial<typeof LLMD_DEFAULTS> {
   /** Ignore adapters (no LoRA-affinity term). */
   loraBlind?: boolean;
 }
 
-export class LlmdPolicy implements Policy {
+export class LlmdPolicy extends PeerPolicy<typeof LLMD_DEFAULTS> {
   readonly name = 'llmd';
-  readonly ownFilters = true;
-  readonly weights: Readonly<LlmdWeights>;
 
   constructor(options: LlmdOptions = {}) {
-    const weights = withDefaults(LLMD_DEFAULTS, options);
-    this.weights = options.loraBlind ? { ...weights, loraWeight: 0 } : weights;
+    super(LLMD_DEFAULTS, options.loraBlind ? { ...options, loraWeight: 0 } : options);
   }
 
   pick(input: PickInput): Pick {
     const { candidates, request } = input;
     const blocks = request.blockKeys.length;
     const queues = queueScores(candidates);
-    const { prefixWeight, queueWeight, kvWeight, loraWeight } = this.weights;
+    const { prefixWeight, queueWeight, kvWeight, loraWeight } = this.tunables;
     const scores = candidates.map((c, i) => {
       const prefix = blocks > 0 ? c.cachedBlocks / blocks : 0;
       const queue = queues[i]!;
@@ -99,3 +84,10 @@ export function loraAffinity(v: Readonly<LoraView>): number {
   if (v.waiting) return 0.6;
   return 0;
 }
+
+/** Each default under a name of its own. */
+export const {
+  prefixWeight: DEFAULT_LLMD_PREFIX_WEIGHT,
+  queueWeight: DEFAULT_LLMD_QUEUE_WEIGHT,
+  kvWeight: DEFAULT_LLMD_KV_WEIGHT,
+} = LLMD_DEFAULTS;

@@ -22,40 +22,28 @@
  * `ownFilters` and the router offers it every replica that is up. (The `llmd` policy is the
  * inference extension's default weights, 3/2/2, behind kvroute's guards.)
  */
-import type { Pick, PickInput, Policy } from '../policy.ts';
+import type { Pick, PickInput } from '../policy.ts';
 import { queueScores } from './llmd.ts';
-import { withDefaults } from '../../util/withDefaults.ts';
+import { PeerPolicy } from './peerPolicy.ts';
 import { argMax } from './pickBest.ts';
 
-export const DEFAULT_LLMD_PRECISE_PREFIX_WEIGHT = 2;
-export const DEFAULT_LLMD_PRECISE_KV_WEIGHT = 1;
-export const DEFAULT_LLMD_PRECISE_QUEUE_WEIGHT = 1;
-
-const LLMD_PRECISE_DEFAULTS = {
-  precisePrefixWeight: DEFAULT_LLMD_PRECISE_PREFIX_WEIGHT,
-  preciseKvWeight: DEFAULT_LLMD_PRECISE_KV_WEIGHT,
-  preciseQueueWeight: DEFAULT_LLMD_PRECISE_QUEUE_WEIGHT,
-};
-
 /** The scorers' weights, each an option of the same name. */
-export type LlmdPreciseWeights = typeof LLMD_PRECISE_DEFAULTS;
+const LLMD_PRECISE_DEFAULTS = { precisePrefixWeight: 2, preciseKvWeight: 1, preciseQueueWeight: 1 };
 
-export type LlmdPreciseOptions = Partial<LlmdPreciseWeights>;
+export type LlmdPreciseOptions = Partial<typeof LLMD_PRECISE_DEFAULTS>;
 
-export class LlmdPrecisePolicy implements Policy {
+export class LlmdPrecisePolicy extends PeerPolicy<typeof LLMD_PRECISE_DEFAULTS> {
   readonly name = 'llmd-precise';
-  readonly ownFilters = true;
-  readonly weights: Readonly<LlmdPreciseWeights>;
 
   constructor(options: LlmdPreciseOptions = {}) {
-    this.weights = withDefaults(LLMD_PRECISE_DEFAULTS, options);
+    super(LLMD_PRECISE_DEFAULTS, options);
   }
 
   pick(input: PickInput): Pick {
     const { candidates } = input;
     const prefix = precisePrefixScores(candidates.map((c) => c.cachedBlocks));
     const queue = queueScores(candidates);
-    const { precisePrefixWeight, preciseKvWeight, preciseQueueWeight } = this.weights;
+    const { precisePrefixWeight, preciseKvWeight, preciseQueueWeight } = this.tunables;
     const scores = candidates.map(
       (c, i) =>
         precisePrefixWeight * prefix[i]! +
@@ -84,3 +72,10 @@ export function precisePrefixScores(matchedBlocks: readonly number[]): number[] 
     return min === max ? 1 : (m - min) / (max - min);
   });
 }
+
+/** Each default under a name of its own. */
+export const {
+  precisePrefixWeight: DEFAULT_LLMD_PRECISE_PREFIX_WEIGHT,
+  preciseKvWeight: DEFAULT_LLMD_PRECISE_KV_WEIGHT,
+  preciseQueueWeight: DEFAULT_LLMD_PRECISE_QUEUE_WEIGHT,
+} = LLMD_PRECISE_DEFAULTS;

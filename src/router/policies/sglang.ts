@@ -21,46 +21,39 @@
  */
 import type { ApproxForgetting } from '../index/approxForgetting.ts';
 import { ApproxIndex } from '../index/approxIndex.ts';
-import type { Pick, PickInput, Policy, Routed } from '../policy.ts';
 import { matchPrefix, replicaMask } from '../index/prefixMatch.ts';
-import { withDefaults } from '../../util/withDefaults.ts';
+import type { Pick, PickInput, Routed } from '../policy.ts';
+import { PeerPolicy } from './peerPolicy.ts';
 import { argMax, argMin } from './pickBest.ts';
 
-export const DEFAULT_SGLANG_BALANCE_ABS_THRESHOLD = 64;
-export const DEFAULT_SGLANG_BALANCE_REL_THRESHOLD = 1.5;
-export const DEFAULT_SGLANG_CACHE_THRESHOLD = 0.3;
-/** Blocks remembered per worker: --max-tree-size 67,108,864 characters / 4 per token / 16. */
-export const DEFAULT_SGLANG_TREE_BLOCKS = 1_048_576;
-
+/**
+ * The gateway's thresholds and tree size, each an option of the same name. The tree's blocks
+ * per worker: --max-tree-size 67,108,864 characters / 4 per token / 16 tokens a block.
+ */
 const SGLANG_DEFAULTS = {
-  balanceAbsThreshold: DEFAULT_SGLANG_BALANCE_ABS_THRESHOLD,
-  balanceRelThreshold: DEFAULT_SGLANG_BALANCE_REL_THRESHOLD,
-  cacheThreshold: DEFAULT_SGLANG_CACHE_THRESHOLD,
-  treeBlocks: DEFAULT_SGLANG_TREE_BLOCKS,
+  balanceAbsThreshold: 64,
+  balanceRelThreshold: 1.5,
+  cacheThreshold: 0.3,
+  treeBlocks: 1_048_576,
 };
 
-/** The gateway's thresholds and tree size, each an option of the same name. */
-export type SglangSettings = typeof SGLANG_DEFAULTS;
-
-export interface SglangOptions extends Partial<SglangSettings> {
+export interface SglangOptions extends Partial<typeof SGLANG_DEFAULTS> {
   /** How the tree forgets (brings its own size); default LRU at `treeBlocks` per route. */
   treeForgetting?: ApproxForgetting;
 }
 
-export class SglangPolicy implements Policy {
+export class SglangPolicy extends PeerPolicy<typeof SGLANG_DEFAULTS> {
   readonly name = 'sglang';
-  readonly ownFilters = true;
-  readonly settings: Readonly<SglangSettings>;
   #tree: ApproxIndex;
 
   constructor(options: SglangOptions = {}) {
-    this.settings = withDefaults(SGLANG_DEFAULTS, options);
-    this.#tree = new ApproxIndex(0, this.settings.treeBlocks, 0, options.treeForgetting);
+    super(SGLANG_DEFAULTS, options);
+    this.#tree = new ApproxIndex(0, this.tunables.treeBlocks, 0, options.treeForgetting);
   }
 
   pick(input: PickInput): Pick {
     const { candidates, request, rng } = input;
-    const { balanceAbsThreshold, balanceRelThreshold, cacheThreshold } = this.settings;
+    const { balanceAbsThreshold, balanceRelThreshold, cacheThreshold } = this.tunables;
     const loads = candidates.map((c) => c.inFlight);
     const maxLoad = Math.max(...loads);
     const minLoad = Math.min(...loads);
@@ -96,3 +89,11 @@ export class SglangPolicy implements Policy {
     this.#tree.clearReplica(replicaId);
   }
 }
+
+/** Each default under a name of its own. */
+export const {
+  balanceAbsThreshold: DEFAULT_SGLANG_BALANCE_ABS_THRESHOLD,
+  balanceRelThreshold: DEFAULT_SGLANG_BALANCE_REL_THRESHOLD,
+  cacheThreshold: DEFAULT_SGLANG_CACHE_THRESHOLD,
+  treeBlocks: DEFAULT_SGLANG_TREE_BLOCKS,
+} = SGLANG_DEFAULTS;
