@@ -20,6 +20,7 @@ import { replicaSpecProblem } from '../model/cost.ts';
 import { makeReplicaSpec } from '../model/spec.ts';
 import { KV_POLICY_NAMES } from '../scheduler/types.ts';
 import { type Flags, UsageError } from './args.ts';
+import { type FieldRows, readFields } from './options/fields.ts';
 import { helpOf } from './options/help.ts';
 import { readerOf } from './options/read.ts';
 import { specOf } from './options/spec.ts';
@@ -47,19 +48,25 @@ export const ENGINE_OPTIONS = options({
   'cpu-kv-gbps': num('F', 'host-to-GPU KV copy bandwidth, GB/s (default {default}: PCIe 5.0 x16)', { above: 0, default: DEFAULT_CPU_KV_GBPS, unit: 'GB/s' }),
 });
 
+/** The options whose value is a field of `EngineOptions` (its default in ENGINE_DEFAULTS). */
+const ENGINE_FIELDS = {
+  model: 'model',
+  gpu: 'gpu',
+  tp: 'tp',
+  budgetTokens: 'budget',
+  maxSeqs: 'max-seqs',
+  kvPolicy: 'kv-policy',
+  blockSize: 'block-size',
+} as const satisfies FieldRows<typeof ENGINE_OPTIONS>;
+
 export const ENGINE_FLAGS = specOf(ENGINE_OPTIONS);
 export const ENGINE_HELP = helpOf(ENGINE_OPTIONS);
 
 export function readEngineFlags(flags: Flags): EngineOptions {
   const option = readerOf(ENGINE_OPTIONS, flags);
   const engine: EngineOptions = {
-    model: option('model') ?? D.model,
-    gpu: option('gpu') ?? D.gpu,
-    tp: option('tp') ?? D.tp,
-    budgetTokens: option('budget') ?? D.budgetTokens,
-    maxSeqs: option('max-seqs') ?? D.maxSeqs,
-    kvPolicy: option('kv-policy') ?? D.kvPolicy,
-    blockSize: option('block-size') ?? D.blockSize,
+    ...D,
+    ...readFields<typeof ENGINE_OPTIONS, typeof ENGINE_FIELDS>(option, ENGINE_FIELDS),
   };
   const kvBlocks = option('kv-blocks');
   if (kvBlocks !== undefined) engine.kvBlocks = kvBlocks;

@@ -49,41 +49,28 @@ const TUNING = Object.keys(FLOW_OPTIONS).filter((name) => name !== 'flow-control
 /** The flags over the config file's `flow-control`; tuning flags need it on. */
 export function readFlowFlags(flags: Flags, current: FlowControlConfig): FlowControlConfig {
   const option = readerOf(FLOW_OPTIONS, flags);
-  const maxQueued = option('flow-max-queued');
-  const perTenant = option('flow-max-queued-per-tenant');
-  const maxWaitMs = option('flow-max-wait-ms');
-  const queueDepth = option('flow-queue-depth');
-  const kvUsage = option('flow-kv-usage');
-  const queuedPrefillMs = option('flow-queued-prefill-ms');
-  const release = option('flow-release');
-  const ownerSlackTokens = option('flow-owner-slack-tokens');
-  const ownerHoldMs = option('flow-owner-hold-ms');
-  const lookAhead = option('flow-look-ahead');
-  const finishFirst = option('flow-finish-first');
-  const charge = option('flow-charge');
-  const enabled = option('flow-control') === true || current.enabled;
-  const given = TUNING.find((name) => flags.has(name));
-  if (given !== undefined && !enabled) {
-    throw new UsageError(`--${given} needs --flow-control (or flow-control.enabled in the config)`);
-  }
   const out: FlowControlConfig = {
     ...current,
-    enabled,
-    maxQueued: maxQueued ?? current.maxQueued,
-    maxQueuedPerTenant: perTenant ?? current.maxQueuedPerTenant,
-    maxWaitMs: maxWaitMs ?? current.maxWaitMs,
+    maxQueued: option('flow-max-queued') ?? current.maxQueued,
+    maxQueuedPerTenant: option('flow-max-queued-per-tenant') ?? current.maxQueuedPerTenant,
+    maxWaitMs: option('flow-max-wait-ms') ?? current.maxWaitMs,
     saturation: {
-      queueDepth: queueDepth ?? current.saturation.queueDepth,
-      kvUsage: kvUsage ?? current.saturation.kvUsage,
-      queuedPrefillMs: queuedPrefillMs ?? current.saturation.queuedPrefillMs,
+      queueDepth: option('flow-queue-depth') ?? current.saturation.queueDepth,
+      kvUsage: option('flow-kv-usage') ?? current.saturation.kvUsage,
+      queuedPrefillMs: option('flow-queued-prefill-ms') ?? current.saturation.queuedPrefillMs,
     },
-    release: release ?? current.release,
-    ownerSlackTokens: ownerSlackTokens ?? current.ownerSlackTokens,
-    ownerHoldMs: ownerHoldMs ?? current.ownerHoldMs,
-    lookAhead: lookAhead ?? current.lookAhead,
-    finishFirst: finishFirst === undefined ? current.finishFirst : finishFirst === 'on',
-    charge: charge ?? current.charge,
+    release: option('flow-release') ?? current.release,
+    ownerSlackTokens: option('flow-owner-slack-tokens') ?? current.ownerSlackTokens,
+    ownerHoldMs: option('flow-owner-hold-ms') ?? current.ownerHoldMs,
+    lookAhead: option('flow-look-ahead') ?? current.lookAhead,
+    finishFirst: (option('flow-finish-first') ?? (current.finishFirst ? 'on' : 'off')) === 'on',
+    charge: option('flow-charge') ?? current.charge,
   };
+  out.enabled = option('flow-control') === true || current.enabled;
+  const given = TUNING.find((name) => flags.has(name));
+  if (given !== undefined && !out.enabled) {
+    throw new UsageError(`--${given} needs --flow-control (or flow-control.enabled in the config)`);
+  }
   if (out.maxQueuedPerTenant > out.maxQueued) {
     throw new UsageError(
       `--flow-max-queued-per-tenant (${out.maxQueuedPerTenant}) must not exceed --flow-max-queued (${out.maxQueued})`,

@@ -7,38 +7,36 @@ import { UsageError } from './args.ts';
 
 type CommandModule = { run(argv: string[]): Promise<number> };
 
-const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandModule> }> = {
-  plan: { summary: 'capacity plan from the cost model', load: () => import('./plan.ts') },
-  sim: {
-    summary: 'fleet simulator: policies side by side, replica search, admission bound',
-    load: () => import('./sim.ts'),
-  },
-  engine: { summary: 'simulated vLLM-compatible engine server', load: () => import('./engine.ts') },
-  serve: {
-    summary: 'KV-aware OpenAI-compatible gateway, admission control, live dashboard at /',
-    load: () => import('./serve.ts'),
-  },
-  epp: {
-    summary: 'endpoint picker for the Gateway API inference extension (Envoy ext_proc gRPC)',
-    load: () => import('./epp.ts'),
-  },
-  bench: { summary: 'open-loop load generator for any endpoint', load: () => import('./bench.ts') },
-  demo: {
-    summary: 'live stacks (engines and gateway as processes) beside the simulator',
-    load: () => import('./demo.ts'),
-  },
-  calibrate: {
-    summary: 'fit the cost model to a server or a Vidur profile',
-    load: () => import('./calibrate.ts'),
-  },
-  model: {
-    summary: 'write a tiny llama.cpp model (GGUF) for tests and demos',
-    load: () => import('./model.ts'),
-  },
+/** Each command and what it does, in the order `kvroute --help` lists them. */
+const SUMMARIES = {
+  plan: 'capacity plan from the cost model',
+  sim: 'fleet simulator: policies side by side, replica search, admission bound',
+  engine: 'simulated vLLM-compatible engine server',
+  serve: 'KV-aware OpenAI-compatible gateway, admission control, live dashboard at /',
+  epp: 'endpoint picker for the Gateway API inference extension (Envoy ext_proc gRPC)',
+  bench: 'open-loop load generator for any endpoint',
+  demo: 'live stacks (engines and gateway as processes) beside the simulator',
+  calibrate: 'fit the cost model to a server or a Vidur profile',
+  model: 'write a tiny llama.cpp model (GGUF) for tests and demos',
 };
 
+/** Each command's module, loaded when it runs. */
+const COMMANDS: Record<string, () => Promise<CommandModule>> = {
+  plan: () => import('./plan.ts'),
+  sim: () => import('./sim.ts'),
+  engine: () => import('./engine.ts'),
+  serve: () => import('./serve.ts'),
+  epp: () => import('./epp.ts'),
+  bench: () => import('./bench.ts'),
+  demo: () => import('./demo.ts'),
+  calibrate: () => import('./calibrate.ts'),
+  model: () => import('./model.ts'),
+} satisfies Record<keyof typeof SUMMARIES, () => Promise<CommandModule>>;
+
 function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+  const lines = Object.entries(SUMMARIES).map(
+    ([name, summary]) => `  ${name.padEnd(10)} ${summary}`,
+  );
   return `usage: kvroute <command> [flags]\n\ncommands:\n${lines.join('\n')}\n\nkvroute <command> --help for its flags; kvroute --version for the version`;
 }
 
@@ -59,15 +57,15 @@ export async function main(argv: string[]): Promise<number> {
     return name ? 0 : 2;
   }
   // An own key only: `kvroute constructor` is an unknown command, not Object's constructor.
-  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
-  if (!command) {
+  const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!load) {
     process.stderr.write(
       `kvroute: unknown command '${name}'; commands: ${Object.keys(COMMANDS).join(', ')}\n`,
     );
     return 2;
   }
   try {
-    return await (await command.load()).run(rest);
+    return await (await load()).run(rest);
   } catch (err) {
     if (err instanceof UsageError || isKnownError(err)) {
       process.stderr.write(`kvroute ${name}: ${(err as Error).message}\n`);

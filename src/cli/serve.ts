@@ -153,11 +153,11 @@ function flagGroup<F extends FieldRows<typeof SERVE_OPTIONS>>(
   return option(on) || Object.keys(given).length > 0 ? given : null;
 }
 
+/** A feature's flags over its config (null: off). */
+type FlagGroupReader<C> = (option: ServeOption, current: C | null) => C | null;
+
 /** --planner and its companions; any of them turns the planner on. */
-function readPlannerFlags(
-  option: ServeOption,
-  current: PlannerConfig | null,
-): PlannerConfig | null {
+const readPlannerFlags: FlagGroupReader<PlannerConfig> = (option, current) => {
   const given = flagGroup(option, 'planner', PLANNER_FIELDS);
   if (given === null) return current;
   if (given.profile !== undefined) {
@@ -177,13 +177,10 @@ function readPlannerFlags(
     );
   }
   return { ...c, ...given, sloTtftP99Ms: ttft, sloTtftSlowdown: relative };
-}
+};
 
 /** --session-affinity and its companions; any of them turns affinity on. */
-function readSessionFlags(
-  option: ServeOption,
-  current: SessionAffinityConfig | null,
-): SessionAffinityConfig | null {
+const readSessionFlags: FlagGroupReader<SessionAffinityConfig> = (option, current) => {
   const given = flagGroup(option, 'session-affinity', SESSION_FIELDS);
   if (given === null) return current;
   const base = current ?? defaultSessionAffinity();
@@ -196,7 +193,7 @@ function readSessionFlags(
     }
   }
   return { ...base, ...given, header };
-}
+};
 
 /** --nats and its companions; the others without --nats are an error (they would do nothing). */
 function readNatsFlags(

@@ -11,20 +11,16 @@
  *   `--cache-ram`): the router's slot model (router/index/slotCache.ts).
  * - facts: `GET /props` -> `total_slots`, `default_generation_settings.n_ctx` (per slot).
  */
-import {
-  type EngineDialect,
-  type EngineShape,
-  type Get,
-  type LoadReport,
-  type Post,
-  readGauges,
-  readTokenizeAnswer,
-  refusal,
-  sum,
-  type TokenizeAnswer,
-  type TokenizeBody,
-  tokenIds,
+import type {
+  EngineDialect,
+  EngineShape,
+  Get,
+  LoadReport,
+  Post,
+  TokenizeAnswer,
+  TokenizeBody,
 } from './dialect.ts';
+import { readGauges, readTokenizeAnswer, refusal, sum, tokenIds } from './dialect.ts';
 
 export const LLAMACPP_RUNNING = 'llamacpp:requests_processing';
 export const LLAMACPP_WAITING = 'llamacpp:requests_deferred';

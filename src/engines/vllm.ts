@@ -4,19 +4,8 @@
  * loggers.py), tokens from `POST /tokenize` (`{prompt}` or `{messages}` -> `{tokens,
  * max_model_len}`, vllm/entrypoints/openai/serving_tokenization.py), cache from its KV events.
  */
-import {
-  type EngineDialect,
-  type LoadReport,
-  max,
-  type Post,
-  readGauges,
-  metricsLoad,
-  readTokenizeAnswer,
-  sum,
-  type TokenizeAnswer,
-  type TokenizeBody,
-  tokenIds,
-} from './dialect.ts';
+import type { EngineDialect, LoadReport, Post, TokenizeAnswer, TokenizeBody } from './dialect.ts';
+import { max, metricsLoad, readGauges, readTokenizeAnswer, sum, tokenIds } from './dialect.ts';
 
 export const VLLM_KV_USAGE = 'vllm:kv_cache_usage_perc';
 export const VLLM_KV_USAGE_OLD = 'vllm:gpu_cache_usage_perc';

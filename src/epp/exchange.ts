@@ -43,6 +43,7 @@ import {
   type ProcessingRequest,
   type ProcessingResponse,
   readHeaders,
+  type RequestKind,
   servedEndpoint,
   streamedBody,
   subsetHint,
@@ -69,6 +70,9 @@ export interface ExchangeContext {
   /** What `x-kvroute-replica` calls a replica: a label unless addresses are exposed. */
   labels: ReplicaLabels;
 }
+
+/** What one ext_proc message does to its exchange. */
+type MessageHandler = (x: Exchange, req: ProcessingRequest) => void | Promise<void>;
 
 export class Exchange {
   readonly #ctx: ExchangeContext;
@@ -136,23 +140,22 @@ export class Exchange {
         return;
       }
     }
-    switch (req.request) {
-      case 'request_headers':
-        return this.#onRequestHeaders(req);
-      case 'request_body':
-        return this.#onRequestBody(req);
-      case 'request_trailers':
-        return this.#onRequestTrailers();
-      case 'response_headers':
-        return this.#onResponseHeaders(req);
-      case 'response_body':
-        return this.#onResponseBody(req);
-      case 'response_trailers':
-        return this.#onResponseTrailers();
-      default:
-        this.#fail('UNIMPLEMENTED', `unknown ext_proc request '${String(req.request)}'`);
+    const kind = req.request;
+    if (kind !== undefined && Object.hasOwn(Exchange.#handlers, kind)) {
+      return Exchange.#handlers[kind](this, req);
     }
+    this.#fail('UNIMPLEMENTED', `unknown ext_proc request '${String(kind)}'`);
   }
+
+  /** Each ext_proc message's handler, by its `request` kind (an own key: no prototype's name). */
+  static readonly #handlers: Record<RequestKind, MessageHandler> = {
+    request_headers: (x, req) => x.#onRequestHeaders(req),
+    request_body: (x, req) => x.#onRequestBody(req),
+    request_trailers: (x) => x.#onRequestTrailers(),
+    response_headers: (x, req) => x.#onResponseHeaders(req),
+    response_body: (x, req) => x.#onResponseBody(req),
+    response_trailers: (x) => x.#onResponseTrailers(),
+  };
 
   /** The data plane cancelled the stream (its client went away): release, send nothing more. */
   cancel(): void {

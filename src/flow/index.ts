@@ -16,19 +16,4 @@ export {
   type ReplicaLoad,
   type SaturationLimits,
 } from './saturation.ts';
-export {
-  DEFAULT_FLOW_CHARGE,
-  DEFAULT_LOOK_AHEAD,
-  DEFAULT_OWNER_HOLD_MS,
-  DEFAULT_OWNER_SLACK_TOKENS,
-  DEFAULT_SPARSE_FINISH_FIRST,
-  FLOW_CHARGES,
-  FLOW_RELEASES,
-  type FinishFirstReplica,
-  type FlowCharge,
-  type FlowRelease,
-  finishFirstReplica,
-  type OwnerReleaseOptions,
-  ownerReady,
-  uncachedCharge,
-} from './ownerRelease.ts';
+export * from './ownerRelease.ts';

@@ -45,6 +45,15 @@ export const DEFAULT_FLOW_CHARGE: FlowCharge = 'uncached';
 /** Owner release: a sparse tenant's request goes where it finishes first (`finishFirstReplica`). */
 export const DEFAULT_SPARSE_FINISH_FIRST = true;
 
+/** Owner release's defaults in one piece, as the gateway's and the picker's config reads them. */
+export const OWNER_RELEASE_DEFAULTS = {
+  ownerSlackTokens: DEFAULT_OWNER_SLACK_TOKENS,
+  ownerHoldMs: DEFAULT_OWNER_HOLD_MS,
+  lookAhead: DEFAULT_LOOK_AHEAD,
+  sparseFinishFirst: DEFAULT_SPARSE_FINISH_FIRST,
+  charge: DEFAULT_FLOW_CHARGE,
+} as const;
+
 export interface OwnerReleaseOptions {
   /** Cached prompt tokens a replica with room may lack against the best one (>= 0). */
   slackTokens: number;

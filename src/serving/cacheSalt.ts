@@ -15,14 +15,14 @@ export function tenantCacheSalt(tenantSalt: string, requestSalt: string | null):
   return JSON.stringify(requestSalt === null ? [tenantSalt] : [tenantSalt, requestSalt]);
 }
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COLON = 0x3a;
-const COMMA = 0x2c;
-const OPEN_OBJECT = 0x7b;
-const CLOSE_OBJECT = 0x7d;
-const OPEN_ARRAY = 0x5b;
-const CLOSE_ARRAY = 0x5d;
+const QUOTE = '"'.charCodeAt(0);
+const BACKSLASH = '\\'.charCodeAt(0);
+const COLON = ':'.charCodeAt(0);
+const COMMA = ','.charCodeAt(0);
+const OPEN_OBJECT = '{'.charCodeAt(0);
+const CLOSE_OBJECT = '}'.charCodeAt(0);
+const OPEN_ARRAY = '['.charCodeAt(0);
+const CLOSE_ARRAY = ']'.charCodeAt(0);
 const KEY = Buffer.from('"cache_salt"');
 
 /**

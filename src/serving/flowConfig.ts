@@ -25,15 +25,11 @@
  * `x-kvroute-priority` header or its tenant's `priority-class`, else `default`.
  */
 import {
-  DEFAULT_FLOW_CHARGE,
-  DEFAULT_LOOK_AHEAD,
-  DEFAULT_OWNER_HOLD_MS,
-  DEFAULT_OWNER_SLACK_TOKENS,
-  DEFAULT_SPARSE_FINISH_FIRST,
   FLOW_CHARGES,
   FLOW_RELEASES,
   type FlowCharge,
   type FlowRelease,
+  OWNER_RELEASE_DEFAULTS as OWNER,
 } from '../flow/index.ts';
 import { configError, isRecord, num, int } from './configValues.ts';
 
@@ -96,11 +92,11 @@ export function defaultFlowControl(): FlowControlConfig {
     maxWaitMs: 30_000,
     saturation: { ...DEFAULT_FLOW_SATURATION },
     release: 'room',
-    ownerSlackTokens: DEFAULT_OWNER_SLACK_TOKENS,
-    ownerHoldMs: DEFAULT_OWNER_HOLD_MS,
-    lookAhead: DEFAULT_LOOK_AHEAD,
-    finishFirst: DEFAULT_SPARSE_FINISH_FIRST,
-    charge: DEFAULT_FLOW_CHARGE,
+    ownerSlackTokens: OWNER.ownerSlackTokens,
+    ownerHoldMs: OWNER.ownerHoldMs,
+    lookAhead: OWNER.lookAhead,
+    finishFirst: OWNER.sparseFinishFirst,
+    charge: OWNER.charge,
     tenantWeights: {},
   };
 }

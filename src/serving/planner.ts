@@ -80,18 +80,21 @@ const PEER_STALE_INTERVALS = 3;
 /** Output tokens of a request whose response reported no usage and that asked for no maximum. */
 export const DEFAULT_OUTPUT_TOKENS = 256;
 
+/** The planner's settings where neither a flag nor the config gives one. */
+const PLANNER_DEFAULTS: Readonly<PlannerConfig> = {
+  windowS: DEFAULT_PLANNER_WINDOW_S,
+  intervalS: DEFAULT_PLANNER_INTERVAL_S,
+  scaleDownS: DEFAULT_PLANNER_SCALE_DOWN_S,
+  profile: null,
+  sloTtftP99Ms: null,
+  sloTpotP99Ms: null,
+  sloTtftSlowdown: null,
+  maxReplicas: DEFAULT_PLANNER_MAX_REPLICAS,
+  fastWindowS: DEFAULT_PLANNER_FAST_WINDOW_S,
+};
+
 export function defaultPlannerConfig(): PlannerConfig {
-  return {
-    windowS: DEFAULT_PLANNER_WINDOW_S,
-    intervalS: DEFAULT_PLANNER_INTERVAL_S,
-    scaleDownS: DEFAULT_PLANNER_SCALE_DOWN_S,
-    profile: null,
-    sloTtftP99Ms: null,
-    sloTpotP99Ms: null,
-    sloTtftSlowdown: null,
-    maxReplicas: DEFAULT_PLANNER_MAX_REPLICAS,
-    fastWindowS: DEFAULT_PLANNER_FAST_WINDOW_S,
-  };
+  return { ...PLANNER_DEFAULTS };
 }
 
 /** `kvroute sim` flags for the planner's settings. */

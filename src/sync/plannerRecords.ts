@@ -22,13 +22,7 @@ import { TRACE_BLOCK_TOKENS } from '../workload/trace.ts';
 import { isBoundedName, isPeerId, isTokenCount } from './bounds.ts';
 import { parse } from './records.ts';
 
-/** Most requests one message carries (a batch is split into messages of at most this many). */
-export const MAX_SHARED_OBSERVATIONS = 256;
-/** The oldest arrival a message may carry, ms before it was sent. */
-export const MAX_SHARED_AGO_MS = 86_400_000;
-/** The largest count a peer may answer. */
-export const MAX_SHARED_REPLICAS = 65_536;
-
+/** What one instance shares of a pool: the requests it observed and the count it wants. */
 export interface PlannerMessage {
   sender: string;
   pool: string;
@@ -36,6 +30,13 @@ export interface PlannerMessage {
   observations: Observation[];
   desired: number | null;
 }
+
+/** Most requests one message carries (a batch is split into messages of at most this many). */
+export const MAX_SHARED_OBSERVATIONS = 256;
+/** The oldest arrival a message may carry, ms before it was sent. */
+export const MAX_SHARED_AGO_MS = 86_400_000;
+/** The largest count a peer may answer. */
+export const MAX_SHARED_REPLICAS = 65_536;
 
 /**
  * Fewest tokens a chunk key covers: a chunk is the whole blocks nearest 512 tokens

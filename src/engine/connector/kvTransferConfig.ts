@@ -16,15 +16,6 @@ export type KvRole = (typeof KV_ROLES)[number];
 export const KV_CONNECTORS = ['NixlConnector', 'OffloadingConnector'] as const;
 export type KvConnectorName = (typeof KV_CONNECTORS)[number];
 
-export interface KvTransferConfig {
-  kvConnector: KvConnectorName;
-  kvRole: KvRole;
-  /** vLLM draws a uuid4 when absent; so does `makeEngineId` in the shell. */
-  engineId: string | null;
-  kvBufferDevice: string;
-  kvConnectorExtraConfig: Record<string, unknown>;
-}
-
 export class KvTransferConfigError extends Error {
   readonly code = 'ERR_KV_TRANSFER_CONFIG';
 }
@@ -47,6 +38,16 @@ const FIELDS = new Set([
 ]);
 
 const FLAG = '--kv-transfer-config';
+
+/** What the flag's JSON and dotted parts give the engine. */
+export interface KvTransferConfig {
+  kvConnector: KvConnectorName;
+  kvRole: KvRole;
+  /** vLLM draws a uuid4 when absent; so does `makeEngineId` in the shell. */
+  engineId: string | null;
+  kvBufferDevice: string;
+  kvConnectorExtraConfig: Record<string, unknown>;
+}
 
 /**
  * Reads the JSON form and the dotted parts (`kv_role=kv_both`, values JSON when they parse, else

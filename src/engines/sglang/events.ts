@@ -77,22 +77,22 @@ const read = fieldReaders(MalformedEvent);
 
 /** Decodes one payload frame; throws SglangWireError on a payload that is no batch at all. */
 export function decodeSglangBatch(payload: Uint8Array): SglangEventBatch {
-  let raw: unknown;
-  try {
-    raw = unpackr.unpack(payload);
-  } catch (err) {
-    throw new SglangWireError(`payload is not msgpack: ${(err as Error).message}`);
-  }
+  const raw = unpacked(payload);
   if (!Array.isArray(raw)) throw new SglangWireError('batch is not an array');
   const [ts, events, dpRank] = raw;
   if (!Array.isArray(events)) throw new SglangWireError('batch has no events list');
-  return decodeBatchEvents(
-    ts === undefined || ts === null ? 0 : read.number(ts, 'ts'),
-    read.optNumber(dpRank, 'attn_dp_rank'),
-    events,
-    decodeEvent,
-    SglangWireError,
-  );
+  const tsS = read.optNumber(ts, 'ts') ?? 0;
+  const attnDpRank = read.optNumber(dpRank, 'attn_dp_rank');
+  return decodeBatchEvents(tsS, attnDpRank, events, decodeEvent, SglangWireError);
+}
+
+/** The msgpack value of a payload frame; SglangWireError when it is none. */
+function unpacked(payload: Uint8Array): unknown {
+  try {
+    return unpackr.unpack(payload);
+  } catch (err) {
+    throw new SglangWireError(`payload is not msgpack: ${(err as Error).message}`);
+  }
 }
 
 function decodeEvent(raw: unknown): SglangEvent | null {

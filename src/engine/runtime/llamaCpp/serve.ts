@@ -27,6 +27,10 @@ export interface LlamaCppServerOptions {
   traceTokens?: boolean;
 }
 
+/** `--max-seqs` when the llama.cpp runtime is not told: a CPU runs a few sequences well. */
+export const LLAMA_CPP_DEFAULT_MAX_SEQS = 4;
+export const LLAMA_CPP_DEFAULT_THREADS = 1;
+
 /** Real engines for a fleet or a stack: their model, threads, and the gateway's tokenizer. */
 export interface RealEngines {
   gguf: string;
@@ -36,10 +40,6 @@ export interface RealEngines {
   /** Context window per sequence (default: the model's). */
   maxModelLen?: number;
 }
-
-/** `--max-seqs` when the llama.cpp runtime is not told: a CPU runs a few sequences well. */
-export const LLAMA_CPP_DEFAULT_MAX_SEQS = 4;
-export const LLAMA_CPP_DEFAULT_THREADS = 1;
 
 export interface LlamaCppServing {
   model: LlamaModel;
