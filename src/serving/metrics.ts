@@ -60,6 +60,47 @@ export interface ReplicaTally {
   spills: number;
 }
 
+/** A counter: its name, its help and, when it has labels (a `LabelledCounter`), their names. */
+type CounterSpec = readonly [name: string, help: string, labelNames?: readonly string[]];
+
+/**
+ * The gateway's counters, registered in this order. The request path bumps them, the labelled
+ * ones with their label sets resolved once (metricSeries.ts).
+ */
+// biome-ignore format: one counter a line
+const COUNTERS = {
+  decisions: ['kvroute_gateway_decisions_total', 'Routing decisions, by policy, chosen replica and model', ['policy', 'replica', 'model']],
+  promptTokens: ['kvroute_gateway_prompt_tokens_routed_total', 'Prompt tokens routed, by whether the chosen replica had them cached, and model', ['kind', 'model']],
+  spills: ['kvroute_gateway_spills_total', 'Requests sent away from the replica holding their longest prefix', ['policy', 'model']],
+  sessionAffinity: ['kvroute_gateway_session_affinity_total', 'Requests with a session key: kept on their session replica, left it, or new', ['outcome', 'model']],
+  failOpen: ['kvroute_gateway_fail_open_total', 'Decisions made with every replica filtered out (the filters were relaxed)', ['policy', 'model']],
+  retries: ['kvroute_gateway_retries_total', 'Attempts repeated on another replica after a refused or reset connection'],
+  upstreamReconnects: ['kvroute_gateway_upstream_reconnects_total', 'Attempts repeated on a fresh connection to the same replica: it closed a kept-alive one under the request'],
+  remoteTokenizeFallbacks: ['kvroute_gateway_remote_tokenize_fallbacks_total', 'Requests tokenized locally because no backend /tokenize answered (--tokenize remote)'],
+  requests: ['kvroute_gateway_requests_total', 'Requests answered, by endpoint, status (499: the client left first), model and tenant', ['endpoint', 'status', 'model', 'tenant']],
+  rejections: ['kvroute_gateway_rejected_total', 'Requests refused with 429 by admission control, by the limit that refused them', ['limit', 'tenant']],
+  brokenStreams: ['kvroute_gateway_broken_streams_total', 'Responses cut by a backend failure after bytes reached the client'],
+  clientAborts: ['kvroute_gateway_client_aborts_total', 'Requests whose client left before the response ended'],
+} as const satisfies Record<string, CounterSpec>;
+
+type GatewayCounters = {
+  [K in keyof typeof COUNTERS]: (typeof COUNTERS)[K] extends readonly [string, string, unknown]
+    ? LabelledCounter
+    : Counter;
+};
+
+/** COUNTERS registered in `registry`, each under its key. */
+function gatewayCounters(registry: Registry): GatewayCounters {
+  const out: Record<string, Counter | LabelledCounter> = {};
+  for (const [key, [name, help, labelNames]] of Object.entries<CounterSpec>(COUNTERS)) {
+    out[key] =
+      labelNames === undefined
+        ? new Counter({ name, help, registers: [registry] })
+        : new LabelledCounter(name, help, labelNames, registry);
+  }
+  return out as GatewayCounters;
+}
+
 /** The gateway's latency histograms, registered in this order. */
 function gatewayHistograms(registry: Registry) {
   const histogram = (name: string, help: string, buckets: number[], labelNames: string[]) =>
@@ -140,24 +181,25 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   /** The cache audit's counters and error histogram (`audit/`). */
   readonly audit = new AuditMetrics(this.registry);
-  readonly decisions: LabelledCounter;
-  readonly promptTokens: LabelledCounter;
-  readonly spills: LabelledCounter;
-  readonly failOpen: LabelledCounter;
+  readonly #counters = gatewayCounters(this.registry);
+  readonly decisions = this.#counters.decisions;
+  readonly promptTokens = this.#counters.promptTokens;
+  readonly spills = this.#counters.spills;
+  readonly failOpen = this.#counters.failOpen;
   /** Session affinity's outcomes (router.ts AffinityOutcome): kept, left, new. */
-  readonly sessionAffinity: LabelledCounter;
-  readonly retries: Counter;
-  readonly upstreamReconnects: Counter;
-  readonly remoteTokenizeFallbacks: Counter;
-  readonly requests: LabelledCounter;
-  readonly brokenStreams: Counter;
-  readonly clientAborts: Counter;
+  readonly sessionAffinity = this.#counters.sessionAffinity;
+  readonly retries = this.#counters.retries;
+  readonly upstreamReconnects = this.#counters.upstreamReconnects;
+  readonly remoteTokenizeFallbacks = this.#counters.remoteTokenizeFallbacks;
+  readonly requests = this.#counters.requests;
+  readonly brokenStreams = this.#counters.brokenStreams;
+  readonly clientAborts = this.#counters.clientAborts;
   readonly decisionSeconds: LabelledHistogram;
   readonly routeDecisionSeconds: LabelledHistogram;
   readonly ttftSeconds: LabelledHistogram;
   readonly e2eSeconds: LabelledHistogram;
   readonly preUpstreamSeconds: LabelledHistogram;
-  readonly rejections: LabelledCounter;
+  readonly rejections = this.#counters.rejections;
   /** TTFTs of the last minutes, for the dashboard's percentiles. */
   readonly recentTtft = new LatencyWindow();
   /** Per replica and per policy, plain numbers the dashboard reads every second. */
@@ -167,66 +209,6 @@ export class GatewayMetrics {
   readonly #models = new Set<string>();
 
   constructor(source: ReplicaGaugeSource) {
-    const registers = [this.registry];
-    const counter = (name: string, help: string) => new Counter({ name, help, registers });
-    // Counters and histograms the request path bumps: label sets resolved once (metricSeries.ts).
-    const labelled = (name: string, help: string, labelNames: string[]) =>
-      new LabelledCounter(name, help, labelNames, this.registry);
-    this.decisions = labelled(
-      'kvroute_gateway_decisions_total',
-      'Routing decisions, by policy, chosen replica and model',
-      ['policy', 'replica', 'model'],
-    );
-    this.promptTokens = labelled(
-      'kvroute_gateway_prompt_tokens_routed_total',
-      'Prompt tokens routed, by whether the chosen replica had them cached, and model',
-      ['kind', 'model'],
-    );
-    this.spills = labelled(
-      'kvroute_gateway_spills_total',
-      'Requests sent away from the replica holding their longest prefix',
-      ['policy', 'model'],
-    );
-    this.sessionAffinity = labelled(
-      'kvroute_gateway_session_affinity_total',
-      'Requests with a session key: kept on their session replica, left it, or new',
-      ['outcome', 'model'],
-    );
-    this.failOpen = labelled(
-      'kvroute_gateway_fail_open_total',
-      'Decisions made with every replica filtered out (the filters were relaxed)',
-      ['policy', 'model'],
-    );
-    this.retries = counter(
-      'kvroute_gateway_retries_total',
-      'Attempts repeated on another replica after a refused or reset connection',
-    );
-    this.upstreamReconnects = counter(
-      'kvroute_gateway_upstream_reconnects_total',
-      'Attempts repeated on a fresh connection to the same replica: it closed a kept-alive one under the request',
-    );
-    this.remoteTokenizeFallbacks = counter(
-      'kvroute_gateway_remote_tokenize_fallbacks_total',
-      'Requests tokenized locally because no backend /tokenize answered (--tokenize remote)',
-    );
-    this.requests = labelled(
-      'kvroute_gateway_requests_total',
-      'Requests answered, by endpoint, status (499: the client left first), model and tenant',
-      ['endpoint', 'status', 'model', 'tenant'],
-    );
-    this.rejections = labelled(
-      'kvroute_gateway_rejected_total',
-      'Requests refused with 429 by admission control, by the limit that refused them',
-      ['limit', 'tenant'],
-    );
-    this.brokenStreams = counter(
-      'kvroute_gateway_broken_streams_total',
-      'Responses cut by a backend failure after bytes reached the client',
-    );
-    this.clientAborts = counter(
-      'kvroute_gateway_client_aborts_total',
-      'Requests whose client left before the response ended',
-    );
     const histograms = gatewayHistograms(this.registry);
     this.decisionSeconds = histograms.decisionSeconds;
     this.routeDecisionSeconds = histograms.routeDecisionSeconds;
@@ -235,7 +217,7 @@ export class GatewayMetrics {
     this.preUpstreamSeconds = histograms.preUpstreamSeconds;
     this.#knownTenants = new Set(source.knownTenants ?? []);
     collectDefaultMetrics({ register: this.registry });
-    registerReplicaGauges(registers, source);
+    registerReplicaGauges([this.registry], source);
   }
 
   /** One routing decision in the pool of `model`, and how long it took. */
