@@ -206,21 +206,34 @@ export class BlockPool {
   ): void {
     if (!this.cachingEnabled) return;
     this.#blockByKey.touch(keys, fromBlock, toBlock);
-    let runStart = -1;
     for (let b = fromBlock; b < toBlock; b++) {
-      const key = keys[b]!;
-      const block = blockIds[b]!;
-      // A stored key is the block's key from here on (the table writes it).
-      const stored = this.#keys[block] === NO_KEY && this.#blockByKey.addIfAbsent(key, block);
-      if (stored) {
-        if (b > 0) this.#next[blockIds[b - 1]!] = block;
-        if (runStart === -1) runStart = b;
-      } else if (runStart !== -1) {
-        this.#recordStored(keys, runStart, b, tokenIds, scope);
-        runStart = -1;
-      }
+      const runStart = b;
+      while (b < toBlock && this.#store(blockIds, keys, b)) b++;
+      if (b === runStart) continue; // block b stored nothing
+      this.#events.push({
+        type: 'BlockStored',
+        blockKeys: keys.slice(runStart, b),
+        parentKey: runStart === 0 ? null : keys[runStart - 1]!,
+        tokenIds: tokenRange(tokenIds, runStart * this.blockSize, b * this.blockSize),
+        blockSize: this.blockSize,
+        loraName: scope.loraName ?? null,
+        cacheSalt: scope.cacheSalt ?? null,
+      });
     }
-    if (runStart !== -1) this.#recordStored(keys, runStart, toBlock, tokenIds, scope);
+  }
+
+  /**
+   * Stores block `b`'s key (`keys[b]` names `blockIds[b]`) unless the block has a key already or
+   * another block holds this one; a stored block follows its predecessor in the chain (`#next`).
+   */
+  #store(blockIds: readonly number[], keys: readonly BlockKey[], b: number): boolean {
+    const block = blockIds[b]!;
+    // A stored key is the block's key from here on (the table writes it).
+    if (this.#keys[block] !== NO_KEY || !this.#blockByKey.addIfAbsent(keys[b]!, block)) {
+      return false;
+    }
+    if (b > 0) this.#next[blockIds[b - 1]!] = block;
+    return true;
   }
 
   /**
@@ -269,37 +282,20 @@ export class BlockPool {
     this.#events = [];
     return events;
   }
-
-  #recordStored(
-    keys: readonly BlockKey[],
-    fromBlock: number,
-    toBlock: number,
-    tokenIds: ArrayLike<number>,
-    scope: KeyScope,
-  ): void {
-    const from = fromBlock * this.blockSize;
-    const to = toBlock * this.blockSize;
-    const tokens =
-      tokenIds instanceof Int32Array
-        ? tokenIds.subarray(from, to)
-        : Array.isArray(tokenIds)
-          ? (tokenIds as number[]).slice(from, to)
-          : copyRange(tokenIds, from, to);
-    this.#events.push({
-      type: 'BlockStored',
-      blockKeys: keys.slice(fromBlock, toBlock),
-      parentKey: fromBlock === 0 ? null : keys[fromBlock - 1]!,
-      tokenIds: tokens,
-      blockSize: this.blockSize,
-      loraName: scope.loraName ?? null,
-      cacheSalt: scope.cacheSalt ?? null,
-    });
-  }
 }
 
-/** `source[from, to)` as a plain array (a typed array's own slice would stay typed). */
-function copyRange(source: ArrayLike<number>, from: number, to: number): number[] {
+/**
+ * `tokenIds[from, to)` for an event: a view of an Int32Array (the engine's), else a plain array
+ * (a typed array's own slice would stay typed).
+ */
+function tokenRange(
+  tokenIds: ArrayLike<number>,
+  from: number,
+  to: number,
+): readonly number[] | Int32Array {
+  if (tokenIds instanceof Int32Array) return tokenIds.subarray(from, to);
+  if (Array.isArray(tokenIds)) return (tokenIds as number[]).slice(from, to);
   const out = new Array<number>(to - from);
-  for (let i = from; i < to; i++) out[i - from] = source[i]!;
+  for (let i = from; i < to; i++) out[i - from] = tokenIds[i]!;
   return out;
 }

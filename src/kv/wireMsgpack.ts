@@ -34,15 +34,25 @@ export class MsgpackWriter {
     this.#buf = next;
   }
 
+  /**
+   * Writes a type `marker` and reserves the `payloadBytes` after it; returns where the payload
+   * goes (write it through `this.#buf` read after this call: room may have moved the buffer).
+   */
+  #marker(marker: number, payloadBytes: number): number {
+    this.#room(1 + payloadBytes);
+    this.#buf[this.#pos++] = marker;
+    const at = this.#pos;
+    this.#pos += payloadBytes;
+    return at;
+  }
+
   nil(): this {
-    this.#room(1);
-    this.#buf[this.#pos++] = 0xc0;
+    this.#marker(0xc0, 0);
     return this;
   }
 
   bool(value: boolean): this {
-    this.#room(1);
-    this.#buf[this.#pos++] = value ? 0xc3 : 0xc2;
+    this.#marker(value ? 0xc3 : 0xc2, 0);
     return this;
   }
 
@@ -83,18 +93,14 @@ export class MsgpackWriter {
   u64(value: bigint): this {
     if (value < 0n || value > 0xffffffffffffffffn) throw new RangeError(`not a u64: ${value}`);
     if (value < 0x100000000n) return this.#uint(Number(value));
-    this.#room(9);
-    this.#buf[this.#pos++] = 0xcf;
-    this.#buf.writeBigUInt64BE(value, this.#pos);
-    this.#pos += 8;
+    const at = this.#marker(0xcf, 8);
+    this.#buf.writeBigUInt64BE(value, at);
     return this;
   }
 
   float64(value: number): this {
-    this.#room(9);
-    this.#buf[this.#pos++] = 0xcb;
-    this.#buf.writeDoubleBE(value, this.#pos);
-    this.#pos += 8;
+    const at = this.#marker(0xcb, 8);
+    this.#buf.writeDoubleBE(value, at);
     return this;
   }
 

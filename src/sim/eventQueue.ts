@@ -72,9 +72,7 @@ export class EventQueue<E extends SimEvent = SimEvent> {
       events[i] = events[parent];
       i = parent;
     }
-    times[i] = time;
-    ranks[i] = rank;
-    events[i] = event;
+    this.#place(i, time, rank, event);
   }
 
   peek(): E | undefined {
@@ -111,11 +109,16 @@ export class EventQueue<E extends SimEvent = SimEvent> {
         events[i] = events[c];
         i = c;
       }
-      times[i] = time;
-      ranks[i] = rank;
-      events[i] = last;
+      this.#place(i, time, rank, last);
     }
     return top;
+  }
+
+  /** Heap slot `i` takes `event`, with its key (time, rank): where a sift ends. */
+  #place(i: number, time: number, rank: number, event: E | undefined): void {
+    this.#times[i] = time;
+    this.#ranks[i] = rank;
+    this.#events[i] = event;
   }
 
   #grow(): void {

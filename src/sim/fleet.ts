@@ -224,20 +224,20 @@ interface Req {
   scheduledMs?: number;
 }
 
+/** The events that carry nothing but their time (each handled by `#onTick`). */
+type Tick = 'reportTick' | 'flowDeadline' | 'send' | 'scale';
+
 type FleetEvent = SimEvent &
   (
+    | { kind: Tick }
     | { kind: 'arrival'; arrival: Arrival }
     | { kind: 'stepEnd'; replica: number; gen: number }
     | { kind: 'handOff'; replica: number; gen: number; req: Req }
     | { kind: 'kvEvents'; replica: number; gen: number; events: KvEvent[] }
     | { kind: 'report'; reports: [number, number, ReplicaReport][] }
-    | { kind: 'reportTick' }
     | { kind: 'fault'; fault: FaultSpec }
     | { kind: 'sample' }
-    | { kind: 'flowDeadline' }
     | { kind: 'timeout'; req: Req }
-    | { kind: 'send' }
-    | { kind: 'scale' }
     | { kind: 'ready'; replica: number; gen: number }
   );
 
@@ -374,6 +374,13 @@ export class Fleet {
   readonly #keepPrompts: boolean;
   /** With `scaling`: the size after each change. */
   readonly #scalingLog: ScalingPoint[] = [];
+  /** What each tick does at its time. */
+  readonly #onTick: Record<Tick, (nowMs: number) => void> = {
+    reportTick: (nowMs) => this.#onReportTick(nowMs),
+    flowDeadline: (nowMs) => this.#expireFlow(nowMs),
+    send: (nowMs) => this.#send(nowMs),
+    scale: (nowMs) => this.#onScale(nowMs),
+  };
 
   constructor(opts: FleetOptions) {
     this.#o = opts;
@@ -505,8 +512,11 @@ export class Fleet {
       case 'timeout':
         this.#onTimeout(e.req, nowMs);
         return undefined;
+      case 'reportTick':
+      case 'flowDeadline':
       case 'send':
-        this.#send(nowMs);
+      case 'scale':
+        this.#onTick[e.kind](nowMs);
         return undefined;
       case 'kvEvents': {
         const r = this.#replicas[e.replica]!;
@@ -523,18 +533,9 @@ export class Fleet {
         }
         this.#drainFlow(nowMs);
         return undefined;
-      case 'reportTick':
-        this.#onReportTick(nowMs);
-        return undefined;
       case 'fault':
         if (e.fault.kind === 'kill') this.#kill(e.fault, nowMs);
         else this.#revive(e.fault.replica, nowMs);
-        return undefined;
-      case 'flowDeadline':
-        this.#expireFlow(nowMs);
-        return undefined;
-      case 'scale':
-        this.#onScale(nowMs);
         return undefined;
       case 'ready':
         this.#onReady(e.replica, e.gen, nowMs);

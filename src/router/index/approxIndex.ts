@@ -23,18 +23,16 @@ import type { BlockKey } from '../../kv/blockKey.ts';
 import type { KvEvent } from '../../kv/events.ts';
 import { KeyLru } from '../../kv/keyLru.ts';
 import { type ApproxForgetting, lruForgetting } from './approxForgetting.ts';
-import { BlockIndex } from './blockIndex.ts';
 import type { IndexMode } from '../defaults.ts';
 import type { PrefixIndex } from './prefixIndex.ts';
+import { TieredIndex } from './tieredIndex.ts';
 
 /** One Llama 3.3 70B TP=2 H200 replica's KV pool: 558,124 tokens / 16 tokens per block. */
 export const DEFAULT_APPROX_CAPACITY_BLOCKS = 34_882;
 
-export class ApproxIndex implements PrefixIndex {
+/** Its CPU tier (`cpuBlocks`) is the modelled one; empty for a replica without one. */
+export class ApproxIndex extends TieredIndex implements PrefixIndex {
   readonly mode: IndexMode = 'approx';
-  readonly blocks: BlockIndex;
-  /** Blocks in each replica's modelled CPU tier; empty for a replica without one. */
-  readonly cpuBlocks: BlockIndex;
   readonly capacityBlocks: number;
   /** Sweep, TTL and trim ratio (capacity: `capacityBlocks`, or a replica's own GPU size). */
   readonly forgetting: ApproxForgetting;
@@ -58,18 +56,16 @@ export class ApproxIndex implements PrefixIndex {
     expectedKeys = 0,
     forgetting?: ApproxForgetting,
   ) {
+    super(replicaCount, expectedKeys);
     // A peer's forgetting brings its own capacity.
     this.forgetting = forgetting ?? lruForgetting(capacityBlocks);
     this.capacityBlocks = this.forgetting.capacityBlocks;
     this.#nextSweepMs = this.forgetting.sweepMs;
-    this.blocks = new BlockIndex(replicaCount, expectedKeys);
-    this.cpuBlocks = new BlockIndex(replicaCount);
     this.ensureReplicas(replicaCount);
   }
 
-  ensureReplicas(count: number): void {
-    this.blocks.ensureReplicas(count);
-    this.cpuBlocks.ensureReplicas(count);
+  override ensureReplicas(count: number): void {
+    super.ensureReplicas(count);
     while (this.#lru.length < count) {
       this.#lru.push(new KeyLru());
       this.#cpuLru.push(new KeyLru());
@@ -180,18 +176,9 @@ export class ApproxIndex implements PrefixIndex {
     while (cpu.size > capacity) this.cpuBlocks.remove(cpu.popOldest(), replica);
   }
 
-  clearReplica(replica: number): void {
+  override clearReplica(replica: number): void {
     this.#lru[replica]?.clear();
     this.#cpuLru[replica]?.clear();
-    this.blocks.clearReplica(replica);
-    this.cpuBlocks.clearReplica(replica);
-  }
-
-  blockCount(replica: number): number {
-    return this.blocks.blockCount(replica);
-  }
-
-  cpuBlockCount(replica: number): number {
-    return this.cpuBlocks.blockCount(replica);
+    super.clearReplica(replica);
   }
 }

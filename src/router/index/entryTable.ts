@@ -17,11 +17,9 @@
  * with the slot found before the move) when compaction moves the entry.
  */
 import type { BlockKey } from '../../kv/blockKey.ts';
+import { homeShift, keyHome, slotsFor } from './keyHome.ts';
 import type { BlockArena } from './blockArena.ts';
 
-/** 2^-32: multiplying by it is exact, as dividing by 2^32 is, and cheaper. */
-const TWO_POW_MINUS_32 = 1 / 4294967296;
-const MIN_SLOTS = 1024;
 /**
  * Slots below which the table grows fourfold, not twofold (1 MiB of slots): an index not
  * presized fills from empty, and each growth is a pass reading the arena key of every entry.
@@ -55,11 +53,10 @@ export class EntryTable {
 
   constructor(arena: BlockArena, expectedKeys = 0) {
     this.#arena = arena;
-    let slots = MIN_SLOTS;
-    while (slots < expectedKeys * 2) slots *= 2;
+    const slots = slotsFor(expectedKeys);
     this.#slots = new Int32Array(slots);
     this.#mask = slots - 1;
-    this.#shift = 32 - Math.log2(slots);
+    this.#shift = homeShift(slots);
   }
 
   get size(): number {
@@ -68,11 +65,6 @@ export class EntryTable {
 
   get slots(): number {
     return this.#mask + 1;
-  }
-
-  /** Home slot: both 32-bit halves of the key folded, then Fibonacci hashing for the top bits. */
-  #home(key: number): number {
-    return Math.imul((key >>> 0) ^ ((key * TWO_POW_MINUS_32) | 0), 0x9e3779b1) >>> this.#shift;
   }
 
   /**
@@ -85,7 +77,7 @@ export class EntryTable {
     const arenaKeys = this.#arena.keys;
     let sink = 0;
     for (let i = 0; i < keys.length; i++) {
-      const slot = slots[this.#home(keys[i]!)]!;
+      const slot = slots[keyHome(keys[i]!, this.#shift)]!;
       // Only an entry at its own home can hold the key there.
       if (slot !== 0 && slot >>> DISPLACEMENT_SHIFT === 0) sink += arenaKeys[slot - 1]!;
     }
@@ -102,7 +94,7 @@ export class EntryTable {
   slotOf(key: BlockKey): number {
     const slots = this.#slots;
     const arenaKeys = this.#arena.keys;
-    let slot = this.#home(key);
+    let slot = keyHome(key, this.#shift);
     // d: this slot's distance from the key's home, held at SATURATED as a displacement is.
     for (let d = 0; ; ) {
       const entry = slots[slot]!;
@@ -123,7 +115,7 @@ export class EntryTable {
     if ((this.#size + 1) * 2 > this.#mask + 1) this.#grow();
     const slots = this.#slots;
     const arenaKeys = this.#arena.keys;
-    let slot = this.#home(key);
+    let slot = keyHome(key, this.#shift);
     for (let d = 0; ; ) {
       const entry = slots[slot]!;
       if (entry === 0) {
@@ -171,7 +163,7 @@ export class EntryTable {
       const home =
         displacement < SATURATED
           ? (next - displacement) & mask
-          : this.#home(arenaKeys[(entry & INDEX_BITS) - 1]!);
+          : keyHome(arenaKeys[(entry & INDEX_BITS) - 1]!, this.#shift);
       // The slot at `next` may move into the hole unless its home lies cyclically in (hole, next].
       const stays = hole <= next ? hole < home && home <= next : hole < home || home <= next;
       if (stays) continue;
@@ -188,12 +180,12 @@ export class EntryTable {
     const arenaKeys = this.#arena.keys;
     const count = old.length * (old.length < QUADRUPLE_BELOW ? 4 : 2);
     this.#mask = count - 1;
-    this.#shift = 32 - Math.log2(count);
+    this.#shift = homeShift(count);
     const slots = new Int32Array(count);
     for (let s = 0; s < old.length; s++) {
       const entry = old[s]! & INDEX_BITS;
       if (entry === 0) continue;
-      let slot = this.#home(arenaKeys[entry - 1]!);
+      let slot = keyHome(arenaKeys[entry - 1]!, this.#shift);
       let displacement = 0;
       while (slots[slot] !== 0) {
         slot = (slot + 1) & this.#mask;

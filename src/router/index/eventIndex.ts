@@ -6,25 +6,14 @@
  */
 import type { BlockKey } from '../../kv/blockKey.ts';
 import type { KvEvent } from '../../kv/events.ts';
-import { BlockIndex } from './blockIndex.ts';
 import type { IndexMode } from '../defaults.ts';
+import type { BlockIndex } from './blockIndex.ts';
 import type { PrefixIndex } from './prefixIndex.ts';
+import { TieredIndex } from './tieredIndex.ts';
 
-export class EventIndex implements PrefixIndex {
+/** Its CPU tier (`cpuBlocks`) is what events with medium "CPU" store. */
+export class EventIndex extends TieredIndex implements PrefixIndex {
   readonly mode: IndexMode = 'events';
-  readonly blocks: BlockIndex;
-  /** Blocks in each replica's CPU tier (events with medium "CPU"); empty without one. */
-  readonly cpuBlocks: BlockIndex;
-
-  constructor(replicaCount: number, expectedKeys = 0) {
-    this.blocks = new BlockIndex(replicaCount, expectedKeys);
-    this.cpuBlocks = new BlockIndex(replicaCount);
-  }
-
-  ensureReplicas(count: number): void {
-    this.blocks.ensureReplicas(count);
-    this.cpuBlocks.ensureReplicas(count);
-  }
 
   /**
    * `sharedKeys` (a ForeignKeyMap's, for its translated events; null for kvroute's own): a
@@ -85,19 +74,6 @@ export class EventIndex implements PrefixIndex {
   }
 
   recordRoute(_replica: number, _keys: readonly BlockKey[]): void {}
-
-  clearReplica(replica: number): void {
-    this.blocks.clearReplica(replica);
-    this.cpuBlocks.clearReplica(replica);
-  }
-
-  blockCount(replica: number): number {
-    return this.blocks.blockCount(replica);
-  }
-
-  cpuBlockCount(replica: number): number {
-    return this.cpuBlocks.blockCount(replica);
-  }
 }
 
 /** Takes back one of `key`'s shared hashes; false when it has none (its bit is its last). */

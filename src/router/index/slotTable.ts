@@ -6,10 +6,7 @@
  * is payload that the owner reads through `f64` / `i32` at `slot * strideF64` (`* 2` for i32).
  */
 import type { BlockKey } from '../../kv/blockKey.ts';
-
-/** 2^-32: multiplying by it is exact, as dividing by 2^32 is, and cheaper. */
-const TWO_POW_MINUS_32 = 1 / 4294967296;
-const MIN_SLOTS = 1024;
+import { homeShift, keyHome, slotsFor } from './keyHome.ts';
 
 export class SlotTable {
   readonly strideF64: number;
@@ -25,10 +22,9 @@ export class SlotTable {
 
   constructor(strideF64: number, expectedKeys = 0) {
     this.strideF64 = strideF64;
-    let slots = MIN_SLOTS;
-    while (slots < expectedKeys * 2) slots *= 2;
+    const slots = slotsFor(expectedKeys);
     this.#mask = slots - 1;
-    this.#shift = 32 - Math.log2(slots);
+    this.#shift = homeShift(slots);
     const buffer = new ArrayBuffer(slots * strideF64 * 8);
     this.f64 = new Float64Array(buffer);
     this.i32 = new Int32Array(buffer);
@@ -40,11 +36,6 @@ export class SlotTable {
 
   get slots(): number {
     return this.#mask + 1;
-  }
-
-  /** Home slot: both 32-bit halves of the key folded, then Fibonacci hashing for the top bits. */
-  #home(key: number): number {
-    return Math.imul((key >>> 0) ^ ((key * TWO_POW_MINUS_32) | 0), 0x9e3779b1) >>> this.#shift;
   }
 
   /**
@@ -61,7 +52,7 @@ export class SlotTable {
     const ahead = Math.max(1, Math.floor(8 / stride) - 1);
     let sink = 0;
     for (let i = 0; i < keys.length; i++) {
-      const home = this.#home(keys[i]!);
+      const home = keyHome(keys[i]!, this.#shift);
       sink += f64[home * stride]! + f64[((home + ahead) & mask) * stride]!;
     }
     this.touched = sink;
@@ -90,7 +81,7 @@ export class SlotTable {
     const f64 = this.f64;
     const stride = this.strideF64;
     const stored = key + 1;
-    let slot = this.#home(key);
+    let slot = keyHome(key, this.#shift);
     for (;;) {
       const k = f64[slot * stride]!;
       if (k === stored || k === 0) return slot;
@@ -121,7 +112,7 @@ export class SlotTable {
       next = (next + 1) & mask;
       const k = f64[next * stride]!;
       if (k === 0) break;
-      const home = this.#home(k - 1);
+      const home = keyHome(k - 1, this.#shift);
       // The record at `next` may move into the hole unless its home lies cyclically in (hole, next].
       const stays = hole <= next ? hole < home && home <= next : hole < home || home <= next;
       if (stays) continue;
@@ -158,7 +149,7 @@ export class SlotTable {
     const stride = this.strideF64;
     const oldSlots = this.#mask + 1;
     this.#mask = slots - 1;
-    this.#shift = 32 - Math.log2(slots);
+    this.#shift = homeShift(slots);
     const buffer = new ArrayBuffer(slots * stride * 8);
     const f64 = new Float64Array(buffer);
     if (stride === 2) {
@@ -167,7 +158,7 @@ export class SlotTable {
       for (let from = 0; from < oldSlots * 2; from += 2) {
         const k = old[from]!;
         if (k === 0) continue;
-        let to = this.#home(k - 1) * 2;
+        let to = keyHome(k - 1, this.#shift) * 2;
         while (f64[to] !== 0) to = (to + 2) & (mask * 2 + 1);
         f64[to] = k;
         f64[to + 1] = old[from + 1]!;
@@ -179,7 +170,7 @@ export class SlotTable {
     for (let s = 0; s < oldSlots; s++) {
       const k = old[s * stride]!;
       if (k === 0) continue;
-      let slot = this.#home(k - 1);
+      let slot = keyHome(k - 1, this.#shift);
       while (f64[slot * stride] !== 0) slot = (slot + 1) & this.#mask;
       for (let w = 0; w < stride; w++) f64[slot * stride + w] = old[s * stride + w]!;
     }
