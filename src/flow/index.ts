@@ -32,3 +32,5 @@ export {
   ownerReady,
   uncachedCharge,
 } from './ownerRelease.ts';
+export type { ReadyVerdict } from './flowQueue.ts';
+export { DEFAULT_OWNER_PASS_MS, mayPassWithin, ownerVerdict } from './ownerRelease.ts';

@@ -10,8 +10,9 @@
  *     max-wait-ms: 30000            # a request still waiting then: 503
  *     release: room                 # room | owner: when a waiting request may leave
  *     owner-slack-tokens: 1024      # owner: cached tokens a replica with room may lack
- *     owner-hold-ms: 500            # owner: after this wait, any replica with room
+ *     owner-hold-ms: 400            # owner: after this wait, any replica with room
  *     look-ahead: 16                # owner: how deep into each tenant's queue
+ *     owner-pass-ms: 2000           # owner: a warm one passes its tenant's cold ones this young
  *     finish-first: true            # owner: a sparse tenant's request goes where it ends first
  *     charge: uncached              # owner: prompt | uncached, what the fair share charges
  *     saturation:                   # a replica is saturated past any one of these
@@ -35,6 +36,7 @@ import {
   type FlowCharge,
   type FlowRelease,
 } from '../flow/index.ts';
+import { DEFAULT_OWNER_PASS_MS } from '../flow/ownerRelease.ts';
 import { configError, isRecord, num, int } from './configValues.ts';
 
 export interface FlowSaturationConfig {
@@ -62,6 +64,12 @@ export interface FlowControlConfig {
   ownerSlackTokens: number;
   ownerHoldMs: number;
   lookAhead: number;
+  /**
+   * Owner release: inside a tenant, a request that goes warm passes earlier ones that would go
+   * cold (ready by their hold only) while they have waited less than this; 0: never
+   * (`mayPassWithin`).
+   */
+  ownerPassMs: number;
   /**
    * Owner release: a request whose tenant has nothing else queued goes at once to the replica
    * where its prefill ends first (`finishFirstReplica`), rather than wait for its owner.
@@ -99,6 +107,7 @@ export function defaultFlowControl(): FlowControlConfig {
     ownerSlackTokens: DEFAULT_OWNER_SLACK_TOKENS,
     ownerHoldMs: DEFAULT_OWNER_HOLD_MS,
     lookAhead: DEFAULT_LOOK_AHEAD,
+    ownerPassMs: DEFAULT_OWNER_PASS_MS,
     finishFirst: DEFAULT_SPARSE_FINISH_FIRST,
     charge: DEFAULT_FLOW_CHARGE,
     tenantWeights: {},
@@ -114,6 +123,7 @@ const FLOW_KEYS = [
   'owner-slack-tokens',
   'owner-hold-ms',
   'look-ahead',
+  'owner-pass-ms',
   'finish-first',
   'charge',
   'saturation',
@@ -183,6 +193,9 @@ function readFlowKeys(flow: Record<string, unknown>, out: FlowControlConfig): vo
   }
   if (flow['look-ahead'] !== undefined) {
     out.lookAhead = int(flow['look-ahead'], 'flow-control.look-ahead', 1);
+  }
+  if (flow['owner-pass-ms'] !== undefined) {
+    out.ownerPassMs = num(flow['owner-pass-ms'], 'flow-control.owner-pass-ms', 0);
   }
   if (flow['finish-first'] !== undefined) {
     out.finishFirst = bool(flow['finish-first'], 'flow-control.finish-first');
