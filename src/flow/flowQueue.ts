@@ -282,10 +282,10 @@ export class FlowQueue<T> {
    * `costTokens` (> 0; read once, for the item taken): the caller's price at dispatch, such as
    * the prompt tokens no replica with room caches. The fair share then holds over the charges.
    *
-   * Inside the tenant chosen, the first item `ready` calls 'preferred' goes before the first
-   * one it calls only ready (true) when `mayPass` allows that earlier one to be passed (its
-   * FIFO bound, such as how long it has waited); without `mayPass`, the first item accepted
-   * either way goes. Which tenant goes is the same either way, so the fair share holds.
+   * Inside the tenant chosen, the first item `ready` calls 'preferred' goes before the ones it
+   * calls only ready (true) ahead of it when `mayPass` allows each of those to be passed (its
+   * FIFO bound, such as how long it has waited); otherwise the first ready one goes. Without
+   * `mayPass`, the first item accepted either way goes. Which tenant goes is the same either way, so the fair share holds.
    */
   dequeue(
     ready?: (item: FlowItem<T>) => ReadyVerdict,
@@ -312,8 +312,9 @@ export class FlowQueue<T> {
           const item = lane.entries[at]!.item;
           const verdict = ready(item);
           if (verdict === 'preferred') return this.#take(cls, lane, at, charge);
-          if (verdict && first < 0) {
-            first = at;
+          if (verdict) {
+            if (first < 0) first = at;
+            // A ready item that may not be passed ends the search: the first ready one goes.
             if (mayPass === undefined || !mayPass(item)) break;
           }
         }
