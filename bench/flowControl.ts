@@ -12,7 +12,9 @@
  * `--rate R` skips the bisection and takes R as the carrying rate; `--light-weight W` gives the
  * light tenant weight W in the fair share (default 1, as heavy). `--flow-release room|owner`
  * picks when a queued request leaves (`SimFlowControl.release`), with `--owner-slack-tokens`,
- * `--owner-hold-ms`, `--look-ahead`, `--charge prompt|uncached` (what a dispatch costs its
+ * `--owner-hold-ms`, `--look-ahead`, `--owner-pass-ms` (inside a tenant, one that goes warm
+ * passes earlier ones that would go cold while they are younger than this; 0: never),
+ * `--charge prompt|uncached` (what a dispatch costs its
  * tenant in the fair share) and `--finish-first on|off` (a sparse tenant's request goes where
  * its prefill ends first) for `owner`; `--saturation-queue-ms MS` the replica's
  * queued-prefill limit (`--flow-saturation-queue-ms`). `--slowest N` prints the light tenant's N
@@ -64,6 +66,7 @@ const values = readBenchArgs('bench:flow', {
   'owner-slack-tokens': { type: 'string' },
   'owner-hold-ms': { type: 'string' },
   'look-ahead': { type: 'string' },
+  'owner-pass-ms': { type: 'string' },
   charge: { type: 'string' },
   'finish-first': { type: 'string' },
   'saturation-queue-ms': { type: 'string' },
@@ -98,6 +101,11 @@ const ownerHoldMs = nonNegative(
   DEFAULT_FLOW_OWNER_HOLD_MS,
 );
 const defaults = defaultFlowControl();
+const ownerPassMs = nonNegative(
+  'owner-pass-ms',
+  values['owner-pass-ms'],
+  defaults.ownerPassMs ?? 0,
+);
 const saturationQueueMs = nonNegative(
   'saturation-queue-ms',
   values['saturation-queue-ms'],
@@ -165,6 +173,7 @@ const e = runFlowExperiment(
     ownerSlackTokens,
     ownerHoldMs,
     lookAhead,
+    ownerPassMs,
     charge: charge as FlowCharge,
     sparseFinishFirst: finishFirst === 'on',
   },

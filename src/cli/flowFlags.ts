@@ -39,6 +39,7 @@ export const FLOW_OPTIONS = options({
   'flow-owner-slack-tokens': int('N', 'owner release: cached prompt tokens a replica with room may lack against the best one', { min: 0, default: D.ownerSlackTokens }),
   'flow-owner-hold-ms': num('N', 'owner release: after this wait it goes wherever there is room', { min: 0, default: D.ownerHoldMs }),
   'flow-look-ahead': int('N', "owner release: how deep into each tenant's queue a ready request is looked for", { min: 1, default: D.lookAhead }),
+  'flow-owner-pass-ms': num('N', "owner release: inside a tenant, a request whose cache owner has room passes earlier ones that would go cold (past their hold) while those have waited under N ms; 0: never", { min: 0, default: D.ownerPassMs }),
   'flow-finish-first': oneOf(['on', 'off'], 'on|off', 'owner release: a request whose tenant has nothing else queued goes at once to the replica where its prefill ends first (queued prefill plus its uncached tokens), rather than wait for its cache owner', { default: D.finishFirst ? 'on' : 'off' }),
   'flow-charge': oneOf(FLOW_CHARGES, 'prompt|uncached', "owner release: what a dispatched request costs its tenant in the fair share: its prompt tokens, or those the warmest replica with room does not cache", { default: D.charge }),
 });
@@ -63,6 +64,7 @@ export function readFlowFlags(flags: Flags, current: FlowControlConfig): FlowCon
     ownerSlackTokens: option('flow-owner-slack-tokens') ?? current.ownerSlackTokens,
     ownerHoldMs: option('flow-owner-hold-ms') ?? current.ownerHoldMs,
     lookAhead: option('flow-look-ahead') ?? current.lookAhead,
+    ownerPassMs: option('flow-owner-pass-ms') ?? current.ownerPassMs,
     finishFirst: (option('flow-finish-first') ?? (current.finishFirst ? 'on' : 'off')) === 'on',
     charge: option('flow-charge') ?? current.charge,
   };

@@ -4,6 +4,7 @@
  * bounds (`src/sim/flowControl.ts`, `src/flow/`).
  */
 import { DEFAULT_SATURATION_LIMITS } from '../flow/saturation.ts';
+import { DEFAULT_FLOW_OWNER_PASS_MS } from '../sim/flowControl.ts';
 import {
   DEFAULT_FLOW_CLASS,
   DEFAULT_FLOW_RELEASE,
@@ -57,6 +58,7 @@ export const SIM_TENANT_OPTIONS = options({
   'flow-owner-hold-ms': num('MS', 'owner release: after this wait it goes wherever there is room', { min: 0, default: DEFAULT_FLOW_OWNER_HOLD_MS }),
   'flow-owner-slack-tokens': int('N', 'owner release: cached prompt tokens a replica with room may lack against the best one', { min: 0, default: DEFAULT_FLOW_OWNER_SLACK_TOKENS }),
   'flow-look-ahead': int('N', "owner release: how deep into each tenant's queue a ready arrival is looked for", { min: 1, default: DEFAULT_FLOW_LOOK_AHEAD }),
+  'flow-owner-pass-ms': num('MS', "owner release: inside a tenant, an arrival whose cache owner has room passes earlier ones that would go cold (past their hold) while those have waited under MS; 0: never", { min: 0, default: DEFAULT_FLOW_OWNER_PASS_MS }),
 });
 
 /** The flow-control bounds: each needs `--flow-control on`. */
@@ -146,6 +148,7 @@ export function readTenantFlags(flags: Flags, unsupported: readonly string[] = [
       ownerHoldMs: option('flow-owner-hold-ms') ?? DEFAULT_FLOW_OWNER_HOLD_MS,
       ownerSlackTokens: option('flow-owner-slack-tokens') ?? DEFAULT_FLOW_OWNER_SLACK_TOKENS,
       lookAhead: option('flow-look-ahead') ?? DEFAULT_FLOW_LOOK_AHEAD,
+      ownerPassMs: option('flow-owner-pass-ms') ?? DEFAULT_FLOW_OWNER_PASS_MS,
     };
   }
   return out;

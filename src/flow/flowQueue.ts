@@ -57,6 +57,13 @@ export interface FlowItem<T> {
   payload: T;
 }
 
+/**
+ * A readiness test's verdict on a queued item (`FlowQueue.dequeue`): false, it stays; true, it
+ * may leave; 'preferred', it may leave and may pass the items of its tenant ahead of it that are
+ * only ready (true), as `mayPass` allows.
+ */
+export type ReadyVerdict = boolean | 'preferred';
+
 export type EnqueueResult =
   | { ok: true }
   | { ok: false; reason: 'queue-full' | 'tenant-full' | 'unknown-class' };
@@ -274,11 +281,17 @@ export class FlowQueue<T> {
    * `charge`, when given, is what the item taken costs its tenant's tags instead of its
    * `costTokens` (> 0; read once, for the item taken): the caller's price at dispatch, such as
    * the prompt tokens no replica with room caches. The fair share then holds over the charges.
+   *
+   * Inside the tenant chosen, the first item `ready` calls 'preferred' goes before the ones it
+   * calls only ready (true) ahead of it when `mayPass` allows each of those to be passed (its
+   * FIFO bound, such as how long it has waited); otherwise the first ready one goes. Without
+   * `mayPass`, the first item accepted either way goes. Which tenant goes is the same either way, so the fair share holds.
    */
   dequeue(
-    ready?: (item: FlowItem<T>) => boolean,
+    ready?: (item: FlowItem<T>) => ReadyVerdict,
     lookAhead = 1,
     charge?: (item: FlowItem<T>) => number,
+    mayPass?: (item: FlowItem<T>) => boolean,
   ): FlowItem<T> | undefined {
     const depth = Math.max(1, Math.floor(lookAhead));
     for (const cls of this.#classes) {
@@ -294,9 +307,18 @@ export class FlowQueue<T> {
       lanes.sort((a, b) => (before(a, b) ? -1 : 1));
       for (const lane of lanes) {
         const n = Math.min(depth, lane.entries.length);
+        let first = -1;
         for (let at = 0; at < n; at++) {
-          if (ready(lane.entries[at]!.item)) return this.#take(cls, lane, at, charge);
+          const item = lane.entries[at]!.item;
+          const verdict = ready(item);
+          if (verdict === 'preferred') return this.#take(cls, lane, at, charge);
+          if (verdict) {
+            if (first < 0) first = at;
+            // A ready item that may not be passed ends the search: the first ready one goes.
+            if (mayPass === undefined || !mayPass(item)) break;
+          }
         }
+        if (first >= 0) return this.#take(cls, lane, first, charge);
       }
       return undefined;
     }

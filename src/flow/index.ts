@@ -17,3 +17,4 @@ export {
   type SaturationLimits,
 } from './saturation.ts';
 export * from './ownerRelease.ts';
+export type { ReadyVerdict } from './flowQueue.ts';

@@ -10,8 +10,9 @@
  *     max-wait-ms: 30000            # a request still waiting then: 503
  *     release: room                 # room | owner: when a waiting request may leave
  *     owner-slack-tokens: 1024      # owner: cached tokens a replica with room may lack
- *     owner-hold-ms: 500            # owner: after this wait, any replica with room
+ *     owner-hold-ms: 400            # owner: after this wait, any replica with room
  *     look-ahead: 16                # owner: how deep into each tenant's queue
+ *     owner-pass-ms: 2000           # owner: a warm one passes its tenant's cold ones this young
  *     finish-first: true            # owner: a sparse tenant's request goes where it ends first
  *     charge: uncached              # owner: prompt | uncached, what the fair share charges
  *     saturation:                   # a replica is saturated past any one of these
@@ -59,6 +60,12 @@ export interface FlowControlConfig {
   ownerHoldMs: number;
   lookAhead: number;
   /**
+   * Owner release: inside a tenant, a request that goes warm passes earlier ones that would go
+   * cold (ready by their hold only) while they have waited less than this; 0: never
+   * (`mayPassWithin`).
+   */
+  ownerPassMs: number;
+  /**
    * Owner release: a request whose tenant has nothing else queued goes at once to the replica
    * where its prefill ends first (`finishFirstReplica`), rather than wait for its owner.
    */
@@ -95,6 +102,7 @@ export function defaultFlowControl(): FlowControlConfig {
     ownerSlackTokens: OWNER.ownerSlackTokens,
     ownerHoldMs: OWNER.ownerHoldMs,
     lookAhead: OWNER.lookAhead,
+    ownerPassMs: OWNER.ownerPassMs,
     finishFirst: OWNER.sparseFinishFirst,
     charge: OWNER.charge,
     tenantWeights: {},
@@ -110,6 +118,7 @@ const FLOW_KEYS = [
   'owner-slack-tokens',
   'owner-hold-ms',
   'look-ahead',
+  'owner-pass-ms',
   'finish-first',
   'charge',
   'saturation',
@@ -179,6 +188,9 @@ function readFlowKeys(flow: Record<string, unknown>, out: FlowControlConfig): vo
   }
   if (flow['look-ahead'] !== undefined) {
     out.lookAhead = int(flow['look-ahead'], 'flow-control.look-ahead', 1);
+  }
+  if (flow['owner-pass-ms'] !== undefined) {
+    out.ownerPassMs = num(flow['owner-pass-ms'], 'flow-control.owner-pass-ms', 0);
   }
   if (flow['finish-first'] !== undefined) {
     out.finishFirst = bool(flow['finish-first'], 'flow-control.finish-first');

@@ -187,6 +187,7 @@ export class FlowControl {
       maxQueuedPerTenant: c.maxQueuedPerTenant,
       maxWaitMs: c.maxWaitMs,
       lookAhead: c.lookAhead,
+      passMs: c.ownerPassMs,
     };
   }
 

@@ -28,7 +28,7 @@
  * `Retry-After` is the queue's drain time at the rate requests left it over the last
  * RATE_WINDOW_MS (at least 1 s, at most the deadline; the deadline while nothing left).
  */
-import { FlowQueue, type FlowClass, type FlowItem } from '../flow/index.ts';
+import { FlowQueue, type FlowClass, type FlowItem, mayPassWithin } from '../flow/index.ts';
 import type { BlockKey } from '../kv/blockKey.ts';
 import { ApiError } from '../openai/errors.ts';
 import { RATE_LIMIT_TYPE } from './admission.ts';
@@ -62,6 +62,12 @@ export interface FlowRequest {
 export interface FlowPass {
   replica: string | null;
   chargeTokens?: number;
+  /**
+   * Owner release: it goes warm (a replica with room caches its prompt) or where finish-first
+   * chose, so it may pass the requests of its tenant ahead of it that would go cold
+   * (`FlowGateOptions.passMs`).
+   */
+  preferred?: boolean;
 }
 
 /** Any replica with room: the pass of room release. */
@@ -92,6 +98,11 @@ export interface FlowGateOptions {
   readiness?(): FlowReadiness | null;
   /** Owner release: how deep into each tenant's queue a ready request is looked for. */
   lookAhead?: number;
+  /**
+   * Owner release: a preferred request passes the earlier ones of its tenant that are only
+   * ready while they have waited less than this, ms (`mayPassWithin`); 0 or absent: never.
+   */
+  passMs?: number;
   /** The metrics' `pool` label and its tenant label. */
   poolLabel: string;
   tenantLabel(tenant: string): string;
@@ -111,7 +122,13 @@ interface Waiter {
 /** What a config reload may change in a gate (`PoolFlowGate.reconfigure`). */
 export type FlowGateSettings = Pick<
   FlowGateOptions,
-  'classes' | 'tenantWeights' | 'maxQueued' | 'maxQueuedPerTenant' | 'maxWaitMs' | 'lookAhead'
+  | 'classes'
+  | 'tenantWeights'
+  | 'maxQueued'
+  | 'maxQueuedPerTenant'
+  | 'maxWaitMs'
+  | 'lookAhead'
+  | 'passMs'
 >;
 
 export class PoolFlowGate {
@@ -250,8 +267,9 @@ export class PoolFlowGate {
     }
     if (this.#o.saturated()) return;
     const ready = this.#o.readiness?.() ?? null;
-    // The pass of the item `ready` accepted last: the one `dequeue` takes, and charges.
-    let pass: FlowPass = ANY_REPLICA;
+    // The pass of each item `ready` accepted, by id: `dequeue` takes one of them, and charges it.
+    const passes = new Map<string, FlowPass>();
+    const passMs = this.#o.passMs ?? 0;
     const item =
       ready === null
         ? this.#queue.dequeue()
@@ -262,13 +280,16 @@ export class PoolFlowGate {
                 nowMs - i.arrivedMs,
                 this.#queue.sizeOf(i.tenant) === 1,
               );
-              if (p !== null) pass = p;
-              return p !== null;
+              if (p === null) return false;
+              passes.set(i.id, p);
+              return p.preferred === true ? 'preferred' : true;
             },
             this.#o.lookAhead ?? 1,
-            (i) => pass.chargeTokens ?? i.costTokens,
+            (i) => passes.get(i.id)?.chargeTokens ?? i.costTokens,
+            passMs > 0 ? mayPassWithin(nowMs, passMs) : undefined,
           );
     if (item === undefined) return;
+    const pass = passes.get(item.id) ?? ANY_REPLICA;
     const waiter = this.#settle(item);
     const labels = this.#labels(item);
     this.#o.metrics.dispatched.series(...labels).inc();

@@ -12,7 +12,7 @@ import {
   finishFirstReplica,
   hasGoodCapacity,
   type OwnerReleaseOptions,
-  ownerReady,
+  ownerVerdict,
   type PoolLoadView,
   type ReplicaLoad,
   type SaturationLimits,
@@ -94,11 +94,13 @@ export function ownerReadiness(
         : {};
     if (options.finishFirst && sparse) {
       const at = finishFirstReplica(cached, req.costTokens, finishFirst, options.slackTokens);
-      if (at >= 0) return { replica: view.names[at]!, ...charged };
+      if (at >= 0) return { replica: view.names[at]!, ...charged, preferred: true };
     }
-    return ownerReady(cached, eligible, room, waitedMs, options)
-      ? { replica: null, ...charged }
-      : null;
+    const verdict = ownerVerdict(cached, eligible, room, waitedMs, options);
+    if (verdict === false) return null;
+    return verdict === 'preferred'
+      ? { replica: null, ...charged, preferred: true }
+      : { replica: null, ...charged };
   };
 }
 

@@ -27,7 +27,6 @@ import {
   type FlowCharge,
   type FlowRelease,
   finishFirstReplica,
-  ownerReady,
   uncachedCharge,
 } from '../flow/ownerRelease.ts';
 import {
@@ -37,6 +36,8 @@ import {
   type ReplicaLoad,
   type SaturationLimits,
 } from '../flow/saturation.ts';
+import type { ReadyVerdict } from '../flow/flowQueue.ts';
+import { DEFAULT_OWNER_PASS_MS, mayPassWithin, ownerVerdict } from '../flow/ownerRelease.ts';
 import { summarize } from '../results/stats.ts';
 import type { FlowResult, TenantFlowResult } from '../results/flowTable.ts';
 import { Rng } from '../util/rng.ts';
@@ -80,6 +81,12 @@ export interface SimFlowControl {
   ownerHoldMs?: number;
   lookAhead?: number;
   /**
+   * Owner release: inside a tenant, a request that goes warm passes earlier ones that would go
+   * cold (ready by their hold only) while they have waited less than this (`mayPassWithin`);
+   * 0: never. Default `DEFAULT_FLOW_OWNER_PASS_MS`.
+   */
+  ownerPassMs?: number;
+  /**
    * Owner release: what a dispatched request costs its tenant in the fair share. `prompt`: its
    * prompt tokens; `uncached`: the prompt tokens the warmest replica with room does not cache
    * (`uncachedCharge`). Default `uncached` (`DEFAULT_FLOW_CHARGE`).
@@ -105,6 +112,7 @@ export const DEFAULT_FLOW_RELEASE: FlowRelease = 'owner';
 export const DEFAULT_FLOW_OWNER_SLACK_TOKENS = DEFAULT_OWNER_SLACK_TOKENS;
 export const DEFAULT_FLOW_OWNER_HOLD_MS = DEFAULT_OWNER_HOLD_MS;
 export const DEFAULT_FLOW_LOOK_AHEAD = DEFAULT_LOOK_AHEAD;
+export const DEFAULT_FLOW_OWNER_PASS_MS = DEFAULT_OWNER_PASS_MS;
 
 /** A queued arrival's cached prompt tokens per replica in the router's view; null: unknown. */
 export type CachedTokensOf<A> = (held: HeldArrival<A>) => ArrayLike<number> | null;
@@ -142,6 +150,7 @@ export function defaultFlowControl(): SimFlowControl {
     ownerSlackTokens: DEFAULT_FLOW_OWNER_SLACK_TOKENS,
     ownerHoldMs: DEFAULT_FLOW_OWNER_HOLD_MS,
     lookAhead: DEFAULT_FLOW_LOOK_AHEAD,
+    ownerPassMs: DEFAULT_FLOW_OWNER_PASS_MS,
     charge: DEFAULT_FLOW_CHARGE,
     sparseFinishFirst: DEFAULT_FLOW_SPARSE_FINISH_FIRST,
   };
@@ -182,13 +191,14 @@ export class SimFlow<A> {
   readonly #ownerSlackTokens: number;
   readonly #ownerHoldMs: number;
   readonly #lookAhead: number;
+  readonly #ownerPassMs: number;
   readonly #charge: FlowCharge;
   readonly #sparseFinishFirst: boolean;
   /**
-   * Set by the readiness test for the request it accepts (it is taken at once): the replica
-   * finish-first chose (routed there only), and its charge.
+   * Set by the readiness test for each request it accepts, by index (one of them is taken): the
+   * replica finish-first chose (routed there only), and its charge.
    */
-  #chosen: { index: number; replica: number | null; charge: number } | null = null;
+  readonly #chosen = new Map<number, { replica: number | null; charge: number }>();
   readonly #tally: TenantTally[];
 
   constructor(tenants: readonly TenantSpec[], seed: number, control: SimFlowControl | undefined) {
@@ -203,6 +213,7 @@ export class SimFlow<A> {
     this.#ownerSlackTokens = control?.ownerSlackTokens ?? DEFAULT_FLOW_OWNER_SLACK_TOKENS;
     this.#ownerHoldMs = control?.ownerHoldMs ?? DEFAULT_FLOW_OWNER_HOLD_MS;
     this.#lookAhead = control?.lookAhead ?? DEFAULT_FLOW_LOOK_AHEAD;
+    this.#ownerPassMs = control?.ownerPassMs ?? DEFAULT_FLOW_OWNER_PASS_MS;
     this.#charge = control?.charge ?? DEFAULT_FLOW_CHARGE;
     this.#sparseFinishFirst = control?.sparseFinishFirst ?? DEFAULT_FLOW_SPARSE_FINISH_FIRST;
     this.#queue =
@@ -288,6 +299,7 @@ export class SimFlow<A> {
   ): FlowItem<HeldArrival<A>> | undefined {
     const queue = this.#queue;
     if (queue === null || queue.size === 0) return undefined;
+    this.#chosen.clear();
     const loads = replicas();
     if (isPoolSaturated({ replicas: loads }, this.#saturation)) return undefined;
     if (this.#release === 'room' || cachedTokens === undefined) return queue.dequeue();
@@ -304,15 +316,16 @@ export class SimFlow<A> {
         ),
       this.#lookAhead,
       this.#charge === 'uncached'
-        ? (item) =>
-            this.#chosen?.index === item.payload.index ? this.#chosen.charge : item.costTokens
+        ? (item) => this.#chosen.get(item.payload.index)?.charge ?? item.costTokens
         : undefined,
+      this.#ownerPassMs > 0 ? mayPassWithin(nowMs, this.#ownerPassMs) : undefined,
     );
   }
 
   /**
-   * Owner release's readiness of `held` (`sparse`: its tenant has nothing else queued); when it
-   * is ready, `#chosen` says where it goes and what it is charged.
+   * Owner release's readiness of `held` (`sparse`: its tenant has nothing else queued): false,
+   * true (ready by its hold only) or 'preferred' (it goes warm, or where it finishes first);
+   * when it is ready, `#chosen` says where it goes and what it is charged.
    */
   #ready(
     held: HeldArrival<A>,
@@ -321,8 +334,8 @@ export class SimFlow<A> {
     sparse: boolean,
     loads: readonly ReplicaLoad[],
     cachedTokens: CachedTokensOf<A>,
-  ): boolean {
-    this.#chosen = null;
+  ): ReadyVerdict {
+    this.#chosen.delete(held.index);
     const eligible = loads.map((r) => r.eligible);
     const room = loads.map((r) => hasGoodCapacity(r, this.#saturation));
     const cached = cachedTokens(held);
@@ -343,16 +356,16 @@ export class SimFlow<A> {
         this.#ownerSlackTokens,
       );
       if (at >= 0) {
-        this.#chosen = { index: held.index, replica: at, charge };
-        return true;
+        this.#chosen.set(held.index, { replica: at, charge });
+        return 'preferred';
       }
     }
-    const ready = ownerReady(cached, eligible, room, waitedMs, {
+    const verdict = ownerVerdict(cached, eligible, room, waitedMs, {
       slackTokens: this.#ownerSlackTokens,
       holdMs: this.#ownerHoldMs,
     });
-    if (ready) this.#chosen = { index: held.index, replica: null, charge };
-    return ready;
+    if (verdict) this.#chosen.set(held.index, { replica: null, charge });
+    return verdict;
   }
 
   /**
@@ -362,9 +375,9 @@ export class SimFlow<A> {
    */
   withoutRoom(replicas: readonly ReplicaLoad[], held?: HeldArrival<A>): number[] | null {
     if (this.#queue === null) return null;
-    const chosen = this.#chosen;
-    if (held !== undefined && chosen?.index === held.index) {
-      this.#chosen = null;
+    const chosen = held === undefined ? undefined : this.#chosen.get(held.index);
+    this.#chosen.clear();
+    if (chosen !== undefined) {
       if (chosen.replica !== null) {
         const others = replicas.map((_, i) => i).filter((i) => i !== chosen.replica);
         return others.length === replicas.length ? null : others;

@@ -31,6 +31,7 @@ function setup(
     perTenant?: number;
     maxWaitMs?: number;
     readiness?: FlowReadiness;
+    passMs?: number;
   } = {},
 ): Setup {
   const registry = new Registry();
@@ -49,6 +50,7 @@ function setup(
     maxWaitMs: over.maxWaitMs ?? 5_000,
     saturated: () => sat.on,
     ...(over.readiness && { readiness: () => over.readiness!, lookAhead: 4 }),
+    ...(over.passMs !== undefined && { passMs: over.passMs }),
     poolLabel: 'm',
     tenantLabel: (t) => (t === '' ? 'none' : t),
     metrics,
@@ -272,6 +274,41 @@ describe('PoolFlowGate with a readiness (owner release)', () => {
         // Equal charges: the two alternate.
         assert.ok(order.indexOf('a3') > b2, order.join(' '));
       }
+      s.gate.close();
+    });
+  }
+});
+
+describe('PoolFlowGate: a preferred pass inside a tenant (owner-pass-ms)', () => {
+  // 'cold' requests are ready by their hold only; 'warm' ones have their owner's room.
+  const readiness: FlowReadiness = (r) =>
+    r.id.startsWith('warm')
+      ? { replica: null, chargeTokens: 10, preferred: true }
+      : { replica: null, chargeTokens: 100 };
+
+  for (const [passMs, waitedMs, passes] of [
+    [2_000, 1_000, true],
+    [2_000, 2_000, false],
+    [0, 0, false],
+  ] as const) {
+    test(`passMs ${passMs}, the earlier one waited ${waitedMs} ms: ${passes ? 'the warm one passes it' : 'FIFO'}`, async () => {
+      const s = setup({ readiness, passMs });
+      s.sat.on = true;
+      const order: string[] = [];
+      const charged: (number | undefined)[] = [];
+      const all = ['cold1', 'warm2'].map((id) =>
+        waiting(s.gate.enter(req(id))).then((p) => {
+          order.push(id);
+          charged.push(p.chargeTokens);
+        }),
+      );
+      s.clock.ms += waitedMs;
+      s.sat.on = false;
+      s.gate.pump();
+      await Promise.all(all);
+      assert.deepEqual(order, passes ? ['warm2', 'cold1'] : ['cold1', 'warm2']);
+      // Each resolves with its own pass (its charge), not the last one the test accepted.
+      assert.deepEqual(charged, passes ? [10, 100] : [100, 10]);
       s.gate.close();
     });
   }

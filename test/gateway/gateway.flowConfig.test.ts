@@ -16,6 +16,8 @@ import { FLOW_OPTIONS } from '../../src/cli/flowFlags.ts';
 import { specOf } from '../../src/cli/options/spec.ts';
 import {
   DEFAULT_FLOW_CHARGE,
+  DEFAULT_FLOW_OWNER_HOLD_MS,
+  DEFAULT_FLOW_OWNER_PASS_MS,
   DEFAULT_FLOW_SPARSE_FINISH_FIRST,
 } from '../../src/sim/flowControl.ts';
 
@@ -36,6 +38,7 @@ describe('the flow-control config key', () => {
           'owner-slack-tokens': 256,
           'owner-hold-ms': 300,
           'look-ahead': 4,
+          'owner-pass-ms': 1500,
           'finish-first': false,
           charge: 'prompt',
           saturation: { 'queue-depth': 2, 'kv-usage': 0.9, 'queued-prefill-ms': 500 },
@@ -54,6 +57,7 @@ describe('the flow-control config key', () => {
       ownerSlackTokens: 256,
       ownerHoldMs: 300,
       lookAhead: 4,
+      ownerPassMs: 1500,
       finishFirst: false,
       charge: 'prompt',
       tenantWeights: { acme: 3 },
@@ -62,6 +66,8 @@ describe('the flow-control config key', () => {
     // The simulator's defaults (src/sim/flowControl.ts), so that it predicts the gateway.
     assert.equal(defaultConfig().flowControl.finishFirst, DEFAULT_FLOW_SPARSE_FINISH_FIRST);
     assert.equal(defaultConfig().flowControl.charge, DEFAULT_FLOW_CHARGE);
+    assert.equal(defaultConfig().flowControl.ownerPassMs, DEFAULT_FLOW_OWNER_PASS_MS);
+    assert.equal(defaultConfig().flowControl.ownerHoldMs, DEFAULT_FLOW_OWNER_HOLD_MS);
   });
 
   test('names the key of a bad value', () => {
@@ -78,6 +84,7 @@ describe('the flow-control config key', () => {
         /flow-control\.release must be one of room, owner/,
       ],
       [{ 'flow-control': { 'look-ahead': 0 } }, /flow-control\.look-ahead must be within/],
+      [{ 'flow-control': { 'owner-pass-ms': -1 } }, /flow-control\.owner-pass-ms must be within/],
       [
         { 'flow-control': { 'finish-first': 'on' } },
         /flow-control\.finish-first must be true or false/,
@@ -123,6 +130,8 @@ describe('the --flow-* flags', () => {
       '250',
       '--flow-look-ahead',
       '8',
+      '--flow-owner-pass-ms',
+      '0',
       '--flow-finish-first',
       'off',
       '--flow-charge',
@@ -137,7 +146,7 @@ describe('the --flow-* flags', () => {
       [c.release, c.ownerSlackTokens, c.ownerHoldMs, c.lookAhead],
       ['owner', 64, 250, 8],
     );
-    assert.deepEqual([c.finishFirst, c.charge], [false, 'prompt']);
+    assert.deepEqual([c.finishFirst, c.charge, c.ownerPassMs], [false, 'prompt', 0]);
   });
 
   test('refuse tuning without flow control on, and bad values, naming the flag', () => {

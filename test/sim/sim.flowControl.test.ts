@@ -9,7 +9,11 @@ import { UsageError } from '../../src/cli/args.ts';
 import { parseSimFlags } from '../../src/cli/sim.ts';
 import { parseTenants } from '../../src/cli/simTenantFlags.ts';
 import type { FlowResult } from '../../src/results/flowTable.ts';
-import { defaultFlowControl, type SimFlowControl } from '../../src/sim/flowControl.ts';
+import {
+  DEFAULT_FLOW_OWNER_PASS_MS,
+  defaultFlowControl,
+  type SimFlowControl,
+} from '../../src/sim/flowControl.ts';
 import { runFlowExperiment, tenantOf } from '../../src/sim/flowExperiment.ts';
 import { type SimConfig, simulate } from '../../src/sim/run.ts';
 
@@ -145,6 +149,13 @@ describe('--tenants and the flow-control flags', () => {
       () => base(['--flow-owner-hold-ms', '100']),
       /--flow-owner-hold-ms needs --flow-control on/,
     );
+    assert.throws(
+      () => base(['--flow-owner-pass-ms', '100']),
+      /--flow-owner-pass-ms needs --flow-control on/,
+    );
+    assert.equal(on.flowControl?.ownerPassMs, DEFAULT_FLOW_OWNER_PASS_MS);
+    const pass = base(['--flow-control', 'on', '--flow-owner-pass-ms', '0']);
+    assert.equal(pass.flowControl?.ownerPassMs, 0);
     assert.equal(on.tenants?.[0]?.name, 'a');
   });
 });

@@ -115,7 +115,7 @@ export const SERVE_OPTIONS = options({
   'prefill-us-per-token': num('F', "the served model's prefill cost for that bound (default {default}, the seed replica)", { above: 0, default: DEFAULT_PREFILL_US_PER_TOKEN.toFixed(1), unit: 'µs per token', config: 'prefill-us-per-token' }),
   'check-config': str('FILE', 'validate FILE (with the other flags) and exit: 0 valid, 2 not'),
   ...FLOW_OPTIONS,
-  'flow-control': { ...FLOW_OPTIONS['flow-control'], config: 'flow-control', configDocs: '`{enabled, max-queued, max-queued-per-tenant, max-wait-ms, release, owner-slack-tokens, owner-hold-ms, look-ahead, finish-first, charge, saturation: {queue-depth, kv-usage, queued-prefill-ms}}`: `--flow-control` and the `--flow-*` flags ([flow-control.md](flow-control.md#in-the-gateway))' },
+  'flow-control': { ...FLOW_OPTIONS['flow-control'], config: 'flow-control', configDocs: '`{enabled, max-queued, max-queued-per-tenant, max-wait-ms, release, owner-slack-tokens, owner-hold-ms, look-ahead, owner-pass-ms, finish-first, charge, saturation: {queue-depth, kv-usage, queued-prefill-ms}}`: `--flow-control` and the `--flow-*` flags ([flow-control.md](flow-control.md#in-the-gateway))' },
   nats: str('URL', "share routing state with the cluster's other gateways over NATS (nats://HOST:4222): every decision and release, so each sees every replica's whole queue; with no --backend, follow the engines registered there (kvroute engine --nats URL --advertise URL)", { nonEmpty: true, section: 'several gateways (see docs/nats.md)' }),
   cluster: str('NAME', 'gateways and engines of one cluster share state', { default: DEFAULT_CLUSTER }),
   'nats-heartbeat-ms': int('N', 'heartbeat period', { above: 0, default: DEFAULT_HEARTBEAT_MS }),
