@@ -50,7 +50,12 @@ export const LLMD_37_CAPACITY: PublishedHarnessRun = {
     {
       label: 'estimate-prefix-cache_load',
       policy: 'llmd',
-      args: ['--index', 'approx'],
+      // The report's estimate-prefix-cache_load EndpointPickerConfig (the queue scorer stands in
+      // for its active-request-scorer).
+      args: [
+        ...['--index', 'approx', '--scorer-weights', 'prefix=2,kv=1,queue=1'],
+        ...['--prefix-cache-scorer', 'hashBlockSize=256,maxPrefixBlocksToMatch=256,lruCapacityPerServer=2200'],
+      ],
       published: {
         stageMeanOutputTokensPerS: 3408.6,
         ttftP90Ms: 64_430,
@@ -60,6 +65,8 @@ export const LLMD_37_CAPACITY: PublishedHarnessRun = {
     {
       label: 'precise-prefix-cache_load',
       policy: 'llmd-precise',
+      // The report's precise-prefix-cache_load EndpointPickerConfig (queue for active requests).
+      args: ['--scorer-weights', 'prefix=2,kv=1,queue=1'],
       published: {
         stageMeanOutputTokensPerS: 5380.9,
         ttftP90Ms: 409,

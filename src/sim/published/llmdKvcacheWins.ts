@@ -51,7 +51,11 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
     {
       label: 'estimated-scheduling',
       policy: 'llmd',
-      args: ['--index', 'approx'],
+      // The report's estimated-scheduling EndpointPickerConfig.
+      args: [
+        ...['--index', 'approx', '--scorer-weights', 'prefix=1,kv=1,queue=1'],
+        ...['--prefix-cache-scorer', 'hashBlockSize=64,maxPrefixBlocksToMatch=256,lruCapacityPerServer=31250'],
+      ],
       published: {
         stageMeanOutputTokensPerS: 6944.4,
         ttftP90Ms: 31_083,
@@ -61,6 +65,8 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
     {
       label: 'precise-scheduling',
       policy: 'llmd-precise',
+      // The report's precise-scheduling EndpointPickerConfig.
+      args: ['--scorer-weights', 'prefix=3,kv=2,queue=2'],
       published: {
         stageMeanOutputTokensPerS: 8730.0,
         ttftP90Ms: 542,
