@@ -28,7 +28,12 @@ function usageError(args: string[], message: string) {
 
 describe('--scorer-weights', () => {
   test("sets the llmd family's weights; a key left out keeps each policy's default", () => {
-    const p = parsed(['--policy', 'llmd,llmd-precise', '--scorer-weights', 'prefix=1,kv=1,queue=1']);
+    const p = parsed([
+      '--policy',
+      'llmd,llmd-precise',
+      '--scorer-weights',
+      'prefix=1,kv=1,queue=1',
+    ]);
     const options = p.base.router.policyOptions!;
     const llmd = makePolicy('llmd', options) as LlmdPolicy;
     assert.deepEqual(
@@ -47,7 +52,11 @@ describe('--scorer-weights', () => {
     const some = parsed(['--policy', 'llmd-precise', '--scorer-weights', 'prefix=3']);
     const p3 = makePolicy('llmd-precise', some.base.router.policyOptions) as LlmdPrecisePolicy;
     assert.deepEqual(
-      [p3.tunables.precisePrefixWeight, p3.tunables.preciseKvWeight, p3.tunables.preciseQueueWeight],
+      [
+        p3.tunables.precisePrefixWeight,
+        p3.tunables.preciseKvWeight,
+        p3.tunables.preciseQueueWeight,
+      ],
       [3, 1, 1],
     );
     // Without the flag, no policy options at all (every run as before).

@@ -11,7 +11,6 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { computeBlockKeys } from '../../src/kv/blockKey.ts';
 import {
   approxForgetting,
   DEFAULT_LLMD_PREFIX_CONFIG,
@@ -147,7 +146,10 @@ describe('the score: matched over the hashed blocks', () => {
     // 1/1/1 (the 73-capacity report's estimated-scheduling): r0 1 + 0 + 0.8 = 1.8, r1 0 + 1 + 0.9.
     const even = new LlmdPolicy({ prefixWeight: 1, kvWeight: 1, queueWeight: 1 });
     const evenPick = even.pick(pickInput(views, req10));
-    assert.deepEqual(evenPick.scores!.map((x) => Math.round(x * 1000) / 1000), [1.8, 1.9]);
+    assert.deepEqual(
+      evenPick.scores!.map((x) => Math.round(x * 1000) / 1000),
+      [1.8, 1.9],
+    );
     assert.equal(evenPick.replicaId, 1);
     // 3/2/2 (llmd's defaults): r0 3 + 0 + 1.6 = 4.6, r1 0 + 2 + 1.8 = 3.8.
     assert.equal(new LlmdPolicy().pick(pickInput(views, req10)).replicaId, 0);

@@ -54,7 +54,10 @@ export const LLMD_37_CAPACITY: PublishedHarnessRun = {
       // for its active-request-scorer).
       args: [
         ...['--index', 'approx', '--scorer-weights', 'prefix=2,kv=1,queue=1'],
-        ...['--prefix-cache-scorer', 'hashBlockSize=256,maxPrefixBlocksToMatch=256,lruCapacityPerServer=2200'],
+        ...[
+          '--prefix-cache-scorer',
+          'hashBlockSize=256,maxPrefixBlocksToMatch=256,lruCapacityPerServer=2200',
+        ],
       ],
       published: {
         stageMeanOutputTokensPerS: 3408.6,

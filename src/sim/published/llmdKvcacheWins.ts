@@ -54,7 +54,10 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
       // The report's estimated-scheduling EndpointPickerConfig.
       args: [
         ...['--index', 'approx', '--scorer-weights', 'prefix=1,kv=1,queue=1'],
-        ...['--prefix-cache-scorer', 'hashBlockSize=64,maxPrefixBlocksToMatch=256,lruCapacityPerServer=31250'],
+        ...[
+          '--prefix-cache-scorer',
+          'hashBlockSize=64,maxPrefixBlocksToMatch=256,lruCapacityPerServer=31250',
+        ],
       ],
       published: {
         stageMeanOutputTokensPerS: 6944.4,
