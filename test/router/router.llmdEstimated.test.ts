@@ -17,6 +17,7 @@ import {
   llmdPrefixForgetting,
   lruForgetting,
 } from '../../src/router/index/approxForgetting.ts';
+import { ApproxIndex } from '../../src/router/index/approxIndex.ts';
 import { Router } from '../../src/router/index.ts';
 import type { PickInput, ReplicaView, RouteRequest } from '../../src/router/policy.ts';
 import { LlmdPolicy } from '../../src/router/policies/llmd.ts';
@@ -95,6 +96,15 @@ describe('the record: only the first blocks, in prompt order', () => {
     assert.equal(routeTwice(capped, toks), 4 * BLOCK);
     const whole = approxRouter(lruForgetting(1000));
     assert.equal(routeTwice(whole, toks), 10 * BLOCK);
+  });
+
+  test("a peer router's tail (from block 2 on) records only what lies under the cut", () => {
+    const keys = request('t', tokens(7, 10 * BLOCK)).blockKeys;
+    const index = new ApproxIndex(1, 1000, 0, { ...lruForgetting(1000), maxPrefixBlocks: 4 });
+    index.recordRoute(0, keys.slice(2), 0, 2);
+    assert.equal(index.blockCount(0), 2);
+    index.recordRoute(0, keys.slice(5), 0, 5);
+    assert.equal(index.blockCount(0), 2);
   });
 
   test('past the LRU, prompt order loses the first route whole; last-first keeps its root', () => {

@@ -116,10 +116,13 @@ export class ApproxIndex implements PrefixIndex {
     return 0;
   }
 
-  recordRoute(replica: number, keys: readonly BlockKey[], nowMs = 0): void {
+  recordRoute(replica: number, keys: readonly BlockKey[], nowMs = 0, fromBlock = 0): void {
     const { maxPrefixBlocks = 0, recordInPromptOrder = false } = this.forgetting;
     // A peer that hashes only a prompt's first blocks records (and so matches) only those.
-    const count = maxPrefixBlocks > 0 ? Math.min(keys.length, maxPrefixBlocks) : keys.length;
+    const count =
+      maxPrefixBlocks > 0
+        ? Math.max(0, Math.min(keys.length, maxPrefixBlocks - fromBlock))
+        : keys.length;
     if (recordInPromptOrder) {
       for (let i = 0; i < count; i++) this.#touch(replica, keys[i]!, nowMs);
     } else {
