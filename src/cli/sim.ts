@@ -48,6 +48,13 @@ import { runSimPlanner } from './simPlanner.ts';
 import { readerOf } from './options/read.ts';
 import { DEFAULT_SIM_REPORT_MS, SIM_ROUTER_VIEW_OPTIONS } from './simRouterViewFlags.ts';
 import {
+  checkPrefixCacheScorerMode,
+  checkScorerWeightsPolicies,
+  LLMD_SCORER_OPTIONS,
+  parsePrefixCacheScorer,
+  parseScorerWeights,
+} from './llmdScorerFlags.ts';
+import {
   DEFAULT_SEARCH_MAX_REPLICAS,
   readAdmission,
   readSlo,
@@ -155,7 +162,7 @@ export function parseSimFlags(argv: string[]): Parsed | 'help' {
   const slo = readerOf(SIM_SLO_OPTIONS, flags);
   return {
     base,
-    policies: readPolicyList(flags, [DEFAULT_POLICY]),
+    policies: readSimPolicies(flags),
     loraBlind: readerOf(SIM_ROUTER_VIEW_OPTIONS, flags)('lora-blind') === true,
     search: slo('search') === true,
     maxReplicas: slo('max-replicas') ?? DEFAULT_SEARCH_MAX_REPLICAS,
@@ -225,12 +232,23 @@ function readConcurrency(flags: Flags): number | undefined {
   return concurrency;
 }
 
+/** `--policy`'s list; `--scorer-weights` with an explicit list must weigh one of it. */
+function readSimPolicies(flags: Flags): string[] {
+  const policies = readPolicyList(flags, [DEFAULT_POLICY]);
+  if (flags.has('scorer-weights') && flags.has('policy')) checkScorerWeightsPolicies(policies);
+  return policies;
+}
+
 /** The router's settings and how late it sees the engines (the router-view rows). */
 function readRouterView(flags: Flags): Pick<SimConfig, 'router' | 'view'> {
   const view = readerOf(SIM_ROUTER_VIEW_OPTIONS, flags);
   const kvThreshold = view('kv-threshold');
   const overlayTtlMs = view('overlay-ttl-ms');
   const approxForget = view('approx-forget');
+  const llmd = readerOf(LLMD_SCORER_OPTIONS, flags);
+  const weights = llmd('scorer-weights');
+  const prefixScorer = llmd('prefix-cache-scorer');
+  if (prefixScorer !== undefined) checkPrefixCacheScorerMode(approxForget);
   return {
     router: {
       policy: DEFAULT_POLICY,
@@ -239,6 +257,8 @@ function readRouterView(flags: Flags): Pick<SimConfig, 'router' | 'view'> {
       ...(kvThreshold !== undefined && { kvThreshold }),
       ...(overlayTtlMs !== undefined && { overlayTtlMs }),
       ...(approxForget !== undefined && { approxForget }),
+      ...(weights !== undefined && { policyOptions: parseScorerWeights(weights) }),
+      ...(prefixScorer !== undefined && { llmdPrefix: parsePrefixCacheScorer(prefixScorer) }),
     },
     view: {
       staleMs: view('stale-ms') ?? 0,

@@ -666,7 +666,9 @@ export class Router {
     const tail = record.blockKeys;
     if (tail !== undefined && tail.length > 0) {
       // The keys the route added there: from the first block it did not cache on (fromBlock).
-      if (this.indexMode === 'approx') this.#index.recordRoute(id, tail, nowMs);
+      if (this.indexMode === 'approx') {
+        this.#index.recordRoute(id, tail, nowMs, record.fromBlock ?? 0);
+      }
       this.#overlay?.addTail(id, tail, record.fromBlock ?? 0, nowMs);
     }
     return true;

@@ -15,6 +15,7 @@ import {
   type ApproxForgetMode,
   type ApproxForgetting,
   approxForgetting,
+  type LlmdPrefixConfig,
   peerForgetMode,
 } from '../router/index/approxForgetting.ts';
 import { DEFAULT_APPROX_CAPACITY_BLOCKS } from '../router/index/approxIndex.ts';
@@ -71,7 +72,9 @@ function makeRouterCore(config: SimRouterConfig, index: number): Router {
   const names = replicaNames(config.replicas);
   const r = config.router;
   const engine = makeEngineConfig(config.engine);
-  const forgetting = peerForgetting(r.approxForget, r.policy, engine.blockSize);
+  const forgetting = peerForgetting(r.approxForget, r.policy, engine.blockSize, r.llmdPrefix);
+  // llm-d's scorer hashes only a prompt's first blocks: its score counts those (llmd.ts).
+  const prefixMaxBlocks = r.index === 'approx' ? forgetting?.maxPrefixBlocks : undefined;
   return new Router({
     replicas: names,
     ...(config.fleet && { speeds: replicaSpeeds(config.engine, config.fleet) }),
@@ -83,6 +86,7 @@ function makeRouterCore(config: SimRouterConfig, index: number): Router {
       ...r.policyOptions,
       queueSource: r.queueSource,
       ...(forgetting && { treeForgetting: forgetting }),
+      ...(prefixMaxBlocks !== undefined && { prefixMaxBlocks }),
       ...(r.loraBlind && { loraBlind: true }),
       ...(config.engine.lora && { loraLoadTokens: loraLoadTokens(config.engine) }),
       ...(engine.cpuOffload && {
@@ -121,11 +125,12 @@ function peerForgetting(
   mode: ApproxForgetMode | undefined,
   policy: string,
   blockSize: number,
+  llmdPrefix?: LlmdPrefixConfig,
 ): ApproxForgetting | undefined {
   if (mode === undefined) return undefined;
   const peer = mode === 'peer' ? peerForgetMode(policy) : mode;
   if (peer === 'kvroute') return undefined;
-  return approxForgetting(peer, blockSize, DEFAULT_APPROX_CAPACITY_BLOCKS);
+  return approxForgetting(peer, blockSize, DEFAULT_APPROX_CAPACITY_BLOCKS, llmdPrefix);
 }
 
 /** The engines' adapter load time in prefill tokens: the cost policy's LoRA term. */

@@ -1,5 +1,5 @@
 /** The simulator's inputs as plain data (its result is `src/results/result.ts`'s RunResult). */
-import type { ApproxForgetMode } from '../router/index/approxForgetting.ts';
+import type { ApproxForgetMode, LlmdPrefixConfig } from '../router/index/approxForgetting.ts';
 import type { IndexMode, QueueSource } from '../router/defaults.ts';
 import type { PolicyOptions } from '../router/registry.ts';
 
@@ -25,6 +25,8 @@ export interface RouterOptions {
    * kvroute's LRU (default), one peer's way, or `peer`: each policy its own project's.
    */
   approxForget?: ApproxForgetMode;
+  /** llm-d's prefix-cache-scorer parameters for its approximate record (default plugin.go's). */
+  llmdPrefix?: LlmdPrefixConfig;
   /** Routes as if adapters did not exist (no load term, no slot guard, no LoRA affinity). */
   loraBlind?: boolean;
   /** Router instances (gateways) over the fleet, arrivals spread round robin (default 1). */

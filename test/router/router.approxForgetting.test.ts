@@ -26,6 +26,9 @@ test("each peer's bounds, in blocks of the engine's size, as their sources set t
     sweepMs: 0,
     ttlMs: 0,
     trimToRatio: 1,
+    // plugin.go hashes only the first 256 blocks, and adds a route's in prompt order.
+    maxPrefixBlocks: 256,
+    recordInPromptOrder: true,
   });
   // 500,000 tokens whatever the block size.
   assert.equal(approxForgetting('llmd', 32, 1).capacityBlocks, 15_625);

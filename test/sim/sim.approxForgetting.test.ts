@@ -36,8 +36,12 @@ function run(extra: string[]) {
 
 test("llm-d's approximate record loses throughput and hits against the exact index", () => {
   const exact = run(['--index', 'events']);
-  const approx = run(['--index', 'approx', '--approx-forget', 'peer']);
-  const again = run(['--index', 'approx', '--approx-forget', 'peer']);
+  // The record alone: the estimated scorer's 256-block cut (4,096 of 7,200 tokens scored) is
+  // lifted, as the events-fed picker scores every block (with the cut, every owner scores a full
+  // prefix and the approximate run keeps more hits: 52.4 % against 48.0 %).
+  const record = ['--prefix-cache-scorer', 'maxPrefixBlocksToMatch=1000'];
+  const approx = run(['--index', 'approx', '--approx-forget', 'peer', ...record]);
+  const again = run(['--index', 'approx', '--approx-forget', 'peer', ...record]);
   assert.deepEqual(again, approx, 'same seed, same output');
   assert.ok(exact.requests > 0 && approx.requests > 0);
   assert.ok(

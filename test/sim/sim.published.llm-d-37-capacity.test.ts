@@ -2,7 +2,7 @@
  * The llm-d 37 %-capacity replay (src/sim/published/llmd37Capacity.ts): its setup is the
  * published one as flags, and on a shortened ladder (the warm-up stage and the 8 QPS stage) the
  * figures fall on the sides the full replay's do (docs/simulator.md): the prefix-aware runs far
- * ahead of random in hits and TTFT. Deterministic, so sides are asserted, not values.
+ * ahead of random in hits and TTFT, the estimated one behind the precise one in hits. Deterministic, so sides are asserted, not values.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -41,7 +41,11 @@ describe('llm-d-37-capacity replay', () => {
       assert.equal(row.completed, random!.completed);
     }
     assert.ok(precise!.hitRate > random!.hitRate + 0.3);
-    assert.ok(estimated!.hitRate > random!.hitRate + 0.3);
+    // The estimated record, an LRU of 2,200 blocks of 256 characters a pod (the report's
+    // prefix-cache-scorer parameters), forgets groups the pods still hold: ahead of random, behind
+    // precise.
+    assert.ok(estimated!.hitRate > random!.hitRate + 0.2);
+    assert.ok(estimated!.hitRate < precise!.hitRate - 0.05);
     assert.ok(random!.simulated.ttftMeanMs > 3 * precise!.simulated.ttftMeanMs);
     assert.ok(precise!.simulated.outputTokensPerS > random!.simulated.outputTokensPerS);
     assert.match(formatHarnessReplay(r), /37-capacity\/README\.md/);

@@ -9,6 +9,7 @@ import { PUBLISHED_NAMES } from '../../sim/published/index.ts';
 import type { WorkloadName } from '../../workload/workloads.ts';
 import { ENGINE_OPTIONS } from '../engineFlags.ts';
 import { FLEET_OPTIONS } from '../fleetFlag.ts';
+import { LLMD_SCORER_OPTIONS } from '../llmdScorerFlags.ts';
 import { POLICY_LIST_TEXT } from '../policyList.ts';
 import { REQUESTS_OUT_TEXT } from '../requestsOut.ts';
 import { ROUTER_SETUPS_OPTIONS } from '../routerSetups.ts';
@@ -61,6 +62,7 @@ export const SIM_OPTIONS = options({
   ...ENGINE_OPTIONS,
   ...SIM_SETUP_OPTIONS,
   ...SIM_ROUTER_VIEW_OPTIONS,
+  ...LLMD_SCORER_OPTIONS,
   ...ROUTER_SETUPS_OPTIONS,
   ...SIM_LOAD_OPTIONS,
   kill: list('R@S', KILL_HELP, { section: 'faults' }),

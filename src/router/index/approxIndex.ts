@@ -3,7 +3,8 @@
  * a per-replica capacity in blocks and LRU forgetting, standing in for the engine's eviction.
  * Keys of one request are touched last block first, so the shared root of a chain is the most
  * recently used and the unique tail is forgotten first (vLLM frees a finished request's blocks
- * in the same order). Engine events are ignored: this mode is for engines that publish none.
+ * in the same order); a peer's forgetting may record them in prompt order instead, and only a
+ * prompt's first blocks (llm-d's prefix scorer: approxForgetting.ts). Engine events are ignored: this mode is for engines that publish none.
  *
  * A replica's GPU record can be sized to its engine's pool (`setGpuCapacity`). A replica told its
  * CPU tier's size (`setCpuCapacity`, in blocks; vLLM's OffloadingConnector)
@@ -111,18 +112,28 @@ export class ApproxIndex extends TieredIndex implements PrefixIndex {
     return 0;
   }
 
-  recordRoute(replica: number, keys: readonly BlockKey[], nowMs = 0): void {
-    const lru = this.#lru[replica]!;
-    const cpu = this.#cpuLru[replica]!;
-    for (let i = keys.length - 1; i >= 0; i--) {
-      const key = keys[i]!;
-      if (!lru.touch(key, nowMs)) continue;
-      // Reloaded from the CPU tier, or computed: on the GPU now, and only there.
-      if (cpu.size > 0 && cpu.delete(key)) this.cpuBlocks.remove(key, replica);
-      this.blocks.add(key, replica);
+  recordRoute(replica: number, keys: readonly BlockKey[], nowMs = 0, fromBlock = 0): void {
+    const { maxPrefixBlocks = 0, recordInPromptOrder = false } = this.forgetting;
+    // A peer that hashes only a prompt's first blocks records (and so matches) only those.
+    const count =
+      maxPrefixBlocks > 0
+        ? Math.max(0, Math.min(keys.length, maxPrefixBlocks - fromBlock))
+        : keys.length;
+    if (recordInPromptOrder) {
+      for (let i = 0; i < count; i++) this.#touch(replica, keys[i]!, nowMs);
+    } else {
+      for (let i = count - 1; i >= 0; i--) this.#touch(replica, keys[i]!, nowMs);
     }
     // With a periodic sweep the record grows past its capacity until the sweep (forget).
     if (this.forgetting.sweepMs === 0) this.#trim(replica);
+  }
+
+  #touch(replica: number, key: BlockKey, nowMs: number): void {
+    if (!this.#lru[replica]!.touch(key, nowMs)) return;
+    // Reloaded from the CPU tier, or computed: on the GPU now, and only there.
+    const cpu = this.#cpuLru[replica]!;
+    if (cpu.size > 0 && cpu.delete(key)) this.cpuBlocks.remove(key, replica);
+    this.blocks.add(key, replica);
   }
 
   /**

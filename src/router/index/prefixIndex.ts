@@ -27,8 +27,11 @@ export interface PrefixIndex {
     events: readonly KvEvent[],
     sharedKeys?: Map<BlockKey, number> | null,
   ): number;
-  /** Records that `keys` were sent to `replica` at `nowMs` (the approximate index's clock). */
-  recordRoute(replica: number, keys: readonly BlockKey[], nowMs?: number): void;
+  /**
+   * Records that `keys` were sent to `replica` at `nowMs` (the approximate index's clock);
+   * `keys[0]` is the prompt's block `fromBlock` (default 0: the whole prompt).
+   */
+  recordRoute(replica: number, keys: readonly BlockKey[], nowMs?: number, fromBlock?: number): void;
   /** Forgets what is due at `nowMs` (the approximate index with a TTL or a sweep). */
   forget?(nowMs: number): void;
   /** Forgets everything on `replica` (it restarted cold or left). */

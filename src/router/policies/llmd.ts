@@ -7,7 +7,12 @@
  *            + 2 x (1 - kvUsage(r))
  *
  * q is the engine-reported waiting queue and kvUsage the reported KV usage, as llm-d scrapes
- * them (0 before the first report); the prefix term is 0 for a prompt under one block.
+ * them (0 before the first report); the prefix term is 0 for a prompt under one block. The queue
+ * and KV terms are the inference extension's queue and kv-cache-utilization scorers of September
+ * 2025, read at v1.0.1 (2b313acf, pkg/epp/scheduling/framework/plugins/scorer/queue.go and
+ * kvcache_utilization.go): min-max over `WaitingQueueSize`, 1.0 for all when equal, and
+ * `1 - KVCacheUsagePercent`. With `prefixMaxBlocks` (llm-d's approximate record:
+ * `--approx-forget llmd|peer`) the prefix term counts only the blocks that scorer hashes.
  *
  * A request for a LoRA adapter adds llm-d's `lora-affinity-scorer` (weight 1, the scheduler's
  * default scorer weight), which reads `vllm:lora_requests_info` (Gateway API inference extension,
@@ -37,22 +42,33 @@ const LLMD_DEFAULTS = { prefixWeight: 3, queueWeight: 2, kvWeight: 2, loraWeight
 export interface LlmdOptions extends Partial<typeof LLMD_DEFAULTS> {
   /** Ignore adapters (no LoRA-affinity term). */
   loraBlind?: boolean;
+  /**
+   * The prefix scorer hashes only a prompt's first this many blocks (llm-d's
+   * `maxPrefixBlocksToMatch`, in the engine's blocks: approxForgetting.ts), so its score is
+   * matched / min(prompt blocks, this); absent: every block.
+   */
+  prefixMaxBlocks?: number;
 }
 
 export class LlmdPolicy extends PeerPolicy<typeof LLMD_DEFAULTS> {
   readonly name = 'llmd';
 
+  readonly #prefixMaxBlocks: number;
+
   constructor(options: LlmdOptions = {}) {
     super(LLMD_DEFAULTS, options.loraBlind ? { ...options, loraWeight: 0 } : options);
+    this.#prefixMaxBlocks = options.prefixMaxBlocks ?? 0;
   }
 
   pick(input: PickInput): Pick {
     const { candidates, request } = input;
-    const blocks = request.blockKeys.length;
+    const cap = this.#prefixMaxBlocks;
+    // plugin.go's Score: matchLen / len(hashes), the hashes of the first maxPrefixBlocks only.
+    const blocks = cap > 0 ? Math.min(request.blockKeys.length, cap) : request.blockKeys.length;
     const queues = queueScores(candidates);
     const { prefixWeight, queueWeight, kvWeight, loraWeight } = this.tunables;
     const scores = candidates.map((c, i) => {
-      const prefix = blocks > 0 ? c.cachedBlocks / blocks : 0;
+      const prefix = blocks > 0 ? Math.min(c.cachedBlocks, blocks) / blocks : 0;
       const queue = queues[i]!;
       const kv = 1 - c.kvUsage;
       const score = prefixWeight * prefix + queueWeight * queue + kvWeight * kv;

@@ -51,7 +51,14 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
     {
       label: 'estimated-scheduling',
       policy: 'llmd',
-      args: ['--index', 'approx'],
+      // The report's estimated-scheduling EndpointPickerConfig.
+      args: [
+        ...['--index', 'approx', '--scorer-weights', 'prefix=1,kv=1,queue=1'],
+        ...[
+          '--prefix-cache-scorer',
+          'hashBlockSize=64,maxPrefixBlocksToMatch=256,lruCapacityPerServer=31250',
+        ],
+      ],
       published: {
         stageMeanOutputTokensPerS: 6944.4,
         ttftP90Ms: 31_083,
@@ -61,6 +68,8 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
     {
       label: 'precise-scheduling',
       policy: 'llmd-precise',
+      // The report's precise-scheduling EndpointPickerConfig.
+      args: ['--scorer-weights', 'prefix=3,kv=2,queue=2'],
       published: {
         stageMeanOutputTokensPerS: 8730.0,
         ttftP90Ms: 542,
@@ -81,19 +90,26 @@ export const LLMD_KVCACHE_WINS: PublishedHarnessRun = {
       'stage outlasts the stage (1,500 requests x 1,000 tokens at 10,497 tok/s: 143 s)',
     "output tok/s is the report's Summary across QPS, the mean of its 16 per-QPS rows (no row " +
       "for the warm-up), compared with the mean of the simulated stages' after the first",
-    'the simulated llmd (approximate index) and llmd-precise pick alike here, likely because ' +
-      'with affinity a pod holds about 19 groups (~225,000 tokens of 307,328): nothing a route ' +
-      "predicts is evicted, so the approximate record equals the events' one, and the prefix " +
-      'score outweighs the load scores under both weightings',
+    'the estimated run picks as the report configured it, and no longer as precise does: with ' +
+      "llmd's own 3/2/2 its figures equal precise's (hit rate 97.6 %); with the report's 1/1/1 an " +
+      'idle pod without the prefix outscores a loaded owner (queue + KV against prefix), and the ' +
+      'hit rate falls to 61 % (58 % without the 256-block cut). The record forgets nothing here: ' +
+      "a group's hashed blocks (its first 4,096 tokens, all shared) are 64 blocks of 64 tokens, and " +
+      "a pod's LRU of 31,250 64-character blocks (7,813 of 64 tokens) holds 122 groups",
     "engines: vLLM's defaults on an H100 (8,192 tokens a step, 1,024 sequences), KV pool " +
       'fixed to the published 307,328 tokens (4,802 blocks of 64); block size 64 is assumed ' +
       "from the precise scorer's tokenProcessorConfig.blockSize, which must equal vLLM's for " +
       'its hashes to match; TP 2 from the 2 GPUs a pod',
-    'precise-scheduling: prefix x 3, KV utilization x 2, queue x 2 in the report; ' +
-      "kvroute's llmd-precise weighs 2/1/1 (llm-d-inference-scheduler's example config)",
-    'estimated-scheduling: prefix, KV and queue scorers x 1 each, hashBlockSize 64, ' +
-      "lruCapacityPerServer 31,250; kvroute's llmd weighs 3/2/2, its approximate index " +
-      "forgets as llm-d's (--index approx, --approx-forget peer)",
+    'precise-scheduling: prefix x 3, KV utilization x 2, queue x 2 as the report configures it ' +
+      "(--scorer-weights; kvroute's llmd-precise defaults to 2/1/1, llm-d-inference-scheduler's " +
+      'example config, and picks alike here)',
+    'estimated-scheduling: prefix, KV and queue scorers x 1 each (--scorer-weights), ' +
+      'hashBlockSize 64, maxPrefixBlocksToMatch 256, lruCapacityPerServer 31,250 ' +
+      "(--prefix-cache-scorer): the inference extension's prefix plugin of September 2025 " +
+      '(v1.0.1, 2b313acf, pkg/epp/scheduling/framework/plugins/multi/prefix/plugin.go, ' +
+      'indexer.go) hashes blocks of 64 characters (16 tokens at its 4 characters a token), only ' +
+      "the first 256 (4,096 of a prompt's 7,200 tokens), scores matched / hashed, and adds a " +
+      "route's hashes to the pod's LRU at scheduling (PreRequest), in prompt order",
     'the roofline cost model (no measured H100 profile of Qwen3-32B); the client as inference-' +
       "perf of September 2025 (llmdReport.ts): stages drained one by one, aiohttp's 300 s " +
       'timeout (the profile sets none)',
