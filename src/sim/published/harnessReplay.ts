@@ -29,68 +29,31 @@ function stageMeanOutputTokensPerS(stages: Stages): number {
   return after.reduce((sum, s) => sum + s.outputTokensPerS, 0) / after.length;
 }
 
+/** A figure of the harness summary alone; `better`: which way is a gain. */
+const summaryFigure = (
+  label: string,
+  better: 'higher' | 'lower',
+  of: (h: HarnessSummary) => number,
+) => ({ label, better, of: (h: HarnessSummary, _s: Stages) => of(h) });
+
 /** What a harness prints that the replay compares; `better`: which way is a gain. */
 export const HARNESS_FIGURES = {
-  outputTokensPerS: {
-    label: 'output tok/s',
-    better: 'higher',
-    of: (h: HarnessSummary, _s: Stages) => h.outputTokensPerS,
-  },
+  outputTokensPerS: summaryFigure('output tok/s', 'higher', (h) => h.outputTokensPerS),
   stageMeanOutputTokensPerS: {
     label: 'output tok/s, stage mean',
     better: 'higher',
     of: (_h: HarnessSummary, s: Stages) => stageMeanOutputTokensPerS(s),
   },
-  totalTokensPerS: {
-    label: 'total tok/s',
-    better: 'higher',
-    of: (h: HarnessSummary, _s: Stages) => h.totalTokensPerS,
-  },
-  requestsPerS: {
-    label: 'req/s',
-    better: 'higher',
-    of: (h: HarnessSummary, _s: Stages) => h.requestsPerS,
-  },
-  durationS: {
-    label: 'duration s',
-    better: 'lower',
-    of: (h: HarnessSummary, _s: Stages) => (h.toMs - h.fromMs) / 1000,
-  },
-  ttftMeanMs: {
-    label: 'TTFT mean ms',
-    better: 'lower',
-    of: (h: HarnessSummary, _s: Stages) => h.ttftMs.mean,
-  },
-  ttftP50Ms: {
-    label: 'TTFT p50 ms',
-    better: 'lower',
-    of: (h: HarnessSummary, _s: Stages) => h.ttftMs.p50,
-  },
-  ttftP90Ms: {
-    label: 'TTFT p90 ms',
-    better: 'lower',
-    of: (h: HarnessSummary, _s: Stages) => h.ttftMs.p90,
-  },
-  ttftP99Ms: {
-    label: 'TTFT p99 ms',
-    better: 'lower',
-    of: (h: HarnessSummary, _s: Stages) => h.ttftMs.p99,
-  },
-  tpotMeanMs: {
-    label: 'TPOT mean ms',
-    better: 'lower',
-    of: (h: HarnessSummary, _s: Stages) => h.tpotMs.mean,
-  },
-  tpotP50Ms: {
-    label: 'TPOT p50 ms',
-    better: 'lower',
-    of: (h: HarnessSummary, _s: Stages) => h.tpotMs.p50,
-  },
-  tpotP99Ms: {
-    label: 'TPOT p99 ms',
-    better: 'lower',
-    of: (h: HarnessSummary, _s: Stages) => h.tpotMs.p99,
-  },
+  totalTokensPerS: summaryFigure('total tok/s', 'higher', (h) => h.totalTokensPerS),
+  requestsPerS: summaryFigure('req/s', 'higher', (h) => h.requestsPerS),
+  durationS: summaryFigure('duration s', 'lower', (h) => (h.toMs - h.fromMs) / 1000),
+  ttftMeanMs: summaryFigure('TTFT mean ms', 'lower', (h) => h.ttftMs.mean),
+  ttftP50Ms: summaryFigure('TTFT p50 ms', 'lower', (h) => h.ttftMs.p50),
+  ttftP90Ms: summaryFigure('TTFT p90 ms', 'lower', (h) => h.ttftMs.p90),
+  ttftP99Ms: summaryFigure('TTFT p99 ms', 'lower', (h) => h.ttftMs.p99),
+  tpotMeanMs: summaryFigure('TPOT mean ms', 'lower', (h) => h.tpotMs.mean),
+  tpotP50Ms: summaryFigure('TPOT p50 ms', 'lower', (h) => h.tpotMs.p50),
+  tpotP99Ms: summaryFigure('TPOT p99 ms', 'lower', (h) => h.tpotMs.p99),
 } as const;
 export type HarnessFigure = keyof typeof HARNESS_FIGURES;
 
