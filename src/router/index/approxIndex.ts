@@ -26,6 +26,7 @@ import { type ApproxForgetting, lruForgetting } from './approxForgetting.ts';
 import { BlockIndex } from './blockIndex.ts';
 import type { IndexMode } from '../defaults.ts';
 import type { PrefixIndex } from './prefixIndex.ts';
+import { TierKeys } from './tierKeys.ts';
 
 /** One Llama 3.3 70B TP=2 H200 replica's KV pool: 558,124 tokens / 16 tokens per block. */
 export const DEFAULT_APPROX_CAPACITY_BLOCKS = 34_882;
@@ -34,7 +35,7 @@ export class ApproxIndex implements PrefixIndex {
   readonly mode: IndexMode = 'approx';
   readonly blocks: BlockIndex;
   /** Blocks in each replica's modelled CPU tier; empty for a replica without one. */
-  readonly cpuBlocks: BlockIndex;
+  readonly cpuBlocks: TierKeys;
   readonly capacityBlocks: number;
   /** Sweep, TTL and trim ratio (capacity: `capacityBlocks`, or a replica's own GPU size). */
   readonly forgetting: ApproxForgetting;
@@ -63,7 +64,7 @@ export class ApproxIndex implements PrefixIndex {
     this.capacityBlocks = this.forgetting.capacityBlocks;
     this.#nextSweepMs = this.forgetting.sweepMs;
     this.blocks = new BlockIndex(replicaCount, expectedKeys);
-    this.cpuBlocks = new BlockIndex(replicaCount);
+    this.cpuBlocks = new TierKeys(replicaCount);
     this.ensureReplicas(replicaCount);
   }
 

@@ -9,16 +9,17 @@ import type { KvEvent } from '../../kv/events.ts';
 import { BlockIndex } from './blockIndex.ts';
 import type { IndexMode } from '../defaults.ts';
 import type { PrefixIndex } from './prefixIndex.ts';
+import { TierKeys } from './tierKeys.ts';
 
 export class EventIndex implements PrefixIndex {
   readonly mode: IndexMode = 'events';
   readonly blocks: BlockIndex;
   /** Blocks in each replica's CPU tier (events with medium "CPU"); empty without one. */
-  readonly cpuBlocks: BlockIndex;
+  readonly cpuBlocks: TierKeys;
 
   constructor(replicaCount: number, expectedKeys = 0) {
     this.blocks = new BlockIndex(replicaCount, expectedKeys);
-    this.cpuBlocks = new BlockIndex(replicaCount);
+    this.cpuBlocks = new TierKeys(replicaCount);
   }
 
   ensureReplicas(count: number): void {
@@ -80,8 +81,8 @@ export class EventIndex implements PrefixIndex {
   }
 
   #prefetch(event: KvEvent): void {
-    if (event.type === 'AllBlocksCleared') return;
-    (event.medium === 'CPU' ? this.cpuBlocks : this.blocks).prefetch(event.blockKeys);
+    if (event.type === 'AllBlocksCleared' || event.medium === 'CPU') return;
+    this.blocks.prefetch(event.blockKeys);
   }
 
   recordRoute(_replica: number, _keys: readonly BlockKey[]): void {}
@@ -109,16 +110,18 @@ function release(sharedKeys: Map<BlockKey, number>, key: BlockKey): boolean {
   return true;
 }
 
-/** A CPU-tier store or removal: bits in the tier's own index. */
+/** A CPU-tier store or removal: pairs in the tier's own set. */
 function applyTier(
-  tier: BlockIndex,
+  tier: TierKeys,
   replica: number,
   event: Exclude<KvEvent, { type: 'AllBlocksCleared' }>,
 ): number {
   let changed = 0;
-  const stored = event.type === 'BlockStored';
-  for (const key of event.blockKeys) {
-    if (stored ? tier.add(key, replica) : tier.remove(key, replica)) changed++;
+  const keys = event.blockKeys;
+  if (event.type === 'BlockStored') {
+    for (let i = 0; i < keys.length; i++) if (tier.add(keys[i]!, replica)) changed++;
+  } else {
+    for (let i = 0; i < keys.length; i++) if (tier.remove(keys[i]!, replica)) changed++;
   }
   return changed;
 }

@@ -3,11 +3,13 @@
  * first block a replica lacks on the GPU; a block its CPU tier holds is still a hit, reloaded
  * over PCIe instead of recomputed, so the prefix goes on while each block is in either tier.
  * Walked for the replicas that have CPU blocks at all (none: nothing to do), all at once: each
- * block's entry is looked up once in each index and its bits read for every replica still
- * walking, where a walk per replica looked every block up once per replica.
+ * block's GPU entry is looked up once and its bits read for every replica still walking, where a
+ * walk per replica looked every block up once per replica; the CPU tier is asked per replica
+ * (a set of (replica, key) pairs, tierKeys.ts), only where the GPU lacks the block.
  */
 import type { BlockKey } from '../../kv/blockKey.ts';
 import type { BlockIndex } from './blockIndex.ts';
+import type { TierKeys } from './tierKeys.ts';
 
 /** A block not looked up yet (`locate` gives an index >= 0 or -1). */
 const UNKNOWN = -2;
@@ -21,7 +23,7 @@ let walking = new Int32Array(64);
  */
 export function extendThroughTier(
   gpu: BlockIndex,
-  cpu: BlockIndex,
+  cpu: TierKeys,
   keys: readonly BlockKey[],
   ids: readonly number[],
   matched: Int32Array,
@@ -37,15 +39,13 @@ export function extendThroughTier(
     if (matched[r]! < from) from = matched[r]!;
   }
   const gpuArena = gpu.arena;
-  const cpuArena = cpu.arena;
-  // Block i is looked up (once in each index, and only as far as needed) when some replica's
+  // Block i is looked up (once in the GPU index, and only as far as needed) when some replica's
   // walk is at it; a replica whose GPU prefix is longer joins at its own start, matched[r], and
   // blocks before every walk's start are skipped, not looked up.
   let i = from;
   while (i < keys.length && count > 0) {
     const key = keys[i]!;
     let gpuAt = UNKNOWN;
-    let cpuAt = UNKNOWN;
     let next = keys.length;
     for (let w = 0; w < count; ) {
       const r = walking[w]!;
@@ -61,8 +61,7 @@ export function extendThroughTier(
         w++;
         continue;
       }
-      if (cpuAt === UNKNOWN) cpuAt = cpu.locate(key);
-      if (cpuAt >= 0 && cpuArena.testBit(cpuAt, r)) {
+      if (cpu.has(key, r)) {
         cpuBlocks[r]!++;
         next = i + 1;
         w++;
