@@ -3,15 +3,16 @@
  * LRUOffloadingManager over a CPUBackend of `num_cpu_blocks`). Pure data: no clock, no I/O; the
  * offloading connector (src/engine/connector/offloading.ts) decides what goes in and comes out
  * and records the events. The block contents are not modelled: a key names its tokens. The
- * order is a KeyLru (keyLru.ts): a store, an eviction, a take and a drop are O(1) each.
+ * order is a KeyRing (keyRing.ts): a store, an eviction, a take and a drop are O(1) each, and a
+ * store with the eviction it causes reads about two cache lines at random.
  */
 import type { BlockKey } from './blockKey.ts';
-import { KeyLru } from './keyLru.ts';
+import { KeyRing } from './keyRing.ts';
 
 export class CpuTier {
   readonly capacityBlocks: number;
   /** Keys, least recently stored first. */
-  readonly #keys: KeyLru;
+  readonly #keys: KeyRing;
   /** Blocks written into the tier so far, and blocks read back out. */
   storedBlocks = 0;
   loadedBlocks = 0;
@@ -23,7 +24,7 @@ export class CpuTier {
     }
     this.capacityBlocks = capacityBlocks;
     // One slot past the bound: a store adds its key before it evicts the oldest.
-    this.#keys = new KeyLru(capacityBlocks + 1);
+    this.#keys = new KeyRing(capacityBlocks + 1);
   }
 
   get size(): number {
