@@ -42,6 +42,8 @@ export class CpuTier {
   store(keys: readonly BlockKey[], evicted: BlockKey[]): BlockKey[] {
     const stored: BlockKey[] = [];
     if (this.capacityBlocks === 0) return stored;
+    // The slots of the keys and of those the stores may evict, loaded all at once first.
+    this.#keys.warm(keys, this.#keys.size + keys.length - this.capacityBlocks);
     for (const key of keys) {
       // A held key only moves to the back; a new one goes there and, past the bound, the
       // oldest goes (never the new key itself: the bound is at least 1).
@@ -66,6 +68,16 @@ export class CpuTier {
   /** Drops `key` without a load (the GPU computed the block again); false when not held. */
   drop(key: BlockKey): boolean {
     return this.#keys.delete(key);
+  }
+
+  /** Drops each of `keys` the tier holds (see `drop`): those keys, or null when it held none. */
+  dropAll(keys: readonly BlockKey[]): BlockKey[] | null {
+    this.#keys.warm(keys);
+    let dropped: BlockKey[] | null = null;
+    for (let i = 0; i < keys.length; i++) {
+      if (this.#keys.delete(keys[i]!)) (dropped ??= []).push(keys[i]!);
+    }
+    return dropped;
   }
 
   /** Forgets every key (the engine's cache was reset). */

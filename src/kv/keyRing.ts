@@ -42,6 +42,8 @@ export class KeyRing {
   #head = 0;
   #tail = 0;
   #size = 0;
+  /** What `warm` read, kept only so that its loads are not optimized away. */
+  warmed = 0;
 
   constructor(maxKeys: number) {
     if (!Number.isInteger(maxKeys) || maxKeys < 1) {
@@ -63,6 +65,26 @@ export class KeyRing {
 
   has(key: BlockKey): boolean {
     return this.#find(key) >= 0;
+  }
+
+  /**
+   * Loads the home slots of `keys` and of the `oldest` least recent keys without acting on them:
+   * the loads are independent, so the CPU overlaps their cache misses, and the stores, lookups
+   * and evictions that follow find the slots in cache instead of waiting on memory one key at a
+   * time.
+   */
+  warm(keys: readonly BlockKey[], oldest = 0): void {
+    const table = this.#table;
+    let sink = 0;
+    for (let i = 0; i < keys.length; i++) sink += table[2 * this.#home(keys[i]!)]!;
+    const ring = this.#ring;
+    for (let seq = this.#head, n = 0; n < oldest && seq < this.#tail; seq++) {
+      const key = ring[seq & this.#ringMask]!;
+      if (key === DEAD) continue;
+      sink += table[2 * this.#home(key)]!;
+      n++;
+    }
+    this.warmed = sink;
   }
 
   /** Makes `key` the most recent, adding it when absent; true when it was added. */

@@ -42,10 +42,10 @@ export class EventIndex implements PrefixIndex {
     let changed = 0;
     // Each event's table slots are warmed while the event before it is applied, so their cache
     // misses overlap that work instead of stalling the first probes of their own event.
-    if (events.length > 0) this.#prefetch(events[0]!);
+    if (events.length > 0) this.#prefetch(events[0]!, replica);
     for (let e = 0; e < events.length; e++) {
       const event = events[e]!;
-      if (e + 1 < events.length) this.#prefetch(events[e + 1]!);
+      if (e + 1 < events.length) this.#prefetch(events[e + 1]!, replica);
       if (event.type !== 'AllBlocksCleared' && event.medium === 'CPU') {
         changed += applyTier(this.cpuBlocks, replica, event);
         continue;
@@ -80,9 +80,10 @@ export class EventIndex implements PrefixIndex {
     return changed;
   }
 
-  #prefetch(event: KvEvent): void {
-    if (event.type === 'AllBlocksCleared' || event.medium === 'CPU') return;
-    this.blocks.prefetch(event.blockKeys);
+  #prefetch(event: KvEvent, replica: number): void {
+    if (event.type === 'AllBlocksCleared') return;
+    if (event.medium === 'CPU') this.cpuBlocks.warm(event.blockKeys, replica);
+    else this.blocks.prefetch(event.blockKeys);
   }
 
   recordRoute(_replica: number, _keys: readonly BlockKey[]): void {}

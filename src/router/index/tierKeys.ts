@@ -22,6 +22,8 @@ export class TierKeys {
   /** Per replica, the keys held. */
   #counts: number[] = [];
   #pairs = 0;
+  /** What `warm` read, kept only so that its loads are not optimized away. */
+  warmed = 0;
 
   constructor(replicaCount = 0) {
     this.ensureReplicas(replicaCount);
@@ -42,6 +44,19 @@ export class TierKeys {
   /** Keys `replica`'s tier holds. */
   blockCount(replica: number): number {
     return this.#counts[replica] ?? 0;
+  }
+
+  /**
+   * Loads the home slots of `keys` [from, to) in `replica`'s table without acting on them (see
+   * EntryTable.touch): the CPU overlaps their cache misses, and the adds or removes that follow
+   * find them in cache.
+   */
+  warm(keys: readonly BlockKey[], replica: number, from = 0, to = keys.length): void {
+    const table = this.#tables[replica];
+    if (table === undefined) return;
+    let sink = 0;
+    for (let i = from; i < to; i++) sink += table[home(keys[i]!, table.length)]!;
+    this.warmed = sink;
   }
 
   has(key: BlockKey, replica: number): boolean {

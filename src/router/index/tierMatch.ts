@@ -13,6 +13,12 @@ import type { TierKeys } from './tierKeys.ts';
 
 /** A block not looked up yet (`locate` gives an index >= 0 or -1). */
 const UNKNOWN = -2;
+/**
+ * Blocks warmed ahead of a walk at a time: once a replica's walk has gone past its first block
+ * (most end there), the GPU slots of the next blocks and their slots in its CPU set are loaded
+ * together, so their cache misses overlap instead of coming one block at a time.
+ */
+const WARM_AHEAD = 8;
 /** The replicas still walking, reused across calls (grown as fleets grow). */
 let walking = new Int32Array(64);
 
@@ -43,7 +49,10 @@ export function extendThroughTier(
   // walk is at it; a replica whose GPU prefix is longer joins at its own start, matched[r], and
   // blocks before every walk's start are skipped, not looked up.
   let i = from;
+  // Blocks [.., warmedTo) were warmed.
+  let warmedTo = from;
   while (i < keys.length && count > 0) {
+    if (i >= warmedTo) warmedTo = warmAhead(gpu, cpu, keys, i, count, matched, warmedTo);
     const key = keys[i]!;
     let gpuAt = UNKNOWN;
     let next = keys.length;
@@ -75,4 +84,31 @@ export function extendThroughTier(
   }
   // Walks that ran to the end matched every block.
   for (let w = 0; w < count; w++) matched[walking[w]!] = keys.length;
+}
+
+/**
+ * At block `i`, past the warmed blocks: warms blocks [i, i + WARM_AHEAD) for the walks that have
+ * gone past their first block, and returns where the warmed blocks now end (`warmedTo` when
+ * none has: none is warmed).
+ */
+function warmAhead(
+  gpu: BlockIndex,
+  cpu: TierKeys,
+  keys: readonly BlockKey[],
+  i: number,
+  count: number,
+  matched: Int32Array,
+  warmedTo: number,
+): number {
+  const to = Math.min(keys.length, i + WARM_AHEAD);
+  let any = false;
+  for (let w = 0; w < count; w++) {
+    const r = walking[w]!;
+    if (matched[r]! >= i) continue;
+    cpu.warm(keys, r, i, to);
+    any = true;
+  }
+  if (!any) return warmedTo;
+  gpu.prefetch(keys.slice(i, to));
+  return to;
 }
