@@ -19,6 +19,13 @@
  *
  * The table stores key + 1 (0: an empty slot), so that a new table is zeros whose pages are
  * only mapped when first written; a block key is an integer below 2^53, so key + 1 is exact.
+ *
+ * A lookup of a key the ring lacks (most of the CPU tier's: each block the GPU computes is
+ * looked up, and about three in four are not there) first reads a counting filter a quarter
+ * the table's size in bytes: per filter cell, how many held keys hash there (FILTER_CELLS_PER_SLOT
+ * cells a slot, so at most one cell in five is taken), and a key whose cell counts none is
+ * absent without a read of the table. A cell that reaches 255 stays there (it only ever says
+ * "maybe").
  */
 import type { BlockKey } from './blockKey.ts';
 
@@ -28,6 +35,11 @@ export const NO_OLDEST = -1;
 const DEAD = -1;
 /** 2^-32: multiplying by it is exact, as dividing by 2^32 is. */
 const TWO_POW_MINUS_32 = 1 / 4294967296;
+/** Filter cells per table slot, a power of two (log2 below). */
+const FILTER_CELLS_PER_SLOT = 4;
+const FILTER_BITS = 2;
+/** A filter cell that stopped counting. */
+const SATURATED = 255;
 
 export class KeyRing {
   readonly maxKeys: number;
@@ -35,6 +47,8 @@ export class KeyRing {
   readonly #table: Float64Array;
   readonly #mask: number;
   readonly #shift: number;
+  /** Per cell, held keys whose hash falls there (see the file's comment). */
+  readonly #filter: Uint8Array;
   /** Keys by sequence number & #ringMask; DEAD where the key left or moved on. */
   readonly #ring: Float64Array;
   readonly #ringMask: number;
@@ -54,6 +68,7 @@ export class KeyRing {
     this.#table = new Float64Array(2 * slots);
     this.#mask = slots - 1;
     this.#shift = Math.clz32(slots) + 1;
+    this.#filter = new Uint8Array(FILTER_CELLS_PER_SLOT * slots);
     const entries = powerOfTwoAtLeast(3 * maxKeys);
     this.#ring = new Float64Array(entries);
     this.#ringMask = entries - 1;
@@ -64,7 +79,7 @@ export class KeyRing {
   }
 
   has(key: BlockKey): boolean {
-    return this.#find(key) >= 0;
+    return this.#filter[this.#cell(key)] !== 0 && this.#find(key) >= 0;
   }
 
   /**
@@ -75,8 +90,13 @@ export class KeyRing {
    */
   warm(keys: readonly BlockKey[], oldest = 0): void {
     const table = this.#table;
+    const filter = this.#filter;
     let sink = 0;
-    for (let i = 0; i < keys.length; i++) sink += table[2 * this.#home(keys[i]!)]!;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      // A key the filter rules out needs no slot.
+      if (filter[this.#cell(key)] !== 0) sink += table[2 * this.#home(key)]!;
+    }
     const ring = this.#ring;
     for (let seq = this.#head, n = 0; n < oldest && seq < this.#tail; seq++) {
       const key = ring[seq & this.#ringMask]!;
@@ -102,6 +122,8 @@ export class KeyRing {
         // #append may compact, which rewrites sequence numbers only: the slot stays empty.
         table[2 * slot + 1] = this.#append(key);
         table[2 * slot] = held;
+        const cell = this.#cell(key);
+        if (this.#filter[cell] !== SATURATED) this.#filter[cell]!++;
         this.#size++;
         return true;
       }
@@ -117,6 +139,7 @@ export class KeyRing {
 
   /** Removes `key`; false when it is not held. */
   delete(key: BlockKey): boolean {
+    if (this.#filter[this.#cell(key)] === 0) return false;
     const slot = this.#find(key);
     if (slot < 0) return false;
     this.#ring[this.#table[2 * slot + 1]! & this.#ringMask] = DEAD;
@@ -138,6 +161,7 @@ export class KeyRing {
 
   clear(): void {
     this.#table.fill(0);
+    this.#filter.fill(0);
     this.#head = this.#tail;
     this.#size = 0;
   }
@@ -155,6 +179,14 @@ export class KeyRing {
   /** Home slot: both 32-bit halves of the key folded, then Fibonacci hashing for the top bits. */
   #home(key: BlockKey): number {
     return Math.imul((key >>> 0) ^ ((key * TWO_POW_MINUS_32) | 0), 0x9e3779b1) >>> this.#shift;
+  }
+
+  /** The key's filter cell: the same hash as its home, FILTER_BITS more of it. */
+  #cell(key: BlockKey): number {
+    return (
+      Math.imul((key >>> 0) ^ ((key * TWO_POW_MINUS_32) | 0), 0x9e3779b1) >>>
+      (this.#shift - FILTER_BITS)
+    );
   }
 
   #find(key: BlockKey): number {
@@ -199,6 +231,8 @@ export class KeyRing {
   #removeAt(slot: number): void {
     const table = this.#table;
     const mask = this.#mask;
+    const cell = this.#cell(table[2 * slot]! - 1);
+    if (this.#filter[cell] !== SATURATED) this.#filter[cell]!--;
     let hole = slot;
     for (let next = (hole + 1) & mask; ; next = (next + 1) & mask) {
       const held = table[2 * next]!;

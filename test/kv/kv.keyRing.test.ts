@@ -99,3 +99,21 @@ test('KeyRing refuses a key past its bound, and a bound below one', () => {
   assert.throws(() => ring.touch(3), RangeError);
   assert.throws(() => new KeyRing(0), RangeError);
 });
+
+test('KeyRing: a filter cell past 255 keys stays "maybe", and every answer stays exact', () => {
+  // Keys whose two 32-bit halves fold to one value: one hash, one home slot, one filter cell.
+  const sameCell = (hi: number): number => hi * 4_294_967_296 + ((0x5bd1e995 ^ hi) >>> 0);
+  const ring = new KeyRing(400);
+  for (let hi = 0; hi < 300; hi++) assert.equal(ring.touch(sameCell(hi)), true);
+  for (let hi = 0; hi < 300; hi += 2) assert.equal(ring.delete(sameCell(hi)), true);
+  for (let hi = 0; hi < 300; hi++) assert.equal(ring.has(sameCell(hi)), hi % 2 === 1);
+  // 150 deletions and 105 evictions: a cell counted down past its saturation would be 0 here,
+  // with 45 keys still held.
+  for (let hi = 1; hi < 210; hi += 2) assert.equal(ring.popOldest(), sameCell(hi));
+  for (let hi = 211; hi < 300; hi += 2) assert.equal(ring.has(sameCell(hi)), true);
+  for (let hi = 211; hi < 300; hi += 2) assert.equal(ring.popOldest(), sameCell(hi));
+  assert.equal(ring.has(sameCell(1)), false);
+  assert.equal(ring.delete(sameCell(3)), false);
+  assert.equal(ring.touch(sameCell(5)), true);
+  assert.deepEqual(ring.keys(), [sameCell(5)]);
+});

@@ -45,6 +45,11 @@ export function extendThroughTier(
     if (matched[r]! < from) from = matched[r]!;
   }
   const gpuArena = gpu.arena;
+  const gpuKeys = gpuArena.keys;
+  // The GPU entry of the block last looked up, and that block: a chain's blocks sit in
+  // consecutive entries (BlockIndex), so the next block is looked for right after it first.
+  let lastAt = -1;
+  let lastI = -1;
   // Block i is looked up (once in the GPU index, and only as far as needed) when some replica's
   // walk is at it; a replica whose GPU prefix is longer joins at its own start, matched[r], and
   // blocks before every walk's start are skipped, not looked up.
@@ -64,7 +69,17 @@ export function extendThroughTier(
         w++;
         continue;
       }
-      if (gpuAt === UNKNOWN) gpuAt = gpu.locate(key);
+      if (gpuAt === UNKNOWN) {
+        gpuAt =
+          lastI === i - 1 &&
+          lastAt >= 0 &&
+          lastAt + 1 < gpuArena.length &&
+          gpuKeys[lastAt + 1] === key
+            ? lastAt + 1
+            : gpu.locate(key);
+        lastAt = gpuAt;
+        lastI = i;
+      }
       if (gpuAt >= 0 && gpuArena.testBit(gpuAt, r)) {
         next = i + 1;
         w++;
