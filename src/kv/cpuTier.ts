@@ -3,16 +3,15 @@
  * LRUOffloadingManager over a CPUBackend of `num_cpu_blocks`). Pure data: no clock, no I/O; the
  * offloading connector (src/engine/connector/offloading.ts) decides what goes in and comes out
  * and records the events. The block contents are not modelled: a key names its tokens. The
- * order is a KeyRing (keyRing.ts): a store, an eviction, a take and a drop are O(1) each, and a
- * store with the eviction it causes reads about two cache lines at random.
+ * order is a KeyLru (keyLru.ts): a store, an eviction, a take and a drop are O(1) each.
  */
 import type { BlockKey } from './blockKey.ts';
-import { KeyRing } from './keyRing.ts';
+import { KeyLru } from './keyLru.ts';
 
 export class CpuTier {
   readonly capacityBlocks: number;
   /** Keys, least recently stored first. */
-  readonly #keys: KeyRing;
+  readonly #keys: KeyLru;
   /** Blocks written into the tier so far, and blocks read back out. */
   storedBlocks = 0;
   loadedBlocks = 0;
@@ -24,7 +23,7 @@ export class CpuTier {
     }
     this.capacityBlocks = capacityBlocks;
     // One slot past the bound: a store adds its key before it evicts the oldest.
-    this.#keys = new KeyRing(capacityBlocks + 1);
+    this.#keys = new KeyLru(capacityBlocks + 1);
   }
 
   get size(): number {
@@ -42,8 +41,6 @@ export class CpuTier {
   store(keys: readonly BlockKey[], evicted: BlockKey[]): BlockKey[] {
     const stored: BlockKey[] = [];
     if (this.capacityBlocks === 0) return stored;
-    // The slots of the keys and of those the stores may evict, loaded all at once first.
-    this.#keys.warm(keys, this.#keys.size + keys.length - this.capacityBlocks);
     for (const key of keys) {
       // A held key only moves to the back; a new one goes there and, past the bound, the
       // oldest goes (never the new key itself: the bound is at least 1).
@@ -72,7 +69,6 @@ export class CpuTier {
 
   /** Drops each of `keys` the tier holds (see `drop`): those keys, or null when it held none. */
   dropAll(keys: readonly BlockKey[]): BlockKey[] | null {
-    this.#keys.warm(keys);
     let dropped: BlockKey[] | null = null;
     for (let i = 0; i < keys.length; i++) {
       if (this.#keys.delete(keys[i]!)) (dropped ??= []).push(keys[i]!);
