@@ -2,8 +2,8 @@
  * Which blocks each replica's CPU tier holds: a set of (replica, block key) pairs, one set per
  * replica. The tier walk (tierMatch.ts) only asks "does replica r's tier hold this block", and
  * the CPU events only add and remove pairs, so the tier needs none of a BlockIndex's entries in
- * chain order, bitsets across replicas or compaction: a BlockIndex cost the router about as
- * much per CPU event as the engine's tier cost to store the block.
+ * chain order, bitsets across replicas or compaction: a BlockIndex took 1.5x the time on a full
+ * tier's churn of adds, removals and lookups (docs/benchmarks.md, "#55").
  *
  * Each replica's keys sit in an open-addressing table of doubles (block keys are never
  * negative, so -1 marks an empty slot), probed linearly from the top bits of the key's
