@@ -67,6 +67,15 @@ export class CpuTier {
     return this.#keys.delete(key);
   }
 
+  /** Drops each of `keys` the tier holds (see `drop`): those keys, or null when it held none. */
+  dropAll(keys: readonly BlockKey[]): BlockKey[] | null {
+    let dropped: BlockKey[] | null = null;
+    for (let i = 0; i < keys.length; i++) {
+      if (this.#keys.delete(keys[i]!)) (dropped ??= []).push(keys[i]!);
+    }
+    return dropped;
+  }
+
   /** Forgets every key (the engine's cache was reset). */
   clear(): void {
     this.#keys.clear();

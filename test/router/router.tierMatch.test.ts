@@ -9,11 +9,12 @@ import fc from 'fast-check';
 import type { BlockKey } from '../../src/kv/blockKey.ts';
 import { BlockIndex } from '../../src/router/index/blockIndex.ts';
 import { extendThroughTier } from '../../src/router/index/tierMatch.ts';
+import { TierKeys } from '../../src/router/index/tierKeys.ts';
 
 /** The replica-by-replica walk. */
 function reference(
   gpu: BlockIndex,
-  cpu: BlockIndex,
+  cpu: TierKeys,
   keys: readonly BlockKey[],
   ids: readonly number[],
   matched: Int32Array,
@@ -51,7 +52,7 @@ test('property: the all-at-once tier walk matches the replica-by-replica one', (
       (where, promptBlocks, starts, idList) => {
         const keys = Array.from({ length: promptBlocks }, (_, k) => 2 ** 40 + k * 977);
         const gpu = new BlockIndex(REPLICAS);
-        const cpu = new BlockIndex(REPLICAS);
+        const cpu = new TierKeys(REPLICAS);
         where.forEach((blocks, r) => {
           blocks.forEach((w, k) => {
             if (k >= keys.length) return;
@@ -77,7 +78,7 @@ test('property: the all-at-once tier walk matches the replica-by-replica one', (
 test('extendThroughTier: a CPU-only block carries the prefix to the GPU blocks after it', () => {
   const keys = [11, 12, 13, 14, 15];
   const gpu = new BlockIndex(2);
-  const cpu = new BlockIndex(2);
+  const cpu = new TierKeys(2);
   for (const k of [11, 13, 14]) gpu.add(k, 0);
   cpu.add(12, 0);
   cpu.add(99, 1); // replica 1 has a tier, not this prompt's blocks

@@ -209,16 +209,6 @@ export class OffloadingConnectorCore {
     return events;
   }
 
-  /** Drops from the tier each of `keys` it holds: those keys, or null when it held none. */
-  #dropAll(keys: readonly BlockKey[]): BlockKey[] | null {
-    const tier = this.#tier;
-    let dropped: BlockKey[] | null = null;
-    for (let i = 0; i < keys.length; i++) {
-      if (tier.drop(keys[i]!)) (dropped ??= []).push(keys[i]!);
-    }
-    return dropped;
-  }
-
   /** Moves the pool's events into the connector's list, offering every GPU eviction to the tier. */
   #drain(): void {
     for (const event of this.#pool.takeEvents()) {
@@ -244,7 +234,7 @@ export class OffloadingConnectorCore {
       } else if (event.type === 'BlockStored' && this.#tier.size > 0) {
         // Computed again on the GPU while the tier still had it: the tier's copy goes.
         this.#events.push(event);
-        const dropped = this.#dropAll(event.blockKeys);
+        const dropped = this.#tier.dropAll(event.blockKeys);
         if (dropped !== null) {
           this.#events.push({ type: 'BlockRemoved', blockKeys: dropped, medium: 'CPU' });
         }

@@ -7,7 +7,7 @@
 import type { BlockKey } from '../../kv/blockKey.ts';
 import type { KvEvent } from '../../kv/events.ts';
 import type { IndexMode } from '../defaults.ts';
-import type { BlockIndex } from './blockIndex.ts';
+import type { TierKeys } from './tierKeys.ts';
 import type { PrefixIndex } from './prefixIndex.ts';
 import { TieredIndex } from './tieredIndex.ts';
 
@@ -30,10 +30,10 @@ export class EventIndex extends TieredIndex implements PrefixIndex {
     let changed = 0;
     // Each event's table slots are warmed while the event before it is applied, so their cache
     // misses overlap that work instead of stalling the first probes of their own event.
-    if (events.length > 0) this.#prefetch(events[0]!);
+    if (events.length > 0) this.#prefetch(events[0]!, replica);
     for (let e = 0; e < events.length; e++) {
       const event = events[e]!;
-      if (e + 1 < events.length) this.#prefetch(events[e + 1]!);
+      if (e + 1 < events.length) this.#prefetch(events[e + 1]!, replica);
       if (event.type !== 'AllBlocksCleared' && event.medium === 'CPU') {
         changed += applyTier(this.cpuBlocks, replica, event);
         continue;
@@ -68,9 +68,10 @@ export class EventIndex extends TieredIndex implements PrefixIndex {
     return changed;
   }
 
-  #prefetch(event: KvEvent): void {
+  #prefetch(event: KvEvent, replica: number): void {
     if (event.type === 'AllBlocksCleared') return;
-    (event.medium === 'CPU' ? this.cpuBlocks : this.blocks).prefetch(event.blockKeys);
+    if (event.medium === 'CPU') this.cpuBlocks.warm(event.blockKeys, replica);
+    else this.blocks.prefetch(event.blockKeys);
   }
 
   recordRoute(_replica: number, _keys: readonly BlockKey[]): void {}
@@ -85,16 +86,18 @@ function release(sharedKeys: Map<BlockKey, number>, key: BlockKey): boolean {
   return true;
 }
 
-/** A CPU-tier store or removal: bits in the tier's own index. */
+/** A CPU-tier store or removal: pairs in the tier's own set. */
 function applyTier(
-  tier: BlockIndex,
+  tier: TierKeys,
   replica: number,
   event: Exclude<KvEvent, { type: 'AllBlocksCleared' }>,
 ): number {
   let changed = 0;
-  const stored = event.type === 'BlockStored';
-  for (const key of event.blockKeys) {
-    if (stored ? tier.add(key, replica) : tier.remove(key, replica)) changed++;
+  const keys = event.blockKeys;
+  if (event.type === 'BlockStored') {
+    for (let i = 0; i < keys.length; i++) if (tier.add(keys[i]!, replica)) changed++;
+  } else {
+    for (let i = 0; i < keys.length; i++) if (tier.remove(keys[i]!, replica)) changed++;
   }
   return changed;
 }

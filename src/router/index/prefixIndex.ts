@@ -10,6 +10,7 @@ import type { KvEvent } from '../../kv/events.ts';
 import type { ApproxForgetting } from './approxForgetting.ts';
 
 import type { BlockIndex } from './blockIndex.ts';
+import type { TierKeys } from './tierKeys.ts';
 import type { IndexMode } from '../defaults.ts';
 
 export interface PrefixIndex {
@@ -42,7 +43,7 @@ export interface PrefixIndex {
    * Blocks in `replica`'s CPU tier, keyed as `blocks` (the events index: medium "CPU"; the
    * approximate index: its modelled tier, empty for a replica not told one).
    */
-  readonly cpuBlocks?: BlockIndex;
+  readonly cpuBlocks?: TierKeys;
   cpuBlockCount?(replica: number): number;
   /**
    * Gives `replica` a modelled CPU tier of `blocks` blocks (the approximate index, which has no

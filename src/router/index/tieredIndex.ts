@@ -4,16 +4,17 @@
  * blocks. The events index and the approximate index extend it with how they fill them.
  */
 import { BlockIndex } from './blockIndex.ts';
+import { TierKeys } from './tierKeys.ts';
 
 export class TieredIndex {
   /** Key -> replicas, for the prefix walk. */
   readonly blocks: BlockIndex;
-  /** Blocks in each replica's CPU tier; empty for a replica without one. */
-  readonly cpuBlocks: BlockIndex;
+  /** Blocks in each replica's CPU tier (a set per replica: the tier walk asks only "held?"). */
+  readonly cpuBlocks: TierKeys;
 
   constructor(replicaCount: number, expectedKeys = 0) {
     this.blocks = new BlockIndex(replicaCount, expectedKeys);
-    this.cpuBlocks = new BlockIndex(replicaCount);
+    this.cpuBlocks = new TierKeys(replicaCount);
   }
 
   ensureReplicas(count: number): void {
