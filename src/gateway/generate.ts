@@ -86,6 +86,7 @@ export async function handleGenerate(
       arrivedMs,
       id,
       blockSize: ctx.blockSize,
+      onto,
       headersFor: (backend) => upstreamHeaders(ctx, backend, req, reqId),
     });
   }

@@ -27,6 +27,7 @@ import {
 import { FlowMetrics } from './flowMetrics.ts';
 import { ownerReadiness, poolLoadView, replicasToAvoid, saturationLimits } from './flowView.ts';
 import type { GatewayMetrics } from './metrics.ts';
+import { canPrefill } from './pdRoles.ts';
 import type { ModelPool } from './pool.ts';
 
 /** Names a request's priority class (one of `priority-classes`, or `default`). */
@@ -48,6 +49,28 @@ function classesOf(priorityClasses: Record<string, number>): FlowClass[] {
     classes.push({ name: DEFAULT_CLASS, priority: 0 });
   }
   return classes;
+}
+
+/**
+ * Owner release's view of a pool: its replicas that can prefill (`canPrefill`), all of them
+ * but in a P/D pool. What it judges is where a prompt is computed (a replica's queued prefill,
+ * its cached blocks, finish-first's estimate of where the prefill ends first), and a P/D
+ * request's prompt is computed on its prefill leg (`src/gateway/pd/legRoute.ts`, which routes
+ * that leg onto the pass's replica); a decode-only replica, which pulls the blocks, would
+ * otherwise look like a warm, idle owner and be named.
+ */
+function prefillView<V extends ReturnType<typeof poolLoadView>>(
+  pool: Pick<ModelPool, 'backendOf'>,
+  view: V,
+): V {
+  const keep = view.names.map((n) => canPrefill(pool.backendOf(n)?.config.role));
+  if (keep.every(Boolean)) return view;
+  return {
+    ...view,
+    replicas: view.replicas.filter((_, i) => keep[i]),
+    names: view.names.filter((_, i) => keep[i]),
+    ids: view.ids.filter((_, i) => keep[i]),
+  };
 }
 
 export class FlowControl {
@@ -88,7 +111,7 @@ export class FlowControl {
           const c = this.#config;
           if (c.release !== 'owner') return null;
           const nowMs = Date.now();
-          const v = poolLoadView(pool, nowMs, this.#prefillUsPerToken);
+          const v = prefillView(pool, poolLoadView(pool, nowMs, this.#prefillUsPerToken));
           return ownerReadiness(pool, v, this.#limits, nowMs, {
             slackTokens: c.ownerSlackTokens,
             holdMs: c.ownerHoldMs,

@@ -3,7 +3,8 @@
  * replica by decode load (model/decodePick.ts), let the decider (decider.ts) choose between the decode
  * replica alone and the two legs of vLLM's proxy protocol (protocol.ts): the prefill leg on a
  * prefill replica picked by the pool's policy (its prefill term: queued plus uncached prompt
- * tokens, among the prefill-capable replicas), then the decode leg, whose response streams back
+ * tokens, among the prefill-capable replicas; with flow control on, the replica its pass names,
+ * else one with room: legRoute.ts), then the decode leg, whose response streams back
  * byte for byte. Either leg failing before the first byte reached the client goes to the next
  * replica of its pool; with no prefill replica left the request is decoded alone (the decode
  * engine computes the prompt). Headers: `x-kvroute-prefill-replica` (disaggregated only) and
@@ -17,6 +18,7 @@ import type { ReplicaSpec } from '../../model/cost.ts';
 import type { Backend } from '../../serving/backends.ts';
 import type { GenerateContext } from '../generateContext.ts';
 import type { ModelPool, PoolRoute } from '../../serving/pool.ts';
+import { prefillOnto, routeLeg } from './legRoute.ts';
 import { bufferedRequest } from '../bufferedRequest.ts';
 import { EngineFieldsTap, stripEngineFields } from '../../serving/engineFields.ts';
 import { type AttemptOutcome, proxyToBackend } from '../proxy.ts';
@@ -65,6 +67,11 @@ export interface PdRequest {
   arrivedMs: number;
   id: string;
   blockSize: number;
+  /**
+   * The replica flow control's pass names (finish-first chose it), which the prefill leg's
+   * first attempt goes onto; null: the pool's policy picks.
+   */
+  onto: string | null;
   headersFor(backend: Backend): Record<string, string>;
 }
 
@@ -211,34 +218,7 @@ function routeDecode(
   );
   if (at < 0) return null;
   const chosen = candidates[at]!.name;
-  return routeOnly(pool, r, `${r.id}:d`, (n) => n !== chosen);
-}
-
-/** The pool's router over the replicas `exclude` leaves (their ledger, index and policy). */
-function routeOnly(
-  pool: ModelPool,
-  r: PdRequest,
-  id: string,
-  exclude: (name: string) => boolean,
-): PoolRoute | null {
-  const avoid = pool.names.filter(exclude);
-  try {
-    return pool.route(
-      {
-        id,
-        blockKeys: r.parsed.blockKeys,
-        promptTokens: r.parsed.promptTokens,
-        blockSize: r.blockSize,
-        ...(r.tenant !== null && { tenant: r.tenant }),
-        ...(avoid.length > 0 && { avoid }),
-        ...(r.adapter !== null && { lora: r.adapter }),
-      },
-      Date.now(),
-    );
-  } catch (err) {
-    if ((err as { code?: string }).code === 'ERR_NO_HEALTHY_REPLICA') return null;
-    throw err;
-  }
+  return routeLeg(pool, r, `${r.id}:d`, (n) => n !== chosen);
 }
 
 type PrefillOutcome =
@@ -257,11 +237,15 @@ async function runPrefill(
   const body = JSON.stringify(prefillLegBody(request));
   const tried: string[] = [];
   for (let attempt = 0; attempt <= ctx.maxRetries; attempt++) {
-    const route = routeOnly(
+    // Flow control's pass names a prefill replica (legRoute.ts says why): the first attempt
+    // goes there, as the plain path's does; every attempt avoids the replicas without room.
+    const route = routeLeg(
       pool,
       r,
       `${r.id}:p${attempt}`,
       (n) => tried.includes(n) || !canPrefill(pool.backendOf(n)?.config.role),
+      ctx.flow,
+      prefillOnto(pool, r.onto, attempt),
     );
     if (route === null) break;
     tried.push(route.backend.name);
