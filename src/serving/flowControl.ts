@@ -59,7 +59,7 @@ function classesOf(priorityClasses: Record<string, number>): FlowClass[] {
  * that leg onto the pass's replica); a decode-only replica, which pulls the blocks, would
  * otherwise look like a warm, idle owner and be named.
  */
-function prefillView<V extends ReturnType<typeof poolLoadView>>(
+export function prefillView<V extends ReturnType<typeof poolLoadView>>(
   pool: Pick<ModelPool, 'backendOf'>,
   view: V,
 ): V {
