@@ -165,7 +165,8 @@ export class FlowControl {
   }
 
   /**
-   * A pass: go on now (to its replica, when finish-first chose one). Otherwise a promise that
+   * A pass: go on now (to its replica, when finish-first chose one; in a P/D pool the prefill
+   * leg's, `prefillView`). Otherwise a promise that
    * resolves with the pass when the request may go on; it rejects with a 503 ApiError past the
    * deadline, or FlowCancelled when `signal` aborts. Throws a 429 ApiError when there is no room
    * to wait.
