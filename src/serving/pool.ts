@@ -10,6 +10,7 @@ import type { QueueView } from '../admission/queueBound.ts';
 import type { BlockKey } from '../kv/blockKey.ts';
 import {
   DEFAULT_APPROX_CAPACITY_BLOCKS,
+  type PolicyOptions,
   type ReplicaSnapshot,
   type RouteDecision,
   Router,
@@ -28,6 +29,7 @@ import { backendApproxTiers } from './backendCpuTier.ts';
 import { backendHostCacheBlocks } from './backendHostCache.ts';
 import { backendSpeed } from './backendSpeed.ts';
 import type { GatewayConfig } from './config.ts';
+import { scorerRouterOptions } from './configScorers.ts';
 import { type Logger, RateLimitedLog } from './log.ts';
 import type { ServedModels } from './models.ts';
 import { PrefillWatch } from './prefillWatch.ts';
@@ -99,7 +101,12 @@ export type PoolConfig = Pick<
   GatewayConfig,
   'policy' | 'index' | 'kvThreshold' | 'staleMs' | 'seed' | 'scrapeMs' | 'blockSize'
 > &
-  Partial<Pick<GatewayConfig, 'eventsCheckMs' | 'decodeCost' | 'sessionAffinity'>>;
+  Partial<
+    Pick<
+      GatewayConfig,
+      'eventsCheckMs' | 'decodeCost' | 'sessionAffinity' | 'scorerWeights' | 'prefixCacheScorer'
+    >
+  >;
 
 export interface PoolOptions {
   /** The base model; null gathers the backends whose model is not known. */
@@ -175,6 +182,8 @@ export class ModelPool {
   /** Every member still open, draining ones included, by its backend. */
   readonly #byBackend = new Map<Backend, Member>();
   #started = false;
+  /** The approximate record is a peer's (llm-d's), which models no backend's tiers. */
+  readonly #peerRecord: boolean;
   /** Told after each change of the router's view of load (flow control dispatches on it). */
   readonly #loadListeners = new Set<() => void>();
 
@@ -184,10 +193,16 @@ export class ModelPool {
     this.tokenizer = options.tokenizer;
     this.#options = options;
     this.#logger = options.logger;
+    const scorers = scorerRouterOptions(config, config.index, config.blockSize);
+    const policyOptions = { ...decodeCostOptions(config.decodeCost), ...scorers.policyOptions };
+    this.#peerRecord = scorers.approxForgetting !== undefined;
     this.router = new Router({
       replicas: [],
       policy: config.policy,
       indexMode: config.index,
+      ...(Object.keys(policyOptions).length > 0 && { policyOptions }),
+      // llm-d's record knows neither an engine's pool nor its CPU tier: its own bounds only.
+      ...(scorers.approxForgetting && { approxForgetting: scorers.approxForgetting }),
       kvThreshold: config.kvThreshold,
       staleMs: config.staleMs,
       seed: config.seed,
@@ -195,14 +210,6 @@ export class ModelPool {
         sessions: {
           slackTokens: config.sessionAffinity.slackTokens,
           capacity: config.sessionAffinity.capacity,
-        },
-      }),
-      ...(config.decodeCost && {
-        policyOptions: {
-          decodeCostTokens: config.decodeCost.tokens,
-          ...(config.decodeCost.budgetTokens !== undefined && {
-            budgetTokens: config.decodeCost.budgetTokens,
-          }),
         },
       }),
     });
@@ -582,7 +589,7 @@ export class ModelPool {
     this.router.addReplica(
       backend.name,
       backendSpeed(config),
-      backendApproxTiers(config, this.#options.config.blockSize),
+      this.#peerRecord ? undefined : backendApproxTiers(config, this.#options.config.blockSize),
     );
   }
 
@@ -801,4 +808,13 @@ export class ModelPool {
       },
     );
   }
+}
+
+/** delay-cost's decode term as policy options (none when not configured). */
+function decodeCostOptions(decodeCost: GatewayConfig['decodeCost']): PolicyOptions {
+  if (decodeCost === undefined) return {};
+  return {
+    decodeCostTokens: decodeCost.tokens,
+    ...(decodeCost.budgetTokens !== undefined && { budgetTokens: decodeCost.budgetTokens }),
+  };
 }
