@@ -12,6 +12,7 @@ import {
 import type { PolicyOptions } from '../router/registry.ts';
 import {
   formatPrefixConfig,
+  formatScorerWeights,
   LLMD_FAMILY,
   PREFIX_CACHE_SCORER_KEYS,
   parsePrefixCacheScorer,
@@ -118,4 +119,15 @@ export function readServeScorerFlags(
     ...(scorerWeights !== undefined && { scorerWeights }),
     ...(prefixCacheScorer !== undefined && { prefixCacheScorer }),
   };
+}
+
+/** The policy as serve's and epp's start lines name it: with its llm-d settings, where given. */
+export function policyLabel(config: Readonly<ScorerSettings & { policy: string }>): string {
+  const weights = config.scorerWeights;
+  const prefix = config.prefixCacheScorer;
+  return [
+    config.policy,
+    ...(weights ? [`scorer weights ${formatScorerWeights(weights)}`] : []),
+    ...(prefix ? [`prefix-cache-scorer ${formatPrefixConfig(prefix)}`] : []),
+  ].join(', ');
 }

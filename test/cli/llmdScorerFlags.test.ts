@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readFlags, UsageError } from '../../src/cli/args.ts';
+import { policyLabel } from '../../src/cli/llmdScorerFlags.ts';
 import { EPP_OPTIONS } from '../../src/cli/options/epp.ts';
 import { SERVE_OPTIONS } from '../../src/cli/options/serve.ts';
 import { specOf } from '../../src/cli/options/spec.ts';
@@ -201,11 +202,17 @@ describe('serve and epp: --scorer-weights and --prefix-cache-scorer', () => {
       // 128 characters are 32 tokens, two 16-token blocks: 8 of them hash 16 engine blocks.
       assert.equal(router.approxForgetting?.maxPrefixBlocks, 16);
       assert.equal(router.approxForgetting?.capacityBlocks, 62_500);
+      assert.equal(
+        policyLabel(c),
+        'llmd, scorer weights prefix=0,queue=1, prefix-cache-scorer ' +
+          'hashBlockSize=128,maxPrefixBlocksToMatch=8,lruCapacityPerServer=31250',
+      );
     }
     // Without them, nothing changes.
     const plain = serveConfig([]);
     assert.equal(plain.scorerWeights, undefined);
     assert.equal(plain.prefixCacheScorer, undefined);
+    assert.equal(policyLabel(plain), 'delay-cost');
     assert.deepEqual(scorerRouterOptions(plain, plain.index, plain.blockSize), {
       policyOptions: {},
     });
