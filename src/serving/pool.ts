@@ -10,7 +10,6 @@ import type { QueueView } from '../admission/queueBound.ts';
 import type { BlockKey } from '../kv/blockKey.ts';
 import {
   DEFAULT_APPROX_CAPACITY_BLOCKS,
-  type PolicyOptions,
   type ReplicaSnapshot,
   type RouteDecision,
   Router,
@@ -29,7 +28,7 @@ import { backendApproxTiers } from './backendCpuTier.ts';
 import { backendHostCacheBlocks } from './backendHostCache.ts';
 import { backendSpeed } from './backendSpeed.ts';
 import type { GatewayConfig } from './config.ts';
-import { scorerRouterOptions } from './configScorers.ts';
+import { type PoolRouterConfig, poolRouterOptions } from './poolRouter.ts';
 import { type Logger, RateLimitedLog } from './log.ts';
 import type { ServedModels } from './models.ts';
 import { PrefillWatch } from './prefillWatch.ts';
@@ -97,16 +96,9 @@ export interface RouteObserver {
 }
 
 /** The settings a pool reads from the gateway's config. */
-export type PoolConfig = Pick<
-  GatewayConfig,
-  'policy' | 'index' | 'kvThreshold' | 'staleMs' | 'seed' | 'scrapeMs' | 'blockSize'
-> &
-  Partial<
-    Pick<
-      GatewayConfig,
-      'eventsCheckMs' | 'decodeCost' | 'sessionAffinity' | 'scorerWeights' | 'prefixCacheScorer'
-    >
-  >;
+export type PoolConfig = PoolRouterConfig &
+  Pick<GatewayConfig, 'scrapeMs'> &
+  Partial<Pick<GatewayConfig, 'eventsCheckMs'>>;
 
 export interface PoolOptions {
   /** The base model; null gathers the backends whose model is not known. */
@@ -193,26 +185,9 @@ export class ModelPool {
     this.tokenizer = options.tokenizer;
     this.#options = options;
     this.#logger = options.logger;
-    const scorers = scorerRouterOptions(config, config.index, config.blockSize);
-    const policyOptions = { ...decodeCostOptions(config.decodeCost), ...scorers.policyOptions };
-    this.#peerRecord = scorers.approxForgetting !== undefined;
-    this.router = new Router({
-      replicas: [],
-      policy: config.policy,
-      indexMode: config.index,
-      ...(Object.keys(policyOptions).length > 0 && { policyOptions }),
-      // llm-d's record knows neither an engine's pool nor its CPU tier: its own bounds only.
-      ...(scorers.approxForgetting && { approxForgetting: scorers.approxForgetting }),
-      kvThreshold: config.kvThreshold,
-      staleMs: config.staleMs,
-      seed: config.seed,
-      ...(config.sessionAffinity && {
-        sessions: {
-          slackTokens: config.sessionAffinity.slackTokens,
-          capacity: config.sessionAffinity.capacity,
-        },
-      }),
-    });
+    const routerOptions = poolRouterOptions(config);
+    this.#peerRecord = routerOptions.approxForgetting !== undefined;
+    this.router = new Router(routerOptions);
     this.#prefill = new PrefillWatch(this.router, (requestId) => {
       options.observer?.released(this.model, requestId, 'prefill');
       this.#loadChanged();
@@ -808,13 +783,4 @@ export class ModelPool {
       },
     );
   }
-}
-
-/** delay-cost's decode term as policy options (none when not configured). */
-function decodeCostOptions(decodeCost: GatewayConfig['decodeCost']): PolicyOptions {
-  if (decodeCost === undefined) return {};
-  return {
-    decodeCostTokens: decodeCost.tokens,
-    ...(decodeCost.budgetTokens !== undefined && { budgetTokens: decodeCost.budgetTokens }),
-  };
 }
