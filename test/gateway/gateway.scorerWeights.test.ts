@@ -5,7 +5,8 @@
  * replica that served it first keeps it (its prefix scores 3 there, 0 elsewhere); with
  * `--scorer-weights prefix=0,kv=0,queue=1` the warm prefix no longer attracts it, and neither
  * does it once `--prefix-cache-scorer` gives llm-d's record an LRU of one block (the prompt's
- * first block is forgotten at once, so nothing matches).
+ * first block is forgotten at once, so nothing matches). Both are read at start: a reload that
+ * changes them says so.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -101,5 +102,29 @@ describe("llm-d's scorer weights through the gateway", () => {
       ...['--prefix-cache-scorer', 'lruCapacityPerServer=1'],
     ]);
     assert.ok(new Set(replicas).size > 1, `served by ${replicas.join(', ')}`);
+  });
+
+  test('a reload that changes them names them as needing a restart', async () => {
+    const flags = readFlags(
+      ['--port', '0', '--host', '127.0.0.1', '--policy', 'llmd', ...backendFlags()],
+      specOf(SERVE_OPTIONS),
+    );
+    assert.ok(flags !== 'help');
+    const config = readServeConfig(flags);
+    const gw = await startGateway(config);
+    try {
+      const result = gw.reload({
+        ...config,
+        scorerWeights: { prefix: 0 },
+        prefixCacheScorer: {
+          hashBlockSize: 64,
+          maxPrefixBlocksToMatch: 8,
+          lruCapacityPerServer: 8,
+        },
+      });
+      assert.deepEqual(result.needsRestart, ['prefix-cache-scorer', 'scorer-weights']);
+    } finally {
+      await gw.close();
+    }
   });
 });
