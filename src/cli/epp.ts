@@ -19,6 +19,7 @@ import {
   type GrpcLimits,
 } from '../epp/server.ts';
 import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
+import { policyLabel } from './llmdScorerFlags.ts';
 import { EPP_OPTIONS } from './options/epp.ts';
 import { helpOf } from './options/help.ts';
 import { readerOf } from './options/read.ts';
@@ -110,7 +111,7 @@ export async function run(argv: string[]): Promise<number> {
   });
   const out = process.stdout;
   out.write(
-    `kvroute epp listening on ${epp.address} (ext_proc, endpoint picker protocol ${EPP_PROTOCOL_VERSION}; gRPC health on :${epp.port} and :${epp.healthPort}; metrics http://${config.host}:${epp.metricsPort}/metrics; policy ${config.policy}, index ${config.index})\n`,
+    `kvroute epp listening on ${epp.address} (ext_proc, endpoint picker protocol ${EPP_PROTOCOL_VERSION}; gRPC health on :${epp.port} and :${epp.healthPort}; metrics http://${config.host}:${epp.metricsPort}/metrics; policy ${policyLabel(config)}, index ${config.index})\n`,
   );
   out.write(`endpoints${epp.fleet ? ' (embedded simulated engines)' : ''}:\n`);
   for (const r of await epp.replicas()) {

@@ -1,46 +1,44 @@
 /**
- * `kvroute sim`'s llm-d scorer options, written as an EndpointPickerConfig writes them:
- * - `--scorer-weights prefix=W,kv=W,queue=W`: the scheduling profile's weights of the prefix,
- *   kv-cache and queue scorers, for the llmd family (`llmd`, `llmd-precise`); a key left out keeps
- *   that policy's default (llmd.ts, llmdPrecise.ts).
- * - `--prefix-cache-scorer hashBlockSize=C,maxPrefixBlocksToMatch=N,lruCapacityPerServer=N`: the
- *   estimated prefix-cache-scorer's parameters (Gateway API inference extension v1.0.1,
- *   pkg/epp/scheduling/framework/plugins/multi/prefix/plugin.go, `Config`), for llm-d's
- *   approximate record (`--approx-forget llmd|peer`); a key left out keeps plugin.go's default,
- *   as its factory does (it unmarshals the parameters over the defaults).
+ * llm-d's scorer options, one row each, shared by `kvroute sim`, `serve` and `epp` (serve's table
+ * adds their config keys): `--scorer-weights prefix=W,kv=W,queue=W` and `--prefix-cache-scorer
+ * hashBlockSize=C,maxPrefixBlocksToMatch=N,lruCapacityPerServer=N`, read by the one parser the
+ * config file uses too (src/serving/configScorers.ts). In sim the estimated scorer's record is
+ * `--approx-forget llmd|peer`'s; in serve and epp it is `--index approx`'s.
  */
 import {
   DEFAULT_LLMD_PREFIX_CONFIG,
   type LlmdPrefixConfig,
 } from '../router/index/approxForgetting.ts';
 import type { PolicyOptions } from '../router/registry.ts';
+import {
+  formatPrefixConfig,
+  formatScorerWeights,
+  LLMD_FAMILY,
+  PREFIX_CACHE_SCORER_KEYS,
+  parsePrefixCacheScorer,
+  parseScorerWeights,
+  type ScorerSettings,
+  type ScorerWeights,
+  type SettingSource,
+  scorerWeightOptions,
+  weighsAnyOf,
+} from '../serving/configScorers.ts';
 import { UsageError } from './args.ts';
 import { options, str } from './options/table.ts';
 
-/** The policies whose scorers `--scorer-weights` weighs. */
-export const LLMD_FAMILY = ['llmd', 'llmd-precise'] as const;
-
-const WEIGHT_KEYS = ['prefix', 'kv', 'queue'] as const;
-type WeightKey = (typeof WEIGHT_KEYS)[number];
-
-/** Each key's option in llmd's and llmd-precise's tunables. */
-const WEIGHT_OPTIONS: Record<WeightKey, readonly [keyof PolicyOptions, keyof PolicyOptions]> = {
-  prefix: ['prefixWeight', 'precisePrefixWeight'],
-  kv: ['kvWeight', 'preciseKvWeight'],
-  queue: ['queueWeight', 'preciseQueueWeight'],
-};
-
-const PREFIX_KEYS = Object.keys(DEFAULT_LLMD_PREFIX_CONFIG) as (keyof LlmdPrefixConfig)[];
+export { LLMD_FAMILY } from '../serving/configScorers.ts';
 
 const WEIGHTS_HELP =
   `the llmd family's (${LLMD_FAMILY.join(', ')}) scorer weights as llm-d's ` +
   'EndpointPickerConfig sets them, keys prefix, kv, queue (each >= 0; a key left out keeps ' +
   "the policy's default: llmd 3/2/2, llmd-precise 2/1/1), e.g. prefix=1,kv=1,queue=1";
 const PREFIX_HELP =
-  "llm-d's estimated prefix-cache-scorer parameters (with --approx-forget llmd or peer), keys " +
-  `${PREFIX_KEYS.join(', ')} (integers >= 1; default ${formatPrefixConfig(DEFAULT_LLMD_PREFIX_CONFIG)}): ` +
-  'blocks of hashBlockSize characters (4 a token), only the first maxPrefixBlocksToMatch ' +
-  'hashed, an LRU of lruCapacityPerServer blocks per pod';
+  "llm-d's estimated prefix-cache-scorer parameters, the approximate record's (sim: with " +
+  "--approx-forget llmd or peer; serve and epp: with --index approx, their record then llm-d's, " +
+  `no backend's kv-blocks or CPU tier), keys ${PREFIX_CACHE_SCORER_KEYS.join(', ')} (integers >= 1; ` +
+  `default ${formatPrefixConfig(DEFAULT_LLMD_PREFIX_CONFIG)}): blocks of hashBlockSize ` +
+  'characters (4 a token), only the first maxPrefixBlocksToMatch hashed, an LRU of ' +
+  'lruCapacityPerServer blocks per pod';
 
 // biome-ignore format: one option a line
 export const LLMD_SCORER_OPTIONS = options({
@@ -48,66 +46,88 @@ export const LLMD_SCORER_OPTIONS = options({
   'prefix-cache-scorer': str('K=V,...', PREFIX_HELP),
 });
 
-export function formatPrefixConfig(c: Readonly<LlmdPrefixConfig>): string {
-  return PREFIX_KEYS.map((k) => `${k}=${c[k]}`).join(',');
-}
+/** A flag's errors: usage errors naming it. */
+const flag = (name: string): SettingSource => ({
+  name: `--${name}`,
+  fail: (message) => new UsageError(message),
+});
 
-/** `KEY=VALUE,...` as pairs; `flag` and `accepted` name the error. */
-function pairs(raw: string, flag: string, accepted: readonly string[]): [string, string][] {
-  const usage = `--${flag} takes KEY=VALUE pairs, keys ${accepted.join(', ')}`;
-  const seen = new Set<string>();
-  return raw.split(',').map((item) => {
-    const at = item.indexOf('=');
-    const key = (at < 0 ? item : item.slice(0, at)).trim();
-    if (at < 0 || !accepted.includes(key)) {
-      throw new UsageError(`${usage}; got '${item.trim()}'`);
-    }
-    if (seen.has(key)) throw new UsageError(`--${flag} gives ${key} twice`);
-    seen.add(key);
-    return [key, item.slice(at + 1).trim()];
-  });
+/** `--scorer-weights` as the weights given. */
+export function readScorerWeightsFlag(raw: string): ScorerWeights {
+  return parseScorerWeights(raw, flag('scorer-weights'));
 }
 
 /** `--scorer-weights`: the llmd family's weights as policy options. */
-export function parseScorerWeights(raw: string): PolicyOptions {
-  const out: Record<string, number> = {};
-  for (const [key, value] of pairs(raw, 'scorer-weights', WEIGHT_KEYS)) {
-    const weight = Number(value);
-    if (value === '' || !Number.isFinite(weight) || weight < 0) {
-      throw new UsageError(`--scorer-weights: ${key} takes a weight >= 0, got '${value}'`);
-    }
-    for (const option of WEIGHT_OPTIONS[key as WeightKey]) out[option] = weight;
-  }
-  return out as PolicyOptions;
+export function scorerWeightsFlagOptions(raw: string): PolicyOptions {
+  return scorerWeightOptions(readScorerWeightsFlag(raw));
 }
 
-/** `--prefix-cache-scorer`: plugin.go's parameters over its defaults. */
-export function parsePrefixCacheScorer(raw: string): LlmdPrefixConfig {
-  const config = { ...DEFAULT_LLMD_PREFIX_CONFIG };
-  for (const [key, value] of pairs(raw, 'prefix-cache-scorer', PREFIX_KEYS)) {
-    const n = Number(value);
-    if (value === '' || !Number.isInteger(n) || n < 1) {
-      throw new UsageError(`--prefix-cache-scorer: ${key} takes an integer >= 1, got '${value}'`);
-    }
-    config[key as keyof LlmdPrefixConfig] = n;
-  }
-  return config;
+/** `--prefix-cache-scorer`: plugin.go's parameters over `base` (default: its defaults). */
+export function readPrefixCacheScorerFlag(
+  raw: string,
+  base?: Readonly<LlmdPrefixConfig>,
+): LlmdPrefixConfig {
+  return parsePrefixCacheScorer(raw, flag('prefix-cache-scorer'), base);
 }
 
-/** `--scorer-weights` weighs the llmd family only: an explicit --policy must name one of it. */
+/** `--scorer-weights` weighs the llmd family only: the policies must name one of it. */
 export function checkScorerWeightsPolicies(policies: readonly string[]): void {
-  if (policies.some((p) => (LLMD_FAMILY as readonly string[]).includes(p))) return;
+  if (weighsAnyOf(policies)) return;
   throw new UsageError(
     `--scorer-weights weighs the scorers of ${LLMD_FAMILY.join(', ')}; --policy names none of them ` +
       `(${policies.join(', ')})`,
   );
 }
 
-/** `--prefix-cache-scorer` shapes llm-d's approximate record only. */
+/** sim: `--prefix-cache-scorer` shapes llm-d's approximate record only. */
 export function checkPrefixCacheScorerMode(approxForget: string | undefined): void {
   if (approxForget === 'llmd' || approxForget === 'peer') return;
   throw new UsageError(
     "--prefix-cache-scorer sets llm-d's approximate record: give it with --approx-forget llmd " +
       `or peer (and --index approx), got --approx-forget ${approxForget ?? 'kvroute (default)'}`,
   );
+}
+
+/** serve and epp: `--prefix-cache-scorer` shapes the approximate index's record. */
+export function checkPrefixCacheScorerIndex(index: string): void {
+  if (index === 'approx') return;
+  throw new UsageError(
+    "--prefix-cache-scorer sets llm-d's approximate record: give it with --index approx " +
+      `(or index: approx in the config), got ${index}`,
+  );
+}
+
+/**
+ * serve and epp: `--scorer-weights` (its keys over the config file's) and `--prefix-cache-scorer`
+ * (over the config file's parameters), checked against the policy and index they run with.
+ */
+export function readServeScorerFlags(
+  given: { weights: string | undefined; prefixCache: string | undefined },
+  config: Readonly<ScorerSettings & { policy: string; index: string }>,
+): ScorerSettings {
+  const scorerWeights =
+    given.weights === undefined
+      ? config.scorerWeights
+      : { ...config.scorerWeights, ...readScorerWeightsFlag(given.weights) };
+  const prefixCacheScorer =
+    given.prefixCache === undefined
+      ? config.prefixCacheScorer
+      : readPrefixCacheScorerFlag(given.prefixCache, config.prefixCacheScorer);
+  if (scorerWeights !== undefined) checkScorerWeightsPolicies([config.policy]);
+  if (prefixCacheScorer !== undefined) checkPrefixCacheScorerIndex(config.index);
+  return {
+    ...(scorerWeights !== undefined && { scorerWeights }),
+    ...(prefixCacheScorer !== undefined && { prefixCacheScorer }),
+  };
+}
+
+/** The policy as serve's and epp's start lines name it: with its llm-d settings, where given. */
+export function policyLabel(config: Readonly<ScorerSettings & { policy: string }>): string {
+  const weights = config.scorerWeights;
+  const prefix = config.prefixCacheScorer;
+  return [
+    config.policy,
+    ...(weights ? [`scorer weights ${formatScorerWeights(weights)}`] : []),
+    ...(prefix ? [`prefix-cache-scorer ${formatPrefixConfig(prefix)}`] : []),
+  ].join(', ');
 }

@@ -35,6 +35,7 @@ import {
 import { DEFAULT_CLUSTER, isClusterName } from '../sync/subjects.ts';
 import { type Flags, printHelp, readFlags, UsageError } from './args.ts';
 import { readFlowFlags } from './flowFlags.ts';
+import { policyLabel, readServeScorerFlags } from './llmdScorerFlags.ts';
 import { readNatsAuth } from './natsFlags.ts';
 import { helpOf } from './options/help.ts';
 import type { FieldRows, FieldValues } from './options/fields.ts';
@@ -88,7 +89,11 @@ export function readServeConfig(flags: Flags, path = flags.string('config')): Ga
   set('flowControl', readFlowFlags(flags, config.flowControl));
   set('nats', readNatsFlags(flags, option, config.nats));
   set('decodeCost', readDecodeCostFlags(option, config.decodeCost));
-  return config;
+  const scorers = readServeScorerFlags(
+    { weights: option('scorer-weights'), prefixCache: option('prefix-cache-scorer') },
+    config,
+  );
+  return { ...config, ...scorers };
 }
 
 /** --kv-events-bind and --tokenizer, checked before anything is set: a ZMQ endpoint, a folder. */
@@ -312,7 +317,7 @@ export async function run(argv: string[]): Promise<number> {
   });
   const out = process.stdout;
   out.write(
-    `kvroute serve listening on ${gateway.url} (policy ${config.policy}, index ${config.index}, tokenizer ${config.tokenizer}${config.tokenize === 'remote' ? ' (remote)' : ''}${config.apiKeys.length > 0 ? `, ${config.apiKeys.length} API keys` : ''})\n`,
+    `kvroute serve listening on ${gateway.url} (policy ${policyLabel(config)}, index ${config.index}, tokenizer ${config.tokenizer}${config.tokenize === 'remote' ? ' (remote)' : ''}${config.apiKeys.length > 0 ? `, ${config.apiKeys.length} API keys` : ''})\n`,
   );
   if (config.nats !== null) {
     out.write(

@@ -51,8 +51,8 @@ import {
   checkPrefixCacheScorerMode,
   checkScorerWeightsPolicies,
   LLMD_SCORER_OPTIONS,
-  parsePrefixCacheScorer,
-  parseScorerWeights,
+  readPrefixCacheScorerFlag,
+  scorerWeightsFlagOptions,
 } from './llmdScorerFlags.ts';
 import {
   DEFAULT_SEARCH_MAX_REPLICAS,
@@ -257,8 +257,8 @@ function readRouterView(flags: Flags): Pick<SimConfig, 'router' | 'view'> {
       ...(kvThreshold !== undefined && { kvThreshold }),
       ...(overlayTtlMs !== undefined && { overlayTtlMs }),
       ...(approxForget !== undefined && { approxForget }),
-      ...(weights !== undefined && { policyOptions: parseScorerWeights(weights) }),
-      ...(prefixScorer !== undefined && { llmdPrefix: parsePrefixCacheScorer(prefixScorer) }),
+      ...(weights !== undefined && { policyOptions: scorerWeightsFlagOptions(weights) }),
+      ...(prefixScorer !== undefined && { llmdPrefix: readPrefixCacheScorerFlag(prefixScorer) }),
     },
     view: {
       staleMs: view('stale-ms') ?? 0,

@@ -53,6 +53,8 @@ const FILE_KEYS: Record<keyof GatewayConfig, string> = {
   flowControl: 'flow-control, tenant flow weights',
   nats: '--nats, --cluster',
   decodeCost: 'decode-cost-tokens, engine-budget',
+  scorerWeights: 'scorer-weights',
+  prefixCacheScorer: 'prefix-cache-scorer',
   kvEventsBind: 'kv-events-bind',
   eventsCheckMs: 'events check period',
   sessionAffinity: 'session-affinity, session-header, session-slack-tokens, session-max',

@@ -20,6 +20,8 @@ import { type AdmissionConfig, defaultAdmission, readAdmissionDoc } from './admi
 import { backendSpeed } from './backendSpeed.ts';
 import { defaultFlowControl, type FlowControlConfig, readFlowDoc } from './flowConfig.ts';
 import { configError, int, isRecord, mappingEntries, str } from './configValues.ts';
+import { readScorersDoc, type ScorerWeights } from './configScorers.ts';
+import type { LlmdPrefixConfig } from '../router/index/approxForgetting.ts';
 import { GPUS } from '../model/catalog.ts';
 import { GatewayError } from './errors.ts';
 import { unknownKey } from '../cli/options/configKeys.ts';
@@ -115,6 +117,13 @@ export interface GatewayConfig {
    * running decode costs on the backends, and their tokens per step. Absent: decodes not counted.
    */
   decodeCost?: { tokens: number; budgetTokens?: number };
+  /** `--scorer-weights`: llm-d's scorer weights for the llmd family; absent: each policy's own. */
+  scorerWeights?: ScorerWeights;
+  /**
+   * `--prefix-cache-scorer`: the approximate index's record is llm-d's estimated
+   * prefix-cache-scorer's, with these parameters; absent: kvroute's own record.
+   */
+  prefixCacheScorer?: LlmdPrefixConfig;
   /**
    * `--kv-events-bind tcp://*:P`: one SUB socket bound here that engines' publishers connect to,
    * batches attributed to backends by topic (centralEvents.ts). Null: none.
@@ -275,6 +284,7 @@ export function applyConfigDoc(doc: unknown, base: GatewayConfig): GatewayConfig
   readCheckedScalars(doc, out);
   const decodeCost = readDecodeCostDoc(doc, value);
   if (decodeCost !== undefined) out.decodeCost = decodeCost;
+  readScorersDoc(doc, out);
   out.sessionAffinity = readSessionDoc(doc, value, out.sessionAffinity);
   out.planner = readPlannerDoc(doc, out.planner);
   readListsDoc(doc, out);

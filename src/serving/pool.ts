@@ -28,6 +28,7 @@ import { backendApproxTiers } from './backendCpuTier.ts';
 import { backendHostCacheBlocks } from './backendHostCache.ts';
 import { backendSpeed } from './backendSpeed.ts';
 import type { GatewayConfig } from './config.ts';
+import { type PoolRouterConfig, poolRouterOptions } from './poolRouter.ts';
 import { type Logger, RateLimitedLog } from './log.ts';
 import type { ServedModels } from './models.ts';
 import { PrefillWatch } from './prefillWatch.ts';
@@ -95,11 +96,9 @@ export interface RouteObserver {
 }
 
 /** The settings a pool reads from the gateway's config. */
-export type PoolConfig = Pick<
-  GatewayConfig,
-  'policy' | 'index' | 'kvThreshold' | 'staleMs' | 'seed' | 'scrapeMs' | 'blockSize'
-> &
-  Partial<Pick<GatewayConfig, 'eventsCheckMs' | 'decodeCost' | 'sessionAffinity'>>;
+export type PoolConfig = PoolRouterConfig &
+  Pick<GatewayConfig, 'scrapeMs'> &
+  Partial<Pick<GatewayConfig, 'eventsCheckMs'>>;
 
 export interface PoolOptions {
   /** The base model; null gathers the backends whose model is not known. */
@@ -175,6 +174,8 @@ export class ModelPool {
   /** Every member still open, draining ones included, by its backend. */
   readonly #byBackend = new Map<Backend, Member>();
   #started = false;
+  /** The approximate record is a peer's (llm-d's), which models no backend's tiers. */
+  readonly #peerRecord: boolean;
   /** Told after each change of the router's view of load (flow control dispatches on it). */
   readonly #loadListeners = new Set<() => void>();
 
@@ -184,28 +185,9 @@ export class ModelPool {
     this.tokenizer = options.tokenizer;
     this.#options = options;
     this.#logger = options.logger;
-    this.router = new Router({
-      replicas: [],
-      policy: config.policy,
-      indexMode: config.index,
-      kvThreshold: config.kvThreshold,
-      staleMs: config.staleMs,
-      seed: config.seed,
-      ...(config.sessionAffinity && {
-        sessions: {
-          slackTokens: config.sessionAffinity.slackTokens,
-          capacity: config.sessionAffinity.capacity,
-        },
-      }),
-      ...(config.decodeCost && {
-        policyOptions: {
-          decodeCostTokens: config.decodeCost.tokens,
-          ...(config.decodeCost.budgetTokens !== undefined && {
-            budgetTokens: config.decodeCost.budgetTokens,
-          }),
-        },
-      }),
-    });
+    const routerOptions = poolRouterOptions(config);
+    this.#peerRecord = routerOptions.approxForgetting !== undefined;
+    this.router = new Router(routerOptions);
     this.#prefill = new PrefillWatch(this.router, (requestId) => {
       options.observer?.released(this.model, requestId, 'prefill');
       this.#loadChanged();
@@ -582,7 +564,7 @@ export class ModelPool {
     this.router.addReplica(
       backend.name,
       backendSpeed(config),
-      backendApproxTiers(config, this.#options.config.blockSize),
+      this.#peerRecord ? undefined : backendApproxTiers(config, this.#options.config.blockSize),
     );
   }
 

@@ -65,6 +65,8 @@ export const EPP_OPTIONS = options({
   'scrape-ms': S['scrape-ms'],
   'block-size': S['block-size'],
   seed: S.seed,
+  'scorer-weights': S['scorer-weights'],
+  'prefix-cache-scorer': S['prefix-cache-scorer'],
   'log-level': S['log-level'],
   'max-queue-ms': unsectioned(S['max-queue-ms']),
   'max-ttft-ms': S['max-ttft-ms'],

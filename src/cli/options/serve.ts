@@ -46,6 +46,7 @@ import { DEFAULT_MAX_DISCOVERED_BACKENDS } from '../../sync/discoveryPolicy.ts';
 import { DEFAULT_HEARTBEAT_MS, DEFAULT_PEER_TIMEOUT_MS } from '../../sync/stateSync.ts';
 import { DEFAULT_CLUSTER } from '../../sync/subjects.ts';
 import { FLOW_OPTIONS } from '../flowFlags.ts';
+import { LLMD_SCORER_OPTIONS as L } from '../llmdScorerFlags.ts';
 import { NATS_AUTH_OPTIONS } from '../natsFlags.ts';
 import { RUNTIME_OPTIONS } from '../runtimeFlags.ts';
 import { configKeysOf } from './configKeys.ts';
@@ -55,6 +56,11 @@ const BACKEND_SPEC =
   "a backend, repeatable: URL[,events=tcp://H:P][,replay=tcp://H:P] [,model=NAME][,api-key=KEY][,role=prefill|decode|both][,topic=T]; replaces the config file's list; role: a P/D fleet, prefill on the prefill pool then decode on the decode pool (vLLM's NixlConnector protocol); topic: its KV events' topic on --kv-events-bind; [,engine=vllm|sglang]: sglang reads SGLang's KV events (pages re-cut into --block-size blocks), sglang:* metrics and /tokenize; [,gpu=NAME][,tp=N][,profile=FILE]: its hardware in a mixed pool (delay-cost prices its tokens at its own speed); [,kv-offloading-size=GiB | ,cpu-kv-blocks=N]: its engine's CPU tier of KV, as the engine was given it (GiB, as vLLM's kv-offloading-size, or the OffloadingConnector's num_cpu_blocks in blocks of --block-size), modelled by --index approx (GiB in blocks of the catalog model its model= names, else llama-3.3-70b); [,kv-blocks=N]: its GPU pool, where --index approx forgets (default 34,882); the events index reads both tiers from the events; [,cache-ram-tokens=N | ,cache-ram=MIB,kv-bytes-per-token=B]: a llama-server's host prompt cache (its cache-ram setting, which it does not serve), for the router's slot model: in tokens (0: none), or in MiB with the KV bytes of a token (2 x n_layer x n_head_kv x head_dim x bytes per element); absent: routed on its slots alone";
 const BACKENDS_KEY =
   "a list of `{url, events, replay, model, api-key, role, engine, topic, gpu, tp, profile, kv-offloading-size, cpu-kv-blocks, kv-blocks, cache-ram-tokens, cache-ram, kv-bytes-per-token}`: `--backend` (gpu, tp or profile: that backend's own speed for delay-cost; kv-offloading-size (GiB) or cpu-kv-blocks, and kv-blocks: its engine's CPU tier and GPU pool, for the approximate index; cache-ram-tokens, or cache-ram (MiB) with kv-bytes-per-token: a llama-server's host prompt cache, for the router's slot model)";
+
+const SCORER_WEIGHTS_KEY =
+  "`--scorer-weights`, as its text or a mapping `{prefix: W, kv: W, queue: W}` (the weights of an EndpointPickerConfig's scheduling profile)";
+const PREFIX_CACHE_SCORER_KEY =
+  "`--prefix-cache-scorer`, as its text or a mapping `{hashBlockSize: C, maxPrefixBlocksToMatch: N, lruCapacityPerServer: N}` (the `parameters` of an EndpointPickerConfig's prefix-cache-scorer)";
 
 /** The NATS bounds, serve's and epp's. */
 // biome-ignore format: one option a line
@@ -95,6 +101,8 @@ export const SERVE_OPTIONS = options({
   seed: int('N', 'router seed: tie-breaks and the random policy (default {default}, as sim)', { min: 0, default: DEFAULT_ROUTER_SEED, config: 'seed' }),
   'decode-cost-tokens': num('C', 'delay-cost counts each running decode as C prompt tokens of step time in every step a request waits through (a CPU engine: tens; default: not counted, as on a GPU); kvroute calibrate --step-table prints C', { min: 0, unit: 'prompt tokens', config: 'decode-cost-tokens' }),
   'engine-budget': int('N', "the backends' tokens per step, for that term", { min: 1, default: 2048, unit: 'tokens per step', config: 'engine-budget' }),
+  'scorer-weights': { ...L['scorer-weights'], config: 'scorer-weights', configDocs: SCORER_WEIGHTS_KEY },
+  'prefix-cache-scorer': { ...L['prefix-cache-scorer'], config: 'prefix-cache-scorer', configDocs: PREFIX_CACHE_SCORER_KEY },
   'session-affinity': bool("keep a conversation on the replica it used last while that one's cost is within --session-slack-tokens of the best (for engines whose cache the router cannot see); the key: the --session-header header, else the body's session_id, else its user", { config: 'session-affinity', configDocs: '`--session-affinity` (true/false; any other `session-*` key turns it on)', docs: ' ([routing.md](routing.md#session-affinity))' }),
   'session-header': str('NAME', "the session key's header (default {default}); implies --session-affinity", { default: DEFAULT_SESSION_HEADER, config: 'session-header' }),
   'session-slack-tokens': num('N', 'prompt tokens of extra queue a session accepts to stay', { min: 0, default: DEFAULT_SESSION_SLACK_TOKENS, config: 'session-slack-tokens' }),
