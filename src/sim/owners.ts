@@ -1,6 +1,7 @@
 /**
  * Owners per prefix: which replicas hold each customer's shared prefix, followed through the
- * engines' own KV events (a replica owns a prefix while it holds the prefix's last full block).
+ * engines' own KV events (a replica owns a prefix while it holds the prefix's last full block
+ * in its GPU pool; a copy in its CPU tier is not ownership, so CPU-medium events are skipped).
  * Sampled on the fleet's sample tick for the watched (hot) customer and as a mean over all.
  */
 import type { BlockKey } from '../kv/blockKey.ts';
@@ -39,7 +40,7 @@ export class OwnerTracker {
     if (this.#customerByKey.size === 0) return;
     for (const e of events) {
       if (e.type === 'AllBlocksCleared') this.clear(replica);
-      else this.#mark(replica, e.blockKeys, e.type === 'BlockStored');
+      else if (e.medium !== 'CPU') this.#mark(replica, e.blockKeys, e.type === 'BlockStored');
     }
   }
 
