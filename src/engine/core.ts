@@ -8,7 +8,6 @@
  */
 import { type BlockKey, computeBlockKeys } from '../kv/blockKey.ts';
 import { BlockPool } from '../kv/blockPool.ts';
-import { CpuTier } from '../kv/cpuTier.ts';
 import { kvBytesPerToken, kvPoolTokens, type ReplicaSpec } from '../model/cost.ts';
 import { Scheduler } from '../scheduler/scheduler.ts';
 import { NixlConnectorCore } from './connector/nixl.ts';
@@ -74,10 +73,24 @@ export class EngineCore {
       throw new EngineError('ERR_CONFIG', `kvBlocks must be an integer >= 1, got ${kvBlocks}`);
     }
     this.#spec = config.spec;
+    const offload = config.cpuOffload;
+    const gbps = offload?.cpuKvGbps ?? DEFAULT_CPU_KV_GBPS;
+    if (offload) {
+      if (!(gbps > 0 && Number.isFinite(gbps))) {
+        throw new EngineError('ERR_CONFIG', `cpuKvGbps must be a number > 0, got ${gbps}`);
+      }
+      if (!Number.isInteger(offload.cpuBlocks) || offload.cpuBlocks < 0) {
+        throw new EngineError(
+          'ERR_CONFIG',
+          `cpuBlocks must be an integer >= 0, got ${offload.cpuBlocks}`,
+        );
+      }
+    }
     this.#pool = new BlockPool({
       numBlocks: kvBlocks,
       blockSize,
       enableCaching: config.prefixCaching ?? true,
+      cpuBlocks: offload?.cpuBlocks ?? 0,
     });
     const lora = config.lora ? resolveLoraConfig(config.lora) : null;
     this.#scheduler = new Scheduler(
@@ -91,25 +104,9 @@ export class EngineCore {
         config.kvTransfer,
       );
     }
-    const offload = config.cpuOffload;
     if (offload) {
-      const gbps = offload.cpuKvGbps ?? DEFAULT_CPU_KV_GBPS;
-      if (!(gbps > 0 && Number.isFinite(gbps))) {
-        throw new EngineError('ERR_CONFIG', `cpuKvGbps must be a number > 0, got ${gbps}`);
-      }
-      if (!Number.isInteger(offload.cpuBlocks) || offload.cpuBlocks < 0) {
-        throw new EngineError(
-          'ERR_CONFIG',
-          `cpuBlocks must be an integer >= 0, got ${offload.cpuBlocks}`,
-        );
-      }
       const bytes = kvBytesPerToken(config.spec.model, config.spec.kvDtype);
-      this.#offload = new OffloadingConnectorCore(
-        this.#pool,
-        new CpuTier(offload.cpuBlocks),
-        bytes,
-        gbps,
-      );
+      this.#offload = new OffloadingConnectorCore(this.#pool, bytes, gbps);
     }
     if (lora) {
       this.#lora = {
@@ -412,7 +409,7 @@ export class EngineCore {
 
   /** Block keys the CPU tier holds now, least recent first (empty without one). */
   cpuBlockKeys(): BlockKey[] {
-    return this.#offload?.tier.keys() ?? [];
+    return this.#pool.cpuTierKeys();
   }
 
   #loraCounters(): EngineLoraCounters {

@@ -10,9 +10,18 @@
  * nothing.
  */
 import type { BlockKey, KeyScope } from './blockKey.ts';
-import { BlockKeyTable, NO_KEY } from './blockKeyTable.ts';
+import { ADDED, BlockKeyTable, HELD, NO_KEY } from './blockKeyTable.ts';
+import { CpuTier } from './cpuTier.ts';
 import type { KvEvent } from './events.ts';
 import { FreeBlockQueue } from './freeBlockQueue.ts';
+
+/** What `tieredPrefix` found: blocks [0, gpuBlocks) on the GPU, [gpuBlocks, cpuEnd) in the tier. */
+export interface TieredPrefix {
+  gpuBlocks: number;
+  /** How many of the GPU's blocks are free (ref count 0). */
+  gpuFreeBlocks: number;
+  cpuEnd: number;
+}
 
 export interface BlockPoolOptions {
   numBlocks: number;
@@ -20,6 +29,11 @@ export interface BlockPoolOptions {
   blockSize: number;
   /** Automatic prefix caching: keep keys, answer lookups, record events (default true). */
   enableCaching?: boolean;
+  /**
+   * Blocks of a CPU tier (vLLM's OffloadingConnector; default 0: none). With caching on, a
+   * cached block the pool evicts goes there (see `cpuTier`).
+   */
+  cpuBlocks?: number;
 }
 
 /** The leading cached blocks of a prompt. */
@@ -43,6 +57,18 @@ export class BlockPool {
   readonly #next: Int32Array;
   readonly #free: FreeBlockQueue;
   readonly #blockByKey: BlockKeyTable;
+  /**
+   * The CPU tier, its slots past the GPU blocks in the key table. Active (`#offloads`) with a
+   * capacity and caching on: each cached block the pool evicts moves there, the least recently
+   * stored making room, recorded as vLLM's OffloadingConnector records it: a store with medium
+   * "CPU" (hashes only, as take_events builds it) before the GPU removal, then the tier's
+   * removals. A key the GPU caches again while the tier holds it leaves the tier (a CPU removal
+   * after its GPU store), so a key is in one tier at most.
+   */
+  readonly cpuTier: CpuTier;
+  readonly #offloads: boolean;
+  /** Keys cacheFullBlocks took from the CPU tier for the run it is storing. */
+  #tierTaken: BlockKey[] = [];
   #events: KvEvent[] = [];
 
   constructor(options: BlockPoolOptions) {
@@ -59,7 +85,11 @@ export class BlockPool {
     this.#refs = new Int32Array(numBlocks);
     this.#next = new Int32Array(numBlocks).fill(-1);
     this.#free = new FreeBlockQueue(numBlocks);
-    this.#blockByKey = new BlockKeyTable(numBlocks);
+    this.cpuTier = new CpuTier(numBlocks, options.cpuBlocks ?? 0);
+    this.#offloads = this.cachingEnabled && this.cpuTier.capacityBlocks > 0;
+    this.#blockByKey = new BlockKeyTable(
+      numBlocks + (this.#offloads ? this.cpuTier.capacityBlocks : 0),
+    );
     this.#keys = this.#blockByKey.keyOf;
     for (let b = 0; b < numBlocks; b++) this.#free.pushBack(b);
   }
@@ -78,8 +108,9 @@ export class BlockPool {
     return this.usedBlocks / this.numBlocks;
   }
 
+  /** Keys cached on the GPU (the CPU tier's are not counted). */
   get cachedBlocks(): number {
-    return this.#blockByKey.size;
+    return this.#blockByKey.size - this.cpuTier.size;
   }
 
   refCount(block: number): number {
@@ -91,13 +122,25 @@ export class BlockPool {
     return key === NO_KEY ? null : key;
   }
 
+  /** Whether the GPU caches `key`. */
   isCached(key: BlockKey): boolean {
-    return this.#blockByKey.has(key);
+    return this.#gpuBlockOf(key) !== -1;
   }
 
-  /** Keys held now; for tests and inspection. */
+  /** Whether the CPU tier holds `key`. */
+  inCpuTier(key: BlockKey): boolean {
+    return this.#offloads && this.#blockByKey.get(key) >= this.numBlocks;
+  }
+
+  /** Keys cached on the GPU now; for tests and inspection. */
   cachedKeys(): BlockKey[] {
-    return this.#blockByKey.keys();
+    const keys = this.#blockByKey.keys();
+    return this.#offloads ? keys.filter((key) => this.isCached(key)) : keys;
+  }
+
+  /** Keys the CPU tier holds, least recently stored first; for tests and inspection. */
+  cpuTierKeys(): BlockKey[] {
+    return this.cpuTier.slots().map((slot) => this.#keys[slot]!);
   }
 
   /** Free list from next-to-reuse to last; for tests and inspection. */
@@ -123,11 +166,40 @@ export class BlockPool {
       // read instead of a probe into the key table.
       const hint = block >= 0 ? next[block]! : -1;
       block = hint >= 0 && blockKeys[hint] === key ? hint : this.#blockByKey.get(key);
-      if (block === -1) break;
+      // A block id past the GPU's is a CPU tier slot: not cached on the GPU.
+      if (block === -1 || block >= this.numBlocks) break;
       blockIds.push(block);
       if (this.#refs[block] === 0) freeBlocks++;
     }
     return { blockIds, freeBlocks };
+  }
+
+  /**
+   * Where the cached prefix of `keys[0, maxBlocks)` ends on the GPU, and where the run of
+   * blocks after it that the CPU tier holds ends (as many as the GPU's when it holds none),
+   * with how many of the GPU's are free: what a load from the tier needs to know, in one walk
+   * of the key table and no array of blocks.
+   */
+  tieredPrefix(keys: readonly BlockKey[], maxBlocks: number): TieredPrefix {
+    const limit = Math.min(keys.length, maxBlocks);
+    const blockKeys = this.#keys;
+    const next = this.#next;
+    let block = -1;
+    let freeBlocks = 0;
+    let i = 0;
+    for (; i < limit; i++) {
+      const key = keys[i]!;
+      const hint = block >= 0 ? next[block]! : -1;
+      block = hint >= 0 && blockKeys[hint] === key ? hint : this.#blockByKey.get(key);
+      if (block === -1 || block >= this.numBlocks) break;
+      if (this.#refs[block] === 0) freeBlocks++;
+    }
+    const gpuBlocks = i;
+    // The lookup that ended the GPU's prefix told whether the tier holds the next block.
+    if (this.#offloads && block >= this.numBlocks) {
+      for (i++; i < limit && this.#blockByKey.get(keys[i]!) >= this.numBlocks; ) i++;
+    }
+    return { gpuBlocks, gpuFreeBlocks: freeBlocks, cpuEnd: i };
   }
 
   /** Takes one reference on each block; free ones leave the free list. */
@@ -168,8 +240,65 @@ export class BlockPool {
     // Warm all the slots first (see BlockKeyTable.touch): deletes one by one wait on memory.
     // A delete by block starts at the block's own slot (no probe) and resets its key.
     table.touchBlocks(out, start, end);
-    for (let i = start; i < end; i++) table.deleteBlock(out[i]!);
+    if (this.#offloads) this.#offloadAll(out, start, end, evicted);
+    else {
+      for (let i = start; i < end; i++) table.deleteBlock(out[i]!);
+      this.#events.push({ type: 'BlockRemoved', blockKeys: evicted });
+    }
+    return true;
+  }
+
+  /** tryAllocate's evictions with a CPU tier: the keys of `blocks[start, end)` go there. */
+  #offloadAll(blocks: readonly number[], start: number, end: number, evicted: BlockKey[]): void {
+    const dropped: BlockKey[] = [];
+    // The tier's oldest blocks that make room leave the table too: warm their slots as well.
+    const tier = this.cpuTier;
+    const table = this.#blockByKey;
+    let leaving = evicted.length - (tier.capacityBlocks - tier.size);
+    for (let slot = tier.oldest; leaving-- > 0; slot = tier.after(slot)) table.touchBlock(slot);
+    for (let i = start; i < end; i++) {
+      if (this.#keys[blocks[i]!] !== NO_KEY) this.#offload(blocks[i]!, dropped);
+    }
+    this.#recordOffload(evicted, dropped);
+  }
+
+  /**
+   * Moves the key of GPU block `block` into the CPU tier, the least recently stored key leaving
+   * for room (appended to `dropped`).
+   */
+  #offload(block: number, dropped: BlockKey[]): void {
+    const tier = this.cpuTier;
+    if (tier.full) {
+      const oldest = tier.oldest;
+      dropped.push(this.#keys[oldest]!);
+      this.#blockByKey.deleteBlock(oldest);
+      tier.remove(oldest);
+      tier.evictedBlocks++;
+    }
+    this.#blockByKey.move(block, tier.push());
+    tier.storedBlocks++;
+  }
+
+  /** Records the GPU's eviction of `evicted` into the CPU tier, and the tier's of `dropped`. */
+  #recordOffload(evicted: BlockKey[], dropped: BlockKey[]): void {
+    this.#events.push(cpuStored(evicted.slice(), this.blockSize));
     this.#events.push({ type: 'BlockRemoved', blockKeys: evicted });
+    if (dropped.length > 0) {
+      this.#events.push({ type: 'BlockRemoved', blockKeys: dropped, medium: 'CPU' });
+    }
+  }
+
+  /**
+   * Takes `key` out of the CPU tier to load it back into the GPU (the caller caches it there);
+   * false when the tier lacks it.
+   */
+  takeFromCpuTier(key: BlockKey): boolean {
+    if (!this.#offloads) return false;
+    const slot = this.#blockByKey.get(key);
+    if (slot < this.numBlocks) return false;
+    this.#blockByKey.deleteBlock(slot);
+    this.cpuTier.remove(slot);
+    this.cpuTier.loadedBlocks++;
     return true;
   }
 
@@ -219,19 +348,31 @@ export class BlockPool {
         loraName: scope.loraName ?? null,
         cacheSalt: scope.cacheSalt ?? null,
       });
+      // Keys the CPU tier held left it: recorded after their GPU store.
+      if (this.#tierTaken.length > 0) {
+        this.#events.push({ type: 'BlockRemoved', blockKeys: this.#tierTaken, medium: 'CPU' });
+        this.#tierTaken = [];
+      }
     }
   }
 
   /**
    * Stores block `b`'s key (`keys[b]` names `blockIds[b]`) unless the block has a key already or
-   * another block holds this one; a stored block follows its predecessor in the chain (`#next`).
+   * another GPU block holds this one; a stored block follows its predecessor in the chain
+   * (`#next`). A key the CPU tier held moves here from its slot (into `#tierTaken`).
    */
   #store(blockIds: readonly number[], keys: readonly BlockKey[], b: number): boolean {
     const block = blockIds[b]!;
     // A stored key is the block's key from here on (the table writes it).
-    if (this.#keys[block] !== NO_KEY || !this.#blockByKey.addIfAbsent(keys[b]!, block)) {
-      return false;
-    }
+    if (this.#keys[block] !== NO_KEY) return false;
+    if (this.#offloads) {
+      const from = this.#blockByKey.addOrMove(keys[b]!, block, this.numBlocks);
+      if (from === HELD) return false;
+      if (from !== ADDED) {
+        this.cpuTier.remove(from);
+        this.#tierTaken.push(keys[b]!);
+      }
+    } else if (!this.#blockByKey.addIfAbsent(keys[b]!, block)) return false;
     if (b > 0) this.#next[blockIds[b - 1]!] = block;
     return true;
   }
@@ -244,35 +385,51 @@ export class BlockPool {
    */
   uncache(keys: Iterable<BlockKey>): number {
     let removed: BlockKey[] | null = null;
+    const dropped: BlockKey[] = [];
     for (const key of keys) {
-      const block = this.#blockByKey.get(key);
+      const block = this.#gpuBlockOf(key);
       if (block === -1 || this.#refs[block] !== 0) continue;
-      this.#blockByKey.delete(key);
+      // Evicted as the pool evicts: into the CPU tier when there is one.
+      if (this.#offloads) this.#offload(block, dropped);
+      else this.#blockByKey.deleteBlock(block);
       this.#free.remove(block);
       this.#free.pushFront(block);
       (removed ??= []).push(key);
     }
     if (removed === null) return 0;
-    this.#events.push({ type: 'BlockRemoved', blockKeys: removed });
+    if (this.#offloads) this.#recordOffload(removed, dropped);
+    else this.#events.push({ type: 'BlockRemoved', blockKeys: removed });
     return removed.length;
   }
 
-  /** Drops every cached key (AllBlocksCleared); refused (false) while any block is in use. */
+  /**
+   * Drops every cached key, the CPU tier's too (AllBlocksCleared); refused (false) while any
+   * block is in use.
+   */
   resetCache(): boolean {
     if (this.usedBlocks > 0) return false;
     this.#blockByKey.clear();
+    this.cpuTier.clear();
     if (this.cachingEnabled) this.#events.push({ type: 'AllBlocksCleared' });
     return true;
   }
 
   /**
-   * Forgets every cached key, in use or not, and records no event: a fault (an engine whose
-   * cache is lost without telling). Returns how many keys went.
+   * Forgets every key cached on the GPU, in use or not, and records no event: a fault (an
+   * engine whose cache is lost without telling); the CPU tier keeps its own. Returns how many
+   * keys went.
    */
   forgetAllSilently(): number {
-    const forgotten = this.#blockByKey.size;
-    this.#blockByKey.clear();
+    const forgotten = this.cachedBlocks;
+    if (this.cpuTier.size === 0) this.#blockByKey.clear();
+    else for (let b = 0; b < this.numBlocks; b++) this.#blockByKey.deleteBlock(b);
     return forgotten;
+  }
+
+  /** The GPU block caching `key`, or -1. */
+  #gpuBlockOf(key: BlockKey): number {
+    const block = this.#blockByKey.get(key);
+    return block < this.numBlocks ? block : -1;
   }
 
   /** Events recorded since the last call, oldest first. */
@@ -282,6 +439,20 @@ export class BlockPool {
     this.#events = [];
     return events;
   }
+}
+
+/** A CPU tier's store of `blockKeys`, as vLLM's OffloadingConnector records one: hashes only. */
+function cpuStored(blockKeys: BlockKey[], blockSize: number): KvEvent {
+  return {
+    type: 'BlockStored',
+    blockKeys,
+    parentKey: null,
+    tokenIds: [],
+    blockSize,
+    loraName: null,
+    cacheSalt: null,
+    medium: 'CPU',
+  };
 }
 
 /**

@@ -1,88 +1,116 @@
 /**
- * A replica's CPU tier of KV blocks: keys in LRU order, at most `capacityBlocks` of them (vLLM's
- * LRUOffloadingManager over a CPUBackend of `num_cpu_blocks`). Pure data: no clock, no I/O; the
- * offloading connector (src/engine/connector/offloading.ts) decides what goes in and comes out
- * and records the events. The block contents are not modelled: a key names its tokens. The
- * order is a KeyLru (keyLru.ts): a store, an eviction, a take and a drop are O(1) each.
+ * A replica's CPU tier of KV blocks (vLLM's LRUOffloadingManager over a CPUBackend of
+ * `num_cpu_blocks`): its slots in LRU order, and what went in and out. Pure data: no clock, no
+ * I/O, and no keys of its own.
+ *
+ * The block pool owns it (blockPool.ts). A CPU slot is a block id past the pool's GPU blocks,
+ * [firstSlot, firstSlot + capacityBlocks), in the pool's own key table: a key is in that table
+ * once whichever tier holds it, and a block moving from the GPU to the tier (or back) moves its
+ * entry there instead of leaving one table and entering another. A tier with its own key table
+ * cost a lookup for every block the GPU stored (was it in the tier?), and an insertion and a
+ * removal for every block it evicted, most of what a CPU tier added to a simulation.
  */
-import type { BlockKey } from './blockKey.ts';
-import { KeyLru } from './keyLru.ts';
+/** No slot: the end of the list, an empty tier. */
+export const NO_SLOT = -1;
 
 export class CpuTier {
   readonly capacityBlocks: number;
-  /** Keys, least recently stored first. */
-  readonly #keys: KeyLru;
-  /** Blocks written into the tier so far, and blocks read back out. */
+  /** The first slot's block id in the pool's key table. */
+  readonly firstSlot: number;
+  /** Per slot (less firstSlot): the slot stored before and after it (NO_SLOT at the ends). */
+  readonly #prev: Int32Array;
+  readonly #next: Int32Array;
+  /** Least and most recently stored slots. */
+  #first = NO_SLOT;
+  #last = NO_SLOT;
+  #size = 0;
+  /** Slots holding no block, a stack of `#freeCount`, the lowest on top. */
+  readonly #free: Int32Array;
+  #freeCount = 0;
+  /** Blocks written into the tier so far, read back out, and evicted for room. */
   storedBlocks = 0;
   loadedBlocks = 0;
   evictedBlocks = 0;
 
-  constructor(capacityBlocks: number) {
+  constructor(firstSlot: number, capacityBlocks: number) {
     if (!Number.isInteger(capacityBlocks) || capacityBlocks < 0) {
       throw new RangeError(`capacityBlocks must be an integer >= 0, got ${capacityBlocks}`);
     }
+    this.firstSlot = firstSlot;
     this.capacityBlocks = capacityBlocks;
-    // One slot past the bound: a store adds its key before it evicts the oldest.
-    this.#keys = new KeyLru(capacityBlocks + 1);
+    this.#prev = new Int32Array(capacityBlocks);
+    this.#next = new Int32Array(capacityBlocks);
+    this.#free = new Int32Array(capacityBlocks);
+    this.#freeAll();
   }
 
   get size(): number {
-    return this.#keys.size;
+    return this.#size;
   }
 
-  has(key: BlockKey): boolean {
-    return this.#keys.has(key);
+  get full(): boolean {
+    return this.#freeCount === 0;
   }
 
-  /**
-   * Stores the keys not already held, evicting the least recent ones for room (appended to
-   * `evicted`); a key already held becomes the most recent. Returns the keys written.
-   */
-  store(keys: readonly BlockKey[], evicted: BlockKey[]): BlockKey[] {
-    const stored: BlockKey[] = [];
-    if (this.capacityBlocks === 0) return stored;
-    for (const key of keys) {
-      // A held key only moves to the back; a new one goes there and, past the bound, the
-      // oldest goes (never the new key itself: the bound is at least 1).
-      if (!this.#keys.touch(key)) continue;
-      if (this.#keys.size > this.capacityBlocks) {
-        evicted.push(this.#keys.popOldest());
-        this.evictedBlocks++;
-      }
-      stored.push(key);
-      this.storedBlocks++;
-    }
-    return stored;
+  /** The least recently stored slot, or NO_SLOT when the tier holds nothing. */
+  get oldest(): number {
+    return this.#first;
   }
 
-  /** Takes `key` out to load it back into the GPU pool; false when the tier lacks it. */
-  take(key: BlockKey): boolean {
-    if (!this.#keys.delete(key)) return false;
-    this.loadedBlocks++;
-    return true;
+  /** The slot stored after `slot`, or NO_SLOT when it is the most recent. */
+  after(slot: number): number {
+    return this.#next[slot - this.firstSlot]!;
   }
 
-  /** Drops `key` without a load (the GPU computed the block again); false when not held. */
-  drop(key: BlockKey): boolean {
-    return this.#keys.delete(key);
+  /** Whether block id `block` of the pool's key table is one of the tier's slots. */
+  isSlot(block: number): boolean {
+    return block >= this.firstSlot;
   }
 
-  /** Drops each of `keys` the tier holds (see `drop`): those keys, or null when it held none. */
-  dropAll(keys: readonly BlockKey[]): BlockKey[] | null {
-    let dropped: BlockKey[] | null = null;
-    for (let i = 0; i < keys.length; i++) {
-      if (this.#keys.delete(keys[i]!)) (dropped ??= []).push(keys[i]!);
-    }
-    return dropped;
+  /** Takes a free slot (the tier must not be full) and makes it the most recent. */
+  push(): number {
+    const slot = this.#free[--this.#freeCount]!;
+    const i = slot - this.firstSlot;
+    this.#prev[i] = this.#last;
+    this.#next[i] = NO_SLOT;
+    if (this.#last === NO_SLOT) this.#first = slot;
+    else this.#next[this.#last - this.firstSlot] = slot;
+    this.#last = slot;
+    this.#size++;
+    return slot;
   }
 
-  /** Forgets every key (the engine's cache was reset). */
+  /** Frees `slot` (which holds a block), wherever it is in the order. */
+  remove(slot: number): void {
+    const i = slot - this.firstSlot;
+    const prev = this.#prev[i]!;
+    const next = this.#next[i]!;
+    if (prev === NO_SLOT) this.#first = next;
+    else this.#next[prev - this.firstSlot] = next;
+    if (next === NO_SLOT) this.#last = prev;
+    else this.#prev[next - this.firstSlot] = prev;
+    this.#free[this.#freeCount++] = slot;
+    this.#size--;
+  }
+
+  /** Frees every slot (the engine's cache was reset; the pool clears their keys). */
   clear(): void {
-    this.#keys.clear();
+    this.#first = NO_SLOT;
+    this.#last = NO_SLOT;
+    this.#size = 0;
+    this.#freeAll();
   }
 
-  /** Keys held, least recent first; for tests and inspection. */
-  keys(): BlockKey[] {
-    return this.#keys.keys();
+  /** Slots held, least recently stored first; for tests and inspection. */
+  slots(): number[] {
+    const out: number[] = [];
+    for (let s = this.#first; s !== NO_SLOT; s = this.#next[s - this.firstSlot]!) out.push(s);
+    return out;
+  }
+
+  #freeAll(): void {
+    const n = this.capacityBlocks;
+    for (let i = 0; i < n; i++) this.#free[i] = this.firstSlot + n - 1 - i;
+    this.#freeCount = n;
   }
 }

@@ -12,7 +12,7 @@ import { EngineCore } from '../../src/engine/core.ts';
 import { cpuReloadMs } from '../../src/engine/connector/offloading.ts';
 import type { EngineConfig, StepResult } from '../../src/engine/types.ts';
 import type { BlockKey } from '../../src/kv/blockKey.ts';
-import { CpuTier } from '../../src/kv/cpuTier.ts';
+import { CpuTier, NO_SLOT } from '../../src/kv/cpuTier.ts';
 import type { KvEvent } from '../../src/kv/events.ts';
 import { kvBytesPerToken, makeReplicaSpec } from '../../src/model/index.ts';
 
@@ -126,17 +126,23 @@ test('without room in the tier nothing is stored; a tier of 0 blocks is the GPU 
   assert.equal(engine.counters().cpuOffload!.storedBlocks, 0);
 });
 
-test('CpuTier: LRU, bounded, a key held once', () => {
-  const tier = new CpuTier(2);
-  const evicted: number[] = [];
-  assert.deepEqual(tier.store([1, 2], evicted), [1, 2]);
-  assert.deepEqual(tier.store([1], evicted), []); // 1 is now the most recent
-  assert.deepEqual(tier.store([3], evicted), [3]);
-  assert.deepEqual(evicted, [2]);
-  assert.deepEqual(tier.keys(), [1, 3]);
-  assert.equal(tier.take(1), true);
-  assert.equal(tier.take(1), false);
-  assert.throws(() => new CpuTier(-1), RangeError);
+test('CpuTier: slots in the order stored, bounded, a freed slot reused', () => {
+  const tier = new CpuTier(100, 2);
+  assert.equal(tier.oldest, NO_SLOT);
+  const a = tier.push();
+  const b = tier.push();
+  assert.deepEqual([a, b], [100, 101]);
+  assert.equal(tier.full, true);
+  assert.equal(tier.isSlot(a) && !tier.isSlot(99), true);
+  tier.remove(a);
+  assert.deepEqual(tier.slots(), [b]);
+  assert.equal(tier.push(), a); // the freed slot, now the most recent
+  assert.deepEqual(tier.slots(), [b, a]);
+  assert.equal(tier.after(b), a);
+  tier.clear();
+  assert.equal(tier.size, 0);
+  assert.deepEqual(tier.slots(), []);
+  assert.throws(() => new CpuTier(0, -1), RangeError);
 });
 
 test('property: at most one tier per block, the tier within its size, every load stored first', () => {

@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { BlockKey } from '../../src/kv/blockKey.ts';
-import { CpuTier } from '../../src/kv/cpuTier.ts';
 import { KeyLru, NO_OLDEST } from '../../src/kv/keyLru.ts';
 
 type Op =
@@ -68,23 +67,11 @@ test('property: KeyLru keeps the order a Map keeps, operation by operation', () 
   );
 });
 
-test('KeyLru grows past its first slots in order; CpuTier evicts the least recent at its bound', () => {
+test('KeyLru grows past its first slots in order', () => {
   const lru = new KeyLru();
   for (let k = 0; k < 5_000; k++) lru.touch(k);
   lru.touch(0); // 0 becomes the most recent
   assert.equal(lru.size, 5_000);
   assert.equal(lru.oldest(), 1);
   assert.equal(lru.keys().at(-1), 0);
-  const tier = new CpuTier(1_000);
-  const evicted: BlockKey[] = [];
-  for (let k = 0; k < 3_000; k++) tier.store([k], evicted);
-  assert.equal(tier.size, 1_000);
-  assert.deepEqual(
-    evicted,
-    Array.from({ length: 2_000 }, (_, i) => i),
-  );
-  assert.deepEqual(
-    tier.keys(),
-    Array.from({ length: 1_000 }, (_, i) => 2_000 + i),
-  );
 });

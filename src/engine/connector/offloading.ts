@@ -4,11 +4,11 @@
  * never enters the scheduler; like the NixlConnector it writes blocks into the pool before the
  * scheduler looks, whose prefix lookup then finds them. No clock, no I/O.
  *
- * - Store: a cached block the pool evicts (its BlockRemoved) goes into the tier, the tier's
- *   least recent blocks making room (vLLM's LRU policy). vLLM offloads every computed block as
- *   soon as it is full, so its tier also holds blocks the GPU still has; here the tier holds a
- *   block only once the GPU dropped it, so a block lives in at most one tier of a replica and a
- *   CPU tier of N blocks adds N blocks to the replica's cache.
+ * - Store: the pool itself moves a cached block it evicts into its tier (BlockPool, `cpuBlocks`),
+ *   the tier's least recent blocks making room (vLLM's LRU policy). vLLM offloads every computed
+ *   block as soon as it is full, so its tier also holds blocks the GPU still has; here the tier
+ *   holds a block only once the GPU dropped it, so a block lives in at most one tier of a
+ *   replica and a CPU tier of N blocks adds N blocks to the replica's cache.
  * - Load: at `add`, and again before each step for the oldest requests not yet admitted whose
  *   load found no free room in the pool (once the pool has as many free blocks as it lacked),
  *   the prompt's blocks
@@ -80,7 +80,6 @@ interface LoadOutcome {
 
 export class OffloadingConnectorCore {
   readonly #pool: BlockPool;
-  readonly #tier: CpuTier;
   readonly kvBytesPerToken: number;
   readonly #gbps: number;
   #events: KvEvent[] = [];
@@ -92,15 +91,15 @@ export class OffloadingConnectorCore {
   /** Prompt tokens loaded back from the tier so far. */
   loadedTokens = 0;
 
-  constructor(pool: BlockPool, tier: CpuTier, kvBytesPerToken: number, gbps: number) {
+  /** `pool`: one made with the tier's `cpuBlocks`, which stores and evicts its blocks. */
+  constructor(pool: BlockPool, kvBytesPerToken: number, gbps: number) {
     this.#pool = pool;
-    this.#tier = tier;
     this.kvBytesPerToken = kvBytesPerToken;
     this.#gbps = gbps;
   }
 
   get tier(): CpuTier {
-    return this.#tier;
+    return this.#pool.cpuTier;
   }
 
   /** A request arrived: loads what the tier has of its prefix, and again later until admitted. */
@@ -163,22 +162,21 @@ export class OffloadingConnectorCore {
     scope: KeyScope,
   ): LoadOutcome {
     const pool = this.#pool;
-    const tier = this.#tier;
     const none = { tokens: 0, needBlocks: 0, fromBlock: 0, toBlock: 0 };
-    if (!pool.cachingEnabled || tier.size === 0) return none;
+    if (!pool.cachingEnabled || pool.cpuTier.size === 0) return none;
     const usable = Math.min(blockKeys.length, Math.floor((tokenIds.length - 1) / pool.blockSize));
-    const hit = pool.findCachedPrefix(blockKeys, usable);
-    const local = hit.blockIds.length;
-    let end = local;
-    while (end < usable && tier.has(blockKeys[end]!)) end++;
+    const prefix = pool.tieredPrefix(blockKeys, usable);
+    const local = prefix.gpuBlocks;
+    const end = prefix.cpuEnd;
     const fresh = end - local;
     if (fresh === 0) return none;
-    if (fresh + hit.freeBlocks > pool.freeBlocks) {
-      return { tokens: 0, needBlocks: fresh + hit.freeBlocks, fromBlock: 0, toBlock: 0 };
+    if (fresh + prefix.gpuFreeBlocks > pool.freeBlocks) {
+      return { tokens: 0, needBlocks: fresh + prefix.gpuFreeBlocks, fromBlock: 0, toBlock: 0 };
     }
+    const hit = pool.findCachedPrefix(blockKeys, local);
     this.#drain();
     const taken = blockKeys.slice(local, end);
-    for (const key of taken) tier.take(key);
+    for (const key of taken) pool.takeFromCpuTier(key);
     const blockIds = [...hit.blockIds];
     pool.acquire(blockIds);
     pool.tryAllocate(fresh, blockIds);
@@ -209,39 +207,8 @@ export class OffloadingConnectorCore {
     return events;
   }
 
-  /** Moves the pool's events into the connector's list, offering every GPU eviction to the tier. */
+  /** Moves the pool's events (its tier's among them) into the connector's list. */
   #drain(): void {
-    for (const event of this.#pool.takeEvents()) {
-      if (event.type === 'BlockRemoved' && event.medium === undefined) {
-        const evicted: BlockKey[] = [];
-        const stored = this.#tier.store(event.blockKeys, evicted);
-        if (stored.length > 0) {
-          this.#events.push({
-            type: 'BlockStored',
-            blockKeys: stored,
-            parentKey: null,
-            tokenIds: [],
-            blockSize: this.#pool.blockSize,
-            loraName: null,
-            cacheSalt: null,
-            medium: 'CPU',
-          });
-        }
-        this.#events.push(event);
-        if (evicted.length > 0) {
-          this.#events.push({ type: 'BlockRemoved', blockKeys: evicted, medium: 'CPU' });
-        }
-      } else if (event.type === 'BlockStored' && this.#tier.size > 0) {
-        // Computed again on the GPU while the tier still had it: the tier's copy goes.
-        this.#events.push(event);
-        const dropped = this.#tier.dropAll(event.blockKeys);
-        if (dropped !== null) {
-          this.#events.push({ type: 'BlockRemoved', blockKeys: dropped, medium: 'CPU' });
-        }
-      } else {
-        if (event.type === 'AllBlocksCleared') this.#tier.clear();
-        this.#events.push(event);
-      }
-    }
+    for (const event of this.#pool.takeEvents()) this.#events.push(event);
   }
 }
