@@ -1,20 +1,17 @@
 /**
  * Block keys in least- to most-recently-used order, each held once: the order a Map keeps when
- * a touched key is deleted and set again, at O(1) a touch, a removal and an eviction. A Map
- * finds its oldest key by iterating from its start, past every entry deleted since its last
- * rehash: O(size) an eviction once it is full and churning, which made long runs with a CPU
- * tier ~10-20x slower than without.
+ * a touched key is deleted and set again, at O(1) a touch, a removal and an eviction (the
+ * approximate index's records of what it sent where). A Map finds its oldest key by iterating
+ * from its start, past every entry deleted since its last rehash: O(size) an eviction once it is
+ * full and churning, which made long runs ~10-20x slower.
  *
  * Each key sits in a slot. A chained hash table (buckets of the key's Fibonacci hash, chained
  * through the slots, as BlockKeyTable does for the 53-bit keys a Map hashes slowly) finds a
  * key's slot, and a doubly linked list through the slots keeps the order. A slot's fields sit
  * together, its key and time in one 16-byte record and its three links in another, so a touch
- * or an eviction reads two cache lines a slot where one array a field read five: a CPU tier's
- * store and eviction are most of what a tier adds to a simulation.
+ * or an eviction reads two cache lines a slot where one array a field read five.
  *
- * Slots are allocated as keys arrive, doubling up to the owner's bound when it gives one (a
- * bound of up to PRESIZED_SLOTS is allocated at once), so a large bound that is never reached
- * costs little; a key keeps its slot when they grow.
+ * Slots are allocated as keys arrive, doubling; a key keeps its slot when they grow.
  */
 import type { BlockKey } from './blockKey.ts';
 
@@ -22,14 +19,8 @@ import type { BlockKey } from './blockKey.ts';
 export const NO_OLDEST = -1;
 /** No slot: an empty bucket, the end of a chain or of the list. */
 const NONE = -1;
-/** Slots allocated first without a bound (then doubled as keys arrive). */
+/** Slots allocated first (then doubled as keys arrive). */
 const FIRST_SLOTS = 64;
-/**
- * With a bound, slots for it are allocated at once up to this many (about 3.5 MiB): a CPU tier
- * fills within its first minute, and growing there, a rebuild of the chains each time, cost as
- * much as its stores did over that minute. A larger bound starts here and doubles.
- */
-const PRESIZED_SLOTS = 1 << 16;
 /** About four buckets a slot, as BlockKeyTable has. */
 const BUCKETS_PER_SLOT = 4;
 /** Per slot in `#links`: the next slot in its bucket's chain, the list's previous and next. */
@@ -53,15 +44,8 @@ export class KeyLru {
   /** Slots holding no key, a stack of `#freeCount`. */
   #free: Int32Array;
   #freeCount = 0;
-  /** Slots never grow past this many (the owner's bound on keys held; Infinity: none). */
-  readonly #maxSlots: number;
-
-  /** `maxKeys`: the most keys the owner ever holds at once, when it bounds them. */
-  constructor(maxKeys = Number.POSITIVE_INFINITY) {
-    this.#maxSlots = Math.max(1, maxKeys);
-    const slots = Number.isFinite(maxKeys)
-      ? Math.min(PRESIZED_SLOTS, this.#maxSlots)
-      : Math.min(FIRST_SLOTS, this.#maxSlots);
+  constructor() {
+    const slots = FIRST_SLOTS;
     this.#keyAt = new Float64Array(2 * slots);
     this.#links = new Int32Array(LINKS * slots);
     this.#free = new Int32Array(slots);
@@ -211,13 +195,13 @@ export class KeyLru {
   }
 
   /**
-   * Doubles the slots (at most to the bound; past it when the owner holds more than it said).
-   * Called with every slot holding a key: slots [0, old) keep theirs and their places in the
-   * list, the chains are rebuilt for the new buckets, and [old, new) are free.
+   * Doubles the slots. Called with every slot holding a key: slots [0, old) keep theirs and
+   * their places in the list, the chains are rebuilt for the new buckets, and [old, new) are
+   * free.
    */
   #grow(): void {
     const oldSlots = this.#free.length;
-    const slots = Math.max(oldSlots + 1, Math.min(2 * oldSlots, this.#maxSlots));
+    const slots = 2 * oldSlots;
     const keyAt = new Float64Array(2 * slots);
     keyAt.set(this.#keyAt);
     const links = new Int32Array(LINKS * slots);
