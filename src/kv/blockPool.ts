@@ -12,7 +12,7 @@
 import type { BlockKey, KeyScope } from './blockKey.ts';
 import { ADDED, BlockKeyTable, HELD, NO_KEY } from './blockKeyTable.ts';
 import { CpuTier } from './cpuTier.ts';
-import type { KvEvent } from './events.ts';
+import { cpuTierStored, type KvEvent } from './events.ts';
 import { FreeBlockQueue } from './freeBlockQueue.ts';
 
 /** What `tieredPrefix` found: blocks [0, gpuBlocks) on the GPU, [gpuBlocks, cpuEnd) in the tier. */
@@ -281,7 +281,7 @@ export class BlockPool {
 
   /** Records the GPU's eviction of `evicted` into the CPU tier, and the tier's of `dropped`. */
   #recordOffload(evicted: BlockKey[], dropped: BlockKey[]): void {
-    this.#events.push(cpuStored(evicted.slice(), this.blockSize));
+    this.#events.push(cpuTierStored(evicted.slice(), this.blockSize));
     this.#events.push({ type: 'BlockRemoved', blockKeys: evicted });
     if (dropped.length > 0) {
       this.#events.push({ type: 'BlockRemoved', blockKeys: dropped, medium: 'CPU' });
@@ -439,20 +439,6 @@ export class BlockPool {
     this.#events = [];
     return events;
   }
-}
-
-/** A CPU tier's store of `blockKeys`, as vLLM's OffloadingConnector records one: hashes only. */
-function cpuStored(blockKeys: BlockKey[], blockSize: number): KvEvent {
-  return {
-    type: 'BlockStored',
-    blockKeys,
-    parentKey: null,
-    tokenIds: [],
-    blockSize,
-    loraName: null,
-    cacheSalt: null,
-    medium: 'CPU',
-  };
 }
 
 /**

@@ -48,3 +48,17 @@ export interface AllBlocksCleared {
 }
 
 export type KvEvent = BlockStored | BlockRemoved | AllBlocksCleared;
+
+/** A CPU tier's store of `blockKeys`, as vLLM's OffloadingConnector records one: hashes only. */
+export function cpuTierStored(blockKeys: BlockKey[], blockSize: number): BlockStored {
+  return {
+    type: 'BlockStored',
+    blockKeys,
+    parentKey: null,
+    tokenIds: [],
+    blockSize,
+    loraName: null,
+    cacheSalt: null,
+    medium: 'CPU',
+  };
+}

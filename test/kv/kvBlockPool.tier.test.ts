@@ -10,19 +10,10 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { type BlockKey, computeBlockKeys } from '../../src/kv/blockKey.ts';
 import { BlockPool } from '../../src/kv/blockPool.ts';
-import type { KvEvent } from '../../src/kv/events.ts';
+import { cpuTierStored, type KvEvent } from '../../src/kv/events.ts';
 
 const BLOCK = 4;
-const CPU_STORED = (blockKeys: BlockKey[]): KvEvent => ({
-  type: 'BlockStored',
-  blockKeys,
-  parentKey: null,
-  tokenIds: [],
-  blockSize: BLOCK,
-  loraName: null,
-  cacheSalt: null,
-  medium: 'CPU',
-});
+const CPU_STORED = (blockKeys: BlockKey[]): KvEvent => cpuTierStored(blockKeys, BLOCK);
 
 /** The pool's events as a tier kept apart turns them into its own (least recent first). */
 function offloadEvents(events: KvEvent[], tier: Map<BlockKey, true>, cap: number): KvEvent[] {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { computeBlockKeys } from '../../src/kv/blockKey.ts';
-import type { KvEvent } from '../../src/kv/events.ts';
+import { cpuTierStored, type KvEvent } from '../../src/kv/events.ts';
 import {
   DEFAULT_CPU_RELOAD_US_PER_TOKEN,
   DEFAULT_PREFILL_US_PER_TOKEN,
@@ -18,16 +18,7 @@ import { BLOCK, tokens } from '../support/routing.ts';
 
 const toks = tokens(3, 6_000 + 1);
 const keys = computeBlockKeys(toks, BLOCK);
-const cpuStore = (blockKeys: number[]): KvEvent => ({
-  type: 'BlockStored',
-  blockKeys,
-  parentKey: null,
-  tokenIds: [],
-  blockSize: BLOCK,
-  loraName: null,
-  cacheSalt: null,
-  medium: 'CPU',
-});
+const cpuStore = (blockKeys: number[]): KvEvent => cpuTierStored(blockKeys, BLOCK);
 const gpuStore = (blockKeys: number[], from = 0): KvEvent => ({
   type: 'BlockStored',
   blockKeys,

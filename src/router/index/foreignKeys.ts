@@ -15,7 +15,7 @@
  * group when a model has no full-attention group at all (sliding-window-only models).
  */
 import { type BlockKey, chainBlockKeys, extendBlockKey, type KeyScope } from '../../kv/blockKey.ts';
-import type { AllBlocksCleared, KvEvent } from '../../kv/events.ts';
+import { type AllBlocksCleared, cpuTierStored, type KvEvent } from '../../kv/events.ts';
 import { type EngineHash, EngineHashTable, NO_HANDLE } from './engineHashTable.ts';
 
 export type { EngineHash } from './engineHashTable.ts';
@@ -317,16 +317,7 @@ export class ForeignKeyMap {
       blockKeys.push(key);
     }
     if (blockKeys.length === 0) return;
-    out.push({
-      type: 'BlockStored',
-      blockKeys,
-      parentKey: null,
-      tokenIds: [],
-      blockSize: size,
-      loraName: null,
-      cacheSalt: null,
-      medium: 'CPU',
-    });
+    out.push(cpuTierStored(blockKeys, size));
   }
 
   #removed(event: ForeignBlockRemoved, out: KvEvent[]): void {
